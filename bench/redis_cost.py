@@ -1,0 +1,569 @@
+"""Redis-side cost of the seat scripts, as a ratio to a plain ZADD measured in the same run.
+
+Starts a private redis-server (loopback, nothing on disk), fills it with ``--total`` live
+leases (default 1,000,000): ``--hot`` (10,000) on one license, the rest 100 per license
+spread over all 256 shards. Then, per phase, it reads the server's own time per call from
+``INFO commandstats`` (``usec_per_call``) after ``CONFIG RESETSTAT``:
+
+- ``zadd (baseline)``: a plain ZADD of a new member into a ZSET of ``--hot`` members (the
+  size of the hot license's lease ZSET);
+- ``acquire (new)``, ``heartbeat`` and ``release`` on the hot license (the three ops with a
+  target), and two rows for information: ``acquire (renew)`` (the same client again) and
+  ``evalsha floor`` (a script that only returns 1: the fixed cost of any EVALSHA).
+
+A round measures every phase once, ZADD first. The machine is shared and noisy, so
+``--rounds`` rounds (default 5) run and the median of the per-round ratios is reported.
+The ratio is server-side and per call (no network, no client):
+``usec_per_call(evalsha) / usec_per_call(zadd)``; target at most ``--target`` (3.0).
+
+For information it then runs redis-benchmark (50 connections, no pipelining) for ZADD,
+heartbeat and acquire: throughput with network and parsing included, the measure behind
+DESIGN.md's "ZADD 81k/s, script 38k/s".
+
+The breakdown lists the Redis commands each script ran (Redis 7 counts commands called
+from Lua in commandstats too), as calls and microseconds per op; the rest of the EVALSHA
+time is spent in Lua and at the Lua/Redis boundary (argument and reply conversion,
+command lookup and checks per ``redis.call``). ``--profile`` adds a step-by-step profile of
+acquire.lua and heartbeat.lua: each script cut short before each top-level statement, the
+cost of a step being the difference of consecutive cuts (minimum of several samples:
+other processes' load only ever adds time).
+
+Run: ``python3 bench/redis_cost.py [--profile]`` (about 2.5 minutes on 2 shared cores;
+``--total 100000`` for a quick look). Bounded: loading stops at ``--max-seconds``. A
+missed target is printed; the exit status is 2 for it only with ``--strict`` (so that
+``make bench`` runs both benchmarks), 1 for an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import platform
+import re
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from shared import keys
+from shared.engine import LicenseConfig, SeatEngine, new_session_id
+from shared.localprocs import start_redis
+from shared.redisconn import connect
+from shared.scripts import script_source
+
+TENANT = "bench"
+HOT = "hot"
+THROUGHPUT = "throughput"  # redis-benchmark's license
+PROFILED = "profiled"  # the profile's truncated scripts write here, never on HOT
+PER_COLD_LICENSE = 100
+LEASE_SECONDS = 3600  # nothing expires while the benchmark runs
+SEATS = 10_000_000  # every acquire finds a free seat
+PIPELINE = 200  # commands per round trip (the server-side cost does not depend on it)
+META = json.dumps({"hostname": "ws-000000", "user": "bench"}, separators=(",", ":"))
+LOAD_WORKERS = 2
+LICENSES_PER_BATCH = 10  # 1,000 acquires per write while loading
+
+
+def load_config(_tenant: str, _license: str) -> LicenseConfig:
+    return LicenseConfig(seats=SEATS, lease_seconds=LEASE_SECONDS, max_lease_seconds=LEASE_SECONDS)
+
+
+def new_engine(url: str) -> SeatEngine:
+    return SeatEngine(connect(url, socket_timeout=120), load_config)
+
+
+# -- queueing seat calls in a pipeline, exactly as SeatEngine builds them ----------------
+
+
+def queue_acquire(
+    eng: SeatEngine, pipe: Any, license_id: str, client_id: str, sid: str | None = None
+) -> str:
+    k = keys.LicenseKeys.of(TENANT, license_id)
+    sid = sid or new_session_id()
+    eng.scripts.acquire(
+        keys=[*k.lease_keys, k.denials],
+        args=[TENANT, license_id, client_id, sid, 0, META, secrets.token_hex(8)],
+        client=pipe,
+    )
+    return sid
+
+
+def queue_session(script: Any, pipe: Any, license_id: str, sid: str, *extra: str) -> None:
+    k = keys.LicenseKeys.of(TENANT, license_id)
+    script(
+        keys=k.lease_keys,
+        args=[TENANT, license_id, sid, secrets.token_hex(8), *extra],
+        client=pipe,
+    )
+
+
+def run_batched(
+    client: Any, items: list[Any], queue: Callable[[Any, Any], Any], expect: str | None
+) -> None:
+    """``queue(pipe, item)`` for every item, PIPELINE per round trip; checks the replies."""
+    for start in range(0, len(items), PIPELINE):
+        pipe = client.pipeline(transaction=False)
+        for item in items[start : start + PIPELINE]:
+            queue(pipe, item)
+        for reply in pipe.execute():
+            status = reply[0] if isinstance(reply, list) else reply
+            if expect is not None and status != expect:
+                raise RuntimeError(f"unexpected reply {reply!r} (expected {expect!r})")
+
+
+# -- loading the store -----------------------------------------------------------------
+
+
+def fill_license(
+    eng: SeatEngine, license_id: str, count: int, tag: str, numbered: bool = False
+) -> dict[str, str]:
+    """``count`` new leases on one license; returns client_id -> session_id. ``numbered``:
+    session ids are 0-padded 12-digit numbers, as redis-benchmark's ``__rand_int__``."""
+    eng.cache_config(TENANT, license_id, load_config(TENANT, license_id))
+    sessions: dict[str, str] = {}
+
+    def queue(pipe: Any, client_id: str) -> None:
+        sid = f"{len(sessions):012d}" if numbered else None
+        sessions[client_id] = queue_acquire(eng, pipe, license_id, client_id, sid)
+
+    run_batched(eng.redis, [f"{tag}-{i:07d}" for i in range(count)], queue, "acquired")
+    return sessions
+
+
+def _resp(*args: str | bytes) -> bytes:
+    """One command in the Redis protocol."""
+    out = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        raw = arg if isinstance(arg, bytes) else arg.encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
+    return b"".join(out)
+
+
+def _load_worker(job: tuple[str, str, list[str], float, int]) -> int:
+    """One loader process: PER_COLD_LICENSE leases on each of its licenses.
+
+    The same EVALSHA of the registered acquire script that SeatEngine sends, written as
+    raw protocol on one socket, PIPELINE_LOAD calls per write: redis-py's encoding and
+    reply parsing would otherwise make the Python client, not Redis, the slow side of
+    loading a million leases. Every reply is checked to be an 'acquired'."""
+    url, sha, licenses, deadline, worker = job
+    eng = new_engine(url)
+    host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
+    sock = socket.create_connection((host, int(port)))
+    marker = f"end-of-batch-{worker}".encode()
+    loaded = 0
+    for start in range(0, len(licenses), LICENSES_PER_BATCH):
+        if time.monotonic() > deadline:
+            break
+        batch = licenses[start : start + LICENSES_PER_BATCH]
+        commands = []
+        for license_id in batch:
+            eng.cache_config(TENANT, license_id, load_config(TENANT, license_id))
+            k = keys.LicenseKeys.of(TENANT, license_id)
+            head = [k.cfg, k.leases, k.sessions, k.clients, k.deadlines, k.outbox, k.denials]
+            for i in range(PER_COLD_LICENSE):
+                commands.append(
+                    _resp("EVALSHA", sha, "7", *head, TENANT, license_id, f"c{i:03d}",
+                          new_session_id(), "0", META, secrets.token_hex(8))
+                )  # fmt: skip
+        sock.sendall(b"".join([*commands, _resp("ECHO", marker)]))
+        tail = b"$%d\r\n%s\r\n" % (len(marker), marker)
+        received = bytearray()
+        while not received.endswith(tail):
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                raise RuntimeError("redis-server closed the connection while loading")
+            received += chunk
+        acquired = received.count(b"\r\nacquired\r\n")
+        if acquired != len(commands):
+            raise RuntimeError(
+                f"loading: {acquired} of {len(commands)} acquired: {received[:300]!r}"
+            )
+        loaded += acquired
+        if worker == 0 and (start // LICENSES_PER_BATCH) % 50 == 0:
+            print(f"  worker 0: {loaded:,} leases", flush=True)
+    sock.close()
+    eng.redis.close()
+    return loaded
+
+
+def load_cold(url: str, sha: str, count: int, deadline: float) -> int:
+    """``count`` leases, PER_COLD_LICENSE per license, loaded by LOAD_WORKERS processes."""
+    licenses = [f"lic-{i:06d}" for i in range(count // PER_COLD_LICENSE)]
+    jobs = [(url, sha, licenses[w::LOAD_WORKERS], deadline, w) for w in range(LOAD_WORKERS)]
+    with multiprocessing.get_context("fork").Pool(LOAD_WORKERS) as pool:
+        return sum(pool.map(_load_worker, jobs))
+
+
+def drain_outboxes(client: Any) -> None:
+    """The reaper drains the outboxes continuously: a 1M-entry stream is not the steady
+    state (XADD costs the same either way, this only saves memory)."""
+    pipe = client.pipeline(transaction=False)
+    for shard in range(keys.SHARDS):
+        pipe.xtrim(keys.outbox_key(shard), maxlen=0)
+    pipe.execute()
+
+
+# -- measuring -------------------------------------------------------------------------
+
+
+@dataclass
+class Phase:
+    name: str
+    usec: float  # server microseconds per call of the measured command
+    inner: dict[str, tuple[float, float]]  # command run by the script -> (calls, usec) per op
+
+
+def measure(client: Any, name: str, command: str, run: Callable[[], None]) -> Phase:
+    """CONFIG RESETSTAT, run the phase, read its commandstats."""
+    client.config_resetstat()
+    run()
+    stats = {k.removeprefix("cmdstat_"): v for k, v in client.info("commandstats").items()}
+    main = stats.pop(command)
+    calls = main["calls"]
+    inner = {
+        cmd: (s["calls"] / calls, s["usec"] / calls)
+        for cmd, s in stats.items()
+        if not cmd.startswith(("config", "info", "script", "ping"))
+    }
+    return Phase(name, float(main["usec_per_call"]), inner)
+
+
+def one_round(eng: SeatEngine, hot: dict[str, str], ops: int, round_no: int) -> list[Phase]:
+    client = eng.redis
+    zkey = "bench:zadd"
+    floor = client.register_script("return 1")
+    score = int(time.time() * 1000) + LEASE_SECONDS * 1000
+    client.delete(zkey)
+    for start in range(0, len(hot), 5000):  # same size as the hot lease ZSET
+        client.zadd(
+            zkey, {f"m{i:07d}": score + i for i in range(start, min(start + 5000, len(hot)))}
+        )
+    members = [f"r{round_no}-{i:07d}" for i in range(ops)]
+    new_clients = [f"r{round_no}-new-{i:07d}" for i in range(ops)]
+    created: dict[str, str] = {}
+    old = list(hot.items())
+    hot_acquire = lambda p, c: queue_acquire(eng, p, HOT, c)  # noqa: E731
+
+    def acquire_new(pipe: Any, client_id: str) -> None:
+        created[client_id] = queue_acquire(eng, pipe, HOT, client_id)
+
+    phases = [
+        measure(
+            client,
+            "zadd (baseline)",
+            "zadd",
+            lambda: run_batched(client, members, lambda p, m: p.zadd(zkey, {m: score}), None),
+        ),
+        measure(
+            client,
+            "evalsha floor",
+            "evalsha",
+            lambda: run_batched(client, members, lambda p, _m: floor(client=p), None),
+        ),
+        measure(
+            client,
+            "acquire (new)",
+            "evalsha",
+            lambda: run_batched(client, new_clients, acquire_new, "acquired"),
+        ),
+        measure(
+            client,
+            "acquire (renew)",
+            "evalsha",
+            lambda: run_batched(client, [c for c, _s in old[:ops]], hot_acquire, "renewed"),
+        ),
+        measure(
+            client,
+            "heartbeat",
+            "evalsha",
+            lambda: run_batched(
+                client,
+                [s for _c, s in old[-ops:]],
+                lambda p, sid: queue_session(eng.scripts.heartbeat, p, HOT, sid),
+                "ok",
+            ),
+        ),
+        measure(
+            client,
+            "release",
+            "evalsha",
+            lambda: run_batched(
+                client,
+                list(created.values()),  # back to --hot live leases for the next round
+                lambda p, sid: queue_session(eng.scripts.release, p, HOT, sid, "lease.released"),
+                "released",
+            ),
+        ),
+    ]
+    client.delete(zkey)
+    return phases
+
+
+TARGETED = ("acquire (new)", "heartbeat", "release")
+
+
+def report(rounds: list[list[Phase]], target: float) -> bool:
+    print("\nper round: server usec_per_call (ratio to that round's ZADD)")
+    for i, phases in enumerate(rounds, 1):
+        zadd = phases[0].usec
+        cells = ", ".join(f"{p.name} {p.usec:.2f} ({p.usec / zadd:.2f}x)" for p in phases)
+        print(f"  round {i}: {cells}")
+    print(f"\nmedian of {len(rounds)} rounds; target: each seat op at most {target:.1f}x ZADD")
+    print("(min: lowest usec of the rounds and its ratio to the lowest ZADD; load from other")
+    print(" processes only adds time, so the minimums are the least disturbed estimate)")
+    print(
+        f"  {'op':<17}{'usec_per_call':>14}{'ratio':>9}{'min usec':>10}{'min ratio':>10}  verdict"
+    )
+    ok = True
+    zadd_min = min(r[0].usec for r in rounds)
+    for idx, phase in enumerate(rounds[0]):
+        usec = statistics.median(r[idx].usec for r in rounds)
+        ratio = statistics.median(r[idx].usec / r[0].usec for r in rounds)
+        low = min(r[idx].usec for r in rounds)
+        verdict = "baseline" if idx == 0 else "info"
+        if phase.name in TARGETED:
+            verdict = "PASS" if ratio <= target else "FAIL"
+            ok = ok and ratio <= target
+        print(
+            f"  {phase.name:<17}{usec:>14.2f}{ratio:>8.2f}x{low:>10.2f}{low / zadd_min:>9.2f}x"
+            f"  {verdict}"
+        )
+    print("\nwhere the time goes (last round; commands run inside each script, per op)")
+    for phase in rounds[-1][2:]:
+        commands = sum(usec for _calls, usec in phase.inner.values())
+        print(
+            f"  {phase.name}: {phase.usec:.2f} us = commands {commands:.2f} us"
+            f" + Lua and Lua/Redis boundary {phase.usec - commands:.2f} us"
+        )
+        parts = sorted(phase.inner.items(), key=lambda kv: -kv[1][1])
+        print("    " + ", ".join(f"{cmd} {c:g}x {u:.2f}us" for cmd, (c, u) in parts))
+    return ok
+
+
+# -- throughput with 50 clients (redis-benchmark), for information --------------------
+
+
+def redis_benchmark(port: int, requests: int, keyspace: int, *command: str) -> tuple[float, float]:
+    """(requests/s, p50 ms) of one command line, 50 clients, no pipelining."""
+    out = subprocess.run(
+        ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "50",
+         "-n", str(requests), "-r", str(keyspace), "--csv", *command],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    # test,rps,avg,min,p50,p95,p99,max: the test name (the command) may hold commas/quotes
+    row = [cell.strip('"') for cell in out.strip().splitlines()[-1].split(",")[-7:]]
+    return float(row[0]), float(row[3])
+
+
+def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
+    """Requests per second with 50 connections, network and parsing included, as in
+    DESIGN.md's redis-benchmark figures (ZADD 81k/s, a four-command script 38k/s)."""
+    if shutil.which("redis-benchmark") is None:
+        print("\nredis-benchmark not found (Debian's redis-tools): throughput skipped")
+        return
+    fill_license(eng, THROUGHPUT, hot, "t", numbered=True)
+    k = keys.LicenseKeys.of(TENANT, THROUGHPUT)
+    acquire_sha = eng.redis.script_load(script_source("acquire"))
+    heartbeat_sha = eng.redis.script_load(script_source("heartbeat"))
+    rand = "__rand_int__"
+    cases = {
+        "zadd": (10**9, ["zadd", "bench:tput", rand, f"m{rand}"]),
+        # session ids 000000000000..: every heartbeat hits a live lease of the license
+        "heartbeat": (hot, ["evalsha", heartbeat_sha, "6", *k.lease_keys, TENANT,
+                            THROUGHPUT, rand, f"p{rand}"]),
+        "acquire (new)": (10**9, ["evalsha", acquire_sha, "7", *k.lease_keys, k.denials,
+                                  TENANT, THROUGHPUT, f"c{rand}", f"s{rand}", "0", META,
+                                  f"p{rand}"]),
+    }  # fmt: skip
+    results = {name: redis_benchmark(port, requests, ks, *cmd) for name, (ks, cmd) in cases.items()}
+    zadd_rps = results["zadd"][0]
+    print(f"\nthroughput, 50 clients, {requests:,} requests each (redis-benchmark; information)")
+    for name, (rps, p50) in results.items():
+        print(f"  {name:<15}{rps:>10,.0f} req/s  p50 {p50:.3f} ms  ZADD/op {zadd_rps / rps:.2f}x")
+
+
+# -- step profile (--profile) ------------------------------------------------------------
+
+_STATEMENT = re.compile(r"^(local |redis\.call|reclaim|emit|if |return )")
+
+
+def truncations(name: str) -> list[tuple[str, str]]:
+    """(step, script) pairs: the registered script cut short before each top-level
+    statement of ``<name>.lua``, then the whole script. A step is the statement the next
+    cut adds (with any block it opens)."""
+    full = script_source(name)
+    lines = (resources.files("shared") / "lua" / f"{name}.lua").read_text().split("\n")
+    head = full[: len(full) - len("\n".join(lines))]  # _lib.lua and the separator
+    cuts = [i for i, line in enumerate(lines) if _STATEMENT.match(line)]
+    variants = []
+    for n, cut in enumerate(cuts):
+        step = lines[cuts[n - 1]].strip() if n else "(prelude: _lib.lua, KEYS/ARGV tables)"
+        src = head + "\n".join([*lines[:cut], "do return {'cut'} end", *lines[cut:]])
+        variants.append((step, src))
+    variants.append((lines[cuts[-1]].strip(), full))
+    return variants
+
+
+# Per-iteration costs of the pieces the seat scripts are made of, each run 10 times in one
+# EVALSHA: (label, loop body, keys, args). KEYS[1] is a lease ZSET, KEYS[2] a config hash.
+MICRO = [
+    ("redis.call('ZSCORE') of a lease, string args", "redis.call('ZSCORE', KEYS[1], ARGV[1])"),
+    ("redis.call('ZCARD')", "redis.call('ZCARD', KEYS[1])"),
+    ("redis.call('ZCOUNT', '(' .. now, '+inf')",
+     "redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')"),
+    ("same ZCOUNT, '(<now>' passed as a string",
+     "redis.call('ZCOUNT', KEYS[1], ARGV[2], '+inf')"),
+    ("redis.call('TIME') + now_ms arithmetic", "now_ms()"),
+    ("load_config (HGETALL + loop + tonumber)", "load_config(KEYS[2])"),
+    ("redis.call('HMGET') of the 6 config fields",
+     "redis.call('HMGET', KEYS[2], 'exists', 'seats', 'lease_seconds', 'max_lease_seconds',"
+     " 'overage_percent', 'suspended')"),
+    ("cjson.encode(lease record)", "cjson.encode({c = ARGV[1], a = now, l = 360000, m = ARGV[3]})"),
+    ("cjson.decode(lease record)", "cjson.decode(ARGV[4])"),
+    ("Lua number -> string ('' .. now)", "local _ = '' .. now"),
+    ("string.format('%d', now)", "local _ = string.format('%d', now)"),
+]  # fmt: skip
+
+
+def _min_usec(
+    client: Any, script: Any, ks: list[str], av: list[str], reps: int, calls: int
+) -> float:
+    """Lowest usec_per_call of ``reps`` samples: load from other processes only ever adds
+    time, so the minimum is the best estimate of the script's own cost."""
+    samples = []
+    for _rep in range(reps):
+        phase = measure(
+            client,
+            "micro",
+            "evalsha",
+            lambda: run_batched(
+                client, list(range(calls)), lambda p, _i: script(keys=ks, args=av, client=p), None
+            ),
+        )
+        samples.append(phase.usec)
+    return min(samples)
+
+
+def profile(eng: SeatEngine, hot: int, reps: int, calls: int) -> None:
+    client = eng.redis
+    sessions = fill_license(eng, PROFILED, hot, "p")
+    sids = list(sessions.values())
+    k = keys.LicenseKeys.of(TENANT, PROFILED)
+    lib = (resources.files("shared") / "lua" / "_lib.lua").read_text()
+    now = int(time.time() * 1000)
+    record = json.dumps({"c": "client", "a": now, "l": 360000, "m": META})
+    micro_keys = [k.leases, k.cfg]
+    micro_args = [sids[0], f"({now}", META, record]
+    prelude = f"{lib}\nlocal now = {now}\n"
+    empty = _min_usec(client, client.register_script(prelude), micro_keys, micro_args, reps, calls)
+    acquire_keys = [*k.lease_keys, k.denials]
+    acquire_args = [TENANT, PROFILED, "c", "s" * 24, "0", META, "p" * 16]
+    fixed = {
+        "EVALSHA 'return 1', no keys": ("return 1", [], []),
+        "EVALSHA 'return 1', acquire's 7 keys + 7 args": ("return 1", acquire_keys, acquire_args),
+        "EVALSHA '_lib.lua; return 1', 7 keys + 7 args": (
+            lib + "\nreturn 1",
+            acquire_keys,
+            acquire_args,
+        ),
+    }
+    print(f"\nfixed cost of an EVALSHA (min of {reps} x {calls:,} calls, server usec)")
+    for label, (src, ks, av) in fixed.items():
+        usec = _min_usec(client, client.register_script(src), ks, av, reps, calls)
+        print(f"  {usec:>7.2f}  {label}")
+    print(
+        f"\nLua building blocks, per use (min of {reps} x {calls:,} calls of 10 uses, server usec)"
+    )
+    for label, body in MICRO:
+        script = client.register_script(f"{prelude}for _i = 1, 10 do {body} end")
+        usec = _min_usec(client, script, micro_keys, micro_args, reps, calls)
+        print(f"  {(usec - empty) / 10:>7.2f}  {label}")
+
+    for name in ("acquire", "heartbeat"):
+        variants = [(step, client.register_script(src)) for step, src in truncations(name)]
+        samples: list[list[float]] = [[] for _ in variants]
+        for rep in range(reps):  # interleaved, so drift in the machine's load spreads evenly
+            for idx, (_step, script) in enumerate(variants):
+                if name == "acquire":
+                    items = [f"v{rep}-{idx}-{i}" for i in range(calls)]
+
+                    def queue(p: Any, c: str, s: Any = script) -> None:
+                        s(
+                            keys=acquire_keys,
+                            args=[TENANT, PROFILED, c, new_session_id(), 0, META, "ab" * 8],
+                            client=p,
+                        )
+                else:
+                    items = sids[:calls]
+
+                    def queue(p: Any, sid: str, s: Any = script) -> None:
+                        s(keys=k.lease_keys, args=[TENANT, PROFILED, sid, "ab" * 8], client=p)
+
+                phase = measure(
+                    client,
+                    name,
+                    "evalsha",
+                    lambda i=items, q=queue: run_batched(client, i, q, None),
+                )
+                samples[idx].append(phase.usec)
+        print(f"\n{name}.lua cut short before each statement (min of {reps} x {calls:,} calls)")
+        print("     step  total  statement added by this cut")
+        previous = 0.0
+        for (step, _script), values in zip(variants, samples, strict=True):
+            low = min(values)
+            print(f"  {low - previous:>+7.2f} {low:>6.2f}  {step[:80]}")
+            previous = low
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n", 1)[0])
+    parser.add_argument("--total", type=int, default=1_000_000, help="live leases in the store")
+    parser.add_argument("--hot", type=int, default=10_000, help="live leases on the hot license")
+    parser.add_argument("--ops", type=int, default=5_000, help="calls per phase and round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--target", type=float, default=3.0)
+    parser.add_argument("--profile", action="store_true", help="step-by-step Lua profile")
+    parser.add_argument("--max-seconds", type=float, default=240.0, help="bound on loading")
+    parser.add_argument("--strict", action="store_true", help="exit 2 when the target is missed")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    server = start_redis()
+    try:
+        eng = new_engine(server.url)
+        client = eng.redis
+        version = client.info("server")["redis_version"]
+        print(f"redis-server {version} on loopback, Python {platform.python_version()}")
+        print(f"loading {args.total:,} live leases ({args.hot:,} on the hot license) ...")
+        hot = fill_license(eng, HOT, args.hot, "client")
+        sha = client.script_load(script_source("acquire"))
+        cold = load_cold(server.url, sha, args.total - args.hot, started + args.max_seconds)
+        drain_outboxes(client)
+        loaded, secs = args.hot + cold, time.monotonic() - started
+        print(
+            f"loaded {loaded:,} live leases in {secs:.0f} s: {client.dbsize():,} keys, "
+            f"{client.info('memory')['used_memory_human']} used"
+        )
+        rounds = [one_round(eng, hot, args.ops, i) for i in range(args.rounds)]
+        ok = report(rounds, args.target)
+        port = int(server.url.rsplit(":", 1)[1].split("/")[0])
+        throughput(eng, port, args.hot, requests=50_000)
+        if args.profile:
+            profile(eng, args.hot, reps=7, calls=2000)
+        print(f"\ntotal {time.monotonic() - started:.0f} s")
+        client.close()
+    finally:
+        server.stop()
+    return 2 if args.strict and not ok else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""``seatlease report usage``: peak seats, denials, lease durations and endings of one
+tenant's licenses, from the audit log (shared/reports.py), as a table, CSV or JSON, and
+optionally a PNG chart of seats in use against the seat limit."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from shared.cli import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from shared.cli.output import table
+
+SECTIONS = ("usage", "durations", "outcomes")
+USAGE_COLUMNS = ("license_id", "period_start", "peak_seats", "seats_total", "denials")
+DURATION_COLUMNS = (
+    "license_id", "client_id", "leases", "average", "max", "total", "reclaimed", "open",
+)  # fmt: skip
+OUTCOME_COLUMNS = (
+    "license_id", "acquired", "released", "reclaimed", "revoked", "reclaimed_percent", "denials",
+)  # fmt: skip
+
+
+def register(subparsers: Any) -> None:
+    report = subparsers.add_parser("report", help="usage reports from the audit log")
+    report_sub = report.add_subparsers(dest="report_command", required=True, metavar="REPORT")
+    usage = report_sub.add_parser(
+        "usage",
+        help="peak seats, denials, lease durations and endings per license",
+        description="Usage of a tenant's licenses from the lease events in DATABASE_URL: "
+        "peak concurrent seats and denials per hour or day (UTC), lease durations per "
+        "client, and how leases ended (released, reclaimed after a crash, revoked). Times "
+        "are ISO 8601 (a date means its midnight UTC; no offset means UTC).",
+    )
+    usage.add_argument("--tenant", required=True)
+    usage.add_argument("--license", default=None, help="only this license")
+    usage.add_argument("--since", type=_iso, default=None, help="from (inclusive), ISO 8601")
+    usage.add_argument("--until", type=_iso, default=None, help="to (exclusive), ISO 8601")
+    usage.add_argument("--by", choices=("hour", "day"), default="hour", help="period (hour)")
+    usage.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    usage.add_argument(
+        "--section",
+        choices=("all", *SECTIONS),
+        default="all",
+        help="what to print (all); with csv, 'all' prints one block per section, each "
+        "with its header row, separated by an empty line",
+    )
+    usage.add_argument(
+        "--chart", type=Path, default=None, metavar="PNG", help="also draw seats in use to PNG"
+    )
+    usage.set_defaults(func=cmd_usage)
+
+
+def _iso(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an ISO 8601 time (e.g. 2026-11-22 or 2026-11-22T09:30:00Z)"
+        ) from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _iso_text(value: datetime | None) -> str:
+    return value.isoformat().replace("+00:00", "Z") if value else "-"
+
+
+def _check_scope(tenant_id: str, license_id: str | None) -> None:
+    """Unknown tenant or license: exit 3 rather than an empty report (a typo)."""
+    from shared import store
+
+    if not any(t["tenant_id"] == tenant_id for t in store.list_tenants()):
+        raise CommandError(f"tenant {tenant_id!r} not found", EXIT_NOT_FOUND)
+    if license_id is not None and store.get_license(tenant_id, license_id) is None:
+        raise CommandError(f"license {license_id!r} not found for {tenant_id!r}", EXIT_NOT_FOUND)
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    from shared import reports
+
+    try:
+        window = reports.Window(args.tenant, args.license, args.since, args.until)
+    except ValueError as exc:
+        raise CommandError(str(exc), EXIT_USAGE) from None
+    _check_scope(args.tenant, args.license)
+    report = reports.usage_report(window, args.by)
+    data = report.as_dict()
+    sections = SECTIONS if args.section == "all" else (args.section,)
+    if args.format == "json":
+        keep = {"usage", "durations", "outcomes"} - set(sections)
+        print(json.dumps({k: v for k, v in data.items() if k not in keep}, indent=2))
+    elif args.format == "csv":
+        print(render_csv(data, sections), end="")
+    else:
+        print(render_table(data, sections))
+    if args.chart is not None:
+        from shared import store
+
+        seats = {lic["license_id"]: lic["seats"] for lic in store.list_licenses(args.tenant)}
+        draw_chart(reports.timelines(window), window, args.chart, seats)
+        if args.format == "table":
+            print(f"\nchart written to {args.chart}")
+    return 0
+
+
+def _rows(data: dict[str, Any], section: str, *, readable: bool) -> tuple[list[dict], tuple]:
+    if section == "usage":
+        rows = data["usage"]
+        if readable:
+            fmt = "%Y-%m-%d %H:%M" if data["period"] == "hour" else "%Y-%m-%d"
+            rows = [
+                {**r, "period_start": datetime.fromisoformat(r["period_start"]).strftime(fmt)}
+                for r in rows
+            ]
+        return rows, USAGE_COLUMNS
+    if section == "durations":
+        rows = [
+            {
+                **r,
+                "average": _duration(r["average_seconds"]) if readable else r["average_seconds"],
+                "max": _duration(r["max_seconds"]) if readable else r["max_seconds"],
+                "total": _duration(r["total_seconds"]) if readable else r["total_seconds"],
+            }
+            for r in data["durations"]
+        ]
+        columns = DURATION_COLUMNS
+        if not readable:
+            columns = tuple(
+                {"average": "average_seconds", "max": "max_seconds", "total": "total_seconds"}.get(
+                    c, c
+                )
+                for c in columns
+            )
+            rows = [{k: r[k] for k in columns} for r in rows]
+        return rows, columns
+    return data["outcomes"], OUTCOME_COLUMNS
+
+
+def render_table(data: dict[str, Any], sections: tuple[str, ...]) -> str:
+    scope = data["tenant_id"] + (f", license {data['license_id']}" if data["license_id"] else "")
+    since = data["since"] or "first event"
+    until = data["until"] or "last event"
+    parts = [f"Usage of tenant {scope}, {since} to {until} (UTC)"]
+    titles = {
+        "usage": f"Peak seats in use and denials per {data['period']}",
+        "durations": "Lease durations per client (leases acquired in the window)",
+        "outcomes": "How leases ended",
+    }
+    for section in sections:
+        rows, columns = _rows(data, section, readable=True)
+        body = table(rows, columns) if rows else "(no events)"
+        parts.append(f"{titles[section]}\n{body}")
+    return "\n\n".join(parts)
+
+
+def render_csv(data: dict[str, Any], sections: tuple[str, ...]) -> str:
+    blocks = []
+    for section in sections:
+        rows, columns = _rows(data, section, readable=False)
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        blocks.append(out.getvalue())
+    return "\n".join(blocks)
+
+
+# -- the chart -------------------------------------------------------------------------
+
+
+def draw_chart(
+    lines: list[Any], window: Any, path: Path, seats: dict[str, int] | None = None
+) -> None:
+    """One subplot per license: seats in use (step line), the seat count in force
+    (dashed step; before the first event that recorded it, the license's configured
+    ``seats``) and denials (red markers sized by count). Matplotlib is imported here
+    (Agg backend, no display) so the rest of the CLI does not pay for it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    if not lines:
+        raise CommandError("nothing to chart: no lease events in the window")
+    starts = [window.since] if window.since else []
+    ends = [window.until] if window.until else []
+    for line in lines:
+        if not window.since:
+            starts += [p[0] for p in line.points[:1]] + [d[0] for d in line.denials[:1]]
+        if not window.until:
+            ends += [p[0] for p in line.points[-1:]] + [d[0] for d in line.denials[-1:]]
+    start, end = min(starts), max(ends)
+    if end <= start:
+        end = start + timedelta(hours=1)
+    pad = (end - start) * 0.02
+
+    fig, axes = plt.subplots(
+        len(lines), 1, figsize=(11, 2.6 * len(lines) + 0.8), sharex=True, squeeze=False
+    )
+    for ax, line in zip(axes[:, 0], lines, strict=True):
+        times = [start, *(p[0] for p in line.points), end]
+        used = [line.start_level, *(p[1] for p in line.points)]
+        used.append(used[-1])
+        totals: list[float] = []
+        total = line.start_total
+        if total is None:
+            known = [p[2] for p in line.points if p[2] is not None]
+            total = known[0] if known else (seats or {}).get(line.license_id)
+        for point in [(start, line.start_level, line.start_total), *line.points]:
+            total = point[2] if point[2] is not None else total
+            totals.append(float("nan") if total is None else total)
+        totals.append(totals[-1])
+        ax.step(times, used, where="post", color="#1f6fb4", linewidth=1.6, label="seats in use")
+        ax.fill_between(times, used, step="post", color="#1f6fb4", alpha=0.15)
+        ax.step(times, totals, where="post", color="#444444", linestyle="--", linewidth=1.2,
+                label="seats (limit)")  # fmt: skip
+        top = max([*used, *(t for t in totals if t == t), 1])
+        if line.denials:
+            counts = [c for _t, c in line.denials]
+            biggest = max(counts)
+            sizes = [30 + 170 * c / biggest for c in counts]
+            ax.scatter([t for t, _c in line.denials], [top * 1.08] * len(counts), s=sizes,
+                       marker="v", color="#d62728", zorder=3,
+                       label=f"denials ({sum(counts)} in {len(counts)} reaper runs)")  # fmt: skip
+            if len(counts) <= 12:
+                for when, count in line.denials:
+                    ax.annotate(str(count), (when, top * 1.08), textcoords="offset points",
+                                xytext=(0, 8), ha="center", fontsize=8,
+                                color="#d62728")  # fmt: skip
+        ax.set_ylim(0, top * 1.25)
+        ax.set_xlim(start - pad, end + pad)
+        ax.set_ylabel("seats")
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        limit = f" of {totals[-1]:.0f}" if totals[-1] == totals[-1] else ""  # NaN: unknown
+        ax.set_title(f"{line.license_id}: peak {max(used)}{limit} seats in use", loc="left",
+                     fontsize=10)  # fmt: skip
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(loc="upper right", fontsize=8, frameon=False, ncol=3,
+                  bbox_to_anchor=(1.0, 1.18))  # fmt: skip
+    bottom = axes[-1, 0]
+    locator = mdates.AutoDateLocator(minticks=4, maxticks=10)
+    bottom.xaxis.set_major_locator(locator)
+    bottom.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))
+    bottom.set_xlabel("time (UTC)")
+    fig.suptitle(f"Seats in use, tenant {window.tenant_id}", x=0.01, ha="left", fontsize=12)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

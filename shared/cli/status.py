@@ -1,0 +1,98 @@
+"""``seatlease status`` (who holds which seat, like FlexNet's ``lmstat -a``) and
+``seatlease revoke`` (end one lease now, like ``lmremove``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from shared.cli.backend import backend_for, common_parent
+from shared.cli.output import emit, table
+
+LICENSE_COLUMNS = ("tenant_id", "license_id", "used", "limit", "overage", "suspended")
+LEASE_COLUMNS = ("session_id", "client_id", "user", "host", "acquired_at", "expires_in")
+
+
+def register(subparsers: Any) -> None:
+    common = common_parent()
+    status = subparsers.add_parser(
+        "status",
+        parents=[common],
+        help="licenses with seats in use and their live leases (like lmstat -a)",
+    )
+    status.add_argument("--tenant", default=None, help="only this tenant's licenses")
+    status.add_argument("--license", default=None, help="only this license (needs --tenant)")
+    status.set_defaults(func=cmd_status)
+
+    revoke = subparsers.add_parser(
+        "revoke",
+        parents=[common],
+        help="end a live lease now (like lmremove); no confirmation",
+        description="End a live lease now, recorded as a lease.revoked event. The client's "
+        "next heartbeat answers 410 and it must acquire again. Exit code 3 if the session "
+        "holds no seat.",
+    )
+    revoke.add_argument("--tenant", required=True)
+    revoke.add_argument("--license", required=True, help="license id")
+    revoke.add_argument("--session", required=True, help="session id (see status)")
+    revoke.set_defaults(func=cmd_revoke)
+
+
+def _expires_in(seconds: int) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def render_status(body: dict[str, Any]) -> str:
+    """The readable form: one table of licenses, then each license's leases."""
+    licenses = body["licenses"]
+    if not licenses:
+        return "no licenses"
+    rows = [
+        {
+            **lic,
+            "used": f"{lic['seats_used']}/{lic['seats']}",
+            "limit": lic["seat_limit"],
+            "overage": f"{lic['overage_percent']}%",
+        }
+        for lic in licenses
+    ]
+    parts = [table(rows, LICENSE_COLUMNS)]
+    for lic in licenses:
+        count = len(lic["leases"])
+        heading = f"{lic['tenant_id']}/{lic['license_id']}: {count} live lease"
+        heading += "" if count == 1 else "s"
+        leases = [
+            {**lease, "expires_in": _expires_in(lease["expires_in_seconds"])}
+            for lease in lic["leases"]
+        ]
+        lines = table(leases, LEASE_COLUMNS).splitlines() if leases else []
+        parts.append("\n".join([heading, *("  " + line for line in lines)]))
+    return "\n\n".join(parts)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    fields = {k: v for k, v in (("tenant_id", args.tenant), ("license_id", args.license)) if v}
+    body = backend_for(args).call("status", **fields)
+    if args.json:
+        emit(body, True)
+    else:
+        print(render_status(body))
+    return 0
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    body = backend_for(args).call(
+        "revoke", tenant_id=args.tenant, license_id=args.license, session_id=args.session
+    )
+    if args.json:
+        emit(body, True)
+        return 0
+    labels = {"client_id": "client", "user": "user", "host": "host", "acquired_at": "acquired"}
+    who = ", ".join(f"{label} {body[k]}" for k, label in labels.items() if body.get(k))
+    print(
+        f"revoked session {body['session_id']} on {body['tenant_id']}/{body['license_id']}"
+        + (f" ({who})" if who else "")
+        + f"; seats in use now {body['seats_used']}/{body['seats_total']}"
+    )
+    return 0

@@ -1,0 +1,21 @@
+"""Time, in one place: the Redis server's clock (every lease deadline is on it; function
+instances' clocks differ) and the RFC 3339 UTC form the HTTP contract and events use."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+
+def server_time_ms(redis: Any) -> int:
+    """Milliseconds on the Redis server's clock (a cluster client answers per node: any
+    one node's clock will do)."""
+    reply = redis.time()
+    if isinstance(reply, dict):
+        reply = next(iter(reply.values()))
+    return int(reply[0]) * 1000 + int(reply[1]) // 1000
+
+
+def rfc3339(ms: int) -> str:
+    """``2026-11-22T12:00:00.000Z`` for milliseconds since the epoch."""
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"

@@ -1,0 +1,89 @@
+"""The Redis client, built once per process from the environment and reused.
+
+``REDIS_URL``: ``redis://host:port/0`` locally, ``rediss://host:port/0`` on Memorystore with
+in-transit encryption. ``REDIS_PASSWORD`` is the AUTH string (Secret Manager in the
+cloud); a password inside the URL works too. ``REDIS_CA_CERT`` is the server CA as PEM
+text or a path to a PEM file. ``REDIS_CLUSTER=1`` (or a ``redis+cluster://`` /
+``rediss+cluster://`` URL) selects redis-py's cluster client for Memorystore for Redis
+Cluster.
+
+Connections retry with exponential backoff and jitter: Memorystore drops TLS
+connections when it rotates its certificate, and a failover takes seconds. Every seat
+script is safe to retry (see shared/engine.py).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+DEFAULT_URL = "redis://127.0.0.1:6379/0"
+_lock = threading.Lock()
+_clients: dict[str, Any] = {}
+
+
+def _ca_data(value: str | None) -> str | None:
+    if not value:
+        return None
+    if "-----BEGIN" in value:
+        return value
+    return Path(value).read_text()
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.split("://", 1)[0].endswith("+cluster") or os.environ.get("REDIS_CLUSTER") == "1"
+
+
+def connect(url: str | None = None, **overrides: Any) -> Any:
+    """A new client for ``url`` (default ``REDIS_URL``); prefer ``get_redis()``."""
+    url = url or os.environ.get("REDIS_URL", DEFAULT_URL)
+    cluster = is_cluster_url(url)
+    url = url.replace("+cluster://", "://", 1)
+    kwargs: dict[str, Any] = {
+        "socket_timeout": float(os.environ.get("REDIS_SOCKET_TIMEOUT", "2")),
+        "socket_connect_timeout": float(os.environ.get("REDIS_CONNECT_TIMEOUT", "2")),
+        "socket_keepalive": True,
+        "health_check_interval": 30,
+        "decode_responses": True,
+        "retry": Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), retries=3),
+        "retry_on_error": [RedisConnectionError, RedisTimeoutError],
+    }
+    if password := os.environ.get("REDIS_PASSWORD"):
+        kwargs["password"] = password
+    if url.startswith("rediss://") and (ca := _ca_data(os.environ.get("REDIS_CA_CERT"))):
+        kwargs["ssl_ca_data"] = ca
+    kwargs.update(overrides)
+    if cluster:
+        from redis.cluster import RedisCluster
+
+        kwargs.pop("health_check_interval", None)
+        kwargs.pop("retry_on_error", None)
+        return RedisCluster.from_url(url, **kwargs)
+    return redis.Redis.from_url(url, **kwargs)
+
+
+def get_redis() -> Any:
+    """The process-wide client for ``REDIS_URL`` (its pool lives across invocations)."""
+    url = os.environ.get("REDIS_URL", DEFAULT_URL)
+    client = _clients.get(url)
+    if client is None:
+        with _lock:
+            client = _clients.get(url) or connect(url)
+            _clients[url] = client
+    return client
+
+
+def reset() -> None:
+    """Forget cached clients (tests that point ``REDIS_URL`` elsewhere)."""
+    with _lock:
+        for client in _clients.values():
+            client.close()
+        _clients.clear()

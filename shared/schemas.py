@@ -1,0 +1,59 @@
+"""Request bodies of the HTTP contract (DESIGN.md, openapi.yaml), validated by pydantic.
+
+Strict: unknown fields are rejected, types are not coerced ("5" is not an integer).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:@-]{1,128}$"
+Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
+MetadataValue = str | int | float | bool | None
+METADATA_MAX_BYTES = 4096
+MAX_LEASE_SECONDS = 7 * 24 * 3600  # no license may allow more; each license sets its own max
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class AcquireRequest(_Body):
+    license_id: Identifier
+    client_id: Identifier
+    lease_seconds: Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)] | None = None
+    metadata: dict[str, MetadataValue] | None = None
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _flat(cls, value: object) -> object:
+        # Checked before the type so a nested value gets one clear error, instead of one
+        # per member of the MetadataValue union ("metadata.a.str", "metadata.a.int", ...).
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, dict | list):
+                    kind = "an object" if isinstance(item, dict) else "an array"
+                    raise ValueError(
+                        f"metadata must be flat: {key!r} is {kind} "
+                        "(values are strings, numbers, booleans or null)"
+                    )
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _small_enough(cls, value: dict[str, MetadataValue] | None) -> dict | None:
+        if value is not None:
+            size = len(json.dumps(value, separators=(",", ":")).encode())
+            if size > METADATA_MAX_BYTES:
+                raise ValueError(f"metadata is {size} bytes, at most {METADATA_MAX_BYTES}")
+        return value
+
+
+class SessionRequest(_Body):
+    """heartbeat and release."""
+
+    license_id: Identifier
+    session_id: Identifier

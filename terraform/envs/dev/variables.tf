@@ -1,0 +1,86 @@
+# What an operator sets per deployment (terraform.tfvars). The dev sizes are in main.tf;
+# every input is documented in modules/stack/variables.tf.
+
+variable "project_id" {
+  type        = string
+  description = "Google Cloud project to deploy into (one environment per project: function URLs are https://REGION-PROJECT.cloudfunctions.net/NAME)."
+}
+
+variable "region" {
+  type        = string
+  description = "Region of every regional resource."
+  default     = "europe-west1"
+}
+
+variable "name" {
+  type        = string
+  description = "Prefix of resource names (3-14 characters, a-z 0-9 -)."
+  default     = "seatlease-dev"
+}
+
+variable "deletion_protection" {
+  type        = bool
+  description = "Protect Cloud SQL and Redis from deletion. false lets `terraform destroy` remove a dev stack."
+  default     = false
+}
+
+variable "log_level" {
+  type        = string
+  description = "LOG_LEVEL of the functions."
+  default     = "DEBUG"
+}
+
+variable "enable_apis" {
+  type        = bool
+  description = "Enable the Google APIs the stack needs (needs serviceusage.services.enable)."
+  default     = true
+}
+
+variable "use_redis_cluster" {
+  type        = bool
+  description = "Use Memorystore for Redis Cluster instead of Memorystore for Redis."
+  default     = false
+}
+
+variable "db_password_version" {
+  type        = number
+  description = "Bump to generate and apply a new database password (see terraform/README.md)."
+  default     = 1
+}
+
+variable "db_iam_auth" {
+  type        = bool
+  description = "Functions connect to Cloud SQL with IAM database authentication instead of the password."
+  default     = false
+}
+
+variable "admin_invokers" {
+  type        = list(string)
+  description = "IAM members allowed to call the admin function, e.g. [\"group:seatlease-ops@example.com\"]."
+  default     = []
+}
+
+variable "notification_channels" {
+  type        = list(string)
+  description = "Monitoring notification channel ids the alerts notify."
+  default     = []
+}
+
+variable "function_settings" {
+  type = map(object({
+    min_instances   = optional(number)
+    max_instances   = optional(number)
+    concurrency     = optional(number)
+    cpu             = optional(string)
+    memory          = optional(string)
+    timeout_seconds = optional(number)
+  }))
+  description = "Per-function scaling overrides (see the functions module)."
+  default     = {}
+}
+
+variable "python" {
+  type        = string
+  description = "Python 3.11+ interpreter that builds the function archives at plan time."
+  default     = "python3"
+}

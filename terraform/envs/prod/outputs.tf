@@ -1,0 +1,54 @@
+output "acquire_url" {
+  description = "URL clients POST to to acquire a seat."
+  value       = module.seatlease.acquire_url
+}
+
+output "heartbeat_url" {
+  description = "URL clients POST heartbeats to."
+  value       = module.seatlease.heartbeat_url
+}
+
+output "release_url" {
+  description = "URL clients POST to to release a seat."
+  value       = module.seatlease.release_url
+}
+
+output "admin_url" {
+  description = "URL of the IAM-protected admin function (call with an identity token of an admin_invokers member)."
+  value       = module.seatlease.admin_url
+}
+
+output "function_urls" {
+  description = "Every function URL by name."
+  value       = module.seatlease.function_urls
+}
+
+output "cloud_sql_instance" {
+  description = "Cloud SQL connection name, for the Cloud SQL Auth Proxy."
+  value       = module.seatlease.cloud_sql_instance
+}
+
+output "db_name" {
+  description = "Application database name."
+  value       = module.seatlease.db_name
+}
+
+output "db_user" {
+  description = "Built-in database user."
+  value       = module.seatlease.db_user
+}
+
+output "db_password_secret" {
+  description = "Secret Manager secret holding the database password."
+  value       = module.seatlease.db_password_secret
+}
+
+output "redis_host" {
+  description = "Redis host (private)."
+  value       = module.seatlease.redis_host
+}
+
+output "dead_letter_subscription" {
+  description = "Subscription holding dead-lettered lease events."
+  value       = module.seatlease.dead_letter_subscription
+}

@@ -1,0 +1,135 @@
+variable "project_id" {
+  type        = string
+  description = "Google Cloud project that owns the Cloud SQL instance."
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the Cloud SQL instance."
+}
+
+variable "name" {
+  type        = string
+  description = "Name of the Cloud SQL instance, e.g. \"seatlease-dev\". Cloud SQL reserves a deleted instance's name for about a week."
+}
+
+variable "network_id" {
+  type        = string
+  description = "Id of the VPC network that reaches the instance over private IP."
+}
+
+variable "private_services_range_name" {
+  type        = string
+  description = "Name of the private services access range the instance takes its private IP from."
+}
+
+variable "private_services_connection" {
+  type        = string
+  description = "Id of the google_service_networking_connection; the instance depends on it explicitly (private IP cannot be allocated before the peering exists)."
+}
+
+variable "database_version" {
+  type        = string
+  description = "Cloud SQL database version."
+  default     = "POSTGRES_15"
+
+  validation {
+    condition     = startswith(var.database_version, "POSTGRES_")
+    error_message = "seatlease runs on PostgreSQL (POSTGRES_15 or later)."
+  }
+}
+
+variable "tier" {
+  type        = string
+  description = "Machine tier, e.g. db-custom-1-3840 (prod) or db-g1-small (dev)."
+  default     = "db-custom-1-3840"
+}
+
+variable "availability_type" {
+  type        = string
+  description = "ZONAL, or REGIONAL for a standby in a second zone with automatic failover (prod)."
+  default     = "REGIONAL"
+
+  validation {
+    condition     = contains(["ZONAL", "REGIONAL"], var.availability_type)
+    error_message = "availability_type must be ZONAL or REGIONAL."
+  }
+}
+
+variable "disk_size_gb" {
+  type        = number
+  description = "Initial data disk size in GB (grows automatically)."
+  default     = 10
+}
+
+variable "backups_enabled" {
+  type        = bool
+  description = "Daily automated backups."
+  default     = true
+}
+
+variable "point_in_time_recovery_enabled" {
+  type        = bool
+  description = "Keep transaction logs for point-in-time recovery (requires backups_enabled)."
+  default     = true
+}
+
+variable "backup_retained_count" {
+  type        = number
+  description = "Number of automated backups kept."
+  default     = 14
+}
+
+variable "transaction_log_retention_days" {
+  type        = number
+  description = "Days of transaction logs kept for point-in-time recovery (1-7 on Enterprise edition)."
+  default     = 7
+}
+
+variable "maintenance_day" {
+  type        = number
+  description = "Day of the weekly maintenance window, 1 (Monday) to 7 (Sunday)."
+  default     = 7
+}
+
+variable "maintenance_hour" {
+  type        = number
+  description = "UTC hour (0-23) of the weekly maintenance window."
+  default     = 4
+}
+
+variable "deletion_protection" {
+  type        = bool
+  description = "Refuse to destroy the instance, both in Terraform and at the API level. Set false only for throw-away test stacks."
+}
+
+variable "db_name" {
+  type        = string
+  description = "Name of the application database."
+  default     = "seatlease"
+}
+
+variable "db_user" {
+  type        = string
+  description = "Name of the built-in (password) database user the functions and the CLI use."
+  default     = "seatlease"
+}
+
+variable "db_password" {
+  type        = string
+  description = "Password of db_user. Ephemeral: it is sent to Cloud SQL as a write-only argument and never stored in state (the secrets module reads it back from Secret Manager)."
+  sensitive   = true
+  ephemeral   = true
+}
+
+variable "db_password_version" {
+  type        = number
+  description = "Bump together with the secrets module's db_password_version to roll the database password (write-only arguments are only re-sent when this changes)."
+  default     = 1
+}
+
+variable "labels" {
+  type        = map(string)
+  description = "User labels set on the instance."
+  default     = {}
+}

@@ -1,0 +1,353 @@
+# One Cloud Function (gen2, python312) per folder in functions/. The entry point of each
+# is the folder name. Each function runs as its own service account that holds only
+# what that function needs:
+#
+#   function   invoked by                      Redis  Cloud SQL  Pub/Sub publish
+#   acquire    anyone (API key in the code)      x        x
+#   heartbeat  anyone (API key in the code)      x        x
+#   release    anyone (API key in the code)      x        x
+#   reaper     Cloud Scheduler's SA only         x                    x
+#   audit      the audit push subscription'SA              x
+#   admin      var.admin_invokers only           x        x
+
+locals {
+  functions = {
+    acquire   = { public = true, redis = true, sql = true, publish = false, ingress = "ALLOW_ALL", description = "Acquire a license seat (lease)" }
+    heartbeat = { public = true, redis = true, sql = true, publish = false, ingress = "ALLOW_ALL", description = "Extend a lease" }
+    release   = { public = true, redis = true, sql = true, publish = false, ingress = "ALLOW_ALL", description = "Release a lease" }
+    reaper    = { public = false, redis = true, sql = false, publish = true, ingress = "ALLOW_INTERNAL_ONLY", description = "Reclaim expired leases and drain the event outboxes (Cloud Scheduler, every minute)" }
+    audit     = { public = false, redis = false, sql = true, publish = false, ingress = "ALLOW_INTERNAL_ONLY", description = "Store lease events in the audit log (CloudEvent, Pub/Sub push)" }
+    admin     = { public = false, redis = true, sql = true, publish = false, ingress = "ALLOW_ALL", description = "Operator API (IAM-protected)" }
+  }
+
+  defaults = {
+    acquire   = { min_instances = 0, max_instances = 20, concurrency = 80, cpu = "1", memory = "512Mi", timeout_seconds = 30 }
+    heartbeat = { min_instances = 0, max_instances = 20, concurrency = 80, cpu = "1", memory = "512Mi", timeout_seconds = 30 }
+    release   = { min_instances = 0, max_instances = 10, concurrency = 80, cpu = "1", memory = "512Mi", timeout_seconds = 30 }
+    reaper    = { min_instances = 0, max_instances = 1, concurrency = 1, cpu = "1", memory = "512Mi", timeout_seconds = 120 }
+    audit     = { min_instances = 0, max_instances = 5, concurrency = 10, cpu = "1", memory = "512Mi", timeout_seconds = 60 }
+    admin     = { min_instances = 0, max_instances = 2, concurrency = 10, cpu = "1", memory = "512Mi", timeout_seconds = 60 }
+  }
+
+  settings = {
+    for fn, d in local.defaults : fn => {
+      for k, v in d : k => try(coalesce(lookup(var.function_settings, fn, null)[k], v), v)
+    }
+  }
+
+  redis_auth = var.redis_password_secret_id != ""
+
+  common_env = merge(
+    {
+      GOOGLE_CLOUD_PROJECT = var.project_id
+      LOG_LEVEL            = var.log_level
+      PUBSUB_TOPIC         = var.pubsub_topic_name
+    },
+    var.secret_versions != "" ? { SECRET_VERSIONS = var.secret_versions } : {},
+  )
+  redis_env = merge(
+    {
+      REDIS_URL     = var.redis_url
+      REDIS_CA_CERT = var.redis_ca_cert
+    },
+    var.redis_cluster ? { REDIS_CLUSTER = "1" } : {},
+  )
+  sql_env = {
+    CLOUD_SQL_INSTANCE = var.cloud_sql_instance
+    DB_NAME            = var.db_name
+  }
+
+  environment = {
+    for fn, f in local.functions : fn => merge(
+      local.common_env,
+      f.redis ? local.redis_env : {},
+      f.sql ? local.sql_env : {},
+      f.sql ? (var.db_iam_auth
+        ? { DB_USER = trimsuffix(google_service_account.function[fn].email, ".gserviceaccount.com"), DB_IAM_AUTH = "1" }
+        : { DB_USER = var.db_user }
+      ) : {},
+    )
+  }
+
+  # Secrets each function reads, as environment variable => secret short name.
+  secrets = {
+    for fn, f in local.functions : fn => merge(
+      f.redis && local.redis_auth ? { REDIS_PASSWORD = var.redis_password_secret_id } : {},
+      f.sql && !var.db_iam_auth ? { DB_PASSWORD = var.db_password_secret_id } : {},
+    )
+  }
+
+  secret_grants = merge([
+    for fn, s in local.secrets : { for env, secret in s : "${fn}/${env}" => { function = fn, secret = secret } }
+  ]...)
+
+  sql_functions     = toset([for fn, f in local.functions : fn if f.sql])
+  publish_functions = toset([for fn, f in local.functions : fn if f.publish])
+  public_functions  = toset([for fn, f in local.functions : fn if f.public])
+
+  admin_invoker_grants = { for m in var.admin_invokers : m => m }
+}
+
+# --------------------------------------------------------------------------------
+# Identities
+# --------------------------------------------------------------------------------
+
+resource "google_service_account" "function" {
+  for_each = local.functions
+
+  project      = var.project_id
+  account_id   = "${var.name}-${each.key}"
+  display_name = "seatlease ${each.key} function"
+  description  = "Runtime identity of the ${each.key} Cloud Function (${each.value.description})."
+}
+
+# Builds the container images of the functions (instead of the default Compute or
+# Cloud Build service account, which hold far more than this).
+resource "google_service_account" "build" {
+  project      = var.project_id
+  account_id   = "${var.name}-build"
+  display_name = "seatlease function builds"
+  description  = "Cloud Build identity for the seatlease function builds."
+}
+
+resource "google_project_iam_member" "build" {
+  for_each = toset([
+    "roles/logging.logWriter",
+    "roles/artifactregistry.writer",
+  ])
+
+  project = var.project_id
+  role    = each.value
+  member  = "serviceAccount:${google_service_account.build.email}"
+}
+
+# Pushes lease events to the audit function (OIDC token in every push).
+resource "google_service_account" "audit_push" {
+  project      = var.project_id
+  account_id   = "${var.name}-audit-push"
+  display_name = "seatlease audit push"
+  description  = "Identity of the Pub/Sub push subscription that invokes the audit function."
+}
+
+# The Pub/Sub service agent signs the OIDC tokens of the push subscription as this SA.
+resource "google_service_account_iam_member" "audit_push_token_creator" {
+  service_account_id = google_service_account.audit_push.name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = "serviceAccount:${var.pubsub_service_agent_email}"
+}
+
+# --------------------------------------------------------------------------------
+# Least-privilege grants
+# --------------------------------------------------------------------------------
+
+resource "google_secret_manager_secret_iam_member" "function" {
+  for_each = local.secret_grants
+
+  project   = var.project_id
+  secret_id = each.value.secret
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.function[each.value.function].email}"
+}
+
+# Cloud SQL Python Connector: cloudsql.client, limited to this instance by a condition.
+resource "google_project_iam_member" "sql_client" {
+  for_each = local.sql_functions
+
+  project = var.project_id
+  role    = "roles/cloudsql.client"
+  member  = "serviceAccount:${google_service_account.function[each.key].email}"
+
+  condition {
+    title      = "seatlease-sql-instance-only"
+    expression = "resource.name == \"projects/${var.project_id}/instances/${var.sql_instance_name}\" && resource.service == \"sqladmin.googleapis.com\""
+  }
+}
+
+resource "google_project_iam_member" "sql_instance_user" {
+  for_each = var.db_iam_auth ? local.sql_functions : toset([])
+
+  project = var.project_id
+  role    = "roles/cloudsql.instanceUser"
+  member  = "serviceAccount:${google_service_account.function[each.key].email}"
+
+  condition {
+    title      = "seatlease-sql-instance-only"
+    expression = "resource.name == \"projects/${var.project_id}/instances/${var.sql_instance_name}\" && resource.service == \"sqladmin.googleapis.com\""
+  }
+}
+
+resource "google_sql_user" "iam" {
+  for_each = var.db_iam_auth ? local.sql_functions : toset([])
+
+  project  = var.project_id
+  instance = var.sql_instance_name
+  name     = trimsuffix(google_service_account.function[each.key].email, ".gserviceaccount.com")
+  type     = "CLOUD_IAM_SERVICE_ACCOUNT"
+}
+
+resource "google_pubsub_topic_iam_member" "publisher" {
+  for_each = local.publish_functions
+
+  project = var.project_id
+  topic   = var.pubsub_topic_name
+  role    = "roles/pubsub.publisher"
+  member  = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+# --------------------------------------------------------------------------------
+# Source archives: tools/build_function_source.py builds functions/NAME/main.py +
+# shared/ + requirements.txt into a deterministic zip at plan time; the object name
+# carries its sha256, so a function is rebuilt exactly when its source changes.
+# --------------------------------------------------------------------------------
+
+data "external" "source" {
+  for_each = local.functions
+
+  program = [var.python, "${var.repo_root}/tools/build_function_source.py", "--terraform-external"]
+  query = {
+    name      = each.key
+    outdir    = var.build_dir
+    repo_root = var.repo_root
+  }
+}
+
+resource "google_storage_bucket" "sources" {
+  #checkov:skip=CKV_GCP_62:Holds only build inputs (function zips); reads are by Cloud Build and audited by Cloud Audit Logs, a second access-log bucket adds nothing.
+  project                     = var.project_id
+  name                        = "${var.project_id}-${var.name}-fn-sources"
+  location                    = var.region
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = true
+  labels                      = var.labels
+
+  versioning {
+    enabled = true
+  }
+
+  lifecycle_rule {
+    condition {
+      age = 90
+    }
+    action {
+      type = "Delete"
+    }
+  }
+}
+
+resource "google_storage_bucket_iam_member" "build_reads_sources" {
+  bucket = google_storage_bucket.sources.name
+  role   = "roles/storage.objectViewer"
+  member = "serviceAccount:${google_service_account.build.email}"
+}
+
+resource "google_storage_bucket_object" "source" {
+  for_each = local.functions
+
+  bucket = google_storage_bucket.sources.name
+  name   = "${each.key}/${data.external.source[each.key].result.sha256}.zip"
+  source = data.external.source[each.key].result.path
+}
+
+# --------------------------------------------------------------------------------
+# Functions
+# --------------------------------------------------------------------------------
+
+resource "google_cloudfunctions2_function" "this" {
+  #checkov:skip=CKV_GCP_124:acquire/heartbeat/release are the public client API (API-key auth in the code) and admin is called by operators from outside Google Cloud (IAM-protected); reaper and audit are ALLOW_INTERNAL_ONLY.
+  for_each = local.functions
+
+  project     = var.project_id
+  location    = var.region
+  name        = each.key
+  description = each.value.description
+  labels      = merge(var.labels, { function = each.key })
+
+  build_config {
+    runtime         = "python312"
+    entry_point     = each.key
+    service_account = google_service_account.build.id
+
+    source {
+      storage_source {
+        bucket = google_storage_bucket.sources.name
+        object = google_storage_bucket_object.source[each.key].name
+      }
+    }
+  }
+
+  service_config {
+    service_account_email            = google_service_account.function[each.key].email
+    ingress_settings                 = each.value.ingress
+    all_traffic_on_latest_revision   = true
+    min_instance_count               = local.settings[each.key].min_instances
+    max_instance_count               = local.settings[each.key].max_instances
+    max_instance_request_concurrency = local.settings[each.key].concurrency
+    available_cpu                    = local.settings[each.key].cpu
+    available_memory                 = local.settings[each.key].memory
+    timeout_seconds                  = local.settings[each.key].timeout_seconds
+
+    environment_variables = local.environment[each.key]
+
+    dynamic "secret_environment_variables" {
+      for_each = local.secrets[each.key]
+      content {
+        key        = secret_environment_variables.key
+        project_id = var.project_id
+        secret     = secret_environment_variables.value
+        version    = "latest"
+      }
+    }
+
+    # Direct VPC egress (no Serverless VPC Access connector): private ranges (Redis,
+    # Cloud SQL private IP) go through the VPC, Google APIs stay on Google's network.
+    direct_vpc_network_interface {
+      network    = var.network_id
+      subnetwork = var.subnet_id
+      tags       = ["seatlease-functions"]
+    }
+    direct_vpc_egress = "VPC_EGRESS_PRIVATE_RANGES_ONLY"
+  }
+
+  depends_on = [
+    google_secret_manager_secret_iam_member.function,
+    google_project_iam_member.sql_client,
+    google_project_iam_member.build,
+    google_storage_bucket_iam_member.build_reads_sources,
+  ]
+}
+
+# --------------------------------------------------------------------------------
+# Who may invoke what (roles/run.invoker on the underlying Cloud Run service)
+# --------------------------------------------------------------------------------
+
+# acquire / heartbeat / release: public at the network and IAM level; every request is
+# authenticated by the API key (Authorization: Bearer) inside the function.
+resource "google_cloud_run_v2_service_iam_member" "public" {
+  for_each = local.public_functions
+
+  # The client API is public by design: clients authenticate with per-tenant API keys checked in the function.
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.this[each.key].name
+  role     = "roles/run.invoker"
+  member   = "allUsers"
+}
+
+resource "google_cloud_run_v2_service_iam_member" "admin" {
+  for_each = local.admin_invoker_grants
+
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.this["admin"].name
+  role     = "roles/run.invoker"
+  member   = each.value
+}
+
+resource "google_cloud_run_v2_service_iam_member" "audit_push" {
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.this["audit"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.audit_push.email}"
+}

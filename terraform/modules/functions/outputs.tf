@@ -1,0 +1,34 @@
+output "urls" {
+  description = "HTTPS URL of every function (Cloud Functions URL), by function name."
+  value       = { for fn, f in google_cloudfunctions2_function.this : fn => f.url }
+}
+
+output "service_uris" {
+  description = "URI of the Cloud Run service behind every function, by function name."
+  value       = { for fn, f in google_cloudfunctions2_function.this : fn => f.service_config[0].uri }
+}
+
+output "service_names" {
+  description = "Name of the Cloud Run service behind every function (used for run.invoker grants and metrics)."
+  value       = { for fn, f in google_cloudfunctions2_function.this : fn => f.name }
+}
+
+output "service_account_emails" {
+  description = "Runtime service account of every function."
+  value       = { for fn, sa in google_service_account.function : fn => sa.email }
+}
+
+output "audit_push_service_account_email" {
+  description = "Service account the audit push subscription authenticates as."
+  value       = google_service_account.audit_push.email
+}
+
+output "environment" {
+  description = "Plain environment variables of every function (the secrets are listed in secret_environment)."
+  value       = local.environment
+}
+
+output "secret_environment" {
+  description = "Secret environment variables of every function: variable name => Secret Manager secret short name."
+  value       = local.secrets
+}

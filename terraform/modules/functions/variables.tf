@@ -1,0 +1,159 @@
+variable "project_id" {
+  type        = string
+  description = "Google Cloud project that runs the functions."
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the functions (same as Redis and Cloud SQL)."
+}
+
+variable "name" {
+  type        = string
+  description = "Prefix of service accounts and the source bucket, e.g. \"seatlease-dev\" (at most 14 characters: service account ids are limited to 30)."
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{2,13}$", var.name))
+    error_message = "name must be 3-14 characters of a-z, 0-9 and -, starting with a letter."
+  }
+}
+
+variable "repo_root" {
+  type        = string
+  description = "Path of the repository checkout (holds functions/, shared/ and tools/build_function_source.py)."
+}
+
+variable "build_dir" {
+  type        = string
+  description = "Directory where the source archives are written before upload."
+}
+
+variable "python" {
+  type        = string
+  description = "Python interpreter (3.11+) that runs tools/build_function_source.py at plan time."
+  default     = "python3"
+}
+
+variable "network_id" {
+  type        = string
+  description = "VPC network used for Direct VPC egress."
+}
+
+variable "subnet_id" {
+  type        = string
+  description = "Subnet used for Direct VPC egress (each instance takes one address from it)."
+}
+
+variable "redis_url" {
+  type        = string
+  description = "REDIS_URL (rediss://HOST:PORT/0)."
+}
+
+variable "redis_ca_cert" {
+  type        = string
+  description = "PEM of the Redis server CA (REDIS_CA_CERT)."
+}
+
+variable "redis_cluster" {
+  type        = bool
+  description = "true when Redis is a Memorystore for Redis Cluster (sets REDIS_CLUSTER=1)."
+  default     = false
+}
+
+variable "redis_password_secret_id" {
+  type        = string
+  description = "Short name of the Secret Manager secret with the Redis AUTH string (REDIS_PASSWORD); empty when Redis has no AUTH."
+}
+
+variable "cloud_sql_instance" {
+  type        = string
+  description = "Cloud SQL instance connection name PROJECT:REGION:INSTANCE (CLOUD_SQL_INSTANCE)."
+}
+
+variable "sql_instance_name" {
+  type        = string
+  description = "Name of the Cloud SQL instance (for the scoped cloudsql.client grant and IAM database users)."
+}
+
+variable "db_name" {
+  type        = string
+  description = "Database name (DB_NAME)."
+}
+
+variable "db_user" {
+  type        = string
+  description = "Built-in database user (DB_USER) when db_iam_auth is false."
+}
+
+variable "db_password_secret_id" {
+  type        = string
+  description = "Short name of the Secret Manager secret with the database password (DB_PASSWORD)."
+}
+
+variable "db_iam_auth" {
+  type        = bool
+  description = "Connect with IAM database authentication (DB_IAM_AUTH=1, one IAM database user per function service account) instead of the password. The IAM users then need GRANTs on the schema, see terraform/README.md."
+  default     = false
+}
+
+variable "pubsub_topic_name" {
+  type        = string
+  description = "Short name of the lease event topic (PUBSUB_TOPIC); the reaper may publish to it."
+}
+
+variable "pubsub_service_agent_email" {
+  type        = string
+  description = "Pub/Sub service agent; it may mint OIDC tokens for the audit push service account."
+}
+
+variable "log_level" {
+  type        = string
+  description = "LOG_LEVEL of every function."
+  default     = "INFO"
+
+  validation {
+    condition     = contains(["DEBUG", "INFO", "WARNING", "ERROR"], var.log_level)
+    error_message = "log_level must be DEBUG, INFO, WARNING or ERROR."
+  }
+}
+
+variable "function_settings" {
+  type = map(object({
+    min_instances   = optional(number)
+    max_instances   = optional(number)
+    concurrency     = optional(number)
+    cpu             = optional(string)
+    memory          = optional(string)
+    timeout_seconds = optional(number)
+  }))
+  description = "Per-function overrides (keys: acquire, heartbeat, release, reaper, audit, admin) of min_instances, max_instances, concurrency (max_instance_request_concurrency), cpu, memory and timeout_seconds. Unset fields keep the defaults in main.tf (local.defaults)."
+  default     = {}
+
+  validation {
+    condition     = alltrue([for k in keys(var.function_settings) : contains(["acquire", "heartbeat", "release", "reaper", "audit", "admin"], k)])
+    error_message = "function_settings keys must be function names: acquire, heartbeat, release, reaper, audit, admin."
+  }
+}
+
+variable "admin_invokers" {
+  type        = list(string)
+  description = "IAM members (e.g. \"group:seatlease-ops@example.com\", \"serviceAccount:...\") allowed to call the admin function. Nobody else can."
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.admin_invokers : can(regex("^(user|group|serviceAccount|domain|principal|principalSet):", m))]) && !contains(var.admin_invokers, "allUsers") && !contains(var.admin_invokers, "allAuthenticatedUsers")
+    error_message = "admin_invokers must be IAM members such as group:ops@example.com; allUsers/allAuthenticatedUsers are refused."
+  }
+}
+
+variable "labels" {
+  type        = map(string)
+  description = "Labels set on the functions and the source bucket."
+  default     = {}
+}
+
+variable "secret_versions" {
+  type        = string
+  description = "Current Secret Manager version numbers (secrets module output), exposed as SECRET_VERSIONS: when a credential is rolled, the changed value starts new revisions, which resolve the \"latest\" secrets again."
+  default     = ""
+}

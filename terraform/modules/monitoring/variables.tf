@@ -1,0 +1,79 @@
+variable "project_id" {
+  type        = string
+  description = "Google Cloud project monitored."
+}
+
+variable "name" {
+  type        = string
+  description = "Prefix used in alert and dashboard names, e.g. \"seatlease-dev\"."
+}
+
+variable "notification_channels" {
+  type        = list(string)
+  description = "Ids of existing notification channels (projects/P/notificationChannels/N) every alert notifies."
+  default     = []
+}
+
+variable "client_functions" {
+  type        = list(string)
+  description = "Cloud Run service names of the client-facing functions."
+  default     = ["acquire", "heartbeat", "release"]
+}
+
+variable "reaper_service_name" {
+  type        = string
+  description = "Cloud Run service name of the reaper function."
+  default     = "reaper"
+}
+
+variable "dead_letter_subscription_name" {
+  type        = string
+  description = "Subscription on the dead-letter topic; any message in it raises an alert."
+}
+
+variable "redis_is_cluster" {
+  type        = bool
+  description = "Whether Redis is a Memorystore for Redis Cluster (selects the memory metric)."
+  default     = false
+}
+
+variable "redis_instance_id" {
+  type        = string
+  description = "Id of the Redis instance (projects/P/locations/R/instances/N) or cluster."
+}
+
+variable "reaper_stalled_after" {
+  type        = string
+  description = "Alert when no successful reaper run was logged for this long."
+  default     = "300s"
+}
+
+variable "reclaimed_per_minute_threshold" {
+  type        = number
+  description = "Seats reclaimed by one reaper run (runs are one minute apart) above which a crash wave is reported."
+  default     = 100
+}
+
+variable "denials_per_minute_threshold" {
+  type        = number
+  description = "Acquire denials (409 no_seats_available) per minute, over 5 minutes, above which an alert fires."
+  default     = 60
+}
+
+variable "error_ratio_threshold" {
+  type        = number
+  description = "Fraction of client requests answered 5xx, over 5 minutes, above which an alert fires."
+  default     = 0.02
+}
+
+variable "outbox_backlog_threshold" {
+  type        = number
+  description = "Events waiting in the Redis outboxes after a reaper run, sustained 10 minutes, above which an alert fires."
+  default     = 10000
+}
+
+variable "redis_memory_ratio_threshold" {
+  type        = number
+  description = "Redis memory usage ratio above which an alert fires (noeviction: writes fail at 100%)."
+  default     = 0.8
+}

@@ -1,0 +1,43 @@
+variable "project_id" {
+  type        = string
+  description = "Google Cloud project that owns the network."
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the subnets (the functions, Redis and Cloud SQL all live here)."
+}
+
+variable "name" {
+  type        = string
+  description = "Prefix for every network resource name, e.g. \"seatlease-dev\"."
+}
+
+variable "functions_subnet_cidr" {
+  type        = string
+  description = "Primary range of the subnet used by Direct VPC egress of the functions. Each function instance takes one address: size it for the sum of max_instance_count (a /24 serves about 250 instances; Google recommends at least /26)."
+  default     = "10.10.0.0/24"
+}
+
+variable "psc_subnet_cidr" {
+  type        = string
+  description = "Range of the subnet that hosts the Private Service Connect endpoints of Memorystore for Redis Cluster (used only when the cluster variant is selected)."
+  default     = "10.10.1.0/28"
+}
+
+variable "private_services_prefix_length" {
+  type        = number
+  description = "Prefix length of the private services access range allocated to Google-managed services (Cloud SQL and Memorystore for Redis). /20 leaves room for both and for growth."
+  default     = 20
+
+  validation {
+    condition     = var.private_services_prefix_length >= 16 && var.private_services_prefix_length <= 24
+    error_message = "private_services_prefix_length must be between 16 and 24."
+  }
+}
+
+variable "flow_log_sampling" {
+  type        = number
+  description = "Fraction of VPC flow log records kept on the subnets (0 to 1)."
+  default     = 0.5
+}

@@ -1,0 +1,135 @@
+# Memorystore for seatlease. Lease state lives here, so:
+#   * maxmemory-policy = noeviction: the default volatile-lru would evict leases (they
+#     carry TTLs) under memory pressure; with noeviction writes fail loudly instead and
+#     the memory alert (monitoring module) fires at 80%.
+#   * AUTH + in-transit encryption (SERVER_AUTHENTICATION, port 6378): chosen at
+#     creation time, cannot be added later without recreating the instance.
+#   * The server certificate rotates every 180 days with a brief disconnect: the
+#     client retries with backoff (shared/redisconn.py).
+
+locals {
+  redis_configs = {
+    "maxmemory-policy" = "noeviction"
+  }
+}
+
+resource "google_redis_instance" "this" {
+  count = var.use_cluster ? 0 : 1
+
+  project        = var.project_id
+  region         = var.region
+  name           = var.name
+  display_name   = "seatlease leases (${var.name})"
+  tier           = var.tier
+  memory_size_gb = var.memory_size_gb
+  redis_version  = var.redis_version
+
+  authorized_network = var.network_id
+  connect_mode       = "PRIVATE_SERVICE_ACCESS"
+  reserved_ip_range  = var.private_services_range_name
+
+  auth_enabled            = true
+  transit_encryption_mode = "SERVER_AUTHENTICATION"
+  redis_configs           = local.redis_configs
+
+  dynamic "persistence_config" {
+    for_each = var.persistence_enabled ? [1] : []
+    content {
+      persistence_mode    = "RDB"
+      rdb_snapshot_period = "ONE_HOUR"
+    }
+  }
+
+  maintenance_policy {
+    weekly_maintenance_window {
+      day = var.maintenance_day
+      start_time {
+        hours   = var.maintenance_hour
+        minutes = 0
+        seconds = 0
+        nanos   = 0
+      }
+    }
+  }
+
+  deletion_protection = var.deletion_protection
+  labels              = var.labels
+
+  # The private services access peering (google_service_networking_connection, passed
+  # in by id) must exist before the instance is created and outlive it on destroy.
+  depends_on = [var.private_services_connection]
+}
+
+# ---------------------------------------------------------------------------------
+# Memorystore for Redis Cluster variant (use_cluster = true). Every key a Lua script
+# touches shares one hash tag (sl:{shard}:...), so the same code runs on it.
+# Redis Cluster reaches the VPC through Private Service Connect, which needs a service
+# connection policy for the "gcp-memorystore-redis" service class in the network.
+# Redis Cluster has no AUTH string (its only authentication is IAM, which the code does
+# not use): access is limited to the VPC by PSC, and traffic is TLS-encrypted.
+# ---------------------------------------------------------------------------------
+
+resource "google_network_connectivity_service_connection_policy" "redis" {
+  count = var.use_cluster ? 1 : 0
+
+  project       = var.project_id
+  location      = var.region
+  name          = "${var.name}-redis-psc"
+  service_class = "gcp-memorystore-redis"
+  description   = "Lets Memorystore for Redis Cluster create PSC endpoints for seatlease"
+  network       = var.network_id
+
+  psc_config {
+    subnetworks = [var.psc_subnet_id]
+  }
+}
+
+resource "google_redis_cluster" "this" {
+  count = var.use_cluster ? 1 : 0
+
+  project       = var.project_id
+  region        = var.region
+  name          = var.name
+  shard_count   = var.cluster_shard_count
+  replica_count = var.cluster_replica_count
+  node_type     = var.cluster_node_type
+
+  # Redis Cluster has no AUTH string; its only auth mode is IAM tokens, which the functions do not implement. Access is restricted to the VPC via PSC and encrypted in transit.
+  authorization_mode      = "AUTH_MODE_DISABLED"
+  transit_encryption_mode = "TRANSIT_ENCRYPTION_MODE_SERVER_AUTHENTICATION"
+  redis_configs           = local.redis_configs
+
+  psc_configs {
+    network = var.network_id
+  }
+
+  zone_distribution_config {
+    mode = "MULTI_ZONE"
+  }
+
+  maintenance_policy {
+    weekly_maintenance_window {
+      day = var.maintenance_day
+      start_time {
+        hours   = var.maintenance_hour
+        minutes = 0
+        seconds = 0
+        nanos   = 0
+      }
+    }
+  }
+
+  deletion_protection_enabled = var.deletion_protection
+  labels                      = var.labels
+
+  depends_on = [google_network_connectivity_service_connection_policy.redis]
+}
+
+locals {
+  host = var.use_cluster ? google_redis_cluster.this[0].discovery_endpoints[0].address : google_redis_instance.this[0].host
+  port = var.use_cluster ? google_redis_cluster.this[0].discovery_endpoints[0].port : google_redis_instance.this[0].port
+  ca_cert = (var.use_cluster
+    ? join("\n", flatten([for ca in google_redis_cluster.this[0].managed_server_ca[0].ca_certs : ca.certificates]))
+    : google_redis_instance.this[0].server_ca_certs[0].cert
+  )
+}

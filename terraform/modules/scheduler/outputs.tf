@@ -1,0 +1,9 @@
+output "job_name" {
+  description = "Name of the Cloud Scheduler job that triggers the reaper."
+  value       = google_cloud_scheduler_job.reaper.name
+}
+
+output "service_account_email" {
+  description = "Service account the scheduler invokes the reaper as."
+  value       = google_service_account.scheduler.email
+}

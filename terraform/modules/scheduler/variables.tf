@@ -1,0 +1,48 @@
+variable "project_id" {
+  type        = string
+  description = "Google Cloud project of the scheduler job."
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the scheduler job and of the reaper function."
+}
+
+variable "name" {
+  type        = string
+  description = "Prefix of the job and service account names, e.g. \"seatlease-dev\" (at most 14 characters)."
+}
+
+variable "reaper_service_name" {
+  type        = string
+  description = "Name of the Cloud Run service behind the reaper function (the scheduler's service account gets roles/run.invoker on it, and nothing else does)."
+}
+
+variable "reaper_uri" {
+  type        = string
+  description = "HTTPS URI of the reaper function's service; used as the target and as the OIDC audience."
+}
+
+variable "schedule" {
+  type        = string
+  description = "Cron schedule of the reaper."
+  default     = "* * * * *"
+}
+
+variable "time_zone" {
+  type        = string
+  description = "Time zone of the schedule."
+  default     = "Etc/UTC"
+}
+
+variable "attempt_deadline" {
+  type        = string
+  description = "How long the scheduler waits for the reaper to answer."
+  default     = "120s"
+}
+
+variable "paused" {
+  type        = bool
+  description = "Create the job paused (e.g. before the first deploy of the code)."
+  default     = false
+}

@@ -1,0 +1,13 @@
+terraform {
+  required_version = ">= 1.11"
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = ">= 7.21, < 8.0"
+    }
+    random = {
+      source  = "hashicorp/random"
+      version = ">= 3.7"
+    }
+  }
+}

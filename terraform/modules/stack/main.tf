@@ -1,0 +1,162 @@
+# The whole seatlease service in one project: the APIs it needs, then network, Redis,
+# secrets, Cloud SQL, the functions, Pub/Sub, the reaper's scheduler and monitoring,
+# wired together. envs/dev and envs/prod are thin roots that call this module with
+# their sizes; nothing here depends on which environment calls it.
+
+locals {
+  repo_root = abspath("${path.module}/../../..")
+  build_dir = abspath("${path.root}/.build") # envs/<env>/.build: one build dir per root
+  labels    = { app = "seatlease", env = var.environment }
+
+  apis = [
+    "artifactregistry.googleapis.com",
+    "cloudbuild.googleapis.com",
+    "cloudfunctions.googleapis.com",
+    "cloudscheduler.googleapis.com",
+    "compute.googleapis.com",
+    "iam.googleapis.com",
+    "logging.googleapis.com",
+    "monitoring.googleapis.com",
+    "networkconnectivity.googleapis.com",
+    "pubsub.googleapis.com",
+    "redis.googleapis.com",
+    "run.googleapis.com",
+    "secretmanager.googleapis.com",
+    "servicenetworking.googleapis.com",
+    "sqladmin.googleapis.com",
+  ]
+}
+
+resource "google_project_service" "apis" {
+  for_each = var.enable_apis ? toset(local.apis) : toset([])
+
+  project            = var.project_id
+  service            = each.value
+  disable_on_destroy = false
+}
+
+module "network" {
+  source = "../network"
+
+  project_id = var.project_id
+  region     = var.region
+  name       = var.name
+
+  depends_on = [google_project_service.apis]
+}
+
+module "redis" {
+  source = "../redis"
+
+  project_id                  = var.project_id
+  region                      = var.region
+  name                        = var.name
+  network_id                  = module.network.network_id
+  private_services_range_name = module.network.private_services_range_name
+  private_services_connection = module.network.private_services_connection
+  psc_subnet_id               = module.network.psc_subnet_id
+  use_cluster                 = var.use_redis_cluster
+  tier                        = var.redis_tier
+  memory_size_gb              = var.redis_memory_size_gb
+  persistence_enabled         = var.redis_persistence_enabled
+  deletion_protection         = var.deletion_protection
+  labels                      = local.labels
+}
+
+module "secrets" {
+  source = "../secrets"
+
+  project_id          = var.project_id
+  name                = var.name
+  replica_locations   = [var.region]
+  redis_auth_enabled  = module.redis.auth_enabled
+  redis_auth_string   = module.redis.auth_string
+  db_password_version = var.db_password_version
+  labels              = local.labels
+
+  depends_on = [google_project_service.apis]
+}
+
+module "database" {
+  source = "../database"
+
+  project_id                     = var.project_id
+  region                         = var.region
+  name                           = var.name
+  network_id                     = module.network.network_id
+  private_services_range_name    = module.network.private_services_range_name
+  private_services_connection    = module.network.private_services_connection
+  tier                           = var.sql_tier
+  availability_type              = var.sql_availability_type
+  backups_enabled                = true # in every environment; PITR is the choice
+  point_in_time_recovery_enabled = var.sql_point_in_time_recovery
+  backup_retained_count          = var.sql_backup_retained_count
+  deletion_protection            = var.deletion_protection
+  db_password                    = module.secrets.db_password
+  db_password_version            = var.db_password_version
+  labels                         = local.labels
+}
+
+module "functions" {
+  source = "../functions"
+
+  project_id                 = var.project_id
+  region                     = var.region
+  name                       = var.name
+  repo_root                  = local.repo_root
+  build_dir                  = local.build_dir
+  python                     = var.python
+  network_id                 = module.network.network_id
+  subnet_id                  = module.network.functions_subnet_id
+  redis_url                  = module.redis.redis_url
+  redis_ca_cert              = module.redis.ca_cert
+  redis_cluster              = module.redis.is_cluster
+  redis_password_secret_id   = module.secrets.redis_password_secret_id
+  cloud_sql_instance         = module.database.connection_name
+  sql_instance_name          = module.database.instance_name
+  db_name                    = module.database.db_name
+  db_user                    = module.database.db_user
+  db_password_secret_id      = module.secrets.db_password_secret_id
+  secret_versions            = module.secrets.secret_versions
+  db_iam_auth                = var.db_iam_auth
+  pubsub_topic_name          = module.pubsub.topic_name
+  pubsub_service_agent_email = module.pubsub.pubsub_service_agent_email
+  log_level                  = var.log_level
+  function_settings          = var.function_settings
+  admin_invokers             = var.admin_invokers
+  labels                     = local.labels
+
+  depends_on = [google_project_service.apis]
+}
+
+module "pubsub" {
+  source = "../pubsub"
+
+  project_id                       = var.project_id
+  audit_push_endpoint              = module.functions.service_uris["audit"]
+  audit_push_service_account_email = module.functions.audit_push_service_account_email
+  labels                           = local.labels
+}
+
+module "scheduler" {
+  source = "../scheduler"
+
+  project_id          = var.project_id
+  region              = var.region
+  name                = var.name
+  reaper_service_name = module.functions.service_names["reaper"]
+  reaper_uri          = module.functions.service_uris["reaper"]
+}
+
+module "monitoring" {
+  source = "../monitoring"
+
+  project_id                    = var.project_id
+  name                          = var.name
+  notification_channels         = var.notification_channels
+  dead_letter_subscription_name = module.pubsub.dead_letter_subscription_name
+  redis_is_cluster              = module.redis.is_cluster
+  redis_instance_id             = module.redis.instance_id
+
+  depends_on = [google_project_service.apis]
+}

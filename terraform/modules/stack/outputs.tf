@@ -1,0 +1,54 @@
+output "acquire_url" {
+  description = "URL clients POST to to acquire a seat."
+  value       = module.functions.urls["acquire"]
+}
+
+output "heartbeat_url" {
+  description = "URL clients POST heartbeats to."
+  value       = module.functions.urls["heartbeat"]
+}
+
+output "release_url" {
+  description = "URL clients POST to to release a seat."
+  value       = module.functions.urls["release"]
+}
+
+output "admin_url" {
+  description = "URL of the IAM-protected admin function (call with an identity token of an admin_invokers member)."
+  value       = module.functions.urls["admin"]
+}
+
+output "function_urls" {
+  description = "Every function URL by name."
+  value       = module.functions.urls
+}
+
+output "cloud_sql_instance" {
+  description = "Cloud SQL connection name, for the Cloud SQL Auth Proxy."
+  value       = module.database.connection_name
+}
+
+output "db_name" {
+  description = "Application database name."
+  value       = module.database.db_name
+}
+
+output "db_user" {
+  description = "Built-in database user."
+  value       = module.database.db_user
+}
+
+output "db_password_secret" {
+  description = "Secret Manager secret holding the database password."
+  value       = module.secrets.db_password_secret_id
+}
+
+output "redis_host" {
+  description = "Redis host (private)."
+  value       = module.redis.host
+}
+
+output "dead_letter_subscription" {
+  description = "Subscription holding dead-lettered lease events."
+  value       = module.pubsub.dead_letter_subscription_name
+}

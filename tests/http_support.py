@@ -1,0 +1,144 @@
+"""Helpers for the HTTP contract tests (tests/test_http_*.py).
+
+Each function is loaded exactly as Cloud Functions loads it,
+``functions_framework.create_app(target, source)``, and called through Flask's test
+client; tenants, API keys and licenses are created in the real database through
+``shared.store``. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import functions_framework
+from werkzeug.test import TestResponse
+
+from shared import runtime, store
+from shared.clock import server_time_ms
+from shared.keys import LicenseKeys
+from shared.redisconn import get_redis
+
+REPO = Path(__file__).resolve().parent.parent
+FUNCTIONS = ("acquire", "heartbeat", "release")
+_apps: dict[str, Any] = {}
+
+
+def app(name: str) -> Any:
+    """The function's functions-framework app, built once per process (create_app
+    appends to sys.path on every call)."""
+    if name not in _apps:
+        _apps[name] = functions_framework.create_app(
+            name, str(REPO / "functions" / name / "main.py")
+        )
+    return _apps[name]
+
+
+@dataclass
+class Tenant:
+    tenant_id: str
+    key: str
+    prefix: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+def new_tenant(tenant_id: str = "acme") -> Tenant:
+    store.create_tenant(tenant_id)
+    created = store.create_api_key(tenant_id)
+    return Tenant(tenant_id, created.key, created.prefix)
+
+
+def new_license(tenant: Tenant, license_id: str = "cad", seats: int = 2, **kwargs: Any) -> str:
+    """Create a license as an admin does: in the database, then refresh the Redis cache
+    (which may hold a negative entry from an earlier 404)."""
+    store.create_license(tenant.tenant_id, license_id, seats=seats, **kwargs)
+    runtime.refresh_license_cache(tenant.tenant_id, license_id)
+    return license_id
+
+
+def call(
+    name: str,
+    body: Any = None,
+    *,
+    tenant: Tenant | None = None,
+    headers: dict[str, str] | None = None,
+    data: str | bytes | None = None,
+    content_type: str | None = "application/json",
+    method: str = "POST",
+) -> TestResponse:
+    """One request to a function. ``body`` is sent as JSON, ``data`` as is."""
+    all_headers = dict(tenant.auth if tenant else {})
+    all_headers.update(headers or {})
+    if data is None and body is not None:
+        data = json.dumps(body)
+    client = app(name).test_client()
+    return client.open(
+        "/", method=method, data=data, headers=all_headers, content_type=content_type
+    )
+
+
+def acquire(tenant: Tenant, license_id: str, client_id: str, **fields: Any) -> TestResponse:
+    return call(
+        "acquire", {"license_id": license_id, "client_id": client_id, **fields}, tenant=tenant
+    )
+
+
+def heartbeat(tenant: Tenant, license_id: str, session_id: str) -> TestResponse:
+    return call("heartbeat", {"license_id": license_id, "session_id": session_id}, tenant=tenant)
+
+
+def release(tenant: Tenant, license_id: str, session_id: str) -> TestResponse:
+    return call("release", {"license_id": license_id, "session_id": session_id}, tenant=tenant)
+
+
+def error_of(response: TestResponse, status: int, code: str) -> dict[str, Any]:
+    """Assert the contract's error shape and return the ``error`` object."""
+    assert response.status_code == status, response.get_data(as_text=True)
+    assert response.headers["Content-Type"] == "application/json"
+    text = response.get_data(as_text=True)
+    assert "Traceback" not in text and 'File "' not in text
+    error = response.get_json()["error"]
+    assert error["code"] == code, error
+    assert isinstance(error["message"], str) and len(error["message"]) > 5
+    return error
+
+
+def parse_time(text: str) -> datetime:
+    assert text.endswith("Z"), text
+    parsed = datetime.fromisoformat(text[:-1] + "+00:00")
+    assert parsed.tzinfo == UTC or parsed.utcoffset().total_seconds() == 0
+    return parsed
+
+
+def redis_now() -> datetime:
+    return datetime.fromtimestamp(server_time_ms(get_redis()) / 1000, UTC)
+
+
+def live_sessions(tenant: Tenant, license_id: str) -> list[str]:
+    """Session ids of every lease Redis holds for the license (live or not yet pruned)."""
+    return list(get_redis().zrange(LicenseKeys.of(tenant.tenant_id, license_id).leases, 0, -1))
+
+
+def outbox_types(tenant: Tenant, license_id: str) -> list[str]:
+    """Event types in the shard outbox for this license, oldest first."""
+    keys = LicenseKeys.of(tenant.tenant_id, license_id)
+    return [
+        fields["type"]
+        for _id, fields in get_redis().xrange(keys.outbox)
+        if fields.get("license_id") == license_id and fields.get("tenant_id") == tenant.tenant_id
+    ]
+
+
+def log_lines(out: str) -> list[dict[str, Any]]:
+    """The JSON log lines among captured stdout."""
+    lines = []
+    for line in out.splitlines():
+        if line.startswith("{"):
+            lines.append(json.loads(line))
+    return lines

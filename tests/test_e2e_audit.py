@@ -1,0 +1,139 @@
+"""End to end with the real pieces: engine -> outbox -> reaper -> Pub/Sub emulator ->
+audit function -> PostgreSQL. Exactly one audit row per event, whatever the redelivery,
+and nothing lost while the database is down."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections import Counter
+
+import functions_framework
+import pytest
+
+from shared import db, store
+from shared.localprocs import free_port
+from shared.pubsub import Publisher
+from shared.reaper import Reaper
+
+
+@pytest.fixture
+def audit_client():
+    return functions_framework.create_app("audit", "functions/audit/main.py").test_client()
+
+
+def push(client, data: bytes, message_id: str = "1"):
+    """Deliver one message the way a Pub/Sub push subscription does (the raw push body,
+    which functions-framework turns into the CloudEvent Eventarc would send)."""
+    body = {
+        "message": {"data": base64.b64encode(data).decode(), "messageId": message_id},
+        "subscription": "projects/seatlease-test/subscriptions/audit",
+    }
+    return client.post("/", json=body)
+
+
+def test_every_lease_change_becomes_exactly_one_audit_row(
+    redis_client, database_url, pubsub, audit_client, monkeypatch
+):
+    from shared.runtime import seat_engine
+
+    store.create_tenant("acme")
+    store.create_license("acme", "cad", seats=3, lease_seconds=1)
+    engine = seat_engine()
+    kept = engine.acquire("acme", "cad", "ann", metadata={"user": "ann", "host": "pc1"})
+    gone = engine.acquire("acme", "cad", "bob")
+    engine.acquire("acme", "cad", "cat")  # crashes: never heartbeats
+    engine.release("acme", "cad", gone.session_id)
+    engine.release("acme", "cad", kept.session_id, revoke=True)
+    for client in ("dan", "eve"):
+        engine.acquire("acme", "cad", client)
+    with pytest.raises(Exception, match="seats"):
+        engine.acquire("acme", "cad", "fay")
+    time.sleep(1.1)
+
+    report = Reaper(redis_client, Publisher()).run()
+    messages = pubsub.pull()
+    for i, message in enumerate(messages):
+        assert push(audit_client, message.data, str(i)).status_code == 200
+    for i, message in enumerate(messages):  # Pub/Sub redelivers: nothing is added
+        assert push(audit_client, message.data, f"again-{i}").status_code == 200
+
+    rows = store.list_events("acme", "cad")
+    assert len(rows) == report.published == len({r["event_id"] for r in rows})
+    assert Counter(r["type"] for r in rows) == {
+        "lease.acquired": 5,
+        "lease.released": 1,
+        "lease.revoked": 1,
+        "lease.reclaimed": 3,
+        "lease.denied": 1,
+    }
+    first = next(r for r in rows if r["session_id"] == kept.session_id)
+    assert first["metadata"] == {"user": "ann", "host": "pc1"} and first["seats_total"] == 3
+    assert next(r for r in rows if r["type"] == "lease.denied")["count"] == 1
+
+
+def test_a_malformed_message_is_acknowledged_and_logged(database_url, audit_client, capsys):
+    for bad in (b"not json", b'[{"event_id": "x"}]', b'{"type": "lease.acquired"}'):
+        assert push(audit_client, bad).status_code == 200
+    logged = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    errors = [line for line in logged if line["severity"] == "ERROR"]
+    assert len(errors) == 3 and all("malformed" in line["message"] for line in errors)
+    assert store.list_events("acme") == []
+
+
+def test_database_down_raises_then_the_retry_inserts_once(database_url, audit_client, monkeypatch):
+    event = {
+        "event_id": "evt-1",
+        "type": "lease.acquired",
+        "tenant_id": "acme",
+        "license_id": "cad",
+        "session_id": "s1",
+        "client_id": "c1",
+        "occurred_at": "2026-11-22T12:00:00.000Z",
+        "seats_used": 1,
+        "seats_total": 3,
+        "metadata": {},
+    }
+    data = json.dumps([event]).encode()
+    monkeypatch.setenv("DATABASE_URL", f"postgresql://postgres@127.0.0.1:{free_port()}/x")
+    db.reset()
+    down = push(audit_client, data)
+    assert down.status_code == 500  # the function raised: Pub/Sub will redeliver
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    db.reset()
+    assert push(audit_client, data).status_code == 200
+    assert push(audit_client, data).status_code == 200
+    assert [r["event_id"] for r in store.list_events("acme")] == ["evt-1"]
+
+
+def test_a_binary_mode_cloudevent_from_eventarc_is_stored(database_url, audit_client):
+    """Eventarc delivers Pub/Sub messages as binary-mode CloudEvents (ce-* headers, the
+    Pub/Sub message as the JSON body): the same events, the same idempotent insert."""
+    event = {
+        "event_id": "evt-ce",
+        "type": "lease.released",
+        "tenant_id": "acme",
+        "license_id": "cad",
+        "session_id": "s1",
+        "client_id": "c1",
+        "occurred_at": "2026-11-22T12:00:00.000Z",
+        "seats_used": 0,
+        "seats_total": 3,
+        "metadata": {"user": "ann"},
+    }
+    body = {
+        "message": {"data": base64.b64encode(json.dumps([event]).encode()).decode(),
+                    "messageId": "42"},
+        "subscription": "projects/p/subscriptions/eventarc-sub",
+    }  # fmt: skip
+    headers = {
+        "ce-id": "42",
+        "ce-specversion": "1.0",
+        "ce-type": "google.cloud.pubsub.topic.v1.messagePublished",
+        "ce-source": "//pubsub.googleapis.com/projects/p/topics/seat-events",
+    }
+    for _ in range(2):
+        assert audit_client.post("/", json=body, headers=headers).status_code == 200
+    rows = store.list_events("acme")
+    assert [(r["event_id"], r["type"]) for r in rows] == [("evt-ce", "lease.released")]

@@ -1,0 +1,286 @@
+"""Usage reports (shared/reports.py) and ``seatlease report usage`` on crafted lease
+events: real PostgreSQL (database_url) and one run of the same checks on SQLite."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from shared import db, store
+from shared.cli import main
+from shared.reports import (
+    PeriodUsage,
+    Window,
+    lease_durations,
+    outcomes,
+    peak_usage,
+    timelines,
+    usage_report,
+)
+
+T = "acme"
+DAY = "2026-11-20"
+
+
+def at(hhmm: str, seconds: int = 0, ms: int = 0) -> datetime:
+    hour, minute = map(int, hhmm.split(":"))
+    return datetime(2026, 11, 20, hour, minute, seconds, ms * 1000, tzinfo=UTC)
+
+
+class Events:
+    """Crafted events, as the audit function would store them."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+
+    def add(self, etype: str, when: datetime, license_id: str = "cad", session: str = "",
+            client: str = "", used: int | None = None, total: int | None = 3,
+            count: int = 1, tenant: str = T) -> None:  # fmt: skip
+        self.rows.append(
+            {
+                "event_id": f"ev-{len(self.rows):04d}",
+                "type": etype,
+                "tenant_id": tenant,
+                "license_id": license_id,
+                "session_id": session or None,
+                "client_id": client or None,
+                "occurred_at": when.isoformat().replace("+00:00", "Z"),
+                "seats_used": used,
+                "seats_total": None if etype == "lease.denied" else total,
+                "count": count,
+                "metadata": {},
+            }
+        )
+
+
+def scenario() -> Events:
+    """License cad (3 seats) and cam (5 seats, raised to 8), 2026-11-20 UTC:
+
+    cad  09:10 +s1(c1) 09:20 +s2(c2) 09:30 +s3(c3) -> 3 | 09:40 -s1 released -> 2
+         09:45 reclaimed of an unknown session (its acquire is not in the log): ignored
+         09:50 denied x4 | 10:xx nothing (2 carried) | 10:59:59.999 denied x1
+         11:15 -s2 reclaimed -> 1 | 11:30 -s3 revoked -> 0
+         12:05 +s4(c1), open | 12:30:00.000 +s5(c2) and -s5 released, same ms -> 2, 1
+    cam  09:00 +m1(c9) (5 seats) | 10:30 +m2(c8) (8 seats) | 10:45 -m1 released
+    other tenant: events that must never show up.
+    """
+    ev = Events()
+    ev.add("lease.acquired", at("09:10"), session="s1", client="c1", used=1)
+    ev.add("lease.acquired", at("09:20"), session="s2", client="c2", used=2)
+    ev.add("lease.acquired", at("09:30"), session="s3", client="c3", used=3)
+    ev.add("lease.released", at("09:40"), session="s1", client="c1", used=2)
+    ev.add("lease.reclaimed", at("09:45"), session="ghost", client="c7", used=2)
+    ev.add("lease.denied", at("09:50"), count=4)
+    ev.add("lease.denied", at("10:59", 59, 999), count=1)
+    ev.add("lease.reclaimed", at("11:15"), session="s2", client="c2", used=1)
+    ev.add("lease.revoked", at("11:30"), session="s3", client="c3", used=0)
+    ev.add("lease.acquired", at("12:05"), session="s4", client="c1", used=1)
+    ev.add("lease.acquired", at("12:30"), session="s5", client="c2", used=2)
+    ev.add("lease.released", at("12:30"), session="s5", client="c2", used=1)
+    ev.add("lease.acquired", at("09:00"), "cam", session="m1", client="c9", used=1, total=5)
+    ev.add("lease.acquired", at("10:30"), "cam", session="m2", client="c8", used=2, total=8)
+    ev.add("lease.released", at("10:45"), "cam", session="m1", client="c9", used=1, total=8)
+    ev.add("lease.acquired", at("09:00"), session="x1", client="c1", tenant="other")
+    ev.add("lease.denied", at("09:00"), count=50, tenant="other")
+    return ev
+
+
+def peaks(rows: list[PeriodUsage], license_id: str) -> list[tuple[str, int, int | None, int]]:
+    return [
+        (r.period_start.strftime("%H:%M"), r.peak_seats, r.seats_total, r.denials)
+        for r in rows
+        if r.license_id == license_id
+    ]
+
+
+def check_report(engine: Engine | None) -> None:
+    """The whole expected report of the scenario; run on PostgreSQL and SQLite."""
+    assert store.insert_events(scenario().rows, engine) == 17
+    everything = Window(T)
+    hourly = peak_usage(everything, "hour", engine)
+    assert peaks(hourly, "cad") == [
+        ("09:00", 3, 3, 4),
+        ("10:00", 2, 3, 1),  # no lease event: the level carried through the hour
+        ("11:00", 2, 3, 0),  # 2 held when the hour starts, then 1, then 0
+        ("12:00", 2, 3, 0),  # s4, then s5 for an instant
+    ]
+    assert peaks(hourly, "cam") == [
+        ("09:00", 1, 5, 0),
+        ("10:00", 2, 8, 0),
+        ("11:00", 1, 8, 0),  # the tenant's report runs to its last event (12:30)
+        ("12:00", 1, 8, 0),
+    ]
+    daily = peak_usage(everything, "day", engine)
+    assert [(r.license_id, r.period_start.date().isoformat(), r.peak_seats, r.denials)
+            for r in daily] == [("cad", DAY, 3, 5), ("cam", DAY, 2, 0)]  # fmt: skip
+
+    # A window starting mid-stream starts from the level reached before it.
+    later = Window(T, "cad", since=at("10:00"), until=at("12:00"))
+    assert peaks(peak_usage(later, "hour", engine), "cad") == [
+        ("10:00", 2, 3, 1),
+        ("11:00", 2, 3, 0),
+    ]
+    assert peak_usage(Window(T, "cad", since=at("11:31"), until=at("12:00")), "hour", engine) == []
+
+    durations = {(d.license_id, d.client_id): d for d in lease_durations(everything, engine)}
+    c1 = durations[("cad", "c1")]
+    assert (c1.leases, c1.total_seconds, c1.max_seconds, c1.open) == (1, 1800.0, 1800.0, 1)
+    c2 = durations[("cad", "c2")]  # s2 reclaimed after 6900 s, s5 released after 0 s
+    assert (c2.leases, c2.total_seconds, c2.max_seconds, c2.reclaimed) == (2, 6900.0, 6900.0, 1)
+    assert c2.average_seconds == 3450.0
+    c3 = durations[("cad", "c3")]
+    assert (c3.leases, c3.total_seconds, c3.reclaimed, c3.open) == (1, 7200.0, 0, 0)
+    assert durations[("cam", "c9")].total_seconds == 6300.0
+    assert durations[("cam", "c8")].open == 1
+    assert ("cad", "c7") not in durations  # no acquire in the log: not a lease of the window
+    cut = {(d.client_id): d for d in lease_durations(Window(T, "cad", until=at("11:00")), engine)}
+    assert (cut["c2"].leases, cut["c2"].open) == (0, 1)  # ends after until: still open
+
+    ends = {o.license_id: o for o in outcomes(everything, engine)}
+    cad = ends["cad"]
+    assert (cad.acquired, cad.released, cad.reclaimed, cad.revoked, cad.denials) == (
+        5, 2, 2, 1, 5,
+    )  # fmt: skip
+    assert cad.reclaimed_percent == 40.0
+    assert outcomes(Window("nobody"), engine) == []
+
+    lines = {line.license_id: line for line in timelines(later, engine)}
+    assert lines["cad"].start_level == 2 and lines["cad"].start_total == 3
+    assert [(p[0].strftime("%H:%M"), p[1]) for p in lines["cad"].points] == [
+        ("11:15", 1),
+        ("11:30", 0),
+    ]
+    assert [c for _t, c in lines["cad"].denials] == [1]
+
+
+def test_report_on_postgres(database_url):
+    check_report(None)
+
+
+def test_report_on_sqlite(tmp_path):
+    engine = db.make_engine(f"sqlite:///{tmp_path / 'reports.db'}")
+    store.upgrade(engine)
+    try:
+        check_report(engine)
+    finally:
+        engine.dispose()
+
+
+def test_window_rejects_reversed_times():
+    with pytest.raises(ValueError, match="since must be before until"):
+        Window(T, since=at("10:00"), until=at("09:00"))
+
+
+# -- the CLI -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def acme(database_url):
+    store.create_tenant(T)
+    store.create_license(T, "cad", 3)
+    store.create_license(T, "cam", 5)
+    store.insert_events(scenario().rows)
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["report", "usage", "--tenant", T, *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_table(acme, capsys):
+    code, out, _ = run(capsys, "--license", "cad", "--since", DAY, "--until", "2026-11-21")
+    assert code == 0
+    assert "Usage of tenant acme, license cad, 2026-11-20T00:00:00Z to 2026-11-21T00:00:00Z" in out
+    assert "Peak seats in use and denials per hour" in out
+    rows = [line.split() for line in out.splitlines()]
+    assert ["cad", "2026-11-20", "09:00", "3", "3", "4"] in rows
+    assert ["cad", "2026-11-20", "13:00", "1", "3", "0"] in rows
+    assert sum(1 for r in rows if r[:2] == ["cad", "2026-11-20"]) == 24  # the whole day
+    assert ["cad", "c2", "2", "57m30s", "1h55m", "1h55m", "1", "0"] in rows
+    assert "RECLAIMED_PERCENT" in out
+
+
+def test_cli_json_by_day(acme, capsys):
+    code, out, _ = run(capsys, "--by", "day", "--format", "json")
+    assert code == 0
+    body = json.loads(out)
+    assert body["period"] == "day"
+    assert [(u["license_id"], u["peak_seats"], u["denials"]) for u in body["usage"]] == [
+        ("cad", 3, 5),
+        ("cam", 2, 0),
+    ]
+    assert body["usage"][0]["period_start"] == "2026-11-20T00:00:00Z"
+    assert {o["license_id"]: o["reclaimed_percent"] for o in body["outcomes"]} == {
+        "cad": 40.0,
+        "cam": 0.0,
+    }
+
+
+def test_cli_csv_sections(acme, capsys):
+    code, out, _ = run(capsys, "--format", "csv", "--section", "durations")
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert rows[0].keys() >= {"client_id", "average_seconds", "max_seconds", "total_seconds"}
+    assert {(r["license_id"], r["client_id"], r["total_seconds"]) for r in rows} >= {
+        ("cad", "c3", "7200.0")
+    }
+    code, out, _ = run(capsys, "--format", "csv")
+    blocks = out.split("\n\n")
+    assert [b.splitlines()[0].split(",")[0:2] for b in blocks] == [
+        ["license_id", "period_start"],
+        ["license_id", "client_id"],
+        ["license_id", "acquired"],
+    ]
+
+
+def test_cli_chart(acme, capsys, tmp_path):
+    chart = tmp_path / "charts" / "usage.png"
+    code, out, _ = run(capsys, "--chart", str(chart))
+    assert code == 0, out
+    data = chart.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data) > 20_000  # two subplots with lines, markers and labels
+
+
+def test_cli_errors(acme, capsys):
+    code, _, err = run(capsys, "--license", "nope")
+    assert code == 3 and err.strip() == "seatlease: license 'nope' not found for 'acme'"
+    code = main(["report", "usage", "--tenant", "ghost"])
+    assert code == 3 and "tenant 'ghost' not found" in capsys.readouterr().err
+    code, _, err = run(capsys, "--since", "2026-11-21", "--until", "2026-11-20")
+    assert code == 2 and "since must be before until" in err
+    with pytest.raises(SystemExit) as exit_info:
+        run(capsys, "--since", "yesterday")
+    assert exit_info.value.code == 2
+    assert "not an ISO 8601 time" in capsys.readouterr().err
+
+
+def test_cli_database_down(capsys, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgresql+pg8000://postgres@127.0.0.1:1/none")
+    db.reset()
+    try:
+        code = main(["report", "usage", "--tenant", T])
+    finally:
+        db.reset()
+    err = capsys.readouterr().err
+    assert code == 5 and err.startswith("seatlease: cannot reach a backend") and "\n" == err[-1]
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_chart_reads_well(acme, tmp_path):
+    """The chart (kept for a look: ``pytest --basetemp``) has one subplot per license."""
+    from shared.cli.report import draw_chart
+
+    window = Window(T, since=at("08:00"), until=at("14:00"))
+    path = Path(tmp_path) / "usage.png"
+    draw_chart(timelines(window), window, path)
+    assert path.stat().st_size > 20_000
+    report = usage_report(window, "hour")
+    assert {u.license_id for u in report.usage} == {"cad", "cam"}
