@@ -400,10 +400,14 @@ class _Keeper:
 
     def _backoff(self, retry_after: float | None, cap: float | None = None) -> float:
         # While the lease runs, never wait longer than one heartbeat interval between
-        # attempts: the seat is kept only if a renewal gets through before the deadline.
+        # attempts, and retry faster as the deadline nears (at most a third of the time
+        # left): the seat is kept only if a renewal gets through before the deadline.
         if cap is None:
             interval = float(self.lease.heartbeat_interval_seconds or 1)
             cap = min(self.client.max_backoff, max(0.2, interval))
+            left = self.valid_until - time.monotonic()
+            if not self.lease.lost and left > 0:
+                cap = min(cap, max(0.05, left / 3))
         return self.client._backoff_delay(self.failures - 1, retry_after, cap)
 
     def _lose(self, reason: str) -> None:

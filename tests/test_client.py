@@ -203,18 +203,19 @@ def test_server_restart_mid_lease_keeps_the_same_session(
     client, make_license, served, api_key, caplog
 ):
     caplog.set_level(logging.DEBUG, logger="seatlease.client")
-    make_license(lease_seconds=3)
+    make_license(lease_seconds=4)
     events = Events()
     with client.lease("lic", client_id="ws-1", on_lost=events.on_lost) as lease:
-        session = lease.session_id
+        session, first_deadline = lease.session_id, lease.expires_at
         time.sleep(0.5)
         served.stop()  # heartbeats now fail with connection refused and are retried
-        time.sleep(1.5)
+        time.sleep(1.5)  # at least one heartbeat (every 1 s) failed meanwhile
         assert not lease.lost
         served.gate.counts.clear()
-        served.start()  # same port
+        served.start()  # same port, 2 s before the deadline
         eventually(lambda: served.gate.counts["/heartbeat"] >= 1, 3, "a heartbeat after restart")
-        time.sleep(1.5)  # past the original deadline: only the new heartbeats kept it
+        # past the original deadline: only the heartbeats after the restart kept it
+        time.sleep(max(0.0, (first_deadline - datetime.now(UTC)).total_seconds()) + 0.5)
         assert lease.session_id == session and not lease.lost
         assert [s["session_id"] for s in live()] == [session]
     assert events.lost == [] and live() == []
@@ -437,6 +438,7 @@ def test_threads_share_one_client_each_holding_a_lease(client, make_license):
                 time.sleep(2.5)  # longer than the lease: each thread's heartbeats count
                 assert not lease.lost and lease.session_id == sessions[i]
                 all_in.wait(5)
+                all_in.wait(5)  # hold the seat until the main thread has looked at Redis
         except BaseException as exc:
             errors.append(exc)
 
@@ -447,6 +449,7 @@ def test_threads_share_one_client_each_holding_a_lease(client, make_license):
     assert len(client.held()) == 4
     all_in.wait(8)  # every thread has held its seat past two lease lengths
     assert sorted(s["client_id"] for s in live()) == ["t0", "t1", "t2", "t3"]
+    all_in.wait(5)  # now the threads may leave their with blocks and release
     for t in threads:
         t.join(5)
     assert errors == [] and len(set(sessions.values())) == 4
@@ -630,3 +633,25 @@ def test_waiting_rides_out_an_outage_within_its_timeout(
         assert time.monotonic() - started < 4  # the timeout bounds the wait
     finally:
         srv.stop()
+
+
+def test_heartbeat_retries_speed_up_as_the_deadline_nears():
+    """Pure logic: a failing heartbeat is retried at most a heartbeat interval apart, and
+    at most a third of the time left before the deadline (so the last moments get several
+    tries); once the seat is lost the ordinary backoff applies again."""
+    from shared.client import Lease, _Keeper
+
+    client = SeatClient("http://127.0.0.1:9", "sl_00000000_" + "k" * 32, backoff=10.0)
+    lease = Lease("lic", "ws-1")
+    lease.lease_seconds, lease.heartbeat_interval_seconds = 30, 10
+    keeper = _Keeper(client, lease, None, None, None)
+    keeper.failures = 5
+    keeper.valid_until = time.monotonic() + 60
+    assert all(5 <= keeper._backoff(None) <= 10 for _ in range(20))  # the interval cap
+    keeper.valid_until = time.monotonic() + 3
+    assert all(0.45 <= keeper._backoff(None) <= 1.0 for _ in range(20))  # a third of 3 s
+    keeper.valid_until = time.monotonic() + 0.01
+    assert all(keeper._backoff(None) <= 0.05 for _ in range(20))
+    assert keeper._backoff(2.0) >= 2.0  # Retry-After still wins
+    lease.lost = True
+    assert all(5 <= keeper._backoff(None) <= 10 for _ in range(20))
