@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ def play(state: dict[str, str], say: Callable[[str], None] = print, pause: float
     def step(text: str) -> None:
         say(f"[{time.monotonic() - t0:5.1f}s] {text}")
 
+    started = datetime.now(UTC)
     run = f"{int(time.time())}"  # fresh client ids on every run
     alice = client.lease(lic, client_id=f"alice-{run}", metadata={"user": "alice", "host": "ws-1"})
     lease_a = alice.__enter__()
@@ -65,22 +67,32 @@ def play(state: dict[str, str], say: Callable[[str], None] = print, pause: float
     step("carol releases her seat")
     alice.__exit__(None, None, None)
     step("alice releases her seat")
-    rows = _audit_rows(lic, {bob["session_id"], lease_a.session_id, lease_c.session_id}, say)
+    sessions = {bob["session_id"], lease_a.session_id, lease_c.session_id}
+    rows = _audit_rows(lic, sessions, started, say)
     return {"denied": denied, "bob": bob["session_id"], "carol": lease_c.session_id, "rows": rows}
 
 
-def _audit_rows(lic: str, sessions: set[str], say: Callable[[str], None]) -> list[dict]:
-    """Wait for the story's events to reach the audit table, then print them."""
-    from shared import store
+def _audit_rows(
+    lic: str, sessions: set[str], started: datetime, say: Callable[[str], None]
+) -> list[dict]:
+    """Wait for the story's events to reach the audit table, then print them: the three
+    sessions' events and the denials counted since the story began (a denial is not a
+    lease: the reaper flushes the per-license counter as one ``lease.denied`` row)."""
+    from shared import reports, store
     from shared.cli.output import table
     from shared.localstack import DEMO_TENANT
 
     say("waiting for the audit trail (reaper -> Pub/Sub -> audit -> database) ...")
-    wanted = {"lease.acquired": 3, "lease.released": 2, "lease.reclaimed": 1}
+    wanted = {"lease.acquired": 3, "lease.released": 2, "lease.reclaimed": 1, "lease.denied": 1}
     rows: list[dict[str, Any]] = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        rows = [r for r in store.list_events(DEMO_TENANT, lic) if r["session_id"] in sessions]
+        rows = [
+            r
+            for r in store.list_events(DEMO_TENANT, lic)
+            if r["session_id"] in sessions
+            or (r["type"] == "lease.denied" and reports.utc(r["occurred_at"]) >= started)
+        ]
         counts = {t: sum(r["type"] == t for r in rows) for t in wanted}
         if all(counts[t] >= n for t, n in wanted.items()):
             break
@@ -89,9 +101,11 @@ def _audit_rows(lic: str, sessions: set[str], say: Callable[[str], None]) -> lis
         {
             "occurred_at": r["occurred_at"],
             "type": r["type"],
-            "client": r["client_id"],
+            "client": r["client_id"] or "",
             "user": (r["metadata"] or {}).get("user"),
-            "seats": f"{r['seats_used']}/{r['seats_total']}",
+            "seats": f"{r['seats_used']}/{r['seats_total']}"
+            if r["seats_used"] is not None
+            else f"{r['count']} denied",
         }
         for r in rows
     ]

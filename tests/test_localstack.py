@@ -95,6 +95,8 @@ def test_local_stack_runs_the_whole_story(tmp_path, monkeypatch):
         by_session = {(r["session_id"], r["type"]) for r in story["rows"]}
         assert (story["bob"], "lease.reclaimed") in by_session
         assert (story["carol"], "lease.acquired") in by_session
+        # carol's denial reaches the audit trail as the reaper's aggregate row.
+        assert any(r["type"] == "lease.denied" and r["count"] >= 1 for r in story["rows"])
         assert any("carol gets bob's seat" in line for line in said)
     finally:
         ports = [int(p.url.rsplit(":", 1)[1].split("/")[0]) for p in stack.procs]
