@@ -17,9 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
 from pydantic import model_validator as _model_validator
 from redis.exceptions import RedisError
 
@@ -32,6 +39,9 @@ from shared.http import ApiError, to_api_error
 from shared.logs import log
 from shared.schemas import MAX_LEASE_SECONDS, Identifier
 
+if TYPE_CHECKING:
+    from shared.reports import Timeline, Window
+
 MAX_SEATS = 1_000_000
 Seats = Annotated[int, Field(ge=0, le=MAX_SEATS)]
 LeaseSeconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)]
@@ -42,6 +52,30 @@ KeyPrefix = Annotated[str, StringConstraints(pattern=r"^sl_[0-9a-f]{8}$")]
 
 class SessionNotLive(store.NotFound):
     """``revoke`` of a session that is not (or no longer) holding a seat."""
+
+
+def parse_time(value: Any) -> datetime:
+    """An ISO 8601 time as an aware UTC datetime: a date means its midnight UTC, no
+    offset means UTC (``2026-11-22``, ``2026-11-22T09:30:00Z``, ``...+01:00``)."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(
+                f"{value[:40]!r} is not an ISO 8601 time (e.g. 2026-11-22 or 2026-11-22T09:30:00Z)"
+            ) from None
+    else:
+        raise ValueError("must be an ISO 8601 time string")
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _optional_time(value: Any) -> datetime | None:
+    return None if value is None else parse_time(value)
+
+
+OptionalTime = Annotated[datetime | None, BeforeValidator(_optional_time)]
 
 
 # -- requests ------------------------------------------------------------------------
@@ -138,9 +172,29 @@ class Status(_Action):
 
 class Revoke(_Action):
     action: Literal["revoke"]
-    tenant_id: Identifier
+    tenant_id: Identifier | None = None  # absent: the one tenant that has license_id
     license_id: Identifier
     session_id: Identifier
+
+
+class ReportUsage(_Action):
+    action: Literal["report.usage"]
+    tenant_id: Identifier
+    license_id: Identifier | None = None
+    since: OptionalTime = None  # inclusive
+    until: OptionalTime = None  # exclusive
+    period: Literal["hour", "day"] = "hour"
+    timelines: bool = False  # also seats in use after every event, for a chart
+
+    @_model_validator(mode="after")
+    def _window_is_valid(self) -> ReportUsage:
+        self.window()  # since must be before until
+        return self
+
+    def window(self) -> Window:
+        from shared.reports import Window
+
+        return Window(self.tenant_id, self.license_id, self.since, self.until)
 
 
 MODELS: dict[str, type[_Action]] = {
@@ -157,6 +211,7 @@ MODELS: dict[str, type[_Action]] = {
     "license.list": LicenseList,
     "status": Status,
     "revoke": Revoke,
+    "report.usage": ReportUsage,
 }
 ACTIONS = tuple(MODELS)
 
@@ -406,30 +461,66 @@ def _status(req: Status) -> tuple[int, dict[str, Any]]:
     return 200, {"at": rfc3339(now_ms), "licenses": licenses}
 
 
+def tenants_with_license(license_id: str) -> list[str]:
+    """The tenants that have a license with this id, sorted."""
+    from sqlalchemy import select
+
+    from shared.tables import licenses
+
+    query = (
+        select(licenses.c.tenant_id)
+        .where(licenses.c.license_id == license_id)
+        .order_by(licenses.c.tenant_id)
+    )
+    with store.transaction() as conn:
+        return [row.tenant_id for row in conn.execute(query)]
+
+
+def _license_tenant(tenant_id: str | None, license_id: str) -> str:
+    """The tenant a request means: the one given (which must have the license), else the
+    only tenant with a license of that id. Several: 400 ``ambiguous_license`` listing
+    them (``tenants``), so the caller can name one."""
+    if tenant_id is not None:
+        _require_license(tenant_id, license_id)
+        return tenant_id
+    found = tenants_with_license(license_id)
+    if not found:
+        raise store.NotFound(f"license {license_id!r} not found in any tenant")
+    if len(found) > 1:
+        raise ApiError(
+            400,
+            "ambiguous_license",
+            f"License {license_id!r} exists in {len(found)} tenants ({', '.join(found)}); "
+            "give tenant_id to choose one.",
+            tenants=found,
+        )
+    return found[0]
+
+
 def _revoke(req: Revoke) -> tuple[int, dict[str, Any]]:
     """``lmremove``: end a live lease now, recorded as ``lease.revoked``; the client's
     next heartbeat answers 410."""
     from shared.runtime import seat_engine
 
-    _require_license(req.tenant_id, req.license_id)
+    tenant_id = _license_tenant(req.tenant_id, req.license_id)
     engine = seat_engine()
     before = next(
         (
             lease
-            for lease in engine.live_leases(req.tenant_id, req.license_id)
+            for lease in engine.live_leases(tenant_id, req.license_id)
             if lease["session_id"] == req.session_id
         ),
         None,
     )
-    result = engine.release(req.tenant_id, req.license_id, req.session_id, revoke=True)
+    result = engine.release(tenant_id, req.license_id, req.session_id, revoke=True)
     if not result.released:
         raise SessionNotLive(
-            f"session {req.session_id!r} holds no seat on {req.tenant_id}/{req.license_id} "
+            f"session {req.session_id!r} holds no seat on {tenant_id}/{req.license_id} "
             "(unknown, released, expired or already revoked)"
         )
     body: dict[str, Any] = {
         "revoked": True,
-        "tenant_id": req.tenant_id,
+        "tenant_id": tenant_id,
         "license_id": req.license_id,
         "session_id": req.session_id,
         "seats_used": result.seats_used,
@@ -441,12 +532,46 @@ def _revoke(req: Revoke) -> tuple[int, dict[str, Any]]:
     log(
         "NOTICE",
         "admin: lease revoked",
-        tenant_id=req.tenant_id,
+        tenant_id=tenant_id,
         license_id=req.license_id,
         session_id=req.session_id,
         client_id=body.get("client_id"),
     )
     return 200, body
+
+
+def _report_usage(req: ReportUsage) -> tuple[int, dict[str, Any]]:
+    """Usage of a tenant's licenses from the audit log (shared/reports.py), as
+    ``UsageReport.as_dict()``; with ``timelines``, also each license's seats in use after
+    every event in the window and its configured seats, which is what a chart needs."""
+    from shared import reports
+
+    _tenant_row(req.tenant_id)  # unknown tenant or license: 404, not an empty report
+    if req.license_id is not None:
+        _require_license(req.tenant_id, req.license_id)
+    window = req.window()
+    body = reports.usage_report(window, req.period).as_dict()
+    if req.timelines:
+        seats = {row["license_id"]: row["seats"] for row in store.list_licenses(req.tenant_id)}
+        body["timelines"] = [_timeline_view(t, seats) for t in reports.timelines(window)]
+    return 200, body
+
+
+def _timeline_view(line: Timeline, seats: dict[str, int]) -> dict[str, Any]:
+    """A ``reports.Timeline`` as JSON; points are compact ``[at, seats_used, seats_total]``
+    and denials ``[at, count]`` arrays (a busy license has one point per lease event)."""
+    return {
+        "license_id": line.license_id,
+        "seats": seats.get(line.license_id),
+        "start_level": line.start_level,
+        "start_total": line.start_total,
+        "points": [[_iso(at), used, total] for at, used, total in line.points],
+        "denials": [[_iso(at), count] for at, count in line.denials],
+    }
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 HANDLERS: dict[type[_Action], Callable[[Any], tuple[int, dict[str, Any]]]] = {
@@ -462,6 +587,7 @@ HANDLERS: dict[type[_Action], Callable[[Any], tuple[int, dict[str, Any]]]] = {
     LicenseList: _license_list,
     Status: _status,
     Revoke: _revoke,
+    ReportUsage: _report_usage,
 }
 
 

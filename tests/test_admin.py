@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import functions_framework
 import pytest
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from shared import auth, cli, db, devserver, keys, redisconn, store
+from shared import auth, cli, db, devserver, keys, redisconn, reports, store
 from shared.cli import backend
 from shared.localprocs import free_port
 
@@ -260,6 +264,146 @@ def test_log_line_names_the_caller_never_the_key(stack, functions, capsys):
     assert key.json["key"] not in json.dumps(lines)
 
 
+def lease_events(tenant: str = "acme", license_id: str = "cad") -> list[dict]:
+    """A morning of crafted audit events on a 2-seat license, as the audit function
+    stores them: s1 09:10-09:40 released, s2 09:20-10:15 reclaimed, s3 09:30 still open,
+    3 denials at 09:50."""
+    rows = []
+
+    def add(etype: str, hhmm: str, session: str | None, used: int | None, count: int = 1):
+        hour, minute = map(int, hhmm.split(":"))
+        rows.append(
+            {
+                "event_id": f"{tenant}-{license_id}-{len(rows)}",
+                "type": etype,
+                "tenant_id": tenant,
+                "license_id": license_id,
+                "session_id": session,
+                "client_id": session and f"ws-{session}",
+                "occurred_at": f"2026-11-20T{hour:02d}:{minute:02d}:00Z",
+                "seats_used": used,
+                "seats_total": None if etype == "lease.denied" else 2,
+                "count": count,
+                "metadata": {},
+            }
+        )
+
+    add("lease.acquired", "09:10", "s1", 1)
+    add("lease.acquired", "09:20", "s2", 2)
+    add("lease.released", "09:40", "s1", 1)
+    add("lease.acquired", "09:45", "s3", 2)
+    add("lease.denied", "09:50", None, None, count=3)
+    add("lease.reclaimed", "10:15", "s2", 1)
+    return rows
+
+
+def test_report_usage_action(stack, functions):
+    seed(functions)
+    assert store.insert_events(lease_events()) == 6
+    fields = {"tenant_id": "acme", "since": "2026-11-20T09:00:00Z", "until": "2026-11-20T11:00Z"}
+    got = post(functions, "report.usage", **fields)
+    assert got.status_code == 200, got.json
+    window = reports.Window(
+        "acme", None, datetime(2026, 11, 20, 9, tzinfo=UTC), datetime(2026, 11, 20, 11, tzinfo=UTC)
+    )
+    assert got.json == reports.usage_report(window, "hour").as_dict()  # shared/reports.py's
+    assert [(u["period_start"], u["peak_seats"], u["denials"]) for u in got.json["usage"]] == [
+        ("2026-11-20T09:00:00Z", 2, 3),
+        ("2026-11-20T10:00:00Z", 2, 0),
+    ]
+    assert "timelines" not in got.json
+
+    daily = post(functions, "report.usage", license_id="cad", period="day", timelines=True,
+                 **fields)  # fmt: skip
+    assert daily.status_code == 200, daily.json
+    assert daily.json["period"] == "day" and daily.json["license_id"] == "cad"
+    assert [(u["peak_seats"], u["denials"]) for u in daily.json["usage"]] == [(2, 3)]
+    (line,) = daily.json["timelines"]
+    assert (line["license_id"], line["seats"], line["start_level"]) == ("cad", 2, 0)
+    assert line["points"][0] == ["2026-11-20T09:10:00Z", 1, 2]
+    assert [p[1] for p in line["points"]] == [1, 2, 1, 2, 1]
+    assert line["denials"] == [["2026-11-20T09:50:00Z", 3]]
+
+    # No window: every event; a date means its midnight UTC, an offset is honoured.
+    assert post(functions, "report.usage", tenant_id="acme").json["since"] is None
+    shifted = post(functions, "report.usage", tenant_id="acme", since="2026-11-20T10:00+01:00")
+    assert shifted.json["since"] == "2026-11-20T09:00:00Z"
+    assert (
+        post(functions, "report.usage", tenant_id="acme", until="2026-11-21").json["until"]
+        == "2026-11-21T00:00:00Z"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "status", "code", "where"),
+    [
+        ({"since": "yesterday"}, 400, "invalid_request", "since"),
+        ({"until": "2026-13-01"}, 400, "invalid_request", "until"),
+        ({"since": 1763600000}, 400, "invalid_request", "since"),
+        ({"since": "2026-11-21", "until": "2026-11-20"}, 400, "invalid_request", "before"),
+        ({"since": "2026-11-20", "until": "2026-11-20"}, 400, "invalid_request", "before"),
+        ({"period": "week"}, 400, "invalid_request", "period"),
+        ({"timelines": "yes"}, 400, "invalid_request", "timelines"),
+        ({"format": "csv"}, 400, "invalid_request", "format"),
+        ({"tenant_id": "ghost"}, 404, "not_found", "ghost"),
+        ({"license_id": "nope"}, 404, "not_found", "nope"),
+        ({"tenant_id": None}, 400, "invalid_request", "tenant_id"),
+    ],
+)
+def test_report_usage_bad_input(stack, functions, fields, status, code, where):
+    seed(functions)
+    response = post(functions, "report.usage", **{"tenant_id": "acme", **fields})
+    assert where in assert_error(response, status, code)["message"]
+
+
+def two_tenants_with_cad(functions) -> str:
+    """acme/cad (2 seats, the returned key's) and beta/cad; beta also has cam."""
+    key = seed(functions)
+    assert post(functions, "tenant.create", tenant_id="beta").status_code == 201
+    for lic in ("cad", "cam"):
+        made = post(functions, "license.create", tenant_id="beta", license_id=lic, seats=1)
+        assert made.status_code == 201
+    return key
+
+
+def test_revoke_without_tenant(stack, functions, redis_client):
+    key = two_tenants_with_cad(functions)
+    session = acquire(functions, key, "ws1").json["session_id"]
+
+    # In several tenants: 400 naming them, and nothing is revoked.
+    error = assert_error(
+        post(functions, "revoke", license_id="cad", session_id=session), 400, "ambiguous_license"
+    )
+    assert error["tenants"] == ["acme", "beta"] and "acme, beta" in error["message"]
+    assert post(functions, "status", tenant_id="acme").json["licenses"][0]["seats_used"] == 1
+
+    # In none: the usual 404.
+    missing = post(functions, "revoke", license_id="nope", session_id=session)
+    assert "nope" in assert_error(missing, 404, "not_found")["message"]
+
+    # In exactly one: that tenant's lease ends.
+    beta_key = post(functions, "apikey.create", tenant_id="beta").json["key"]
+    held = functions["acquire"].post(
+        "/",
+        json={"license_id": "cam", "client_id": "ws9"},
+        headers={"Authorization": f"Bearer {beta_key}"},
+    )
+    assert held.status_code == 201
+    revoked = post(functions, "revoke", license_id="cam", session_id=held.json["session_id"])
+    assert revoked.status_code == 200, revoked.json
+    assert (revoked.json["tenant_id"], revoked.json["client_id"]) == ("beta", "ws9")
+    outbox = keys.outbox_key(keys.shard_of("beta", "cam"))
+    assert [
+        f["session_id"] for _i, f in redis_client.xrange(outbox) if f["type"] == "lease.revoked"
+    ] == [held.json["session_id"]]
+    again = post(functions, "revoke", license_id="cam", session_id=held.json["session_id"])
+    assert_error(again, 404, "session_not_found")
+
+    # With the tenant, as before.
+    named = post(functions, "revoke", tenant_id="acme", license_id="cad", session_id=session)
+    assert named.status_code == 200 and named.json["tenant_id"] == "acme"
+
+
 # -- the CLI in URL mode, against a real HTTP server -----------------------------------
 
 
@@ -370,3 +514,96 @@ def test_identity_token_only_off_loopback(monkeypatch):
         "http://[::1]:8080/admin",
     ):
         assert backend.HttpBackend(local).request("status").get_header("Authorization") is None
+
+
+def test_cli_report_through_the_admin_url(admin_url, capsys, functions, tmp_path):
+    seed(functions)
+    store.insert_events(lease_events())
+    window = ["--since", "2026-11-20", "--until", "2026-11-21"]
+    code, by_url, err = run(
+        capsys, "report", "usage", "--tenant", "acme", *window, "--json", "--admin-url", admin_url
+    )
+    assert code == 0, err
+    code, direct, err = run(capsys, "report", "usage", "--tenant", "acme", *window, "--json")
+    assert code == 0, err
+    assert json.loads(by_url) == json.loads(direct)
+    assert json.loads(by_url)["usage"][9]["peak_seats"] == 2  # 09:00
+
+    code, out, err = run(
+        capsys, "report", "usage", "--tenant", "acme", "--license", "cad", "--format", "csv",
+        "--section", "outcomes", "--admin-url", admin_url,
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.splitlines() == [
+        "license_id,acquired,released,reclaimed,revoked,reclaimed_percent,denials",
+        "cad,3,1,1,0,50.0,3",
+    ]
+
+    base = ["report", "usage", "--admin-url", admin_url]
+    code, out, err = run(capsys, *base, "--tenant", "ghost")
+    assert (code, out, err) == (cli.EXIT_NOT_FOUND, "", "seatlease: Tenant 'ghost' not found\n")
+    code, out, err = run(capsys, *base, "--tenant", "acme", "--license", "nope")
+    assert code == cli.EXIT_NOT_FOUND and out == "" and "nope" in err and err.count("\n") == 1
+    code, out, err = run(capsys, *base, "--tenant", "acme", "--since", "2026-11-21",
+                         "--until", "2026-11-20")  # fmt: skip
+    assert code == cli.EXIT_USAGE and out == "" and "since must be before until" in err
+
+    # The chart, from the JSON the admin function returned: a separate process whose own
+    # database and Redis are unreachable, so everything it draws came over HTTP.
+    chart = tmp_path / "usage.png"
+    env = {
+        **os.environ,
+        "SEATLEASE_ADMIN_URL": admin_url,
+        "DATABASE_URL": f"postgresql+pg8000://postgres@127.0.0.1:{free_port()}/none",
+        "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from shared.cli import main; sys.exit(main())",
+         "report", "usage", "--tenant", "acme", *window, "--chart", str(chart)],
+        env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Peak seats in use and denials per hour" in proc.stdout
+    assert f"chart written to {chart}" in proc.stdout
+    data = chart.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+    # After the last event only s3's seat is still out: a flat line, drawn all the same.
+    code, _out, err = run(capsys, *base, "--tenant", "acme", "--since", "2026-11-21",
+                          "--chart", str(tmp_path / "flat.png"))  # fmt: skip
+    assert code == 0, err
+    assert (tmp_path / "flat.png").read_bytes()[:4] == b"\x89PNG"
+    empty = ["--since", "2026-11-20", "--until", "2026-11-20T09:00Z"]
+    code, _out, err = run(
+        capsys, *base, "--tenant", "acme", *empty, "--chart", str(tmp_path / "no.png")
+    )
+    assert code == cli.EXIT_FAILED and "nothing to chart" in err
+
+
+def test_cli_revoke_without_tenant_through_the_admin_url(admin_url, capsys, functions):
+    key = two_tenants_with_cad(functions)
+    session = acquire(functions, key, "ws1", metadata={"user": "alice"}).json["session_id"]
+    url = ["--admin-url", admin_url]
+    code, out, err = run(capsys, "revoke", "--license", "cad", "--session", session, *url)
+    assert (code, out) == (cli.EXIT_USAGE, "")
+    assert err == (
+        "seatlease: license 'cad' exists in several tenants (acme, beta); "
+        "choose one with --tenant\n"
+    )
+    code, out, err = run(capsys, "revoke", "--license", "nope", "--session", session, *url)
+    assert code == cli.EXIT_NOT_FOUND and out == "" and "nope" in err and err.count("\n") == 1
+
+    assert post(functions, "license.create", tenant_id="acme", license_id="pdf",
+                seats=1).status_code == 201  # fmt: skip
+    pdf = (
+        functions["acquire"]
+        .post(
+            "/",
+            json={"license_id": "pdf", "client_id": "ws2", "metadata": {"user": "bob"}},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        .json["session_id"]
+    )
+    code, out, err = run(capsys, "revoke", "--license", "pdf", "--session", pdf, *url)
+    assert code == 0, err
+    assert f"revoked session {pdf} on acme/pdf" in out and "user bob" in out

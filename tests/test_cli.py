@@ -498,3 +498,49 @@ def test_revoke_ends_the_lease_with_an_event(stack, capsys, clients, redis_clien
         capsys, "revoke", "--tenant", "acme", "--license", "nope", "--session", session
     )
     assert code == cli.EXIT_NOT_FOUND and "nope" in one_line_error(err)
+
+
+def test_revoke_without_tenant(stack, capsys, clients, redis_client):
+    """``revoke --license L --session S`` (the lmremove form): the one tenant with L."""
+    key = setup_license(capsys)
+    session = acquire(clients, key, "ws1-cad", metadata={"user": "alice"}).json["session_id"]
+
+    # In exactly one tenant: that one.
+    code, out, err = run(capsys, "revoke", "--license", "cad", "--session", session)
+    assert code == 0, err
+    assert f"revoked session {session} on acme/cad" in out and "user alice" in out
+    outbox = keys.outbox_key(keys.shard_of("acme", "cad"))
+    assert [
+        f["session_id"] for _i, f in redis_client.xrange(outbox) if f["type"] == "lease.revoked"
+    ] == [session]
+
+    # In none: not found (exit 3).
+    code, out, err = run(capsys, "revoke", "--license", "nope", "--session", session)
+    assert code == cli.EXIT_NOT_FOUND and out == ""
+    assert one_line_error(err) == "seatlease: License 'nope' not found in any tenant"
+
+    # In several: exit 2, naming them; nothing is revoked until --tenant says which.
+    second = acquire(clients, key, "ws2-cad").json["session_id"]
+    for tenant in ("globex", "initech"):
+        assert run(capsys, "tenant", "create", tenant)[0] == 0
+        code, _, err = run(
+            capsys, "license", "create", "--tenant", tenant, "--license", "cad", "--seats", "1"
+        )
+        assert code == 0, err
+    code, out, err = run(capsys, "revoke", "--license", "cad", "--session", second, "--json")
+    assert code == cli.EXIT_USAGE and out == ""
+    assert one_line_error(err) == (
+        "seatlease: license 'cad' exists in several tenants (acme, globex, initech); "
+        "choose one with --tenant"
+    )
+    assert run_json(capsys, "status", "--tenant", "acme")["licenses"][0]["seats_used"] == 1
+    body = run_json(capsys, "revoke", "--tenant", "acme", "--license", "cad", "--session", second)
+    assert (body["revoked"], body["tenant_id"], body["seats_used"]) == (True, "acme", 0)
+
+
+def test_revoke_help_says_tenant_is_optional(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["revoke", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "[--tenant TENANT] --license LICENSE --session SESSION" in out
+    assert "exit code 2 if several have it" in out

@@ -177,7 +177,16 @@ def test_window_rejects_reversed_times():
         Window(T, since=at("10:00"), until=at("09:00"))
 
 
-# -- the CLI -----------------------------------------------------------------------------
+# -- the CLI (direct mode: the admin action in-process) ---------------------------------
+
+
+@pytest.fixture(autouse=True)
+def direct_mode(monkeypatch):
+    """The CLI runs in-process, never through an admin URL or a ``seatlease local`` that
+    happens to run from this folder (a set REDIS_URL turns that detection off; reports do
+    not use Redis)."""
+    monkeypatch.delenv("SEATLEASE_ADMIN_URL", raising=False)
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
 
 
 @pytest.fixture
@@ -223,6 +232,42 @@ def test_cli_json_by_day(acme, capsys):
     }
 
 
+def test_cli_json_flag_is_format_json(acme, capsys):
+    code, by_flag, _ = run(capsys, "--license", "cad", "--since", DAY, "--json")
+    assert code == 0
+    code, by_format, _ = run(capsys, "--license", "cad", "--since", DAY, "--format", "json")
+    assert code == 0 and json.loads(by_flag) == json.loads(by_format)
+    body = json.loads(by_flag)
+    assert (body["license_id"], body["since"], body["until"]) == ("cad", f"{DAY}T00:00:00Z", None)
+    assert "timelines" not in body
+    expected = usage_report(Window(T, "cad", since=at("00:00")), "hour").as_dict()
+    assert body == expected  # the report of shared/reports.py, verbatim
+    code, _, err = run(capsys, "--json", "--format", "csv")
+    assert code == 2 and err == "seatlease: --json conflicts with --format csv\n"
+    code, out, _ = run(capsys, "--json", "--section", "outcomes")
+    assert code == 0 and "usage" not in json.loads(out) and json.loads(out)["outcomes"]
+
+
+def test_cli_on_sqlite(tmp_path, capsys, monkeypatch):
+    """Direct mode against a SQLite DATABASE_URL (the local stack's default)."""
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'seatlease.db'}")
+    db.reset()
+    try:
+        store.upgrade(db.get_engine())
+        store.create_tenant(T)
+        store.create_license(T, "cad", 3)
+        store.insert_events(scenario().rows)
+        code, out, err = run(capsys, "--by", "day", "--json", "--chart", str(tmp_path / "u.png"))
+    finally:
+        db.reset()
+    assert code == 0, err
+    assert [(u["license_id"], u["peak_seats"], u["denials"]) for u in json.loads(out)["usage"]] == [
+        ("cad", 3, 5),
+        ("cam", 2, 0),
+    ]
+    assert (tmp_path / "u.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_cli_csv_sections(acme, capsys):
     code, out, _ = run(capsys, "--format", "csv", "--section", "durations")
     assert code == 0
@@ -251,11 +296,15 @@ def test_cli_chart(acme, capsys, tmp_path):
 
 def test_cli_errors(acme, capsys):
     code, _, err = run(capsys, "--license", "nope")
-    assert code == 3 and err.strip() == "seatlease: license 'nope' not found for 'acme'"
+    assert code == 3 and err.strip() == "seatlease: License 'nope' not found for tenant 'acme'"
     code = main(["report", "usage", "--tenant", "ghost"])
-    assert code == 3 and "tenant 'ghost' not found" in capsys.readouterr().err
+    assert code == 3 and capsys.readouterr().err == "seatlease: Tenant 'ghost' not found\n"
     code, _, err = run(capsys, "--since", "2026-11-21", "--until", "2026-11-20")
     assert code == 2 and "since must be before until" in err
+    code, _, err = run(
+        capsys, "--since", "2026-11-20T10:00:00+01:00", "--until", "2026-11-20T09:00Z"
+    )
+    assert code == 2 and "since must be before until" in err  # offsets are honoured
     with pytest.raises(SystemExit) as exit_info:
         run(capsys, "--since", "yesterday")
     assert exit_info.value.code == 2
@@ -270,8 +319,8 @@ def test_cli_database_down(capsys, monkeypatch):
     finally:
         db.reset()
     err = capsys.readouterr().err
-    assert code == 5 and err.startswith("seatlease: cannot reach a backend") and "\n" == err[-1]
-    assert len(err.strip().splitlines()) == 1
+    assert code == 5 and err.startswith("seatlease: A backend (database) is unavailable")
+    assert len(err.strip().splitlines()) == 1 and err[-1] == "\n"
 
 
 def test_chart_reads_well(acme, tmp_path):

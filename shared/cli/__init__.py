@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_UNAVAILABLE = range(6)
 
@@ -20,11 +21,15 @@ GROUPS = ("db", "tenants", "licenses", "status", "local", "report", "audit")
 
 
 class CommandError(Exception):
-    """A one-line failure with its exit code."""
+    """A one-line failure with its exit code; ``error`` is the admin function's error
+    object (``{"code", "message", ...}``) when the failure is its answer."""
 
-    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+    def __init__(
+        self, message: str, code: int = EXIT_FAILED, error: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.error = error or {}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -60,8 +60,8 @@ class Backend(Protocol):
     def call(self, action: str, **fields: Any) -> dict[str, Any]: ...
 
 
-def _failure(status: int, message: str) -> CommandError:
-    return CommandError(message.rstrip("."), _EXIT_FOR_STATUS.get(status, EXIT_FAILED))
+def _failure(status: int, message: str, error: dict[str, Any] | None = None) -> CommandError:
+    return CommandError(message.rstrip("."), _EXIT_FOR_STATUS.get(status, EXIT_FAILED), error)
 
 
 class DirectBackend:
@@ -77,7 +77,7 @@ class DirectBackend:
                 _status, body = admin.execute(admin.parse({"action": action, **fields}))
         except Exception as exc:
             error = admin.api_error(exc)  # re-raises what is not an admin/backend error
-            raise _failure(error.status, error.message) from None
+            raise _failure(error.status, error.message, error.body["error"]) from None
         return body
 
 
@@ -126,7 +126,7 @@ class HttpBackend:
                     f"the admin function refused the identity token (HTTP {exc.code}); "
                     "the caller needs roles/run.invoker on it"
                 )
-            raise _failure(exc.code, message) from None
+            raise _failure(exc.code, message, error) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise CommandError(

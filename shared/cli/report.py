@@ -1,6 +1,11 @@
 """``seatlease report usage``: peak seats, denials, lease durations and endings of one
 tenant's licenses, from the audit log (shared/reports.py), as a table, CSV or JSON, and
-optionally a PNG chart of seats in use against the seat limit."""
+optionally a PNG chart of seats in use against the seat limit.
+
+The report is the admin function's ``report.usage`` answer, from the same backend as every
+other operator command (shared/cli/backend.py: ``--admin-url`` / ``SEATLEASE_ADMIN_URL``,
+a running ``seatlease local``, or in-process against ``DATABASE_URL``); the chart is drawn
+here from that JSON (its ``timelines``)."""
 
 from __future__ import annotations
 
@@ -10,10 +15,14 @@ import io
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from shared.cli import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from shared.cli import EXIT_USAGE, CommandError
+from shared.cli.backend import backend_for, common_parent
 from shared.cli.output import table
+
+if TYPE_CHECKING:
+    from shared.reports import Timeline, Window
 
 SECTIONS = ("usage", "durations", "outcomes")
 USAGE_COLUMNS = ("license_id", "period_start", "peak_seats", "seats_total", "denials")
@@ -30,8 +39,9 @@ def register(subparsers: Any) -> None:
     report_sub = report.add_subparsers(dest="report_command", required=True, metavar="REPORT")
     usage = report_sub.add_parser(
         "usage",
+        parents=[common_parent()],
         help="peak seats, denials, lease durations and endings per license",
-        description="Usage of a tenant's licenses from the lease events in DATABASE_URL: "
+        description="Usage of a tenant's licenses from the lease events in the audit log: "
         "peak concurrent seats and denials per hour or day (UTC), lease durations per "
         "client, and how leases ended (released, reclaimed after a crash, revoked). Times "
         "are ISO 8601 (a date means its midnight UTC; no offset means UTC).",
@@ -41,7 +51,12 @@ def register(subparsers: Any) -> None:
     usage.add_argument("--since", type=_iso, default=None, help="from (inclusive), ISO 8601")
     usage.add_argument("--until", type=_iso, default=None, help="to (exclusive), ISO 8601")
     usage.add_argument("--by", choices=("hour", "day"), default="hour", help="period (hour)")
-    usage.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    usage.add_argument(
+        "--format",
+        choices=("table", "csv", "json"),
+        default=None,
+        help="table (default), csv or json (--json is the same as --format json)",
+    )
     usage.add_argument(
         "--section",
         choices=("all", *SECTIONS),
@@ -56,13 +71,12 @@ def register(subparsers: Any) -> None:
 
 
 def _iso(value: str) -> datetime:
+    from shared.admin import parse_time  # the admin action's own parsing, checked early
+
     try:
-        parsed = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not an ISO 8601 time (e.g. 2026-11-22 or 2026-11-22T09:30:00Z)"
-        ) from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        return parse_time(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _duration(seconds: float | None) -> str:
@@ -80,42 +94,68 @@ def _iso_text(value: datetime | None) -> str:
     return value.isoformat().replace("+00:00", "Z") if value else "-"
 
 
-def _check_scope(tenant_id: str, license_id: str | None) -> None:
-    """Unknown tenant or license: exit 3 rather than an empty report (a typo)."""
-    from shared import store
-
-    if not any(t["tenant_id"] == tenant_id for t in store.list_tenants()):
-        raise CommandError(f"tenant {tenant_id!r} not found", EXIT_NOT_FOUND)
-    if license_id is not None and store.get_license(tenant_id, license_id) is None:
-        raise CommandError(f"license {license_id!r} not found for {tenant_id!r}", EXIT_NOT_FOUND)
+def _output_format(args: argparse.Namespace) -> str:
+    if args.json and args.format not in (None, "json"):
+        raise CommandError(f"--json conflicts with --format {args.format}", EXIT_USAGE)
+    return "json" if args.json else args.format or "table"
 
 
 def cmd_usage(args: argparse.Namespace) -> int:
-    from shared import reports
-
-    try:
-        window = reports.Window(args.tenant, args.license, args.since, args.until)
-    except ValueError as exc:
-        raise CommandError(str(exc), EXIT_USAGE) from None
-    _check_scope(args.tenant, args.license)
-    report = reports.usage_report(window, args.by)
-    data = report.as_dict()
+    fmt = _output_format(args)
+    fields: dict[str, Any] = {"tenant_id": args.tenant, "period": args.by}
+    if args.license:
+        fields["license_id"] = args.license
+    for name in ("since", "until"):
+        if getattr(args, name) is not None:
+            fields[name] = _iso_text(getattr(args, name))
+    if args.chart is not None:
+        fields["timelines"] = True
+    data = backend_for(args).call("report.usage", **fields)
+    timelines = data.pop("timelines", None)
     sections = SECTIONS if args.section == "all" else (args.section,)
-    if args.format == "json":
+    if fmt == "json":
         keep = {"usage", "durations", "outcomes"} - set(sections)
         print(json.dumps({k: v for k, v in data.items() if k not in keep}, indent=2))
-    elif args.format == "csv":
+    elif fmt == "csv":
         print(render_csv(data, sections), end="")
     else:
         print(render_table(data, sections))
     if args.chart is not None:
-        from shared import store
-
-        seats = {lic["license_id"]: lic["seats"] for lic in store.list_licenses(args.tenant)}
-        draw_chart(reports.timelines(window), window, args.chart, seats)
-        if args.format == "table":
+        lines, window, seats = chart_input(data, timelines or [])
+        draw_chart(lines, window, args.chart, seats)
+        if fmt == "table":
             print(f"\nchart written to {args.chart}")
     return 0
+
+
+def chart_input(
+    data: dict[str, Any], timelines: list[dict[str, Any]]
+) -> tuple[list[Timeline], Window, dict[str, int]]:
+    """The ``report.usage`` answer (with ``timelines``) back into what ``draw_chart``
+    takes: ``reports.Timeline`` objects, the ``reports.Window`` and configured seats."""
+    from shared.reports import Timeline, Window, utc
+
+    def when(text: str) -> datetime:
+        return utc(datetime.fromisoformat(text))
+
+    window = Window(
+        data["tenant_id"],
+        data.get("license_id"),
+        when(data["since"]) if data.get("since") else None,
+        when(data["until"]) if data.get("until") else None,
+    )
+    lines = [
+        Timeline(
+            license_id=t["license_id"],
+            start_level=int(t["start_level"]),
+            start_total=t["start_total"],
+            points=[(when(at), int(used), total) for at, used, total in t["points"]],
+            denials=[(when(at), int(count)) for at, count in t["denials"]],
+        )
+        for t in timelines
+    ]
+    seats = {t["license_id"]: t["seats"] for t in timelines if t.get("seats") is not None}
+    return lines, window, seats
 
 
 def _rows(data: dict[str, Any], section: str, *, readable: bool) -> tuple[list[dict], tuple]:
@@ -205,7 +245,8 @@ def draw_chart(
             starts += [p[0] for p in line.points[:1]] + [d[0] for d in line.denials[:1]]
         if not window.until:
             ends += [p[0] for p in line.points[-1:]] + [d[0] for d in line.denials[-1:]]
-    start, end = min(starts), max(ends)
+    start = min(starts)
+    end = max(ends, default=start)  # only a level carried into an open-ended window
     if end <= start:
         end = start + timedelta(hours=1)
     pad = (end - start) * 0.02

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from shared.cli import EXIT_USAGE, CommandError
 from shared.cli.backend import backend_for, common_parent
 from shared.cli.output import emit, table
 
@@ -29,10 +30,13 @@ def register(subparsers: Any) -> None:
         parents=[common],
         help="end a live lease now (like lmremove); no confirmation",
         description="End a live lease now, recorded as a lease.revoked event. The client's "
-        "next heartbeat answers 410 and it must acquire again. Exit code 3 if the session "
-        "holds no seat.",
+        "next heartbeat answers 410 and it must acquire again. Without --tenant, the one "
+        "tenant that has the license; exit code 2 if several have it (the message lists "
+        "them), 3 if none does or the session holds no seat.",
     )
-    revoke.add_argument("--tenant", required=True)
+    revoke.add_argument(
+        "--tenant", default=None, help="the license's tenant (needed only if several have it)"
+    )
     revoke.add_argument("--license", required=True, help="license id")
     revoke.add_argument("--session", required=True, help="session id (see status)")
     revoke.set_defaults(func=cmd_revoke)
@@ -82,9 +86,20 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
-    body = backend_for(args).call(
-        "revoke", tenant_id=args.tenant, license_id=args.license, session_id=args.session
-    )
+    fields = {"license_id": args.license, "session_id": args.session}
+    if args.tenant:
+        fields["tenant_id"] = args.tenant
+    try:
+        body = backend_for(args).call("revoke", **fields)
+    except CommandError as exc:
+        if exc.error.get("code") != "ambiguous_license":
+            raise
+        tenants = ", ".join(str(t) for t in exc.error.get("tenants") or ())
+        raise CommandError(
+            f"license {args.license!r} exists in several tenants ({tenants}); "
+            "choose one with --tenant",
+            EXIT_USAGE,
+        ) from None
     if args.json:
         emit(body, True)
         return 0
