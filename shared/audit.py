@@ -11,11 +11,22 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
-from shared.schemas import Identifier
+from shared.logs import log
+from shared.schemas import Identifier, check_metadata_text
+
+INT_MAX = 2**31 - 1
 
 EventType = Literal[
     "lease.acquired",
@@ -37,34 +48,56 @@ class LeaseEvent(BaseModel):
     session_id: Identifier | None = None
     client_id: Identifier | None = None
     occurred_at: AwareDatetime
-    seats_used: Annotated[int, Field(ge=0)] | None = None
-    seats_total: Annotated[int, Field(ge=0)] | None = None
-    count: Annotated[int, Field(ge=1)] = 1
+    # Bounded by PostgreSQL's integer columns: an out-of-range value is a bad event, not a
+    # database error that would retry the whole message until it is dead-lettered.
+    seats_used: Annotated[int, Field(ge=0, le=INT_MAX)] | None = None
+    seats_total: Annotated[int, Field(ge=0, le=INT_MAX)] | None = None
+    count: Annotated[int, Field(ge=1, le=INT_MAX)] = 1
     metadata: dict[str, str | int | float | bool | None] | None = None
 
-
-_events = TypeAdapter(list[LeaseEvent])
+    @field_validator("metadata")
+    @classmethod
+    def _storable(cls, value: dict | None) -> dict | None:
+        check_metadata_text(value)
+        return value
 
 
 class MalformedMessage(ValueError):
     pass
 
 
-def decode_events(data: bytes) -> list[LeaseEvent]:
-    """The events of one message body: a JSON array of events, or one event object."""
+@dataclass
+class Decoded:
+    """The events of one message that passed validation, and why the others did not."""
+
+    events: list[LeaseEvent] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+
+
+def decode_events(data: bytes) -> Decoded:
+    """The events of one message body (a JSON array of events, or one event object),
+    validated one by one: a bad event is rejected on its own, the message's other events
+    are still stored. Raises MalformedMessage when the body itself is not events."""
     try:
         payload: Any = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise MalformedMessage(f"message data is not JSON: {exc}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise MalformedMessage(f"message data is not JSON: {str(exc)[:200]}") from None
     if isinstance(payload, dict):
         payload = [payload]
-    try:
-        return _events.validate_python(payload)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)[:5]
-        )
-        raise MalformedMessage(f"invalid events: {problems}") from None
+    if not isinstance(payload, list):
+        raise MalformedMessage("message data is not an event or an array of events")
+    decoded = Decoded()
+    for index, item in enumerate(payload):
+        try:
+            decoded.events.append(LeaseEvent.model_validate(item))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'event'}: {e['msg']}"
+                for e in exc.errors(include_url=False)[:5]
+            )
+            event_id = item.get("event_id") if isinstance(item, dict) else None
+            decoded.rejected.append(f"event {index} ({event_id!r}): {problems}"[:500])
+    return decoded
 
 
 def decode_pubsub_data(message: dict[str, Any]) -> bytes:
@@ -75,8 +108,45 @@ def decode_pubsub_data(message: dict[str, Any]) -> bytes:
         raise MalformedMessage(f"message data is not base64: {exc}") from None
 
 
-def store(events: list[LeaseEvent]) -> int:
-    """Insert the events (one statement on PostgreSQL); returns the rows added."""
+def store(events: list[LeaseEvent], rejected: list[str] | None = None) -> int:
+    """Insert the events (one statement on PostgreSQL); returns the rows added.
+
+    Validation keeps out what the database refuses, but should a batch still fail on its
+    data (not on the connection), it is inserted event by event so one bad event cannot
+    hold the others back: the events the database refuses are appended to ``rejected``
+    (and logged), the rest are stored. A connection failure raises as before."""
+    from sqlalchemy.exc import DBAPIError
+
     from shared import store as database
 
-    return database.insert_events([event.model_dump() for event in events])
+    rows = [event.model_dump() for event in events]
+    try:
+        return database.insert_events(rows)
+    except DBAPIError as exc:
+        if not _refused_data(exc):
+            raise
+    inserted = 0
+    for row in rows:
+        try:
+            inserted += database.insert_events([row])
+        except DBAPIError as exc:
+            if not _refused_data(exc):
+                raise
+            problem = f"event {row['event_id']!r}: refused by the database: {str(exc.orig)[:200]}"
+            log("ERROR", "audit: event refused by the database", error=problem)
+            if rejected is not None:
+                rejected.append(problem)
+    return inserted
+
+
+def _refused_data(exc: Exception) -> bool:
+    """A database error about the data itself (SQLSTATE class 22, "data exception": bad
+    Unicode escape, number out of range, ...), as opposed to a connection or server
+    problem. pg8000 reports these as ProgrammingError with the SQLSTATE in its args."""
+    from sqlalchemy.exc import DataError
+
+    if isinstance(exc, DataError):
+        return True
+    details = getattr(exc, "orig", None)
+    fields = details.args[0] if details is not None and details.args else None
+    return isinstance(fields, dict) and str(fields.get("C", "")).startswith("22")

@@ -17,6 +17,31 @@ METADATA_MAX_BYTES = 4096
 MAX_LEASE_SECONDS = 7 * 24 * 3600  # no license may allow more; each license sets its own max
 
 
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored as JSON text in PostgreSQL (``jsonb`` refuses the NUL
+    character and an unpaired UTF-16 surrogate, which JSON's ``\\u`` escapes can carry),
+    or None. Checked at the door so a client's metadata can never stall the audit trail."""
+    if "\x00" in text:
+        return "contains the NUL character (\\u0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains an unpaired surrogate (not valid Unicode)"
+    return None
+
+
+def check_metadata_text(value: object) -> None:
+    """Raise ValueError when a key or string value of a metadata object has a
+    ``text_problem``."""
+    if not isinstance(value, dict):
+        return
+    for key, item in value.items():
+        for what, text in (("key", key), ("value", item)):
+            if isinstance(text, str) and (problem := text_problem(text)):
+                shown = ascii(key)[:40]
+                raise ValueError(f"metadata {what} of {shown} {problem}")
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -40,6 +65,7 @@ class AcquireRequest(_Body):
                         f"metadata must be flat: {key!r} is {kind} "
                         "(values are strings, numbers, booleans or null)"
                     )
+        check_metadata_text(value)
         return value
 
     @field_validator("metadata")

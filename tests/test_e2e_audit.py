@@ -78,8 +78,72 @@ def test_a_malformed_message_is_acknowledged_and_logged(database_url, audit_clie
         assert push(audit_client, bad).status_code == 200
     logged = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
     errors = [line for line in logged if line["severity"] == "ERROR"]
-    assert len(errors) == 3 and all("malformed" in line["message"] for line in errors)
+    assert [line["message"] for line in errors] == [
+        "audit: malformed message acknowledged",
+        "audit: invalid events acknowledged",
+        "audit: invalid events acknowledged",
+    ]
     assert store.list_events("acme") == []
+
+
+def _event(event_id: str, **changes):
+    return {
+        "event_id": event_id,
+        "type": "lease.acquired",
+        "tenant_id": "acme",
+        "license_id": "cad",
+        "session_id": f"s-{event_id}",
+        "client_id": "c1",
+        "occurred_at": "2026-11-22T12:00:00.000Z",
+        "seats_used": 1,
+        "seats_total": 3,
+        "metadata": {"user": "ann"},
+        **changes,
+    }
+
+
+def test_one_bad_event_is_dropped_and_the_rest_of_its_message_is_stored(
+    database_url, audit_client, capsys
+):
+    """PostgreSQL's jsonb refuses NUL and unpaired surrogates, its integer columns refuse
+    2**40: such an event is rejected on its own (logged, acknowledged), never retried
+    until the whole message is dead-lettered."""
+    events = [
+        _event("good-1"),
+        _event("nul", metadata={"user": "a\x00b"}),
+        _event("surrogate", metadata={"host\ud800": "pc"}),
+        _event("huge", seats_used=2**40),
+        _event("good-2", type="lease.released"),
+    ]
+    data = json.dumps(events).encode()  # ensure_ascii: \u0000 and \ud800 escapes
+    assert push(audit_client, data).status_code == 200
+    assert push(audit_client, data, "again").status_code == 200  # redelivery: nothing added
+    assert [r["event_id"] for r in store.list_events("acme")] == ["good-1", "good-2"]
+    logged = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    rejected = [line for line in logged if line["message"] == "audit: invalid events acknowledged"]
+    assert len(rejected) == 2 and len(rejected[0]["rejected"]) == 3
+    assert all(
+        f"'{eid}'" in " ".join(rejected[0]["rejected"]) for eid in ("nul", "surrogate", "huge")
+    )
+    stored = [line for line in logged if line["message"] == "audit stored"]
+    assert [(s["inserted"], s["duplicates"], s["rejected"]) for s in stored] == [
+        (2, 0, 3),
+        (0, 2, 3),
+    ]
+
+
+def test_an_event_the_database_refuses_does_not_hold_back_its_batch(database_url):
+    """Should an event the validation let through still be refused by PostgreSQL (data,
+    not connection), the batch is stored event by event and only that event is dropped."""
+    from shared import audit
+
+    good = [audit.LeaseEvent.model_validate(_event(f"ok-{i}")) for i in range(3)]
+    bad = audit.LeaseEvent.model_construct(**{**good[0].model_dump(), "event_id": "bad",
+                                              "metadata": {"user": "a\x00b"}})  # fmt: skip
+    rejected: list[str] = []
+    assert audit.store([good[0], bad, good[1], good[2]], rejected) == 3
+    assert len(rejected) == 1 and "'bad'" in rejected[0]
+    assert sorted(r["event_id"] for r in store.list_events("acme")) == ["ok-0", "ok-1", "ok-2"]
 
 
 def test_database_down_raises_then_the_retry_inserts_once(database_url, audit_client, monkeypatch):

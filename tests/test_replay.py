@@ -101,19 +101,23 @@ def test_replay_stores_once_and_empties_the_subscription(database_url, dead_lett
     assert store.insert_events(old) == 30  # stored before the audit function gave up
     (duplicate,) = encode_messages(old)
     first, second = encode_messages(new)  # 100 + 50 events
-    dead_letters.publish(duplicate, b'{"event_id": "x"', first, second)
+    good, bad = events("mix", 2)
+    bad["metadata"] = {"host": "ws\x00"}  # jsonb refuses NUL: this event alone is dropped
+    mixed = json.dumps([good, bad]).encode()
+    dead_letters.publish(duplicate, b'{"event_id": "x"', first, second, mixed)
 
     code, out, err = replay(capsys, dead_letters.subscription_id, "--project", PROJECT)
 
     assert code == 0, err
     assert out.strip() == (
-        f"replayed 3 message(s) from {dead_letters.subscription}: 180 events, "
-        "150 inserted, 30 already stored; 1 malformed"
+        f"replayed 4 message(s) from {dead_letters.subscription}: 181 events, "
+        "151 inserted, 30 already stored; 1 malformed, 1 invalid event(s) dropped"
     )
+    assert "1 invalid event(s) acknowledged and dropped:" in err and "'mix-1'" in err
     assert "1 malformed message(s) acknowledged and dropped:" in err
     assert "message data is not JSON" in err and '{"event_id": "x"' in err
     rows = store.list_events("acme")
-    assert sorted(r["event_id"] for r in rows) == sorted(e["event_id"] for e in old + new)
+    assert sorted(r["event_id"] for r in rows) == sorted(e["event_id"] for e in old + new + [good])
     stored = {r["event_id"]: r for r in rows}
     assert stored["new-149"]["metadata"] == {"host": "ws-149"}
     assert stored["new-149"]["seats_used"] == 150

@@ -21,11 +21,16 @@ def audit(event: CloudEvent) -> None:
     message = data.get("message") or {}
     message_id = message.get("messageId") or message.get("message_id")
     try:
-        events = decode_events(decode_pubsub_data(message))
+        decoded = decode_events(decode_pubsub_data(message))
     except MalformedMessage as exc:
         log("ERROR", "audit: malformed message acknowledged", message_id=message_id,
             error=str(exc))  # fmt: skip
         return
-    inserted = store(events)  # raises on a database outage: Pub/Sub retries
-    log("INFO", "audit stored", message_id=message_id, received=len(events),
-        inserted=inserted, duplicates=len(events) - inserted)  # fmt: skip
+    if decoded.rejected:  # bad events are dropped one by one; the others are stored
+        log("ERROR", "audit: invalid events acknowledged", message_id=message_id,
+            rejected=decoded.rejected)  # fmt: skip
+    rejected: list[str] = []
+    inserted = store(decoded.events, rejected)  # raises on a database outage: Pub/Sub retries
+    log("INFO", "audit stored", message_id=message_id, received=len(decoded.events),
+        inserted=inserted, duplicates=len(decoded.events) - inserted - len(rejected),
+        rejected=len(decoded.rejected) + len(rejected))  # fmt: skip

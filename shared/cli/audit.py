@@ -86,6 +86,8 @@ class ReplayResult:
     inserted: int = 0
     duplicates: int = 0
     malformed: list[dict[str, Any]] = field(default_factory=list)
+    # single events dropped from otherwise good messages (invalid, or refused by the database)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _check_database() -> None:
@@ -148,7 +150,7 @@ def replay(path: str, limit: int | None = None) -> ReplayResult:
             events: list[Any] = []
             for item in received:
                 try:
-                    events += audit.decode_events(item.message.data)
+                    decoded = audit.decode_events(item.message.data)
                 except audit.MalformedMessage as exc:
                     result.malformed.append(
                         {
@@ -157,9 +159,17 @@ def replay(path: str, limit: int | None = None) -> ReplayResult:
                             "data": item.message.data[:200].decode("utf-8", "replace"),
                         }
                     )
+                    continue
+                events += decoded.events
+                result.rejected += [
+                    {"message_id": item.message.message_id, "error": why}
+                    for why in decoded.rejected
+                ]
             ack_ids = [item.ack_id for item in received]
             try:
-                inserted = audit.store(events) if events else 0
+                refused: list[str] = []
+                inserted = audit.store(events, refused) if events else 0
+                result.rejected += [{"message_id": None, "error": why} for why in refused]
             except BaseException as exc:
                 # Hand the batch back now rather than after its ack deadline.
                 try:
@@ -180,7 +190,7 @@ def replay(path: str, limit: int | None = None) -> ReplayResult:
             result.messages += len(received)
             result.events += len(events)
             result.inserted += inserted
-            result.duplicates += len(events) - inserted
+            result.duplicates += len(events) - inserted - len(refused)
     except gexc.GoogleAPIError as exc:
         raise _pubsub_failure(exc, path) from None
     finally:
@@ -198,7 +208,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(
         f"replayed {good} message(s) from {path}: {result.events} events, "
         f"{result.inserted} inserted, {result.duplicates} already stored; "
-        f"{len(result.malformed)} malformed"
+        f"{len(result.malformed)} malformed, {len(result.rejected)} invalid event(s) dropped"
     )
     if result.malformed:
         print(
@@ -207,4 +217,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         )
         for bad in result.malformed:
             print(f"  {bad['message_id']}: {bad['error']}; data: {bad['data']!r}", file=sys.stderr)
+    if result.rejected:
+        print(f"{len(result.rejected)} invalid event(s) acknowledged and dropped:", file=sys.stderr)
+        for bad in result.rejected:
+            print(f"  {bad['message_id']}: {bad['error']}", file=sys.stderr)
     return 0
