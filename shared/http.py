@@ -22,7 +22,7 @@ from typing import Any, NoReturn, TypeVar
 from flask import Request, Response
 from pydantic import BaseModel, ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared import auth
@@ -124,7 +124,11 @@ def to_api_error(exc: Exception) -> ApiError:
             return _unavailable(exc.backend, exc.retry_after_seconds)
         case RedisConnectionError() | RedisTimeoutError():
             return _unavailable("redis", BACKEND_RETRY_AFTER)
-        case ResponseError() if "OOM" in str(exc) or "LOADING" in str(exc):
+        # Full (maxmemory with noeviction) or a replica during a failover: writes fail
+        # until an operator or the failover acts; retrying later is the client's move.
+        case OutOfMemoryError() | ReadOnlyError():
+            return _unavailable("redis", BACKEND_RETRY_AFTER)
+        case ResponseError() if any(w in str(exc) for w in ("OOM", "LOADING", "READONLY")):
             return _unavailable("redis", BACKEND_RETRY_AFTER)
         case RedisError() if type(exc).__name__.startswith(("Cluster", "MasterDown", "TryAgain")):
             return _unavailable("redis", BACKEND_RETRY_AFTER)
@@ -178,6 +182,10 @@ def parse_body(request: Request, model: type[Body]) -> Body:
         data = json.loads(raw, parse_float=_finite_float, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "invalid_request", "The body is not valid JSON.") from None
+    except RecursionError:  # "[[[[..." a few thousand deep: Python's parser gives up
+        raise ApiError(
+            400, "invalid_request", "The body is not valid JSON here: nested too deeply."
+        ) from None
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_request", "The body must be a JSON object.")
     try:

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from redis.exceptions import LockError
+from redis.exceptions import LockError, OutOfMemoryError
 
 from shared.clock import server_time_ms
 from shared.keys import (
@@ -171,7 +171,14 @@ class Reaper:
         lock keeps overlapping runs from publishing the same entries concurrently; a run
         that finds the lock taken leaves the shard to its holder."""
         lock = self.redis.lock(reaper_lock_key(shard), timeout=self.budget + 60, blocking=False)
-        if not lock.acquire():
+        try:
+            locked = lock.acquire()
+        except OutOfMemoryError:
+            # Redis is full (noeviction) and the lock is a write. Draining is what frees
+            # memory, so drain unlocked: an overlapping run may publish some entries
+            # twice, which the audit insert ignores (unique event_id).
+            locked = None
+        if locked is False:
             return 0
         published = 0
         stream = outbox_key(shard)
@@ -186,7 +193,8 @@ class Reaper:
                 published += len(entries)
         finally:
             try:
-                lock.release()
+                if locked:
+                    lock.release()
             except LockError:  # expired meanwhile: nothing to release
                 pass
         return published

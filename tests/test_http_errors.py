@@ -67,6 +67,8 @@ NOT_JSON = [
     pytest.param(b"5", id="number"),
     pytest.param(b"null", id="null"),
     pytest.param(b"1" * 5000, id="integer-too-long-for-python"),
+    pytest.param(b"[" * 5000, id="nested-too-deep"),
+    pytest.param(b'{"a":' * 3000, id="nested-objects-too-deep"),
 ]
 
 
@@ -120,6 +122,11 @@ BAD_ACQUIRE = [
     ({"client_id": "ws/1"}, "client_id"),
     ({"client_id": "x" * 129}, "client_id"),
     ({"client_id": "a\x00b"}, "client_id"),
+    # PostgreSQL's jsonb (the audit trail) refuses NUL and unpaired surrogates
+    ({"metadata": {"user": "a\x00b"}}, "metadata"),
+    ({"metadata": {"a\x00": "b"}}, "metadata"),
+    ({"metadata": {"host\ud800": "pc"}}, "metadata"),
+    ({"metadata": {"user": "\udc00"}}, "metadata"),
 ]
 
 
@@ -337,6 +344,41 @@ def test_redis_down_is_503_and_nothing_half_done(
     assert live_sessions(acme, LICENSE) == [sid]  # no lease for ws-2, sid not released
     assert outbox_types(acme, LICENSE) == ["lease.acquired"]
     assert call("acquire", _valid("acquire"), headers=_bearer(fresh.key)).status_code == 200
+
+
+def test_redis_full_is_503_and_nothing_half_done(acme: Tenant, redis_client) -> None:
+    """Memorystore runs with noeviction: at maxmemory, writes fail. A seat is not
+    granted or extended then (503, retry later), and releasing still works: it frees."""
+    sid = acquire(acme, LICENSE, "ws-1").get_json()["session_id"]
+    other = acquire(acme, LICENSE, "ws-3").get_json()["session_id"]
+    redis_client.config_set("maxmemory", 1)  # far below what is used: every write is OOM
+    try:
+        _assert_503(acquire(acme, LICENSE, "ws-2"), "redis")
+        _assert_503(heartbeat(acme, LICENSE, sid), "redis")
+        assert sorted(live_sessions(acme, LICENSE)) == sorted([sid, other])
+        assert outbox_types(acme, LICENSE) == ["lease.acquired"] * 2
+        released = release(acme, LICENSE, other)
+    finally:
+        redis_client.config_set("maxmemory", 0)
+    assert released.status_code == 200
+    assert live_sessions(acme, LICENSE) == [sid]
+    assert outbox_types(acme, LICENSE) == ["lease.acquired"] * 2 + ["lease.released"]
+    assert heartbeat(acme, LICENSE, sid).status_code == 200
+
+
+def test_a_read_only_replica_is_503(acme: Tenant, redis_client) -> None:
+    """During a failover the client may still talk to the old primary, now a replica:
+    READONLY errors are 503 with Retry-After, not 500."""
+    sid = acquire(acme, LICENSE, "ws-1").get_json()["session_id"]
+    redis_client.config_set("replica-read-only", "yes")
+    redis_client.replicaof("127.0.0.1", str(free_port()))  # a primary that is not there
+    try:
+        _assert_503(acquire(acme, LICENSE, "ws-2"), "redis")
+        _assert_503(heartbeat(acme, LICENSE, sid), "redis")
+    finally:
+        redis_client.replicaof("NO", "ONE")
+    assert live_sessions(acme, LICENSE) == [sid]
+    assert heartbeat(acme, LICENSE, sid).status_code == 200
 
 
 def _bearer(key: str) -> dict[str, str]:

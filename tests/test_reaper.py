@@ -146,7 +146,7 @@ def test_pubsub_down_keeps_the_outbox_and_the_next_run_delivers(
         )
         assert report.outbox_backlog == 6
         emulator = start_pubsub_emulator("seatlease-outage", port=port)  # back, empty
-        from tests.conftest import PubSubWiring
+        from conftest import PubSubWiring
 
         wiring = PubSubWiring(emulator.url, "seatlease-outage", "seat-events")
         report = Reaper(redis_client, Publisher(topic="seat-events")).run()
@@ -215,3 +215,41 @@ def test_reclaim_runs_on_a_redis_cluster(redis_cluster, configs):
     report = Reaper(client, NoPublish()).run()
     assert report.reclaimed == 20 and report.published == 40 and report.outbox_backlog == 0
     client.close()
+
+
+def test_reclaimed_events_keep_seats_total_when_the_config_cache_expired(
+    engine, configs, reaper, redis_client, pubsub
+):
+    """Heartbeats do not refresh the license's cached config, so a lease held all day
+    outlives it: the seat count recorded at acquire fills the event instead."""
+    configs.add("t", "held", seats=7, lease_seconds=1)
+    engine.acquire("t", "held", "crashed")
+    expired_by_heartbeat = engine.acquire("t", "held", "late")
+    redis_client.delete(keys.LicenseKeys.of("t", "held").cfg)  # the cache's TTL ran out
+    time.sleep(1.1)
+    with pytest.raises(Exception, match="expired"):
+        engine.heartbeat("t", "held", expired_by_heartbeat.session_id)
+    report = reaper.run()
+    assert report.reclaimed == 1
+    reclaimed = [e for e in events_in(pubsub.pull()) if e["type"] == "lease.reclaimed"]
+    assert len(reclaimed) == 2 and all(e["seats_total"] == 7 for e in reclaimed)
+
+
+def test_a_full_redis_is_still_reclaimed_and_drained(engine, configs, reaper, redis_client, pubsub):
+    """At maxmemory (noeviction) writes fail, but the reaper only deletes: it reclaims
+    the expired leases and drains the outbox, which is how a full Redis gets room back."""
+    configs.add("t", "lic", seats=5, lease_seconds=1)
+    for i in range(3):
+        engine.acquire("t", "lic", f"c{i}")
+    time.sleep(1.1)
+    redis_client.config_set("maxmemory", 1)
+    try:
+        report = reaper.run()
+    finally:
+        redis_client.config_set("maxmemory", 0)
+    assert report.reclaimed == 3 and report.published == 6 and not report.publish_errors
+    assert outbox_types(redis_client, "t", "lic") == []
+    assert Counter(e["type"] for e in events_in(pubsub.pull())) == {
+        "lease.acquired": 3,
+        "lease.reclaimed": 3,
+    }

@@ -44,7 +44,7 @@ def _caller(request: Request) -> str | None:
         return None
     try:
         payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     email = payload.get("email") if isinstance(payload, dict) else None
     return email if isinstance(email, str) else None

@@ -3,7 +3,8 @@
 --
 -- Key layout (all keys of one call share the hash tag {shard}, see shared/keys.py):
 --   leases    ZSET  session_id -> deadline (ms, Redis server time); live iff deadline > now
---   sessions  HASH  session_id -> JSON {"c": client_id, "a": acquired_ms, "l": lease_ms, "m": metadata JSON text}
+--   sessions  HASH  session_id -> JSON {"c": client_id, "a": acquired_ms, "l": lease_ms,
+--                   "m": metadata JSON text, "t": the license's seats at acquire}
 --   clients   HASH  client_id -> session_id (re-acquire by the same client returns its lease)
 --   deadlines ZSET  per shard: "<tenant>/<license>|<session_id>" -> deadline (the reaper's index)
 --   outbox    STREAM per shard: one entry per lease event, drained by the reaper to Pub/Sub
@@ -51,6 +52,9 @@ end
 local function reclaim(k, lk, tenant, license, sid, now, total, prefix)
   local rec = drop_lease(k.leases, k.sessions, k.clients, k.deadlines, lk, sid)
   if rec then
+    -- The config cache may have expired while the lease was held (heartbeats do not
+    -- refresh it): fall back to the seat count recorded when the lease was taken.
+    if total == '' then total = rec.t or '' end
     emit(k.outbox, prefix, 'lease.reclaimed', tenant, license, sid, rec.c, now,
       live_count(k.leases, now), total, rec.m)
   end

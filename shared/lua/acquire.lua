@@ -66,7 +66,8 @@ if used >= cfg.limit then
 end
 
 redis.call('ZADD', k.leases, deadline, new_sid)
-redis.call('HSET', k.sessions, new_sid, cjson.encode({c = client, a = now, l = lease_ms, m = meta}))
+redis.call('HSET', k.sessions, new_sid, cjson.encode({c = client, a = now, l = lease_ms, m = meta,
+  t = cfg.seats}))
 redis.call('HSET', k.clients, client, new_sid)
 redis.call('ZADD', k.deadlines, deadline, lk .. '|' .. new_sid)
 emit(k.outbox, prefix, 'lease.acquired', tenant, license, new_sid, client, now, used + 1,
