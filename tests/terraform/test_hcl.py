@@ -642,7 +642,14 @@ def test_log_metrics_only_use_fields_the_code_logs():
     seats = MON.resource("google_logging_metric", "seats_used")
     assert attr(seats, "value_extractor") == "EXTRACT(jsonPayload.seats_used)"
     denials = MON.resource("google_logging_metric", "denials")
-    assert 'jsonPayload.outcome=\\"denied\\"' in attr(denials, "filter")
+    # The outcome a denied acquire logs is its error code (shared/http.py): take it from
+    # the code, so the metric cannot drift from what the functions write.
+    from shared.errors import NoSeatsAvailable
+    from shared.http import to_api_error
+
+    denied = to_api_error(NoSeatsAvailable(2, 2, 5)).code
+    assert denied == "no_seats_available"
+    assert f'jsonPayload.outcome=\\"{denied}\\"' in attr(denials, "filter")
     reaper_vals = MON.resource("google_logging_metric", "reaper_value")
     assert attr(reaper_vals, "value_extractor") == "EXTRACT(jsonPayload.${each.value.field})"
 

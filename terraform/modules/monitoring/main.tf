@@ -92,7 +92,7 @@ resource "google_logging_metric" "denials" {
   project     = var.project_id
   name        = "seatlease/denials"
   description = "Acquires denied because every seat of the license was taken"
-  filter      = "${local.client_filter} AND jsonPayload.outcome=\"denied\""
+  filter      = "${local.client_filter} AND jsonPayload.outcome=\"no_seats_available\""
 
   metric_descriptor {
     metric_kind = "DELTA"
