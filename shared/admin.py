@@ -16,7 +16,7 @@ entry at once; running function instances keep their in-process copy for at most
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -32,7 +32,7 @@ from redis.exceptions import RedisError
 
 from shared import store
 from shared.auth import LOCAL_TTL, REDIS_TTL
-from shared.clock import rfc3339, server_time_ms
+from shared.clock import iso_utc, rfc3339, server_time_ms, utc
 from shared.engine import CONFIG_TTL_SECONDS, LicenseConfig
 from shared.errors import BackendUnavailable, LicenseNotFound
 from shared.http import ApiError, to_api_error
@@ -68,7 +68,7 @@ def parse_time(value: Any) -> datetime:
             ) from None
     else:
         raise ValueError("must be an ISO 8601 time string")
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    return utc(parsed)
 
 
 def _optional_time(value: Any) -> datetime | None:
@@ -252,9 +252,8 @@ def parse(data: Any) -> _Action:
 def _time(value: datetime | None) -> str | None:
     if value is None:
         return None
-    if value.tzinfo is None:  # SQLite hands back naive UTC datetimes
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    # utc(): SQLite hands back naive UTC datetimes
+    return utc(value).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _license_view(row: dict[str, Any]) -> dict[str, Any]:
@@ -565,13 +564,9 @@ def _timeline_view(line: Timeline, seats: dict[str, int]) -> dict[str, Any]:
         "seats": seats.get(line.license_id),
         "start_level": line.start_level,
         "start_total": line.start_total,
-        "points": [[_iso(at), used, total] for at, used, total in line.points],
-        "denials": [[_iso(at), count] for at, count in line.denials],
+        "points": [[iso_utc(at), used, total] for at, used, total in line.points],
+        "denials": [[iso_utc(at), count] for at, count in line.denials],
     }
-
-
-def _iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 HANDLERS: dict[type[_Action], Callable[[Any], tuple[int, dict[str, Any]]]] = {

@@ -16,6 +16,16 @@ def server_time_ms(redis: Any) -> int:
     return int(reply[0]) * 1000 + int(reply[1]) // 1000
 
 
+def utc(value: datetime) -> datetime:
+    """An aware UTC datetime (naive values are taken as UTC, as SQLite returns them)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def iso_utc(value: datetime) -> str:
+    """``2026-11-22T12:00:00Z`` (fractional seconds kept when present)."""
+    return utc(value).isoformat().replace("+00:00", "Z")
+
+
 def rfc3339(ms: int) -> str:
     """``2026-11-22T12:00:00.000Z`` for milliseconds since the epoch."""
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"

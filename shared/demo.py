@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.client import NoSeatsAvailable, SeatClient
+from shared.clock import utc
 from shared.localstack import STATE_FILE
 
 
@@ -78,7 +79,7 @@ def _audit_rows(
     """Wait for the story's events to reach the audit table, then print them: the three
     sessions' events and the denials counted since the story began (a denial is not a
     lease: the reaper flushes the per-license counter as one ``lease.denied`` row)."""
-    from shared import reports, store
+    from shared import store
     from shared.cli.output import table
     from shared.localstack import DEMO_TENANT
 
@@ -91,7 +92,7 @@ def _audit_rows(
             r
             for r in store.list_events(DEMO_TENANT, lic)
             if r["session_id"] in sessions
-            or (r["type"] == "lease.denied" and reports.utc(r["occurred_at"]) >= started)
+            or (r["type"] == "lease.denied" and utc(r["occurred_at"]) >= started)
         ]
         counts = {t: sum(r["type"] == t for r in rows) for t in wanted}
         if all(counts[t] >= n for t, n in wanted.items()):

@@ -50,6 +50,7 @@ from typing import Any
 
 from sqlalchemy import Connection, DateTime, Engine, bindparam, text
 
+from shared.clock import iso_utc, utc
 from shared.store import transaction
 
 ACQUIRED = "lease.acquired"
@@ -58,11 +59,6 @@ DENIED = "lease.denied"
 PERIODS: dict[str, timedelta] = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
 BEFORE = "0000"  # the pseudo-bucket of events before ``since`` (sorts first)
 _BUCKET_FORMAT = "%Y-%m-%dT%H:%M:%S"
-
-
-def utc(value: datetime) -> datetime:
-    """An aware UTC datetime (naive values are taken as UTC, as SQLite returns them)."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 @dataclass(frozen=True)
@@ -171,7 +167,7 @@ class UsageReport:
 
     def as_dict(self) -> dict[str, Any]:
         def iso(value: datetime | None) -> str | None:
-            return value.isoformat().replace("+00:00", "Z") if value else None
+            return iso_utc(value) if value else None
 
         return {
             "tenant_id": self.window.tenant_id,

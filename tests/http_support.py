@@ -19,7 +19,7 @@ from werkzeug.test import TestResponse
 
 from shared import runtime, store
 from shared.clock import server_time_ms
-from shared.keys import LicenseKeys
+from shared.keys import LicenseKeys, outbox_key, shard_of
 from shared.redisconn import get_redis
 
 REPO = Path(__file__).resolve().parent.parent
@@ -142,3 +142,10 @@ def log_lines(out: str) -> list[dict[str, Any]]:
         if line.startswith("{"):
             lines.append(json.loads(line))
     return lines
+
+
+def revoked_in_shard(tenant_id: str, license_id: str) -> list[str]:
+    """Session ids of every ``lease.revoked`` event in the outbox of this license's shard,
+    oldest first (any license of the shard: a stray revocation shows up too)."""
+    outbox = outbox_key(shard_of(tenant_id, license_id))
+    return [f["session_id"] for _i, f in get_redis().xrange(outbox) if f["type"] == "lease.revoked"]

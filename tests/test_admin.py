@@ -15,6 +15,7 @@ from pathlib import Path
 
 import functions_framework
 import pytest
+from http_support import revoked_in_shard
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from shared import auth, cli, db, devserver, keys, redisconn, reports, store
@@ -392,10 +393,7 @@ def test_revoke_without_tenant(stack, functions, redis_client):
     revoked = post(functions, "revoke", license_id="cam", session_id=held.json["session_id"])
     assert revoked.status_code == 200, revoked.json
     assert (revoked.json["tenant_id"], revoked.json["client_id"]) == ("beta", "ws9")
-    outbox = keys.outbox_key(keys.shard_of("beta", "cam"))
-    assert [
-        f["session_id"] for _i, f in redis_client.xrange(outbox) if f["type"] == "lease.revoked"
-    ] == [held.json["session_id"]]
+    assert revoked_in_shard("beta", "cam") == [held.json["session_id"]]
     again = post(functions, "revoke", license_id="cam", session_id=held.json["session_id"])
     assert_error(again, 404, "session_not_found")
 
@@ -470,10 +468,7 @@ def test_cli_through_the_admin_url(admin_url, capsys, functions, redis_client, m
     )
     assert code == 0, err
     assert f"revoked session {session}" in out and "user alice" in out
-    outbox = keys.outbox_key(keys.shard_of("acme", "cad"))
-    assert [
-        f["session_id"] for _i, f in redis_client.xrange(outbox) if f["type"] == "lease.revoked"
-    ] == [session]
+    assert revoked_in_shard("acme", "cad") == [session]
     code, out, err = run(
         capsys, "revoke", "--tenant", "acme", "--license", "cad", "--session", session
     )

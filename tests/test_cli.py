@@ -10,6 +10,7 @@ from pathlib import Path
 
 import functions_framework
 import pytest
+from http_support import revoked_in_shard
 
 from shared import auth, cli, db, keys, redisconn, store
 from shared.localprocs import free_port
@@ -509,10 +510,7 @@ def test_revoke_without_tenant(stack, capsys, clients, redis_client):
     code, out, err = run(capsys, "revoke", "--license", "cad", "--session", session)
     assert code == 0, err
     assert f"revoked session {session} on acme/cad" in out and "user alice" in out
-    outbox = keys.outbox_key(keys.shard_of("acme", "cad"))
-    assert [
-        f["session_id"] for _i, f in redis_client.xrange(outbox) if f["type"] == "lease.revoked"
-    ] == [session]
+    assert revoked_in_shard("acme", "cad") == [session]
 
     # In none: not found (exit 3).
     code, out, err = run(capsys, "revoke", "--license", "nope", "--session", session)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from shared.cli import EXIT_USAGE, CommandError
 from shared.cli.backend import backend_for, common_parent
 from shared.cli.output import table
+from shared.clock import iso_utc
 
 if TYPE_CHECKING:
     from shared.reports import Timeline, Window
@@ -91,7 +92,7 @@ def _duration(seconds: float | None) -> str:
 
 
 def _iso_text(value: datetime | None) -> str:
-    return value.isoformat().replace("+00:00", "Z") if value else "-"
+    return iso_utc(value) if value else "-"
 
 
 def _output_format(args: argparse.Namespace) -> str:
@@ -133,10 +134,8 @@ def chart_input(
 ) -> tuple[list[Timeline], Window, dict[str, int]]:
     """The ``report.usage`` answer (with ``timelines``) back into what ``draw_chart``
     takes: ``reports.Timeline`` objects, the ``reports.Window`` and configured seats."""
-    from shared.reports import Timeline, Window, utc
-
-    def when(text: str) -> datetime:
-        return utc(datetime.fromisoformat(text))
+    from shared.admin import parse_time as when
+    from shared.reports import Timeline, Window
 
     window = Window(
         data["tenant_id"],
