@@ -196,6 +196,14 @@ def test_http_level_errors(stack, functions):
         "invalid_request",
     )
     assert_error(functions["admin"].post("/", json=[1, 2]), 400, "invalid_request")
+    nested = functions["admin"].post("/", data="[" * 5000, content_type="application/json")
+    assert "nested too deeply" in assert_error(nested, 400, "invalid_request")["message"]
+    # An identity token whose payload is nested JSON: the caller is unknown, not a 500.
+    deep = base64.urlsafe_b64encode(b"[" * 5000).decode().rstrip("=")
+    anonymous = functions["admin"].post(
+        "/", json={"action": "tenant.list"}, headers={"Authorization": f"Bearer x.{deep}.y"}
+    )
+    assert anonymous.status_code == 200, anonymous.json
     unknown = assert_error(post(functions, "tenant.delete"), 400, "invalid_request")
     assert "status" in unknown["actions"]
     assert_error(functions["admin"].post("/", json={}), 400, "invalid_request")
