@@ -7,12 +7,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint format bench clean
+.PHONY: install run test lint format bench clean lock
 
-$(STAMP): pyproject.toml requirements-terraform.txt
+$(STAMP): pyproject.toml shared/client/pyproject.toml requirements-terraform.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]' -r requirements-terraform.txt
+	$(PY) -m pip install -q -e shared/client -e '.[dev,charts,demo]' -r requirements-terraform.txt
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -23,13 +23,37 @@ run: install
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+# The vendor client promises Python 3.9: any newer syntax or stdlib API fails here.
+	$(VENV)/bin/vermin --no-tips --violations -t=3.9- shared/client/seatlease_client
+# The runtime's layers (.importlinter): domain code never imports the HTTP boundary, SQL
+# stays in the store, the runtime never imports the CLI or the vendor client.
+	$(VENV)/bin/lint-imports
 
+# The local stack's outage and healing tests run in a process of their own: after the rest
+# of the suite in the same process, the 30 s database-outage test has lost events in two
+# full runs while passing every time on its own (an interaction not yet found; see the
+# note of 2026-11-23). Both runs must pass.
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q tests/test_localstack_heal.py
+	$(PY) -m pytest -q --ignore=tests/test_localstack_heal.py
 
 format: install
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
+
+# requirements-functions.txt: the functions' dependencies (pyproject.toml
+# [project].dependencies, extras not locked) pinned with hashes; it becomes each archive's
+# requirements.txt, and tools/build_function_source.py refuses a missing or stale lock.
+# Resolved from PyPI alone: local pip config (find-links, extra indexes, constraints)
+# must not leak into the lock. pip-compile evaluates markers for this venv's Python; the
+# archive tests check every pin has a wheel for the runtime (python312, terraform).
+lock: install
+	env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL -u PIP_CONSTRAINT \
+	  PIP_CONFIG_FILE=/dev/null CUSTOM_COMPILE_COMMAND="make lock" \
+	  $(VENV)/bin/pip-compile --quiet --strip-extras --generate-hashes --allow-unsafe \
+	  --index-url https://pypi.org/simple --no-emit-index-url --no-emit-find-links \
+	  --output-file requirements-functions.txt pyproject.toml
+	$(PY) tools/build_function_source.py --stamp-lock
 
 bench: install
 	$(PY) bench/redis_cost.py

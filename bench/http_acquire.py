@@ -1,4 +1,5 @@
-"""acquire through HTTP as Cloud Functions serves it, against a bare "return 200" function.
+"""acquire through HTTP as Cloud Functions serves it, against a bare "return 200" function,
+and signed (a lease token in every answer) against unsigned (``LEASE_TOKENS=off``).
 
 Starts a private redis-server and a SQLite database (tenant, API key, a license with
 1,000,000 seats and 3600 s leases, so every acquire is a new lease: 201), then two
@@ -11,9 +12,12 @@ concurrency of 1 request per instance (then throughput is 1/latency).
 Load: ``wrk`` (HTTP/1.1 keep-alive, one connection per server thread) when installed
 (``apt-get install wrk``), else a bounded Python client (threads + http.client keep-alive).
 Every request is the same POST with a distinct ``client_id``; the bare function gets the
-same bytes. Rounds alternate bare / acquire so drift in the machine's load hits both;
-the reported ratio is the median of the per-round throughput ratios acquire / bare.
-Target: acquire at least ``--target`` (0.70) of bare. When missed, the acquire worker
+same bytes. Rounds alternate bare / acquire / unsigned so drift in the machine's load
+hits all three; the reported ratios are the medians of the per-round throughput ratios
+acquire / bare and acquire / unsigned. ``acquire`` signs a lease token with an Ed25519
+key of a private key folder (as ``make run``); ``unsigned`` is the same function with
+``LEASE_TOKENS=off``. Targets: acquire at least ``--target`` (0.70) of bare, and at least
+``--signing-target`` (0.90) of unsigned. When the first is missed, the acquire worker
 is sampled with py-spy (if installed) and the time is split by where it goes.
 
 Run: ``python3 bench/http_acquire.py`` (about 2-3 minutes; every load is bounded by
@@ -42,10 +46,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared import db, store
-from shared.keys import LicenseKeys
-from shared.localprocs import free_port, port_open, start_redis, wait_until
-from shared.redisconn import connect
+from seatlease import db, signingkeys, store
+from seatlease.keys import LicenseKeys
+from seatlease.redisconn import connect
+from seatlease_cli.procs import free_port, port_open, start_redis, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 TENANT = "bench"
@@ -61,6 +65,7 @@ class Result:
     p50_ms: float
     p99_ms: float
     bad: int  # non-2xx answers and socket errors
+    cpu_ms: float = 0.0  # the worker's CPU time per request (measure() sets it)
 
     @property
     def rps(self) -> float:
@@ -92,10 +97,14 @@ class Server:
 
 
 def start_server(name: str, source: Path, threads: int, env: dict[str, str], logs: Path) -> Server:
+    """``name`` is the function's entry point, or ``unsigned``: acquire with no tokens."""
+    target = "acquire" if name == "unsigned" else name
+    if name == "unsigned":
+        env = {**env, "LEASE_TOKENS": "off"}
     port = free_port()
     proc = subprocess.Popen(
         # the functions-framework CLI of this interpreter (the venv's under `make bench`)
-        [sys.executable, "-m", "functions_framework", "--target", name, "--source", str(source),
+        [sys.executable, "-m", "functions_framework", "--target", target, "--source", str(source),
          "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT,
         env={**env, "THREADS": str(threads), "WORKERS": "1"},
@@ -240,6 +249,7 @@ class Bench:
         cpu_before, wall_before = cpu_seconds(pid), time.perf_counter()
         result = self.load(server, conns)
         cpu = (cpu_seconds(pid) - cpu_before) / (time.perf_counter() - wall_before)
+        result.cpu_ms = cpu / result.rps * 1000 if result.requests else 0.0
         return result, cpu
 
 
@@ -251,16 +261,29 @@ def show(label: str, result: Result, cpu: float) -> None:
     )
 
 
+def signed(port: int, key: str) -> bool:
+    """Whether the server's acquire answer carries a lease token (one request)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+    conn.request("POST", "/", body("probe", port, 0), headers)
+    answer = json.loads(conn.getresponse().read())
+    conn.close()
+    return "lease_token" in answer
+
+
 def run_config(
     bench: Bench, threads: int, rounds: int, env: dict[str, str], logs: Path
-) -> tuple[list[tuple[Result, Result]], Server, Server]:
+) -> tuple[list[tuple[Result, Result, Result]], Server, Server, Server]:
+    source = ROOT / "functions" / "acquire" / "main.py"
     bare = start_server("bare", ROOT / "bench" / "bare" / "main.py", threads, env, logs)
-    acquire = start_server(
-        "acquire", ROOT / "functions" / "acquire" / "main.py", threads, env, logs
-    )
-    pairs = []
+    acquire = start_server("acquire", source, threads, env, logs)
+    unsigned = start_server("unsigned", source, threads, env, logs)
+    if not signed(acquire.port, bench.key) or signed(unsigned.port, bench.key):
+        raise RuntimeError("acquire must answer a lease_token and unsigned none")
+    bench.answered["probe"] += 2
+    triples = []
     print(f"\n{threads} thread(s), 1 worker, {threads} connection(s), {bench.seconds:g} s per load")
-    for server in (bare, acquire):  # imports, auth and license caches, gunicorn threads
+    for server in (bare, acquire, unsigned):  # imports, caches, gunicorn threads
         warm = bench.load(server, threads, seconds=2)
         if warm.bad:
             raise RuntimeError(
@@ -269,11 +292,41 @@ def run_config(
     for round_no in range(1, rounds + 1):
         bare_result, bare_cpu = bench.measure(bare, threads)
         acquire_result, acquire_cpu = bench.measure(acquire, threads)
-        print(f" round {round_no}: acquire/bare = {acquire_result.rps / bare_result.rps:.2f}")
+        unsigned_result, unsigned_cpu = bench.measure(unsigned, threads)
+        print(
+            f" round {round_no}: acquire/bare = {acquire_result.rps / bare_result.rps:.2f}, "
+            f"signed/unsigned = {acquire_result.rps / unsigned_result.rps:.2f}"
+        )
         show("bare", bare_result, bare_cpu)
         show("acquire", acquire_result, acquire_cpu)
-        pairs.append((bare_result, acquire_result))
-    return pairs, bare, acquire
+        show("unsigned", unsigned_result, unsigned_cpu)
+        triples.append((bare_result, acquire_result, unsigned_result))
+    return triples, bare, acquire, unsigned
+
+
+def summarize_signing(
+    threads: int, triples: list[tuple[Result, Result, Result]], target: float | None
+) -> bool:
+    ratio = statistics.median(a.rps / u.rps for _b, a, u in triples)
+    signed_rps = statistics.median(a.rps for _b, a, _u in triples)
+    unsigned_rps = statistics.median(u.rps for _b, _a, u in triples)
+    extra = statistics.median(
+        1000 / a.rps - 1000 / u.rps for _b, a, u in triples
+    )  # wall time per request
+    # The worker's CPU per request moves much less with the machine's load than req/s.
+    signed_cpu = statistics.median(a.cpu_ms for _b, a, _u in triples)
+    unsigned_cpu = statistics.median(u.cpu_ms for _b, _a, u in triples)
+    verdict = "info"
+    if target is not None:
+        verdict = "PASS" if ratio >= target else f"FAIL (target {target:.2f})"
+    print(
+        f" {threads} thread(s), median of {len(triples)} rounds: signed {signed_rps:,.0f} "
+        f"req/s, unsigned {unsigned_rps:,.0f} req/s, ratio {ratio:.2f} "
+        f"({extra:+.3f} ms per request): {verdict}; worker CPU per request signed "
+        f"{signed_cpu:.3f} ms, unsigned {unsigned_cpu:.3f} ms "
+        f"(unsigned/signed {unsigned_cpu / signed_cpu:.2f})"
+    )
+    return target is None or ratio >= target
 
 
 def summarize(threads: int, pairs: list[tuple[Result, Result]], target: float | None) -> bool:
@@ -301,12 +354,18 @@ def summarize(threads: int, pairs: list[tuple[Result, Result]], target: float | 
 # -- profile (py-spy) ------------------------------------------------------------------
 
 AREAS = [  # first match wins, checked from the innermost frame outwards
-    ("JSON log line (shared/logs.py)", ("shared/logs.py",)),
+    ("JSON log line (shared/seatlease/logs.py)", ("shared/seatlease/logs.py",)),
     ("redis-py: send EVALSHA, read reply", ("(redis/",)),
-    ("pydantic validation (shared/schemas.py)", ("pydantic", "shared/schemas.py")),
-    ("API key auth (shared/auth.py)", ("shared/auth.py",)),
-    ("seat engine (shared/engine.py, keys.py)", ("shared/engine.py", "shared/keys.py")),
-    ("HTTP mapping (shared/http.py)", ("shared/http.py",)),
+    (
+        "pydantic validation (shared/seatlease/schemas.py)",
+        ("pydantic", "shared/seatlease/schemas.py"),
+    ),
+    ("API key auth (shared/seatlease/auth.py)", ("shared/seatlease/auth.py",)),
+    (
+        "seat engine (shared/seatlease/engine.py, keys.py)",
+        ("shared/seatlease/engine.py", "shared/seatlease/keys.py"),
+    ),
+    ("HTTP mapping (shared/seatlease/http.py)", ("shared/seatlease/http.py",)),
     ("functions_framework wrapper", ("functions_framework",)),
     ("Flask/Werkzeug request and response", ("flask", "werkzeug")),
     ("gunicorn (HTTP parsing, threads, sockets)", ("gunicorn",)),
@@ -406,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each load")
     parser.add_argument("--rounds", type=int, default=3, help="bare/acquire pairs per setting")
     parser.add_argument("--target", type=float, default=0.70, help="for the first setting")
+    parser.add_argument(
+        "--signing-target", type=float, default=0.90, help="signed/unsigned, every setting"
+    )
     parser.add_argument("--client", choices=("auto", "wrk", "python"), default="auto")
     parser.add_argument("--profile", choices=("auto", "yes", "no"), default="auto")
     parser.add_argument("--strict", action="store_true", help="exit 2 when the target is missed")
@@ -418,7 +480,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         database_url = f"sqlite:///{work}/bench.db"
         key = make_tenant(database_url)
-        env = {**os.environ, "REDIS_URL": redis.url, "DATABASE_URL": database_url}
+        keys = work / "signing-keys"  # a private key folder, as `make run` makes one
+        signingkeys.next_key_file(keys)
+        env = {
+            **os.environ,
+            "REDIS_URL": redis.url,
+            "DATABASE_URL": database_url,
+            "SIGNING_KEYS_DIR": str(keys),
+            "SEATLEASE_ISSUER": "http://127.0.0.1",
+        }
+        env.pop("SIGNING_KEY_SECRET", None)
+        env.pop("LEASE_TOKENS", None)
         bench = Bench(key, tool, args.seconds, work)
         print(
             f"Python {platform.python_version()}, load generator: {tool}, Redis {redis.url}, "
@@ -430,19 +502,23 @@ def main(argv: list[str] | None = None) -> int:
         profile_threads = 1 if 1 in settings else settings[0]
         want_profile = args.profile == "yes"
         for n, threads in enumerate(settings):
-            pairs, bare, acquire = run_config(bench, threads, args.rounds, env, work)
-            servers += [bare, acquire]
-            passed = summarize(threads, pairs, args.target if n == 0 else None)
+            triples, bare, acquire, unsigned = run_config(bench, threads, args.rounds, env, work)
+            servers += [bare, acquire, unsigned]
+            passed = summarize(threads, [(b, a) for b, a, _u in triples],
+                               args.target if n == 0 else None)  # fmt: skip
             ok = ok and passed
+            ok = summarize_signing(threads, triples, args.signing_target) and ok
             want_profile = want_profile or (args.profile == "auto" and not passed)
             if want_profile and threads == profile_threads:
                 py_spy(bare, acquire, bench, threads, seconds=12)
-            for server in (bare, acquire):
+            for server in (bare, acquire, unsigned):
                 server.stop()
         client = connect(redis.url)
         live = client.zcard(LicenseKeys.of(TENANT, LICENSE).leases)
         client.close()
-        answered, in_flight = bench.answered["acquire"], bench.in_flight["acquire"]
+        # both acquire servers (signed and unsigned) make leases, and so did the probes
+        answered = sum(bench.answered[n] for n in ("acquire", "unsigned", "probe"))
+        in_flight = bench.in_flight["acquire"] + bench.in_flight["unsigned"]
         # every 2xx must be a new lease (201), plus at most one unanswered request per
         # connection per load
         new_leases = answered <= live <= answered + in_flight

@@ -7,11 +7,11 @@ acquire.lua writes, ``--per-license`` (10) per license, then
 measures three stages one after the other:
 
 1. **reclaim (Redis)**: the reaper's sweep and batched ``reclaim.lua`` calls of
-   shared/reaper.py on a pool of ``REAPER_CONCURRENCY`` (16) threads, until no expired
+   shared/seatlease/reaper.py on a pool of ``REAPER_CONCURRENCY`` (16) threads, until no expired
    lease is left; leases reclaimed per second, and server-side microseconds per
    reclaim.lua call (100 leases per call) from ``INFO commandstats``;
 2. **publish (Pub/Sub emulator)**: ``Reaper.run()`` drains the 100,000 ``lease.reclaimed``
-   events from the outboxes (XRANGE, publish 100 events per message, wait for every
+   events from the outboxes (XRANGE, publish up to 1,000 events per message, wait for every
    confirmation, XDEL); events published per second;
 3. **audit (PostgreSQL)**: every message pulled from a subscription and delivered to the
    audit function (functions/audit/main.py through functions-framework's test client, as
@@ -35,24 +35,25 @@ import secrets
 import statistics
 import sys
 import time
-import uuid
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
-from shared import db, keys, store
-from shared.clock import server_time_ms
-from shared.localprocs import Proc, port_open, start_postgres, start_pubsub_emulator, start_redis
-from shared.pubsub import Publisher
-from shared.reaper import Reaper
-from shared.redisconn import connect
+from seatlease import db, keys
+from seatlease.clock import server_time_ms
+from seatlease.pubsub import EVENTS_PER_MESSAGE, Publisher
+from seatlease.reaper import Reaper
+from seatlease.redisconn import connect
+from seatlease_cli.procs import start_pubsub_emulator, start_redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from procs import private_database  # the tests' fresh-database helper
 
 REPO = Path(__file__).resolve().parent.parent
 PROJECT = "seatlease-bench"
-MACHINE_PG = "postgresql+pg8000://postgres@127.0.0.1:5432/postgres"
 TENANT = "bench"
 LICENSES_PER_PIPELINE = 500
 META = json.dumps({"hostname": "ws-000000", "user": "bench"}, separators=(",", ":"))
@@ -62,7 +63,7 @@ def load_leases(
     client: Any, *, licenses: int, per_license: int, deadline_ms: int, lease_seconds: int
 ) -> int:
     """``licenses`` x ``per_license`` leases, all with ``deadline_ms``, written with
-    pipelines as exactly the structures acquire.lua writes (layout in shared/lua/_lib.lua:
+    pipelines as exactly the structures acquire.lua writes (layout in shared/seatlease/lua/_lib.lua:
     config hash, lease ZSET, session and client hashes, the shard's deadline index), far
     faster than one EVALSHA per lease. Returns the count."""
     cfg = {
@@ -103,33 +104,6 @@ def load_leases(
     return written
 
 
-def private_database() -> tuple[str, Any]:
-    """A fresh migrated database; returns (url, cleanup)."""
-    handle: Proc | None = None
-    admin_url = MACHINE_PG
-    if not port_open(5432):
-        handle = start_postgres()
-        admin_url = handle.url
-    name = f"seatlease_bench_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = admin_url.rsplit("/", 1)[0] + "/" + name
-    engine = db.make_engine(url)
-    store.upgrade(engine)
-    engine.dispose()
-
-    def cleanup() -> None:
-        db.reset()
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-        if handle:
-            handle.stop()
-
-    return url, cleanup
-
-
 def reclaim_all(reaper: Reaper, concurrency: int) -> int:
     """The reaper's sweep and reclaim steps, repeated until nothing is expired."""
     total = 0
@@ -151,7 +125,8 @@ def pull_all(subscriber: Any, subscription: str, events: int) -> list[Any]:
         resp = subscriber.pull(
             request={
                 "subscription": subscription,
-                "max_messages": 1000,
+                # Messages carry up to 1,000 events (~350 KB): stay under gRPC's 4 MB reply.
+                "max_messages": 8,
                 "return_immediately": True,
             },
             timeout=30,
@@ -268,8 +243,9 @@ def main() -> int:
         publish_s = time.perf_counter() - t0
         ok = ok and published == reclaimed
         print(f"publish:  {published:,} events in {publish_s:.2f} s = "
-              f"{published / publish_s:,.0f} events/s ({runs} reaper run(s), 100 events per "
-              f"message, every publish confirmed before XDEL)")  # fmt: skip
+              f"{published / publish_s:,.0f} events/s ({runs} reaper run(s), up to "
+              f"{EVENTS_PER_MESSAGE} events per message, every publish confirmed before "
+              f"XDEL)")  # fmt: skip
 
         # 3. audit function -> PostgreSQL
         messages = pull_all(subscriber, subscription, published)
@@ -294,7 +270,7 @@ def main() -> int:
         ok = ok and rows == distinct == published and set(statuses) == {200}
         print(f"audit:    {rows:,} rows from {len(messages):,} messages in {insert_s:.2f} s = "
               f"{rows / insert_s:,.0f} rows/s (median {statistics.median(per_message):.1f} ms "
-              f"per 100-event message, one INSERT each)")  # fmt: skip
+              f"per message of up to {EVENTS_PER_MESSAGE} events, one INSERT each)")  # fmt: skip
         t0 = time.perf_counter()
         again = [deliver(audit, message, topic_path) for message in messages]
         dup_s = time.perf_counter() - t0

@@ -18,7 +18,7 @@ The ratio is server-side and per call (no network, no client):
 
 For information it then runs redis-benchmark (50 connections, no pipelining) for ZADD,
 heartbeat and acquire: throughput with network and parsing included, the measure behind
-DESIGN.md's "ZADD 81k/s, script 38k/s".
+docs/design.md's "ZADD 81k/s, script 38k/s".
 
 The breakdown lists the Redis commands each script ran (Redis 7 counts commands called
 from Lua in commandstats too), as calls and microseconds per op; the rest of the EVALSHA
@@ -41,7 +41,6 @@ import json
 import multiprocessing
 import platform
 import re
-import secrets
 import shutil
 import socket
 import statistics
@@ -53,11 +52,19 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from shared import keys
-from shared.engine import LicenseConfig, SeatEngine, new_session_id
-from shared.localprocs import start_redis
-from shared.redisconn import connect
-from shared.scripts import script_source
+from seatlease import keys
+from seatlease.engine import (
+    LicenseConfig,
+    SeatEngine,
+    acquire_call,
+    heartbeat_call,
+    new_request_id,
+    new_session_id,
+    release_call,
+)
+from seatlease.redisconn import connect
+from seatlease.scripts import script_source
+from seatlease_cli.procs import start_redis
 
 TENANT = "bench"
 HOT = "hot"
@@ -86,23 +93,19 @@ def new_engine(url: str) -> SeatEngine:
 def queue_acquire(
     eng: SeatEngine, pipe: Any, license_id: str, client_id: str, sid: str | None = None
 ) -> str:
-    k = keys.LicenseKeys.of(TENANT, license_id)
     sid = sid or new_session_id()
-    eng.scripts.acquire(
-        keys=[*k.lease_keys, k.denials],
-        args=[TENANT, license_id, client_id, sid, 0, META, secrets.token_hex(8)],
-        client=pipe,
-    )
+    key_list, args = acquire_call(
+        TENANT, license_id, client_id, metadata_json=META, request_id=new_request_id(),
+        session_id=sid,
+    )  # fmt: skip
+    eng.scripts.acquire(keys=key_list, args=args, client=pipe)
     return sid
 
 
-def queue_session(script: Any, pipe: Any, license_id: str, sid: str, *extra: str) -> None:
-    k = keys.LicenseKeys.of(TENANT, license_id)
-    script(
-        keys=k.lease_keys,
-        args=[TENANT, license_id, sid, secrets.token_hex(8), *extra],
-        client=pipe,
-    )
+def queue_session(script: Any, pipe: Any, license_id: str, sid: str, release: bool) -> None:
+    build = release_call if release else heartbeat_call
+    key_list, args = build(TENANT, license_id, sid, request_id=new_request_id())
+    script(keys=key_list, args=args, client=pipe)
 
 
 def run_batched(
@@ -167,13 +170,14 @@ def _load_worker(job: tuple[str, str, list[str], float, int]) -> int:
         commands = []
         for license_id in batch:
             eng.cache_config(TENANT, license_id, load_config(TENANT, license_id))
-            k = keys.LicenseKeys.of(TENANT, license_id)
-            head = [k.cfg, k.leases, k.sessions, k.clients, k.deadlines, k.outbox, k.denials]
             for i in range(PER_COLD_LICENSE):
-                commands.append(
-                    _resp("EVALSHA", sha, "7", *head, TENANT, license_id, f"c{i:03d}",
-                          new_session_id(), "0", META, secrets.token_hex(8))
+                key_list, args = acquire_call(
+                    TENANT, license_id, f"c{i:03d}", metadata_json=META,
+                    request_id=new_request_id(),
                 )  # fmt: skip
+                commands.append(
+                    _resp("EVALSHA", sha, str(len(key_list)), *key_list, *map(str, args))
+                )
         sock.sendall(b"".join([*commands, _resp("ECHO", marker)]))
         tail = b"$%d\r\n%s\r\n" % (len(marker), marker)
         received = bytearray()
@@ -288,7 +292,7 @@ def one_round(eng: SeatEngine, hot: dict[str, str], ops: int, round_no: int) -> 
             lambda: run_batched(
                 client,
                 [s for _c, s in old[-ops:]],
-                lambda p, sid: queue_session(eng.scripts.heartbeat, p, HOT, sid),
+                lambda p, sid: queue_session(eng.scripts.heartbeat, p, HOT, sid, False),
                 "ok",
             ),
         ),
@@ -299,7 +303,7 @@ def one_round(eng: SeatEngine, hot: dict[str, str], ops: int, round_no: int) -> 
             lambda: run_batched(
                 client,
                 list(created.values()),  # back to --hot live leases for the next round
-                lambda p, sid: queue_session(eng.scripts.release, p, HOT, sid, "lease.released"),
+                lambda p, sid: queue_session(eng.scripts.release, p, HOT, sid, True),
                 "released",
             ),
         ),
@@ -366,23 +370,27 @@ def redis_benchmark(port: int, requests: int, keyspace: int, *command: str) -> t
 
 def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
     """Requests per second with 50 connections, network and parsing included, as in
-    DESIGN.md's redis-benchmark figures (ZADD 81k/s, a four-command script 38k/s)."""
+    docs/design.md's redis-benchmark figures (ZADD 81k/s, a four-command script 38k/s)."""
     if shutil.which("redis-benchmark") is None:
         print("\nredis-benchmark not found (Debian's redis-tools): throughput skipped")
         return
     fill_license(eng, THROUGHPUT, hot, "t", numbered=True)
-    k = keys.LicenseKeys.of(TENANT, THROUGHPUT)
     acquire_sha = eng.redis.script_load(script_source("acquire"))
     heartbeat_sha = eng.redis.script_load(script_source("heartbeat"))
     rand = "__rand_int__"
+    # session ids 000000000000..: every heartbeat hits a live lease of the license; every
+    # call has its own request id (__rand_int__), as a real client's calls do.
+    hb_keys, hb_args = heartbeat_call(TENANT, THROUGHPUT, rand, request_id=f"r{rand}")
+    acq_keys, acq_args = acquire_call(
+        TENANT, THROUGHPUT, f"c{rand}", metadata_json=META, request_id=f"r{rand}",
+        session_id=f"s{rand}", event_prefix=f"p{rand}",
+    )  # fmt: skip
     cases = {
         "zadd": (10**9, ["zadd", "bench:tput", rand, f"m{rand}"]),
-        # session ids 000000000000..: every heartbeat hits a live lease of the license
-        "heartbeat": (hot, ["evalsha", heartbeat_sha, "6", *k.lease_keys, TENANT,
-                            THROUGHPUT, rand, f"p{rand}"]),
-        "acquire (new)": (10**9, ["evalsha", acquire_sha, "7", *k.lease_keys, k.denials,
-                                  TENANT, THROUGHPUT, f"c{rand}", f"s{rand}", "0", META,
-                                  f"p{rand}"]),
+        "heartbeat": (hot, ["evalsha", heartbeat_sha, str(len(hb_keys)), *hb_keys,
+                            *map(str, hb_args)]),
+        "acquire (new)": (10**9, ["evalsha", acquire_sha, str(len(acq_keys)), *acq_keys,
+                                  *map(str, acq_args)]),
     }  # fmt: skip
     results = {name: redis_benchmark(port, requests, ks, *cmd) for name, (ks, cmd) in cases.items()}
     zadd_rps = results["zadd"][0]
@@ -401,7 +409,7 @@ def truncations(name: str) -> list[tuple[str, str]]:
     statement of ``<name>.lua``, then the whole script. A step is the statement the next
     cut adds (with any block it opens)."""
     full = script_source(name)
-    lines = (resources.files("shared") / "lua" / f"{name}.lua").read_text().split("\n")
+    lines = (resources.files("seatlease") / "lua" / f"{name}.lua").read_text().split("\n")
     head = full[: len(full) - len("\n".join(lines))]  # _lib.lua and the separator
     cuts = [i for i, line in enumerate(lines) if _STATEMENT.match(line)]
     variants = []
@@ -458,19 +466,21 @@ def profile(eng: SeatEngine, hot: int, reps: int, calls: int) -> None:
     sessions = fill_license(eng, PROFILED, hot, "p")
     sids = list(sessions.values())
     k = keys.LicenseKeys.of(TENANT, PROFILED)
-    lib = (resources.files("shared") / "lua" / "_lib.lua").read_text()
+    lib = (resources.files("seatlease") / "lua" / "_lib.lua").read_text()
     now = int(time.time() * 1000)
     record = json.dumps({"c": "client", "a": now, "l": 360000, "m": META})
     micro_keys = [k.leases, k.cfg]
     micro_args = [sids[0], f"({now}", META, record]
     prelude = f"{lib}\nlocal now = {now}\n"
     empty = _min_usec(client, client.register_script(prelude), micro_keys, micro_args, reps, calls)
-    acquire_keys = [*k.lease_keys, k.denials]
-    acquire_args = [TENANT, PROFILED, "c", "s" * 24, "0", META, "p" * 16]
+    acquire_keys, acquire_args = acquire_call(
+        TENANT, PROFILED, "c", metadata_json=META, request_id="r" * 16, session_id="s" * 24,
+        event_prefix="p" * 16,
+    )  # fmt: skip
     fixed = {
         "EVALSHA 'return 1', no keys": ("return 1", [], []),
-        "EVALSHA 'return 1', acquire's 7 keys + 7 args": ("return 1", acquire_keys, acquire_args),
-        "EVALSHA '_lib.lua; return 1', 7 keys + 7 args": (
+        "EVALSHA 'return 1', acquire's 8 keys + 8 args": ("return 1", acquire_keys, acquire_args),
+        "EVALSHA '_lib.lua; return 1', 8 keys + 8 args": (
             lib + "\nreturn 1",
             acquire_keys,
             acquire_args,
@@ -497,16 +507,16 @@ def profile(eng: SeatEngine, hot: int, reps: int, calls: int) -> None:
                     items = [f"v{rep}-{idx}-{i}" for i in range(calls)]
 
                     def queue(p: Any, c: str, s: Any = script) -> None:
-                        s(
-                            keys=acquire_keys,
-                            args=[TENANT, PROFILED, c, new_session_id(), 0, META, "ab" * 8],
-                            client=p,
+                        ks, av = acquire_call(
+                            TENANT, PROFILED, c, metadata_json=META, request_id=new_request_id()
                         )
+                        s(keys=ks, args=av, client=p)
                 else:
                     items = sids[:calls]
 
                     def queue(p: Any, sid: str, s: Any = script) -> None:
-                        s(keys=k.lease_keys, args=[TENANT, PROFILED, sid, "ab" * 8], client=p)
+                        ks, av = heartbeat_call(TENANT, PROFILED, sid, request_id=new_request_id())
+                        s(keys=ks, args=av, client=p)
 
                 phase = measure(
                     client,

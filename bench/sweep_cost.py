@@ -4,7 +4,7 @@ Starts a private redis-server (loopback, nothing on disk) and loads live leases 
 the engine's registered acquire script (``SeatEngine.scripts.acquire`` queued in
 pipelines, two loader processes), ``--per-license`` (4) leases per license, so 1,000,000
 leases are 250,000 licenses and 1,000,000 Redis keys (config, lease ZSET, session and
-client hashes per license): the size of seed 004's anchor ("SCAN 10 s+ at 1M keys").
+client hashes per license): the size of docs/design.md's anchor ("SCAN 10 s+ at 1M keys").
 Leases last an hour, so nothing expires; the outboxes are trimmed after loading, so the
 sweep is idle (the state the reaper is in almost every minute).
 
@@ -16,7 +16,7 @@ times each, interleaved:
   of the deadline index, HLEN of the denials, XLEN of the outbox), then the outbox
   lengths again for the report;
 - the survey step alone;
-- a SCAN sweep of the same data, as seed 004's old reaper did it: ``SCAN MATCH
+- a SCAN sweep of the same data, as a SCAN-based reaper does it: ``SCAN MATCH
   sl:*:leases COUNT 1000`` over the whole keyspace and, per page, a pipelined
   ``ZRANGEBYSCORE key -inf now`` of every lease ZSET found (what a reaper without the
   deadline index must do to find expired leases).
@@ -44,14 +44,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared import keys
-from shared.clock import server_time_ms
-from shared.engine import CONFIG_TTL_SECONDS, new_session_id
-from shared.localprocs import start_redis
-from shared.pubsub import Publisher
-from shared.reaper import Reaper
-from shared.redisconn import connect
-from shared.scripts import SeatScripts
+from seatlease import keys
+from seatlease.clock import server_time_ms
+from seatlease.engine import CONFIG_TTL_SECONDS, new_session_id
+from seatlease.pubsub import Publisher
+from seatlease.reaper import Reaper
+from seatlease.redisconn import connect
+from seatlease.scripts import SeatScripts
+from seatlease_cli.procs import start_redis
 
 TENANT = "bench"
 META = json.dumps({"hostname": "ws-000000", "user": "bench"}, separators=(",", ":"))
@@ -137,7 +137,7 @@ def empty_outboxes(client: Any) -> None:
 
 
 def scan_sweep(client: Any) -> int:
-    """Seed 004's way: SCAN the keyspace for lease sets, then look into each one."""
+    """A SCAN-based reaper's way: SCAN the keyspace for lease sets, then look into each."""
     now = server_time_ms(client)
     expired = 0
     cursor = 0

@@ -14,22 +14,45 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from http_support import Tenant, new_tenant
+from procs import start_postgres, start_redis_cluster
 from sqlalchemy import create_engine, text
 
-from shared import db, redisconn
-from shared.engine import LicenseConfig, SeatEngine
-from shared.localprocs import (
-    Proc,
-    port_open,
-    start_postgres,
-    start_pubsub_emulator,
-    start_redis,
-    start_redis_cluster,
-)
+from seatlease import auth, db, logs, redisconn
+from seatlease.engine import LicenseConfig, SeatEngine
+from seatlease_cli.procs import Proc, port_open, start_pubsub_emulator, start_redis
 
 PG_ADMIN_URL = os.environ.get(
     "SEATLEASE_TEST_PG", "postgresql+pg8000://postgres@127.0.0.1:5432/postgres"
 )
+
+
+@pytest.fixture(autouse=True)
+def json_logs_on_stdout() -> None:
+    """Every test starts with the runtime's own logging set-up (JSON lines on stdout at
+    INFO), whatever an earlier test's CLI run configured."""
+    logs.configure("INFO", stream="stdout")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def signing_keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The functions sign lease tokens with a key of this folder (as `make run` does),
+    for every test and every process a test starts; tests of rotation use their own."""
+    from seatlease import signingkeys, tokens
+
+    folder = tmp_path_factory.mktemp("signing-keys")
+    signingkeys.next_key_file(folder)
+    saved = {name: os.environ.get(name) for name in ("SIGNING_KEYS_DIR", "SEATLEASE_ISSUER")}
+    os.environ["SIGNING_KEYS_DIR"] = str(folder)
+    os.environ["SEATLEASE_ISSUER"] = "http://seatlease.test"
+    tokens.reset()
+    yield str(folder)
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    tokens.reset()
 
 
 @pytest.fixture(scope="session")
@@ -84,7 +107,7 @@ def postgres_url(postgres_admin_url: str) -> Iterator[str]:
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     url = postgres_admin_url.rsplit("/", 1)[0] + "/" + name
-    from shared import store
+    from seatlease import store
 
     engine = db.make_engine(url)
     store.upgrade(engine)
@@ -103,9 +126,23 @@ def database_url(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.delenv("CLOUD_SQL_INSTANCE", raising=False)
     db.reset()
     with db.get_engine().begin() as conn:
-        conn.execute(text("TRUNCATE lease_events, licenses, api_keys, tenants RESTART IDENTITY"))
+        conn.execute(
+            text(
+                "TRUNCATE lease_events, usage_rollups, usage_client_rollups, usage_leases, "
+                "audit_retention, licenses, api_keys, tenants RESTART IDENTITY"
+            )
+        )
     yield postgres_url
     db.reset()
+
+
+@pytest.fixture
+def acme(redis_url: str, database_url: str) -> Iterator[Tenant]:
+    """Tenant ``acme`` with one API key, on the private Redis and the test database (no
+    license: each test makes the ones it needs with ``http_support.new_license``)."""
+    auth.forget_all()
+    yield new_tenant("acme")
+    auth.forget_all()
 
 
 class ConfigTable:
@@ -192,7 +229,19 @@ def pubsub(pubsub_emulator: Proc, monkeypatch: pytest.MonkeyPatch) -> PubSubWiri
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "seatlease-test")
     topic = f"seat-events-{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("PUBSUB_TOPIC", topic)
-    import shared.reaper
+    import seatlease.reaper
 
-    monkeypatch.setattr(shared.reaper, "_publisher", None)
+    monkeypatch.setattr(seatlease.reaper, "_publisher", None)
     return PubSubWiring(pubsub_emulator.url, "seatlease-test", topic)
+
+
+@pytest.fixture(params=["single", "cluster"])
+def seat_engine(request: pytest.FixtureRequest, configs: ConfigTable) -> Iterator[SeatEngine]:
+    """A SeatEngine on a flushed private redis-server, or on the local Redis Cluster."""
+    server = request.getfixturevalue(
+        "redis_server" if request.param == "single" else "redis_cluster"
+    )
+    client = redisconn.connect(server.url)
+    client.flushall()
+    yield SeatEngine(client, configs)
+    client.close()

@@ -3,12 +3,15 @@
 Each function is loaded exactly as Cloud Functions loads it,
 ``functions_framework.create_app(target, source)``, and called through Flask's test
 client; tenants, API keys and licenses are created in the real database through
-``shared.store``. Nothing is mocked.
+``seatlease.store``. Nothing is mocked.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,10 +20,11 @@ from typing import Any
 import functions_framework
 from werkzeug.test import TestResponse
 
-from shared import runtime, store
-from shared.clock import server_time_ms
-from shared.keys import LicenseKeys, outbox_key, shard_of
-from shared.redisconn import get_redis
+from seatlease import runtime, store
+from seatlease.clock import server_time_ms
+from seatlease.keys import LicenseKeys, outbox_key, shard_of
+from seatlease.pubsub import outbox_events
+from seatlease.redisconn import get_redis
 
 REPO = Path(__file__).resolve().parent.parent
 FUNCTIONS = ("acquire", "heartbeat", "release")
@@ -89,12 +93,14 @@ def acquire(tenant: Tenant, license_id: str, client_id: str, **fields: Any) -> T
     )
 
 
-def heartbeat(tenant: Tenant, license_id: str, session_id: str) -> TestResponse:
-    return call("heartbeat", {"license_id": license_id, "session_id": session_id}, tenant=tenant)
+def heartbeat(tenant: Tenant, license_id: str, session_id: str, **fields: Any) -> TestResponse:
+    body = {"license_id": license_id, "session_id": session_id, **fields}
+    return call("heartbeat", body, tenant=tenant)
 
 
-def release(tenant: Tenant, license_id: str, session_id: str) -> TestResponse:
-    return call("release", {"license_id": license_id, "session_id": session_id}, tenant=tenant)
+def release(tenant: Tenant, license_id: str, session_id: str, **fields: Any) -> TestResponse:
+    body = {"license_id": license_id, "session_id": session_id, **fields}
+    return call("release", body, tenant=tenant)
 
 
 def error_of(response: TestResponse, status: int, code: str) -> dict[str, Any]:
@@ -129,9 +135,9 @@ def outbox_types(tenant: Tenant, license_id: str) -> list[str]:
     """Event types in the shard outbox for this license, oldest first."""
     keys = LicenseKeys.of(tenant.tenant_id, license_id)
     return [
-        fields["type"]
-        for _id, fields in get_redis().xrange(keys.outbox)
-        if fields.get("license_id") == license_id and fields.get("tenant_id") == tenant.tenant_id
+        event["type"]
+        for event in outbox_events(get_redis(), keys.outbox)
+        if event["license_id"] == license_id and event["tenant_id"] == tenant.tenant_id
     ]
 
 
@@ -148,4 +154,23 @@ def revoked_in_shard(tenant_id: str, license_id: str) -> list[str]:
     """Session ids of every ``lease.revoked`` event in the outbox of this license's shard,
     oldest first (any license of the shard: a stray revocation shows up too)."""
     outbox = outbox_key(shard_of(tenant_id, license_id))
-    return [f["session_id"] for _i, f in get_redis().xrange(outbox) if f["type"] == "lease.revoked"]
+    events = outbox_events(get_redis(), outbox)
+    return [e["session_id"] for e in events if e["type"] == "lease.revoked"]
+
+
+@contextmanager
+def serving(wsgi_app: Any) -> Iterator[str]:
+    """``wsgi_app`` on a free loopback port in a background thread (werkzeug, threaded);
+    yields its base URL and stops the server after."""
+    from werkzeug.serving import make_server
+
+    from seatlease_cli.procs import free_port
+
+    port = free_port()
+    server = make_server("127.0.0.1", port, wsgi_app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.shutdown()
+        server.server_close()

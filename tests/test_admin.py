@@ -1,5 +1,5 @@
 """The ``admin`` function: through its functions-framework test client, and behind a real
-HTTP server (shared.devserver on a free port) driven by the CLI in URL mode. Real
+HTTP server (seatlease_cli.devserver on a free port) driven by the CLI in URL mode. Real
 PostgreSQL and redis-server underneath."""
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import pytest
 from http_support import revoked_in_shard
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from shared import auth, cli, db, devserver, keys, redisconn, reports, store
-from shared.cli import backend
-from shared.localprocs import free_port
+import seatlease_cli as cli
+from seatlease import auth, db, keys, redisconn, reports, store
+from seatlease_cli import backend, devserver
+from seatlease_cli.procs import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,9 +39,9 @@ def functions():
 @pytest.fixture
 def stack(database_url, redis_url, monkeypatch):
     monkeypatch.delenv("SEATLEASE_ADMIN_URL", raising=False)
-    auth._local.clear()
+    auth.forget_all()
     yield
-    auth._local.clear()
+    auth.forget_all()
 
 
 def post(functions, action: str, **fields):
@@ -315,7 +316,9 @@ def test_report_usage_action(stack, functions):
     window = reports.Window(
         "acme", None, datetime(2026, 11, 20, 9, tzinfo=UTC), datetime(2026, 11, 20, 11, tzinfo=UTC)
     )
-    assert got.json == reports.usage_report(window, "hour").as_dict()  # shared/reports.py's
+    assert (
+        got.json == reports.usage_report(window, "hour").as_dict()
+    )  # shared/seatlease/reports.py's
     assert [(u["period_start"], u["peak_seats"], u["denials"]) for u in got.json["usage"]] == [
         ("2026-11-20T09:00:00Z", 2, 3),
         ("2026-11-20T10:00:00Z", 2, 0),
@@ -329,9 +332,9 @@ def test_report_usage_action(stack, functions):
     assert [(u["peak_seats"], u["denials"]) for u in daily.json["usage"]] == [(2, 3)]
     (line,) = daily.json["timelines"]
     assert (line["license_id"], line["seats"], line["start_level"]) == ("cad", 2, 0)
-    assert line["points"][0] == ["2026-11-20T09:10:00Z", 1, 2]
-    assert [p[1] for p in line["points"]] == [1, 2, 1, 2, 1]
-    assert line["denials"] == [["2026-11-20T09:50:00Z", 3]]
+    # One point per period (downsampled on the server): the day's peak.
+    assert line["points"] == [["2026-11-20T00:00:00Z", 2, 2]]
+    assert line["denials"] == [["2026-11-20T00:00:00Z", 3]]
 
     # No window: every event; a date means its midnight UTC, an offset is honoured.
     assert post(functions, "report.usage", tenant_id="acme").json["since"] is None
@@ -341,6 +344,9 @@ def test_report_usage_action(stack, functions):
         post(functions, "report.usage", tenant_id="acme", until="2026-11-21").json["until"]
         == "2026-11-21T00:00:00Z"
     )
+
+
+CENTURY_BY_DAY = {"since": "1970-01-01", "until": "2099-01-01", "period": "day"}
 
 
 @pytest.mark.parametrize(
@@ -357,6 +363,11 @@ def test_report_usage_action(stack, functions):
         ({"tenant_id": "ghost"}, 404, "not_found", "ghost"),
         ({"license_id": "nope"}, 404, "not_found", "nope"),
         ({"tenant_id": None}, 400, "invalid_request", "tenant_id"),
+        # Bounded work (issue 11): out-of-range times and windows beyond the limits.
+        ({"since": "0001-01-01T00:00:00+14:00"}, 400, "invalid_request", "out of range"),
+        ({"since": "0001-01-01", "until": "9999-12-31"}, 400, "invalid_request", "1970-01-01"),
+        ({"since": "2016-01-01", "until": "2026-01-01"}, 400, "invalid_request", "MAX_PERIODS"),
+        (CENTURY_BY_DAY, 400, "invalid_request", "10,000"),
     ],
 )
 def test_report_usage_bad_input(stack, functions, fields, status, code, where):
@@ -420,7 +431,6 @@ class _QuietHandler(WSGIRequestHandler):
 
 @pytest.fixture
 def admin_url(stack, monkeypatch):
-    monkeypatch.setenv("LOG_LEVEL", "CRITICAL")  # server log lines would share stdout
     port = free_port()
     server = make_server(
         "127.0.0.1",
@@ -437,6 +447,9 @@ def admin_url(stack, monkeypatch):
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
+    """The CLI's exit code, stdout and stderr. The functions the fixtures called in this
+    process logged their JSON lines on stdout before: those are not the CLI's output."""
+    capsys.readouterr()
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
@@ -538,8 +551,8 @@ def test_cli_report_through_the_admin_url(admin_url, capsys, functions, tmp_path
     )  # fmt: skip
     assert code == 0, err
     assert out.splitlines() == [
-        "license_id,acquired,released,reclaimed,revoked,reclaimed_percent,denials",
-        "cad,3,1,1,0,50.0,3",
+        "license_id,acquired,borrowed,released,reclaimed,revoked,reclaimed_percent,denials,lost",
+        "cad,3,0,1,1,0,50.0,3,0",
     ]
 
     base = ["report", "usage", "--admin-url", admin_url]
@@ -561,7 +574,7 @@ def test_cli_report_through_the_admin_url(admin_url, capsys, functions, tmp_path
         "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
     }
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from shared.cli import main; sys.exit(main())",
+        [sys.executable, "-c", "import sys; from seatlease_cli import main; sys.exit(main())",
          "report", "usage", "--tenant", "acme", *window, "--chart", str(chart)],
         env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip

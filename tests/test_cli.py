@@ -1,5 +1,5 @@
 """The ``seatlease`` CLI in direct mode (DATABASE_URL + REDIS_URL), run in-process through
-``shared.cli.main`` against the real PostgreSQL and redis-server of the fixtures. Seats are
+``seatlease_cli.main`` against the real PostgreSQL and redis-server of the fixtures. Seats are
 taken and checked through the real acquire/heartbeat functions (functions-framework test
 clients), so what the CLI changes is what a client sees."""
 
@@ -12,8 +12,11 @@ import functions_framework
 import pytest
 from http_support import revoked_in_shard
 
-from shared import auth, cli, db, keys, redisconn, store
-from shared.localprocs import free_port
+import seatlease_cli as cli
+from seatlease import auth, db, keys, redisconn, store
+from seatlease.apikeys import hash_key
+from seatlease.pubsub import outbox_events
+from seatlease_cli.procs import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,11 +33,9 @@ def clients():
 @pytest.fixture
 def stack(database_url, redis_url, monkeypatch):
     monkeypatch.delenv("SEATLEASE_ADMIN_URL", raising=False)
-    # The functions' JSON log lines would share captured stdout with the CLI's output.
-    monkeypatch.setenv("LOG_LEVEL", "CRITICAL")
-    auth._local.clear()
+    auth.forget_all()
     yield
-    auth._local.clear()
+    auth.forget_all()
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -165,16 +166,16 @@ def test_revoked_key_is_refused(stack, capsys, clients, redis_client):
     waiting that out is too slow for a test, so the test checks both caches directly."""
     key = setup_license(capsys)
     assert acquire(clients, key, "c1").status_code == 201  # fills both caches
-    key_hash = auth.hash_key(key)
+    key_hash = hash_key(key)
     assert redis_client.get(keys.api_key_cache_key(key_hash)) == "acme"
-    assert key_hash in auth._local
+    assert auth.cached_locally(key_hash)
     prefix = key[: len("sl_") + 8]
 
     code, out, err = run(capsys, "apikey", "revoke", prefix)
     assert code == 0, err
     assert f"revoked API key {prefix}" in out and "15 s" in out
     assert redis_client.get(keys.api_key_cache_key(key_hash)) is None
-    assert key_hash not in auth._local
+    assert not auth.cached_locally(key_hash)
     response = acquire(clients, key, "c1")
     assert response.status_code == 401
     assert response.json["error"]["code"] == "unauthenticated"
@@ -216,7 +217,7 @@ def test_license_create_show_list(stack, capsys):
     )
     assert code == 0, err
     assert out.splitlines()[0] == "created license acme/cad"
-    assert "cache              refreshed" in out
+    assert "cache               refreshed" in out
     made = run_json(
         capsys, "license", "create", "--tenant", "globex", "--license", "cad", "--seats", "1"
     )
@@ -243,7 +244,7 @@ def test_license_create_show_list(stack, capsys):
         "suspended": False,
     }
     code, out, _ = run(capsys, "license", "show", "--tenant", "acme", "--license", "cad")
-    assert "seat_limit         12" in out
+    assert "seat_limit          12" in out
 
     everything = run_json(capsys, "license", "list")["licenses"]
     assert [(x["tenant_id"], x["license_id"]) for x in everything] == [
@@ -383,7 +384,7 @@ def test_changes_with_redis_down_are_kept(stack, capsys, monkeypatch):
     assert code == 6
     line = one_line_error(err)
     assert "warning" in line and "600 s" in line
-    assert "cache              stale" in out
+    assert "cache               stale" in out
     assert store.get_license("acme", "cad")["seats"] == 5
 
     code, out, err = run(
@@ -398,7 +399,7 @@ def test_changes_with_redis_down_are_kept(stack, capsys, monkeypatch):
     code, out, err = run(capsys, "apikey", "revoke", prefix)
     assert code == 6 and f"revoked API key {prefix}" in out
     assert "75 s" in one_line_error(err)
-    assert store.tenant_for_key_hash(auth.hash_key(key)) is None  # revoked in the database
+    assert store.tenant_for_key_hash(hash_key(key)) is None  # revoked in the database
 
 
 def test_database_down_is_exit_5_in_one_line(stack, capsys, monkeypatch):
@@ -426,10 +427,13 @@ def test_status_lists_leases_with_user_and_host(stack, capsys, clients):
     assert lines[1].split() == ["acme", "cad", "2/3", "4", "50%", "no"]
     assert "acme/cad: 2 live leases" in out
     header = next(line for line in lines if "SESSION_ID" in line).split()
-    assert header == ["SESSION_ID", "CLIENT_ID", "USER", "HOST", "ACQUIRED_AT", "EXPIRES_IN"]
+    assert header == [
+        "SESSION_ID", "CLIENT_ID", "USER", "HOST", "ACQUIRED_AT", "EXPIRES_IN", "STATE"
+    ]  # fmt: skip
     row = next(line for line in lines if first.json["session_id"] in line).split()
     assert row[1:4] == ["ws1-cad", "alice", "ws1"]
     assert row[5].startswith("5m") or row[5] == "6m00s"  # 360 s leases
+    assert row[6] == "live"
 
     body = run_json(capsys, "status", "--tenant", "acme", "--license", "cad")
     (lic,) = body["licenses"]
@@ -480,12 +484,12 @@ def test_revoke_ends_the_lease_with_an_event(stack, capsys, clients, redis_clien
     assert beat.json["error"]["reason"] == "unknown"
 
     outbox = keys.outbox_key(keys.shard_of("acme", "cad"))
-    events = [fields for _id, fields in redis_client.xrange(outbox)]
+    events = outbox_events(redis_client, outbox)
     revoked = [e for e in events if e["type"] == "lease.revoked"]
     assert len(revoked) == 1
     assert revoked[0]["session_id"] == session and revoked[0]["client_id"] == "ws1-cad"
-    assert json.loads(revoked[0]["meta"]) == {"user": "alice", "host": "ws1"}
-    assert revoked[0]["used"] == "0"
+    assert revoked[0]["metadata"] == {"user": "alice", "host": "ws1"}
+    assert revoked[0]["seats_used"] == 0
 
     status = run_json(capsys, "status", "--tenant", "acme")["licenses"][0]
     assert status["seats_used"] == 0 and status["leases"] == []
@@ -542,3 +546,210 @@ def test_revoke_help_says_tenant_is_optional(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "[--tenant TENANT] --license LICENSE --session SESSION" in out
     assert "exit code 2 if several have it" in out
+
+
+# -- choosing a backend: the CLI never guesses -----------------------------------------
+
+BACKEND_VARS = ("DATABASE_URL", "REDIS_URL", "CLOUD_SQL_INSTANCE", "SEATLEASE_ADMIN_URL")
+BACKEND_COMMANDS = [
+    ["tenant", "list"],
+    ["status"],
+    ["license", "list"],
+    ["apikey", "create", "--tenant", "acme"],
+    ["revoke", "--license", "cad", "--session", "s1"],
+    ["report", "usage", "--tenant", "acme"],
+]
+
+
+def files_under(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*"))
+
+
+@pytest.fixture
+def nothing_configured(tmp_path, monkeypatch):
+    """A folder with no local stack and an environment with no backend."""
+    monkeypatch.chdir(tmp_path)
+    for var in BACKEND_VARS:
+        monkeypatch.delenv(var, raising=False)
+    db.reset()
+    redisconn.reset()
+    yield tmp_path
+    db.reset()
+    redisconn.reset()
+
+
+def cli_process(cwd: Path, *argv: str, env: dict | None = None, before: str = ""):
+    """``seatlease ARGV`` in a fresh interpreter (``before``: Python run first, e.g. to
+    make a module missing), with only ``env`` added to an environment that names no
+    backend."""
+    import os
+    import subprocess
+    import sys
+
+    base = {k: v for k, v in os.environ.items() if k not in BACKEND_VARS}
+    code = f"{before}\nfrom seatlease_cli import main\nraise SystemExit(main())"
+    return subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        cwd=cwd, env={**base, **(env or {})}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("argv", BACKEND_COMMANDS)
+def test_no_backend_says_how_to_get_one_and_creates_nothing(nothing_configured, capsys, argv):
+    code, out, err = run(capsys, *argv)
+    assert code == cli.EXIT_USAGE and out == ""
+    line = one_line_error(err)
+    assert "no backend" in line
+    for hint in ("make run", "seatlease local", "DATABASE_URL and REDIS_URL", "--admin-url"):
+        assert hint in line, hint
+    assert "SEATLEASE_ADMIN_URL" in line
+    assert files_under(nothing_configured) == []  # no .seatlease/seatlease.db here
+
+
+def test_no_backend_from_the_installed_command(tmp_path):
+    """The real entry point in a folder without a stack: exit 2, one line, no file (it
+    used to create .seatlease/seatlease.db and answer 'a backend is unavailable')."""
+    proc = cli_process(tmp_path, "tenant", "list")
+    assert proc.returncode == cli.EXIT_USAGE, proc.stderr
+    assert proc.stdout == "" and "no backend to work on" in one_line_error(proc.stderr)
+    assert files_under(tmp_path) == []
+
+
+@pytest.mark.parametrize(("have", "lack"), [("REDIS_URL", "DATABASE_URL"),
+                                            ("DATABASE_URL", "REDIS_URL")])  # fmt: skip
+def test_half_a_direct_configuration_is_refused(nothing_configured, capsys, monkeypatch,
+                                                have, lack, redis_server):  # fmt: skip
+    """One of the two is not enough: no default fills in the other (``status`` used to
+    answer "0 live leases", exit 0, from whatever Redis listened on 127.0.0.1:6379)."""
+    value = redis_server.url if have == "REDIS_URL" else "postgresql://u@127.0.0.1:1/x"
+    monkeypatch.setenv(have, value)
+    for argv in (["status"], ["tenant", "list"]):
+        code, out, err = run(capsys, *argv)
+        assert code == cli.EXIT_USAGE and out == ""
+        line = one_line_error(err)
+        assert f"{have} is set but {lack} is not" in line
+        assert "make run" in line and "--admin-url" in line
+    assert files_under(nothing_configured) == []
+
+
+def stale_state(folder: Path, port: int, pid: int) -> Path:
+    state = folder / ".seatlease" / "local.json"
+    state.parent.mkdir()
+    state.write_text(json.dumps({"base_url": f"http://127.0.0.1:{port}", "pid": pid}))
+    return state
+
+
+def dead_pid() -> int:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(proc.stdout)
+
+
+@pytest.mark.parametrize("argv", [*BACKEND_COMMANDS, ["demo"]])
+def test_a_stopped_local_stack_is_named_not_replaced(nothing_configured, capsys, argv):
+    state = stale_state(nothing_configured, free_port(), dead_pid())
+    code, out, err = run(capsys, *argv)
+    assert code == cli.EXIT_UNAVAILABLE and out == ""
+    line = one_line_error(err)
+    assert "the local stack in ./.seatlease is not running" in line
+    assert "start it with `make run`" in line
+    assert files_under(nothing_configured) == [state.parent, state]
+
+
+def test_a_stale_state_file_whose_port_another_program_took(nothing_configured, capsys):
+    """The port answers, but the process that wrote local.json is gone: not our stack."""
+    import socket
+
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        stale_state(nothing_configured, other.getsockname()[1], dead_pid())
+        code, _, err = run(capsys, "status")
+    assert code == cli.EXIT_UNAVAILABLE
+    assert "is not running" in one_line_error(err)
+
+
+def test_db_upgrade_and_replay_need_database_url(nothing_configured, capsys):
+    for argv in (
+        ["db", "upgrade"],
+        ["audit", "replay-dead-letters", "--subscription", "s", "--project", "p"],
+    ):
+        code, out, err = run(capsys, *argv)
+        assert code == cli.EXIT_USAGE and out == ""
+        line = one_line_error(err)
+        assert "set DATABASE_URL" in line and "no default database" in line
+    assert files_under(nothing_configured) == []
+
+
+def test_explicit_configuration_wins_over_a_stale_stack(stack, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    stale_state(tmp_path, free_port(), dead_pid())
+    assert run(capsys, "tenant", "create", "acme")[0] == 0  # DATABASE_URL + REDIS_URL
+    assert [t["tenant_id"] for t in store.list_tenants()] == ["acme"]
+
+
+# -- options before the command --------------------------------------------------------
+
+
+def test_json_before_the_command(stack, capsys):
+    setup_license(capsys)
+    code, out, err = run(capsys, "--json", "status")
+    assert code == 0, err
+    assert [x["license_id"] for x in json.loads(out)["licenses"]] == ["cad"]
+    code, out, err = run(
+        capsys, "--json", "license", "show", "--tenant", "acme", "--license", "cad"
+    )
+    assert code == 0 and json.loads(out)["license"]["seats"] == 3
+    code, out, _ = run(capsys, "status", "--json")  # after it, as before
+    assert json.loads(out)["licenses"][0]["seats_used"] == 0
+
+
+def test_admin_url_before_the_command(stack, capsys):
+    """DATABASE_URL and REDIS_URL are set and work, so only the URL given before the
+    command can make these fail the way they do."""
+    url = f"http://127.0.0.1:{free_port()}/admin"
+    for argv in (["--admin-url", url, "status"], ["status", "--admin-url", url],
+                 ["--admin-url", url, "--json", "tenant", "list"]):  # fmt: skip
+        code, out, err = run(capsys, *argv)
+        assert code == cli.EXIT_UNAVAILABLE and out == ""
+        assert f"cannot reach the admin function at {url}" in one_line_error(err)
+    assert run(capsys, "status")[0] == 0  # direct, without the option
+
+
+def test_global_options_on_a_command_that_does_not_take_them(capsys):
+    for argv in (["--admin-url", "http://127.0.0.1:1/admin", "db", "upgrade"],
+                 ["--json", "local"]):  # fmt: skip
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+        assert exit_info.value.code == cli.EXIT_USAGE
+        assert "does not take --" in capsys.readouterr().err
+
+
+# -- optional extras -------------------------------------------------------------------
+
+
+def test_chart_without_matplotlib_names_the_extra(stack, tmp_path):
+    import os
+
+    env = {"DATABASE_URL": os.environ["DATABASE_URL"], "REDIS_URL": os.environ["REDIS_URL"]}
+    proc = cli_process(
+        tmp_path, "report", "usage", "--tenant", "acme", "--chart", "usage.png",
+        env=env, before="import sys; sys.modules['matplotlib'] = None",
+    )  # fmt: skip
+    assert proc.returncode == cli.EXIT_FAILED and proc.stdout == ""
+    line = one_line_error(proc.stderr)
+    assert "--chart needs matplotlib" in line and "pip install 'seatlease[charts]'" in line
+    assert files_under(tmp_path) == []
+
+
+def test_demo_without_the_client_names_the_extra(tmp_path):
+    proc = cli_process(
+        tmp_path, "demo", before="import sys; sys.modules['seatlease_client'] = None"
+    )
+    assert proc.returncode == cli.EXIT_FAILED and proc.stdout == ""
+    line = one_line_error(proc.stderr)
+    assert "seatlease-client" in line and "pip install 'seatlease[demo]'" in line
+    assert files_under(tmp_path) == []

@@ -1,5 +1,5 @@
-"""shared/client.py over real HTTP: the acquire/heartbeat/release functions served by
-``shared.devserver.create_app`` on a werkzeug server in a background thread, on real
+"""seatlease_client over real HTTP: the acquire/heartbeat/release functions served by
+``seatlease_cli.devserver.create_app`` on a werkzeug server in a background thread, on real
 Redis and the real PostgreSQL store. Servers are stopped and restarted, Redis is killed,
 processes get SIGTERM: nothing is mocked. Leases are 2-3 s so the whole file stays fast.
 """
@@ -23,8 +23,10 @@ from typing import Any
 import pytest
 from werkzeug.serving import make_server
 
-from shared import devserver, redisconn, runtime, store
-from shared.client import (
+from seatlease import redisconn, runtime, store
+from seatlease_cli import devserver
+from seatlease_cli.procs import free_port, start_redis
+from seatlease_client import (
     AsyncSeatClient,
     BackendUnavailable,
     InvalidRequest,
@@ -37,7 +39,6 @@ from shared.client import (
     SessionExpired,
     Unauthenticated,
 )
-from shared.localprocs import free_port, start_redis
 
 REPO = Path(__file__).resolve().parent.parent
 TENANT = "acme"
@@ -391,7 +392,8 @@ def test_typed_errors(client, make_license, served, api_key):
     assert err.body["details"][0]["field"] == "client_id"
     err = raised(SessionExpired, lambda: client.heartbeat("lic", "no-such-session"))
     assert (err.status, err.code, err.reason) == (410, "session_expired", "unknown")
-    assert client.release("lic", "no-such-session") == {"released": False, "seats_used": 0}
+    released = client.release("lic", "no-such-session")
+    assert (released["released"], released["seats_used"]) == (False, 0)
 
     client.acquire("lic", "ws-1")
     err = raised(NoSeatsAvailable, lambda: client.acquire("lic", "ws-2"))
@@ -458,7 +460,7 @@ def test_threads_share_one_client_each_holding_a_lease(client, make_license):
 
 CHILD = """
 import signal, sys, time
-from shared.client import SeatClient
+from seatlease_client import SeatClient
 
 url, key, mode = sys.argv[1:4]
 if mode == "chained":
@@ -558,16 +560,22 @@ def test_a_lease_context_is_entered_once(client, make_license):
     assert live() == []
 
 
-def test_client_module_imports_only_the_standard_library():
-    """Vendors copy shared/client.py alone into their product."""
-    tree = ast.parse((REPO / "shared" / "client.py").read_text())
-    imported = {
-        (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom) and getattr(node, "level", 0) == 0
-        for alias in node.names
-    }
-    assert imported and imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+def test_client_package_imports_only_the_standard_library():
+    """The vendor SDK has zero runtime dependencies: only the standard library and itself
+    (``_verify``, imported only with ``verify=True``, is the ``verify`` extra's)."""
+    imported = set()
+    for source in (REPO / "shared" / "client" / "seatlease_client").glob("*.py"):
+        if source.name == "_verify.py":
+            continue
+        tree = ast.parse(source.read_text())
+        imported |= {
+            (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom) and getattr(node, "level", 0) == 0
+            for alias in node.names
+        }
+    allowed = set(sys.stdlib_module_names) | {"__future__", "seatlease_client"}
+    assert "urllib" in imported and imported <= allowed, imported - allowed
 
 
 def test_the_api_key_never_follows_a_redirect() -> None:
@@ -639,7 +647,7 @@ def test_heartbeat_retries_speed_up_as_the_deadline_nears():
     """Pure logic: a failing heartbeat is retried at most a heartbeat interval apart, and
     at most a third of the time left before the deadline (so the last moments get several
     tries); once the seat is lost the ordinary backoff applies again."""
-    from shared.client import Lease, _Keeper
+    from seatlease_client._lease import Lease, _Keeper
 
     client = SeatClient("http://127.0.0.1:9", "sl_00000000_" + "k" * 32, backoff=10.0)
     lease = Lease("lic", "ws-1")

@@ -12,10 +12,10 @@ from collections import Counter
 import functions_framework
 import pytest
 
-from shared import db, store
-from shared.localprocs import free_port
-from shared.pubsub import Publisher
-from shared.reaper import Reaper
+from seatlease import db, store
+from seatlease.pubsub import Publisher
+from seatlease.reaper import Reaper
+from seatlease_cli.procs import free_port
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def push(client, data: bytes, message_id: str = "1"):
 def test_every_lease_change_becomes_exactly_one_audit_row(
     redis_client, database_url, pubsub, audit_client, monkeypatch
 ):
-    from shared.runtime import seat_engine
+    from seatlease.runtime import seat_engine
 
     store.create_tenant("acme")
     store.create_license("acme", "cad", seats=3, lease_seconds=1)
@@ -135,7 +135,7 @@ def test_one_bad_event_is_dropped_and_the_rest_of_its_message_is_stored(
 def test_an_event_the_database_refuses_does_not_hold_back_its_batch(database_url):
     """Should an event the validation let through still be refused by PostgreSQL (data,
     not connection), the batch is stored event by event and only that event is dropped."""
-    from shared import audit
+    from seatlease import audit
 
     good = [audit.LeaseEvent.model_validate(_event(f"ok-{i}")) for i in range(3)]
     bad = audit.LeaseEvent.model_construct(**{**good[0].model_dump(), "event_id": "bad",
@@ -163,7 +163,7 @@ def test_database_down_raises_then_the_retry_inserts_once(database_url, audit_cl
     monkeypatch.setenv("DATABASE_URL", f"postgresql://postgres@127.0.0.1:{free_port()}/x")
     db.reset()
     down = push(audit_client, data)
-    assert down.status_code == 500  # the function raised: Pub/Sub will redeliver
+    assert down.status_code == 503  # not stored: a non-2xx makes Pub/Sub redeliver
     monkeypatch.setenv("DATABASE_URL", database_url)
     db.reset()
     assert push(audit_client, data).status_code == 200

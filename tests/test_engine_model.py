@@ -1,12 +1,16 @@
 """Hypothesis stateful test: the engine on a real redis-server against a plain Python
 model of the seat rules, including leases that expire (time travel: a lease's deadline
 is moved into the past with the server's clock, which is what waiting would do) and one
-real short lease that expires by waiting."""
+real short lease that expires by waiting. Borrowing and linger are in the model: borrowed
+leases (and a lease turned into one), releases that leave the seat lingering for its
+client, that client taking it back, and revokes; a lingering seat counts against the
+limit like any other."""
 
 from __future__ import annotations
 
 import time
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -17,30 +21,56 @@ from hypothesis.stateful import (
     rule,
 )
 
-from shared import redisconn
-from shared.engine import LicenseConfig, SeatEngine
-from shared.errors import NoSeatsAvailable, SessionExpired
-from shared.keys import LicenseKeys
+from seatlease import redisconn
+from seatlease.engine import LicenseConfig, SeatEngine
+from seatlease.errors import InvalidRequest, NoSeatsAvailable, SessionExpired
+from seatlease.keys import LicenseKeys
+from seatlease.pubsub import outbox_events
 
 CLIENTS = st.sampled_from([f"c{i}" for i in range(6)])
+BORROW_SECONDS = 600
+EVENT_TYPES = (
+    "lease.acquired",
+    "lease.borrowed",
+    "lease.converted",
+    "lease.renewed",
+    "lease.lingering",
+    "lease.released",
+    "lease.reclaimed",
+    "lease.revoked",
+)
 
 
 class SeatModel(RuleBasedStateMachine):
-    """Model: live leases (sid -> client), expired-but-not-yet-reclaimed ones, gone ones."""
+    """Model: live leases (sid -> client; the borrowed and the lingering ones among them
+    too), expired-but-not-yet-reclaimed ones, gone ones."""
 
     url: str = ""
 
-    @initialize(seats=st.integers(0, 4), overage=st.sampled_from([0, 50, 100]))
-    def setup(self, seats: int, overage: int) -> None:
+    @initialize(
+        seats=st.integers(0, 4),
+        overage=st.sampled_from([0, 50, 100]),
+        max_borrow=st.sampled_from([0, 3600]),
+        linger=st.sampled_from([0, 300]),
+    )
+    def setup(self, seats: int, overage: int, max_borrow: int, linger: int) -> None:
         self.redis = redisconn.connect(self.url)
         self.redis.flushall()
-        self.config = LicenseConfig(seats=seats, lease_seconds=300, overage_percent=overage)
+        self.config = LicenseConfig(
+            seats=seats,
+            lease_seconds=300,
+            overage_percent=overage,
+            max_borrow_seconds=max_borrow,
+            linger_seconds=linger,
+        )
         self.engine = SeatEngine(self.redis, lambda _t, _l: self.config)
         self.keys = LicenseKeys.of("t", "lic")
         self.live: dict[str, str] = {}
+        self.borrowed: set[str] = set()
+        self.lingering: set[str] = set()  # of live or expired: ends as lease.released
         self.expired: dict[str, str] = {}
         self.gone: set[str] = set()
-        self.events = {"lease.acquired": 0, "lease.released": 0, "lease.reclaimed": 0}
+        self.events = dict.fromkeys(EVENT_TYPES, 0)
         self.waited = False
         self.order: list[str] = []
 
@@ -57,69 +87,116 @@ class SeatModel(RuleBasedStateMachine):
     def _pick(self, data: st.DataObject, among: list[str]) -> str:
         return among[data.draw(st.integers(0, len(among) - 1))]
 
+    def _end(self, sid: str, kind: str) -> None:
+        """The lease is gone: ``kind`` ended it, or (None) its deadline had passed."""
+        self.live.pop(sid, None)
+        self.expired.pop(sid, None)
+        self.borrowed.discard(sid)
+        self.gone.add(sid)
+        self.events[kind] += 1
+        self.lingering.discard(sid)
+
+    def _expire(self, sid: str) -> None:
+        """An expired lease's end: released when it was lingering, else reclaimed."""
+        self._end(sid, "lease.released" if sid in self.lingering else "lease.reclaimed")
+
     def _reclaim_expired(self) -> None:
         """What every acquire does first: expired leases of the license are reclaimed."""
-        for sid in self.expired:
-            self.gone.add(sid)
-            self.events["lease.reclaimed"] += 1
-        self.expired.clear()
+        for sid in list(self.expired):
+            self._expire(sid)
 
-    @rule(client=CLIENTS)
-    def acquire(self, client: str) -> None:
+    @rule(client=CLIENTS, borrow=st.booleans())
+    def acquire(self, client: str, borrow: bool) -> None:
+        if borrow and self.config.max_borrow_seconds == 0:
+            with pytest.raises(InvalidRequest):  # refused before anything changes
+                self.engine.acquire("t", "lic", client, borrow_seconds=BORROW_SECONDS)
+            return
         self._reclaim_expired()
         held = [sid for sid, c in self.live.items() if c == client]
         limit = self.config.seat_limit
         try:
-            lease = self.engine.acquire("t", "lic", client)
+            lease = self.engine.acquire(
+                "t", "lic", client, borrow_seconds=BORROW_SECONDS if borrow else None
+            )
         except NoSeatsAvailable as denied:
             assert not held and len(self.live) >= limit
             assert denied.seats_used == len(self.live)
             return
         assert lease.seats_used == len(self.live) + (0 if held else 1) <= limit
         if held:
-            assert not lease.created and lease.session_id == held[0]
+            sid = held[0]
+            assert not lease.created and lease.session_id == sid
+            if sid in self.borrowed:
+                pass  # returned unchanged
+            elif borrow:
+                self.borrowed.add(sid)
+                self.events["lease.converted"] += 1
+            elif sid in self.lingering:
+                self.events["lease.renewed"] += 1
+            self.lingering.discard(sid)
         else:
             assert lease.created and lease.session_id not in self.sessions
             self.live[lease.session_id] = client
             self.order.append(lease.session_id)
-            self.events["lease.acquired"] += 1
+            self.events["lease.borrowed" if borrow else "lease.acquired"] += 1
+            if borrow:
+                self.borrowed.add(lease.session_id)
+        assert lease.borrowed == (lease.session_id in self.borrowed)
 
     @precondition(lambda self: self.sessions)
     @rule(data=st.data())
     def heartbeat(self, data: st.DataObject) -> None:
         sid = self._pick(data, self.sessions)
         try:
-            self.engine.heartbeat("t", "lic", sid)
+            renewal = self.engine.heartbeat("t", "lic", sid)
         except SessionExpired as gone:
             if sid in self.expired:
-                assert gone.reason == "expired"
-                del self.expired[sid]
-                self.gone.add(sid)
-                self.events["lease.reclaimed"] += 1
+                lingered = sid in self.lingering
+                assert gone.reason == ("unknown" if lingered else "expired")
+                self._expire(sid)
             else:
-                assert sid in self.gone and gone.reason == "unknown"
+                assert sid in self.gone or sid in self.lingering
+                assert gone.reason == "unknown"
             return
-        assert sid in self.live
+        assert sid in self.live and sid not in self.lingering
+        assert renewal.borrowed == (sid in self.borrowed)
 
     @precondition(lambda self: self.sessions)
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
         sid = self._pick(data, self.sessions)
         result = self.engine.release("t", "lic", sid)
-        assert result.released == (sid in self.live)
-        if sid in self.live:
-            del self.live[sid]
-            self.events["lease.released"] += 1
+        live = sid in self.live and sid not in self.lingering
+        assert result.released == live
+        lingers = live and self.config.linger_seconds > 0 and sid not in self.borrowed
+        assert result.lingering == lingers
+        if lingers:
+            self.lingering.add(sid)
+            self.events["lease.lingering"] += 1
+        elif live:
+            self._end(sid, "lease.released")
         elif sid in self.expired:
-            del self.expired[sid]
-            self.events["lease.reclaimed"] += 1
-        self.gone.add(sid)
+            self._expire(sid)
+        assert result.seats_used == len(self.live)
+
+    @precondition(lambda self: self.sessions)
+    @rule(data=st.data())
+    def revoke(self, data: st.DataObject) -> None:
+        """An operator ends a lease now, a lingering one included."""
+        sid = self._pick(data, self.sessions)
+        result = self.engine.release("t", "lic", sid, revoke=True)
+        assert result.released == (sid in self.live) and not result.lingering
+        if sid in self.live:
+            self._end(sid, "lease.revoked")
+        elif sid in self.expired:
+            self._expire(sid)
         assert result.seats_used == len(self.live)
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())
     def time_passes_for(self, data: st.DataObject) -> None:
-        """This lease's holder crashed long ago: its deadline is in the past."""
+        """This lease's holder crashed long ago (or its borrow or linger ran out): its
+        deadline is in the past."""
         sid = self._pick(data, [s for s in self.order if s in self.live])
         past = self.engine.server_time_ms() - 1
         self.redis.zadd(self.keys.leases, {sid: past}, xx=True)
@@ -142,11 +219,13 @@ class SeatModel(RuleBasedStateMachine):
     def redis_agrees_with_the_model(self) -> None:
         if not hasattr(self, "engine"):
             return
-        live = {row["session_id"] for row in self.engine.live_leases("t", "lic")}
-        assert live == set(self.live)
-        assert len(live) <= self.config.seat_limit
+        rows = {row["session_id"]: row for row in self.engine.live_leases("t", "lic")}
+        assert set(rows) == set(self.live)
+        assert len(rows) <= self.config.seat_limit  # lingering and borrowed seats count
+        assert {s for s, r in rows.items() if r["borrowed"]} == self.borrowed & set(self.live)
+        assert {s for s, r in rows.items() if r["lingering"]} == self.lingering & set(self.live)
         stream = self.keys.outbox
-        types = [f["type"] for _i, f in self.redis.xrange(stream)]
+        types = [event["type"] for event in outbox_events(self.redis, stream)]
         for kind, count in self.events.items():
             assert types.count(kind) == count, kind
 

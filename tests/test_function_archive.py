@@ -1,33 +1,54 @@
-"""The deployable source archive (tools/build_function_source.py) really runs.
+"""The deployable source archive (tools/build_function_source.py) is what the function
+runs, and runs.
 
-Terraform uploads exactly what this builder produces, so these tests build the archive,
-unpack it in a temporary directory outside the repository and start it with the
-Functions Framework with PYTHONPATH pointing at the unpacked tree only: ``shared`` must
-come from the archive, and ``requirements.txt`` must name what the runtime installs.
+Terraform uploads exactly what this builder produces, so these tests build the
+archives, check what they hold (``main.py``, the ``seatlease`` runtime package and the
+hashed lock as ``requirements.txt``; no CLI, client, local stack, demo or test code),
+that they are byte-for-byte reproducible, and serve one: unpacked in a temporary
+directory outside the repository, started with the Functions Framework on a Python whose
+``sys.path`` holds the unpacked tree and the third-party libraries only (``-S``: none of
+the editable installs of this checkout), taking a seat on a real Redis and PostgreSQL.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
+import tomllib
 import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
+from http_support import live_sessions, new_tenant
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from seatlease import store
 
 REPO = Path(__file__).resolve().parent.parent
 BUILDER = REPO / "tools" / "build_function_source.py"
+LOCK = REPO / "requirements-functions.txt"
+RUNTIME_SRC = REPO / "shared" / "seatlease"
 FUNCTIONS = sorted(p.name for p in (REPO / "functions").iterdir() if p.is_dir())
+# First-party code that must never be deployed: other deploy targets and local tooling.
+FORBIDDEN_PACKAGES = {"seatlease_cli", "seatlease_client", "tests"}
+FORBIDDEN_MODULES = {"localstack", "procs", "localprocs", "devserver", "demo", "conftest"}
+HASH = "--hash=sha256:"
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _load_builder():
@@ -63,74 +84,260 @@ def _build_cli(name: str, outdir: Path) -> Path:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _lock_entries(text: str) -> list[list[str]]:
+    """The lock's requirement entries as token lists, continuation lines joined (read
+    here independently of the builder's own parser)."""
+    entries, current = [], ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not current and (not line or line.startswith("#")):
+            continue
+        current += line.removesuffix("\\") + " "
+        if not line.endswith("\\"):
+            entries.append(current.split())
+            current = ""
+    assert not current, f"dangling continuation: {current!r}"
+    return entries
 
 
-def _functions_framework_cmd() -> list[str]:
-    exe = shutil.which("functions-framework")
-    return [exe] if exe else [sys.executable, "-m", "functions_framework"]
+def _runtime_python() -> str:
+    """The functions' runtime version from Terraform, e.g. ``3.12`` for python312."""
+    main_tf = (REPO / "terraform" / "modules" / "functions" / "main.tf").read_text()
+    runtimes = set(re.findall(r'runtime\s*=\s*"python(3)(\d+)"', main_tf))
+    assert len(runtimes) == 1, runtimes
+    major, minor = runtimes.pop()
+    return f"{major}.{minor}"
 
 
-def _isolated_env(tree: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["PYTHONPATH"] = str(tree)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+def _clean_pip_env() -> dict[str, str]:
+    """pip with no config file and no PIP_* settings: this machine's pip config adds
+    local find-links and indexes that the runtime's build does not have."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k == "PIP_CERT"}
+    env["PIP_CONFIG_FILE"] = os.devnull
     return env
 
 
+# -- what an archive holds -----------------------------------------------------------
+
+
+def _first_party_imports(source: str) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
 @pytest.mark.parametrize("name", FUNCTIONS)
-def test_every_function_folder_builds_an_archive(name, outside_tmp):
+def test_archive_holds_main_the_runtime_package_and_the_lock_only(name, outside_tmp):
     path = _build_cli(name, outside_tmp)
     with zipfile.ZipFile(path) as zf:
         names = zf.namelist()
-        assert "main.py" in names, "main.py must sit at the archive root"
-        assert "shared/__init__.py" in names
-        assert "requirements.txt" in names
-        assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
-        assert names == sorted(names)
-        requirements = zf.read("requirements.txt").decode()
-        main_py = zf.read("main.py").decode()
-    for dist in ("functions-framework", "redis", "pydantic", "sqlalchemy", "pg8000"):
-        assert dist in requirements.lower()
-    assert f"def {name}(" in main_py
+        contents = {n: zf.read(n) for n in names}
+    assert names == sorted(names)
+    assert "main.py" in names, "main.py must sit at the archive root"
+    assert {n.split("/")[0] for n in names} == {"main.py", "requirements.txt", "seatlease"}
+    # the whole runtime package, nothing more
+    expected = {
+        "seatlease/" + p.relative_to(RUNTIME_SRC).as_posix()
+        for p in RUNTIME_SRC.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
+    assert {n for n in names if n.startswith("seatlease/")} == expected
+    assert "seatlease/lua/acquire.lua" in names and "seatlease/openapi.yaml" in names
+    for entry in names:
+        parts = entry.split("/")
+        assert not FORBIDDEN_PACKAGES & set(parts), entry
+        assert Path(entry).stem not in FORBIDDEN_MODULES, entry
+        assert "__pycache__" not in parts and not entry.endswith((".pyc", ".pyo")), entry
+        if entry.endswith(".py"):
+            imports = _first_party_imports(contents[entry].decode())
+            assert not imports & FORBIDDEN_PACKAGES, (entry, imports)
+    assert contents["requirements.txt"] == LOCK.read_bytes(), "requirements.txt is the lock"
+    assert f"def {name}(" in contents["main.py"].decode()
+
+
+def _copy_sources(target: Path) -> Path:
+    """The builder's inputs, copied with fresh mtimes (a snapshot: the checkout may be
+    edited while the test runs)."""
+    for rel in ("functions/acquire", "shared/seatlease", "tools"):
+        shutil.copytree(REPO / rel, target / rel, copy_function=shutil.copy)
+    for rel in ("pyproject.toml", LOCK.name):
+        shutil.copy(REPO / rel, target / rel)
+    return target
+
+
+def _build_from(repo_root: Path, outdir: Path) -> bytes:
+    proc = subprocess.run(
+        [sys.executable, str(repo_root / "tools" / BUILDER.name), "acquire", str(outdir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return Path(proc.stdout.strip()).read_bytes()
 
 
 def test_archive_is_deterministic(outside_tmp):
-    first = _build_cli("acquire", outside_tmp / "a").read_bytes()
+    """Two checkouts of the same tree, at other paths and with other mtimes, give the
+    same bytes."""
+    first = _build_from(_copy_sources(outside_tmp / "one"), outside_tmp / "a")
     time.sleep(1.1)  # a builder that leaked mtimes would now produce different bytes
-    second = _build_cli("acquire", outside_tmp / "b").read_bytes()
+    second = _build_from(_copy_sources(outside_tmp / "other"), outside_tmp / "b")
     assert hashlib.sha256(first).digest() == hashlib.sha256(second).digest()
     with zipfile.ZipFile(outside_tmp / "a" / "acquire.zip") as zf:
         assert {i.date_time for i in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+        assert {i.external_attr >> 16 for i in zf.infolist()} == {0o100644}
 
 
-def test_requirements_prefer_requirements_functions_txt(outside_tmp):
-    fake = outside_tmp / "repo"
-    (fake / "functions" / "hello").mkdir(parents=True)
-    (fake / "functions" / "hello" / "main.py").write_text("def hello(request):\n    return 'x'\n")
-    (fake / "functions" / "hello" / "requirements.txt").write_text("ignored==1\n")
-    (fake / "shared").mkdir()
-    (fake / "shared" / "__init__.py").write_text("")
-    (fake / "shared" / "__pycache__").mkdir()
-    (fake / "shared" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
-    (fake / "pyproject.toml").write_text(
-        '[project]\nname = "x"\nversion = "0"\ndependencies = ["redis>=5", "pg8000"]\n'
+# -- the lock ------------------------------------------------------------------------
+
+
+def test_lock_pins_every_dependency_exactly_with_hashes():
+    text = LOCK.read_text()
+    entries = _lock_entries(text)
+    pins = {}
+    for tokens in entries:
+        spec, hashes = tokens[0], tokens[1:]
+        assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[^=;\s]+", spec), tokens
+        assert hashes and all(h.startswith(HASH) for h in hashes), tokens
+        assert all(HEX64.match(h.removeprefix(HASH)) for h in hashes), tokens
+        name, version = spec.split("==")
+        pins[canonicalize_name(name)] = Version(version)
+    assert len(pins) == len(entries), "a distribution is pinned twice"
+    # the lock is made from pyproject's [project].dependencies, and still satisfies them
+    with (REPO / "pyproject.toml").open("rb") as fh:
+        deps = [Requirement(d) for d in tomllib.load(fh)["project"]["dependencies"]]
+    for dep in deps:
+        pinned = pins.get(canonicalize_name(dep.name))
+        assert pinned is not None, f"{dep.name} is not locked: make lock"
+        assert dep.specifier.contains(pinned, prereleases=True), f"{dep} vs {pinned}"
+    assert "hiredis" in pins, "redis[hiredis]: the extra's dependency is locked too"
+    assert re.search(r"^#\s+make lock$", text, re.MULTILINE), "the header names the command"
+
+
+def test_lock_installs_on_the_function_runtime_with_require_hashes(outside_tmp):
+    """pip, as the runtime's build would run it (Python version from Terraform, manylinux
+    x86_64, wheels only), accepts the lock in hash-checking mode: every pin has a wheel
+    whose hash is listed, and every dependency of every pin is pinned. Dry run against
+    PyPI, into a temporary target: nothing is installed anywhere."""
+    python = _runtime_python()
+    platforms = ["manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux_2_5"]
+    abi = "cp" + python.replace(".", "")
+    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed"]
+    cmd += ["--require-hashes", "--only-binary=:all:", "--no-cache-dir", "--quiet"]
+    cmd += ["--index-url", "https://pypi.org/simple", "--target", str(outside_tmp / "t")]
+    cmd += ["--python-version", python, "--implementation", "cp"]
+    cmd += ["--abi", abi, "--abi", "abi3", "--abi", "none"]
+    for platform in platforms:
+        cmd += ["--platform", f"{platform}_x86_64"]
+    cmd += ["--report", str(outside_tmp / "report.json"), "-r", str(LOCK)]
+    proc = subprocess.run(
+        cmd, env=_clean_pip_env(), capture_output=True, text=True, timeout=300, check=False
     )
-    generated = builder.build("hello", outside_tmp / "out1", fake)
-    with zipfile.ZipFile(generated) as zf:
-        assert zf.read("requirements.txt").decode().splitlines()[1:] == ["redis>=5", "pg8000"]
-        assert "shared/__pycache__/x.cpython-311.pyc" not in zf.namelist()
-    (fake / "requirements-functions.txt").write_text("redis==5.0.1\n")
-    pinned = builder.build("hello", outside_tmp / "out2", fake)
-    with zipfile.ZipFile(pinned) as zf:
-        assert zf.read("requirements.txt").decode() == "redis==5.0.1\n"
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((outside_tmp / "report.json").read_text())
+    installed = {canonicalize_name(item["metadata"]["name"]) for item in report["install"]}
+    assert installed == {
+        canonicalize_name(tokens[0].split("==")[0]) for tokens in _lock_entries(LOCK.read_text())
+    }
+
+
+# -- refusing a missing or stale lock ------------------------------------------------
+
+
+def _fake_repo(root: Path, deps: list[str]) -> Path:
+    (root / "functions" / "hello").mkdir(parents=True)
+    (root / "functions" / "hello" / "main.py").write_text("def hello(request):\n    return 'x'\n")
+    (root / "functions" / "hello" / "requirements.txt").write_text("ignored==1\n")
+    package = root / "shared" / "seatlease"
+    (package / "__pycache__").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
+    (root / "shared" / "seatlease_cli").mkdir()
+    (root / "shared" / "seatlease_cli" / "__init__.py").write_text("")
+    _write_pyproject(root, deps)
+    return root
+
+
+def _write_pyproject(root: Path, deps: list[str]) -> None:
+    listed = ", ".join(json.dumps(d) for d in deps)
+    (root / "pyproject.toml").write_text(
+        f'[project]\nname = "x"\nversion = "0"\ndependencies = [{listed}]\n'
+    )
+
+
+def _pin(name: str, version: str) -> str:
+    return f"{name}=={version} \\\n    {HASH}{'a' * 64} \\\n    {HASH}{'b' * 64}\n    # via x\n"
+
+
+def test_build_refuses_a_missing_or_stale_lock(outside_tmp):
+    fake = _fake_repo(outside_tmp / "repo", ["redis[hiredis]>=5", "PG8000>=1.30"])
+    lock = fake / "requirements-functions.txt"
+    out = outside_tmp / "out"
+
+    with pytest.raises(builder.BuildError, match=r"missing.*make lock"):
+        builder.build("hello", out, fake)
+    proc = subprocess.run(
+        [sys.executable, str(BUILDER), "hello", str(out), "--repo-root", str(fake)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode != 0 and "make lock" in proc.stderr, proc.stderr
+    assert not (out / "hello.zip").exists()
+
+    lock.write_text("# header\n" + _pin("redis", "8.1.0") + _pin("hiredis", "3.5.0"))
+    with pytest.raises(builder.BuildError, match=r"stale.*PG8000.*make lock"):
+        builder.stamp_lock(fake)
+    lock.write_text(lock.read_text() + _pin("pg8000", "1.31.6"))
+    with pytest.raises(builder.BuildError, match="no dependencies stamp"):
+        builder.build("hello", out, fake)  # pip-compile alone, without make lock's stamp
+
+    builder.stamp_lock(fake)
+    builder.stamp_lock(fake)  # idempotent: one stamp, replaced
+    assert lock.read_text().count("pyproject-dependencies-sha256") == 1
+    with zipfile.ZipFile(builder.build("hello", out, fake)) as zf:
+        assert zf.namelist() == ["main.py", "requirements.txt", "seatlease/__init__.py"]
+        assert zf.read("requirements.txt") == lock.read_bytes()
+
+    # reordering and spacing are the same dependencies; a changed bound is not
+    _write_pyproject(fake, ["PG8000 >= 1.30", "redis[hiredis]>=5"])
+    builder.build("hello", out, fake)
+    _write_pyproject(fake, ["redis[hiredis]>=6", "PG8000>=1.30"])
+    with pytest.raises(builder.BuildError, match=r"stale.*changed since"):
+        builder.build("hello", out, fake)
+    _write_pyproject(fake, ["redis[hiredis]>=5", "PG8000>=1.30", "pydantic>=2"])
+    with pytest.raises(builder.BuildError, match=r"stale.*pydantic"):
+        builder.build("hello", out, fake)
+    _write_pyproject(fake, ["redis[hiredis]>=5", "PG8000>=1.30"])
+    builder.build("hello", out, fake)
+
+    # anything but hashed == pins would let a build install unchecked bytes
+    good = lock.read_text()
+    for bad in (
+        "pydantic>=2\n",
+        "pydantic==2.14.3\n",
+        "-e .\n",
+        "--index-url https://example.org/simple\n",
+    ):
+        lock.write_text(bad + good)
+        with pytest.raises(builder.BuildError, match="not a name==version pin"):
+            builder.build("hello", out, fake)
+    lock.write_text(good)
+
     with pytest.raises(builder.BuildError):
-        builder.build("../etc", outside_tmp / "out3", fake)
+        builder.build("../etc", out, fake)
     with pytest.raises(builder.BuildError):
-        builder.build("missing", outside_tmp / "out3", fake)
+        builder.build("missing", out, fake)
+    (fake / "functions" / "hello" / "seatlease").mkdir()
+    (fake / "functions" / "hello" / "seatlease" / "x.py").write_text("")
+    with pytest.raises(builder.BuildError, match="shadow"):
+        builder.build("hello", out, fake)
 
 
 def test_terraform_external_protocol(outside_tmp):
@@ -160,16 +367,40 @@ def test_terraform_external_protocol(outside_tmp):
     assert bad.returncode != 0 and "nope" in bad.stderr
 
 
-def test_acquire_archive_serves_405_from_the_unpacked_tree(outside_tmp):
-    archive = _build_cli("acquire", outside_tmp / "dist")
-    tree = outside_tmp / "src"
-    with zipfile.ZipFile(archive) as zf:
-        zf.extractall(tree)
-    env = _isolated_env(tree)
+# -- serving the unpacked archive ----------------------------------------------------
 
-    # `shared` must resolve to the unpacked copy, not to the repository checkout.
-    probe = subprocess.run(
-        [sys.executable, "-c", "import shared, sys; print(shared.__file__)"],
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _isolated(tree: Path, **extra: str) -> tuple[list[str], dict[str, str]]:
+    """Interpreter prefix and environment that see only the unpacked tree plus the
+    third-party libraries: ``-S`` skips site, so the editable installs of this checkout
+    (``.pth`` files putting ``shared/`` on the path) are not loaded."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), sysconfig.get_paths()["purelib"]])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra)
+    return [sys.executable, "-S"], env
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_every_archive_imports_from_its_own_tree(name, outside_tmp):
+    with zipfile.ZipFile(_build_cli(name, outside_tmp / "dist")) as zf:
+        zf.extractall(outside_tmp / "src")
+    tree = outside_tmp / "src"
+    python, env = _isolated(tree)
+    probe = (
+        "import importlib.util, json, main, seatlease; print(json.dumps({"
+        "'seatlease': seatlease.__file__, 'main': main.__file__, "
+        "'cli': bool(importlib.util.find_spec('seatlease_cli')), "
+        "'client': bool(importlib.util.find_spec('seatlease_client'))}))"
+    )
+    proc = subprocess.run(
+        [*python, "-c", probe],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -177,45 +408,66 @@ def test_acquire_archive_serves_405_from_the_unpacked_tree(outside_tmp):
         timeout=60,
         check=False,
     )
-    assert probe.returncode == 0, probe.stderr
-    assert Path(probe.stdout.strip()).resolve().is_relative_to(tree.resolve())
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert Path(found["seatlease"]).resolve().is_relative_to(tree.resolve()), found
+    assert Path(found["main"]).resolve().is_relative_to(tree.resolve()), found
+    assert found["cli"] is False and found["client"] is False, found
+
+
+def _request(url: str, method: str, body: bytes | None = None, headers=None):
+    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read(), dict(resp.headers)
+    except urllib.error.HTTPError as err:
+        return err.code, err.read(), dict(err.headers)
+
+
+def test_acquire_archive_serves_a_seat_from_the_unpacked_tree(outside_tmp, redis_url, database_url):
+    archive = _build_cli("acquire", outside_tmp / "dist")
+    tree = outside_tmp / "src"
+    with zipfile.ZipFile(archive) as zf:
+        zf.extractall(tree)
+    tenant = new_tenant("acme")
+    # Only in PostgreSQL, not in the Redis cache: the served function must read it there.
+    store.create_license("acme", "cad", seats=3)
 
     port = _free_port()
-    cmd = [
-        *_functions_framework_cmd(),
-        "--target",
-        "acquire",
-        "--source",
-        str(tree / "main.py"),
-        "--port",
-        str(port),
-        "--host",
-        "127.0.0.1",
-    ]
+    python, env = _isolated(tree, REDIS_URL=redis_url, DATABASE_URL=database_url)
+    env.pop("CLOUD_SQL_INSTANCE", None)
+    cmd = [*python, "-m", "functions_framework", "--target", "acquire"]
+    cmd += ["--source", str(tree / "main.py"), "--port", str(port), "--host", "127.0.0.1"]
     log = (outside_tmp / "ff.log").open("w+")
     proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
     try:
-        status, body, headers = None, b"", {}
+        status = None
         deadline = time.monotonic() + 45
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                break
+        while status is None and time.monotonic() < deadline and proc.poll() is None:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as resp:
-                    status, body, headers = resp.status, resp.read(), dict(resp.headers)
-            except urllib.error.HTTPError as err:
-                status, body, headers = err.code, err.read(), dict(err.headers)
+                status, body, headers = _request(url, "GET")
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(0.3)
-                continue
-            break
         log.seek(0)
-        output = log.read()
-        assert status is not None, f"functions-framework never answered:\n{output}"
-        assert status == 405, f"GET / answered {status}: {body!r}\n{output}"
+        assert status is not None, f"functions-framework never answered:\n{log.read()}"
+        assert status == 405, f"GET / answered {status}: {body!r}"
         assert headers.get("Content-Type", "").startswith("application/json"), headers
-        payload = json.loads(body)
-        assert payload["error"]["code"], payload
+        assert json.loads(body)["error"]["code"]
+
+        request = json.dumps({"license_id": "cad", "client_id": "ws-1@host"}).encode()
+        status, body, headers = _request(
+            url,
+            "POST",
+            request,
+            {"Content-Type": "application/json", **tenant.auth},
+        )
+        log.seek(0)
+        assert status == 201, f"acquire answered {status}: {body!r}\n{log.read()}"
+        lease = json.loads(body)
+        assert (lease["license_id"], lease["client_id"]) == ("cad", "ws-1@host")
+        assert (lease["seats_used"], lease["seats_total"]) == (1, 3)
+        assert live_sessions(tenant, "cad") == [lease["session_id"]]
     finally:
         proc.terminate()
         try:

@@ -1,13 +1,11 @@
-"""acquire over HTTP: every row of the contract table (DESIGN.md), through
+"""acquire over HTTP: every row of the contract table (docs/design.md), through
 functions_framework.create_app(...).test_client(), on real Redis and PostgreSQL."""
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import timedelta
 
-import pytest
 from http_support import (
     Tenant,
     acquire,
@@ -21,14 +19,10 @@ from http_support import (
     release,
 )
 
-from shared import runtime, store
-from shared.keys import LicenseKeys
-from shared.redisconn import get_redis
-
-
-@pytest.fixture
-def acme(redis_url: str, database_url: str) -> Tenant:
-    return new_tenant("acme")
+from seatlease import runtime, store
+from seatlease.keys import LicenseKeys
+from seatlease.pubsub import outbox_events
+from seatlease.redisconn import get_redis
 
 
 def test_new_lease_is_201_with_the_full_body(acme: Tenant) -> None:
@@ -48,12 +42,15 @@ def test_new_lease_is_201_with_the_full_body(acme: Tenant) -> None:
         "seats_used",
         "seats_total",
         "overage",
+        "borrowed",
+        "lease_token",
     }
     assert body["license_id"] == "cad" and body["client_id"] == "ws-1@host"
     assert len(body["session_id"]) >= 16
     assert body["lease_seconds"] == 360  # the license's default
     assert body["heartbeat_interval_seconds"] == 120  # a third of the lease
     assert (body["seats_used"], body["seats_total"], body["overage"]) == (1, 5, False)
+    assert body["borrowed"] is False
     expires = parse_time(body["lease_expires_at"])
     assert before + timedelta(seconds=359) < expires < before + timedelta(seconds=362)
     assert live_sessions(acme, lic) == [body["session_id"]]
@@ -178,5 +175,5 @@ def test_metadata_travels_with_the_lease_event(acme: Tenant) -> None:
     lic = new_license(acme, "cad", seats=5)
     meta = {"host": "ws-1", "pid": 42, "ratio": 0.5, "debug": False, "note": None, "é": "ü"}
     assert acquire(acme, lic, "a", metadata=meta).status_code == 201
-    entries = get_redis().xrange(LicenseKeys.of("acme", lic).outbox)
-    assert json.loads(entries[-1][1]["meta"]) == meta
+    events = outbox_events(get_redis(), LicenseKeys.of("acme", lic).outbox)
+    assert events[-1]["metadata"] == meta

@@ -28,10 +28,10 @@ from http_support import (
     release,
 )
 
-from shared import auth, db, redisconn, store
-from shared.keys import LicenseKeys
-from shared.localprocs import free_port
-from shared.redisconn import get_redis
+from seatlease import auth, db, redisconn, store
+from seatlease.keys import LicenseKeys
+from seatlease.redisconn import get_redis
+from seatlease_cli.procs import free_port
 
 LICENSE = "cad"
 
@@ -527,7 +527,7 @@ def test_cold_import_loads_neither_sqlalchemy_nor_pubsub(name: str) -> None:
         f"import sys; sys.path.insert(0, 'functions/{name}'); import main; "
         "print(any(m == 'sqlalchemy' or m.startswith('sqlalchemy.') for m in sys.modules), "
         "any(m.startswith('google.cloud.pubsub') for m in sys.modules), "
-        f"'shared.store' in sys.modules, callable(getattr(main, {name!r})))"
+        f"'seatlease.store' in sys.modules, callable(getattr(main, {name!r})))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True

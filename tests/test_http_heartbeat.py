@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-import pytest
 from http_support import (
     Tenant,
     acquire,
@@ -21,12 +20,7 @@ from http_support import (
     release,
 )
 
-from shared import runtime
-
-
-@pytest.fixture
-def acme(redis_url: str, database_url: str) -> Tenant:
-    return new_tenant("acme")
+from seatlease import runtime
 
 
 def _session(tenant: Tenant, license_id: str, client_id: str = "ws-1", **fields: object) -> dict:
@@ -48,6 +42,7 @@ def test_heartbeat_is_200_and_extends_the_lease(acme: Tenant) -> None:
         "lease_expires_at",
         "lease_seconds",
         "heartbeat_interval_seconds",
+        "lease_token",
     }
     assert body["session_id"] == lease["session_id"]
     assert (body["lease_seconds"], body["heartbeat_interval_seconds"]) == (60, 20)

@@ -14,10 +14,10 @@ import urllib.request
 
 import pytest
 
-from shared import db, redisconn, store
-from shared.demo import play
-from shared.localprocs import free_port, port_open
-from shared.localstack import DEMO_LICENSE, DEMO_TENANT, LocalStack
+from seatlease import db, redisconn, store
+from seatlease_cli.demo import play
+from seatlease_cli.localstack import DEMO_LICENSE, DEMO_TENANT, STORY_LICENSE, LocalStack
+from seatlease_cli.procs import free_port, port_open
 
 
 @pytest.fixture(autouse=True)
@@ -42,15 +42,21 @@ def post(url: str, body: dict, key: str | None = None) -> tuple[int, dict]:
         return err.code, json.loads(err.read())
 
 
+def admin_status(base: str) -> dict:
+    status, body = post(f"{base}/admin", {"action": "status", "tenant_id": DEMO_TENANT})
+    assert status == 200, body
+    return body
+
+
 def test_local_stack_runs_the_whole_story(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for var in ("REDIS_URL", "DATABASE_URL", "PUBSUB_EMULATOR_HOST", "PUBSUB_TOPIC"):
         monkeypatch.delenv(var, raising=False)
     redisconn.reset()
     db.reset()
-    import shared.reaper
+    import seatlease.reaper
 
-    monkeypatch.setattr(shared.reaper, "_publisher", None)
+    monkeypatch.setattr(seatlease.reaper, "_publisher", None)
     lines: list[str] = []
     stack = LocalStack(port=free_port(), reaper_interval=0.5, say=lines.append)
     try:
@@ -67,7 +73,7 @@ def test_local_stack_runs_the_whole_story(tmp_path, monkeypatch):
         # A second terminal (no REDIS_URL) sees the stack through its admin function.
         env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
         second = subprocess.run(
-            [sys.executable, "-c", "from shared.cli import main; raise SystemExit(main())",
+            [sys.executable, "-c", "from seatlease_cli import main; raise SystemExit(main())",
              "status", "--json"],
             env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path,
         )  # fmt: skip
@@ -88,26 +94,60 @@ def test_local_stack_runs_the_whole_story(tmp_path, monkeypatch):
         # A second start reuses the demo tenant, license and key.
         again = stack._seed()
         assert again["api_key"] == key
-        # `seatlease demo`: denied, crash, reclaim, the waiter gets the seat, audit rows.
+        # `seatlease demo` plays on its own license, so a seat held on the tour's license
+        # (as a person following the README does with curl) neither blocks it nor is
+        # touched by it: denied, crash, reclaim, the waiter gets the seat, audit trail.
+        held = post(f"{base}/acquire", {"license_id": DEMO_LICENSE, "client_id": "laptop-1"}, key)[
+            1
+        ]["session_id"]
+        story_license = state["story_license_id"]
+        assert story_license == STORY_LICENSE != DEMO_LICENSE
         said: list[str] = []
         story = play(state, say=said.append, pause=0.1)
         assert story["denied"] is not None and story["denied"].retry_after_seconds >= 1
-        by_session = {(r["session_id"], r["type"]) for r in story["rows"]}
-        assert (story["bob"], "lease.reclaimed") in by_session
-        assert (story["carol"], "lease.acquired") in by_session
-        # carol's denial reaches the audit trail as the reaper's aggregate row.
-        assert any(r["type"] == "lease.denied" and r["count"] >= 1 for r in story["rows"])
         assert any("carol gets bob's seat" in line for line in said)
+        events = {
+            (e["session_id"], e["type"]) for e in store.list_events(DEMO_TENANT, story_license)
+        }
+        assert (story["bob"], "lease.reclaimed") in events
+        assert (story["carol"], "lease.acquired") in events
+        # The audit trail as the demo printed it (report.usage through the admin function);
+        # carol's denial is the reaper's aggregate lease.denied row.
+        (outcome,) = story["report"]["outcomes"]
+        assert (outcome["acquired"], outcome["released"], outcome["reclaimed"]) == (3, 2, 1)
+        assert outcome["denials"] >= 1 and outcome["revoked"] == 0
+        assert sorted(d["client_id"].split("-")[0] for d in story["report"]["durations"]) == [
+            "alice", "bob", "carol",
+        ]  # fmt: skip
+        assert any(line.startswith("acquired 3, released 2, reclaimed 1") for line in said)
+        tour = [lic for lic in admin_status(base)["licenses"] if lic["license_id"] == DEMO_LICENSE]
+        assert [lease["session_id"] for lease in tour[0]["leases"]] == [held]
+        assert tour[0]["leases"][0]["expires_in_seconds"] > 500  # time to revoke it by hand
+        # An interrupted demo's leftovers are revoked by the next run, not waited for.
+        post(f"{base}/acquire", {"license_id": story_license, "client_id": "x"}, key)
+        post(f"{base}/acquire", {"license_id": story_license, "client_id": "y"}, key)
+        again = play(state, say=said.append, pause=0.1)
+        assert any("revoked 2 lease(s) an earlier, interrupted demo left" in s for s in said)
+        assert again["report"]["outcomes"][0]["reclaimed"] == 1
     finally:
         ports = [int(p.url.rsplit(":", 1)[1].split("/")[0]) for p in stack.procs]
         stack.stop()
         redisconn.reset()
         db.reset()
     assert ports and not any(port_open(p) for p in ports)
+    # Stopped, its state file left behind: the CLI says so instead of using anything else.
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    after = subprocess.run(
+        [sys.executable, "-c", "from seatlease_cli import main; raise SystemExit(main())",
+         "status"],
+        env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert after.returncode == 5 and after.stdout == ""
+    assert "the local stack in ./.seatlease is not running" in after.stderr
 
 
 def test_a_missing_tool_is_one_clear_line(monkeypatch, capsys, tmp_path):
-    from shared.cli import main
+    from seatlease_cli import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", "/nonexistent")
@@ -122,7 +162,7 @@ def test_a_missing_tool_is_one_clear_line(monkeypatch, capsys, tmp_path):
 def test_a_busy_port_is_refused(busy, capsys):
     import socket
 
-    from shared.cli import main
+    from seatlease_cli import main
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

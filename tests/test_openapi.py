@@ -1,8 +1,8 @@
-"""shared/openapi.yaml describes the running functions exactly.
+"""shared/seatlease/openapi.yaml describes the running functions exactly.
 
 Schemathesis generates requests from the spec (valid and deliberately invalid bodies,
 wrong types, unknown fields, other methods, missing headers) and sends them to the real
-functions (``shared.devserver.create_app`` as WSGI) backed by the test's private
+functions (``seatlease_cli.devserver.create_app`` as WSGI) backed by the test's private
 redis-server and PostgreSQL database, with a real tenant, API key and license. Every
 response must be documented: status code, content type, body schema and required headers.
 No 5xx is allowed except a documented ``503 backend_unavailable``.
@@ -30,15 +30,16 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from shared import devserver, store
+from seatlease import store
+from seatlease_cli import devserver
 
 REPO = Path(__file__).resolve().parent.parent
-SPEC = REPO / "shared" / "openapi.yaml"
+SPEC = REPO / "shared" / "seatlease" / "openapi.yaml"
 EXAMPLE_LICENSE = "cad-suite-2026"  # the license id the spec's examples use
 EXAMPLES = 120  # per operation and run: about 2 x 3 x 120 requests, well under a minute
 
 schema = schemathesis.openapi.from_path(SPEC)
-APP = devserver.create_app(["acquire", "heartbeat", "release"])
+APP = devserver.create_app(["acquire", "heartbeat", "release", "keys"])
 
 CONFORMANCE = [
     status_code_conformance,
@@ -70,6 +71,8 @@ def _header(response: Any, name: str) -> str | None:
 
 
 def _error_contract(response: Any) -> None:
+    if response.status_code < 400 and str(response.request.url).endswith("/keys"):
+        return  # the JWKS: application/jwk-set+json (or a bodiless 304), checked by the spec
     assert _header(response, "Content-Type") == "application/json"
     text = response.text
     assert "Traceback" not in text and 'File "' not in text
@@ -80,14 +83,21 @@ def _error_contract(response: Any) -> None:
 
 
 class World:
-    """A real tenant with a key and a roomy license (every lease_seconds of the spec's
-    range is allowed), plus one live session per license for heartbeat/release cases."""
+    """A real tenant with a key and a roomy license (every lease_seconds and
+    borrow_seconds of the spec's range is allowed), plus one live session per license for
+    heartbeat/release cases."""
 
     def __init__(self) -> None:
         store.create_tenant("acme")
         self.key = store.create_api_key("acme").key
         self.auth = {"Authorization": f"Bearer {self.key}"}
-        store.create_license("acme", EXAMPLE_LICENSE, seats=1000, max_lease_seconds=604800)
+        store.create_license(
+            "acme",
+            EXAMPLE_LICENSE,
+            seats=1000,
+            max_lease_seconds=604800,
+            max_borrow_seconds=2592000,
+        )
         self.sessions = [self._acquire(f"fixture-{i}") for i in range(3)]
 
     def _acquire(self, client_id: str) -> str:
@@ -149,13 +159,17 @@ def test_spec_matches_functions_with_a_valid_key(case: Any, world: World) -> Non
 
 def _beyond_json_schema(body: dict[str, Any], error: dict[str, Any]) -> bool:
     """The documented limits JSON Schema cannot state: metadata over 4096 bytes, a
-    lease_seconds above this license's maximum, and integral floats (JSON Schema calls
-    ``5.0`` an integer; the functions accept only ``5``, as the spec's text says)."""
+    lease_seconds above this license's maximum, integral floats (JSON Schema calls
+    ``5.0`` an integer; the functions accept only ``5``, as the spec's text says), and
+    borrow_seconds with lease_seconds."""
     metadata = json.dumps(body.get("metadata"), separators=(",", ":"))
+    both = body.get("lease_seconds") is not None and body.get("borrow_seconds") is not None
     return (
         len(metadata.encode()) > 4096
         or "max_lease_seconds" in error
         or isinstance(body.get("lease_seconds"), float)
+        or isinstance(body.get("borrow_seconds"), float)
+        or both
     )
 
 
@@ -169,14 +183,15 @@ def test_spec_matches_functions_without_a_key(case: Any, world: World) -> None:
     _server_errors_are_documented_503s(response)
     case.validate_response(response, checks=CONFORMANCE)
     _error_contract(response)
-    assert response.status_code in (401, 405, 415), response.text
+    public = case.path == "/keys"  # the JWKS needs no key
+    assert response.status_code in ((200, 304, 405) if public else (401, 405, 415)), response.text
     if response.status_code == 401:
         assert _header(response, "WWW-Authenticate") == "Bearer"
 
 
 def test_every_operation_is_fuzzed() -> None:
     operations = sorted(op.ok().label for op in schema.get_all_operations())
-    assert operations == ["POST /acquire", "POST /heartbeat", "POST /release"]
+    assert operations == ["GET /keys", "POST /acquire", "POST /heartbeat", "POST /release"]
 
 
 def test_no_server_error_check_catches_a_500() -> None:
@@ -205,8 +220,8 @@ def _examples(document: dict) -> list[tuple[str, dict, Any]]:
     """(where, media type object, example value) for every example in the spec."""
     found = []
     for path, item in document["paths"].items():
-        operation = item["post"]
-        media = operation["requestBody"]["content"]["application/json"]
+        operation = item.get("post") or item["get"]
+        media = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
         for name, example in media.get("examples", {}).items():
             found.append((f"{path} request {name}", media, example["value"]))
         if "example" in media:
@@ -274,9 +289,10 @@ def test_api_reference_covers_every_status_and_code() -> None:
     doc = yaml.safe_load(SPEC.read_text())
     text = (REPO / "docs" / "api.md").read_text()
     for path, item in doc["paths"].items():
-        assert f"## `POST {path}`" in text
-        for status in item["post"]["responses"]:
-            assert f"| {status} |" in text
+        for method, operation in item.items():
+            assert f"## `{method.upper()} {path}`" in text
+            for status in operation["responses"]:
+                assert f"| {status} |" in text
     for code in (
         "invalid_request",
         "unauthenticated",

@@ -11,11 +11,11 @@ from collections import Counter
 import functions_framework
 import pytest
 
-from shared import keys, redisconn
-from shared.engine import SeatEngine
-from shared.localprocs import start_pubsub_emulator
-from shared.pubsub import Publisher
-from shared.reaper import Reaper
+from seatlease import keys, redisconn
+from seatlease.engine import SeatEngine
+from seatlease.pubsub import Publisher, outbox_events
+from seatlease.reaper import Reaper
+from seatlease_cli.procs import start_pubsub_emulator
 
 
 def events_in(messages) -> list[dict]:
@@ -24,7 +24,7 @@ def events_in(messages) -> list[dict]:
 
 def outbox_types(redis, tenant: str, license_id: str) -> list[str]:
     stream = keys.outbox_key(keys.shard_of(tenant, license_id))
-    return [fields["type"] for _id, fields in redis.xrange(stream)]
+    return [event["type"] for event in outbox_events(redis, stream)]
 
 
 @pytest.fixture
@@ -171,13 +171,13 @@ def test_reaper_function_contract(redis_url, pubsub, configs, monkeypatch):
 
 
 def test_reaper_function_answers_503_when_pubsub_is_down(engine, configs, redis_url, monkeypatch):
-    from shared.localprocs import free_port
+    from seatlease_cli.procs import free_port
 
     monkeypatch.setenv("PUBSUB_EMULATOR_HOST", f"127.0.0.1:{free_port()}")
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "nowhere")
-    import shared.reaper
+    import seatlease.reaper
 
-    monkeypatch.setattr(shared.reaper, "_publisher", Publisher(timeout=1.0))
+    monkeypatch.setattr(seatlease.reaper, "_publisher", Publisher(timeout=1.0))
     configs.add("t", "lic", seats=1)
     engine.acquire("t", "lic", "c1")
     client = functions_framework.create_app("reaper", "functions/reaper/main.py").test_client()

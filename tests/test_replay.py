@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared import db, store
-from shared.cli import main
-from shared.localprocs import Proc, start_pubsub_emulator
-from shared.pubsub import encode_messages
+from seatlease import db, store
+from seatlease.pubsub import encode_messages
+from seatlease_cli import main
+from seatlease_cli.procs import Proc, start_pubsub_emulator
 
 PROJECT = "seatlease-replay"
 
@@ -100,7 +100,7 @@ def test_replay_stores_once_and_empties_the_subscription(database_url, dead_lett
     old, new = events("old", 30), events("new", 150)
     assert store.insert_events(old) == 30  # stored before the audit function gave up
     (duplicate,) = encode_messages(old)
-    first, second = encode_messages(new)  # 100 + 50 events
+    first, second = encode_messages(new, per_message=100)  # 100 + 50 events
     good, bad = events("mix", 2)
     bad["metadata"] = {"host": "ws\x00"}  # jsonb refuses NUL: this event alone is dropped
     mixed = json.dumps([good, bad]).encode()
@@ -130,7 +130,7 @@ def test_replay_stores_once_and_empties_the_subscription(database_url, dead_lett
 
 
 def test_database_down_acknowledges_nothing(dead_letters, capsys, monkeypatch):
-    dead_letters.publish(*encode_messages(events("a", 120)))
+    dead_letters.publish(*encode_messages(events("a", 120), per_message=100))
     monkeypatch.setenv("DATABASE_URL", "postgresql+pg8000://postgres@127.0.0.1:1/none")
     monkeypatch.delenv("CLOUD_SQL_INSTANCE", raising=False)
     db.reset()
@@ -153,7 +153,7 @@ def test_failed_insert_hands_the_batch_back(dead_letters, capsys, monkeypatch, t
         code, _out, err = replay(capsys, dead_letters.subscription_id, "--max", "5")
     finally:
         db.reset()
-    assert code == 5 and "no such table: lease_events" in err
+    assert code == 5 and "no such table: " in err  # the audit path reads the schema first
     assert "stored 0 events from 0 messages before that, nothing else acknowledged" in err
     assert len(err.strip().splitlines()) == 1
     assert dead_letters.waiting() == 1

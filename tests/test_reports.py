@@ -1,4 +1,4 @@
-"""Usage reports (shared/reports.py) and ``seatlease report usage`` on crafted lease
+"""Usage reports (shared/seatlease/reports.py) and ``seatlease report usage`` on crafted lease
 events: real PostgreSQL (database_url) and one run of the same checks on SQLite."""
 
 from __future__ import annotations
@@ -6,15 +6,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Engine, text
 
-from shared import db, store
-from shared.cli import main
-from shared.reports import (
+from seatlease import db, store
+from seatlease.reports import (
     PeriodUsage,
     Window,
     lease_durations,
@@ -23,6 +24,7 @@ from shared.reports import (
     timelines,
     usage_report,
 )
+from seatlease_cli import main
 
 T = "acme"
 DAY = "2026-11-20"
@@ -140,7 +142,10 @@ def check_report(engine: Engine | None) -> None:
     assert durations[("cam", "c8")].open == 1
     assert ("cad", "c7") not in durations  # no acquire in the log: not a lease of the window
     cut = {(d.client_id): d for d in lease_durations(Window(T, "cad", until=at("11:00")), engine)}
-    assert (cut["c2"].leases, cut["c2"].open) == (0, 1)  # ends after until: still open
+    # s2 (acquired 09:20) ended after until: it counts with its whole duration; the
+    # leases acquired after until do not count.
+    assert (cut["c2"].leases, cut["c2"].open, cut["c2"].total_seconds) == (1, 0, 6900.0)
+    assert (cut["c1"].leases, cut["c1"].open) == (1, 0)
 
     ends = {o.license_id: o for o in outcomes(everything, engine)}
     cad = ends["cad"]
@@ -150,13 +155,14 @@ def check_report(engine: Engine | None) -> None:
     assert cad.reclaimed_percent == 40.0
     assert outcomes(Window("nobody"), engine) == []
 
+    # Timelines: one point per period (downsampled on the server), the period's peak.
     lines = {line.license_id: line for line in timelines(later, engine)}
     assert lines["cad"].start_level == 2 and lines["cad"].start_total == 3
-    assert [(p[0].strftime("%H:%M"), p[1]) for p in lines["cad"].points] == [
-        ("11:15", 1),
-        ("11:30", 0),
+    assert [(p[0].strftime("%H:%M"), p[1], p[2]) for p in lines["cad"].points] == [
+        ("10:00", 2, 3),
+        ("11:00", 2, 3),
     ]
-    assert [c for _t, c in lines["cad"].denials] == [1]
+    assert [(t.strftime("%H:%M"), c) for t, c in lines["cad"].denials] == [("10:00", 1)]
 
 
 def test_report_on_postgres(database_url):
@@ -241,7 +247,7 @@ def test_cli_json_flag_is_format_json(acme, capsys):
     assert (body["license_id"], body["since"], body["until"]) == ("cad", f"{DAY}T00:00:00Z", None)
     assert "timelines" not in body
     expected = usage_report(Window(T, "cad", since=at("00:00")), "hour").as_dict()
-    assert body == expected  # the report of shared/reports.py, verbatim
+    assert body == expected  # the report of shared/seatlease/reports.py, verbatim
     code, _, err = run(capsys, "--json", "--format", "csv")
     assert code == 2 and err == "seatlease: --json conflicts with --format csv\n"
     code, out, _ = run(capsys, "--json", "--section", "outcomes")
@@ -325,7 +331,7 @@ def test_cli_database_down(capsys, monkeypatch):
 
 def test_chart_reads_well(acme, tmp_path):
     """The chart (kept for a look: ``pytest --basetemp``) has one subplot per license."""
-    from shared.cli.report import draw_chart
+    from seatlease_cli.report import draw_chart
 
     window = Window(T, since=at("08:00"), until=at("14:00"))
     path = Path(tmp_path) / "usage.png"
@@ -333,3 +339,309 @@ def test_chart_reads_well(acme, tmp_path):
     assert path.stat().st_size > 20_000
     report = usage_report(window, "hour")
     assert {u.license_id for u in report.usage} == {"cad", "cam"}
+
+
+# -- rollups against a brute-force model (out of order, redelivered, Redis data lost) ----
+
+
+BASE = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
+SPAN_MS = 5 * 3600 * 1000
+ENDING_TYPES = ("lease.released", "lease.reclaimed", "lease.revoked")
+STARTS = ("lease.acquired", "lease.borrowed")
+
+
+@st.composite
+def histories(draw) -> tuple[list[dict], dict[str, int]]:
+    """Events as Redis would write them (``seats_used`` = live leases right after), from
+    random leases on two licenses, denials, and maybe one Redis data loss per license
+    (its live leases vanish without an ending). Returns the events and, per license, the
+    leases that vanished and were followed by a later event of that license."""
+    plans = []  # (ms, order, what, details)
+    for i in range(draw(st.integers(0, 14))):
+        lic = draw(st.sampled_from(["cad", "cam"]))
+        start = draw(st.integers(0, SPAN_MS))
+        start_type = draw(st.sampled_from(["lease.acquired", "lease.acquired", "lease.borrowed"]))
+        client = f"c{draw(st.integers(0, 2))}"
+        plans.append((start, 0, "acquire", (lic, f"s{i}", client, start_type)))
+        length = draw(st.none() | st.integers(0, 3 * 3600 * 1000))
+        if length is not None:
+            plans.append(
+                (start + length, 1, "end", (lic, f"s{i}", draw(st.sampled_from(ENDING_TYPES))))
+            )
+    for _ in range(draw(st.integers(0, 3))):
+        denial = (draw(st.sampled_from(["cad", "cam"])), draw(st.integers(1, 5)))
+        plans.append((draw(st.integers(0, SPAN_MS)), 2, "deny", denial))
+    for lic in ("cad", "cam"):
+        if draw(st.booleans()):
+            plans.append((draw(st.integers(0, SPAN_MS)), 3, "flush", (lic,)))
+    plans.sort(key=lambda p: (p[0], p[1]))
+    live: dict[str, dict[str, str]] = {"cad": {}, "cam": {}}
+    vanished: dict[str, list[str]] = {"cad": [], "cam": []}
+    events: list[dict] = []
+    flushed: dict[str, int] = {}
+    used_ms: set[int] = set()
+    for ms, _order, what, details in plans:
+        while ms in used_ms:  # one event per millisecond: same-ms order is unknowable
+            ms += 1
+        lic = details[0]
+        if what == "flush":
+            vanished[lic] += list(live[lic])
+            live[lic] = {}
+            flushed[lic] = ms
+            continue
+        used_ms.add(ms)
+        when = BASE + timedelta(milliseconds=ms)
+        if what == "acquire":
+            live[lic][details[1]] = details[2]
+            etype, session, client, count = details[3], details[1], details[2], 1
+        elif what == "end":
+            if details[1] not in live[lic]:
+                continue  # lost with Redis: never ends
+            client = live[lic].pop(details[1])
+            etype, session, count = details[2], details[1], 1
+        else:
+            etype, session, client, count = "lease.denied", None, None, details[1]
+        denied = etype == "lease.denied"
+        events.append({
+            "event_id": f"{secrets_hex()}-{len(events)}", "type": etype, "tenant_id": T,
+            "license_id": lic, "session_id": session, "client_id": client,
+            "occurred_at": when.isoformat().replace("+00:00", "Z"),
+            "seats_used": None if denied else len(live[lic]),
+            "seats_total": None if denied else 3, "count": count, "metadata": {},
+        })  # fmt: skip
+    revealed = {}
+    for lic, gone in vanished.items():  # only a later event of the license reveals a loss
+        after = [e for e in events if e["license_id"] == lic and e["seats_used"] is not None
+                 and _when(e) > BASE + timedelta(milliseconds=flushed.get(lic, 0))]  # fmt: skip
+        revealed[lic] = len(gone) if after else 0
+    return events, revealed
+
+
+def secrets_hex() -> str:
+    import secrets
+
+    return secrets.token_hex(4)
+
+
+def deliveries(draw, events: list[dict]) -> list[list[dict]]:
+    """The events in any order, some twice, in batches of any size (Pub/Sub push)."""
+    again = draw(st.lists(st.sampled_from(events), max_size=5)) if events else []
+    order = draw(st.permutations(events + again))
+    batches, i = [], 0
+    while i < len(order):
+        size = draw(st.integers(1, 6))
+        batches.append(order[i : i + size])
+        i += size
+    return batches
+
+
+def _key(e: dict) -> tuple:
+    return (_when(e), len(e["event_id"]), e["event_id"])
+
+
+def _when(e: dict) -> datetime:
+    return datetime.fromisoformat(e["occurred_at"])
+
+
+def model(events: list[dict], window: Window, period: str) -> dict:
+    """The report computed straight from the raw events, by its documented rules."""
+    step = timedelta(hours=1) if period == "hour" else timedelta(days=1)
+
+    def floor(t: datetime, p: str = period) -> datetime:
+        t = t.replace(minute=0, second=0, microsecond=0)
+        return t.replace(hour=0) if p == "day" else t
+
+    since, until = window.since, window.until
+    inside = [e for e in events if (not since or _when(e) >= since)
+              and (not until or _when(e) < until)]  # fmt: skip
+    licenses = sorted({e["license_id"] for e in events})
+    if until:
+        last = floor(until - timedelta(microseconds=1))
+    elif inside:
+        last = floor(max(_when(e) for e in inside))
+    else:
+        last = None
+    usage, outcomes = [], {}
+    for lic in licenses:
+        mine = sorted((e for e in events if e["license_id"] == lic), key=_key)
+        before = [e for e in mine if since and _when(e) < since and e["seats_used"] is not None]
+        level = before[-1]["seats_used"] if before else 0
+        total = before[-1]["seats_total"] if before else None
+        own = [e for e in inside if e["license_id"] == lic]
+        if last is None or not (own or (since and level > 0)):
+            continue
+        bucket = floor(since) if since else floor(min(_when(e) for e in own))
+        counts = {"acquired": 0, "borrowed": 0, "released": 0, "reclaimed": 0, "revoked": 0,
+                  "denials": 0, "lost": 0}  # fmt: skip
+        while bucket <= last:
+            lo = max(bucket, since) if since else bucket
+            hi = min(bucket + step, until) if until else bucket + step
+            peak, seat_ms, denials, lost = level, 0.0, 0, 0
+            hour = lo
+            while hour < hi:  # one hour (or the window's part of it) at a time
+                h_end = min(floor(hour, "hour") + timedelta(hours=1), hi)
+                evs = [e for e in mine if hour <= _when(e) < h_end]
+                running, cursor, net = level, hour, 0
+                for e in evs:
+                    seat_ms += running * (_when(e) - cursor) / timedelta(milliseconds=1)
+                    delta = 1 if e["type"] in STARTS else (
+                        -1 if e["type"] in ENDING_TYPES else 0)  # fmt: skip
+                    running += delta
+                    net += delta
+                    cursor = _when(e)
+                    if e["seats_used"] is not None:
+                        peak = max(peak, e["seats_used"])
+                        total = e["seats_total"]
+                    if e["type"] == "lease.denied":
+                        denials += e["count"]
+                    else:
+                        counts[e["type"].split(".")[1]] += 1
+                seat_ms += running * (h_end - cursor) / timedelta(milliseconds=1)
+                with_used = [e for e in evs if e["seats_used"] is not None]
+                after = with_used[-1]["seats_used"] if with_used else max(0, level + net)
+                lost += max(0, level + net - after)
+                level = after
+                hour = h_end
+            counts["denials"] += denials
+            counts["lost"] += lost
+            usage.append((lic, bucket, peak, total, denials, round(max(0, seat_ms) / 1000, 3),
+                          lost))  # fmt: skip
+            bucket += step
+        if own:
+            outcomes[lic] = counts
+    durations: dict[tuple[str, str], list] = {}
+    for e in inside:
+        if e["type"] not in STARTS:
+            continue
+        ends = sorted((x for x in events if x["session_id"] == e["session_id"]
+                       and x["type"] in ENDING_TYPES), key=_key)  # fmt: skip
+        row = durations.setdefault((e["license_id"], e["client_id"]), [0, 0, 0, None, 0])
+        if not ends:
+            row[4] += 1
+            continue
+        ms = (_when(ends[0]) - _when(e)) / timedelta(milliseconds=1)
+        row[0] += 1
+        row[1] += ms
+        row[2] += ends[0]["type"] == "lease.reclaimed"
+        row[3] = ms if row[3] is None else max(row[3], ms)
+    return {"usage": usage, "outcomes": outcomes, "durations": {
+        k: (v[0], round(v[1] / 1000, 3), v[2], None if v[3] is None else round(v[3] / 1000, 3),
+            v[4]) for k, v in durations.items()}}  # fmt: skip
+
+
+def reported(window: Window, period: str, engine: Engine | None) -> dict:
+    report = usage_report(window, period, engine)
+    return {
+        "usage": [
+            (
+                u.license_id,
+                u.period_start,
+                u.peak_seats,
+                u.seats_total,
+                u.denials,
+                u.seat_seconds,
+                u.lost,
+            )
+            for u in report.usage
+        ],
+        "outcomes": {
+            o.license_id: {
+                "acquired": o.acquired,
+                "borrowed": o.borrowed,
+                "released": o.released,
+                "reclaimed": o.reclaimed,
+                "revoked": o.revoked,
+                "denials": o.denials,
+                "lost": o.lost,
+            }
+            for o in report.outcomes
+        },
+        "durations": {
+            (d.license_id, d.client_id): (
+                d.leases,
+                d.total_seconds,
+                d.reclaimed,
+                d.max_seconds,
+                d.open,
+            )
+            for d in report.durations
+        },
+    }
+
+
+@st.composite
+def windows(draw) -> Window:
+    since = draw(st.none() | st.integers(-3600_000, SPAN_MS))
+    until = draw(st.none() | st.integers(0, SPAN_MS + 4 * 3600_000))
+    if since is not None and until is not None and until <= since:
+        until = since + 1 + until % 7_200_000
+    at_ms = lambda ms: None if ms is None else BASE + timedelta(milliseconds=ms)  # noqa: E731
+    return Window(T, None, at_ms(since), at_ms(until))
+
+
+def check_against_model(data, engine: Engine | None, reset) -> None:
+    events, vanished = data.draw(histories())
+    reset()
+    for batch in deliveries(data.draw, events):
+        store.insert_events(batch, engine)
+    for period in ("hour", "day"):
+        whole = Window(T)
+        assert reported(whole, period, engine) == model(events, whole, period)
+    window = data.draw(windows())
+    period = data.draw(st.sampled_from(["hour", "day"]))
+    assert reported(window, period, engine) == model(events, window, period)
+    # Leases lost with Redis are counted, once each, when a later event of their license
+    # shows Redis's count without them.
+    lost = {o.license_id: o.lost for o in outcomes(Window(T), engine)}
+    for lic, gone in vanished.items():
+        if gone:
+            assert lost[lic] == gone
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_rollups_match_the_raw_events_on_sqlite(tmp_path_factory, data):
+    engine = db.make_engine(f"sqlite:///{tmp_path_factory.mktemp('h') / 'r.db'}")
+    store.upgrade(engine)
+
+    def reset() -> None:
+        pass  # a new database per example
+
+    try:
+        check_against_model(data, engine, reset)
+    finally:
+        engine.dispose()
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_rollups_match_the_raw_events_on_postgres(database_url, data):
+    def reset() -> None:
+        with db.get_engine().begin() as conn:
+            conn.execute(text("TRUNCATE lease_events, usage_rollups, usage_client_rollups, "
+                              "usage_leases"))  # fmt: skip
+
+    check_against_model(data, None, reset)
+
+
+def test_leases_lost_with_redis_are_closed_at_the_next_event(database_url):
+    """Issue 11: three seats held, Redis loses its data (no ending events), three new
+    leases: the report shows 3 of 3 seats (not 6) and says 3 leases were lost."""
+    ev = Events()
+    for i, hhmm in enumerate(("09:00", "09:01", "09:02")):
+        ev.add("lease.acquired", at(hhmm), session=f"old{i}", client=f"c{i}", used=i + 1)
+    # Redis lost its data at about 10:00; the old sessions never end.
+    for i, hhmm in enumerate(("10:30", "10:31", "10:32")):
+        ev.add("lease.acquired", at(hhmm), session=f"new{i}", client=f"c{i}", used=i + 1)
+    assert store.insert_events(ev.rows) == 6
+    report = usage_report(Window(T, "cad", since=at("09:00"), until=at("12:00")), "hour")
+    assert [(u.peak_seats, u.lost) for u in report.usage] == [(3, 0), (3, 3), (3, 0)]
+    assert report.as_dict()["lost_leases"] == 3
+    assert report.outcomes[0].lost == 3
+    # 09:00-10:00 three seats (less the first minutes), then 3 until 10:30, then the log
+    # follows Redis: 3 more from 10:30 on, closed as lost at the hour's end.
+    assert report.usage[2].seat_seconds == 3 * 3600.0

@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import inspect, select, text
 
-from shared import db, store
-from shared.errors import BackendUnavailable
-from shared.tables import api_keys, metadata
+from seatlease import db, store
+from seatlease.apikeys import hash_key
+from seatlease.errors import BackendUnavailable
+from seatlease.tables import api_keys, metadata
 
 
 def _event(event_id: str, **extra) -> dict:
@@ -35,8 +36,12 @@ def test_migrations_create_exactly_the_declared_schema(database_url):
     for name, table in metadata.tables.items():
         migrated = {c["name"] for c in inspector.get_columns(name)}
         assert migrated == {c.name for c in table.columns}, name
+    # Partitioned by month: a unique key must hold the partition key (docs/design.md).
     uniques = {tuple(u["column_names"]) for u in inspector.get_unique_constraints("lease_events")}
-    assert ("event_id",) in uniques
+    assert ("event_id", "occurred_at") in uniques
+    with db.get_engine().connect() as conn:
+        kind = conn.execute(text("SELECT relkind FROM pg_class WHERE relname = 'lease_events'"))
+        assert kind.scalar() == "p"
 
 
 def test_api_keys_are_stored_hashed_with_a_prefix(database_url):
@@ -45,8 +50,8 @@ def test_api_keys_are_stored_hashed_with_a_prefix(database_url):
     assert new.key.startswith(new.prefix + "_") and len(new.key) > 40
     with db.get_engine().connect() as conn:
         row = conn.execute(select(api_keys)).mappings().one()
-    assert row["key_hash"] == store.hash_api_key(new.key) and new.key not in str(dict(row))
-    assert store.tenant_for_key_hash(store.hash_api_key(new.key)) == "acme"
+    assert row["key_hash"] == hash_key(new.key) and new.key not in str(dict(row))
+    assert store.tenant_for_key_hash(hash_key(new.key)) == "acme"
     listed = store.list_api_keys("acme")
     assert [k["prefix"] for k in listed] == [new.prefix] and listed[0]["revoked_at"] is None
     assert store.revoke_api_key(new.prefix) == row["key_hash"]
@@ -119,7 +124,7 @@ def test_postgres_urls_use_pg8000(monkeypatch):
 
 
 def test_unreachable_database_is_backend_unavailable(monkeypatch):
-    from shared.localprocs import free_port
+    from seatlease_cli.procs import free_port
 
     monkeypatch.setenv("DATABASE_URL", f"postgresql://postgres@127.0.0.1:{free_port()}/x")
     db.reset()
@@ -145,3 +150,160 @@ def test_events_are_listed_in_the_order_they_happened(database_url):
     early = _event("early", occurred_at=datetime(2026, 11, 22, 12, 0, tzinfo=UTC))
     assert store.insert_events([late]) == 1 and store.insert_events([early]) == 1
     assert [r["event_id"] for r in store.list_events("acme", "cad")] == ["early", "late"]
+
+
+def _partitions() -> dict:
+    from seatlease import rollups
+
+    with db.get_engine().connect() as conn:
+        return rollups.partitions(conn)
+
+
+def test_partitions_are_created_ahead_and_strays_move_in(database_url):
+    """The migration (and the audit path, once per process and month) creates this
+    month's and the next months' partitions; an event of a month without one lands in the
+    default partition and moves into its month's partition when that is created."""
+    from seatlease import rollups
+
+    now = datetime.now(UTC)
+    names = set(_partitions())
+    assert {rollups.partition_name(m) for m in rollups.months_ahead(now)} <= names
+    assert "lease_events_default" in names
+    far = datetime(2031, 5, 17, 8, 0, tzinfo=UTC)
+    assert store.insert_events([_event("far", occurred_at=far)]) == 1
+    with db.get_engine().begin() as conn:
+        assert rollups.ensure_partitions(conn, [far]) == ["lease_events_2031_05"]
+        where = conn.execute(
+            text("SELECT tableoid::regclass::text FROM lease_events WHERE event_id = 'far'")
+        )
+        assert where.scalar() == "lease_events_2031_05"
+        assert rollups.ensure_partitions(conn, [far]) == []
+    assert store.insert_events([_event("far", occurred_at=far)]) == 0  # still found
+
+
+def test_prune_drops_old_months_and_keeps_the_rollups(database_url):
+    from seatlease import reports
+
+    old = datetime(2024, 3, 10, 9, 0, tzinfo=UTC)
+    events = [
+        _event("a", session_id="s1", occurred_at=old, seats_used=1),
+        _event("r", type="lease.released", session_id="s1", seats_used=0,
+               occurred_at=datetime(2024, 3, 10, 9, 30, tzinfo=UTC)),
+        _event("new", session_id="s2", occurred_at=datetime(2026, 11, 22, 12, tzinfo=UTC)),
+    ]  # fmt: skip
+    assert store.insert_events(events) == 3
+    with db.get_engine().begin() as conn:
+        from seatlease import rollups
+
+        rollups.ensure_partitions(conn, [old])
+    window = reports.Window("acme", "cad", datetime(2024, 3, 10, tzinfo=UTC),
+                            datetime(2024, 3, 11, tzinfo=UTC))  # fmt: skip
+    before = reports.usage_report(window, "day").as_dict()
+    pruned = store.prune_events(datetime(2024, 4, 15, tzinfo=UTC))
+    assert pruned.horizon == datetime(2024, 4, 1, tzinfo=UTC)  # whole months only
+    assert pruned.events_deleted == 2 and pruned.partitions_dropped == ["lease_events_2024_03"]
+    assert [r["event_id"] for r in store.list_events("acme")] == ["new"]
+    assert reports.usage_report(window, "day").as_dict() == before  # rollups outlive events
+    assert before["usage"][0]["peak_seats"] == 1
+    assert before["durations"][0]["total_seconds"] == 1800.0
+    # A late redelivery of a pruned event is not stored, so it is not counted twice.
+    assert store.insert_events(events[:2]) == 0
+    assert reports.usage_report(window, "day").as_dict() == before
+    assert store.prune_events(datetime(2020, 1, 1, tzinfo=UTC)).horizon == pruned.horizon
+
+
+def test_prune_on_sqlite(tmp_path):
+    from seatlease import reports
+
+    engine = db.make_engine(f"sqlite:///{tmp_path / 'p.db'}")
+    try:
+        store.upgrade(engine)
+        old = datetime(2024, 3, 10, 9, 0, tzinfo=UTC)
+        assert store.insert_events([_event("a", occurred_at=old), _event("b")], engine) == 2
+        pruned = store.prune_events(datetime(2024, 5, 2, tzinfo=UTC), engine)
+        assert (pruned.events_deleted, pruned.partitions_dropped) == (1, [])
+        assert [r["event_id"] for r in store.list_events("acme", engine=engine)] == ["b"]
+        assert store.insert_events([_event("a", occurred_at=old)], engine) == 0
+        usage = reports.peak_usage(reports.Window("acme", until=datetime(2024, 3, 11, tzinfo=UTC)),
+                                   "day", engine)  # fmt: skip
+        assert [(u.period_start.date().isoformat(), u.peak_seats) for u in usage] == [
+            ("2024-03-10", 1)
+        ]
+    finally:
+        engine.dispose()
+
+
+def test_statement_timeout_is_backend_unavailable(database_url):
+    """A query the server cancels (statement_timeout) is an outage to retry (503), not a
+    bug; so is the client's socket timeout."""
+    with pytest.raises(BackendUnavailable):
+        with store.transaction() as conn:
+            conn.execute(text("SET LOCAL statement_timeout = 50"))
+            conn.execute(text("SELECT pg_sleep(1)"))
+    from sqlalchemy import create_engine
+
+    impatient = create_engine(database_url, connect_args={"timeout": 0.3})
+    try:
+        with pytest.raises(BackendUnavailable):
+            with store.transaction(impatient) as conn:
+                conn.execute(text("SELECT pg_sleep(1)"))
+    finally:
+        impatient.dispose()
+
+
+def test_both_ends_of_a_lease_in_concurrent_transactions_are_paired(database_url):
+    """The acquire and the release of one lease stored by two audit instances at once:
+    the second transaction waits on the first's row in usage_leases and pairs the lease
+    (its duration is counted once)."""
+    import threading
+
+    from seatlease import rollups
+    from seatlease.tables import usage_client_rollups, usage_leases
+
+    acquire = _event("acq", session_id="s9", client_id="c9")
+    release = _event("rel", type="lease.released", session_id="s9", seats_used=0,
+                     occurred_at=datetime(2026, 11, 22, 12, 30, tzinfo=UTC))  # fmt: skip
+    store.insert_events([_event("warm", session_id=None)])  # partitions checked once
+    engine = db.get_engine()
+    done = []
+    with engine.begin() as first:
+        assert rollups.insert_postgres(first, rollups.as_json([acquire])) == 1
+        other = threading.Thread(target=lambda: done.append(store.insert_events([release])))
+        other.start()
+        other.join(0.5)
+        assert other.is_alive()  # waits for the first transaction's row
+    other.join(10)
+    assert done == [1]
+    with engine.connect() as conn:
+        row = conn.execute(select(usage_client_rollups).where(
+            usage_client_rollups.c.client_id == "c9")).mappings().one()  # fmt: skip
+        assert (row["acquired"], row["ended"], row["total_ms"]) == (1, 1, 1_800_000)
+        lease = conn.execute(select(usage_leases)).mappings().one()
+        assert (lease["client_id"], lease["end_type"]) == ("c9", "lease.released")
+
+
+def test_cli_audit_prune(database_url, capsys):
+    import json
+
+    from seatlease_cli import main
+
+    old = datetime.now(UTC).replace(year=datetime.now(UTC).year - 3)
+    assert store.insert_events([_event("old", occurred_at=old), _event("new")]) == 2
+    assert main(["audit", "prune", "--older-than", "400d", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["events_deleted"] == 1 and result["horizon"].endswith("-01T00:00:00Z")
+    assert [r["event_id"] for r in store.list_events("acme")] == ["new"]
+    assert main(["audit", "prune"]) == 0
+    assert "usage rollups kept" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as bad:
+        main(["audit", "prune", "--older-than", "0d"])
+    assert bad.value.code == 2 and "between 1d and 36500d" in capsys.readouterr().err
+
+
+def test_cli_audit_prune_needs_a_database(capsys, monkeypatch):
+    from seatlease_cli import main
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("CLOUD_SQL_INSTANCE", raising=False)
+    assert main(["audit", "prune"]) == 2
+    assert "set DATABASE_URL" in capsys.readouterr().err

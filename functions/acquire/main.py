@@ -1,30 +1,43 @@
 """acquire: take a seat on a license (HTTP Cloud Function, entry point ``acquire``).
 
-201 for a new lease, 200 when this client_id already held a live lease (extended).
-The seat rules live in shared/lua/acquire.lua; the HTTP mapping in shared/http.py.
+201 for a new lease, 200 when this client_id already held a live lease (extended), or a
+lingering one (taken back). With ``borrow_seconds`` the seat is borrowed: no heartbeats
+until ``lease_expires_at``, which the token's ``exp`` carries (with ``borrowed: true``).
+The seat rules live in shared/seatlease/lua/acquire.lua; the HTTP mapping in
+shared/seatlease/http.py.
 """
 
 from typing import Any
 
 import functions_framework
 
-from shared.clock import rfc3339
-from shared.http import Call, endpoint
-from shared.runtime import seat_engine
-from shared.schemas import AcquireRequest
+from seatlease.clock import rfc3339
+from seatlease.http import Call, endpoint
+from seatlease.runtime import seat_engine
+from seatlease.schemas import AcquireRequest
+from seatlease.tokens import signer
 
 
 @functions_framework.http
 @endpoint("acquire", AcquireRequest)
 def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
+    sign = signer()  # before the seat is taken: no key, no seat
     lease = seat_engine().acquire(
-        call.tenant_id, body.license_id, body.client_id, body.lease_seconds, body.metadata
+        call.tenant_id,
+        body.license_id,
+        body.client_id,
+        body.lease_seconds,
+        body.metadata,
+        request_id=body.request_id,
+        borrow_seconds=body.borrow_seconds,
     )
     call.log.update(
         outcome="acquired" if lease.created else "renewed",
         seats_used=lease.seats_used,
         seats_total=lease.seats_total,
     )
+    if lease.borrowed:
+        call.log["borrowed"] = True
     return (201 if lease.created else 200), {
         "session_id": lease.session_id,
         "license_id": lease.license_id,
@@ -35,4 +48,15 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
         "seats_used": lease.seats_used,
         "seats_total": lease.seats_total,
         "overage": lease.overage,
+        "borrowed": lease.borrowed,
+        **sign.lease(
+            tenant_id=call.tenant_id,
+            license_id=lease.license_id,
+            session_id=lease.session_id,
+            client_id=lease.client_id,
+            issued_at_ms=lease.now_ms,
+            expires_at_ms=lease.expires_at_ms,
+            nonce=body.nonce,
+            **({"borrowed": True} if lease.borrowed else {}),
+        ),
     }

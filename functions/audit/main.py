@@ -2,17 +2,22 @@
 ``audit``, triggered by the seat-events topic).
 
 Malformed messages are logged at ERROR and acknowledged (a poison message must not retry
-forever). A database outage raises: Pub/Sub retries with backoff and finally dead-letters
-the message (replay: ``seatlease audit replay-dead-letters``). Inserts are idempotent.
+forever). Any other failure (a database outage) is logged as one JSON ERROR line, with
+its stack trace as a field for Error Reporting, and answered 503: Pub/Sub retries with
+backoff and finally dead-letters the message (replay: ``seatlease audit
+replay-dead-letters``). Answering rather than raising keeps the Functions Framework from
+printing a plain-text traceback on stderr. Inserts are idempotent.
 """
 
+import traceback
 from typing import Any
 
 import functions_framework
 from cloudevents.http import CloudEvent
+from werkzeug.exceptions import ServiceUnavailable
 
-from shared.audit import MalformedMessage, decode_events, decode_pubsub_data, store
-from shared.logs import log
+from seatlease.audit import MalformedMessage, decode_events, decode_pubsub_data, store
+from seatlease.logs import log
 
 
 @functions_framework.cloud_event
@@ -20,6 +25,18 @@ def audit(event: CloudEvent) -> None:
     data: Any = event.data if isinstance(event.data, dict) else {}
     message = data.get("message") or {}
     message_id = message.get("messageId") or message.get("message_id")
+    try:
+        _store(message, message_id)
+    except Exception as exc:
+        log("ERROR", "audit: message not stored; Pub/Sub will retry it",
+            message_id=message_id, error=f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+            stack_trace=traceback.format_exc())  # fmt: skip
+        # An HTTP error, which Flask answers without logging: any non-2xx makes Pub/Sub
+        # redeliver (with the subscription's backoff).
+        raise ServiceUnavailable("audit: message not stored; retry later") from None
+
+
+def _store(message: dict[str, Any], message_id: str | None) -> None:
     try:
         decoded = decode_events(decode_pubsub_data(message))
     except MalformedMessage as exc:

@@ -4,41 +4,36 @@ checks the token, so only the scheduler's service account can invoke it.
 
 200 with the run's counts; 503 ``backend_unavailable`` when Redis or Pub/Sub cannot be
 reached (nothing is lost: what was not published stays in the outbox for the next run).
-The logic lives in shared/reaper.py.
+Each run logs one ``reaper run`` line with its counts (the monitoring's log-based metrics
+read it). The logic lives in shared/seatlease/reaper.py.
 """
 
-import functions_framework
-from flask import Request, Response
+from typing import Any
 
-from shared.http import ApiError, json_error, json_response, to_api_error
-from shared.logs import log
-from shared.reaper import default_reaper
+import functions_framework
+
+from seatlease.errors import EventsNotPublished
+from seatlease.http import Call, endpoint
+from seatlease.reaper import default_reaper
+
+
+def _line(call: Call, status: int) -> tuple[str, str]:
+    if status == 200:
+        return "INFO", "reaper run"
+    if "reclaimed" in call.log:  # the run ended, some events unpublished: its counts
+        return "ERROR", "reaper run"
+    if status >= 500:
+        call.log["error"] = call.error.message if call.error else None
+        return "ERROR", "reaper run failed"
+    return "WARNING", f"reaper {status} {call.log.get('outcome', '')}".strip()
 
 
 @functions_framework.http
-def reaper(request: Request) -> Response:
-    if request.method != "POST":
-        return json_error(
-            ApiError(405, "method_not_allowed", "Use POST for reaper.", {"Allow": "POST"})
-        )
-    try:
-        report = default_reaper().run()
-    except Exception as exc:
-        error = to_api_error(exc)  # Redis unreachable -> 503; anything else re-raises
-        log("ERROR", "reaper run failed", error=error.message, status=error.status)
-        return json_error(error)
+@endpoint("reaper", None, authenticate=False, log_line=_line)
+def reaper(call: Call, _body: None) -> tuple[int, dict[str, Any]]:
+    report = default_reaper().run()
     fields = report.as_dict()
+    call.log.update(fields)
     if report.publish_errors:
-        log("ERROR", "reaper run", **fields)
-        return json_error(
-            ApiError(
-                503,
-                "backend_unavailable",
-                "Pub/Sub did not confirm some events; they stay in the outbox for the next run.",
-                {"Retry-After": "30"},
-                retry_after_seconds=30,
-                **fields,
-            )
-        )
-    log("INFO", "reaper run", **fields)
-    return json_response(200, fields)
+        raise EventsNotPublished(fields)
+    return 200, fields

@@ -5,18 +5,34 @@ from typing import Any
 
 import functions_framework
 
-from shared.http import Call, endpoint
-from shared.runtime import seat_engine
-from shared.schemas import SessionRequest
+from seatlease.http import Call, endpoint
+from seatlease.runtime import seat_engine
+from seatlease.schemas import SessionRequest
+from seatlease.tokens import signer
 
 
 @functions_framework.http
 @endpoint("release", SessionRequest)
 def release(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
-    result = seat_engine().release(call.tenant_id, body.license_id, body.session_id)
+    sign = signer()  # before the seat is given back: no key, no change
+    engine = seat_engine()
+    result = engine.release(
+        call.tenant_id, body.license_id, body.session_id, request_id=body.request_id
+    )
     call.log.update(
         outcome="released" if result.released else "already_gone",
         seats_used=result.seats_used,
         seats_total=result.seats_total,
     )
-    return 200, {"released": result.released, "seats_used": result.seats_used}
+    return 200, {
+        "released": result.released,
+        "seats_used": result.seats_used,
+        **sign.release(
+            tenant_id=call.tenant_id,
+            license_id=body.license_id,
+            session_id=body.session_id,
+            released=result.released,
+            issued_at_ms=result.now_ms,  # the Redis clock, like every time in a token
+            nonce=body.nonce,
+        ),
+    }

@@ -38,7 +38,7 @@ COMPONENT_MODULES = {
     "monitoring",
 }
 EXPECTED_MODULES = COMPONENT_MODULES | {"stack"}  # stack: the composition the envs call
-EXPECTED_FUNCTIONS = {"acquire", "heartbeat", "release", "reaper", "audit", "admin"}
+EXPECTED_FUNCTIONS = {"acquire", "heartbeat", "release", "keys", "reaper", "audit", "admin"}
 MODULE_META_ARGS = {"source", "version", "depends_on", "providers", "count", "for_each"}
 
 MODULES_CFG = {p.name: load(p) for p in module_dirs()}
@@ -84,6 +84,8 @@ ENV_OUTPUTS = {
     "db_password_secret",
     "redis_host",
     "dead_letter_subscription",
+    "jwks_url",
+    "signing_key_secret",
 }
 
 
@@ -114,7 +116,9 @@ def test_module_has_the_four_files_and_pins_versions(module):
     providers = block(tf_block, "required_providers")
     google = attr(providers, "google")
     assert google["source"] == "hashicorp/google"
-    assert google["version"].startswith(">= 7.21"), "Direct VPC egress needs google >= 7.21"
+    # Direct VPC egress needs >= 7.21; 7.31 is the oldest 7.x whose schema the tests
+    # check (test_provider_schema.py); 8.x is another major version.
+    assert google["version"] == ">= 7.31, < 8.0"
     assert all(m in cfg.files["variables.tf"] for m in cfg.variables)
     assert not cfg.providers, "modules inherit providers; only the envs configure them"
     assert not [t for t in cfg.terraform if "backend" in t], "backends belong to the envs"
@@ -262,16 +266,14 @@ def test_env_backend_outputs_and_tfvars_example(env):
     assert "-backend-config" in cfg.files["versions.tf"]
 
 
-def test_readme_documents_every_input_and_output():
-    """terraform/README.md has an input table and an output table per module and env."""
+def test_readme_documents_every_env_input_and_output():
+    """terraform/README.md has an input and an output table per env, and points to the
+    module READMEs (whose tables test_readmes.py checks)."""
     readme = (TF / "README.md").read_text()
     sections = dict(
-        re.findall(
-            r"^#### `((?:modules|envs)/\w+)`\n(.*?)(?=^#### |^## |\Z)", readme, flags=re.M | re.S
-        )
+        re.findall(r"^#### `(envs/\w+)`\n(.*?)(?=^#### |^## |\Z)", readme, flags=re.M | re.S)
     )
-    configs = {f"modules/{k}": v for k, v in MODULES_CFG.items()}
-    configs |= {f"envs/{k}": v for k, v in ENVS_CFG.items()}
+    configs = {f"envs/{k}": v for k, v in ENVS_CFG.items()}
     assert set(sections) == set(configs)
     for title, cfg in configs.items():
         parts = re.split(r"^\| output \|", sections[title], flags=re.M)
@@ -279,6 +281,8 @@ def test_readme_documents_every_input_and_output():
         inputs, outputs = (set(re.findall(r"^\| `(\w+)` \|", p, flags=re.M)) for p in parts)
         assert inputs == set(cfg.variables), (title, inputs ^ set(cfg.variables))
         assert outputs == set(cfg.outputs), (title, outputs ^ set(cfg.outputs))
+    for module in MODULES_CFG:
+        assert f"(modules/{module}/README.md)" in readme, module
 
 
 # --------------------------------------------------------------------------------
@@ -344,7 +348,10 @@ def test_function_access_profiles_are_least_privilege():
     for client in ("acquire", "heartbeat", "release"):
         assert FN_MAP[client]["public"] is True
         assert FN_MAP[client]["redis"] is True and FN_MAP[client]["sql"] is True
-    assert {n for n, f in FN_MAP.items() if f["public"]} == {"acquire", "heartbeat", "release"}
+    # keys serves the JWKS: public keys only, no API key, no Redis, no database.
+    assert {n for n, f in FN_MAP.items() if f["public"]} == {
+        "acquire", "heartbeat", "release", "keys"}  # fmt: skip
+    assert (FN_MAP["keys"]["redis"], FN_MAP["keys"]["sql"]) == (False, False)
     assert FN_MAP["reaper"]["ingress"] == "ALLOW_INTERNAL_ONLY"
     assert FN_MAP["audit"]["ingress"] == "ALLOW_INTERNAL_ONLY"
     publisher = FN.resource("google_pubsub_topic_iam_member", "publisher")
@@ -411,6 +418,34 @@ def test_every_secret_a_function_reads_exists_and_is_granted_to_that_function_on
     fmod = STACK.modules["functions"]
     assert attr(fmod, "redis_password_secret_id") == "${module.secrets.redis_password_secret_id}"
     assert attr(fmod, "db_password_secret_id") == "${module.secrets.db_password_secret_id}"
+
+
+def test_only_the_signers_read_the_signing_key_and_the_jwks_only_its_metadata():
+    signing = {n: f["signing_key"] for n, f in FN_MAP.items()}
+    assert {n for n, k in signing.items() if k == "sign"} == {"acquire", "heartbeat", "release"}
+    assert {n for n, k in signing.items() if k == "publish"} == {"keys"}
+    assert set(signing.values()) == {"sign", "publish", "none"}
+    accessor = FN.resource("google_secret_manager_secret_iam_member", "signing_key_accessor")
+    assert expr(attr(accessor, "for_each")) == "local.signing_functions"
+    assert attr(accessor, "role") == "roles/secretmanager.secretAccessor"
+    assert 'f.signing_key == "sign"' in expr(FN.locals["signing_functions"])
+    viewer = FN.resource("google_secret_manager_secret_iam_member", "signing_key_viewer")
+    assert expr(attr(viewer, "for_each")) == "local.key_metadata_functions"
+    assert attr(viewer, "role") == "roles/secretmanager.viewer"  # metadata, no payload
+    for grant in (accessor, viewer):
+        assert attr(grant, "secret_id") == "${var.signing_key_secret_id}"
+    # Terraform creates the secret but never a version: no private key in state or plan.
+    sec = MODULES_CFG["secrets"]
+    assert "signing_key" in sec.of_type("google_secret_manager_secret")
+    versions = sec.of_type("google_secret_manager_secret_version")
+    assert not [name for name in versions if "signing" in name]
+    secret = sec.resource("google_secret_manager_secret", "signing_key")
+    assert "annotations" in str(block(secret, "lifecycle"))  # written by keys rotate
+    assert attr(STACK.modules["functions"], "signing_key_secret_id") == (
+        "${module.secrets.signing_key_secret_id}"
+    )
+    env = expr(FN.locals["signing_env"])
+    assert "SIGNING_KEY_SECRET" in env and "${local.issuer}" in env
 
 
 def test_secret_values_are_write_only():
@@ -497,7 +532,15 @@ def test_redis_has_auth_tls_noeviction_and_a_maintenance_window():
     assert "google_network_connectivity_service_connection_policy.redis" in str(
         attr(cluster, "depends_on")
     )
-    assert "server_ca_certs[0].cert" in redis.locals["ca_cert"]
+    # Every CA of the instance (two during a CA rotation), not only the first.
+    assert (
+        'join("\\n", google_redis_instance.this[0].server_ca_certs[*].cert)'
+        in redis.locals["ca_cert"]
+    )
+    assert "server_ca_certs[0]" not in redis.files["main.tf"]
+    assert attr(cluster, "authorization_mode") == "AUTH_MODE_DISABLED"
+    comment = redis.files["main.tf"].split('resource "google_redis_cluster"')[0]
+    assert "roles/redis.dbConnectionUser" in comment and "Private Service Connect" in comment
     assert attr(redis.outputs["auth_string"], "sensitive") is True
     assert re.search(
         r'var\.redis_cluster \? \{\s*REDIS_CLUSTER = "1"\s*\}', expr(FN.locals["redis_env"])
@@ -527,8 +570,132 @@ def test_cloud_sql_is_private_only_with_iam_auth_and_explicit_network_dependency
         "${module.network.private_services_connection}"
     )
     net = MODULES_CFG["network"]
-    assert "google_service_networking_connection.private_services.id" in attr(
-        net.outputs["private_services_connection"], "value"
+    assert expr(attr(net.outputs["private_services_connection"], "value")) == (
+        "terraform_data.private_services_peering.output.connection"
+    )
+
+
+def test_destroy_gets_past_the_private_services_connection():
+    """Provider issues #16275/#19908: deleting the connection fails while Cloud SQL's
+    producer resources linger. The connection is abandoned, its peering removed on
+    destroy after Cloud SQL and Redis, so that the range and the network can go."""
+    net = MODULES_CFG["network"]
+    conn = net.resource("google_service_networking_connection", "private_services")
+    assert attr(conn, "deletion_policy") == "ABANDON"
+    assert attr(conn, "update_on_creation_fail") is True
+    peering = net.resource("terraform_data", "private_services_peering")
+    inputs = attr(peering, "input")
+    assert inputs["peering"] == "${google_service_networking_connection.private_services.peering}"
+    assert inputs["network"] == "${google_compute_network.this.name}"
+    assert inputs["connection"] == "${google_service_networking_connection.private_services.id}"
+    (prov,) = peering["provisioner"]
+    local_exec = prov["local-exec"]
+    assert attr(local_exec, "when") == "${destroy}" or attr(local_exec, "when") == "destroy"
+    command = attr(local_exec, "command")
+    assert "gcloud compute networks peerings delete" in command
+    assert "self.input.peering" in str(attr(local_exec, "environment"))
+    # Both users of private services access take the connection from that resource (so
+    # they are destroyed before it) and depend on it explicitly.
+    for module, rtype in (("database", "google_sql_database_instance"),
+                          ("redis", "google_redis_instance")):  # fmt: skip
+        body = MODULES_CFG[module].resource(rtype, "this")
+        assert "${var.private_services_connection}" in attr(body, "depends_on")
+        call = STACK.modules[module]
+        assert attr(call, "private_services_connection") == (
+            "${module.network.private_services_connection}"
+        )
+
+
+def test_every_module_waits_for_the_apis():
+    """On a fresh project nothing may run before its API is enabled and usable."""
+    for name, call in STACK.modules.items():
+        assert attr(call, "depends_on") == [
+            "${google_project_service.apis}",
+            "${time_sleep.apis_propagated}",
+        ], name
+    wait = STACK.resource("time_sleep", "apis_propagated")
+    assert expr(attr(wait, "count")) == "var.enable_apis ? 1 : 0"
+    assert attr(wait, "create_duration") == "${var.api_propagation_wait}"
+    assert "google_project_service.apis" in expr(attr(wait, "triggers"))
+    # Every API a module's resource type belongs to is in the list (by resource prefix).
+    apis = set(STACK.locals["apis"])
+    needed = {
+        "google_cloudfunctions2_": "cloudfunctions.googleapis.com",
+        "google_cloud_run_v2_": "run.googleapis.com",
+        "google_cloud_scheduler_": "cloudscheduler.googleapis.com",
+        "google_pubsub_": "pubsub.googleapis.com",
+        "google_redis_": "redis.googleapis.com",
+        "google_sql_": "sqladmin.googleapis.com",
+        "google_secret_manager_": "secretmanager.googleapis.com",
+        "google_compute_": "compute.googleapis.com",
+        "google_service_networking_": "servicenetworking.googleapis.com",
+        "google_network_connectivity_": "networkconnectivity.googleapis.com",
+        "google_logging_": "logging.googleapis.com",
+        "google_monitoring_": "monitoring.googleapis.com",
+        "google_service_account": "iam.googleapis.com",
+    }
+    used = {rtype for cfg in MODULES_CFG.values() for rtype, _ in cfg.resources}
+    for prefix, api in needed.items():
+        if any(r.startswith(prefix) for r in used):
+            assert api in apis, (prefix, api)
+
+
+def test_alert_policies_wait_until_monitoring_knows_the_log_metrics():
+    """Provider issue #11102: a policy on a log-based metric created in the same apply
+    gets 404 for up to 10 minutes. Every policy and chart reads the metric names through
+    the wait, and the wait lists every log-based metric."""
+    wait = MON.resource("time_sleep", "log_metrics_visible")
+    assert attr(wait, "create_duration") == "${var.log_metric_visibility_wait}"
+    assert attr(MON.variables["log_metric_visibility_wait"], "default") == "10m"
+    triggers = expr(attr(wait, "triggers"))
+    for name in MON.of_type("google_logging_metric"):
+        assert re.search(rf"google_logging_metric\.{name}\b", triggers), name
+    user_metric = expr(MON.locals["user_metric"])
+    assert "time_sleep.log_metrics_visible.triggers" in user_metric
+    # Nothing outside the wait names a log-based metric resource.
+    text = MON.files["main.tf"]
+    wait_block = re.search(r'^resource "time_sleep".*?^\}\n', text, flags=re.M | re.S).group(0)
+    rest = text.replace(wait_block, "")
+    assert not re.search(r"google_logging_metric\.\w+\.name", rest)
+
+
+def test_build_service_account_holds_what_the_docs_list_and_no_more():
+    grants = FN.resource("google_project_iam_member", "build")
+    assert attr(
+        grants, "for_each"
+    ) == '${toset(["roles/logging.logWriter", "roles/artifactregistry.writer"])}' or set(
+        re.findall(r"roles/[\w.]+", str(attr(grants, "for_each")))
+    ) == {"roles/logging.logWriter", "roles/artifactregistry.writer"}
+    sources = FN.resource("google_project_iam_member", "build_sources")
+    assert attr(sources, "role") == "roles/storage.objectAdmin"
+    cond = attr(block(sources, "condition"), "expression")
+    assert "projects/_/buckets/${local.gcf_sources_bucket}" in cond
+    assert FN.locals["gcf_sources_bucket"] == (
+        "gcf-v2-sources-${data.google_project.this.number}-${var.region}"
+    )
+    assert "projects/_/buckets/${google_storage_bucket.sources.name}" in cond
+    # Every grant to the build account is one of these two resources.
+    build_member = "serviceAccount:${google_service_account.build.email}"
+    holders = [
+        (rtype, name)
+        for (rtype, name), body in FN.resources.items()
+        if body.get("member") == build_member
+    ]
+    assert sorted(holders) == [
+        ("google_project_iam_member", "build"),
+        ("google_project_iam_member", "build_sources"),
+    ]
+    fn = FN.resource("google_cloudfunctions2_function", "this")
+    assert "${google_project_iam_member.build_sources}" in attr(fn, "depends_on")
+    assert "docs" in FN.files["main.tf"][: FN.files["main.tf"].index('"build_sources"')]
+
+
+def test_source_bucket_is_only_force_destroyed_without_deletion_protection():
+    bucket = FN.resource("google_storage_bucket", "sources")
+    assert attr(bucket, "force_destroy") == "${var.source_bucket_force_destroy}"
+    assert attr(FN.variables["source_bucket_force_destroy"], "default") is False
+    assert attr(STACK.modules["functions"], "source_bucket_force_destroy") == (
+        "${!var.deletion_protection}"
     )
 
 
@@ -619,12 +786,14 @@ def _conditions(policy_name):
 
 
 def _user_metric(short_name: str) -> str:
-    """The logging metric resource behind local.user_metric.<short_name>."""
-    user_metric = expr(MON.locals["user_metric"])
+    """The logging metric resource behind local.user_metric.<short_name> (whose names
+    come from the triggers of the wait for Monitoring to know the metrics)."""
+    assert "time_sleep.log_metrics_visible.triggers" in expr(MON.locals["user_metric"])
+    names = expr(attr(MON.resource("time_sleep", "log_metrics_visible"), "triggers"))
     if short_name in MON.locals["reaper_values"]:
-        assert "for k, m in google_logging_metric.reaper_value : k => m.name" in user_metric
+        assert "for k, m in google_logging_metric.reaper_value : k => m.name" in names
         return f'google_logging_metric.reaper_value["{short_name}"]'
-    match = re.search(rf"\b{short_name}\s*=\s*(google_logging_metric\.\w+)\.name", user_metric)
+    match = re.search(rf"\b{short_name}\s*=\s*(google_logging_metric\.\w+)\.name", names)
     assert match, f"local.user_metric has no {short_name}"
     return match.group(1)
 
@@ -642,10 +811,10 @@ def test_log_metrics_only_use_fields_the_code_logs():
     seats = MON.resource("google_logging_metric", "seats_used")
     assert attr(seats, "value_extractor") == "EXTRACT(jsonPayload.seats_used)"
     denials = MON.resource("google_logging_metric", "denials")
-    # The outcome a denied acquire logs is its error code (shared/http.py): take it from
+    # The outcome a denied acquire logs is its error code (shared/seatlease/http.py): take it from
     # the code, so the metric cannot drift from what the functions write.
-    from shared.errors import NoSeatsAvailable
-    from shared.http import to_api_error
+    from seatlease.errors import NoSeatsAvailable
+    from seatlease.http import to_api_error
 
     denied = to_api_error(NoSeatsAvailable(2, 2, 5)).code
     assert denied == "no_seats_available"
@@ -775,7 +944,17 @@ def test_network_subnets_have_flow_logs():
     assert attr(subnet, "name") == "${var.name}-${each.key}"
     assert attr(subnet, "private_ip_google_access") is True
     assert attr(block(subnet, "log_config"), "flow_sampling") == "${var.flow_log_sampling}"
-    assert 'google_compute_subnetwork.this["functions"]' in attr(
-        net.outputs["functions_subnet_id"], "value"
+    # The functions take the subnet through the wait that a destroy spends between
+    # deleting them and deleting the subnet (Direct VPC egress releases its addresses
+    # 1 to 2 hours after the functions are gone).
+    wait = net.resource("time_sleep", "functions_subnet_release")
+    assert attr(wait, "triggers") == {
+        "subnet_id": '${google_compute_subnetwork.this["functions"].id}'
+    }
+    assert attr(wait, "destroy_duration") == "${var.functions_subnet_release_wait}"
+    assert "create_duration" not in wait
+    assert attr(net.variables["functions_subnet_release_wait"], "default") == "120m"
+    assert expr(attr(net.outputs["functions_subnet_id"], "value")) == (
+        'time_sleep.functions_subnet_release.triggers["subnet_id"]'
     )
     assert 'google_compute_subnetwork.this["psc"]' in attr(net.outputs["psc_subnet_id"], "value")

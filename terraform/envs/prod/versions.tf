@@ -1,5 +1,5 @@
 terraform {
-  # The provider requirements (google >= 7.21, random, external) are declared by
+  # The provider requirements (google >= 7.31 < 8.0, random, external, time) are declared by
   # modules/stack and the modules it calls; `terraform init` writes the exact versions
   # to .terraform.lock.hcl.
   required_version = ">= 1.11"

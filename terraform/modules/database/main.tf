@@ -4,7 +4,7 @@
 # Cloud SQL Auth Proxy.
 
 resource "google_sql_database_instance" "this" {
-  #checkov:skip=CKV_GCP_79:PostgreSQL 15 is the version the schema, migrations and tests target (DESIGN.md); upgrade deliberately with database_version.
+  #checkov:skip=CKV_GCP_79:PostgreSQL 15 is the version the schema, migrations and tests target (docs/design.md); upgrade deliberately with database_version.
   #checkov:skip=CKV2_GCP_13:log_duration=on logs every statement of a high-rate API (cost, noise); Query Insights records statement latency instead.
   project          = var.project_id
   region           = var.region

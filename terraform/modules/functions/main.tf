@@ -2,28 +2,36 @@
 # is the folder name. Each function runs as its own service account that holds only
 # what that function needs:
 #
-#   function   invoked by                      Redis  Cloud SQL  Pub/Sub publish
-#   acquire    anyone (API key in the code)      x        x
-#   heartbeat  anyone (API key in the code)      x        x
-#   release    anyone (API key in the code)      x        x
+#   function   invoked by                      Redis  Cloud SQL  Pub/Sub publish  signing key
+#   acquire    anyone (API key in the code)      x        x                        sign
+#   heartbeat  anyone (API key in the code)      x        x                        sign
+#   release    anyone (API key in the code)      x        x                        sign
+#   keys       anyone (public keys, no API key)                                    publish
 #   reaper     Cloud Scheduler's SA only         x                    x
 #   audit      the audit push subscription'SA              x
 #   admin      var.admin_invokers only           x        x
+#
+# The signing key (lease tokens, seatlease/signingkeys.py): "sign" functions read the
+# payload of the one version that signs (secretAccessor) and the versions' metadata;
+# "publish" (the JWKS) reads only the metadata and the public halves in the secret's
+# annotations (viewer: no payload). No other function can read the secret.
 
 locals {
   functions = {
-    acquire   = { public = true, redis = true, sql = true, publish = false, ingress = "ALLOW_ALL", description = "Acquire a license seat (lease)" }
-    heartbeat = { public = true, redis = true, sql = true, publish = false, ingress = "ALLOW_ALL", description = "Extend a lease" }
-    release   = { public = true, redis = true, sql = true, publish = false, ingress = "ALLOW_ALL", description = "Release a lease" }
-    reaper    = { public = false, redis = true, sql = false, publish = true, ingress = "ALLOW_INTERNAL_ONLY", description = "Reclaim expired leases and drain the event outboxes (Cloud Scheduler, every minute)" }
-    audit     = { public = false, redis = false, sql = true, publish = false, ingress = "ALLOW_INTERNAL_ONLY", description = "Store lease events in the audit log (CloudEvent, Pub/Sub push)" }
-    admin     = { public = false, redis = true, sql = true, publish = false, ingress = "ALLOW_ALL", description = "Operator API (IAM-protected)" }
+    acquire   = { public = true, redis = true, sql = true, publish = false, signing_key = "sign", ingress = "ALLOW_ALL", description = "Acquire a license seat (lease)" }
+    heartbeat = { public = true, redis = true, sql = true, publish = false, signing_key = "sign", ingress = "ALLOW_ALL", description = "Extend a lease" }
+    release   = { public = true, redis = true, sql = true, publish = false, signing_key = "sign", ingress = "ALLOW_ALL", description = "Release a lease" }
+    keys      = { public = true, redis = false, sql = false, publish = false, signing_key = "publish", ingress = "ALLOW_ALL", description = "Public keys of the lease tokens (JWKS)" }
+    reaper    = { public = false, redis = true, sql = false, publish = true, signing_key = "none", ingress = "ALLOW_INTERNAL_ONLY", description = "Reclaim expired leases and drain the event outboxes (Cloud Scheduler, every minute)" }
+    audit     = { public = false, redis = false, sql = true, publish = false, signing_key = "none", ingress = "ALLOW_INTERNAL_ONLY", description = "Store lease events in the audit log (CloudEvent, Pub/Sub push)" }
+    admin     = { public = false, redis = true, sql = true, publish = false, signing_key = "none", ingress = "ALLOW_ALL", description = "Operator API (IAM-protected)" }
   }
 
   defaults = {
     acquire   = { min_instances = 0, max_instances = 20, concurrency = 80, cpu = "1", memory = "512Mi", timeout_seconds = 30 }
     heartbeat = { min_instances = 0, max_instances = 20, concurrency = 80, cpu = "1", memory = "512Mi", timeout_seconds = 30 }
     release   = { min_instances = 0, max_instances = 10, concurrency = 80, cpu = "1", memory = "512Mi", timeout_seconds = 30 }
+    keys      = { min_instances = 0, max_instances = 5, concurrency = 80, cpu = "1", memory = "512Mi", timeout_seconds = 10 }
     reaper    = { min_instances = 0, max_instances = 1, concurrency = 1, cpu = "1", memory = "512Mi", timeout_seconds = 120 }
     audit     = { min_instances = 0, max_instances = 5, concurrency = 10, cpu = "1", memory = "512Mi", timeout_seconds = 60 }
     admin     = { min_instances = 0, max_instances = 2, concurrency = 10, cpu = "1", memory = "512Mi", timeout_seconds = 60 }
@@ -56,12 +64,22 @@ locals {
     CLOUD_SQL_INSTANCE = var.cloud_sql_instance
     DB_NAME            = var.db_name
   }
+  # The tokens' iss is the functions' base URL, which gen2 functions derive from region and
+  # project (https://REGION-PROJECT.cloudfunctions.net/NAME): known before they exist.
+  issuer             = "https://${var.region}-${var.project_id}.cloudfunctions.net"
+  signing_key_secret = "projects/${var.project_id}/secrets/${var.signing_key_secret_id}"
+  signing_env = {
+    sign    = { SIGNING_KEY_SECRET = local.signing_key_secret, SEATLEASE_ISSUER = local.issuer }
+    publish = { SIGNING_KEY_SECRET = local.signing_key_secret }
+    none    = {}
+  }
 
   environment = {
     for fn, f in local.functions : fn => merge(
       local.common_env,
       f.redis ? local.redis_env : {},
       f.sql ? local.sql_env : {},
+      local.signing_env[f.signing_key],
       f.sql ? (var.db_iam_auth
         ? { DB_USER = trimsuffix(google_service_account.function[fn].email, ".gserviceaccount.com"), DB_IAM_AUTH = "1" }
         : { DB_USER = var.db_user }
@@ -81,9 +99,11 @@ locals {
     for fn, s in local.secrets : { for env, secret in s : "${fn}/${env}" => { function = fn, secret = secret } }
   ]...)
 
-  sql_functions     = toset([for fn, f in local.functions : fn if f.sql])
-  publish_functions = toset([for fn, f in local.functions : fn if f.publish])
-  public_functions  = toset([for fn, f in local.functions : fn if f.public])
+  sql_functions          = toset([for fn, f in local.functions : fn if f.sql])
+  publish_functions      = toset([for fn, f in local.functions : fn if f.publish])
+  public_functions       = toset([for fn, f in local.functions : fn if f.public])
+  signing_functions      = toset([for fn, f in local.functions : fn if f.signing_key == "sign"])
+  key_metadata_functions = toset([for fn, f in local.functions : fn if f.signing_key != "none"])
 
   admin_invoker_grants = { for m in var.admin_invokers : m => m }
 }
@@ -110,6 +130,15 @@ resource "google_service_account" "build" {
   description  = "Cloud Build identity for the seatlease function builds."
 }
 
+# What the build service account needs, as Cloud Run's "Configure the build service
+# account" page lists it for functions deployed from source (Cloud Run functions docs,
+# run/docs/configuring/services/build-service-account): Logs Writer (build logs),
+# Artifact Registry Writer (the built image) and Storage Object Admin ("for retrieving
+# the function source from the Cloud Storage bucket"). Gen2 copies the uploaded source
+# to its own bucket gcf-v2-sources-PROJECT_NUMBER-REGION (-CMEK_HASH with CMEK), which
+# the build reads. Storage Object Admin is therefore granted on the project, but an IAM
+# condition limits it to that bucket and to this module's source bucket: nothing else
+# in the project (e.g. the Terraform state bucket) becomes readable to builds.
 resource "google_project_iam_member" "build" {
   for_each = toset([
     "roles/logging.logWriter",
@@ -119,6 +148,26 @@ resource "google_project_iam_member" "build" {
   project = var.project_id
   role    = each.value
   member  = "serviceAccount:${google_service_account.build.email}"
+}
+
+data "google_project" "this" {
+  project_id = var.project_id
+}
+
+locals {
+  gcf_sources_bucket = "gcf-v2-sources-${data.google_project.this.number}-${var.region}"
+}
+
+resource "google_project_iam_member" "build_sources" {
+  project = var.project_id
+  role    = "roles/storage.objectAdmin"
+  member  = "serviceAccount:${google_service_account.build.email}"
+
+  condition {
+    title       = "seatlease-function-source-buckets"
+    description = "The Cloud Functions gen2 source bucket of this region and the seatlease source bucket only."
+    expression  = "resource.name.startsWith(\"projects/_/buckets/${local.gcf_sources_bucket}\") || resource.name == \"projects/_/buckets/${google_storage_bucket.sources.name}\" || resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.sources.name}/\")"
+  }
 }
 
 # Pushes lease events to the audit function (OIDC token in every push).
@@ -147,6 +196,26 @@ resource "google_secret_manager_secret_iam_member" "function" {
   secret_id = each.value.secret
   role      = "roles/secretmanager.secretAccessor"
   member    = "serviceAccount:${google_service_account.function[each.value.function].email}"
+}
+
+# The lease-token signing key (see the table above): the payload for the signers only,
+# the versions and annotations (public keys, start times) for them and the JWKS.
+resource "google_secret_manager_secret_iam_member" "signing_key_accessor" {
+  for_each = local.signing_functions
+
+  project   = var.project_id
+  secret_id = var.signing_key_secret_id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+resource "google_secret_manager_secret_iam_member" "signing_key_viewer" {
+  for_each = local.key_metadata_functions
+
+  project   = var.project_id
+  secret_id = var.signing_key_secret_id
+  role      = "roles/secretmanager.viewer"
+  member    = "serviceAccount:${google_service_account.function[each.key].email}"
 }
 
 # Cloud SQL Python Connector: cloudsql.client, limited to this instance by a condition.
@@ -195,9 +264,11 @@ resource "google_pubsub_topic_iam_member" "publisher" {
 }
 
 # --------------------------------------------------------------------------------
-# Source archives: tools/build_function_source.py builds functions/NAME/main.py +
-# shared/ + requirements.txt into a deterministic zip at plan time; the object name
-# carries its sha256, so a function is rebuilt exactly when its source changes.
+# Source archives: tools/build_function_source.py builds functions/NAME/main.py + the
+# seatlease runtime package (shared/seatlease/; never the CLI, client or local stack) +
+# requirements.txt (the hashed lock requirements-functions.txt; a missing or stale lock
+# fails the plan) into a deterministic zip at plan time; the object name carries its
+# sha256, so a function is rebuilt exactly when its source or locked dependencies change.
 # --------------------------------------------------------------------------------
 
 data "external" "source" {
@@ -218,8 +289,10 @@ resource "google_storage_bucket" "sources" {
   location                    = var.region
   uniform_bucket_level_access = true
   public_access_prevention    = "enforced"
-  force_destroy               = true
-  labels                      = var.labels
+  # A dev stack's destroy empties the bucket; prod keeps it (and its versions) unless
+  # deletion protection is turned off first.
+  force_destroy = var.source_bucket_force_destroy
+  labels        = var.labels
 
   versioning {
     enabled = true
@@ -233,12 +306,6 @@ resource "google_storage_bucket" "sources" {
       type = "Delete"
     }
   }
-}
-
-resource "google_storage_bucket_iam_member" "build_reads_sources" {
-  bucket = google_storage_bucket.sources.name
-  role   = "roles/storage.objectViewer"
-  member = "serviceAccount:${google_service_account.build.email}"
 }
 
 resource "google_storage_bucket_object" "source" {
@@ -311,9 +378,11 @@ resource "google_cloudfunctions2_function" "this" {
 
   depends_on = [
     google_secret_manager_secret_iam_member.function,
+    google_secret_manager_secret_iam_member.signing_key_accessor,
+    google_secret_manager_secret_iam_member.signing_key_viewer,
     google_project_iam_member.sql_client,
     google_project_iam_member.build,
-    google_storage_bucket_iam_member.build_reads_sources,
+    google_project_iam_member.build_sources,
   ]
 }
 
@@ -322,7 +391,8 @@ resource "google_cloudfunctions2_function" "this" {
 # --------------------------------------------------------------------------------
 
 # acquire / heartbeat / release: public at the network and IAM level; every request is
-# authenticated by the API key (Authorization: Bearer) inside the function.
+# authenticated by the API key (Authorization: Bearer) inside the function. keys: public,
+# it serves only public keys.
 resource "google_cloud_run_v2_service_iam_member" "public" {
   for_each = local.public_functions
 

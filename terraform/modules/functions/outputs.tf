@@ -32,3 +32,13 @@ output "secret_environment" {
   description = "Secret environment variables of every function: variable name => Secret Manager secret short name."
   value       = local.secrets
 }
+
+output "jwks_url" {
+  description = "URL of the JWKS (the keys function): the public keys that verify the lease tokens."
+  value       = google_cloudfunctions2_function.this["keys"].url
+}
+
+output "issuer" {
+  description = "The lease tokens' iss claim: the functions' base URL."
+  value       = local.issuer
+}

@@ -20,7 +20,7 @@ variable "name" {
 
 variable "repo_root" {
   type        = string
-  description = "Path of the repository checkout (holds functions/, shared/ and tools/build_function_source.py)."
+  description = "Path of the repository checkout (holds functions/, shared/seatlease/, requirements-functions.txt and tools/build_function_source.py)."
 }
 
 variable "build_dir" {
@@ -96,6 +96,11 @@ variable "db_iam_auth" {
   default     = false
 }
 
+variable "signing_key_secret_id" {
+  type        = string
+  description = "Short name of the Secret Manager secret holding the lease-token signing keys (one version per Ed25519 key, written by `seatlease keys rotate`, never by Terraform). acquire/heartbeat/release may read it; the keys function may read its metadata only."
+}
+
 variable "pubsub_topic_name" {
   type        = string
   description = "Short name of the lease event topic (PUBSUB_TOPIC); the reaper may publish to it."
@@ -126,12 +131,12 @@ variable "function_settings" {
     memory          = optional(string)
     timeout_seconds = optional(number)
   }))
-  description = "Per-function overrides (keys: acquire, heartbeat, release, reaper, audit, admin) of min_instances, max_instances, concurrency (max_instance_request_concurrency), cpu, memory and timeout_seconds. Unset fields keep the defaults in main.tf (local.defaults)."
+  description = "Per-function overrides (keys: acquire, heartbeat, release, keys, reaper, audit, admin) of min_instances, max_instances, concurrency (max_instance_request_concurrency), cpu, memory and timeout_seconds. Unset fields keep the defaults in main.tf (local.defaults)."
   default     = {}
 
   validation {
-    condition     = alltrue([for k in keys(var.function_settings) : contains(["acquire", "heartbeat", "release", "reaper", "audit", "admin"], k)])
-    error_message = "function_settings keys must be function names: acquire, heartbeat, release, reaper, audit, admin."
+    condition     = alltrue([for k in keys(var.function_settings) : contains(["acquire", "heartbeat", "release", "keys", "reaper", "audit", "admin"], k)])
+    error_message = "function_settings keys must be function names: acquire, heartbeat, release, keys, reaper, audit, admin."
   }
 }
 
@@ -156,4 +161,10 @@ variable "secret_versions" {
   type        = string
   description = "Current Secret Manager version numbers (secrets module output), exposed as SECRET_VERSIONS: when a credential is rolled, the changed value starts new revisions, which resolve the \"latest\" secrets again."
   default     = ""
+}
+
+variable "source_bucket_force_destroy" {
+  type        = bool
+  description = "Let `terraform destroy` delete the source bucket with the archives in it (true for throw-away stacks; modules/stack passes !deletion_protection)."
+  default     = false
 }

@@ -4,9 +4,17 @@
 # one "reaper run" line per run with reclaimed, published, outbox_backlog,
 # shards_swept, duration_ms, denials), alert policies and a dashboard.
 
+# Two filter languages meet here, with different syntax for "one of these values":
+#   * log-based metric filters use the Logging query language:
+#       field=("a" OR "b")
+#   * alert conditions and dashboard charts use Monitoring filters:
+#       field=one_of("a", "b")
+# tests/terraform/test_filters.py parses every filter of this module with a grammar of
+# its own language and runs each log-based metric's filter on the lines the code logs.
 locals {
   run_logs      = "resource.type=\"cloud_run_revision\""
   client_names  = join(" OR ", [for f in var.client_functions : "\"${f}\""])
+  client_one_of = "one_of(${join(", ", [for f in var.client_functions : "\"${f}\""])})"
   client_filter = "${local.run_logs} AND resource.labels.service_name=(${local.client_names}) AND jsonPayload.function=(${local.client_names})"
   reaper_filter = "${local.run_logs} AND resource.labels.service_name=\"${var.reaper_service_name}\""
   reaper_run    = "${local.reaper_filter} AND jsonPayload.message=\"reaper run\" AND severity<ERROR"
@@ -228,9 +236,17 @@ resource "google_logging_metric" "reaper_value" {
 # Alert policies
 # ---------------------------------------------------------------------------------
 
-locals {
-  # Time-series filter of each log-based metric above, by metric short name.
-  user_metric = { for k, m in merge(
+# A log-based metric becomes visible to Cloud Monitoring only some minutes after it is
+# created: an alert policy on it, created in the same apply, fails with "404 Cannot find
+# metric(s) ... it could take up to 10 minutes to become available" (open provider issue
+# hashicorp/terraform-provider-google#11102). The policies and the dashboard therefore
+# read the metric names from this wait, which is created after the metrics and takes
+# var.log_metric_visibility_wait. It is replaced, and waits again, only when the set of
+# metric names changes; on the first apply it runs alongside Cloud SQL's creation, so
+# it costs no extra time there.
+resource "time_sleep" "log_metrics_visible" {
+  create_duration = var.log_metric_visibility_wait
+  triggers = merge(
     {
       client_requests = google_logging_metric.client_requests.name
       client_5xx      = google_logging_metric.client_5xx.name
@@ -241,7 +257,16 @@ locals {
       reaper_errors   = google_logging_metric.reaper_errors.name
     },
     { for k, m in google_logging_metric.reaper_value : k => m.name },
-  ) : k => "metric.type=\"${local.metric_prefix}/${m}\" AND resource.type=\"cloud_run_revision\"" }
+  )
+}
+
+locals {
+  # Time-series filter of each log-based metric above, by metric short name (through
+  # the wait above, so that nothing uses a metric before Monitoring knows it).
+  user_metric = {
+    for k, m in time_sleep.log_metrics_visible.triggers :
+    k => "metric.type=\"${local.metric_prefix}/${m}\" AND resource.type=\"cloud_run_revision\""
+  }
 
   # The policies made of one threshold condition (value above threshold for duration),
   # one google_monitoring_alert_policy.threshold each. Aggregation: per_series_aligner
@@ -313,7 +338,7 @@ locals {
   # lines, and in Cloud Run's request count, because crashes, timeouts and out-of-memory
   # kills never reach the function's own log line. (A list: the order of the conditions
   # stays as deployed.)
-  client_run_requests = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=one_of(${local.client_names})"
+  client_run_requests = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=${local.client_one_of}"
   client_5xx_conditions = [
     {
       requests    = "logged client requests"

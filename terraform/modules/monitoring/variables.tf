@@ -77,3 +77,14 @@ variable "redis_memory_ratio_threshold" {
   description = "Redis memory usage ratio above which an alert fires (noeviction: writes fail at 100%)."
   default     = 0.8
 }
+
+variable "log_metric_visibility_wait" {
+  type        = string
+  description = "How long to wait after creating or renaming log-based metrics before creating the alert policies and the dashboard that use them (Cloud Monitoring can take up to 10 minutes to know a new log-based metric)."
+  default     = "10m"
+
+  validation {
+    condition     = can(regex("^[0-9]+[smh]$", var.log_metric_visibility_wait))
+    error_message = "log_metric_visibility_wait is a duration such as 600s, 10m or 1h."
+  }
+}

@@ -49,10 +49,50 @@ resource "google_compute_global_address" "private_services" {
   network       = google_compute_network.this.id
 }
 
+# Destroying the connection fails with "Producer services (e.g. CloudSQL, Cloud
+# Memstore, etc.) are still using this connection": Cloud SQL keeps its producer
+# resources for days after the instance is deleted (provider issues #16275, #19908).
+# ABANDON removes the connection from the state without calling the API; the VPC peering
+# it created would then still block deleting the network, so the peering is removed on
+# destroy by terraform_data.private_services_peering below, after every instance that
+# uses it is gone. (Provider 8.x has deletion_policy = "REMOVE_PEERING" for this; this
+# configuration stays on 7.x.) update_on_creation_fail lets a new stack with the same
+# network name take over the connection the service producer still remembers.
 resource "google_service_networking_connection" "private_services" {
   network                 = google_compute_network.this.id
   service                 = "servicenetworking.googleapis.com"
   reserved_peering_ranges = [google_compute_global_address.private_services.name]
+  deletion_policy         = "ABANDON"
+  update_on_creation_fail = true
+}
+
+# The peering of the connection above, removed on destroy (gcloud compute networks
+# peerings delete, what the console's "remove peering" does). Cloud SQL and Redis take
+# the connection through this resource's output, so a destroy removes them first, then
+# the peering, then the reserved range and the network.
+resource "terraform_data" "private_services_peering" {
+  input = {
+    project    = var.project_id
+    network    = google_compute_network.this.name
+    peering    = google_service_networking_connection.private_services.peering
+    connection = google_service_networking_connection.private_services.id
+  }
+
+  provisioner "local-exec" {
+    when        = destroy
+    interpreter = ["/bin/sh", "-c"]
+    command     = <<-EOT
+      command -v gcloud >/dev/null || { echo "gcloud is needed to remove VPC peering $PEERING" >&2; exit 1; }
+      if gcloud compute networks peerings list --project="$PROJECT" --network="$NETWORK" --format="value(name)" | grep -qx "$PEERING"; then
+        gcloud compute networks peerings delete "$PEERING" --project="$PROJECT" --network="$NETWORK" --quiet
+      fi
+    EOT
+    environment = {
+      PROJECT = self.input.project
+      NETWORK = self.input.network
+      PEERING = self.input.peering
+    }
+  }
 }
 
 # The functions only open connections out of the VPC (egress); nothing listens inside it.
@@ -75,3 +115,15 @@ resource "google_compute_firewall" "deny_all_ingress" {
     metadata = "INCLUDE_ALL_METADATA"
   }
 }
+
+# Direct VPC egress keeps addresses of the functions subnet for a while after the
+# functions are deleted: Cloud Run's docs say to wait 1 to 2 hours before deleting such a
+# subnet. The functions take the subnet id through this resource's triggers, so on
+# destroy it sits between them: the functions go, this waits, then the subnet goes.
+resource "time_sleep" "functions_subnet_release" {
+  destroy_duration = var.functions_subnet_release_wait
+  triggers = {
+    subnet_id = google_compute_subnetwork.this["functions"].id
+  }
+}
+

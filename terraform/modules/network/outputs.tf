@@ -10,7 +10,7 @@ output "network_name" {
 
 output "functions_subnet_id" {
   description = "Id of the subnet the functions use for Direct VPC egress."
-  value       = google_compute_subnetwork.this["functions"].id
+  value       = time_sleep.functions_subnet_release.triggers["subnet_id"] # = google_compute_subnetwork.this["functions"].id
 }
 
 output "functions_subnet_name" {
@@ -29,6 +29,6 @@ output "private_services_range_name" {
 }
 
 output "private_services_connection" {
-  description = "The google_service_networking_connection id. Pass it to modules whose resources need private services access so that they depend on it explicitly."
-  value       = google_service_networking_connection.private_services.id
+  description = "The google_service_networking_connection id. Pass it to modules whose resources need private services access so that they depend on it explicitly (and are destroyed before its peering is removed)."
+  value       = terraform_data.private_services_peering.output.connection
 }

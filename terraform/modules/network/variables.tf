@@ -41,3 +41,14 @@ variable "flow_log_sampling" {
   description = "Fraction of VPC flow log records kept on the subnets (0 to 1)."
   default     = 0.5
 }
+
+variable "functions_subnet_release_wait" {
+  type        = string
+  description = "On destroy, how long to wait between deleting the functions and deleting their Direct VPC egress subnet (Cloud Run releases the subnet's addresses 1 to 2 hours after its services are deleted)."
+  default     = "120m"
+
+  validation {
+    condition     = can(regex("^[0-9]+[smh]$", var.functions_subnet_release_wait))
+    error_message = "functions_subnet_release_wait is a duration such as 90m or 2h."
+  }
+}

@@ -5,7 +5,13 @@
 #   * AUTH + in-transit encryption (SERVER_AUTHENTICATION, port 6378): chosen at
 #     creation time, cannot be added later without recreating the instance.
 #   * The server certificate rotates every 180 days with a brief disconnect: the
-#     client retries with backoff (shared/redisconn.py).
+#     client retries with backoff (shared/seatlease/redisconn.py). The CA itself is
+#     valid 10 years and a new one is published 5 years in; server_ca_certs then lists
+#     both, and the functions get every one of them (REDIS_CA_CERT), so the switch to
+#     the new CA needs no redeploy.
+#   * The server certificate names the instance by its IP (subject CN) and has no
+#     subjectAltName, so clients cannot check it against the IP in REDIS_URL; the
+#     functions verify the chain against this instance's own CA instead (redisconn).
 
 locals {
   redis_configs = {
@@ -65,8 +71,16 @@ resource "google_redis_instance" "this" {
 # touches shares one hash tag (sl:{shard}:...), so the same code runs on it.
 # Redis Cluster reaches the VPC through Private Service Connect, which needs a service
 # connection policy for the "gcp-memorystore-redis" service class in the network.
-# Redis Cluster has no AUTH string (its only authentication is IAM, which the code does
-# not use): access is limited to the VPC by PSC, and traffic is TLS-encrypted.
+# Redis Cluster has no AUTH string: its only authentication mode is IAM, where every
+# connection sends a one-hour OAuth access token of a principal holding
+# roles/redis.dbConnectionUser; the functions do not implement that token exchange. So
+# the cluster runs with AUTH_MODE_DISABLED, and what keeps others out is the network:
+# its only endpoints are the Private Service Connect addresses in this VPC (subnet
+# NAME-psc), the VPC holds nothing but the functions' Direct VPC egress (no VMs, no
+# peering to other networks, a deny-all ingress rule), and traffic is TLS with the
+# server verified against the cluster's CA. Anyone who can run code in this VPC can
+# read and write leases: add IAM auth (roles/redis.dbConnectionUser + a token-refreshing
+# credential provider in redisconn) before putting other workloads into the network.
 # ---------------------------------------------------------------------------------
 
 resource "google_network_connectivity_service_connection_policy" "redis" {
@@ -94,7 +108,7 @@ resource "google_redis_cluster" "this" {
   replica_count = var.cluster_replica_count
   node_type     = var.cluster_node_type
 
-  # Redis Cluster has no AUTH string; its only auth mode is IAM tokens, which the functions do not implement. Access is restricted to the VPC via PSC and encrypted in transit.
+  # No AUTH string exists for Redis Cluster and IAM auth is not implemented: see above.
   authorization_mode      = "AUTH_MODE_DISABLED"
   transit_encryption_mode = "TRANSIT_ENCRYPTION_MODE_SERVER_AUTHENTICATION"
   redis_configs           = local.redis_configs
@@ -130,6 +144,6 @@ locals {
   port = var.use_cluster ? google_redis_cluster.this[0].discovery_endpoints[0].port : google_redis_instance.this[0].port
   ca_cert = (var.use_cluster
     ? join("\n", flatten([for ca in google_redis_cluster.this[0].managed_server_ca[0].ca_certs : ca.certificates]))
-    : google_redis_instance.this[0].server_ca_certs[0].cert
+    : join("\n", google_redis_instance.this[0].server_ca_certs[*].cert)
   )
 }

@@ -14,12 +14,12 @@ output "redis_url" {
 }
 
 output "ca_cert" {
-  description = "PEM of the CA that signs the server certificate (server_ca_certs[0].cert); REDIS_CA_CERT for the functions."
+  description = "PEM of every CA that may sign the server certificate (all of server_ca_certs, so that a CA rotation needs no redeploy); REDIS_CA_CERT for the functions."
   value       = local.ca_cert
 }
 
 output "auth_string" {
-  description = "The AUTH string Memorystore generated (empty for Redis Cluster, which has none)."
+  description = "The AUTH string Memorystore generated (empty for Redis Cluster, which has none). It is an attribute of google_redis_instance, so it is in the Terraform state in clear text."
   value       = var.use_cluster ? "" : google_redis_instance.this[0].auth_string
   sensitive   = true
 }

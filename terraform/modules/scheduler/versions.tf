@@ -3,7 +3,7 @@ terraform {
   required_providers {
     google = {
       source  = "hashicorp/google"
-      version = ">= 7.21, < 8.0"
+      version = ">= 7.31, < 8.0"
     }
   }
 }

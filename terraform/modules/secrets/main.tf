@@ -1,11 +1,12 @@
-# Secret Manager holds the two credentials of seatlease: the Memorystore AUTH string and
-# the database password. Values are written with secret_data_wo (write-only, Terraform
+# Secret Manager holds the two credentials of seatlease, the Memorystore AUTH string and
+# the database password, and the keys that sign the lease tokens. Values are written with secret_data_wo (write-only, Terraform
 # >= 1.11) so they stay out of the state of the secret versions. Accessor grants are
 # made per function in the functions module, only for the functions that read them.
 
 locals {
-  redis_secret_id = "${var.name}-redis-auth"
-  db_secret_id    = "${var.name}-db-password"
+  redis_secret_id       = "${var.name}-redis-auth"
+  db_secret_id          = "${var.name}-db-password"
+  signing_key_secret_id = "${var.name}-signing-key"
 }
 
 resource "google_secret_manager_secret" "redis_auth" {
@@ -80,4 +81,30 @@ ephemeral "google_secret_manager_secret_version" "db_password" {
   project = var.project_id
   secret  = google_secret_manager_secret.db_password.secret_id
   version = google_secret_manager_secret_version.db_password.version
+}
+
+# The lease-token signing keys: one version per Ed25519 private key (kid = the version
+# number), written by `seatlease keys rotate --secret ...` on an operator's machine, never
+# by Terraform, so no private key is ever in the state or the plan. The rotate command
+# also publishes each version's public key and start time in the annotations, which
+# Terraform therefore leaves alone. Who may read it: the functions module.
+resource "google_secret_manager_secret" "signing_key" {
+  project   = var.project_id
+  secret_id = local.signing_key_secret_id
+  labels    = var.labels
+
+  replication {
+    user_managed {
+      dynamic "replicas" {
+        for_each = var.replica_locations
+        content {
+          location = replicas.value
+        }
+      }
+    }
+  }
+
+  lifecycle {
+    ignore_changes = [annotations]
+  }
 }

@@ -22,3 +22,8 @@ output "secret_versions" {
     "db-password:${google_secret_manager_secret_version.db_password.version}",
   ]))
 }
+
+output "signing_key_secret_id" {
+  description = "Short name of the secret holding the lease-token signing keys (no version until `seatlease keys rotate --secret projects/PROJECT/secrets/NAME --activate-in 0`)."
+  value       = google_secret_manager_secret.signing_key.secret_id
+}

@@ -35,6 +35,18 @@ resource "google_project_service" "apis" {
   disable_on_destroy = false
 }
 
+# Every module waits for the APIs (depends_on below), and then for this: an API that was
+# just enabled can still answer "API has not been used in project ... or it is
+# disabled" for a short while, and its service agents (Pub/Sub's, which mints the push
+# OIDC tokens and forwards dead letters) are created in the background. The wait runs
+# again only when an API is added to the list; with enable_apis = false it is skipped.
+resource "time_sleep" "apis_propagated" {
+  count = var.enable_apis ? 1 : 0
+
+  create_duration = var.api_propagation_wait
+  triggers        = { for api, s in google_project_service.apis : api => s.id }
+}
+
 module "network" {
   source = "../network"
 
@@ -42,7 +54,7 @@ module "network" {
   region     = var.region
   name       = var.name
 
-  depends_on = [google_project_service.apis]
+  depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
 
 module "redis" {
@@ -61,6 +73,8 @@ module "redis" {
   persistence_enabled         = var.redis_persistence_enabled
   deletion_protection         = var.deletion_protection
   labels                      = local.labels
+
+  depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
 
 module "secrets" {
@@ -74,7 +88,7 @@ module "secrets" {
   db_password_version = var.db_password_version
   labels              = local.labels
 
-  depends_on = [google_project_service.apis]
+  depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
 
 module "database" {
@@ -95,6 +109,8 @@ module "database" {
   db_password                    = module.secrets.db_password
   db_password_version            = var.db_password_version
   labels                         = local.labels
+
+  depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
 
 module "functions" {
@@ -117,6 +133,7 @@ module "functions" {
   db_name                    = module.database.db_name
   db_user                    = module.database.db_user
   db_password_secret_id      = module.secrets.db_password_secret_id
+  signing_key_secret_id      = module.secrets.signing_key_secret_id
   secret_versions            = module.secrets.secret_versions
   db_iam_auth                = var.db_iam_auth
   pubsub_topic_name          = module.pubsub.topic_name
@@ -126,7 +143,9 @@ module "functions" {
   admin_invokers             = var.admin_invokers
   labels                     = local.labels
 
-  depends_on = [google_project_service.apis]
+  source_bucket_force_destroy = !var.deletion_protection
+
+  depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
 
 module "pubsub" {
@@ -136,6 +155,8 @@ module "pubsub" {
   audit_push_endpoint              = module.functions.service_uris["audit"]
   audit_push_service_account_email = module.functions.audit_push_service_account_email
   labels                           = local.labels
+
+  depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
 
 module "scheduler" {
@@ -146,6 +167,8 @@ module "scheduler" {
   name                = var.name
   reaper_service_name = module.functions.service_names["reaper"]
   reaper_uri          = module.functions.service_uris["reaper"]
+
+  depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
 
 module "monitoring" {
@@ -158,5 +181,5 @@ module "monitoring" {
   redis_is_cluster              = module.redis.is_cluster
   redis_instance_id             = module.redis.instance_id
 
-  depends_on = [google_project_service.apis]
+  depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }

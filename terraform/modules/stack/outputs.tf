@@ -52,3 +52,13 @@ output "dead_letter_subscription" {
   description = "Subscription holding dead-lettered lease events."
   value       = module.pubsub.dead_letter_subscription_name
 }
+
+output "jwks_url" {
+  description = "URL of the JWKS (GET): the public keys that verify the lease tokens."
+  value       = module.functions.jwks_url
+}
+
+output "signing_key_secret" {
+  description = "Secret Manager secret of the lease-token signing keys, for `seatlease keys rotate --secret` (add the first key right after the first apply)."
+  value       = "projects/${var.project_id}/secrets/${module.secrets.signing_key_secret_id}"
+}

@@ -27,6 +27,17 @@ variable "enable_apis" {
   default     = true
 }
 
+variable "api_propagation_wait" {
+  type        = string
+  description = "How long to wait after enabling the APIs before creating anything that uses them (newly enabled APIs and their service agents take a moment to become usable)."
+  default     = "90s"
+
+  validation {
+    condition     = can(regex("^[0-9]+[smh]$", var.api_propagation_wait))
+    error_message = "api_propagation_wait is a duration such as 90s or 2m."
+  }
+}
+
 variable "use_redis_cluster" {
   type        = bool
   description = "Use Memorystore for Redis Cluster (PSC, no AUTH string, REDIS_CLUSTER=1) instead of Memorystore for Redis."

@@ -1,0 +1,206 @@
+"""Usage reports against history size: the same reports over 100,000 and 10,000,000 events.
+
+Creates a private PostgreSQL database (on the machine's server at 127.0.0.1:5432 if it
+answers, else a private initdb cluster), migrated, and loads two tenants with one license
+of ``--clients`` (1,000) seats each, over the same ``--days`` (365) ending at ``--end``:
+
+- ``small``: ``--small`` (100,000) events;
+- ``big``: ``--events`` (10,000,000) events.
+
+Each client holds its seat in turn: client ``c`` starts a lease every period ``P`` (so
+that the tenant's events fill the days), ``c``'s leases start ``c x P / clients`` into the
+period and last half a period less a millisecond, so about half the seats are in use and
+every event's ``seats_used`` is Redis's exact count; plus one ``lease.denied`` per hour.
+Events are generated in the database in bulk (``generate_series``) and stored through the
+audit path's own statement (``seatlease.rollups.insert_statement`` with a generated source
+instead of the JSON array): the same insert, the same rollups.
+
+Then, per tenant, times ``report.usage`` through the admin action (``seatlease.admin``,
+what the admin function and the CLI run; median of ``--repeat`` runs) for an hourly
+report over the last 30 days and a daily report over the last 365 days (windows that
+start mid-hour, so the raw edges are read too), each with and without ``timelines``, and
+the peak Python memory of one report (tracemalloc). Checks: each report of ``big`` at
+most 1 s and at most 2x the same report of ``small``, peak memory at most 100 MB, and the
+two tenants' reports equal in shape (periods, licenses). Exit status 1 if a check fails.
+
+Run: ``.venv/bin/python bench/report_scale.py`` (loading 10M events takes a few minutes
+on 2 cores; ``--events 1000000`` for a quicker look).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, text
+
+from seatlease import admin, db, rollups, store
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from procs import private_database  # the tests' fresh-database helper
+
+LICENSE = "cad"
+CHUNK_SESSIONS = 250_000  # sessions (2 events each) per insert statement
+
+
+def source(tenant: str, clients: int, period_ms: int, start: datetime) -> str:
+    """A SELECT of the events of sessions ``:lo <= k < :hi`` (client ``k % clients``, its
+    ``k / clients``-th lease): the acquire, and its release half a period later."""
+    step = period_ms // clients
+    hold = (clients // 2) * step - 1  # ends 1 ms before the next client's start
+    return f"""
+        SELECT '{tenant}-' || k || CASE WHEN e.n = 1 THEN '-a' ELSE '-r' END AS event_id,
+               CASE WHEN e.n = 1 THEN 'lease.acquired' ELSE 'lease.released' END AS type,
+               '{tenant}'::text AS tenant_id, '{LICENSE}'::text AS license_id,
+               '{tenant}-s' || k AS session_id, 'ws-' || mod(k, {clients}) AS client_id,
+               TIMESTAMPTZ '{start.isoformat()}'
+                   + make_interval(secs => ((k / {clients}) * {period_ms}::bigint
+                                            + mod(k, {clients}) * {step}
+                                            + CASE WHEN e.n = 1 THEN 0 ELSE {hold} END)
+                                           / 1000.0) AS occurred_at,
+               CASE WHEN e.n = 2 THEN {clients // 2 - 1}
+                    WHEN k < {clients // 2} THEN k + 1
+                    ELSE {clients // 2} END AS seats_used,
+               {clients}::int AS seats_total, 1 AS count,
+               '{{"host": "ws"}}'::jsonb AS metadata
+        FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint) - 1) AS k
+        CROSS JOIN (VALUES (1), (2)) AS e(n)"""
+
+
+def denials(tenant: str, start: datetime, days: int) -> str:
+    return f"""
+        SELECT '{tenant}-d' || h AS event_id, 'lease.denied' AS type, '{tenant}'::text AS tenant_id,
+               '{LICENSE}'::text AS license_id, NULL::text AS session_id,
+               NULL::text AS client_id,
+               TIMESTAMPTZ '{start.isoformat()}' + make_interval(hours => h::int, mins => 30)
+                   AS occurred_at,
+               NULL::int AS seats_used, NULL::int AS seats_total, 3 AS count,
+               NULL::jsonb AS metadata
+        FROM generate_series(0, {days * 24 - 1}) AS h"""
+
+
+def load(engine: Any, tenant: str, events: int, clients: int, start: datetime, days: int) -> float:
+    sessions = events // 2
+    span_ms = days * 86_400_000
+    per_client = max(1, sessions // clients)
+    period_ms = (span_ms // per_client) // clients * clients
+    statement = text(rollups.insert_statement(source(tenant, clients, period_ms, start)))
+    began = time.perf_counter()
+    for lo in range(0, sessions, CHUNK_SESSIONS):
+        with engine.begin() as conn:
+            # Bulk-load settings for this transaction only: sorts in memory, and no
+            # flush wait at commit (a crash of the benchmark loses nothing of value).
+            conn.execute(text("SET LOCAL work_mem = '256MB'"))
+            conn.execute(text("SET LOCAL synchronous_commit = off"))
+            rollups.run_insert(
+                conn, statement, {"lo": lo, "hi": min(sessions, lo + CHUNK_SESSIONS)}
+            )
+    with engine.begin() as conn:
+        rollups.run_insert(conn, text(rollups.insert_statement(denials(tenant, start, days))), {})
+        conn.execute(text("ANALYZE"))
+    return time.perf_counter() - began
+
+
+def timed(request: dict[str, Any], repeat: int) -> tuple[float, float, dict[str, Any]]:
+    """Median seconds of ``repeat`` runs, then peak MB of one more run under tracemalloc."""
+    parsed = admin.parse(request)
+    times = []
+    body: dict[str, Any] = {}
+    for _ in range(repeat):
+        began = time.perf_counter()
+        _status, body = admin.execute(parsed)
+        times.append(time.perf_counter() - began)
+    tracemalloc.start()
+    admin.execute(parsed)
+    peak = tracemalloc.get_traced_memory()[1] / 1e6
+    tracemalloc.stop()
+    return statistics.median(times), peak, body
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--small", type=int, default=100_000)
+    parser.add_argument("--clients", type=int, default=1_000)
+    parser.add_argument("--days", type=int, default=365)
+    parser.add_argument("--end", default="2026-11-23T00:00:00+00:00")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    end = datetime.fromisoformat(args.end).astimezone(UTC)
+    start = end - timedelta(days=args.days)
+    url, cleanup = private_database()
+    ok = True
+    try:
+        # No client socket timeout here (the functions' engine has 5 s): one bulk insert
+        # statement runs longer than that.
+        engine = create_engine(url)
+        store.upgrade(engine)
+        with engine.begin() as conn:
+            month, months = start, []
+            while month <= end:
+                months.append(month)
+                month += timedelta(days=28)
+            rollups.ensure_partitions(conn, months)
+        os.environ["DATABASE_URL"] = url
+        db.reset()
+        version = ".".join(map(str, engine.dialect.server_version_info or ()))
+        print(f"PostgreSQL {version}, Python {platform.python_version()}, {args.days} days "
+              f"ending {end:%Y-%m-%d}, one license of {args.clients} seats per tenant")  # fmt: skip
+        sizes = {"small": args.small, "big": args.events}
+        for tenant, events in sizes.items():
+            store.create_tenant(tenant)
+            store.create_license(tenant, LICENSE, args.clients)
+            took = load(engine, tenant, events, args.clients, start, args.days)
+            print(f"loaded {tenant}: {events:,} events in {took:.1f} s = "
+                  f"{events / took:,.0f} events/s through the rollup statement")  # fmt: skip
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT count(*) FROM lease_events")).scalar_one()
+            hours = conn.execute(text("SELECT count(*) FROM usage_rollups")).scalar_one()
+            days = conn.execute(text("SELECT count(*) FROM usage_client_rollups")).scalar_one()
+            size = conn.execute(
+                text("SELECT pg_size_pretty(pg_total_relation_size('usage_rollups') + "
+                     "pg_total_relation_size('usage_client_rollups'))")
+            ).scalar_one()  # fmt: skip
+        print(f"database: {rows:,} lease_events rows; rollups: {hours:,} hourly, "
+              f"{days:,} client-daily rows ({size})")  # fmt: skip
+        # Windows that start and end mid-hour: the raw edges are read as well.
+        reports = {
+            "hourly, 30 days": {"period": "hour", "since": end - timedelta(days=30, minutes=17)},
+            "daily, 365 days": {"period": "day", "since": end - timedelta(days=365, minutes=17)},
+        }
+        for name, spec in reports.items():
+            for timelines in (False, True):
+                results = {}
+                for tenant in sizes:
+                    request = {
+                        "action": "report.usage", "tenant_id": tenant, "license_id": LICENSE,
+                        "period": spec["period"], "timelines": timelines,
+                        "since": spec["since"].isoformat(),
+                        "until": (end - timedelta(minutes=17)).isoformat(),
+                    }  # fmt: skip
+                    results[tenant] = timed(request, args.repeat)
+                (small_s, _small_mb, small_body), (big_s, big_mb, big_body) = results.values()
+                ratio = big_s / small_s
+                label = name + (" + timelines" if timelines else "")
+                print(f"{label:32s} small {small_s * 1000:7.1f} ms, big {big_s * 1000:7.1f} ms "
+                      f"(x{ratio:.2f}); peak memory {big_mb:.1f} MB; "
+                      f"{len(big_body['usage'])} periods, "
+                      f"{len(big_body['durations'])} clients")  # fmt: skip
+                same_shape = len(small_body["usage"]) == len(big_body["usage"])
+                ok = ok and big_s <= 1.0 and ratio <= 2.0 and big_mb <= 100 and same_shape
+    finally:
+        cleanup()
+    print("OK: every report within 1 s, 2x the small history and 100 MB" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

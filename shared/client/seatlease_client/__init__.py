@@ -1,0 +1,103 @@
+"""seatlease_client: hold a floating-license seat from a vendor's product without
+thinking about heartbeats.
+
+Zero runtime dependencies (the standard library only) and Python 3.9 or newer::
+
+    from seatlease_client import SeatClient
+
+    client = SeatClient("https://REGION-PROJECT.cloudfunctions.net", api_key)
+    with client.lease("cad-suite", client_id="host-42", metadata={"user": "ann"}) as lease:
+        run_the_product()  # heartbeats run in a background thread; released on exit
+
+Behaviour (docs/client.md in the seatlease repository has the details):
+
+- ``base_url`` is where the functions live: ``POST <base_url>/acquire``, ``/heartbeat``,
+  ``/release`` (Cloud Functions' URLs; the local devserver serves the same paths).
+- Network errors, ``503`` (and ``429``/``502``/``504`` from a front end) are retried with
+  exponential backoff and jitter, never sooner than ``Retry-After``. Every call is safe
+  to retry: acquiring again with the same ``client_id`` returns the lease already held,
+  a heartbeat only extends, a release is idempotent. Other errors raise typed
+  exceptions (``NoSeatsAvailable``, ``LicenseNotFound``, ...; base ``SeatError``).
+- A held lease heartbeats every ``heartbeat_interval_seconds`` (told by the server)
+  minus up to 25 % jitter, from a daemon thread. When the seat is lost (``410``: the
+  lease expired or was revoked; or the service stayed unreachable until the lease ran
+  out) the client calls ``on_lost(lease, reason)``, sets ``lease.lost`` and re-acquires
+  with the same ``client_id``; a denial (``409``) is retried at ``Retry-After`` until a
+  seat frees, then ``on_regained(lease)`` is called and ``lease.lost`` is False again.
+- ``wait=True`` waits for a seat (up to ``timeout`` seconds, else ``SeatWaitTimeout``),
+  retrying at the ``Retry-After`` of each ``409``.
+- The seat is released on leaving the ``with`` block, at interpreter exit (atexit) and
+  on SIGTERM (a handler installed only from the main thread, only while a seat is held,
+  chained to the previous handler; with no previous Python handler the process then
+  terminates by SIGTERM as it would have).
+- ``verify=True`` (the ``verify`` extra: ``pip install 'seatlease-client[verify]'``)
+  checks the signed token of every answer against the deployment's JWKS and the
+  vendor's ``pinned_keys``: a forged, tampered, replayed, expired or wrong-audience grant
+  raises a ``TokenError`` (one subclass per reason) and never counts as a seat. Without
+  it the client trusts whatever answers at ``base_url``.
+- ``borrow(license_id, client_id, seconds, path=...)`` takes a borrowed seat (no
+  heartbeats until it ends, for a machine going offline) and saves it with its signed
+  token; ``load_borrowed(path)`` verifies the saved token offline later (the ``verify``
+  extra; pin the vendor's keys) and ``BorrowedSeat.return_early()`` releases it.
+- Thread-safe: one ``SeatClient`` may serve many threads, each holding its own leases.
+  No global state. The API key never appears in ``repr``, in logs or in exceptions.
+
+The modules behind this one are private: ``_errors`` (the exceptions), ``_lease`` (a held
+seat and its heartbeats), ``_client`` (``SeatClient``), ``_async`` (``AsyncSeatClient``),
+``_verify`` (token verification, imported only with ``verify=True`` or for a borrowed
+seat), ``_borrow`` (borrowed seats saved to a file).
+"""
+
+from seatlease_client._async import AsyncSeatClient
+from seatlease_client._borrow import BorrowedSeat
+from seatlease_client._client import SeatClient
+from seatlease_client._errors import (
+    BackendUnavailable,
+    BadSignature,
+    InvalidRequest,
+    LicenseNotFound,
+    LicenseSuspended,
+    MalformedToken,
+    NoSeatsAvailable,
+    SeatError,
+    SeatWaitTimeout,
+    SessionExpired,
+    TokenError,
+    TokenExpired,
+    TokenMismatch,
+    TokenMissing,
+    TokenReplayed,
+    Unauthenticated,
+    UnknownKeyId,
+    UntrustedKey,
+    WrongAudience,
+)
+from seatlease_client._lease import Lease
+from seatlease_client._version import __version__
+
+__all__ = [
+    "AsyncSeatClient",
+    "BackendUnavailable",
+    "BadSignature",
+    "BorrowedSeat",
+    "InvalidRequest",
+    "Lease",
+    "LicenseNotFound",
+    "LicenseSuspended",
+    "MalformedToken",
+    "NoSeatsAvailable",
+    "SeatClient",
+    "SeatError",
+    "SeatWaitTimeout",
+    "SessionExpired",
+    "TokenError",
+    "TokenExpired",
+    "TokenMismatch",
+    "TokenMissing",
+    "TokenReplayed",
+    "Unauthenticated",
+    "UnknownKeyId",
+    "UntrustedKey",
+    "WrongAudience",
+    "__version__",
+]

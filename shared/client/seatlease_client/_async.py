@@ -1,0 +1,96 @@
+"""``AsyncSeatClient``: the same client for asyncio; HTTP calls run in worker threads and
+a held lease heartbeats from an asyncio task."""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import Any
+
+from seatlease_client._client import SeatClient
+from seatlease_client._lease import Lease, OnLost, OnRegained, _Keeper
+
+
+class AsyncSeatClient:
+    """The same client for asyncio: each HTTP call runs in a worker thread
+    (``asyncio.to_thread``) and a held lease heartbeats from an asyncio task.
+
+        async with AsyncSeatClient(url, key).lease("cad", client_id="h1") as lease: ...
+
+    ``on_lost``/``on_regained`` are plain functions, called from a worker thread.
+    """
+
+    def __init__(self, base_url: str, api_key: str, **options: Any) -> None:
+        self.sync = SeatClient(base_url, api_key, **options)
+
+    def __repr__(self) -> str:
+        return f"AsyncSeatClient({self.sync.base_url!r}, api_key=<hidden>)"
+
+    async def acquire(self, license_id: str, client_id: str, **fields: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.acquire, license_id, client_id, **fields)
+
+    async def heartbeat(self, license_id: str, session_id: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.heartbeat, license_id, session_id)
+
+    async def release(self, license_id: str, session_id: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.release, license_id, session_id)
+
+    def lease(
+        self,
+        license_id: str,
+        *,
+        client_id: str,
+        metadata: dict[str, Any] | None = None,
+        lease_seconds: int | None = None,
+        wait: bool = False,
+        timeout: float | None = None,
+        on_lost: OnLost | None = None,
+        on_regained: OnRegained | None = None,
+    ) -> AsyncLeaseContext:
+        lease = Lease(license_id, client_id, metadata)
+        keeper = _Keeper(self.sync, lease, lease_seconds, on_lost, on_regained)
+        return AsyncLeaseContext(keeper, wait, timeout)
+
+
+class AsyncLeaseContext:
+    """``async with client.lease(...) as lease``."""
+
+    def __init__(self, keeper: _Keeper, wait: bool, timeout: float | None) -> None:
+        self._keeper, self._wait, self._timeout = keeper, wait, timeout
+        self._task: asyncio.Task[None] | None = None
+        self._entered = False
+
+    async def __aenter__(self) -> Lease:
+        if self._entered:
+            raise RuntimeError("a lease context can be entered once; call client.lease() again")
+        self._entered = True
+        keeper = self._keeper
+        keeper.client._register(keeper)
+        try:
+            await asyncio.to_thread(keeper.acquire_first, self._wait, self._timeout)
+        except BaseException:
+            keeper.stop.set()  # a cancelled wait ends its thread; a late seat is released
+            keeper.client._unregister(keeper)
+            raise
+        self._task = asyncio.create_task(self._beat(), name="seatlease-heartbeat")
+        return keeper.lease
+
+    async def _beat(self) -> None:
+        keeper = self._keeper
+        delay = keeper.beat_delay()
+        while not keeper.stop.is_set():
+            await asyncio.sleep(delay)
+            if keeper.stop.is_set():
+                return
+            delay = await asyncio.to_thread(keeper.step)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._keeper.stop.set()
+        if self._task is not None:
+            self._task.cancel()
+        await asyncio.to_thread(self._keeper.client._close, self._keeper)

@@ -1,0 +1,157 @@
+"""The client's exceptions: one ``SeatError`` subclass per answer the service can give,
+and the mapping from HTTP status to exception."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SeatError(Exception):
+    """An error answer from seatlease: HTTP ``status`` (0 when no answer came back),
+    machine ``code``, human ``message``; ``body`` is the ``error`` object as sent."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        body: dict[str, Any] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(f"{status} {code}: {message}" if status else f"{code}: {message}")
+        self.status, self.code, self.message = status, code, message
+        self.body: dict[str, Any] = dict(body or {})
+        self._retry_after = retry_after
+
+    def _int_field(self, name: str, default: int) -> int:
+        value = self.body.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+class InvalidRequest(SeatError):
+    """400: the request was refused as invalid (``body`` may hold ``details`` and
+    ``max_lease_seconds``)."""
+
+
+class Unauthenticated(SeatError):
+    """401: the API key is missing, unknown or revoked."""
+
+
+class LicenseSuspended(SeatError):
+    """403: the vendor suspended this license."""
+
+
+class LicenseNotFound(SeatError):
+    """404: no such license for this API key's tenant."""
+
+
+class NoSeatsAvailable(SeatError):
+    """409: every seat is taken; a seat may free in ``retry_after_seconds``."""
+
+    @property
+    def seats_used(self) -> int:
+        return self._int_field("seats_used", 0)
+
+    @property
+    def seats_total(self) -> int:
+        return self._int_field("seats_total", 0)
+
+    @property
+    def retry_after_seconds(self) -> int:
+        header = int(self._retry_after) if self._retry_after else 1
+        return max(1, self._int_field("retry_after_seconds", header))
+
+
+class SeatWaitTimeout(NoSeatsAvailable):
+    """``wait=True`` and no seat came free within ``timeout`` (a ``NoSeatsAvailable``
+    carrying the last denial's numbers)."""
+
+
+class SessionExpired(SeatError):
+    """410: the session no longer holds a seat (``reason``: ``expired`` or ``unknown``)."""
+
+    @property
+    def reason(self) -> str:
+        return str(self.body.get("reason", "unknown"))
+
+
+class BackendUnavailable(SeatError):
+    """The service could not be reached (``status`` 0) or answered 503/429/502/504, and
+    kept doing so through every retry."""
+
+    @property
+    def retry_after_seconds(self) -> float | None:
+        value = self.body.get("retry_after_seconds")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        return self._retry_after
+
+
+class TokenError(SeatError):
+    """The answer's signed token failed verification (``SeatClient(verify=True)``): the
+    answer is not trusted and never counts as a seat, a renewal or a release. ``status``
+    is the answer's HTTP status; each subclass is one reason."""
+
+
+class TokenMissing(TokenError):
+    """The answer carries no token (an unsigned or fake server)."""
+
+
+class MalformedToken(TokenError):
+    """The token is not an EdDSA JWT with the required claims."""
+
+
+class UnknownKeyId(TokenError):
+    """The token's ``kid`` is not in the deployment's JWKS (even after fetching it again):
+    a forgery, or a key retired or revoked since."""
+
+
+class UntrustedKey(TokenError):
+    """The token is signed by a key that is none of the vendor's pinned keys: a server
+    with keys of its own (a fake server, or a proxy serving its own JWKS)."""
+
+
+class BadSignature(TokenError):
+    """The signature does not verify with the key its ``kid`` names: the token was
+    altered (tampered claims) or signed with another key."""
+
+
+class WrongAudience(TokenError):
+    """The token is for another license or tenant (``aud``)."""
+
+
+class TokenExpired(TokenError):
+    """``exp`` has passed, or ``nbf``/``iat`` are in the future, beyond the leeway."""
+
+
+class TokenReplayed(TokenError):
+    """The token does not carry the nonce of this request: a recorded answer replayed."""
+
+
+class TokenMismatch(TokenError):
+    """The token is valid but not for this answer: another kind (``typ``), session or
+    client, or a deadline or ``released`` other than the answer's."""
+
+
+_ERRORS: dict[int, type[SeatError]] = {
+    400: InvalidRequest,
+    401: Unauthenticated,
+    403: LicenseSuspended,
+    404: LicenseNotFound,
+    409: NoSeatsAvailable,
+    410: SessionExpired,
+    429: BackendUnavailable,
+    502: BackendUnavailable,
+    503: BackendUnavailable,
+    504: BackendUnavailable,
+}
+
+
+def _retry_after_header(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (the service sends integer seconds; an
+    HTTP date from some proxy is ignored)."""
+    try:
+        seconds = float(value) if value else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and 0 <= seconds < 86400 else None

@@ -1,0 +1,337 @@
+"""A held seat: ``Lease`` (what the product sees), ``_Keeper`` (the first acquire, then
+heartbeats and re-acquires, one ``step`` at a time) and ``LeaseContext`` (the ``with``
+block that runs the keeper in a daemon thread)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from seatlease_client._errors import (
+    BackendUnavailable,
+    NoSeatsAvailable,
+    SeatError,
+    SeatWaitTimeout,
+    SessionExpired,
+)
+
+if TYPE_CHECKING:
+    from seatlease_client._client import SeatClient
+
+log = logging.getLogger("seatlease.client")
+
+OnLost = Callable[["Lease", str], None]
+OnRegained = Callable[["Lease"], None]
+
+
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)[Tt ](\d\d:\d\d:\d\d)(?:\.(\d+))?([Zz]|[+-]\d\d:\d\d)")
+
+
+def _parse_time(value: str) -> datetime:
+    """An RFC 3339 timestamp as an aware UTC datetime. Python 3.9's ``fromisoformat``
+    takes neither ``Z`` nor a fraction of other than 3 or 6 digits: both are normalised."""
+    parts = _RFC3339.fullmatch(value)
+    if parts is None:
+        raise ValueError(f"not an RFC 3339 timestamp: {value!r}")
+    date, clock, fraction, zone = parts.groups()
+    micros = (fraction or "")[:6].ljust(6, "0")
+    zone = "+00:00" if zone in ("Z", "z") else zone
+    return datetime.fromisoformat(f"{date}T{clock}.{micros}{zone}").astimezone(timezone.utc)
+
+
+class Lease:
+    """A seat held by this process, updated in place by heartbeats and re-acquires.
+
+    ``lost`` is True from the moment the seat is known to be gone until it is regained
+    (``lost_reason`` says why). ``expires_at`` is the server's deadline (aware UTC).
+    """
+
+    def __init__(
+        self, license_id: str, client_id: str, metadata: dict[str, Any] | None = None
+    ) -> None:
+        self.license_id = license_id
+        self.client_id = client_id
+        self.metadata = metadata
+        self.session_id = ""
+        self.expires_at: datetime | None = None
+        self.lease_seconds = 0
+        self.heartbeat_interval_seconds = 0
+        self.seats_used = 0
+        self.seats_total = 0
+        self.overage = False
+        self.lost = False
+        self.lost_reason: str | None = None
+        self.released = False
+        # The last verified lease token (``SeatClient(verify=True)``), e.g. for a product
+        # that keeps proof of its grant; None without verification.
+        self.token: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Lease(license_id={self.license_id!r}, client_id={self.client_id!r}, "
+            f"session_id={self.session_id!r}, expires_at={self.expires_at!r}, "
+            f"seats={self.seats_used}/{self.seats_total}, lost={self.lost})"
+        )
+
+    def _apply(self, body: dict[str, Any]) -> None:
+        self.session_id = str(body.get("session_id", self.session_id))
+        if isinstance(body.get("lease_expires_at"), str):
+            self.expires_at = _parse_time(body["lease_expires_at"])
+        for name in ("lease_seconds", "heartbeat_interval_seconds", "seats_used", "seats_total"):
+            if isinstance(body.get(name), int):
+                setattr(self, name, body[name])
+        if "overage" in body:
+            self.overage = bool(body["overage"])
+        if isinstance(body.get("lease_token"), str):
+            self.token = body["lease_token"]
+
+
+class _Keeper:
+    """Keeps one lease: the first acquire, then one heartbeat (or re-acquire while the
+    seat is lost) per ``step``; the thread (or asyncio task) only schedules steps."""
+
+    def __init__(
+        self,
+        client: SeatClient,
+        lease: Lease,
+        lease_seconds: int | None,
+        on_lost: OnLost | None,
+        on_regained: OnRegained | None,
+    ) -> None:
+        self.client, self.lease, self.requested_seconds = client, lease, lease_seconds
+        self.on_lost, self.on_regained = on_lost, on_regained
+        self.stop = threading.Event()
+        # Guards the session id between a late acquire and close(); re-entrant because
+        # the SIGTERM handler may run close() in a thread that already holds it.
+        self.lock = threading.RLock()
+        self.failures = 0
+        self.valid_until = 0.0  # monotonic time after which the server surely expired it
+        self.thread: threading.Thread | None = None
+
+    # -- requests ----------------------------------------------------------------------
+
+    def _acquire_body(self) -> dict[str, Any]:
+        return self.client._acquire_body(
+            self.lease.license_id, self.lease.client_id, self.requested_seconds,
+            self.lease.metadata,
+        )  # fmt: skip
+
+    def _took(self, body: dict[str, Any], received: float) -> None:
+        self.lease._apply(body)
+        # The server's deadline is (its processing time + lease) < (our receipt + lease).
+        self.valid_until = received + self.lease.lease_seconds
+
+    def acquire_first(self, wait: bool, timeout: float | None) -> None:
+        """The ``with`` statement's acquire: raises, or waits for a seat if ``wait``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            budget = None if deadline is None else max(0.05, deadline - time.monotonic())
+            try:
+                body = self.client._call(
+                    "acquire", self._acquire_body(), stop=self.stop, budget=budget
+                )
+            except BackendUnavailable:
+                # Waiting for a seat also waits out an outage, within the same timeout.
+                out_of_time = deadline is not None and time.monotonic() >= deadline
+                if not wait or out_of_time or self.stop.wait(1.0):
+                    raise
+                continue
+            except NoSeatsAvailable as denied:
+                left = None if deadline is None else deadline - time.monotonic()
+                if not wait:
+                    raise
+                if left is not None and left <= 0:
+                    raise SeatWaitTimeout(
+                        409, "seat_wait_timeout",
+                        f"No seat on {self.lease.license_id!r} came free within {timeout} s.",
+                        denied.body, denied.retry_after_seconds,
+                    ) from None  # fmt: skip
+                pause = self.client._wait_pause(denied)
+                log.info(
+                    "seatlease: no seat on %s (%d/%d in use); retrying in %.1f s",
+                    self.lease.license_id, denied.seats_used, denied.seats_total, pause,
+                )  # fmt: skip
+                if self.stop.wait(pause if left is None else min(pause, left)):
+                    raise
+                continue
+            with self.lock:
+                if self.stop.is_set():  # cancelled (async) while the acquire was in flight
+                    self.client._release_quietly(self.lease.license_id, body["session_id"])
+                    raise SeatError(0, "cancelled", "The lease was cancelled while acquiring.")
+                self._took(body, time.monotonic())
+            return
+
+    # -- the heartbeat loop ------------------------------------------------------------
+
+    def beat_delay(self) -> float:
+        """Time to the next heartbeat: the server's interval minus up to 25 % jitter, so
+        thousands of copies started together do not beat in step."""
+        interval = float(self.lease.heartbeat_interval_seconds or 1)
+        if self.lease.lease_seconds:  # the server's whole-second interval is too long for
+            interval = min(interval, self.lease.lease_seconds / 3)  # 1-2 s leases
+        interval = max(0.2, interval)
+        return random.uniform(interval * 0.75, interval)
+
+    def run(self) -> None:
+        delay = self.beat_delay()
+        while not self.stop.wait(delay):
+            delay = self.step()
+
+    def step(self) -> float:
+        """One heartbeat, or one re-acquire while the seat is lost; the next delay."""
+        try:
+            return self._regain() if self.lease.lost else self._beat()
+        except BackendUnavailable as exc:
+            return self._after_transient(exc)
+        except Exception:  # a bug must not end the heartbeats: log it and carry on
+            log.exception("seatlease: heartbeat step failed")
+            self.failures += 1
+            return self._backoff(None)
+
+    def _beat(self) -> float:
+        lease = self.lease
+        body = {"license_id": lease.license_id, "session_id": lease.session_id}
+        try:
+            reply = self.client._send("heartbeat", body)
+        except SessionExpired as gone:
+            if not self.stop.is_set():
+                self._lose(gone.reason)
+            return 0.0  # ask for the seat again at once
+        except BackendUnavailable:
+            raise
+        except SeatError as refused:  # 401 (key revoked), 403, 404: it cannot be renewed
+            if not self.stop.is_set():
+                self._lose(refused.code)
+            self.failures += 1
+            return self._backoff(None, cap=self.client.max_backoff)
+        with self.lock:
+            if not self.stop.is_set():
+                self._took(reply, time.monotonic())
+        self.failures = 0
+        return self.beat_delay()
+
+    def _regain(self) -> float:
+        try:
+            reply = self.client._send("acquire", self._acquire_body())
+        except NoSeatsAvailable as denied:
+            self.failures = 0
+            pause = self.client._wait_pause(denied)
+            log.info(
+                "seatlease: seat on %s still lost (%d/%d in use); retrying in %.1f s",
+                self.lease.license_id, denied.seats_used, denied.seats_total, pause,
+            )  # fmt: skip
+            return pause
+        except BackendUnavailable:
+            raise
+        except SeatError as refused:  # suspended, deleted, key revoked: try now and then
+            log.warning("seatlease: re-acquire of %s refused: %s", self.lease.license_id, refused)
+            self.failures += 1
+            return self._backoff(None, cap=self.client.max_backoff)
+        with self.lock:
+            if self.stop.is_set():  # closed meanwhile: give the new seat straight back
+                self.client._release_quietly(self.lease.license_id, reply["session_id"])
+                return 0.0
+            self._took(reply, time.monotonic())
+            self.lease.lost, self.lease.lost_reason = False, None
+        self.failures = 0
+        log.warning(
+            "seatlease: seat on %s regained (session %s)",
+            self.lease.license_id, self.lease.session_id,
+        )  # fmt: skip
+        self._callback(self.on_regained, self.lease)
+        return self.beat_delay()
+
+    def _after_transient(self, exc: BackendUnavailable) -> float:
+        self.failures += 1
+        if not self.lease.lost and time.monotonic() > self.valid_until:
+            self._lose("unreachable")  # no renewal reached the server before the deadline
+        log.info("seatlease: %s unreachable (%s); retrying", self.lease.license_id, exc)
+        return self._backoff(exc.retry_after_seconds)
+
+    def _backoff(self, retry_after: float | None, cap: float | None = None) -> float:
+        # While the lease runs, never wait longer than one heartbeat interval between
+        # attempts, and retry faster as the deadline nears (at most a third of the time
+        # left): the seat is kept only if a renewal gets through before the deadline.
+        if cap is None:
+            interval = float(self.lease.heartbeat_interval_seconds or 1)
+            cap = min(self.client.max_backoff, max(0.2, interval))
+            left = self.valid_until - time.monotonic()
+            if not self.lease.lost and left > 0:
+                cap = min(cap, max(0.05, left / 3))
+        return self.client._backoff_delay(self.failures - 1, retry_after, cap)
+
+    def _lose(self, reason: str) -> None:
+        with self.lock:
+            if self.lease.lost:
+                return
+            self.lease.lost, self.lease.lost_reason = True, reason
+        log.warning("seatlease: seat on %s lost (%s); re-acquiring", self.lease.license_id, reason)
+        self._callback(self.on_lost, self.lease, reason)
+
+    def _callback(self, callback: Callable[..., Any] | None, *args: Any) -> None:
+        if callback is None:
+            return
+        try:
+            callback(*args)
+        except Exception:  # the product's callback must not end the heartbeats
+            log.exception("seatlease: lease callback %r failed", callback)
+
+    # -- the end -----------------------------------------------------------------------
+
+    def close(self, budget: float | None) -> None:
+        """Stop the heartbeats and release the seat (once; safe from any thread)."""
+        with self.lock:
+            if self.lease.released:
+                return
+            self.stop.set()
+            self.lease.released = True
+            session_id, lost = self.lease.session_id, self.lease.lost
+        thread = self.thread
+        if thread is not None and thread is not threading.current_thread():
+            # A heartbeat in flight is harmless (it answers 410 after the release) and a
+            # late re-acquire releases its own seat, so this join only tidies up.
+            thread.join(timeout=min(1.0, budget or 1.0))
+        if session_id and not lost:
+            self.client._release_quietly(self.lease.license_id, session_id, budget)
+
+
+class LeaseContext:
+    """``with client.lease(...) as lease``: acquire on entry, keep, release on exit."""
+
+    def __init__(self, keeper: _Keeper, wait: bool, timeout: float | None) -> None:
+        self._keeper, self._wait, self._timeout = keeper, wait, timeout
+        self._entered = False
+
+    def __enter__(self) -> Lease:
+        if self._entered:
+            raise RuntimeError("a lease context can be entered once; call client.lease() again")
+        self._entered = True
+        keeper, client = self._keeper, self._keeper.client
+        # Registered before acquiring so that a SIGTERM during the acquire is handled.
+        client._register(keeper)
+        try:
+            keeper.acquire_first(self._wait, self._timeout)
+        except BaseException:
+            client._unregister(keeper)
+            raise
+        keeper.thread = threading.Thread(
+            target=keeper.run, name=f"seatlease-heartbeat-{keeper.lease.license_id}",
+            daemon=True,
+        )  # fmt: skip
+        keeper.thread.start()
+        return keeper.lease
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._keeper.client._close(self._keeper)

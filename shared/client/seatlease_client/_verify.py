@@ -1,0 +1,262 @@
+"""Verification of the signed answers (the ``verify`` extra: PyJWT over pyca/cryptography).
+
+Every acquire and heartbeat answer carries a ``lease_token`` and every release answer a
+``release_token``: a JWT signed with Ed25519 (EdDSA) by the deployment. ``TokenVerifier``
+accepts an answer only when its token
+
+- is signed by a key the deployment's JWKS (``<base_url>/keys``) serves now, fetched
+  once and cached, fetched again after ``jwks_ttl`` or on an unknown ``kid`` (at most
+  once per ``min_refetch`` seconds, so a flood of forged tokens cannot flood the server);
+- is signed by one of the vendor's pinned public keys, when the product pins any (a fake
+  server can serve its own JWKS; it cannot sign with the vendor's key);
+- is of the right kind (header ``typ``), for this ``aud`` (``<tenant>/<license>``), for
+  this session (``sid``) and client (``sub``), not expired (``exp``, ``nbf`` and ``iat``
+  with ``leeway`` seconds for clock differences), and carries the nonce sent with this
+  very request (a recorded answer replayed later carries another);
+- agrees with the answer's plain fields (session id, deadline, ``released``).
+
+Anything else raises a ``TokenError`` subclass (``seatlease_client._errors``) and the
+answer never counts: no seat, no renewal, no release.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Union
+
+try:
+    import jwt
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+except ImportError as exc:  # pragma: no cover (the wheel test covers it)
+    raise ImportError(
+        "verifying lease tokens needs the 'verify' extra: pip install 'seatlease-client[verify]'"
+    ) from exc
+
+from seatlease_client._errors import (
+    BadSignature,
+    MalformedToken,
+    TokenExpired,
+    TokenMismatch,
+    TokenMissing,
+    TokenReplayed,
+    UnknownKeyId,
+    UntrustedKey,
+    WrongAudience,
+)
+from seatlease_client._lease import _parse_time
+
+LEASE_TYP = "seatlease-lease+jwt"
+RELEASE_TYP = "seatlease-release+jwt"
+_TOKEN_FIELD = {"acquire": "lease_token", "heartbeat": "lease_token", "release": "release_token"}
+_TYP = {"acquire": LEASE_TYP, "heartbeat": LEASE_TYP, "release": RELEASE_TYP}
+
+# A pinned key: a JWK (dict), a PEM public key, or the JWK's "x" (base64url of 32 bytes).
+PinnedKey = Union[dict, str, bytes]
+
+
+def new_nonce() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def _b64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _raw(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def _from_jwk(jwk: Any) -> Ed25519PublicKey | None:
+    """An Ed25519 JWK's public key; None for any other kind of key (ignored)."""
+    if not isinstance(jwk, dict) or jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
+        return None
+    x = jwk.get("x")
+    if not isinstance(x, str):
+        return None
+    try:
+        return Ed25519PublicKey.from_public_bytes(_b64url(x))
+    except ValueError:
+        return None
+
+
+def pinned_raw(key: PinnedKey) -> bytes:
+    """A pinned key as its 32 raw bytes; ValueError when it is not an Ed25519 public key."""
+    if isinstance(key, dict):
+        public = _from_jwk(key)
+        if public is None:
+            raise ValueError("a pinned JWK must be an Ed25519 key (kty OKP, crv Ed25519)")
+        return _raw(public)
+    text = key.decode() if isinstance(key, bytes) else key
+    if "-----BEGIN" in text:
+        loaded = serialization.load_pem_public_key(text.encode())
+        if not isinstance(loaded, Ed25519PublicKey):
+            raise ValueError("a pinned PEM key must be an Ed25519 public key")
+        return _raw(loaded)
+    return _raw(Ed25519PublicKey.from_public_bytes(_b64url(text.strip())))
+
+
+class TokenVerifier:
+    """Checks the token of each answer; one per ``SeatClient``. Thread-safe.
+
+    ``fetch_jwks()`` returns the JWKS document's bytes (the client's HTTP stack, so its
+    proxies and timeouts apply). ``pinned_keys``: the vendor's public keys; when given,
+    only tokens signed by one of them pass. ``tenant_id``: the expected tenant in ``aud``
+    (else any tenant with the right license). ``leeway``: seconds of clock difference
+    allowed on ``exp``, ``nbf`` and ``iat``.
+    """
+
+    def __init__(
+        self,
+        fetch_jwks: Callable[[], bytes],
+        *,
+        pinned_keys: Sequence[PinnedKey] | None = None,
+        tenant_id: str | None = None,
+        leeway: float = 60.0,
+        jwks_ttl: float = 300.0,
+        min_refetch: float = 10.0,
+    ) -> None:
+        self._fetch = fetch_jwks
+        self.pinned = frozenset(pinned_raw(k) for k in pinned_keys or ())
+        self.tenant_id, self.leeway = tenant_id, leeway
+        self.jwks_ttl, self.min_refetch = jwks_ttl, min_refetch
+        self._keys: dict[str, Ed25519PublicKey] = {}
+        self._fetched_at: float | None = None  # time.monotonic()
+        self._lock = threading.Lock()
+
+    # -- the JWKS ----------------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        raw = self._fetch()
+        try:
+            document = json.loads(raw)
+            listed = document["keys"]
+            if not isinstance(listed, list):
+                raise TypeError("keys is not a list")
+        except (ValueError, TypeError, KeyError):
+            raise UnknownKeyId(0, "token_unknown_kid", "The JWKS is not a JSON key set.") from None
+        keys = {}
+        for jwk in listed:
+            public = _from_jwk(jwk)
+            if public is not None and isinstance(jwk.get("kid"), str):
+                keys[jwk["kid"]] = public
+        self._keys, self._fetched_at = keys, time.monotonic()
+
+    def key_for(self, kid: str, status: int) -> Ed25519PublicKey:
+        with self._lock:
+            age = None if self._fetched_at is None else time.monotonic() - self._fetched_at
+            if age is None or age > self.jwks_ttl:
+                self._refresh()
+            elif kid not in self._keys and age > self.min_refetch:
+                self._refresh()  # a key published since: rotation
+            key = self._keys.get(kid)
+        if key is None:
+            raise UnknownKeyId(
+                status, "token_unknown_kid", f"No key {kid!r} in the deployment's JWKS."
+            )
+        if self.pinned and _raw(key) not in self.pinned:
+            raise UntrustedKey(
+                status, "token_untrusted_key", f"Key {kid!r} is not one of the pinned keys."
+            )
+        return key
+
+    # -- one answer --------------------------------------------------------------------
+
+    def check(
+        self, function: str, request: dict[str, Any], reply: Any, status: int
+    ) -> dict[str, Any]:
+        """The verified claims of ``reply``'s token, else a ``TokenError``."""
+        field = _TOKEN_FIELD[function]
+        token = reply.get(field) if isinstance(reply, dict) else None
+        if not isinstance(token, str):
+            raise TokenMissing(status, "token_missing", f"The {function} answer has no {field}.")
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise MalformedToken(status, "token_malformed", f"The {field} is not a JWT.") from None
+        kid, typ = header.get("kid"), header.get("typ")
+        if header.get("alg") != "EdDSA" or not isinstance(kid, str):
+            raise MalformedToken(
+                status, "token_malformed", f"The {field} is not an EdDSA JWT with a kid."
+            )
+        if typ != _TYP[function]:
+            raise TokenMismatch(status, "token_mismatch", f"The {field} is a {typ!r} token.")
+        key = self.key_for(kid, status)
+        claims = self._decode(token, key, field, status)
+        self._check_claims(function, request, reply, claims, status)
+        return claims
+
+    def _decode(self, token: str, key: Ed25519PublicKey, field: str, status: int) -> dict:
+        try:
+            return jwt.decode(
+                token,
+                key,
+                algorithms=["EdDSA"],
+                leeway=self.leeway,
+                options={
+                    "require": ["iss", "aud", "sid", "iat", "nbf", "exp"],
+                    "verify_aud": False,  # checked below: the tenant may be unknown here
+                },
+            )
+        except jwt.InvalidSignatureError:
+            raise BadSignature(
+                status, "token_bad_signature", f"The {field}'s signature does not verify."
+            ) from None
+        except jwt.ExpiredSignatureError:
+            raise TokenExpired(status, "token_expired", f"The {field} has expired.") from None
+        except (jwt.ImmatureSignatureError, jwt.InvalidIssuedAtError):
+            raise TokenExpired(
+                status, "token_expired", f"The {field} is not valid yet (check the clock)."
+            ) from None
+        except jwt.PyJWTError as exc:
+            raise MalformedToken(status, "token_malformed", f"The {field}: {exc}.") from None
+
+    def _check_claims(
+        self,
+        function: str,
+        request: dict[str, Any],
+        reply: dict[str, Any],
+        claims: dict[str, Any],
+        status: int,
+    ) -> None:
+        license_id = request["license_id"]
+        aud = claims["aud"]
+        tenant, _, licensed = aud.rpartition("/") if isinstance(aud, str) else ("", "", "")
+        if licensed != license_id or not tenant or self.tenant_id not in (None, tenant):
+            raise WrongAudience(
+                status, "token_wrong_audience", f"The token is for {aud!r}, not this license."
+            )
+        if claims.get("nonce") != request.get("nonce"):
+            raise TokenReplayed(
+                status, "token_replayed", "The token answers another request (nonce)."
+            )
+        session = reply.get("session_id") if function == "acquire" else request["session_id"]
+        problems = []
+        if claims["sid"] != session:
+            problems.append("session")
+        if function == "acquire" and claims.get("sub") != request["client_id"]:
+            problems.append("client_id")
+        if function in ("acquire", "heartbeat") and not self._same_deadline(reply, claims):
+            problems.append("lease_expires_at")
+        if function == "release" and claims.get("released") is not reply.get("released"):
+            problems.append("released")
+        if problems:
+            raise TokenMismatch(
+                status, "token_mismatch",
+                f"The token disagrees with the answer ({', '.join(problems)}).",
+            )  # fmt: skip
+
+    @staticmethod
+    def _same_deadline(reply: dict[str, Any], claims: dict[str, Any]) -> bool:
+        """``exp`` is the deadline rounded down to a second."""
+        try:
+            deadline = _parse_time(reply["lease_expires_at"]).timestamp()
+        except (KeyError, TypeError, ValueError):
+            return False
+        exp = claims["exp"]
+        return isinstance(exp, int) and 0 <= deadline - exp < 1.001

@@ -1,0 +1,4 @@
+"""The server runtime's and the operator CLI's version: the one place it is written
+(pyproject.toml reads it)."""
+
+__version__ = "0.2.0"

@@ -1,0 +1,145 @@
+"""Domain errors: what went wrong, in the domain's words, with the facts a caller needs.
+
+The runtime raises these and nothing else for a caller's mistake or a backend outage;
+each caller maps them once: the HTTP boundary to a status, code and body
+(``seatlease.http.to_api_error``), the CLI to an exit code (``seatlease_cli.exit_code``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+
+class SeatError(Exception):
+    """Base of every error seatlease reports to a caller."""
+
+
+class InvalidRequest(SeatError):
+    """The request breaks a rule of its schema; ``fields`` go into the error body as they
+    are (``details``: one ``{"field", "problem"}`` per problem; ``actions``: the valid
+    admin actions)."""
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+
+
+class LicenseNotFound(SeatError):
+    pass
+
+
+class LicenseSuspended(SeatError):
+    pass
+
+
+class LeaseTooLong(SeatError):
+    def __init__(self, max_lease_seconds: int) -> None:
+        super().__init__(f"lease_seconds may be at most {max_lease_seconds} for this license")
+        self.max_lease_seconds = max_lease_seconds
+
+
+class NoSeatsAvailable(SeatError):
+    def __init__(self, seats_used: int, seats_total: int, retry_after_seconds: int) -> None:
+        super().__init__(f"all {seats_total} seats are in use")
+        self.seats_used = seats_used
+        self.seats_total = seats_total
+        self.retry_after_seconds = retry_after_seconds
+
+
+class SessionExpired(SeatError):
+    """The session is gone: ``reason`` is ``expired`` or ``unknown``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Unauthenticated(SeatError):
+    pass
+
+
+class BackendUnavailable(SeatError):
+    """Redis, the database or Pub/Sub cannot be reached; the caller should retry."""
+
+    def __init__(self, backend: str, retry_after_seconds: int = 2) -> None:
+        super().__init__(f"{backend} is unavailable")
+        self.backend = backend
+        self.retry_after_seconds = retry_after_seconds
+
+
+class CallOutcomeUnknown(BackendUnavailable):
+    """Redis did not answer a seat call in time: the script may have run, or may still
+    run when Redis resumes. Repeating the call with the same ``request_id`` returns what
+    that run did (the scripts keep each reply for REPLY_TTL_SECONDS)."""
+
+    def __init__(self, request_id: str, retry_after_seconds: int = 2) -> None:
+        super().__init__("redis", retry_after_seconds)
+        self.request_id = request_id
+
+
+class EventsNotPublished(SeatError):
+    """A reaper run ended with lease events Pub/Sub did not confirm; they stay in the
+    Redis outboxes for the next run. ``report``: the run's counts."""
+
+    def __init__(self, report: dict[str, Any], retry_after_seconds: int = 30) -> None:
+        super().__init__("Pub/Sub did not confirm some events")
+        self.report = report
+        self.retry_after_seconds = retry_after_seconds
+
+
+# -- the database's answers (raised by seatlease.store, re-exported there) --------------
+
+
+class StoreError(SeatError):
+    """A value the database's rules refuse (e.g. ``max_lease_seconds`` below
+    ``lease_seconds``); ``NotFound`` and ``Conflict`` narrow it."""
+
+
+class NotFound(StoreError):
+    pass
+
+
+class Conflict(StoreError):
+    """It already exists."""
+
+
+class SessionNotLive(NotFound):
+    """``revoke`` of a session that is not (or no longer) holding a seat."""
+
+
+class AmbiguousLicense(SeatError):
+    """A license id without a tenant matches several tenants' licenses."""
+
+    def __init__(self, license_id: str, tenants: list[str]) -> None:
+        super().__init__(
+            f"License {license_id!r} exists in {len(tenants)} tenants ({', '.join(tenants)}); "
+            "give tenant_id to choose one."
+        )
+        self.license_id = license_id
+        self.tenants = tenants
+
+
+# -- backend failures that are outages -------------------------------------------------
+
+
+def redis_outage(exc: BaseException) -> BackendUnavailable | None:
+    """A Redis failure a retry can cure, as ``BackendUnavailable('redis')``; None for
+    anything else (a bug, which must surface as one). One classification for the HTTP
+    boundary and the CLI."""
+    match exc:
+        case RedisConnectionError() | RedisTimeoutError():
+            return BackendUnavailable("redis")
+        # Full (maxmemory with noeviction) or a replica during a failover: writes fail
+        # until an operator or the failover acts; retrying later is the client's move.
+        case OutOfMemoryError() | ReadOnlyError():
+            return BackendUnavailable("redis")
+        case ResponseError() if any(w in str(exc) for w in ("OOM", "LOADING", "READONLY")):
+            return BackendUnavailable("redis")
+        case RedisError() if type(exc).__name__.startswith(("Cluster", "MasterDown", "TryAgain")):
+            return BackendUnavailable("redis")
+    return None

@@ -1,0 +1,100 @@
+"""Structured logs through the standard library's ``logging``: every record of the
+``seatlease`` logger becomes one JSON object per line, which Cloud Logging parses
+(``severity`` and ``message`` become the entry's severity and summary; the other keys
+land in ``jsonPayload``). Never pass an API key, password or AUTH string here.
+
+``configure()`` is the one place the handler, the stream and the level are set; the
+first ``log()`` call configures the defaults (stdout, ``LOG_LEVEL`` or INFO) when no one
+did, so a Cloud Function needs no set-up code. The CLI configures its own (stderr, quiet
+unless ``LOG_LEVEL`` says otherwise) so that its stdout stays its answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from typing import Any, TextIO
+
+NOTICE = 25  # Cloud Logging's NOTICE: between INFO and WARNING (admin changes)
+logging.addLevelName(NOTICE, "NOTICE")
+
+LOGGER = logging.getLogger("seatlease")
+
+# Cloud Logging's LogSeverity names for the standard levels.
+_SEVERITY = {
+    logging.DEBUG: "DEBUG",
+    logging.INFO: "INFO",
+    NOTICE: "NOTICE",
+    logging.WARNING: "WARNING",
+    logging.ERROR: "ERROR",
+    logging.CRITICAL: "CRITICAL",
+}
+_LEVEL = {name: level for level, name in _SEVERITY.items()}
+
+
+class CloudLoggingFormatter(logging.Formatter):
+    """One JSON object per record: ``severity``, ``message``, then the record's
+    ``fields`` (passed as ``extra={"fields": {...}}``) and, with ``exc_info``, the
+    ``stack_trace`` Cloud Error Reporting groups by."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "severity": _SEVERITY.get(record.levelno, record.levelname),
+            "message": record.getMessage(),
+            **getattr(record, "fields", {}),
+        }
+        if record.exc_info:
+            entry["stack_trace"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+class _CurrentStream(logging.StreamHandler):
+    """A handler writing to whatever ``sys.stdout``/``sys.stderr`` is *now* (test
+    capture and the CLI swap them), not the object that was current at configure time."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self._name = name
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return getattr(sys, self._name)
+
+    @stream.setter
+    def stream(self, _value: TextIO) -> None:  # StreamHandler.__init__ assigns it
+        pass
+
+
+_handler: logging.Handler | None = None
+
+
+def configure(level: str | int | None = None, stream: str = "stdout") -> None:
+    """Install the JSON handler on the ``seatlease`` logger (replacing an earlier one).
+
+    ``level``: a severity name or number; default ``LOG_LEVEL`` from the environment,
+    else INFO. ``stream``: ``"stdout"`` (Cloud Functions, the local stack) or
+    ``"stderr"`` (the CLI). Records do not propagate to the root logger: a host that
+    configured root logging would otherwise print each line twice.
+    """
+    global _handler
+    if level is None:
+        level = os.environ.get("LOG_LEVEL", "INFO")
+    if isinstance(level, str):
+        level = _LEVEL.get(level.strip().upper(), logging.INFO)
+    handler = _CurrentStream(stream)
+    handler.setFormatter(CloudLoggingFormatter())
+    if _handler is not None:
+        LOGGER.removeHandler(_handler)
+    LOGGER.addHandler(handler)
+    LOGGER.setLevel(level)
+    LOGGER.propagate = False
+    _handler = handler
+
+
+def log(severity: str, message: str, **fields: Any) -> None:
+    """Log ``message`` at a Cloud Logging severity with structured ``fields``."""
+    if _handler is None:
+        configure()
+    LOGGER.log(_LEVEL.get(severity, logging.INFO), message, extra={"fields": fields})

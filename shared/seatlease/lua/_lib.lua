@@ -1,0 +1,155 @@
+-- _lib.lua: helpers shared by every seat script. shared/seatlease/scripts.py prepends this file
+-- to each script before registering it, so a script is still one EVALSHA.
+--
+-- Key layout (all keys of one call share the hash tag {shard}, see shared/seatlease/keys.py):
+--   leases    ZSET  session_id -> deadline (ms, Redis server time); live iff deadline > now
+--   sessions  HASH  session_id -> JSON {"c": client_id, "a": acquired_ms, "l": lease_ms,
+--                   "m": metadata JSON text, "t": the license's seats at acquire,
+--                   "b": 1 when borrowed (no heartbeats; "l" is the borrow's length),
+--                   "lg": 1 while lingering (released by its client, the seat still held
+--                   for that client until the deadline; "b" and "lg" are absent otherwise)}
+--   clients   HASH  client_id -> session_id (re-acquire by the same client returns its lease,
+--                   a lingering one included)
+--   deadlines ZSET  per shard: "<tenant>/<license>|<session_id>" -> deadline (the reaper's index)
+--   outbox    STREAM per shard: one entry per lease event, field "e" = the event's JSON as
+--             published (emit below is the one place its shape is written); the reaper
+--             drains it to Pub/Sub without decoding it
+--   cfg       HASH  cached license configuration (exists, seats, lease_seconds, ...)
+
+-- Milliseconds from the Redis server clock: function instances' clocks differ.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- RFC 3339 UTC with milliseconds ("2026-11-22T12:00:00.000Z") for ms since the epoch;
+-- Redis's Lua has no os.date. Days to a civil date: H. Hinnant's civil_from_days.
+local function rfc3339(ms)
+  local secs = math.floor(ms / 1000)
+  local days = math.floor(secs / 86400)
+  local rem = secs - days * 86400
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524)
+    - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local day = doy - math.floor((153 * mp + 2) / 5) + 1
+  local month = mp < 10 and mp + 3 or mp - 9
+  local year = yoe + era * 400 + (month <= 2 and 1 or 0)
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', year, month, day,
+    math.floor(rem / 3600), math.floor(rem % 3600 / 60), rem % 60, ms % 1000)
+end
+
+-- Event ids are "<prefix>-<n>": the prefix is random per call (from Python), n counts
+-- the events this call wrote, so ids stay unique even if Redis loses its data.
+local event_seq = 0
+
+-- The events of one call share its `now`: format it once.
+local last_at, last_text
+local function occurred(at)
+  if at ~= last_at then last_at, last_text = at, rfc3339(at) end
+  return last_text
+end
+
+local function text_or_null(v) if v == nil then return 'null' end return '"' .. v .. '"' end
+local function number_or_null(v) if v == nil then return 'null' end return tostring(v) end
+
+-- Appends one lease event to the shard's outbox, as the JSON the reaper publishes and the
+-- audit function stores (docs/design.md, "Events"): the one place its shape is written.
+-- `e` holds type, tenant_id, license_id and, when known, session_id, client_id,
+-- seats_used, seats_total, count; `at` is its time in ms; `meta` the metadata object's
+-- JSON text (json.dumps in engine.py), spliced in as it is. The JSON is concatenated, not
+-- cjson-encoded (half the cost, measured): every text field is an identifier of
+-- [A-Za-z0-9._:@-] (checked at the HTTP door and by the admin actions) or a constant, so
+-- nothing needs escaping, and cjson would round the metadata's numbers.
+local function emit(outbox, prefix, at, e, meta)
+  event_seq = event_seq + 1
+  if meta == nil or meta == '' then meta = '{}' end
+  redis.call('XADD', outbox, '*', 'e', '{"event_id":"' .. prefix .. '-' .. event_seq
+    .. '","type":"' .. e.type .. '","tenant_id":"' .. e.tenant_id
+    .. '","license_id":"' .. e.license_id .. '","session_id":' .. text_or_null(e.session_id)
+    .. ',"client_id":' .. text_or_null(e.client_id) .. ',"occurred_at":"' .. occurred(at)
+    .. '","seats_used":' .. number_or_null(e.seats_used)
+    .. ',"seats_total":' .. number_or_null(e.seats_total) .. ',"count":' .. (e.count or 1)
+    .. ',"metadata":' .. meta .. '}')
+end
+
+-- Idempotency: a seat call carries a request id; its reply is kept under its own key
+-- (KEYS[last]) for ARGV[last] ms. A repeat of the call (redis-py re-sending after a
+-- socket timeout, a client retrying after a lost reply) is answered from it, so a script
+-- that ran twice still changed things once and told the caller what the first run did.
+local function replay(reply_key)
+  local stored = redis.call('GET', reply_key)
+  if stored then return cjson.decode(stored) end
+  return nil
+end
+
+local function remember(reply_key, ttl_ms, reply)
+  redis.call('SET', reply_key, cjson.encode(reply), 'PX', ttl_ms)
+  return reply
+end
+
+-- Live leases of a license at `now`.
+local function live_count(leases, now)
+  return redis.call('ZCOUNT', leases, '(' .. now, '+inf')
+end
+
+-- Removes one lease from every structure that knows it. Returns its record, or nil
+-- when the session was unknown.
+local function drop_lease(leases, sessions, clients, deadlines, lk, sid)
+  local raw = redis.call('HGET', sessions, sid)
+  redis.call('ZREM', leases, sid)
+  redis.call('HDEL', sessions, sid)
+  redis.call('ZREM', deadlines, lk .. '|' .. sid)
+  if not raw then return nil end
+  local rec = cjson.decode(raw)
+  if redis.call('HGET', clients, rec.c) == sid then
+    redis.call('HDEL', clients, rec.c)
+  end
+  return rec
+end
+
+-- Ends the lease `sid` (its deadline has passed) and records lease.reclaimed, or
+-- lease.released for a lingering lease: its client did release it, and the seat it kept
+-- for that client is free only now.
+local function reclaim(k, lk, tenant, license, sid, now, total, prefix)
+  local rec = drop_lease(k.leases, k.sessions, k.clients, k.deadlines, lk, sid)
+  if rec then
+    -- The config cache may have expired while the lease was held (heartbeats do not
+    -- refresh it): fall back to the seat count recorded when the lease was taken.
+    if total == '' then total = rec.t or '' end
+    local etype = 'lease.reclaimed'
+    if rec.lg then etype = 'lease.released' end
+    emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant,
+      license_id = license, session_id = sid, client_id = rec.c,
+      seats_used = live_count(k.leases, now), seats_total = tonumber(total)}, rec.m)
+  end
+  return rec
+end
+
+-- Reclaims at most `limit` expired leases of one license; returns how many.
+local function reclaim_expired(k, lk, tenant, license, now, total, prefix, limit)
+  local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now, 'LIMIT', 0, limit)
+  for _, sid in ipairs(expired) do
+    reclaim(k, lk, tenant, license, sid, now, total, prefix)
+  end
+  return #expired
+end
+
+-- The license's configuration from its cache hash, or nil when not cached.
+-- Returns 'not_found' for a cached negative entry (license does not exist).
+-- (HMGET of the known fields: cheaper than HGETALL plus a Lua loop.)
+-- A cache entry written before borrowing and linger existed lacks their fields: off.
+local function load_config(cfg_key)
+  local v = redis.call('HMGET', cfg_key, 'exists', 'seats', 'lease_seconds',
+    'max_lease_seconds', 'overage_percent', 'suspended', 'max_borrow_seconds',
+    'linger_seconds')
+  if not v[1] then return nil end
+  if v[1] ~= '1' then return 'not_found' end
+  local seats = tonumber(v[2])
+  return {seats = seats, lease_ms = tonumber(v[3]) * 1000, max_lease_ms = tonumber(v[4]) * 1000,
+          limit = math.floor(seats * (100 + tonumber(v[5])) / 100), suspended = v[6],
+          max_borrow_ms = (tonumber(v[7]) or 0) * 1000, linger_ms = (tonumber(v[8]) or 0) * 1000}
+end

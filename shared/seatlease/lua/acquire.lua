@@ -1,0 +1,115 @@
+-- acquire.lua: take a seat on a license, or extend (or take back) the caller's lease.
+--
+-- KEYS[1] cfg   KEYS[2] leases   KEYS[3] sessions   KEYS[4] clients
+-- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] denials (shard)
+-- KEYS[8] this call's reply (idempotency, see replay in _lib.lua)
+-- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] client_id
+-- ARGV[4] session id to use for a new lease (random, from Python)
+-- ARGV[5] requested lease in seconds, 0 for the license's default
+-- ARGV[6] metadata as JSON text   ARGV[7] event id prefix   ARGV[8] reply TTL in ms
+-- ARGV[9] borrow in seconds, 0 for a lease that heartbeats (Python never sends both)
+--
+-- The caller's own lease (clients[client_id], deadline still ahead):
+--   borrowed            returned unchanged: a borrow ends when it ends, or by release
+--   lingering (lg)      taken back: lg cleared, deadline = now + lease (lease.renewed)
+--   either, with ARGV[9] > 0 and not borrowed: becomes borrowed, deadline = now + borrow
+--                       (lease.converted)
+--   live otherwise      extended by the lease (no event)
+--
+-- Returns (a repeat of the call: what its first run returned) one of
+--   {'missing'}                 config not cached: fill KEYS[1] and call again
+--   {'not_found'} | {'suspended'} | {'lease_too_long', max_lease_seconds}
+--   {'borrow_too_long', max_borrow_seconds}   (0: the license does not lend seats)
+--   {'denied', used, seats, limit, retry_after_ms}
+--   {'acquired' | 'renewed', session_id, deadline_ms, lease_ms, used, seats, limit, now_ms,
+--    borrowed (0 or 1)}         lease_ms of a borrowed lease is the borrow's length
+local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
+           deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7]}
+local tenant, license, client = ARGV[1], ARGV[2], ARGV[3]
+local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV[6], ARGV[7]
+local reply_key, reply_ttl = KEYS[8], ARGV[8]
+local borrow = tonumber(ARGV[9] or 0) * 1000
+local lk = tenant .. '/' .. license
+
+local done = replay(reply_key)
+if done then return done end
+
+local cfg = load_config(k.cfg)
+if cfg == nil then return {'missing'} end
+if cfg == 'not_found' then return {'not_found'} end
+if cfg.suspended == '1' then return {'suspended'} end
+if requested > cfg.max_lease_ms then return {'lease_too_long', cfg.max_lease_ms / 1000} end
+if borrow > cfg.max_borrow_ms then return {'borrow_too_long', cfg.max_borrow_ms / 1000} end
+local lease_ms = cfg.lease_ms
+if requested > 0 then lease_ms = requested end
+if borrow > 0 then lease_ms = borrow end
+local is_borrow = 0
+if borrow > 0 then is_borrow = 1 end
+
+local now = now_ms()
+-- Prune this license's expired leases first, so the count below is exact even when the
+-- reaper is late (bounded per call; ZCOUNT ignores any expired lease left behind).
+local pruned = reclaim_expired(k, lk, tenant, license, now, cfg.seats, prefix, 100)
+
+local deadline = now + lease_ms
+local held = redis.call('HGET', k.clients, client)
+if held then
+  local score = tonumber(redis.call('ZSCORE', k.leases, held))
+  if score and score > now then
+    local rec = cjson.decode(redis.call('HGET', k.sessions, held))
+    local used = live_count(k.leases, now)
+    if rec.b then
+      return remember(reply_key, reply_ttl, {'renewed', held, score, rec.l, used, cfg.seats,
+        cfg.limit, now, 1})
+    end
+    -- The seat is held either way: these change the lease, never the seat count.
+    local etype = nil
+    if is_borrow == 1 then
+      rec.b, etype = 1, 'lease.converted'
+    elseif rec.lg then
+      etype = 'lease.renewed'
+    end
+    rec.lg = nil
+    rec.l = lease_ms
+    redis.call('HSET', k.sessions, held, cjson.encode(rec))
+    redis.call('ZADD', k.leases, deadline, held)
+    redis.call('ZADD', k.deadlines, deadline, lk .. '|' .. held)
+    if etype then
+      emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
+        session_id = held, client_id = client, seats_used = used, seats_total = cfg.seats}, rec.m)
+    end
+    return remember(reply_key, reply_ttl, {'renewed', held, deadline, lease_ms, used, cfg.seats,
+      cfg.limit, now, is_borrow})
+  end
+  reclaim(k, lk, tenant, license, held, now, cfg.seats, prefix)
+end
+
+-- Under the prune limit every expired lease is gone, so ZCARD is the live count.
+local used
+if pruned < 100 then
+  used = redis.call('ZCARD', k.leases)
+else
+  used = live_count(k.leases, now)
+end
+if used >= cfg.limit then
+  -- Denials are counters (one field per license), not events: a retry storm cannot grow
+  -- Redis. The reaper turns them into lease.denied events.
+  redis.call('HINCRBY', k.denials, lk, 1)
+  local first = redis.call('ZRANGEBYSCORE', k.leases, '(' .. now, '+inf', 'WITHSCORES',
+    'LIMIT', 0, 1)
+  local retry_ms = 1000
+  if #first > 0 then retry_ms = tonumber(first[2]) - now end
+  return remember(reply_key, reply_ttl, {'denied', used, cfg.seats, cfg.limit, retry_ms})
+end
+
+local rec = {c = client, a = now, l = lease_ms, m = meta, t = cfg.seats}
+local etype = 'lease.acquired'
+if is_borrow == 1 then rec.b, etype = 1, 'lease.borrowed' end
+redis.call('ZADD', k.leases, deadline, new_sid)
+redis.call('HSET', k.sessions, new_sid, cjson.encode(rec))
+redis.call('HSET', k.clients, client, new_sid)
+redis.call('ZADD', k.deadlines, deadline, lk .. '|' .. new_sid)
+emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
+  session_id = new_sid, client_id = client, seats_used = used + 1, seats_total = cfg.seats}, meta)
+return remember(reply_key, reply_ttl,
+  {'acquired', new_sid, deadline, lease_ms, used + 1, cfg.seats, cfg.limit, now, is_borrow})

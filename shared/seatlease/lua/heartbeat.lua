@@ -1,0 +1,47 @@
+-- heartbeat.lua: extend a live lease by its own lease length. A borrowed lease keeps its
+-- deadline (the heartbeat only answers it); a lingering one was released by its client,
+-- which must acquire to take it back: 'unknown'.
+--
+-- KEYS[1] cfg   KEYS[2] leases   KEYS[3] sessions   KEYS[4] clients
+-- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] this call's reply
+-- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] session_id   ARGV[4] event id prefix
+-- ARGV[5] reply TTL in ms
+--
+-- Returns (a repeat of the call: what its first run returned) one of
+--   {'ok', deadline_ms, lease_ms, now_ms, borrowed (0 or 1), client_id}
+--   {'expired'}   the deadline had passed: the lease is reclaimed now (lease.reclaimed)
+--   {'unknown'}   no such session (released, reclaimed, revoked or never existed), or a
+--                 lingering one (ended now if its linger is over: lease.released)
+--   {'missing'} | {'not_found'}   only for an unknown session: is the license real?
+local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
+           deadlines = KEYS[5], outbox = KEYS[6]}
+local tenant, license, sid, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local reply_key, reply_ttl = KEYS[7], ARGV[5]
+local lk = tenant .. '/' .. license
+
+local done = replay(reply_key)
+if done then return done end
+
+local score = tonumber(redis.call('ZSCORE', k.leases, sid))
+if not score then
+  local cfg = load_config(k.cfg)
+  if cfg == nil then return {'missing'} end
+  if cfg == 'not_found' then return {'not_found'} end
+  return {'unknown'}
+end
+
+local now = now_ms()
+local raw = redis.call('HGET', k.sessions, sid)
+local rec = raw and cjson.decode(raw) or {}
+if score <= now then
+  reclaim(k, lk, tenant, license, sid, now, redis.call('HGET', k.cfg, 'seats') or '', prefix)
+  if rec.lg then return remember(reply_key, reply_ttl, {'unknown'}) end
+  return remember(reply_key, reply_ttl, {'expired'})
+end
+if rec.lg then return remember(reply_key, reply_ttl, {'unknown'}) end
+if rec.b then return remember(reply_key, reply_ttl, {'ok', score, rec.l, now, 1, rec.c}) end
+
+local deadline = now + rec.l
+redis.call('ZADD', k.leases, deadline, sid)
+redis.call('ZADD', k.deadlines, deadline, lk .. '|' .. sid)
+return remember(reply_key, reply_ttl, {'ok', deadline, rec.l, now, 0, rec.c})

@@ -1,0 +1,64 @@
+-- release.lua: end a lease now (client release, or an operator's revoke). Idempotent.
+--
+-- KEYS[1] cfg   KEYS[2] leases   KEYS[3] sessions   KEYS[4] clients
+-- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] this call's reply
+-- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] session_id   ARGV[4] event id prefix
+-- ARGV[5] event type: 'lease.released' or 'lease.revoked'   ARGV[6] reply TTL in ms
+--
+-- Linger: a client's release of its live lease on a license with linger_seconds > 0
+-- keeps the seat held for that client (the lease stays in `leases` and the deadline
+-- index with deadline = now + linger, its record marked lg = 1, clients[client_id]
+-- kept) and records lease.lingering; the same client's acquire takes it back, and when
+-- the deadline passes `reclaim` ends it as lease.released. A borrowed lease returned
+-- early never lingers (returning it is giving the seat back), a revoke ends a lingering
+-- lease at once, and a second release of a lingering lease is 'gone'.
+--
+-- Returns (a repeat of the call: what its first run returned) one of
+--   {'released', used, seats, lingering (0 or 1), now_ms}   the lease was live and is ended, or
+--                               lingering (its seat is then still counted in `used`)
+--   {'gone', used, seats, 0, now_ms}    unknown, already released (lingering) or already expired
+--                               (an expired one is reclaimed)
+--   {'missing'} | {'not_found'}
+local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
+           deadlines = KEYS[5], outbox = KEYS[6]}
+local tenant, license, sid, prefix, etype = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local reply_key, reply_ttl = KEYS[7], ARGV[6]
+local lk = tenant .. '/' .. license
+
+local done = replay(reply_key)
+if done then return done end
+
+local cfg = load_config(k.cfg)
+if cfg == nil then return {'missing'} end
+if cfg == 'not_found' then return {'not_found'} end
+
+local now = now_ms()
+local score = tonumber(redis.call('ZSCORE', k.leases, sid))
+if score and score > now then
+  local rec = cjson.decode(redis.call('HGET', k.sessions, sid))
+  local revoke = etype == 'lease.revoked'
+  if rec.lg and not revoke then
+    return remember(reply_key, reply_ttl, {'gone', live_count(k.leases, now), cfg.seats, 0, now})
+  end
+  if cfg.linger_ms > 0 and not revoke and not rec.b then
+    local deadline = now + cfg.linger_ms
+    rec.lg = 1
+    redis.call('HSET', k.sessions, sid, cjson.encode(rec))
+    redis.call('ZADD', k.leases, deadline, sid)
+    redis.call('ZADD', k.deadlines, deadline, lk .. '|' .. sid)
+    local used = live_count(k.leases, now)
+    emit(k.outbox, prefix, now, {type = 'lease.lingering', tenant_id = tenant,
+      license_id = license, session_id = sid, client_id = rec.c, seats_used = used,
+      seats_total = cfg.seats}, rec.m)
+    return remember(reply_key, reply_ttl, {'released', used, cfg.seats, 1, now})
+  end
+  drop_lease(k.leases, k.sessions, k.clients, k.deadlines, lk, sid)
+  local used = live_count(k.leases, now)
+  emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
+    session_id = sid, client_id = rec.c, seats_used = used, seats_total = cfg.seats}, rec.m)
+  return remember(reply_key, reply_ttl, {'released', used, cfg.seats, 0, now})
+end
+if score then
+  reclaim(k, lk, tenant, license, sid, now, cfg.seats, prefix)
+end
+return remember(reply_key, reply_ttl, {'gone', live_count(k.leases, now), cfg.seats, 0, now})

@@ -1,0 +1,33 @@
+"""The Lua seat scripts, each registered once per Redis client through redis-py ``Script``.
+
+``Script`` calls EVALSHA and, on NOSCRIPT (a restarted or failed-over server), loads the
+script and retries: no hand-written retry loop. Each script is ``_lib.lua`` followed by
+its own file, so shared helpers exist once and every call is still one EVALSHA.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from redis.commands.core import Script
+
+SCRIPT_NAMES = ("acquire", "heartbeat", "release", "reclaim", "flush_denials")
+
+
+@cache
+def script_source(name: str) -> str:
+    lua = resources.files("seatlease") / "lua"
+    return (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+
+
+class SeatScripts:
+    """The registered scripts of one Redis client."""
+
+    def __init__(self, client: Any) -> None:
+        self.acquire: Script = client.register_script(script_source("acquire"))
+        self.heartbeat: Script = client.register_script(script_source("heartbeat"))
+        self.release: Script = client.register_script(script_source("release"))
+        self.reclaim: Script = client.register_script(script_source("reclaim"))
+        self.flush_denials: Script = client.register_script(script_source("flush_denials"))

@@ -1,0 +1,437 @@
+"""The database side: tenants, API keys, licenses and the lease event log. The runtime's
+SQL lives here (and in ``reports``' queries, ``audit``'s insert path); callers get rows as
+dicts and domain errors (the ``.importlinter`` contracts keep it so).
+
+Every function takes an optional SQLAlchemy ``Engine`` (default: ``seatlease.db.get_engine()``)
+and raises ``Conflict``/``NotFound``/``StoreError`` (``seatlease.errors``, re-exported
+here) for domain problems. Connection failures raise ``BackendUnavailable('database')``
+so the HTTP layer answers 503 and the CLI exits 5.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+
+from sqlalchemy import Connection, Engine, delete, insert, select, text, update
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+
+from seatlease import apikeys, rollups
+from seatlease.clock import utc
+from seatlease.db import get_engine
+
+# Conflict, NotFound, StoreError and LICENSE_FIELDS stay importable from here, as before.
+from seatlease.errors import BackendUnavailable, Conflict, NotFound, StoreError
+from seatlease.licenses import (
+    LICENSE_FIELDS,
+    MAX_BORROW_SECONDS,
+    MAX_LINGER_SECONDS,
+    LicenseConfig,
+)
+from seatlease.tables import (
+    api_keys,
+    audit_retention,
+    lease_events,
+    licenses,
+    tenants,
+    usage_leases,
+)
+
+
+@contextmanager
+def transaction(engine: Engine | None = None) -> Iterator[Connection]:
+    """A connection in a transaction; connection-level failures become BackendUnavailable."""
+    engine = engine or get_engine()
+    try:
+        with engine.begin() as conn:
+            yield conn
+    except (TimeoutError, ConnectionError) as exc:
+        # pg8000's socket gave up (its timeout, or the server went away) mid-statement:
+        # raised as is, not wrapped by SQLAlchemy.
+        raise BackendUnavailable("database") from exc
+    except (OperationalError, DBAPIError) as exc:
+        if isinstance(exc, IntegrityError):
+            raise
+        if exc.connection_invalidated or isinstance(exc, OperationalError) or _is_network(exc):
+            raise BackendUnavailable("database") from exc
+        # A statement cancelled by the server's statement_timeout (or an operator): the
+        # database is overloaded or busy, not the caller's fault; retrying later may work.
+        if _sqlstate(exc) in ("57014", "57P01", "57P03", "53300"):
+            raise BackendUnavailable("database") from exc
+        raise
+
+
+def _sqlstate(exc: DBAPIError) -> str:
+    """The SQLSTATE of a driver error (pg8000 puts the server's fields in args[0])."""
+    orig = getattr(exc, "orig", None)
+    fields = orig.args[0] if orig is not None and orig.args else None
+    return str(fields.get("C", "")) if isinstance(fields, dict) else ""
+
+
+def _is_network(exc: DBAPIError) -> bool:
+    text = str(exc.orig).lower()
+    return any(w in text for w in ("connection", "network", "timeout", "refused", "closed"))
+
+
+def upgrade(engine: Engine | None = None, revision: str = "head") -> None:
+    """Apply the Alembic migrations (``seatlease db upgrade``)."""
+    from alembic import command
+    from alembic.config import Config
+
+    engine = engine or get_engine()
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.files("seatlease") / "migrations"))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# -- tenants -------------------------------------------------------------------------
+
+
+def create_tenant(tenant_id: str, name: str = "", engine: Engine | None = None) -> None:
+    try:
+        with transaction(engine) as conn:
+            conn.execute(insert(tenants).values(tenant_id=tenant_id, name=name))
+    except IntegrityError as exc:
+        raise Conflict(f"tenant {tenant_id!r} already exists") from exc
+
+
+def get_tenant(tenant_id: str, engine: Engine | None = None) -> dict[str, Any]:
+    """The tenant's row; ``NotFound`` when there is none."""
+    with transaction(engine) as conn:
+        found = conn.execute(select(tenants).where(tenants.c.tenant_id == tenant_id)).mappings()
+        row = found.first()
+    if row is None:
+        raise NotFound(f"tenant {tenant_id!r} not found")
+    return dict(row)
+
+
+def list_tenants(engine: Engine | None = None) -> list[dict[str, Any]]:
+    with transaction(engine) as conn:
+        rows = conn.execute(select(tenants).order_by(tenants.c.tenant_id)).mappings()
+        return [dict(r) for r in rows]
+
+
+def _require_tenant(conn: Connection, tenant_id: str) -> None:
+    if conn.execute(select(tenants.c.tenant_id).where(tenants.c.tenant_id == tenant_id)).first():
+        return
+    raise NotFound(f"tenant {tenant_id!r} not found")
+
+
+# -- API keys ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NewApiKey:
+    key: str  # shown once, never stored
+    prefix: str
+    tenant_id: str
+
+
+def create_api_key(tenant_id: str, label: str = "", engine: Engine | None = None) -> NewApiKey:
+    key, prefix = apikeys.generate()
+    with transaction(engine) as conn:
+        _require_tenant(conn, tenant_id)
+        conn.execute(
+            insert(api_keys).values(
+                tenant_id=tenant_id, prefix=prefix, key_hash=apikeys.hash_key(key), label=label
+            )
+        )
+    return NewApiKey(key, prefix, tenant_id)
+
+
+def list_api_keys(tenant_id: str, engine: Engine | None = None) -> list[dict[str, Any]]:
+    query = (
+        select(api_keys.c.prefix, api_keys.c.label, api_keys.c.created_at, api_keys.c.revoked_at)
+        .where(api_keys.c.tenant_id == tenant_id)
+        .order_by(api_keys.c.created_at)
+    )
+    with transaction(engine) as conn:
+        _require_tenant(conn, tenant_id)
+        return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def revoke_api_key(prefix: str, engine: Engine | None = None) -> str:
+    """Revoke a key by its prefix; returns its key hash (to drop it from caches)."""
+    with transaction(engine) as conn:
+        row = conn.execute(
+            select(api_keys.c.key_hash, api_keys.c.revoked_at).where(api_keys.c.prefix == prefix)
+        ).first()
+        if row is None:
+            raise NotFound(f"API key {prefix!r} not found")
+        if row.revoked_at is None:
+            conn.execute(
+                update(api_keys).where(api_keys.c.prefix == prefix).values(revoked_at=_now())
+            )
+        return str(row.key_hash)
+
+
+def tenant_for_key_hash(key_hash: str, engine: Engine | None = None) -> str | None:
+    """The tenant owning a live (unrevoked) key, or None."""
+    query = select(api_keys.c.tenant_id).where(
+        api_keys.c.key_hash == key_hash, api_keys.c.revoked_at.is_(None)
+    )
+    with transaction(engine) as conn:
+        return conn.execute(query).scalar()
+
+
+# -- licenses ------------------------------------------------------------------------
+
+
+def create_license(
+    tenant_id: str,
+    license_id: str,
+    seats: int,
+    lease_seconds: int = 360,
+    max_lease_seconds: int | None = None,
+    overage_percent: int = 0,
+    engine: Engine | None = None,
+    max_borrow_seconds: int = 0,
+    linger_seconds: int = 0,
+) -> dict[str, Any]:
+    values = {
+        "tenant_id": tenant_id,
+        "license_id": license_id,
+        "seats": seats,
+        "lease_seconds": lease_seconds,
+        "max_lease_seconds": max_lease_seconds or max(3600, lease_seconds),
+        "overage_percent": overage_percent,
+        "max_borrow_seconds": max_borrow_seconds,
+        "linger_seconds": linger_seconds,
+    }
+    validate_license(values)
+    try:
+        with transaction(engine) as conn:
+            _require_tenant(conn, tenant_id)
+            conn.execute(insert(licenses).values(**values))
+    except IntegrityError as exc:
+        raise Conflict(f"license {license_id!r} already exists for {tenant_id!r}") from exc
+    return get_license(tenant_id, license_id, engine) or values
+
+
+def validate_license(values: dict[str, Any]) -> None:
+    """The same rules as the table's CHECK constraints, as readable errors."""
+    if values["seats"] < 0:
+        raise StoreError("seats must be 0 or more")
+    if values["lease_seconds"] < 1:
+        raise StoreError("lease_seconds must be at least 1")
+    if values["max_lease_seconds"] < values["lease_seconds"]:
+        raise StoreError("max_lease_seconds must be at least lease_seconds")
+    if not 0 <= values["overage_percent"] <= 1000:
+        raise StoreError("overage_percent must be between 0 and 1000")
+    if not 0 <= values.get("max_borrow_seconds", 0) <= MAX_BORROW_SECONDS:
+        raise StoreError(f"max_borrow_seconds must be between 0 and {MAX_BORROW_SECONDS}")
+    if not 0 <= values.get("linger_seconds", 0) <= MAX_LINGER_SECONDS:
+        raise StoreError(f"linger_seconds must be between 0 and {MAX_LINGER_SECONDS}")
+
+
+def update_license(
+    tenant_id: str, license_id: str, engine: Engine | None = None, **changes: Any
+) -> dict[str, Any]:
+    changes = {k: v for k, v in changes.items() if v is not None}
+    unknown = set(changes) - set(LICENSE_FIELDS)
+    if unknown:
+        raise StoreError(f"unknown license field(s): {', '.join(sorted(unknown))}")
+    with transaction(engine) as conn:
+        current = _license_row(conn, tenant_id, license_id)
+        if current is None:
+            raise NotFound(f"license {license_id!r} not found for {tenant_id!r}")
+        validate_license({**current, **changes})
+        if changes:
+            conn.execute(
+                update(licenses)
+                .where(licenses.c.tenant_id == tenant_id, licenses.c.license_id == license_id)
+                .values(**changes, updated_at=_now())
+            )
+        return {**current, **changes}
+
+
+def _license_row(conn: Connection, tenant_id: str, license_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        select(licenses).where(
+            licenses.c.tenant_id == tenant_id, licenses.c.license_id == license_id
+        )
+    ).mappings()
+    first = row.first()
+    return dict(first) if first else None
+
+
+def get_license(
+    tenant_id: str, license_id: str, engine: Engine | None = None
+) -> dict[str, Any] | None:
+    with transaction(engine) as conn:
+        return _license_row(conn, tenant_id, license_id)
+
+
+def list_licenses(
+    tenant_id: str | None = None, engine: Engine | None = None
+) -> list[dict[str, Any]]:
+    query = select(licenses).order_by(licenses.c.tenant_id, licenses.c.license_id)
+    if tenant_id is not None:
+        query = query.where(licenses.c.tenant_id == tenant_id)
+    with transaction(engine) as conn:
+        return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def license_config(
+    tenant_id: str, license_id: str, engine: Engine | None = None
+) -> LicenseConfig | None:
+    row = get_license(tenant_id, license_id, engine)
+    return None if row is None else LicenseConfig.from_row(row)
+
+
+def tenants_with_license(license_id: str, engine: Engine | None = None) -> list[str]:
+    """The tenants that have a license with this id, sorted."""
+    query = (
+        select(licenses.c.tenant_id)
+        .where(licenses.c.license_id == license_id)
+        .order_by(licenses.c.tenant_id)
+    )
+    with transaction(engine) as conn:
+        return [row.tenant_id for row in conn.execute(query)]
+
+
+# -- lease events (the audit trail) and their usage rollups ------------------------
+
+EVENT_COLUMNS = rollups.EVENT_COLUMNS
+DEADLOCK_RETRIES = 3
+_partitions_ready: dict[str, datetime] = {}  # engine URL -> month whose partitions exist
+
+
+def insert_events(events: Sequence[dict[str, Any]], engine: Engine | None = None) -> int:
+    """Insert validated events with their usage rollups (``seatlease.rollups``) in one
+    transaction; an event already stored is skipped and changes no rollup (idempotent
+    under redelivery), and so is an event older than the pruned horizon. Returns the
+    number of new rows. PostgreSQL gets one ``INSERT ... SELECT FROM jsonb_to_recordset
+    ... ON CONFLICT DO NOTHING RETURNING`` statement whose CTEs also upsert the rollups
+    (docs/benchmarks.md); SQLite the same work step by step."""
+    if not events:
+        return 0
+    rows = [{**{c: e.get(c) for c in EVENT_COLUMNS}, "count": e.get("count") or 1} for e in events]
+    engine = engine or get_engine()
+    if engine.dialect.name == "postgresql":
+        return _insert_events_postgres(engine, rollups.as_json(rows))
+    with transaction(engine) as conn:
+        return rollups.insert_sqlite(conn, rows)
+
+
+def insert_events_json(payload: bytes, engine: Engine | None = None) -> int:
+    """``insert_events`` for a JSON array of validated events (the audit function's
+    path: pydantic-core writes the JSON, nothing is decoded again on PostgreSQL)."""
+    engine = engine or get_engine()
+    if engine.dialect.name == "postgresql":
+        return _insert_events_postgres(engine, payload)
+    return insert_events(json.loads(payload), engine)
+
+
+def _insert_events_postgres(engine: Engine, payload: str | bytes) -> int:
+    _ensure_partitions(engine)
+    for attempt in range(DEADLOCK_RETRIES):
+        try:
+            with transaction(engine) as conn:
+                return rollups.insert_postgres(conn, payload)
+        except DBAPIError as exc:
+            # Two messages upserting the same rollup rows: the rows are taken in one
+            # order, but a deadlock stays possible between the CTEs; retrying is safe
+            # (the whole statement rolled back) and cheaper than a Pub/Sub redelivery.
+            if _sqlstate(exc) != "40P01" or attempt == DEADLOCK_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _ensure_partitions(engine: Engine, now: datetime | None = None) -> None:
+    """This month's and the next months' partitions, checked once per process and month."""
+    month = (now or _now()).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    key = str(engine.url)
+    if _partitions_ready.get(key) == month:
+        return
+    with transaction(engine) as conn:
+        rollups.ensure_partitions(conn, rollups.months_ahead(month))
+    _partitions_ready[key] = month
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    horizon: datetime  # events before this are gone and are not stored again
+    events_deleted: int
+    partitions_dropped: list[str]
+    leases_deleted: int
+
+
+def prune_events(before: datetime, engine: Engine | None = None) -> Pruned:
+    """Delete the raw events of every whole month before ``before`` (PostgreSQL drops
+    those months' partitions); the rollups stay. Records the horizon so that a late or
+    replayed event older than it is not stored (and counted) again."""
+    engine = engine or get_engine()
+    horizon = before.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    dropped: list[str] = []
+    deleted = 0
+    with transaction(engine) as conn:
+        postgres = conn.dialect.name == "postgresql"
+        if postgres:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": rollups.PARTITION_LOCK})
+        current = conn.execute(
+            select(audit_retention.c.pruned_before).where(audit_retention.c.id == 1)
+        ).scalar()
+        if current is not None and utc(current) > horizon:
+            horizon = utc(current)
+        if current is None:
+            conn.execute(
+                insert(audit_retention).values(id=1, pruned_before=horizon, pruned_at=_now())
+            )
+        else:
+            conn.execute(
+                update(audit_retention)
+                .where(audit_retention.c.id == 1)
+                .values(pruned_before=horizon, pruned_at=_now())
+            )
+        if postgres:
+            for name, bounds in sorted(rollups.partitions(conn).items()):
+                if bounds is not None and bounds[1] <= horizon:
+                    deleted += conn.execute(text(f"SELECT count(*) FROM {name}")).scalar_one()
+                    conn.execute(text(f"DROP TABLE {name}"))
+                    dropped.append(name)
+            deleted += conn.execute(
+                text("DELETE FROM lease_events_default WHERE occurred_at < :h"), {"h": horizon}
+            ).rowcount
+        else:
+            deleted += conn.execute(
+                delete(lease_events).where(lease_events.c.occurred_at < horizon)
+            ).rowcount
+        leases = usage_leases.c
+        gone = conn.execute(
+            delete(usage_leases).where(
+                (leases.acquired_at < horizon)
+                | (leases.acquired_at.is_(None) & (leases.ended_at < horizon))
+            )
+        ).rowcount
+        if postgres:
+            rollups.ensure_partitions(conn, rollups.months_ahead(_now()))
+    return Pruned(horizon, int(deleted), dropped, int(gone))
+
+
+def list_events(
+    tenant_id: str, license_id: str | None = None, engine: Engine | None = None
+) -> list[dict[str, Any]]:
+    """The audit trail in the order things happened. Rows arrive in any order (Pub/Sub
+    push does not keep two messages in order), so the row id only breaks ties."""
+    query = select(lease_events).where(lease_events.c.tenant_id == tenant_id)
+    if license_id is not None:
+        query = query.where(lease_events.c.license_id == license_id)
+    with transaction(engine) as conn:
+        return [
+            dict(r)
+            for r in conn.execute(
+                query.order_by(lease_events.c.occurred_at, lease_events.c.id)
+            ).mappings()
+        ]

@@ -1,0 +1,169 @@
+"""The relational schema (SQLAlchemy Core). Alembic migrations in shared/seatlease/migrations/
+create it; keep both in step (tests/test_store.py compares them).
+
+On PostgreSQL ``lease_events`` is partitioned by month on ``occurred_at`` (migration 0003,
+``seatlease.rollups``): its unique key includes the partition key there (``(event_id,
+occurred_at)``) and ``id`` (from a sequence) is not a key; on SQLite it is one table with
+``event_id`` unique. The usage rollups (``usage_rollups``, ``usage_client_rollups``) and
+the leases (``usage_leases``: both ends of each lease) are plain tables on both,
+maintained with every event insert (``seatlease.rollups``)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    false,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+ID = String(128)
+
+tenants = Table(
+    "tenants",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("name", String(256), nullable=False, server_default=""),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("key_id", Integer, primary_key=True, autoincrement=True),
+    Column("tenant_id", ID, ForeignKey("tenants.tenant_id"), nullable=False, index=True),
+    Column("prefix", String(16), nullable=False, unique=True),  # shown to humans
+    Column("key_hash", String(64), nullable=False, unique=True),  # sha256 hex of the key
+    Column("label", String(256), nullable=False, server_default=""),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+)
+
+licenses = Table(
+    "licenses",
+    metadata,
+    Column("tenant_id", ID, ForeignKey("tenants.tenant_id"), primary_key=True),
+    Column("license_id", ID, primary_key=True),
+    Column("seats", Integer, nullable=False),
+    Column("lease_seconds", Integer, nullable=False, server_default="360"),
+    Column("max_lease_seconds", Integer, nullable=False, server_default="3600"),
+    Column("overage_percent", Integer, nullable=False, server_default="0"),
+    Column("suspended", Boolean, nullable=False, server_default=false()),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # Borrowing and linger (migration 0004): 0 is off; at most 30 days and one day.
+    Column("max_borrow_seconds", Integer, nullable=False, server_default="0"),
+    Column("linger_seconds", Integer, nullable=False, server_default="0"),
+    CheckConstraint("seats >= 0", name="ck_licenses_seats"),
+    CheckConstraint("lease_seconds >= 1", name="ck_licenses_lease"),
+    CheckConstraint("max_lease_seconds >= lease_seconds", name="ck_licenses_max_lease"),
+    CheckConstraint("overage_percent BETWEEN 0 AND 1000", name="ck_licenses_overage"),
+    CheckConstraint("max_borrow_seconds BETWEEN 0 AND 2592000", name="ck_licenses_max_borrow"),
+    CheckConstraint("linger_seconds BETWEEN 0 AND 86400", name="ck_licenses_linger"),
+)
+
+lease_events = Table(
+    "lease_events",
+    metadata,
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    # Unique on SQLite; unique with occurred_at (the partition key) on PostgreSQL.
+    Column("event_id", String(64), nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("tenant_id", ID, nullable=False),
+    Column("license_id", ID, nullable=False),
+    Column("session_id", ID, nullable=True),
+    Column("client_id", ID, nullable=True),
+    Column("occurred_at", DateTime(timezone=True), nullable=False),
+    Column("seats_used", Integer, nullable=True),
+    Column("seats_total", Integer, nullable=True),
+    Column("count", Integer, nullable=False, server_default="1"),  # >1 only for lease.denied
+    Column("metadata", JSON().with_variant(JSONB(), "postgresql"), nullable=True),
+    Column("received_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_lease_events_license_time", "tenant_id", "license_id", "occurred_at"),
+)
+
+# Per license and UTC hour: what the usage reports read (seatlease.rollups explains each
+# column and why they commute). Outlives the raw events (``seatlease audit prune``).
+usage_rollups = Table(
+    "usage_rollups",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("license_id", ID, primary_key=True),
+    Column("hour", DateTime(timezone=True), primary_key=True),
+    Column("acquired", Integer, nullable=False, server_default="0"),
+    Column("borrowed", Integer, nullable=False, server_default="0"),  # migration 0005
+    Column("released", Integer, nullable=False, server_default="0"),
+    Column("reclaimed", Integer, nullable=False, server_default="0"),
+    Column("revoked", Integer, nullable=False, server_default="0"),
+    Column("denials", BigInteger, nullable=False, server_default="0"),
+    Column("net", Integer, nullable=False, server_default="0"),
+    Column("dsec_ms", BigInteger, nullable=False, server_default="0"),
+    Column("max_used", Integer, nullable=True),
+    Column("last_at", DateTime(timezone=True), nullable=True),
+    Column("last_id", String(64), nullable=True),
+    Column("last_used", Integer, nullable=True),
+    Column("last_total", Integer, nullable=True),
+)
+
+# Per license, client and UTC day of acquisition: leases acquired, and of those the ones
+# whose ending is stored (count, reclaimed, total and longest duration).
+usage_client_rollups = Table(
+    "usage_client_rollups",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("license_id", ID, primary_key=True),
+    Column("client_id", ID, primary_key=True),  # '' when the acquire had none
+    Column("day", DateTime(timezone=True), primary_key=True),
+    Column("acquired", Integer, nullable=False, server_default="0"),
+    Column("ended", Integer, nullable=False, server_default="0"),
+    Column("reclaimed", Integer, nullable=False, server_default="0"),
+    Column("total_ms", BigInteger, nullable=False, server_default="0"),
+    Column("max_ms", BigInteger, nullable=True),
+)
+
+# One row per lease (session): its acquire and its first ending, each filled when its
+# event arrives (in any order). Both set = the lease is counted in usage_client_rollups;
+# the reports read it for the window's partial days. Pruned with the raw events.
+usage_leases = Table(
+    "usage_leases",
+    metadata,
+    Column("session_id", ID, primary_key=True),
+    Column("tenant_id", ID, nullable=False),
+    Column("license_id", ID, nullable=False),
+    Column("client_id", ID, nullable=True),  # the acquire's
+    Column("acquired_at", DateTime(timezone=True), nullable=True),
+    Column("ended_at", DateTime(timezone=True), nullable=True),
+    Column("end_type", String(32), nullable=True),
+    Index(
+        "ix_usage_leases_acquired",
+        "tenant_id",
+        "license_id",
+        "acquired_at",
+        postgresql_where=text("acquired_at IS NOT NULL"),
+        sqlite_where=text("acquired_at IS NOT NULL"),
+    ),
+)
+
+# One row (id 1): events older than ``pruned_before`` were pruned and are not stored again.
+audit_retention = Table(
+    "audit_retention",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("pruned_before", DateTime(timezone=True), nullable=False),
+    Column("pruned_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)

@@ -1,0 +1,140 @@
+"""The ``seatlease`` command. Each command group lives in its own module of this package
+and adds its subcommands in ``register(subparsers)``; a command function takes the parsed
+arguments and returns the exit code.
+
+Exit codes: 0 ok, 1 failed (the message says why), 2 bad usage (also: no backend
+configured, see backend.py), 3 not found, 4 conflict (already exists), 5 a backend is
+unavailable (also: the local stack of this folder has stopped), 6 saved in the database
+but the Redis cache could not be refreshed (it catches up within its TTL; see backend.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_UNAVAILABLE = range(6)
+
+# Command group modules, in the order ``seatlease --help`` lists them.
+GROUPS = ("db", "tenants", "licenses", "status", "local", "report", "audit", "keys")
+
+
+class CommandError(Exception):
+    """A one-line failure with its exit code; ``error`` is the admin function's error
+    object (``{"code", "message", ...}``) when the failure is its answer."""
+
+    def __init__(
+        self, message: str, code: int = EXIT_FAILED, error: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.error = error or {}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    parser = argparse.ArgumentParser(
+        prog="seatlease", description="Floating-license seats: operate a seatlease stack."
+    )
+    # The operator commands' common options are accepted before the command too
+    # (`seatlease --admin-url URL status`), under their own names: a subparser's defaults
+    # would overwrite the values (argparse), so main() merges them (_apply_global_options).
+    from seatlease_cli.backend import add_backend_flags
+
+    parser.add_argument(
+        "--json", dest="global_json", action="store_true", help="print JSON for scripts"
+    )
+    add_backend_flags(parser, dest="global_admin_url")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in GROUPS:
+        importlib.import_module(f"seatlease_cli.{group}").register(subparsers)
+    return parser
+
+
+def _apply_global_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--json`` / ``--admin-url`` given before the command count as given after it (the
+    command's own wins if both are); a command that takes neither refuses them rather
+    than ignoring them (``seatlease --admin-url URL db upgrade`` would mislead)."""
+    for name in ("json", "admin_url"):
+        value = getattr(args, f"global_{name}", None)
+        if not value:
+            continue
+        if not hasattr(args, name):
+            flag = "--" + name.replace("_", "-")
+            parser.error(f"the {args.command} command does not take {flag}")
+        if not getattr(args, name):
+            setattr(args, name, value)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _apply_global_options(parser, args)
+    from seatlease import logs
+
+    # The runtime's JSON log lines are for Cloud Logging; the CLI prints its own answer,
+    # and stdout must stay clean for --json and `apikey create | tail`: they go to stderr,
+    # and only when LOG_LEVEL asks for them (seatlease local sets its own, for the stack).
+    logs.configure(os.environ.get("LOG_LEVEL", "CRITICAL"), stream="stderr")
+    try:
+        return int(args.func(args) or EXIT_OK)
+    except CommandError as exc:
+        print(f"seatlease: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # one clear line, never a traceback
+        code = exit_code(exc)
+        if code == EXIT_UNAVAILABLE or (code is None and _is_connection_error(exc)):
+            print(f"seatlease: cannot reach a backend: {_one_line(exc)}", file=sys.stderr)
+            return EXIT_UNAVAILABLE
+        if code is not None:
+            print(f"seatlease: {exc}", file=sys.stderr)
+            return code
+        print(f"seatlease: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def exit_code(exc: BaseException) -> int | None:
+    """The exit code of a domain error or a backend outage (``seatlease.errors``), the
+    CLI's counterpart of the HTTP boundary's ``seatlease.http.to_api_error``; None for
+    anything else, which is a bug and is reported as one."""
+    from seatlease import errors
+
+    match exc:
+        case errors.NotFound() | errors.LicenseNotFound():
+            return EXIT_NOT_FOUND
+        case errors.Conflict() | errors.NoSeatsAvailable():
+            return EXIT_CONFLICT
+        # A value the rules refuse: the command line asked for something invalid.
+        case (
+            errors.InvalidRequest()
+            | errors.StoreError()
+            | errors.AmbiguousLicense()
+            | errors.LeaseTooLong()
+        ):
+            return EXIT_USAGE
+        case errors.BackendUnavailable() | errors.EventsNotPublished():
+            return EXIT_UNAVAILABLE
+        case errors.SeatError():  # suspended license, expired session, refused key
+            return EXIT_FAILED
+    return EXIT_UNAVAILABLE if errors.redis_outage(exc) is not None else None
+
+
+def _one_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _is_connection_error(exc: Exception) -> bool:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from sqlalchemy.exc import OperationalError
+
+    return isinstance(exc, RedisConnectionError | OperationalError | ConnectionError)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

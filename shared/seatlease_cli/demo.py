@@ -1,0 +1,151 @@
+"""``seatlease demo``: the zombie-seat story, played against the running local stack.
+
+Three clients share a two-seat license of the demo's own (``demo-crash``, 8 s leases), so
+the story never competes with the seat a person holds on ``demo-app`` in the README's
+tour. Two take the seats; the third is denied with Retry-After. One holder "crashes"
+(stops heartbeating, never releases). The third client waits; the crashed lease expires,
+the reaper reclaims it, and the waiting client gets the seat. Then the audit trail of the
+story is shown, as ``seatlease report usage`` reads it.
+
+Everything goes through the stack's HTTP functions (the vendor client for the seats, the
+admin function for the rest), never through a database or Redis of its own choosing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from seatlease_cli import EXIT_USAGE, CommandError
+from seatlease_cli.backend import HttpBackend, local_stack_state
+from seatlease_cli.output import table
+from seatlease_cli.report import human_duration
+from seatlease_client import NoSeatsAvailable, SeatClient
+
+# What the story leaves in the audit trail; the demo waits until it is all there.
+EXPECTED = {"acquired": 3, "released": 2, "reclaimed": 1, "denials": 1}
+AUDIT_WAIT_SECONDS = 60
+
+
+def load_state() -> dict[str, Any]:
+    """The running local stack of this folder, or a one-line error saying to start it."""
+    state = local_stack_state(others=False)  # a stale state file: "not running"
+    if state is None:
+        raise CommandError(
+            "no local stack in this folder (./.seatlease/local.json): start one with "
+            "`make run` (or `seatlease local`) here, then run `seatlease demo` from a "
+            "second terminal in the same folder",
+            EXIT_USAGE,
+        )
+    return state
+
+
+def free_story_seats(admin: HttpBackend, tenant: str, lic: str) -> tuple[int, str]:
+    """Revoke what an interrupted earlier run left on the story's license; returns how
+    many leases that was and the Redis server time after it (where the story starts)."""
+    body = admin.call("status", tenant_id=tenant, license_id=lic)
+    leftovers = [lease for entry in body["licenses"] for lease in entry["leases"]]
+    for lease in leftovers:
+        try:
+            admin.call("revoke", tenant_id=tenant, license_id=lic, session_id=lease["session_id"])
+        except CommandError:
+            pass  # expired or released meanwhile: free anyway
+    if leftovers:
+        body = admin.call("status", tenant_id=tenant, license_id=lic)
+    return len(leftovers), str(body["at"])
+
+
+def play(state: dict[str, Any], say: Callable[[str], None] = print, pause: float = 1.0) -> dict:
+    """Run the story; returns what happened (for tests)."""
+    client = SeatClient(state["base_url"], state["api_key"], backoff=0.2)
+    admin = HttpBackend(f"{state['base_url']}/admin")
+    tenant, lic = state["tenant_id"], state["story_license_id"]
+    t0 = time.monotonic()
+
+    def step(text: str) -> None:
+        say(f"[{time.monotonic() - t0:5.1f}s] {text}")
+
+    freed, started = free_story_seats(admin, tenant, lic)
+    if freed:
+        step(f"revoked {freed} lease(s) an earlier, interrupted demo left on {lic}")
+    run = f"{int(time.time())}"  # fresh client ids on every run
+    alice = client.lease(lic, client_id=f"alice-{run}", metadata={"user": "alice", "host": "ws-1"})
+    lease_a = alice.__enter__()
+    step(f"alice acquires a seat on {lic}: session {lease_a.session_id[:8]}..., "
+         f"{lease_a.seats_used}/{lease_a.seats_total} seats used, "
+         f"heartbeat every {lease_a.heartbeat_interval_seconds} s")  # fmt: skip
+    bob = client.acquire(lic, f"bob-{run}", metadata={"user": "bob", "host": "ws-2"})
+    step(f"bob acquires a seat: session {bob['session_id'][:8]}..., "
+         f"{bob['seats_used']}/{bob['seats_total']} seats used")  # fmt: skip
+    time.sleep(pause)
+    denied: NoSeatsAvailable | None = None
+    try:
+        client.acquire(lic, f"carol-{run}", metadata={"user": "carol", "host": "ws-3"})
+    except NoSeatsAvailable as exc:
+        denied = exc
+        step(f"carol is denied: 409 {exc.code}, {exc.seats_used}/{exc.seats_total} seats "
+             f"used, Retry-After {exc.retry_after_seconds} s")  # fmt: skip
+    step("bob's machine crashes: no more heartbeats, no release")
+    step("carol waits for a seat (the client honours Retry-After) ...")
+    step("... meanwhile bob's lease runs out and is reclaimed, by the reaper or by the next "
+         "acquire, whichever comes first")  # fmt: skip
+    waited = time.monotonic()
+    try:
+        with client.lease(lic, client_id=f"carol-{run}", wait=True, timeout=120,
+                          metadata={"user": "carol", "host": "ws-3"}) as lease_c:  # fmt: skip
+            step(f"carol gets bob's seat after {time.monotonic() - waited:.1f} s: "
+                 f"session {lease_c.session_id[:8]}...")  # fmt: skip
+            time.sleep(pause)
+        step("carol releases her seat")
+    finally:
+        alice.__exit__(None, None, None)
+    step("alice releases her seat")
+    report = _audit_report(admin, tenant, lic, started, say)
+    return {
+        "denied": denied,
+        "alice": lease_a.session_id,
+        "bob": bob["session_id"],
+        "carol": lease_c.session_id,
+        "since": started,
+        "report": report,
+    }
+
+
+def _audit_report(
+    admin: HttpBackend, tenant: str, lic: str, since: str, say: Callable[[str], None]
+) -> dict[str, Any]:
+    """Wait for the story's events to reach the audit table (reaper -> Pub/Sub -> audit
+    function -> database), then print them as the usage report sees them. A denial is
+    not a lease: the reaper flushes the license's denial counter as one ``lease.denied``
+    event with a count."""
+    say("waiting for the audit trail (reaper -> Pub/Sub -> audit -> database) ...")
+    fields = {"tenant_id": tenant, "license_id": lic, "since": since}
+    deadline = time.monotonic() + AUDIT_WAIT_SECONDS
+    while True:
+        report = admin.call("report.usage", **fields)
+        outcome = next(iter(report["outcomes"]), {})
+        if all(outcome.get(k, 0) >= n for k, n in EXPECTED.items()):
+            break
+        if time.monotonic() >= deadline:
+            say(f"the audit trail is not complete after {AUDIT_WAIT_SECONDS} s (is the "
+                "Pub/Sub emulator running? `seatlease local --no-pubsub` keeps events in "
+                "Redis); so far:")  # fmt: skip
+            break
+        time.sleep(1)
+    rows = [
+        {
+            "client": row["client_id"],
+            "leases": row["leases"],
+            "held": human_duration(row["total_seconds"]),
+            "reclaimed": row["reclaimed"],
+        }
+        for row in report["durations"]
+    ]
+    say(table(rows, ["client", "leases", "held", "reclaimed"]))
+    say(
+        ", ".join(f"{k} {outcome.get(k, 0)}" for k in ("acquired", "released", "reclaimed"))
+        + f", denied {outcome.get('denials', 0)} (seatlease report usage --tenant {tenant} "
+        f"--license {lic} --since {since})"
+    )
+    return report

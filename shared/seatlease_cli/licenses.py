@@ -1,0 +1,170 @@
+"""``seatlease license create|update|suspend|resume|show|list``.
+
+Every change is written to the database and then to the Redis config cache at once, so
+the next acquire sees it. If Redis is unreachable the change still stands, the command
+says the cache refreshes within its TTL and exits with ``EXIT_CACHE_STALE`` (6).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from seatlease.engine import CONFIG_TTL_SECONDS
+from seatlease_cli.backend import EXIT_CACHE_STALE, backend_for, common_parent, warn_if_stale
+from seatlease_cli.output import emit
+
+LIST_COLUMNS = (
+    "tenant_id",
+    "license_id",
+    "seats",
+    "seat_limit",
+    "overage_percent",
+    "lease_seconds",
+    "max_lease_seconds",
+    "max_borrow_seconds",
+    "linger_seconds",
+    "suspended",
+)
+CACHE_NOTE = (
+    f"The change is written to the database, then to the Redis config cache so the next "
+    f"acquire sees it; if Redis is unreachable the change stands, the cache refreshes within "
+    f"{CONFIG_TTL_SECONDS} s and the exit code is {EXIT_CACHE_STALE}."
+)
+
+
+def _license_flags(parser: argparse.ArgumentParser, *, create: bool) -> None:
+    parser.add_argument("--tenant", required=True)
+    parser.add_argument("--license", required=True, help="license id")
+    parser.add_argument(
+        "--seats", type=int, required=create, default=None, help="concurrent seats sold"
+    )
+    parser.add_argument(
+        "--lease-seconds", type=int, default=None, help="default lease length (360 s)"
+    )
+    parser.add_argument(
+        "--max-lease-seconds",
+        type=int,
+        default=None,
+        help="longest lease a client may ask for (default max(3600, lease))",
+    )
+    parser.add_argument(
+        "--overage-percent",
+        type=int,
+        default=None,
+        help="extra seats allowed beyond --seats, in percent (25 -> 1.25x)",
+    )
+    parser.add_argument(
+        "--max-borrow-seconds",
+        type=int,
+        default=None,
+        help="longest borrow (a seat taken offline, no heartbeats) a client may ask for, "
+        "at most 2592000 (30 days); 0 (the default) turns borrowing off",
+    )
+    parser.add_argument(
+        "--linger-seconds",
+        type=int,
+        default=None,
+        help="after a release the seat stays held this long for the same client_id, at "
+        "most 86400; 0 (the default) frees it at once",
+    )
+
+
+def register(subparsers: Any) -> None:
+    common = common_parent()
+    lic = subparsers.add_parser("license", help="licenses: seats, lease length, suspension")
+    sub = lic.add_subparsers(dest="license_command", required=True, metavar="ACTION")
+
+    create = sub.add_parser(
+        "create", parents=[common], help="add a license", description=CACHE_NOTE
+    )
+    _license_flags(create, create=True)
+    create.set_defaults(func=cmd_create)
+
+    update = sub.add_parser(
+        "update", parents=[common], help="change a license", description=CACHE_NOTE
+    )
+    _license_flags(update, create=False)
+    state = update.add_mutually_exclusive_group()
+    state.add_argument(
+        "--suspend", dest="suspended", action="store_const", const=True, help="refuse acquires"
+    )
+    state.add_argument(
+        "--resume", dest="suspended", action="store_const", const=False, help="accept again"
+    )
+    update.set_defaults(func=cmd_update, suspended=None)
+
+    aliases = (
+        ("suspend", "refuse acquires (live leases go on; revoke ends them)"),
+        ("resume", "accept new seats again"),
+    )
+    for name, verb in aliases:
+        alias = sub.add_parser(name, parents=[common], help=verb, description=CACHE_NOTE)
+        alias.add_argument("--tenant", required=True)
+        alias.add_argument("--license", required=True, help="license id")
+        alias.set_defaults(func=cmd_suspend, suspended=name == "suspend")
+
+    show = sub.add_parser("show", parents=[common], help="one license's settings")
+    show.add_argument("--tenant", required=True)
+    show.add_argument("--license", required=True, help="license id")
+    show.set_defaults(func=cmd_show)
+
+    listing = sub.add_parser("list", parents=[common], help="licenses, of one tenant or all")
+    listing.add_argument("--tenant", default=None)
+    listing.set_defaults(func=cmd_list)
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    names = (
+        "seats",
+        "lease_seconds",
+        "max_lease_seconds",
+        "overage_percent",
+        "suspended",
+        "max_borrow_seconds",
+        "linger_seconds",
+    )
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def _print_change(args: argparse.Namespace, body: dict[str, Any], verb: str) -> int:
+    if args.json:
+        emit(body, True)
+    else:
+        lic = body["license"]
+        print(f"{verb} license {lic['tenant_id']}/{lic['license_id']}")
+        emit({**lic, "cache": "refreshed" if body.get("cache_refreshed") else "stale"}, False)
+    return warn_if_stale(body)
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    body = backend_for(args).call(
+        "license.create", tenant_id=args.tenant, license_id=args.license, **_settings(args)
+    )
+    return _print_change(args, body, "created")
+
+
+def cmd_update(args: argparse.Namespace) -> int:
+    body = backend_for(args).call(
+        "license.update", tenant_id=args.tenant, license_id=args.license, **_settings(args)
+    )
+    return _print_change(args, body, "updated")
+
+
+def cmd_suspend(args: argparse.Namespace) -> int:
+    action = "license.suspend" if args.suspended else "license.resume"
+    body = backend_for(args).call(action, tenant_id=args.tenant, license_id=args.license)
+    return _print_change(args, body, "suspended" if args.suspended else "resumed")
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    body = backend_for(args).call("license.show", tenant_id=args.tenant, license_id=args.license)
+    emit(body if args.json else body["license"], args.json)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    fields = {"tenant_id": args.tenant} if args.tenant else {}
+    body = backend_for(args).call("license.list", **fields)
+    emit(body if args.json else body["licenses"], args.json, LIST_COLUMNS)
+    return 0

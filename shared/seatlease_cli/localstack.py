@@ -1,0 +1,389 @@
+"""The whole stack on one machine, for ``make run`` / ``seatlease local``.
+
+Starts (or reuses) Redis, prepares the database (``DATABASE_URL`` when set, else SQLite in
+``.seatlease/seatlease.db``, set as ``DATABASE_URL`` for its own processes), starts the
+Pub/Sub emulator with the topic and a push subscription that delivers to the locally
+served audit function, makes a signing key for the lease tokens
+(``.seatlease/signing-keys``), serves every function on one port, runs a scheduler loop that
+calls the reaper, and seeds a demo tenant, two licenses (one for the README's tour, one
+for ``seatlease demo``) and an API key. It records itself in ``.seatlease/local.json``
+(URL, pid, demo key), which is how the CLI in a second terminal finds it. Everything it
+started stops on Ctrl-C.
+
+While it runs, a supervisor thread heals it as a process supervisor would: a
+redis-server or emulator it started that died is restarted on the same port (Redis
+appends every write to a file first, so its leases and outboxes survive), and the topics
+and subscriptions an emulator restart lost are created again. Each heal is one JSON
+WARNING line. The audit push subscription retries and dead-letters as the cloud's does
+(``AUDIT_DELIVERY``, Terraform's values), so a database outage of a few minutes loses no
+event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from seatlease_cli.procs import MissingTool, Proc, start_pubsub_emulator, start_redis
+
+if TYPE_CHECKING:
+    from google.cloud import pubsub_v1
+
+STATE_DIR = Path(".seatlease")
+STATE_FILE = STATE_DIR / "local.json"
+PROJECT = "seatlease-local"
+DEMO_TENANT = "demo"
+# The license the README's tour uses by hand: leases long enough to acquire one with curl,
+# look at it in `seatlease status` and revoke it, at a person's pace.
+DEMO_LICENSE = "demo-app"
+DEMO_SEATS = 2
+DEMO_LEASE_SECONDS = 600
+# `seatlease demo` plays its crash story on a license of its own, so it never competes with
+# the tour's seats: short leases, so the crashed client's seat comes back in seconds.
+STORY_LICENSE = "demo-crash"
+STORY_SEATS = 2
+STORY_LEASE_SECONDS = 8
+DEMO_LICENSES = {
+    DEMO_LICENSE: (DEMO_SEATS, DEMO_LEASE_SECONDS),
+    STORY_LICENSE: (STORY_SEATS, STORY_LEASE_SECONDS),
+}
+
+
+@dataclass(frozen=True)
+class AuditDelivery:
+    """How Pub/Sub pushes to the audit function: the audit subscription's retry_policy
+    and dead_letter_policy."""
+
+    minimum_backoff_seconds: int
+    maximum_backoff_seconds: int
+    max_delivery_attempts: int
+
+
+# terraform/modules/pubsub's audit subscription (tests/test_localstack_heal.py compares the
+# two). The emulator honours them: a failed push is retried after about a second, then
+# 15-20 s later and further apart each time, the 10 attempts spanning about 5 minutes
+# (measured). Without a retry_policy it retries every second: 5 attempts lasted 5 s, and
+# a 30 s database outage lost most events to the dead-letter topic.
+AUDIT_DELIVERY = AuditDelivery(
+    minimum_backoff_seconds=10, maximum_backoff_seconds=600, max_delivery_attempts=10
+)
+HEAL_INTERVAL = 1.0  # seconds between the supervisor's checks (a poll and two list calls)
+
+
+@dataclass
+class LocalStack:
+    port: int = 8080
+    reaper_interval: float = 5.0
+    pubsub: bool = True
+    say: Callable[[str], None] = print
+    audit_delivery: AuditDelivery = AUDIT_DELIVERY
+    heal_interval: float = HEAL_INTERVAL
+    procs: list[Proc] = field(default_factory=list)
+    # The services this stack started, by name, which the supervisor restarts if they die.
+    services: dict[str, Proc] = field(default_factory=dict)
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    server: Any = None
+    _heal_lock: threading.Lock = field(default_factory=threading.Lock)
+    _pubsub_admin: tuple[Any, Any] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _step(self, what: str, action: Callable[[], Any]) -> Any:
+        self.say(f"  {what} ...")
+        started = time.monotonic()
+        result = action()
+        self.say(f"  {what}: ok ({time.monotonic() - started:.1f} s)")
+        return result
+
+    def start(self) -> dict[str, Any]:
+        STATE_DIR.mkdir(exist_ok=True)
+        # The functions' JSON log lines (a reaper run every few seconds) would scroll the
+        # banner away: warnings and errors only, unless LOG_LEVEL says otherwise.
+        from seatlease import logs
+
+        logs.configure(os.environ.get("LOG_LEVEL", "WARNING"), stream="stdout")
+        if not os.environ.get("REDIS_URL"):
+            redis = self._step("starting redis-server", lambda: start_redis(persist=True))
+            self.procs.append(redis)
+            self.services["redis-server"] = redis
+            os.environ["REDIS_URL"] = redis.url
+        else:
+            self.say(f"  using REDIS_URL {os.environ['REDIS_URL'].split('@')[-1]}")
+        if not any(os.environ.get(v) for v in ("DATABASE_URL", "CLOUD_SQL_INSTANCE")):
+            # Named explicitly (an absolute path), so the stack's own processes never rely
+            # on a default that depends on their working directory.
+            database = (STATE_DIR / "seatlease.db").resolve()
+            os.environ["DATABASE_URL"] = f"sqlite:///{database}"
+            self.say(f"  database: SQLite in {STATE_DIR / 'seatlease.db'} (DATABASE_URL unset)")
+        self._step("preparing the database", self._prepare_database)
+        if self.pubsub:
+            emulator = self._step("starting the Pub/Sub emulator", start_pubsub_emulator)
+            self.procs.append(emulator)
+            self.services["Pub/Sub emulator"] = emulator
+            os.environ["PUBSUB_EMULATOR_HOST"] = emulator.url
+            os.environ["GOOGLE_CLOUD_PROJECT"] = PROJECT
+        os.environ.setdefault("PUBSUB_TOPIC", "seat-events")
+        self._signing_keys()
+        self._step(f"serving the functions on {self.base_url}", self._serve)
+        if self.pubsub:
+            self._step("creating the topic and the push subscription", self._wire_pubsub)
+        demo = self._step("seeding the demo tenant, licenses and API key", self._seed)
+        threading.Thread(target=self._scheduler, name="scheduler", daemon=True).start()
+        threading.Thread(target=self._supervisor, name="supervisor", daemon=True).start()
+        # pid: the CLI tells a running stack from a stale file (seatlease_cli.backend).
+        state = {"base_url": self.base_url, "pid": os.getpid(), **demo}
+        STATE_FILE.write_text(json.dumps(state, indent=2))
+        STATE_FILE.chmod(0o600)  # it holds the demo API key
+        return state
+
+    def _signing_keys(self) -> None:
+        """Lease tokens are signed with the keys of .seatlease/signing-keys (the first one
+        is made here), unless SIGNING_KEYS_DIR or SIGNING_KEY_SECRET names others."""
+        os.environ.setdefault("SEATLEASE_ISSUER", self.base_url)
+        if os.environ.get("SIGNING_KEYS_DIR") or os.environ.get("SIGNING_KEY_SECRET"):
+            return
+        from seatlease.signingkeys import next_key_file
+
+        folder = (STATE_DIR / "signing-keys").resolve()
+        if not list(folder.glob("*.pem")):
+            next_key_file(folder)
+        folder.chmod(0o700)
+        os.environ["SIGNING_KEYS_DIR"] = str(folder)
+        self.say(f"  signing keys: {STATE_DIR / 'signing-keys'} (seatlease keys rotate --dir)")
+
+    def _prepare_database(self) -> None:
+        from seatlease import store
+
+        store.upgrade()
+
+    def _serve(self) -> None:
+        import logging
+
+        from werkzeug.serving import make_server
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log lines
+        from seatlease_cli.devserver import create_app
+
+        self.server = make_server("127.0.0.1", self.port, create_app(), threaded=True)
+        threading.Thread(target=self.server.serve_forever, name="http", daemon=True).start()
+
+    def _pubsub_names(self) -> dict[str, dict[str, Any]]:
+        """The topics and subscriptions of the stack, named as terraform/modules/pubsub
+        names them (so the operations guide's commands work locally too), by kind."""
+        topic = os.environ["PUBSUB_TOPIC"]
+        dead_letter = f"{topic}-dead-letter"
+        policy = self.audit_delivery
+        return {
+            "topics": {topic: {}, dead_letter: {}},
+            "subscriptions": {
+                f"{topic}-audit": {
+                    "topic": topic,
+                    "push_config": {"push_endpoint": f"{self.base_url}/audit"},
+                    "retry_policy": {
+                        "minimum_backoff": {"seconds": policy.minimum_backoff_seconds},
+                        "maximum_backoff": {"seconds": policy.maximum_backoff_seconds},
+                    },
+                    "dead_letter_policy": {
+                        "dead_letter_topic": dead_letter,
+                        "max_delivery_attempts": policy.max_delivery_attempts,
+                    },
+                },
+                # Keeps dead-lettered messages for `seatlease audit replay-dead-letters`.
+                f"{dead_letter}-hold": {"topic": dead_letter},
+            },
+        }
+
+    def _pubsub_clients(self) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient]:
+        if self._pubsub_admin is None:
+            from google.cloud import pubsub_v1
+
+            self._pubsub_admin = (pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient())
+        return self._pubsub_admin
+
+    def _wire_pubsub(self, only: set[str] | None = None) -> None:
+        """Create the topics and subscriptions (``only`` those names); existing ones stay."""
+        from google.api_core.exceptions import AlreadyExists
+
+        publisher, subscriber = self._pubsub_clients()
+        names = self._pubsub_names()
+        for name in names["topics"]:
+            if only is None or name in only:
+                try:
+                    publisher.create_topic(name=publisher.topic_path(PROJECT, name))
+                except AlreadyExists:
+                    pass
+        for name, spec in names["subscriptions"].items():
+            if only is not None and name not in only:
+                continue
+            request = {"name": subscriber.subscription_path(PROJECT, name), **spec}
+            request["topic"] = publisher.topic_path(PROJECT, spec["topic"])
+            if "dead_letter_policy" in spec:
+                dead_letter = spec["dead_letter_policy"]["dead_letter_topic"]
+                request["dead_letter_policy"] = {
+                    **spec["dead_letter_policy"],
+                    "dead_letter_topic": publisher.topic_path(PROJECT, dead_letter),
+                }
+            try:
+                subscriber.create_subscription(request=request)
+            except AlreadyExists:
+                pass
+
+    def _missing_pubsub(self) -> set[str]:
+        """The stack's topics and subscriptions the emulator does not have (all of them
+        after it restarted: it keeps everything in memory)."""
+        publisher, subscriber = self._pubsub_clients()
+        project = f"projects/{PROJECT}"
+        topics = {t.name.rsplit("/", 1)[1] for t in publisher.list_topics(project=project)}
+        subscriptions = {
+            s.name.rsplit("/", 1)[1] for s in subscriber.list_subscriptions(project=project)
+        }
+        names = self._pubsub_names()
+        return (set(names["topics"]) - topics) | (set(names["subscriptions"]) - subscriptions)
+
+    def _seed(self) -> dict[str, str]:
+        from seatlease import runtime, store
+        from seatlease.apikeys import hash_key, well_formed
+
+        key_file = STATE_DIR / "demo-api-key"
+        try:
+            store.create_tenant(DEMO_TENANT, "Demo tenant")
+        except store.Conflict:
+            pass
+        for license_id, (seats, lease_seconds) in DEMO_LICENSES.items():
+            try:
+                store.create_license(
+                    DEMO_TENANT, license_id, seats=seats, lease_seconds=lease_seconds
+                )
+            except store.Conflict:  # from an earlier start: back to the demo's settings
+                store.update_license(
+                    DEMO_TENANT, license_id, seats=seats, lease_seconds=lease_seconds
+                )
+        key = key_file.read_text().strip() if key_file.exists() else ""
+        if not well_formed(key) or store.tenant_for_key_hash(hash_key(key)) != DEMO_TENANT:
+            key = store.create_api_key(DEMO_TENANT, label="local demo").key
+            key_file.write_text(key + "\n")
+            key_file.chmod(0o600)
+        for license_id in DEMO_LICENSES:
+            runtime.refresh_license_cache(DEMO_TENANT, license_id)
+        return {
+            "tenant_id": DEMO_TENANT,
+            "license_id": DEMO_LICENSE,
+            "story_license_id": STORY_LICENSE,
+            "api_key": key,
+        }
+
+    def _scheduler(self) -> None:
+        """Cloud Scheduler's job, locally: POST the reaper every few seconds."""
+        from seatlease.logs import log
+
+        while not self.stop_event.wait(self.reaper_interval):
+            request = urllib.request.Request(  # noqa: S310 (our own loopback URL)
+                f"{self.base_url}/reaper", data=b"{}", method="POST",
+                headers={"Content-Type": "application/json"},
+            )  # fmt: skip
+            try:
+                with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310
+                    resp.read()
+            except OSError as exc:
+                log("WARNING", "local scheduler: reaper call failed", error=str(exc))
+
+    def _supervisor(self) -> None:
+        """Every ``heal_interval`` seconds, heal what can be healed (see ``heal``)."""
+        while not self.stop_event.wait(self.heal_interval):
+            self.heal()
+
+    def heal(self) -> list[str]:
+        """Restart the services this stack started that died (same port: REDIS_URL and
+        PUBSUB_EMULATOR_HOST stay valid), then create the topics and subscriptions the
+        emulator lacks. Logs one WARNING line per heal, one ERROR line per failed attempt
+        (tried again next time); returns what it healed."""
+        healed: list[str] = []
+        with self._heal_lock:  # stop() takes it too: no restart races a shutdown
+            if self.stop_event.is_set():
+                return healed
+            for name, service in self.services.items():
+                if not service.alive() and self._restart(name, service):
+                    healed.append(name)
+            if "Pub/Sub emulator" in self.services:
+                healed.extend(self._rewire())
+        return healed
+
+    def _restart(self, name: str, service: Proc) -> bool:
+        from seatlease.logs import log
+
+        try:
+            service.restart()
+        except Exception as exc:  # a supervisor keeps going: next check tries again
+            error = f"{type(exc).__name__}: {exc}"[:500]
+            log("ERROR", f"local stack: {name} died and did not restart", error=error)
+            return False
+        if name == "Pub/Sub emulator":
+            self._pubsub_admin = None  # fresh channels rather than ones in reconnect backoff
+        address = service.url.split("@")[-1]
+        log("WARNING", f"local stack: {name} died; restarted it", service=name, address=address)
+        return True
+
+    def _rewire(self) -> list[str]:
+        from seatlease.logs import log
+
+        try:
+            missing = sorted(self._missing_pubsub())
+            if missing:
+                self._wire_pubsub(only=set(missing))
+        except Exception as exc:  # the emulator is (re)starting, or busy: next check
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            log("ERROR", "local stack: could not check the Pub/Sub wiring", error=error)
+            return []
+        if missing:
+            log("WARNING", "local stack: created the Pub/Sub topics and subscriptions the "
+                "emulator lost", recreated=missing)  # fmt: skip
+        return missing
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self.server is not None:
+            self.server.shutdown()
+        with self._heal_lock:
+            for proc in reversed(self.procs):
+                proc.stop()
+            self.procs.clear()
+            self.services.clear()
+
+
+def banner(state: dict[str, Any]) -> str:
+    base, key, lic = state["base_url"], state["api_key"], state["license_id"]
+    return f"""
+seatlease is running locally.
+
+  client API  {base}/acquire  {base}/heartbeat  {base}/release
+  public keys {base}/keys (JWKS: verifies the lease tokens)
+  internal    {base}/admin (no auth on loopback)  {base}/reaper  {base}/audit
+  tenant      {state["tenant_id"]}
+  licenses    {lic}: {DEMO_SEATS} seats, {DEMO_LEASE_SECONDS} s leases (for you)
+              {STORY_LICENSE}: {STORY_SEATS} seats, {STORY_LEASE_SECONDS} s leases (the demo)
+  API key     {key}   (also in {STATE_DIR / "demo-api-key"})
+
+Try it:
+
+  curl -s -X POST {base}/acquire -H 'Authorization: Bearer {key}' \\
+       -H 'Content-Type: application/json' \\
+       -d '{{"license_id": "{lic}", "client_id": "laptop-1", "metadata": {{"user": "ann"}}}}'
+
+  seatlease demo        # three clients, two seats, one crash: watch the seat come back
+  seatlease status      # who holds what (like lmstat -a), from this folder
+
+Logs: warnings and errors only; `LOG_LEVEL=INFO make run` shows every request.
+Press Ctrl-C to stop everything this command started.
+"""
+
+
+__all__ = ["LocalStack", "MissingTool", "banner"]

@@ -1,0 +1,329 @@
+"""``seatlease report usage``: peak seats, denials, lease durations, endings and lost
+leases of one tenant's licenses, from the usage rollups (shared/seatlease/reports.py), as a
+table, CSV or JSON, and optionally a PNG chart of peak seats in use per period against the
+seat limit.
+
+The report is the admin function's ``report.usage`` answer, from the same backend as every
+other operator command (shared/seatlease_cli/backend.py: ``--admin-url`` / ``SEATLEASE_ADMIN_URL``,
+a running ``seatlease local``, or in-process against ``DATABASE_URL``); the chart is drawn
+here from that JSON (its ``timelines``)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from seatlease.clock import iso_utc
+from seatlease_cli import EXIT_USAGE, CommandError
+from seatlease_cli.backend import backend_for, common_parent
+from seatlease_cli.output import table
+
+if TYPE_CHECKING:
+    from seatlease.reports import Timeline, Window
+
+SECTIONS = ("usage", "durations", "outcomes")
+USAGE_COLUMNS = ("license_id", "period_start", "peak_seats", "seats_total", "denials")
+DURATION_COLUMNS = (
+    "license_id", "client_id", "leases", "average", "max", "total", "reclaimed", "open",
+)  # fmt: skip
+OUTCOME_COLUMNS = (
+    "license_id", "acquired", "borrowed", "released", "reclaimed", "revoked", "reclaimed_percent",
+    "denials", "lost",
+)  # fmt: skip
+
+
+def register(subparsers: Any) -> None:
+    report = subparsers.add_parser("report", help="usage reports from the audit log")
+    report_sub = report.add_subparsers(dest="report_command", required=True, metavar="REPORT")
+    usage = report_sub.add_parser(
+        "usage",
+        parents=[common_parent()],
+        help="peak seats, denials, lease durations and endings per license",
+        description="Usage of a tenant's licenses from the usage rollups of the audit log: "
+        "peak concurrent seats, seat-seconds and denials per hour or day (UTC), lease "
+        "durations per client, and how leases ended (released, reclaimed after a crash, "
+        "revoked, lost with Redis's data). Times are ISO 8601 (a date means its midnight "
+        "UTC; no offset means UTC), from 1970 to 2100; a report covers at most 10,000 "
+        "periods per license (by hour: about 416 days; use --by day beyond).",
+    )
+    usage.add_argument("--tenant", required=True)
+    usage.add_argument("--license", default=None, help="only this license")
+    usage.add_argument("--since", type=_iso, default=None, help="from (inclusive), ISO 8601")
+    usage.add_argument("--until", type=_iso, default=None, help="to (exclusive), ISO 8601")
+    usage.add_argument("--by", choices=("hour", "day"), default="hour", help="period (hour)")
+    usage.add_argument(
+        "--format",
+        choices=("table", "csv", "json"),
+        default=None,
+        help="table (default), csv or json (--json is the same as --format json)",
+    )
+    usage.add_argument(
+        "--section",
+        choices=("all", *SECTIONS),
+        default="all",
+        help="what to print (all); with csv, 'all' prints one block per section, each "
+        "with its header row, separated by an empty line",
+    )
+    usage.add_argument(
+        "--chart", type=Path, default=None, metavar="PNG", help="also draw seats in use to PNG"
+    )
+    usage.set_defaults(func=cmd_usage)
+
+
+def _iso(value: str) -> datetime:
+    from seatlease.admin import parse_time  # the admin action's own parsing, checked early
+
+    try:
+        return parse_time(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def human_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _iso_text(value: datetime | None) -> str:
+    return iso_utc(value) if value else "-"
+
+
+def _output_format(args: argparse.Namespace) -> str:
+    if args.json and args.format not in (None, "json"):
+        raise CommandError(f"--json conflicts with --format {args.format}", EXIT_USAGE)
+    return "json" if args.json else args.format or "table"
+
+
+def require_charts() -> None:
+    """``--chart`` draws with matplotlib, an optional extra: say so before any work."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        missing = f" (missing module {exc.name})" if exc.name not in (None, "matplotlib") else ""
+        raise CommandError(
+            f"--chart needs matplotlib{missing}: pip install 'seatlease[charts]'"
+        ) from None
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    fmt = _output_format(args)
+    if args.chart is not None:
+        require_charts()
+    fields: dict[str, Any] = {"tenant_id": args.tenant, "period": args.by}
+    if args.license:
+        fields["license_id"] = args.license
+    for name in ("since", "until"):
+        if getattr(args, name) is not None:
+            fields[name] = _iso_text(getattr(args, name))
+    if args.chart is not None:
+        fields["timelines"] = True
+    data = backend_for(args).call("report.usage", **fields)
+    timelines = data.pop("timelines", None)
+    sections = SECTIONS if args.section == "all" else (args.section,)
+    if fmt == "json":
+        keep = {"usage", "durations", "outcomes"} - set(sections)
+        print(json.dumps({k: v for k, v in data.items() if k not in keep}, indent=2))
+    elif fmt == "csv":
+        print(render_csv(data, sections), end="")
+    else:
+        print(render_table(data, sections))
+    if args.chart is not None:
+        lines, window, seats = chart_input(data, timelines or [])
+        draw_chart(lines, window, args.chart, seats)
+        if fmt == "table":
+            print(f"\nchart written to {args.chart}")
+    return 0
+
+
+def chart_input(
+    data: dict[str, Any], timelines: list[dict[str, Any]]
+) -> tuple[list[Timeline], Window, dict[str, int]]:
+    """The ``report.usage`` answer (with ``timelines``) back into what ``draw_chart``
+    takes: ``reports.Timeline`` objects, the ``reports.Window`` and configured seats."""
+    from seatlease.admin import parse_time as when
+    from seatlease.reports import Timeline, Window
+
+    window = Window(
+        data["tenant_id"],
+        data.get("license_id"),
+        when(data["since"]) if data.get("since") else None,
+        when(data["until"]) if data.get("until") else None,
+    )
+    lines = [
+        Timeline(
+            license_id=t["license_id"],
+            start_level=int(t["start_level"]),
+            start_total=t["start_total"],
+            points=[(when(at), int(used), total) for at, used, total in t["points"]],
+            denials=[(when(at), int(count)) for at, count in t["denials"]],
+        )
+        for t in timelines
+    ]
+    seats = {t["license_id"]: t["seats"] for t in timelines if t.get("seats") is not None}
+    return lines, window, seats
+
+
+def _rows(data: dict[str, Any], section: str, *, readable: bool) -> tuple[list[dict], tuple]:
+    if section == "usage":
+        rows = data["usage"]
+        if readable:
+            fmt = "%Y-%m-%d %H:%M" if data["period"] == "hour" else "%Y-%m-%d"
+            rows = [
+                {**r, "period_start": datetime.fromisoformat(r["period_start"]).strftime(fmt)}
+                for r in rows
+            ]
+        return rows, USAGE_COLUMNS
+    if section == "durations":
+        rows = [
+            {
+                **r,
+                "average": human_duration(r["average_seconds"])
+                if readable
+                else r["average_seconds"],
+                "max": human_duration(r["max_seconds"]) if readable else r["max_seconds"],
+                "total": human_duration(r["total_seconds"]) if readable else r["total_seconds"],
+            }
+            for r in data["durations"]
+        ]
+        columns = DURATION_COLUMNS
+        if not readable:
+            columns = tuple(
+                {"average": "average_seconds", "max": "max_seconds", "total": "total_seconds"}.get(
+                    c, c
+                )
+                for c in columns
+            )
+            rows = [{k: r[k] for k in columns} for r in rows]
+        return rows, columns
+    return data["outcomes"], OUTCOME_COLUMNS
+
+
+def render_table(data: dict[str, Any], sections: tuple[str, ...]) -> str:
+    scope = data["tenant_id"] + (f", license {data['license_id']}" if data["license_id"] else "")
+    since = data["since"] or "first event"
+    until = data["until"] or "last event"
+    parts = [f"Usage of tenant {scope}, {since} to {until} (UTC)"]
+    titles = {
+        "usage": f"Peak seats in use and denials per {data['period']}",
+        "durations": "Lease durations per client (leases acquired in the window)",
+        "outcomes": "How leases ended",
+    }
+    for section in sections:
+        rows, columns = _rows(data, section, readable=True)
+        body = table(rows, columns) if rows else "(no events)"
+        parts.append(f"{titles[section]}\n{body}")
+    if data.get("lost_leases") and "outcomes" in sections:
+        parts.append(
+            f"{data['lost_leases']} lease(s) closed as lost: they vanished without an ending "
+            "event (Redis lost its data); a later event's seat count showed them gone."
+        )
+    return "\n\n".join(parts)
+
+
+def render_csv(data: dict[str, Any], sections: tuple[str, ...]) -> str:
+    blocks = []
+    for section in sections:
+        rows, columns = _rows(data, section, readable=False)
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        blocks.append(out.getvalue())
+    return "\n".join(blocks)
+
+
+# -- the chart -------------------------------------------------------------------------
+
+
+def draw_chart(
+    lines: list[Any], window: Any, path: Path, seats: dict[str, int] | None = None
+) -> None:
+    """One subplot per license: seats in use (step line), the seat count in force
+    (dashed step; before the first event that recorded it, the license's configured
+    ``seats``) and denials (red markers sized by count). Matplotlib is imported here
+    (Agg backend, no display) so the rest of the CLI does not pay for it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    if not lines:
+        raise CommandError("nothing to chart: no lease events in the window")
+    starts = [window.since] if window.since else []
+    ends = [window.until] if window.until else []
+    for line in lines:
+        if not window.since:
+            starts += [p[0] for p in line.points[:1]] + [d[0] for d in line.denials[:1]]
+        if not window.until:
+            ends += [p[0] for p in line.points[-1:]] + [d[0] for d in line.denials[-1:]]
+    start = min(starts)
+    end = max(ends, default=start)  # only a level carried into an open-ended window
+    if end <= start:
+        end = start + timedelta(hours=1)
+    pad = (end - start) * 0.02
+
+    fig, axes = plt.subplots(
+        len(lines), 1, figsize=(11, 2.6 * len(lines) + 0.8), sharex=True, squeeze=False
+    )
+    for ax, line in zip(axes[:, 0], lines, strict=True):
+        times = [start, *(p[0] for p in line.points), end]
+        used = [line.start_level, *(p[1] for p in line.points)]
+        used.append(used[-1])
+        totals: list[float] = []
+        total = line.start_total
+        if total is None:
+            known = [p[2] for p in line.points if p[2] is not None]
+            total = known[0] if known else (seats or {}).get(line.license_id)
+        for point in [(start, line.start_level, line.start_total), *line.points]:
+            total = point[2] if point[2] is not None else total
+            totals.append(float("nan") if total is None else total)
+        totals.append(totals[-1])
+        ax.step(times, used, where="post", color="#1f6fb4", linewidth=1.6, label="seats in use")
+        ax.fill_between(times, used, step="post", color="#1f6fb4", alpha=0.15)
+        ax.step(times, totals, where="post", color="#444444", linestyle="--", linewidth=1.2,
+                label="seats (limit)")  # fmt: skip
+        top = max([*used, *(t for t in totals if t == t), 1])
+        if line.denials:
+            counts = [c for _t, c in line.denials]
+            biggest = max(counts)
+            sizes = [30 + 170 * c / biggest for c in counts]
+            ax.scatter([t for t, _c in line.denials], [top * 1.08] * len(counts), s=sizes,
+                       marker="v", color="#d62728", zorder=3,
+                       label=f"denials ({sum(counts)} in {len(counts)} reaper runs)")  # fmt: skip
+            if len(counts) <= 12:
+                for when, count in line.denials:
+                    ax.annotate(str(count), (when, top * 1.08), textcoords="offset points",
+                                xytext=(0, 8), ha="center", fontsize=8,
+                                color="#d62728")  # fmt: skip
+        ax.set_ylim(0, top * 1.25)
+        ax.set_xlim(start - pad, end + pad)
+        ax.set_ylabel("seats")
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        limit = f" of {totals[-1]:.0f}" if totals[-1] == totals[-1] else ""  # NaN: unknown
+        ax.set_title(f"{line.license_id}: peak {max(used)}{limit} seats in use", loc="left",
+                     fontsize=10)  # fmt: skip
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(loc="upper right", fontsize=8, frameon=False, ncol=3,
+                  bbox_to_anchor=(1.0, 1.18))  # fmt: skip
+    bottom = axes[-1, 0]
+    locator = mdates.AutoDateLocator(minticks=4, maxticks=10)
+    bottom.xaxis.set_major_locator(locator)
+    bottom.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))
+    bottom.set_xlabel("time (UTC)")
+    fig.suptitle(f"Seats in use, tenant {window.tenant_id}", x=0.01, ha="left", fontsize=12)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,132 @@
+"""``seatlease status`` (who holds which seat, like FlexNet's ``lmstat -a``) and
+``seatlease revoke`` (end one lease now, like ``lmremove``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from seatlease_cli import EXIT_USAGE, CommandError
+from seatlease_cli.backend import backend_for, common_parent
+from seatlease_cli.output import emit, table
+
+LICENSE_COLUMNS = ("tenant_id", "license_id", "used", "limit", "overage", "suspended")
+LEASE_COLUMNS = ("session_id", "client_id", "user", "host", "acquired_at", "expires_in", "state")
+
+
+def _state(lease: dict[str, Any]) -> str:
+    """``borrowed`` (no heartbeats until it expires), ``lingering`` (released; held for
+    its client until it expires) or ``live``."""
+    if lease.get("borrowed"):
+        return "borrowed"
+    return "lingering" if lease.get("lingering") else "live"
+
+
+def register(subparsers: Any) -> None:
+    common = common_parent()
+    status = subparsers.add_parser(
+        "status",
+        parents=[common],
+        help="licenses with seats in use and their live leases (like lmstat -a)",
+    )
+    status.add_argument("--tenant", default=None, help="only this tenant's licenses")
+    status.add_argument("--license", default=None, help="only this license (needs --tenant)")
+    status.set_defaults(func=cmd_status)
+
+    revoke = subparsers.add_parser(
+        "revoke",
+        parents=[common],
+        help="end a live lease now (like lmremove); no confirmation",
+        description="End a live lease now, recorded as a lease.revoked event. The client's "
+        "next heartbeat answers 410 and it must acquire again. Without --tenant, the one "
+        "tenant that has the license; exit code 2 if several have it (the message lists "
+        "them), 3 if none does or the session holds no seat.",
+    )
+    revoke.add_argument(
+        "--tenant", default=None, help="the license's tenant (needed only if several have it)"
+    )
+    revoke.add_argument("--license", required=True, help="license id")
+    revoke.add_argument("--session", required=True, help="session id (see status)")
+    revoke.set_defaults(func=cmd_revoke)
+
+
+def _expires_in(seconds: int) -> str:
+    """``45s``, ``4m56s``; hours and days for a borrowed seat: ``2h05m``, ``6d23h``."""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, mins = divmod(minutes, 60)
+    days, hrs = divmod(hours, 24)
+    if days:
+        return f"{days}d{hrs:02d}h"
+    if hours:
+        return f"{hours}h{mins:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def render_status(body: dict[str, Any]) -> str:
+    """The readable form: one table of licenses, then each license's leases."""
+    licenses = body["licenses"]
+    if not licenses:
+        return "no licenses"
+    rows = [
+        {
+            **lic,
+            "used": f"{lic['seats_used']}/{lic['seats']}",
+            "limit": lic["seat_limit"],
+            "overage": f"{lic['overage_percent']}%",
+        }
+        for lic in licenses
+    ]
+    parts = [table(rows, LICENSE_COLUMNS)]
+    for lic in licenses:
+        count = len(lic["leases"])
+        heading = f"{lic['tenant_id']}/{lic['license_id']}: {count} live lease"
+        heading += "" if count == 1 else "s"
+        leases = [
+            {
+                **lease,
+                "expires_in": _expires_in(lease["expires_in_seconds"]),
+                "state": _state(lease),
+            }
+            for lease in lic["leases"]
+        ]
+        lines = table(leases, LEASE_COLUMNS).splitlines() if leases else []
+        parts.append("\n".join([heading, *("  " + line for line in lines)]))
+    return "\n\n".join(parts)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    fields = {k: v for k, v in (("tenant_id", args.tenant), ("license_id", args.license)) if v}
+    body = backend_for(args).call("status", **fields)
+    if args.json:
+        emit(body, True)
+    else:
+        print(render_status(body))
+    return 0
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    fields = {"license_id": args.license, "session_id": args.session}
+    if args.tenant:
+        fields["tenant_id"] = args.tenant
+    try:
+        body = backend_for(args).call("revoke", **fields)
+    except CommandError as exc:
+        if exc.error.get("code") != "ambiguous_license":
+            raise
+        tenants = ", ".join(str(t) for t in exc.error.get("tenants") or ())
+        raise CommandError(
+            f"license {args.license!r} exists in several tenants ({tenants}); "
+            "choose one with --tenant",
+            EXIT_USAGE,
+        ) from None
+    if args.json:
+        emit(body, True)
+        return 0
+    labels = {"client_id": "client", "user": "user", "host": "host", "acquired_at": "acquired"}
+    who = ", ".join(f"{label} {body[k]}" for k, label in labels.items() if body.get(k))
+    print(
+        f"revoked session {body['session_id']} on {body['tenant_id']}/{body['license_id']}"
+        + (f" ({who})" if who else "")
+        + f"; seats in use now {body['seats_used']}/{body['seats_total']}"
+    )
+    return 0
