@@ -307,3 +307,91 @@ def test_cli_audit_prune_needs_a_database(capsys, monkeypatch):
     monkeypatch.delenv("CLOUD_SQL_INSTANCE", raising=False)
     assert main(["audit", "prune"]) == 2
     assert "set DATABASE_URL" in capsys.readouterr().err
+
+
+def _rollup_rows(tenant: str) -> dict[str, list[dict]]:
+    from seatlease.tables import usage_client_rollups, usage_leases, usage_rollups
+
+    found = {}
+    with db.get_engine().connect() as conn:
+        for table in (usage_rollups, usage_client_rollups, usage_leases):
+            rows = conn.execute(select(table).where(table.c.tenant_id == tenant)).mappings()
+            found[table.name] = sorted(
+                (
+                    {k: v.replace(tenant, "") if isinstance(v, str) else v for k, v in r.items()}
+                    for r in rows
+                ),
+                key=repr,
+            )
+    return found
+
+
+def test_the_audit_insert_runs_as_a_function_with_the_plain_statements_rows(database_url):
+    """The audit path calls the insert through a PL/pgSQL function named by the digest of
+    its body (created on first use); it stores exactly what the plain statement stores."""
+    from seatlease import rollups
+
+    def batch(tenant: str) -> list[dict]:
+        return [
+            _event(f"{tenant}-a{i}", tenant_id=tenant, session_id=f"{tenant}{i}",
+                   client_id=f"c{i % 3}", seats_used=i + 1,
+                   occurred_at=datetime(2026, 11, 22, 12, i, tzinfo=UTC))
+            for i in range(20)
+        ] + [
+            _event(f"{tenant}-r{i}", tenant_id=tenant, type="lease.released",
+                   session_id=f"{tenant}{i}", seats_used=19 - i,
+                   occurred_at=datetime(2026, 11, 22, 13, i, tzinfo=UTC))
+            for i in range(0, 20, 2)
+        ] + [_event(f"{tenant}-d", tenant_id=tenant, type="lease.denied", session_id=None,
+                    count=4, seats_used=20)]  # fmt: skip
+
+    function = rollups.insert_function()
+    assert rollups.insert_function().name == function.name  # the digest is stable
+    assert store.insert_events_json(rollups.as_json(batch("via-fn")).encode()) == 31
+    assert store.insert_events_json(rollups.as_json(batch("via-fn")).encode()) == 0
+    with db.get_engine().begin() as conn:
+        assert conn.execute(text("SELECT to_regproc(:n)"), {"n": function.name}).scalar()
+        plain = rollups.insert_postgres(conn, rollups.as_json(batch("plain")))
+    assert plain == 31
+    via_function, via_plain = _rollup_rows("via-fn"), _rollup_rows("plain")
+    assert via_function["usage_rollups"] and via_function == via_plain
+
+
+def test_a_role_that_cannot_create_functions_keeps_the_plain_statement(database_url, capsys):
+    """A database role allowed to write the tables but not to create objects: the insert
+    function cannot be made, the events are still stored (plain statement), said once."""
+    from sqlalchemy.engine import make_url
+
+    from seatlease import rollups
+
+    store.insert_events([_event("warm", session_id=None)])  # this month's partitions
+    role = f"writer_{abs(hash(database_url)) % 10**8}"
+    admin = db.get_engine()
+    with admin.begin() as conn:
+        conn.execute(text(f"DROP ROLE IF EXISTS {role}"))
+        conn.execute(text(f"CREATE ROLE {role} LOGIN"))
+        conn.execute(text(f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA public TO {role}"))
+        conn.execute(text(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}"))
+        conn.execute(text(f"REVOKE CREATE ON SCHEMA public FROM PUBLIC, {role}"))
+        for name in conn.execute(text(
+            "SELECT proname FROM pg_proc WHERE proname LIKE 'seatlease_insert_events_%'"
+        )).scalars():  # fmt: skip
+            conn.execute(text(f"DROP FUNCTION {name}"))
+    limited = db.make_engine(
+        make_url(database_url).set(username=role).render_as_string(hide_password=False)
+    )
+    try:
+        store._insert_function_ready.pop(str(limited.url), None)
+        store._partitions_ready.pop(str(limited.url), None)
+        store._partitions_ready[str(limited.url)] = store._partitions_ready[str(admin.url)]
+        assert store.insert_events_json(rollups.as_json([_event("e1")]).encode(), limited) == 1
+        assert store.insert_events_json(rollups.as_json([_event("e2")]).encode(), limited) == 1
+        assert store._insert_function_ready[str(limited.url)] is False
+    finally:
+        limited.dispose()
+        with admin.begin() as conn:
+            conn.execute(text(f"DROP OWNED BY {role}"))
+            conn.execute(text(f"DROP ROLE {role}"))
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "insert function" in line]
+    assert len(warnings) == 1 and '"WARNING"' in warnings[0]
+    assert {r["event_id"] for r in store.list_events("acme")} == {"warm", "e1", "e2"}

@@ -33,6 +33,7 @@ from seatlease.licenses import (
     MAX_LINGER_SECONDS,
     LicenseConfig,
 )
+from seatlease.logs import log
 from seatlease.tables import (
     api_keys,
     audit_retention,
@@ -306,6 +307,7 @@ def tenants_with_license(license_id: str, engine: Engine | None = None) -> list[
 EVENT_COLUMNS = rollups.EVENT_COLUMNS
 DEADLOCK_RETRIES = 3
 _partitions_ready: dict[str, datetime] = {}  # engine URL -> month whose partitions exist
+_insert_function_ready: dict[str, bool] = {}  # engine URL -> the insert function exists
 
 
 def insert_events(events: Sequence[dict[str, Any]], engine: Engine | None = None) -> int:
@@ -336,10 +338,11 @@ def insert_events_json(payload: bytes, engine: Engine | None = None) -> int:
 
 def _insert_events_postgres(engine: Engine, payload: str | bytes) -> int:
     _ensure_partitions(engine)
+    function = _ensure_insert_function(engine)
     for attempt in range(DEADLOCK_RETRIES):
         try:
             with transaction(engine) as conn:
-                return rollups.insert_postgres(conn, payload)
+                return rollups.insert_postgres(conn, payload, function=function)
         except DBAPIError as exc:
             # Two messages upserting the same rollup rows: the rows are taken in one
             # order, but a deadlock stays possible between the CTEs; retrying is safe
@@ -358,6 +361,27 @@ def _ensure_partitions(engine: Engine, now: datetime | None = None) -> None:
     with transaction(engine) as conn:
         rollups.ensure_partitions(conn, rollups.months_ahead(month))
     _partitions_ready[key] = month
+
+
+def _ensure_insert_function(engine: Engine) -> bool:
+    """Whether the audit insert can go through its server-side function (created here
+    once per process). A database role that may not create functions keeps the plain
+    statement: the same rows, only slower; said once in a WARNING line."""
+    key = str(engine.url)
+    ready = _insert_function_ready.get(key)
+    if ready is None:
+        try:
+            with transaction(engine) as conn:
+                rollups.ensure_insert_function(conn)
+            ready = True
+        except DBAPIError as exc:
+            if _sqlstate(exc) != "42501":  # insufficient_privilege
+                raise
+            log("WARNING", "audit: cannot create the insert function; using the plain "
+                "statement", error=str(exc.orig)[:300])  # fmt: skip
+            ready = False
+        _insert_function_ready[key] = ready
+    return ready
 
 
 @dataclass(frozen=True, slots=True)
