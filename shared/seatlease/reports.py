@@ -463,7 +463,7 @@ def _compute(window: Window, period: str, engine: Engine | None) -> _Computed:
         )
     result = _Computed([], [], [])
     for license_id in sorted(starts):
-        _walk(window, licenses[license_id], starts[license_id], last, period, result)
+        _walk(window, licenses[license_id], starts[license_id], last, period, result, _now())
     return result
 
 
@@ -477,10 +477,23 @@ def _check_periods(count: int, period: str) -> None:
         )
 
 
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
 def _walk(
-    window: Window, line: _License, first: datetime, last: datetime, period: str, out: _Computed
+    window: Window,
+    line: _License,
+    first: datetime,
+    last: datetime,
+    period: str,
+    out: _Computed,
+    now: datetime,
 ) -> None:
-    """One license's buckets: the level carried through, each segment in turn."""
+    """One license's buckets: the level carried through, each segment in turn. Seat time
+    stops at ``now``: the current hour's seats count until now, not to the hour's end
+    (its rollup sums each delta to the hour's end; the level held is taken back for the
+    part still to come, ``level x (hi - cursor)`` with ``hi`` before ``cursor``)."""
     step = PERIODS[period]
     level, total = line.level, line.total
     timeline = Timeline(line.license_id, level, total)
@@ -490,7 +503,7 @@ def _walk(
     while bucket <= last:
         end = bucket + step
         lo = max(bucket, window.since) if window.since else bucket
-        hi = min(end, window.until) if window.until else end
+        hi = max(lo, min(end, window.until or end, now))
         peak, seat_ms, denials, lost, cursor = level, 0, 0, 0, lo
         while i < len(segments) and segments[i].start < end:
             seg = segments[i]
