@@ -214,7 +214,7 @@ def end_to_end(
                 timeout=30,
             )  # fmt: skip
             if not resp.received_messages:
-                time.sleep(0.02)
+                time.sleep(0.05)
                 continue
             acks = []
             for received in resp.received_messages:

@@ -11,6 +11,7 @@ from collections import Counter
 import functions_framework
 import pytest
 
+import seatlease.reaper
 from seatlease import keys, redisconn
 from seatlease.engine import SeatEngine
 from seatlease.pubsub import Publisher, outbox_events
@@ -253,3 +254,41 @@ def test_a_full_redis_is_still_reclaimed_and_drained(engine, configs, reaper, re
         "lease.acquired": 3,
         "lease.reclaimed": 3,
     }
+
+
+def test_a_crash_wave_is_published_while_it_is_still_being_reclaimed(
+    engine, configs, redis_client, pubsub, monkeypatch
+):
+    """4,000 leases expire at once: the run publishes reclaimed events while expired
+    leases are still waiting to be reclaimed (the audit trail fills during the wave, not
+    after it), and every event is still published exactly once."""
+    seen: list[tuple[int, int]] = []  # (reclaimed events in the call, leases still expired)
+
+    class Watching(Publisher):
+        def publish(self, events):
+            waiting = sum(redis_client.zcard(keys.deadlines_key(s)) for s in range(keys.SHARDS))
+            reclaimed = sum('"lease.reclaimed"' in e for e in events)
+            seen.append((reclaimed, waiting))
+            return super().publish(events)
+
+    for n in range(40):
+        configs.add("t", f"lic{n}", seats=100, lease_seconds=1)
+        for i in range(100):
+            engine.acquire("t", f"lic{n}", f"c{i}")
+    time.sleep(1.1)
+    # Small reclaim batches on one thread: the wave takes long enough to watch (a wave of
+    # 4,000 is otherwise reclaimed before the first message is gathered).
+    monkeypatch.setattr(seatlease.reaper, "RECLAIM_BATCH", 5)
+    report = Reaper(redis_client, Watching(), concurrency=1, budget_seconds=60).run()
+
+    assert report.reclaimed == 4000 and report.outbox_backlog == 0
+    assert report.published == 8000 and not report.publish_errors
+    assert any(reclaimed and waiting for reclaimed, waiting in seen), seen
+    events = events_in(pubsub.pull(wait=30))
+    while len(events) < 8000:  # the emulator hands out at most 1,000 messages a pull
+        more = events_in(pubsub.pull(wait=5))
+        if not more:
+            break
+        events += more
+    assert len(events) == len({e["event_id"] for e in events}) == 8000
+    assert Counter(e["type"] for e in events) == {"lease.acquired": 4000, "lease.reclaimed": 4000}
