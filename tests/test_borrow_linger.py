@@ -744,3 +744,30 @@ def test_client_borrow_beyond_the_maximum_saves_nothing(served, tmp_path) -> Non
         seat_client(url, key).borrow("cad", "laptop-17", DAY + 1, path=path)
     assert refused.value.body["max_borrow_seconds"] == DAY
     assert not path.exists() and runtime.seat_engine().live_leases("acme", "cad") == []
+
+
+def test_async_client_borrows_loads_and_returns_early(served, tmp_path) -> None:
+    """The asyncio client: the same borrow, offline load and early return, each awaited
+    (the HTTP calls run in worker threads)."""
+    import asyncio
+
+    from seatlease_client import AsyncSeatClient
+
+    url, key, app = served
+    path = tmp_path / "seat.json"
+    client = AsyncSeatClient(url, key, retries=0, handle_sigterm=False, tenant_id="acme",
+                             pinned_keys=tokens.keyring().jwks()["keys"])  # fmt: skip
+
+    async def story() -> tuple:
+        seat = await client.borrow("cad", "laptop-9", 600, path=path)
+        before = app.requests
+        again = await client.load_borrowed(path)
+        offline = app.requests == before
+        answer = await client.return_early(again)
+        return seat, again, offline, answer
+
+    seat, again, offline, answer = asyncio.run(story())
+    assert seat.claims["borrowed"] is True and 590 < seat.seconds_left <= 600
+    assert offline and again.session_id == seat.session_id
+    assert answer["released"] is True and not path.exists()
+    assert runtime.seat_engine().live_leases("acme", "cad") == []

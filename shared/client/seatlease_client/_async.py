@@ -4,9 +4,11 @@ a held lease heartbeats from an asyncio task."""
 from __future__ import annotations
 
 import asyncio
+import os
 from types import TracebackType
 from typing import Any
 
+from seatlease_client._borrow import BorrowedSeat
 from seatlease_client._client import SeatClient
 from seatlease_client._lease import Lease, OnLost, OnRegained, _Keeper
 
@@ -34,6 +36,28 @@ class AsyncSeatClient:
 
     async def release(self, license_id: str, session_id: str) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.release, license_id, session_id)
+
+    async def borrow(
+        self,
+        license_id: str,
+        client_id: str,
+        seconds: int,
+        *,
+        path: str | os.PathLike[str],
+        metadata: dict[str, Any] | None = None,
+    ) -> BorrowedSeat:
+        """``SeatClient.borrow`` (the verify extra): borrow, save to ``path``, verify."""
+        return await asyncio.to_thread(
+            self.sync.borrow, license_id, client_id, seconds, path=path, metadata=metadata
+        )
+
+    async def load_borrowed(self, path: str | os.PathLike[str]) -> BorrowedSeat:
+        """``SeatClient.load_borrowed``: the saved seat, verified offline (no request)."""
+        return await asyncio.to_thread(self.sync.load_borrowed, path)
+
+    async def return_early(self, seat: BorrowedSeat) -> dict[str, Any]:
+        """``seat.return_early()`` without blocking the event loop."""
+        return await asyncio.to_thread(seat.return_early)
 
     def lease(
         self,
