@@ -371,6 +371,7 @@ def test_http_borrow_is_201_borrowed_and_its_token_carries_the_end(acme) -> None
     assert acquire(acme, lic, "desk").status_code == 409  # it holds the only seat
     beat = heartbeat(acme, lic, body["session_id"]).get_json()
     assert beat["lease_expires_at"] == body["lease_expires_at"]  # no heartbeat needed
+    assert beat["borrowed"] is True and lease_claims(beat["lease_token"])["borrowed"] is True
     again = acquire(acme, lic, "laptop-17")
     assert again.status_code == 200 and again.get_json()["borrowed"] is True
     assert again.get_json()["lease_expires_at"] == body["lease_expires_at"]
@@ -380,6 +381,9 @@ def test_http_borrow_is_201_borrowed_and_its_token_carries_the_end(acme) -> None
     desk = acquire(acme, lic, "desk")
     assert desk.status_code == 201 and desk.get_json()["borrowed"] is False
     assert "borrowed" not in lease_claims(desk.get_json()["lease_token"])
+    desk_beat = heartbeat(acme, lic, desk.get_json()["session_id"]).get_json()
+    assert desk_beat["borrowed"] is False
+    assert "borrowed" not in lease_claims(desk_beat["lease_token"])
     assert outbox_types(acme, lic) == [
         "lease.borrowed",
         "lease.released",

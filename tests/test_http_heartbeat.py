@@ -42,9 +42,10 @@ def test_heartbeat_is_200_and_extends_the_lease(acme: Tenant) -> None:
         "lease_expires_at",
         "lease_seconds",
         "heartbeat_interval_seconds",
+        "borrowed",
         "lease_token",
     }
-    assert body["session_id"] == lease["session_id"]
+    assert body["session_id"] == lease["session_id"] and body["borrowed"] is False
     assert (body["lease_seconds"], body["heartbeat_interval_seconds"]) == (60, 20)
     expires = parse_time(body["lease_expires_at"])
     assert expires > parse_time(lease["lease_expires_at"])

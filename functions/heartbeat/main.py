@@ -28,6 +28,7 @@ def heartbeat(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
         "lease_expires_at": rfc3339(renewal.expires_at_ms),
         "lease_seconds": renewal.lease_seconds,
         "heartbeat_interval_seconds": renewal.heartbeat_interval_seconds,
+        "borrowed": renewal.borrowed,
         **sign.lease(
             tenant_id=call.tenant_id,
             license_id=body.license_id,
@@ -36,5 +37,6 @@ def heartbeat(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
             issued_at_ms=renewal.now_ms,
             expires_at_ms=renewal.expires_at_ms,
             nonce=body.nonce,
+            **({"borrowed": True} if renewal.borrowed else {}),
         ),
     }
