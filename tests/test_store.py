@@ -355,6 +355,12 @@ def test_the_audit_insert_runs_as_a_function_with_the_plain_statements_rows(data
     assert plain == 31
     via_function, via_plain = _rollup_rows("via-fn"), _rollup_rows("plain")
     assert via_function["usage_rollups"] and via_function == via_plain
+    # The function dropped under a running process (a restored backup): made again.
+    with db.get_engine().begin() as conn:
+        conn.execute(text(f"DROP FUNCTION {function.name}"))
+    assert store.insert_events_json(rollups.as_json([_event("after-drop")]).encode()) == 1
+    with db.get_engine().connect() as conn:
+        assert conn.execute(text("SELECT to_regproc(:n)"), {"n": function.name}).scalar()
 
 
 def test_a_role_that_cannot_create_functions_keeps_the_plain_statement(database_url, capsys):

@@ -338,8 +338,8 @@ def insert_events_json(payload: bytes, engine: Engine | None = None) -> int:
 
 def _insert_events_postgres(engine: Engine, payload: str | bytes) -> int:
     _ensure_partitions(engine)
-    function = _ensure_insert_function(engine)
     for attempt in range(DEADLOCK_RETRIES):
+        function = _ensure_insert_function(engine)
         try:
             with transaction(engine) as conn:
                 return rollups.insert_postgres(conn, payload, function=function)
@@ -347,7 +347,13 @@ def _insert_events_postgres(engine: Engine, payload: str | bytes) -> int:
             # Two messages upserting the same rollup rows: the rows are taken in one
             # order, but a deadlock stays possible between the CTEs; retrying is safe
             # (the whole statement rolled back) and cheaper than a Pub/Sub redelivery.
-            if _sqlstate(exc) != "40P01" or attempt == DEADLOCK_RETRIES - 1:
+            # The insert function gone (a restored backup, a dropped schema): made again.
+            state = _sqlstate(exc)
+            if state == "42883" and function:
+                _insert_function_ready.pop(str(engine.url), None)
+            elif state != "40P01":
+                raise
+            if attempt == DEADLOCK_RETRIES - 1:
                 raise
     raise AssertionError("unreachable")
 
