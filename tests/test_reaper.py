@@ -292,3 +292,26 @@ def test_a_crash_wave_is_published_while_it_is_still_being_reclaimed(
         events += more
     assert len(events) == len({e["event_id"] for e in events}) == 8000
     assert Counter(e["type"] for e in events) == {"lease.acquired": 4000, "lease.reclaimed": 4000}
+
+
+def test_a_redis_failure_under_the_waves_drain_fails_the_run(engine, configs, redis_client, pubsub):
+    """The drain that runs beside a wave's reclaims meets a Redis error: the run raises
+    it (the reaper function then answers 503), as the drain after the reclaims would;
+    the unpublished events stay in the outboxes for the next run."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    class Broken(Reaper):
+        def drain(self, shards, deadline):
+            if threading.current_thread() is not threading.main_thread():
+                raise RedisConnectionError("connection reset (staged)")
+            return super().drain(shards, deadline)
+
+    for n in range(10):  # over several shards: a sweep reads at most 1,000 per shard
+        configs.add("t", f"lic{n}", seats=300, lease_seconds=1)
+        for i in range(250):
+            engine.acquire("t", f"lic{n}", f"c{i}")
+    time.sleep(1.1)
+    with pytest.raises(RedisConnectionError, match="staged"):
+        Broken(redis_client, Publisher(), concurrency=1, budget_seconds=60).run()
+    report = Reaper(redis_client, Publisher(), budget_seconds=60).run()
+    assert report.outbox_backlog == 0 and report.published == 5000

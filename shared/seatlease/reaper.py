@@ -17,8 +17,8 @@ One run (Cloud Scheduler calls it every minute):
    what the emulator and the audit insert are fastest at (docs/benchmarks.md). In a
    crash wave (``WAVE_CANDIDATES`` expired leases or more) a thread already drains while
    step 2 runs, a message's worth at a time, so the audit trail fills during the wave
-   (1,000,000 leases from expiry to the last audit row: 86 s before, 61-70 s after, on
-   two shared cores);
+   (1,000,000 leases from expiry to the last audit row on two shared cores: 86 s
+   before, 61-63 s after, docs/benchmarks.md);
 4. a time budget stops starting new work so the run returns before the function times
    out; what is left waits for the next run.
 
@@ -104,9 +104,11 @@ class Reaper:
         # A crash wave: publish what is reclaimed while the rest is being reclaimed, so the
         # audit trail starts filling at once rather than after the last reclaim.
         reclaiming = threading.Event()
-        early = None
+        early, failed = None, []
         if sum(map(len, candidates)) >= WAVE_CANDIDATES:
-            early = threading.Thread(target=self._drain_while, args=(reclaiming, deadline, report))
+            early = threading.Thread(
+                target=self._drain_while, args=(reclaiming, deadline, report, failed)
+            )
             reclaiming.set()
             early.start()
         try:
@@ -120,6 +122,8 @@ class Reaper:
             reclaiming.clear()
             if early is not None:
                 early.join()
+        if failed:  # Redis failed under the drain: the run fails as it would have after it
+            raise failed[0]
         backlog = self._pipeline_each(lambda p, s: p.xlen(outbox_key(s)))
         if time.monotonic() < deadline and not report.publish_errors:
             try:
@@ -133,21 +137,29 @@ class Reaper:
         report.duration_ms = round((time.monotonic() - started) * 1000, 1)
         return report
 
-    def _drain_while(self, reclaiming: threading.Event, deadline: float, report: RunReport) -> None:
+    def _drain_while(
+        self,
+        reclaiming: threading.Event,
+        deadline: float,
+        report: RunReport,
+        failed: list[BaseException],
+    ) -> None:
         """Drain the outboxes, a message's worth at a time, while ``reclaiming`` is set
-        (the run's final drain publishes the rest). Stops at the first failed publish."""
-        while reclaiming.is_set() and time.monotonic() < deadline:
-            lengths = self._pipeline_each(lambda p, s: p.xlen(outbox_key(s)))
-            if sum(lengths) < EVENTS_PER_MESSAGE:
-                time.sleep(0.05)
-                continue
-            try:
+        (the run's final drain publishes the rest). Stops at the first failed publish; any
+        other failure (Redis) is handed to the run in ``failed``."""
+        try:
+            while reclaiming.is_set() and time.monotonic() < deadline:
+                lengths = self._pipeline_each(lambda p, s: p.xlen(outbox_key(s)))
+                if sum(lengths) < EVENTS_PER_MESSAGE:
+                    time.sleep(0.05)
+                    continue
                 published = self.drain([s for s in range(self.shards) if lengths[s]], deadline)
-            except PublishFailed as exc:
-                with self._lock:
-                    report.publish_errors.append(str(exc))
-                return
-            self._add(report, published=published)
+                self._add(report, published=published)
+        except PublishFailed as exc:
+            with self._lock:
+                report.publish_errors.append(str(exc))
+        except Exception as exc:  # raised again by run(), in its own thread
+            failed.append(exc)
 
     def _pipeline_each(self, add: Any) -> list[Any]:
         pipe = self.redis.pipeline(transaction=False)

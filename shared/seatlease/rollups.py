@@ -264,10 +264,11 @@ class InsertFunction:
     """The audit insert as a server-side function (PostgreSQL).
 
     Why: the statement is about 7.6 kB. pg8000 scans an SQL text character by character
-    in Python on every execute (``convert_paramstyle``: about 10 ms for this one, a fifth
-    of a 1,000-event message) and PostgreSQL parses and plans it every time. A PL/pgSQL
-    function's statement is prepared once per connection with its plan cached, and the
-    call is one short line (docs/benchmarks.md, "Audit insert"). The name carries a digest
+    in Python on every execute (``convert_paramstyle``: 1.6 ms for this one) and
+    PostgreSQL parses and plans it every time. A PL/pgSQL function's statement is
+    prepared once per connection with its plan cached, and the call is one short line:
+    about 10 % less time per 1,000-event message (docs/benchmarks.md, "Audit insert as a
+    function"). The name carries a digest
     of the body, so a changed statement is a new function: the audit path creates the
     one it needs (``ensure_insert_function``, like the partitions) and code and database
     never disagree about what the function does."""
