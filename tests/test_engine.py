@@ -197,3 +197,18 @@ def test_scripts_survive_script_flush(seat_engine, configs):
     seat_engine.acquire("t", "lic", "c1")
     seat_engine.redis.script_flush()
     assert seat_engine.acquire("t", "lic", "c2").created
+
+
+def test_server_made_ids_never_start_with_a_dash():
+    """Session and request ids are typed after CLI options (``seatlease revoke --session
+    ID``), where a leading "-" reads as an option: the old ids did so one time in 64."""
+    from seatlease.engine import new_request_id, new_session_id
+
+    sessions = [new_session_id() for _ in range(5000)]
+    requests = [new_request_id() for _ in range(5000)]
+    assert not [i for i in sessions + requests if i.startswith("-")]
+    assert {len(s) for s in sessions} == {24} and {len(r) for r in requests} == {16}
+    assert len(set(sessions)) == 5000
+    assert set("".join(sessions)) <= set(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+    )

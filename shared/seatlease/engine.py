@@ -128,7 +128,10 @@ def borrow_too_long(max_borrow_seconds: int) -> InvalidRequest:
 
 
 def new_session_id() -> str:
-    return secrets.token_urlsafe(18)  # 144 random bits, 24 characters of [A-Za-z0-9_-]
+    """24 random characters of [A-Za-z0-9_-] (about 143.9 bits), never starting with "-":
+    operators type session ids after options (``seatlease revoke --session ID``), where
+    a leading dash reads as an option (argparse: "expected one argument")."""
+    return _no_leading_dash(18)
 
 
 def _event_prefix() -> str:
@@ -136,7 +139,14 @@ def _event_prefix() -> str:
 
 
 def new_request_id() -> str:
-    return secrets.token_urlsafe(12)
+    return _no_leading_dash(12)  # quoted to operators in 503 answers, like session ids
+
+
+def _no_leading_dash(nbytes: int) -> str:
+    while True:
+        token = secrets.token_urlsafe(nbytes)
+        if token[0] != "-":
+            return token
 
 
 # -- each script's KEYS and ARGV, in one place (the engine and bench/redis_cost.py) -------

@@ -46,7 +46,12 @@ def register(subparsers: Any) -> None:
         "--tenant", default=None, help="the license's tenant (needed only if several have it)"
     )
     revoke.add_argument("--license", required=True, help="license id")
-    revoke.add_argument("--session", required=True, help="session id (see status)")
+    revoke.add_argument(
+        "--session",
+        required=True,
+        help="session id (see status); one made before 2026-11-23 that starts with '-' "
+        "is given as --session=ID",
+    )
     revoke.set_defaults(func=cmd_revoke)
 
 
