@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 import uuid
 from importlib import resources
@@ -27,9 +26,9 @@ from http_support import (
     outbox_types,
     parse_time,
     release,
+    serving,
 )
 from sqlalchemy import create_engine, inspect, text
-from werkzeug.serving import make_server
 
 import seatlease_cli as cli
 from seatlease import admin, auth, db, keys, pubsub, runtime, store, tokens
@@ -38,7 +37,6 @@ from seatlease.errors import InvalidRequest, NoSeatsAvailable, SessionExpired, S
 from seatlease.reaper import Reaper
 from seatlease.runtime import seat_engine as runtime_engine
 from seatlease_cli import devserver
-from seatlease_cli.procs import free_port
 from seatlease_client import (
     BadSignature,
     MalformedToken,
@@ -647,16 +645,12 @@ def served(redis_url: str, database_url: str):
     """The real functions over HTTP on a free port; tenant acme with an API key and a
     one-seat license lending seats for up to a day."""
     app = Counting(devserver.create_app(["acquire", "heartbeat", "release", "keys"]))
-    server = make_server("127.0.0.1", free_port(), app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     store.create_tenant("acme")
     key = store.create_api_key("acme").key
     store.create_license("acme", "cad", seats=1, max_borrow_seconds=DAY)
     runtime.refresh_license_cache("acme", "cad")
-    yield f"http://127.0.0.1:{server.server_port}", key, app
-    server.shutdown()
-    server.server_close()
+    with serving(app) as url:
+        yield url, key, app
 
 
 def seat_client(url: str, key: str, **options) -> SeatClient:
