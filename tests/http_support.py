@@ -159,18 +159,26 @@ def revoked_in_shard(tenant_id: str, license_id: str) -> list[str]:
 
 
 @contextmanager
-def serving(wsgi_app: Any) -> Iterator[str]:
+def serving(wsgi_app: Any, quiet: bool = False) -> Iterator[str]:
     """``wsgi_app`` on a free loopback port in a background thread (werkzeug, threaded);
-    yields its base URL and stops the server after."""
-    from werkzeug.serving import make_server
+    yields its base URL and stops the server after. ``quiet``: no access-log line per
+    request (for tests that read the process's own output)."""
+    from werkzeug.serving import WSGIRequestHandler, make_server
 
     from seatlease_cli.procs import free_port
 
+    class QuietHandler(WSGIRequestHandler):
+        def log_request(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
     port = free_port()
-    server = make_server("127.0.0.1", port, wsgi_app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    handler = QuietHandler if quiet else WSGIRequestHandler
+    server = make_server("127.0.0.1", port, wsgi_app, threaded=True, request_handler=handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.shutdown()
         server.server_close()
+        thread.join(timeout=10)

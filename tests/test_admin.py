@@ -9,14 +9,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
 import functions_framework
 import pytest
-from http_support import revoked_in_shard
-from werkzeug.serving import WSGIRequestHandler, make_server
+from http_support import revoked_in_shard, serving
 
 import seatlease_cli as cli
 from seatlease import auth, db, keys, redisconn, reports, store
@@ -424,26 +422,10 @@ def test_revoke_without_tenant(stack, functions, redis_client):
 # -- the CLI in URL mode, against a real HTTP server -----------------------------------
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_request(self, *args, **kwargs) -> None:
-        pass
-
-
 @pytest.fixture
 def admin_url(stack, monkeypatch):
-    port = free_port()
-    server = make_server(
-        "127.0.0.1",
-        port,
-        devserver.create_app(["admin"]),
-        threaded=True,
-        request_handler=_QuietHandler,
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{port}/admin"
-    server.shutdown()
-    thread.join(timeout=10)
+    with serving(devserver.create_app(["admin"]), quiet=True) as url:
+        yield f"{url}/admin"
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from http_support import Tenant, log_lines, new_license, new_tenant
-from werkzeug.serving import WSGIRequestHandler, make_server
+from http_support import Tenant, log_lines, new_license, new_tenant, serving
 
 from seatlease.http import MAX_BODY_BYTES
 from seatlease_cli import devserver
@@ -45,11 +44,6 @@ BLOCK = b" " * (64 * 1024)
 
 
 # -- the servers ---------------------------------------------------------------------
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_request(self, *args: Any, **kwargs: Any) -> None:
-        pass
 
 
 @dataclass
@@ -124,11 +118,6 @@ def server(
         start = len(shared.output())  # this test's lines only
         yield Server("gunicorn", shared.port, shared.pid, lambda: shared.output()[start:])
         return
-    port = free_port()
-    app = request.getfixturevalue("werkzeug_app")
-    httpd = make_server("127.0.0.1", port, app, threaded=True, request_handler=_QuietHandler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
     seen: list[str] = []
 
     def output() -> str:  # this process's stdout and stderr, since the test started
@@ -136,12 +125,8 @@ def server(
         seen.append(out + err)
         return "".join(seen)
 
-    try:
-        yield Server("werkzeug", port, os.getpid(), output)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=10)
+    with serving(request.getfixturevalue("werkzeug_app"), quiet=True) as url:
+        yield Server("werkzeug", int(url.rsplit(":", 1)[1]), os.getpid(), output)
 
 
 @pytest.fixture
