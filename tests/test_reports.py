@@ -651,14 +651,14 @@ def test_the_current_hour_counts_seat_time_until_now(database_url, monkeypatch):
     """A lease acquired at 12:10 and still held at 12:30 (now): the 12:00 hour has 20
     minutes of seat time so far, not the 50 minutes to the hour's end; an hour wholly
     to come has none."""
-    from seatlease import reports
+    from seatlease import clock
 
     ev = Events()
     ev.add("lease.acquired", at("11:00"), session="done", client="c0", used=1)
     ev.add("lease.released", at("11:30"), session="done", client="c0", used=0)
     ev.add("lease.acquired", at("12:10"), session="held", client="c1", used=1)
     assert store.insert_events(ev.rows) == 3
-    monkeypatch.setattr(reports, "_now", lambda: at("12:30"))
+    monkeypatch.setattr(clock, "now", lambda: at("12:30"))
     for until in (None, at("14:00")):
         report = usage_report(Window(T, "cad", since=at("11:00"), until=until), "hour")
         hours = [(u.period_start.hour, u.peak_seats, u.seat_seconds) for u in report.usage]

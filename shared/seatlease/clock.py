@@ -18,6 +18,12 @@ def server_time_ms(redis: Any) -> int:
     return int(reply[0]) * 1000 + int(reply[1]) // 1000
 
 
+def now() -> datetime:
+    """This process's clock, aware UTC (timestamps of rows and reports; lease deadlines
+    use ``server_time_ms``). Tests replace it to fix "now"."""
+    return datetime.now(UTC)
+
+
 def utc(value: datetime) -> datetime:
     """An aware UTC datetime (naive values are taken as UTC, as SQLite returns them)."""
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -58,6 +58,7 @@ from typing import Any
 
 from sqlalchemy import Connection, DateTime, Engine, bindparam, text
 
+from seatlease import clock
 from seatlease.clock import EPOCH, iso_utc, utc
 from seatlease.errors import InvalidRequest
 from seatlease.store import transaction
@@ -462,8 +463,9 @@ def _compute(window: Window, period: str, engine: Engine | None) -> _Computed:
             limit=MAX_ROWS,
         )
     result = _Computed([], [], [])
+    now = clock.now()
     for license_id in sorted(starts):
-        _walk(window, licenses[license_id], starts[license_id], last, period, result, _now())
+        _walk(window, licenses[license_id], starts[license_id], last, period, result, now)
     return result
 
 
@@ -475,10 +477,6 @@ def _check_periods(count: int, period: str) -> None:
             f"{MAX_PERIODS:,} (MAX_PERIODS): {hint}.",
             limit=MAX_PERIODS,
         )
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _walk(

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, delete, insert, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from seatlease import apikeys, rollups
+from seatlease import apikeys, clock, rollups
 from seatlease.clock import utc
 from seatlease.db import get_engine
 
@@ -90,10 +90,6 @@ def upgrade(engine: Engine | None = None, revision: str = "head") -> None:
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 # -- tenants -------------------------------------------------------------------------
@@ -172,7 +168,7 @@ def revoke_api_key(prefix: str, engine: Engine | None = None) -> str:
             raise NotFound(f"API key {prefix!r} not found")
         if row.revoked_at is None:
             conn.execute(
-                update(api_keys).where(api_keys.c.prefix == prefix).values(revoked_at=_now())
+                update(api_keys).where(api_keys.c.prefix == prefix).values(revoked_at=clock.now())
             )
         return str(row.key_hash)
 
@@ -252,7 +248,7 @@ def update_license(
             conn.execute(
                 update(licenses)
                 .where(licenses.c.tenant_id == tenant_id, licenses.c.license_id == license_id)
-                .values(**changes, updated_at=_now())
+                .values(**changes, updated_at=clock.now())
             )
         return {**current, **changes}
 
@@ -360,7 +356,7 @@ def _insert_events_postgres(engine: Engine, payload: str | bytes) -> int:
 
 def _ensure_partitions(engine: Engine, now: datetime | None = None) -> None:
     """This month's and the next months' partitions, checked once per process and month."""
-    month = (now or _now()).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    month = (now or clock.now()).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     key = str(engine.url)
     if _partitions_ready.get(key) == month:
         return
@@ -417,13 +413,13 @@ def prune_events(before: datetime, engine: Engine | None = None) -> Pruned:
             horizon = utc(current)
         if current is None:
             conn.execute(
-                insert(audit_retention).values(id=1, pruned_before=horizon, pruned_at=_now())
+                insert(audit_retention).values(id=1, pruned_before=horizon, pruned_at=clock.now())
             )
         else:
             conn.execute(
                 update(audit_retention)
                 .where(audit_retention.c.id == 1)
-                .values(pruned_before=horizon, pruned_at=_now())
+                .values(pruned_before=horizon, pruned_at=clock.now())
             )
         if postgres:
             for name, bounds in sorted(rollups.partitions(conn).items()):
@@ -446,7 +442,7 @@ def prune_events(before: datetime, engine: Engine | None = None) -> Pruned:
             )
         ).rowcount
         if postgres:
-            rollups.ensure_partitions(conn, rollups.months_ahead(_now()))
+            rollups.ensure_partitions(conn, rollups.months_ahead(clock.now()))
     return Pruned(horizon, int(deleted), dropped, int(gone))
 
 

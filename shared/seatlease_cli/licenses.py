@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from seatlease.engine import CONFIG_TTL_SECONDS
+from seatlease.licenses import LICENSE_FIELDS
 from seatlease_cli.backend import EXIT_CACHE_STALE, backend_for, common_parent, warn_if_stale
 from seatlease_cli.output import emit
 
@@ -115,16 +116,7 @@ def register(subparsers: Any) -> None:
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    names = (
-        "seats",
-        "lease_seconds",
-        "max_lease_seconds",
-        "overage_percent",
-        "suspended",
-        "max_borrow_seconds",
-        "linger_seconds",
-    )
-    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    return {n: getattr(args, n) for n in LICENSE_FIELDS if getattr(args, n, None) is not None}
 
 
 def _print_change(args: argparse.Namespace, body: dict[str, Any], verb: str) -> int:
