@@ -34,6 +34,22 @@ def json_logs_on_stdout() -> None:
     logs.configure("INFO", stream="stdout")
 
 
+@pytest.fixture
+def restore_environment() -> Iterator[None]:
+    """For tests of the local stack, which configures its own process through os.environ
+    (REDIS_URL, LOG_LEVEL, PUBSUB_EMULATOR_HOST, ...): the environment put back after,
+    and the clients made from it forgotten."""
+    from seatlease import reaper
+
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+    reaper.reset()
+    redisconn.reset()
+    db.reset()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def signing_keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The functions sign lease tokens with a key of this folder (as `make run` does),

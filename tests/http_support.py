@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -156,6 +158,27 @@ def revoked_in_shard(tenant_id: str, license_id: str) -> list[str]:
     outbox = outbox_key(shard_of(tenant_id, license_id))
     events = outbox_events(get_redis(), outbox)
     return [e["session_id"] for e in events if e["type"] == "lease.revoked"]
+
+
+def post_json(
+    url: str, body: dict, key: str | None = None, timeout: float = 30
+) -> tuple[int, dict]:
+    """POST ``body`` as JSON over a real socket (a served stack); returns the status and
+    the JSON answer, or ``{"text": ...}`` for a plain-text one (the audit function's:
+    Pub/Sub reads only its status)."""
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    request = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            status, raw = resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        status, raw = err.code, err.read()
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, {"text": raw.decode(errors="replace")}
 
 
 @contextmanager

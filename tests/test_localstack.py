@@ -5,41 +5,24 @@ and stop() ends every process it started."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
+from http_support import post_json
 
 from seatlease import db, redisconn, store
 from seatlease_cli.demo import play
 from seatlease_cli.localstack import DEMO_LICENSE, DEMO_TENANT, STORY_LICENSE, LocalStack
 from seatlease_cli.procs import free_port, port_open
 
-
-@pytest.fixture(autouse=True)
-def restore_environment():
-    """LocalStack configures its own process through os.environ (REDIS_URL, LOG_LEVEL,
-    PUBSUB_EMULATOR_HOST, ...): put it back for the tests that follow."""
-    saved = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
+pytestmark = pytest.mark.usefixtures("restore_environment")
 
 
 def post(url: str, body: dict, key: str | None = None) -> tuple[int, dict]:
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    request = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
+    return post_json(url, body, key, timeout=10)
 
 
 def admin_status(base: str) -> dict:

@@ -11,13 +11,12 @@ import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import hcl2
 import pytest
+from http_support import post_json as post
 from procs import start_postgres
 
 from seatlease import db, reaper, redisconn, store
@@ -36,27 +35,6 @@ OUTAGE_SECONDS = 30
 
 
 # -- helpers ------------------------------------------------------------------------
-
-
-def post(url: str, body: dict, key: str | None = None) -> tuple[int, dict]:
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    request = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return resp.status, as_json(resp.read())
-    except urllib.error.HTTPError as err:
-        return err.code, as_json(err.read())
-
-
-def as_json(body: bytes) -> dict:
-    """A function's JSON answer; the audit function answers plain text (Pub/Sub reads
-    only its status)."""
-    try:
-        return json.loads(body)
-    except ValueError:
-        return {"text": body.decode(errors="replace")}
 
 
 def acquire(stack_state: dict, client_id: str) -> str:
@@ -149,18 +127,6 @@ def hcl_blocks(path: Path, kind: str) -> dict[tuple[str, ...], dict]:
             else:
                 found[(unquote(first),)] = body
     return found
-
-
-@pytest.fixture
-def restore_environment() -> Iterator[None]:
-    """LocalStack configures its own process through os.environ: put it back after."""
-    saved = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
-    reaper.reset()
-    redisconn.reset()
-    db.reset()
 
 
 def start_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **kwargs) -> LocalStack:
