@@ -180,8 +180,10 @@ def _pubsub_failure(exc: Exception, path: str) -> CommandError:
     return CommandError(f"cannot reach Pub/Sub: {type(exc).__name__}: {first}", EXIT_UNAVAILABLE)
 
 
-def replay(path: str, limit: int | None = None) -> ReplayResult:
-    """Replay the subscription until it is empty (or ``limit`` messages)."""
+def replay(path: str, limit: int | None = None, subscriber: Any = None) -> ReplayResult:
+    """Replay the subscription until it is empty (or ``limit`` messages). ``subscriber``:
+    a SubscriberClient to use (and leave open), e.g. the local stack's, which replays
+    every few seconds; by default one is made and closed."""
     from google.api_core import exceptions as gexc
     from google.cloud import pubsub_v1
 
@@ -189,7 +191,8 @@ def replay(path: str, limit: int | None = None) -> ReplayResult:
     from seatlease.errors import BackendUnavailable
 
     _check_database()
-    subscriber = pubsub_v1.SubscriberClient()
+    owned = subscriber is None
+    subscriber = subscriber or pubsub_v1.SubscriberClient()
     result = ReplayResult(path)
     empty = 0
     try:
@@ -256,7 +259,8 @@ def replay(path: str, limit: int | None = None) -> ReplayResult:
     except gexc.GoogleAPIError as exc:
         raise _pubsub_failure(exc, path) from None
     finally:
-        subscriber.close()
+        if owned:
+            subscriber.close()
     return result
 
 

@@ -346,7 +346,7 @@ class LocalStack:
 
         hold = f"projects/{PROJECT}/subscriptions/{os.environ['PUBSUB_TOPIC']}-dead-letter-hold"
         try:
-            result = replay(hold)
+            result = replay(hold, subscriber=self._pubsub_clients()[1])
         except (BackendUnavailable, CommandError):  # the database or the emulator is down
             return []
         except Exception as exc:  # a supervisor keeps going: next time tries again
