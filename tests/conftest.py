@@ -145,7 +145,7 @@ def database_url(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator
         conn.execute(
             text(
                 "TRUNCATE lease_events, usage_rollups, usage_client_rollups, usage_leases, "
-                "audit_retention, licenses, api_keys, tenants RESTART IDENTITY"
+                "audit_retention, portal_actions, licenses, api_keys, tenants RESTART IDENTITY"
             )
         )
     yield postgres_url

@@ -146,7 +146,9 @@ def test_apikey_create_prints_the_key_last_and_it_authenticates(stack, capsys, c
     assert all(k["active"] for k in listed)
     assert all("key" not in k for k in listed)  # only prefixes are ever shown again
     code, out, _ = run(capsys, "apikey", "list", "--tenant", "acme")
-    assert out.splitlines()[0].split() == ["PREFIX", "LABEL", "ACTIVE", "CREATED_AT", "REVOKED_AT"]
+    assert out.splitlines()[0].split() == [
+        "PREFIX", "LABEL", "SCOPE", "ACTIVE", "CREATED_AT", "REVOKED_AT"
+    ]  # fmt: skip
 
 
 def test_apikey_errors(stack, capsys):
@@ -167,7 +169,7 @@ def test_revoked_key_is_refused(stack, capsys, clients, redis_client):
     key = setup_license(capsys)
     assert acquire(clients, key, "c1").status_code == 201  # fills both caches
     key_hash = hash_key(key)
-    assert redis_client.get(keys.api_key_cache_key(key_hash)) == "acme"
+    assert redis_client.get(keys.api_key_cache_key(key_hash)) == "seat acme"
     assert auth.cached_locally(key_hash)
     prefix = key[: len("sl_") + 8]
 

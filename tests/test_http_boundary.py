@@ -28,6 +28,8 @@ EXAMPLES = {
     errors.NoSeatsAvailable: (errors.NoSeatsAvailable(2, 2, 5), 409, "no_seats_available"),
     errors.SessionExpired: (errors.SessionExpired("expired"), 410, "session_expired"),
     errors.Unauthenticated: (errors.Unauthenticated("no key"), 401, "unauthenticated"),
+    errors.Forbidden: (errors.Forbidden("This is a seat key."), 403, "forbidden"),
+    errors.RateLimited: (errors.RateLimited(60, 60, 7), 429, "rate_limited"),
     errors.BackendUnavailable: (errors.BackendUnavailable("redis"), 503, "backend_unavailable"),
     errors.CallOutcomeUnknown: (errors.CallOutcomeUnknown("req-1"), 503, "backend_unavailable"),
     errors.EventsNotPublished: (
@@ -53,6 +55,7 @@ EXIT_CODES = {
     404: cli.EXIT_NOT_FOUND,
     409: cli.EXIT_CONFLICT,
     410: cli.EXIT_FAILED,
+    429: cli.EXIT_FAILED,
     503: cli.EXIT_UNAVAILABLE,
 }
 

@@ -109,10 +109,14 @@ class TenantList(_Action):
     action: Literal["tenant.list"]
 
 
+Scope = Literal["seat", "admin"]  # store.SCOPES
+
+
 class ApiKeyCreate(_Action):
     action: Literal["apikey.create"]
     tenant_id: Identifier
     label: Label = ""
+    scope: Scope = "seat"  # admin: the tenant's portal key
 
 
 class ApiKeyList(_Action):
@@ -320,35 +324,49 @@ def _tenant_list(_req: TenantList) -> tuple[int, dict[str, Any]]:
 
 
 def _apikey_create(req: ApiKeyCreate) -> tuple[int, dict[str, Any]]:
-    new = store.create_api_key(req.tenant_id, req.label)
+    new = store.create_api_key(req.tenant_id, req.label, scope=req.scope)
     return 201, {
         "tenant_id": new.tenant_id,
         "prefix": new.prefix,
         "label": req.label,
+        "scope": new.scope,
         "key": new.key,  # shown once: only its hash is stored
     }
 
 
 def _apikey_list(req: ApiKeyList) -> tuple[int, dict[str, Any]]:
-    keys = [
+    return 200, {"tenant_id": req.tenant_id, "api_keys": api_key_views(req.tenant_id)}
+
+
+def api_key_views(tenant_id: str, scope: str | None = None) -> list[dict[str, Any]]:
+    """A tenant's keys as the answers show them (never a hash)."""
+    return [
         {
             "prefix": k["prefix"],
             "label": k["label"],
+            "scope": k["scope"],
             "active": k["revoked_at"] is None,
             "created_at": _time(k["created_at"]),
             "revoked_at": _time(k["revoked_at"]),
         }
-        for k in store.list_api_keys(req.tenant_id)
+        for k in store.list_api_keys(tenant_id, scope=scope)
     ]
-    return 200, {"tenant_id": req.tenant_id, "api_keys": keys}
 
 
 def _apikey_revoke(req: ApiKeyRevoke) -> tuple[int, dict[str, Any]]:
+    return 200, revoke_api_key(req.prefix)
+
+
+def revoke_api_key(
+    prefix: str, tenant_id: str | None = None, scope: str | None = None
+) -> dict[str, Any]:
+    """Revoke a key and drop it from the caches; with ``tenant_id``/``scope`` only a key
+    of that tenant and scope (any other is ``NotFound``)."""
     from seatlease import auth
 
-    key_hash = store.revoke_api_key(req.prefix)
+    key_hash = store.revoke_api_key(prefix, tenant_id=tenant_id, scope=scope)
     body: dict[str, Any] = {
-        "prefix": req.prefix,
+        "prefix": prefix,
         "revoked": True,
         "local_cache_seconds": LOCAL_TTL,
     }
@@ -362,7 +380,7 @@ def _apikey_revoke(req: ApiKeyRevoke) -> tuple[int, dict[str, Any]]:
             f"revoked in the database, but Redis is unreachable: cached copies of the key "
             f"expire within {REDIS_TTL + LOCAL_TTL:.0f} s"
         )
-    return 200, body
+    return body
 
 
 def _license_create(req: LicenseCreate) -> tuple[int, dict[str, Any]]:

@@ -63,6 +63,21 @@ class Unauthenticated(SeatError):
     pass
 
 
+class Forbidden(SeatError):
+    """A live API key of the wrong scope for this call (a seat key at the portal, an admin
+    key taking a seat)."""
+
+
+class RateLimited(SeatError):
+    """Too many calls with one key; ``retry_after_seconds`` until the next is allowed."""
+
+    def __init__(self, limit: int, period_seconds: int, retry_after_seconds: int) -> None:
+        super().__init__(f"at most {limit} calls per {period_seconds} s with one key")
+        self.limit = limit
+        self.period_seconds = period_seconds
+        self.retry_after_seconds = retry_after_seconds
+
+
 class BackendUnavailable(SeatError):
     """Redis, the database or Pub/Sub cannot be reached; the caller should retry."""
 

@@ -41,12 +41,14 @@ from seatlease.errors import (
     CallOutcomeUnknown,
     Conflict,
     EventsNotPublished,
+    Forbidden,
     InvalidRequest,
     LeaseTooLong,
     LicenseNotFound,
     LicenseSuspended,
     NoSeatsAvailable,
     NotFound,
+    RateLimited,
     SessionExpired,
     SessionNotLive,
     StoreError,
@@ -108,6 +110,7 @@ class Call:
 
     function: str
     tenant_id: str = ""
+    key_prefix: str = ""  # the API key's public id (sl_xxxxxxxx), never the key
     log: dict[str, Any] = field(default_factory=dict)
     error: ApiError | None = None
 
@@ -165,6 +168,16 @@ def to_api_error(exc: Exception) -> ApiError:
             )
         case Unauthenticated():
             return ApiError(401, "unauthenticated", str(exc), {"WWW-Authenticate": "Bearer"})
+        case Forbidden():
+            return ApiError(403, "forbidden", str(exc))
+        case RateLimited():
+            return ApiError(
+                429,
+                "rate_limited",
+                f"Too many requests: {exc}; retry after {exc.retry_after_seconds} s.",
+                {"Retry-After": str(exc.retry_after_seconds)},
+                retry_after_seconds=exc.retry_after_seconds,
+            )
         # The operator's (admin) errors: the message is the store's own sentence.
         case SessionNotLive():
             return ApiError(404, "session_not_found", sentence(exc))
@@ -343,11 +356,17 @@ def _leave_the_rest_unread(request: Request) -> None:
     request.stream = io.BytesIO()
 
 
+def _identify(call: Call, request: Request, scope: str) -> None:
+    caller = auth.identify(request.headers.get("Authorization"), scope)
+    call.tenant_id, call.key_prefix = caller.tenant_id, caller.prefix
+
+
 def endpoint(
     name: str,
     model: type[BaseModel] | None,
     *,
     authenticate: bool = True,
+    scope: str = auth.SEAT,
     log_fields: Callable[[Request], dict[str, Any]] | None = None,
     log_line: LogLine = client_log_line,
 ) -> Callable[[Handler], Callable]:
@@ -357,8 +376,10 @@ def endpoint(
     body is not read, as for the reaper, which Cloud Scheduler POSTs with none).
     ``authenticate``: require a tenant's API key; False for a function Cloud Run IAM
     protects (deployed without ``allUsers`` invoker), whose callers are operators or
-    the scheduler. ``log_fields``: fields of the log line taken from the request before
-    anything else (even for a 405). ``log_line``: the line's severity and message.
+    the scheduler. ``scope``: the API key scope the function takes (``seat``: the client
+    API; ``admin``: the tenant portal); a key of the other scope is a 403.
+    ``log_fields``: fields of the log line taken from the request before anything else
+    (even for a 405). ``log_line``: the line's severity and message.
     """
 
     def decorate(handler: Handler) -> Callable[[Request], Response]:
@@ -380,12 +401,12 @@ def endpoint(
                 if model is not None:
                     _check_media_type(request)  # 415 before authentication
                     if authenticate:
-                        call.tenant_id = auth.authenticate(request.headers.get("Authorization"))
+                        _identify(call, request, scope)
                     parsed = parse_body(request, model)
                     if authenticate:
                         call.log["license_id"] = getattr(parsed, "license_id", None)
                 elif authenticate:
-                    call.tenant_id = auth.authenticate(request.headers.get("Authorization"))
+                    _identify(call, request, scope)
                 status, body = handler(call, parsed)
             except Exception as exc:  # every failure becomes a contract error body
                 try:

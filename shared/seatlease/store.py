@@ -39,6 +39,7 @@ from seatlease.tables import (
     audit_retention,
     lease_events,
     licenses,
+    portal_actions,
     tenants,
     usage_leases,
 )
@@ -128,42 +129,76 @@ def _require_tenant(conn: Connection, tenant_id: str) -> None:
 # -- API keys ------------------------------------------------------------------------
 
 
+SCOPES = ("seat", "admin")  # a seat key takes seats; an admin key runs the tenant's portal
+
+
 @dataclass(frozen=True, slots=True)
 class NewApiKey:
     key: str  # shown once, never stored
     prefix: str
     tenant_id: str
+    scope: str = "seat"
 
 
-def create_api_key(tenant_id: str, label: str = "", engine: Engine | None = None) -> NewApiKey:
+def create_api_key(
+    tenant_id: str, label: str = "", engine: Engine | None = None, scope: str = "seat"
+) -> NewApiKey:
+    if scope not in SCOPES:
+        raise StoreError(f"scope must be one of {', '.join(SCOPES)}")
     key, prefix = apikeys.generate()
     with transaction(engine) as conn:
         _require_tenant(conn, tenant_id)
         conn.execute(
             insert(api_keys).values(
-                tenant_id=tenant_id, prefix=prefix, key_hash=apikeys.hash_key(key), label=label
+                tenant_id=tenant_id,
+                prefix=prefix,
+                key_hash=apikeys.hash_key(key),
+                label=label,
+                scope=scope,
             )
         )
-    return NewApiKey(key, prefix, tenant_id)
+    return NewApiKey(key, prefix, tenant_id, scope)
 
 
-def list_api_keys(tenant_id: str, engine: Engine | None = None) -> list[dict[str, Any]]:
+def list_api_keys(
+    tenant_id: str, engine: Engine | None = None, scope: str | None = None
+) -> list[dict[str, Any]]:
+    """A tenant's keys, oldest first; only those of ``scope`` when it is given."""
     query = (
-        select(api_keys.c.prefix, api_keys.c.label, api_keys.c.created_at, api_keys.c.revoked_at)
+        select(
+            api_keys.c.prefix,
+            api_keys.c.label,
+            api_keys.c.scope,
+            api_keys.c.created_at,
+            api_keys.c.revoked_at,
+        )
         .where(api_keys.c.tenant_id == tenant_id)
-        .order_by(api_keys.c.created_at)
+        .order_by(api_keys.c.created_at, api_keys.c.key_id)
     )
+    if scope is not None:
+        query = query.where(api_keys.c.scope == scope)
     with transaction(engine) as conn:
         _require_tenant(conn, tenant_id)
         return [dict(r) for r in conn.execute(query).mappings()]
 
 
-def revoke_api_key(prefix: str, engine: Engine | None = None) -> str:
-    """Revoke a key by its prefix; returns its key hash (to drop it from caches)."""
+def revoke_api_key(
+    prefix: str,
+    engine: Engine | None = None,
+    *,
+    tenant_id: str | None = None,
+    scope: str | None = None,
+) -> str:
+    """Revoke a key by its prefix; returns its key hash (to drop it from caches). With
+    ``tenant_id`` / ``scope``, a key of another tenant or scope is ``NotFound``, the same
+    answer as a prefix that does not exist."""
+    query = select(api_keys.c.key_hash, api_keys.c.revoked_at).where(api_keys.c.prefix == prefix)
+    if tenant_id is not None:
+        query = query.where(api_keys.c.tenant_id == tenant_id)
+    if scope is not None:
+        query = query.where(api_keys.c.scope == scope)
     with transaction(engine) as conn:
-        row = conn.execute(
-            select(api_keys.c.key_hash, api_keys.c.revoked_at).where(api_keys.c.prefix == prefix)
-        ).first()
+        row = conn.execute(query).first()
         if row is None:
             raise NotFound(f"API key {prefix!r} not found")
         if row.revoked_at is None:
@@ -175,11 +210,52 @@ def revoke_api_key(prefix: str, engine: Engine | None = None) -> str:
 
 def tenant_for_key_hash(key_hash: str, engine: Engine | None = None) -> str | None:
     """The tenant owning a live (unrevoked) key, or None."""
-    query = select(api_keys.c.tenant_id).where(
+    found = key_for_hash(key_hash, engine)
+    return None if found is None else found[0]
+
+
+def key_for_hash(key_hash: str, engine: Engine | None = None) -> tuple[str, str] | None:
+    """``(tenant, scope)`` of a live (unrevoked) key, or None."""
+    query = select(api_keys.c.tenant_id, api_keys.c.scope).where(
         api_keys.c.key_hash == key_hash, api_keys.c.revoked_at.is_(None)
     )
     with transaction(engine) as conn:
-        return conn.execute(query).scalar()
+        row = conn.execute(query).first()
+    return None if row is None else (str(row.tenant_id), str(row.scope))
+
+
+def record_portal_action(
+    tenant_id: str,
+    key_prefix: str,
+    action: str,
+    status: int,
+    engine: Engine | None = None,
+    **target: str | None,
+) -> None:
+    """One row of the portal's audit trail (``license_id``, ``session_id``,
+    ``target_prefix`` when the action names them)."""
+    with transaction(engine) as conn:
+        conn.execute(
+            insert(portal_actions).values(
+                tenant_id=tenant_id,
+                key_prefix=key_prefix,
+                action=action,
+                status=status,
+                at=clock.now(),
+                **{k: target.get(k) for k in ("license_id", "session_id", "target_prefix")},
+            )
+        )
+
+
+def list_portal_actions(tenant_id: str, engine: Engine | None = None) -> list[dict[str, Any]]:
+    """A tenant's portal audit trail, oldest first."""
+    query = (
+        select(portal_actions)
+        .where(portal_actions.c.tenant_id == tenant_id)
+        .order_by(portal_actions.c.at, portal_actions.c.id)
+    )
+    with transaction(engine) as conn:
+        return [dict(r) for r in conn.execute(query).mappings()]
 
 
 # -- licenses ------------------------------------------------------------------------

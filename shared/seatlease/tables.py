@@ -50,6 +50,9 @@ api_keys = Table(
     Column("label", String(256), nullable=False, server_default=""),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("revoked_at", DateTime(timezone=True), nullable=True),
+    # Migration 0009: 'seat' takes seats (every older key), 'admin' runs the tenant's portal.
+    Column("scope", String(16), nullable=False, server_default="seat"),
+    CheckConstraint("scope IN ('seat', 'admin')", name="ck_api_keys_scope"),
 )
 
 licenses = Table(
@@ -166,4 +169,21 @@ audit_retention = Table(
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("pruned_before", DateTime(timezone=True), nullable=False),
     Column("pruned_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+# What each tenant admin did through the portal (migration 0009): one row per action,
+# refused ones included, with the admin key's prefix (its public id, never the key).
+portal_actions = Table(
+    "portal_actions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("tenant_id", ID, nullable=False),
+    Column("key_prefix", String(16), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("status", Integer, nullable=False),
+    Column("license_id", ID, nullable=True),
+    Column("session_id", ID, nullable=True),
+    Column("target_prefix", String(16), nullable=True),  # keys.create / keys.revoke
+    Index("ix_portal_actions_tenant_at", "tenant_id", "at"),
 )

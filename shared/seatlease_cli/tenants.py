@@ -33,6 +33,13 @@ def register(subparsers: Any) -> None:
     )
     create.add_argument("--tenant", required=True)
     create.add_argument("--label", default="", help="what the key is for (shown in list)")
+    create.add_argument(
+        "--scope",
+        choices=("seat", "admin"),
+        default="seat",
+        help="seat (default): acquire, heartbeat and release only; admin: the tenant's "
+        "portal (sees and frees its seats, manages its seat keys), never takes a seat",
+    )
     create.set_defaults(func=cmd_apikey_create)
     listing = key_sub.add_parser("list", parents=[common], help="list a tenant's keys")
     listing.add_argument("--tenant", required=True)
@@ -71,12 +78,15 @@ def cmd_tenant_list(args: argparse.Namespace) -> int:
 
 
 def cmd_apikey_create(args: argparse.Namespace) -> int:
-    body = backend_for(args).call("apikey.create", tenant_id=args.tenant, label=args.label)
+    body = backend_for(args).call(
+        "apikey.create", tenant_id=args.tenant, label=args.label, scope=args.scope
+    )
     if args.json:
         emit(body, True)
         return 0
     label = f", label {body['label']!r}" if body["label"] else ""
-    print(f"API key {body['prefix']} for tenant {body['tenant_id']}{label}.")
+    kind = "Tenant admin key" if body.get("scope") == "admin" else "API key"
+    print(f"{kind} {body['prefix']} for tenant {body['tenant_id']}{label}.")
     print("It is shown only once; store it now (clients send 'Authorization: Bearer <key>'):")
     print(body["key"])  # last line of stdout, for scripts: `... | tail -n1`
     return 0
@@ -87,7 +97,8 @@ def cmd_apikey_list(args: argparse.Namespace) -> int:
     if args.json:
         emit(body, True)
     else:
-        emit(body["api_keys"], False, ["prefix", "label", "active", "created_at", "revoked_at"])
+        columns = ["prefix", "label", "scope", "active", "created_at", "revoked_at"]
+        emit(body["api_keys"], False, columns)
     return 0
 
 
