@@ -102,3 +102,8 @@ class LicenseKeys:
 @lru_cache(maxsize=65_536)  # the hot path builds the same few key sets over and over
 def _license_keys(cls: type[LicenseKeys], tenant_id: str, license_id: str) -> LicenseKeys:
     return cls.build(tenant_id, license_id)
+
+
+def rate_limit_key(scope: str, who: str, window: int) -> str:
+    """One fixed window's counter of ``who``'s calls to ``scope`` (seatlease/ratelimit.py)."""
+    return f"{PREFIX}:rl:{scope}:{who}:{window}"

@@ -38,7 +38,9 @@ COMPONENT_MODULES = {
     "monitoring",
 }
 EXPECTED_MODULES = COMPONENT_MODULES | {"stack"}  # stack: the composition the envs call
-EXPECTED_FUNCTIONS = {"acquire", "heartbeat", "release", "keys", "reaper", "audit", "admin"}
+EXPECTED_FUNCTIONS = {
+    "acquire", "heartbeat", "release", "keys", "reaper", "audit", "admin", "portal"
+}  # fmt: skip
 MODULE_META_ARGS = {"source", "version", "depends_on", "providers", "count", "for_each"}
 
 MODULES_CFG = {p.name: load(p) for p in module_dirs()}
@@ -349,8 +351,12 @@ def test_function_access_profiles_are_least_privilege():
         assert FN_MAP[client]["public"] is True
         assert FN_MAP[client]["redis"] is True and FN_MAP[client]["sql"] is True
     # keys serves the JWKS: public keys only, no API key, no Redis, no database.
+    # portal: the tenants' page and API (tenant admin key in the code): Redis and SQL only.
     assert {n for n, f in FN_MAP.items() if f["public"]} == {
-        "acquire", "heartbeat", "release", "keys"}  # fmt: skip
+        "acquire", "heartbeat", "release", "keys", "portal"}  # fmt: skip
+    portal = FN_MAP["portal"]
+    assert (portal["redis"], portal["sql"], portal["publish"]) == (True, True, False)
+    assert portal["signing_key"] == "none"
     assert (FN_MAP["keys"]["redis"], FN_MAP["keys"]["sql"]) == (False, False)
     assert FN_MAP["reaper"]["ingress"] == "ALLOW_INTERNAL_ONLY"
     assert FN_MAP["audit"]["ingress"] == "ALLOW_INTERNAL_ONLY"

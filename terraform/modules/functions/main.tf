@@ -10,6 +10,7 @@
 #   reaper     Cloud Scheduler's SA only         x                    x
 #   audit      the audit push subscription'SA              x
 #   admin      var.admin_invokers only           x        x
+#   portal     anyone (tenant admin key in code)  x        x
 #
 # The signing key (lease tokens, seatlease/signingkeys.py): "sign" functions read the
 # payload of the one version that signs (secretAccessor) and the versions' metadata;
@@ -25,6 +26,7 @@ locals {
     reaper    = { public = false, redis = true, sql = false, publish = true, signing_key = "none", ingress = "ALLOW_INTERNAL_ONLY", description = "Reclaim expired leases and drain the event outboxes (Cloud Scheduler, every minute)" }
     audit     = { public = false, redis = false, sql = true, publish = false, signing_key = "none", ingress = "ALLOW_INTERNAL_ONLY", description = "Store lease events in the audit log (CloudEvent, Pub/Sub push)" }
     admin     = { public = false, redis = true, sql = true, publish = false, signing_key = "none", ingress = "ALLOW_ALL", description = "Operator API (IAM-protected)" }
+    portal    = { public = true, redis = true, sql = true, publish = false, signing_key = "none", ingress = "ALLOW_ALL", description = "Tenant portal: page and API (tenant admin key in the code)" }
   }
 
   defaults = {
@@ -35,6 +37,7 @@ locals {
     reaper    = { min_instances = 0, max_instances = 1, concurrency = 1, cpu = "1", memory = "512Mi", timeout_seconds = 120 }
     audit     = { min_instances = 0, max_instances = 5, concurrency = 10, cpu = "1", memory = "512Mi", timeout_seconds = 60 }
     admin     = { min_instances = 0, max_instances = 2, concurrency = 10, cpu = "1", memory = "512Mi", timeout_seconds = 60 }
+    portal    = { min_instances = 0, max_instances = 3, concurrency = 20, cpu = "1", memory = "512Mi", timeout_seconds = 60 }
   }
 
   settings = {
@@ -321,7 +324,7 @@ resource "google_storage_bucket_object" "source" {
 # --------------------------------------------------------------------------------
 
 resource "google_cloudfunctions2_function" "this" {
-  #checkov:skip=CKV_GCP_124:acquire/heartbeat/release are the public client API (API-key auth in the code) and admin is called by operators from outside Google Cloud (IAM-protected); reaper and audit are ALLOW_INTERNAL_ONLY.
+  #checkov:skip=CKV_GCP_124:acquire/heartbeat/release are the public client API (API-key auth in the code), portal is the tenants' page and API (tenant admin key in the code) and admin is called by operators from outside Google Cloud (IAM-protected); reaper and audit are ALLOW_INTERNAL_ONLY.
   for_each = local.functions
 
   project     = var.project_id

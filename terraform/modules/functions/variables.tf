@@ -131,12 +131,12 @@ variable "function_settings" {
     memory          = optional(string)
     timeout_seconds = optional(number)
   }))
-  description = "Per-function overrides (keys: acquire, heartbeat, release, keys, reaper, audit, admin) of min_instances, max_instances, concurrency (max_instance_request_concurrency), cpu, memory and timeout_seconds. Unset fields keep the defaults in main.tf (local.defaults)."
+  description = "Per-function overrides (keys: acquire, heartbeat, release, keys, reaper, audit, admin, portal) of min_instances, max_instances, concurrency (max_instance_request_concurrency), cpu, memory and timeout_seconds. Unset fields keep the defaults in main.tf (local.defaults)."
   default     = {}
 
   validation {
-    condition     = alltrue([for k in keys(var.function_settings) : contains(["acquire", "heartbeat", "release", "keys", "reaper", "audit", "admin"], k)])
-    error_message = "function_settings keys must be function names: acquire, heartbeat, release, keys, reaper, audit, admin."
+    condition     = alltrue([for k in keys(var.function_settings) : contains(["acquire", "heartbeat", "release", "keys", "reaper", "audit", "admin", "portal"], k)])
+    error_message = "function_settings keys must be function names: acquire, heartbeat, release, keys, reaper, audit, admin, portal."
   }
 }
 

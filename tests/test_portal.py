@@ -1,0 +1,372 @@
+"""The ``portal`` function's API: a tenant admin key sees and frees its own tenant's seats
+and manages its seat keys, and nothing else. Through functions_framework's test client on
+real Redis and PostgreSQL (the page in a real browser: tests/test_portal_browser.py)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from http_support import (
+    Tenant,
+    acquire,
+    call,
+    error_of,
+    heartbeat,
+    new_license,
+    new_tenant,
+)
+
+from seatlease import auth, keys, portal, ratelimit, store
+from seatlease.apikeys import hash_key
+from seatlease.errors import RateLimited
+from seatlease.redisconn import get_redis
+
+
+def admin_of(tenant: Tenant) -> Tenant:
+    made = store.create_api_key(tenant.tenant_id, label="it", scope="admin")
+    return Tenant(tenant.tenant_id, made.key, made.prefix)
+
+
+def ask(key: Tenant, action: str, **fields: Any):
+    return call("portal", {"action": action, **fields}, tenant=key)
+
+
+@pytest.fixture
+def beta(acme: Tenant) -> Tenant:
+    """A second tenant with a license of the same id as acme's, one of its own, and a
+    live lease on each."""
+    other = new_tenant("beta")
+    new_license(other, "cad", seats=2)
+    new_license(other, "beta-only", seats=2)
+    assert acquire(other, "cad", "beta-ws").status_code == 201
+    assert acquire(other, "beta-only", "beta-ws").status_code == 201
+    return other
+
+
+def test_status_shows_the_tenants_licenses_and_leases_only(acme: Tenant, beta: Tenant) -> None:
+    new_license(acme, "cad", seats=3)
+    meta = {"user": "ann", "host": "pc-7", "site": "lyon"}
+    session = acquire(acme, "cad", "laptop-1", metadata=meta).get_json()["session_id"]
+    admin = admin_of(acme)
+
+    answer = ask(admin, "status")
+    assert answer.status_code == 200, answer.get_json()
+    body = answer.get_json()
+    assert body["tenant_id"] == "acme"
+    assert [lic["license_id"] for lic in body["licenses"]] == ["cad"]
+    cad = body["licenses"][0]
+    assert (cad["seats_used"], cad["seats"], cad["tenant_id"]) == (1, 3, "acme")
+    [lease] = cad["leases"]
+    assert lease["session_id"] == session and lease["client_id"] == "laptop-1"
+    assert (lease["user"], lease["host"], lease["metadata"]) == ("ann", "pc-7", meta)
+    assert lease["borrowed"] is False and lease["acquired_at"].endswith("Z")
+    assert "beta-ws" not in answer.get_data(as_text=True)
+
+
+def test_scopes_are_separate_both_ways(acme: Tenant) -> None:
+    new_license(acme, "cad")
+    admin = admin_of(acme)
+    error = error_of(ask(acme, "status"), 403, "forbidden")  # a seat key at the portal
+    assert "admin key" in error["message"]
+    error_of(acquire(admin, "cad", "ws-1"), 403, "forbidden")  # an admin key taking a seat
+    error_of(call("portal", {"action": "status"}), 401, "unauthenticated")
+
+
+def _same_answer(one, other, *ids: str) -> None:
+    """Two refusals that differ only in the ids the caller sent itself."""
+    assert one.status_code == other.status_code == 404
+    texts = [r.get_data(as_text=True) for r in (one, other)]
+    for found, made_up in zip(ids[::2], ids[1::2], strict=True):
+        texts[1] = texts[1].replace(made_up, found)
+    assert texts[0] == texts[1]
+
+
+def test_another_tenants_objects_are_404_like_ones_that_do_not_exist(
+    acme: Tenant, beta: Tenant
+) -> None:
+    new_license(acme, "cad")
+    admin = admin_of(acme)
+    beta_admin = admin_of(beta)
+    beta_status = ask(beta_admin, "status").get_json()["licenses"]
+    beta_cad = next(lic for lic in beta_status if lic["license_id"] == "cad")["leases"][0]
+    beta_only = next(lic for lic in beta_status if lic["license_id"] == "beta-only")["leases"][0]
+
+    # status of another tenant's license
+    _same_answer(
+        ask(admin, "status", license_id="beta-only"),
+        ask(admin, "status", license_id="no-such-lic"),
+        "beta-only",
+        "no-such-lic",
+    )
+    # revoke: another tenant's license, and another tenant's session on a license of the
+    # same id as one of ours
+    _same_answer(
+        ask(admin, "revoke", license_id="beta-only", session_id=beta_only["session_id"]),
+        ask(admin, "revoke", license_id="no-such-lic", session_id=beta_only["session_id"]),
+        "beta-only",
+        "no-such-lic",
+    )
+    _same_answer(
+        ask(admin, "revoke", license_id="cad", session_id=beta_cad["session_id"]),
+        ask(admin, "revoke", license_id="cad", session_id="NoSuchSession123"),
+        beta_cad["session_id"],
+        "NoSuchSession123",
+    )
+    # usage of another tenant's license
+    _same_answer(
+        ask(admin, "usage", license_id="beta-only"),
+        ask(admin, "usage", license_id="no-such-lic"),
+        "beta-only",
+        "no-such-lic",
+    )
+    # keys: another tenant's seat key, and our own tenant's admin key, are not ours to revoke
+    _same_answer(
+        ask(admin, "keys.revoke", prefix=beta.prefix),
+        ask(admin, "keys.revoke", prefix="sl_00000000"),
+        beta.prefix,
+        "sl_00000000",
+    )
+    error_of(ask(admin, "keys.revoke", prefix=admin.prefix), 404, "not_found")
+    listed = ask(admin, "keys.list").get_json()["api_keys"]
+    assert [k["prefix"] for k in listed] == [acme.prefix]  # seat keys of acme only
+    # Nothing of beta's changed.
+    assert heartbeat(beta, "beta-only", beta_only["session_id"]).status_code == 200
+    assert heartbeat(beta, "cad", beta_cad["session_id"]).status_code == 200
+    assert acquire(beta, "cad", "beta-ws-2").status_code == 201  # beta's key still works
+
+
+def test_revoke_frees_the_seat_and_is_in_the_audit_trail(acme: Tenant) -> None:
+    new_license(acme, "cad", seats=1)
+    session = acquire(acme, "cad", "laptop-1").get_json()["session_id"]
+    admin = admin_of(acme)
+    freed = ask(admin, "revoke", license_id="cad", session_id=session)
+    assert freed.status_code == 200, freed.get_json()
+    assert freed.get_json()["revoked"] is True and freed.get_json()["client_id"] == "laptop-1"
+    assert ask(admin, "status").get_json()["licenses"][0]["leases"] == []
+    error_of(heartbeat(acme, "cad", session), 410, "session_expired")
+    assert acquire(acme, "cad", "laptop-2").status_code == 201  # the seat is free
+    error_of(ask(admin, "revoke", license_id="cad", session_id=session), 404, "session_not_found")
+
+    trail = store.list_portal_actions("acme")
+    assert [(r["action"], r["status"], r["session_id"]) for r in trail[-3:]] == [
+        ("revoke", 200, session),
+        ("status", 200, None),
+        ("revoke", 404, session),
+    ]
+    assert {r["key_prefix"] for r in trail} == {admin.prefix}
+
+
+def test_every_action_is_recorded_with_the_keys_prefix(acme: Tenant) -> None:
+    new_license(acme, "cad")
+    admin = admin_of(acme)
+    made = ask(admin, "keys.create", label="farm").get_json()
+    steps = [
+        ("status", {}),
+        ("usage", {"days": 30}),
+        ("keys.list", {}),
+        ("keys.revoke", {"prefix": made["prefix"]}),
+    ]
+    for action, fields in steps:
+        assert ask(admin, action, **fields).status_code == 200
+    trail = store.list_portal_actions("acme")
+    assert [r["action"] for r in trail] == ["keys.create", "status", "usage", "keys.list",
+                                            "keys.revoke"]  # fmt: skip
+    assert [r["status"] for r in trail] == [201, 200, 200, 200, 200]
+    assert all(r["key_prefix"] == admin.prefix for r in trail)
+    assert trail[0]["target_prefix"] == trail[-1]["target_prefix"] == made["prefix"]
+    assert "sl_" not in str(trail).replace(admin.prefix, "").replace(made["prefix"], "")
+
+
+def _event(event_id: str, kind: str, session: str, at: datetime, used: int) -> dict:
+    return {
+        "event_id": event_id,
+        "type": kind,
+        "tenant_id": "acme",
+        "license_id": "cad",
+        "session_id": session,
+        "client_id": f"client-{session}",
+        "occurred_at": at,
+        "seats_used": used,
+        "seats_total": 4,
+        "metadata": {},
+    }
+
+
+def test_usage_covers_a_bounded_window_with_timelines(acme: Tenant) -> None:
+    new_license(acme, "cad", seats=4)
+    admin = admin_of(acme)
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
+    store.insert_events(
+        [
+            _event("e1", "lease.acquired", "s1", start + timedelta(minutes=5), 1),
+            _event("e2", "lease.acquired", "s2", start + timedelta(minutes=10), 2),
+            _event("e3", "lease.released", "s1", start + timedelta(minutes=70), 1),
+        ]
+    )
+    week = ask(admin, "usage").get_json()
+    assert (week["days"], week["period"], week["tenant_id"]) == (7, "hour", "acme")
+    since, until = (week[k] for k in ("since", "until"))
+    assert until > since and until.endswith(":00:00Z")
+    assert [t["license_id"] for t in week["timelines"]] == ["cad"]
+    line = week["timelines"][0]
+    assert line["seats"] == 4
+    peaks = {at: used for at, used, _total in line["points"]}
+    assert max(peaks.values()) == 2
+    assert peaks[start.isoformat().replace("+00:00", "Z")] == 2
+    month = ask(admin, "usage", days=30).get_json()
+    assert (month["days"], month["period"]) == (30, "day")
+    assert month["until"].endswith("T00:00:00Z")
+
+
+def test_seat_keys_are_created_shown_once_and_revoked(acme: Tenant) -> None:
+    new_license(acme, "cad")
+    admin = admin_of(acme)
+    made = ask(admin, "keys.create", label="build farm")
+    assert made.status_code == 201
+    body = made.get_json()
+    assert body["scope"] == "seat" and body["key"].startswith(body["prefix"] + "_")
+    new_key = Tenant("acme", body["key"], body["prefix"])
+    assert acquire(new_key, "cad", "farm-1").status_code == 201
+    listed = ask(admin, "keys.list").get_json()["api_keys"]
+    assert [k["label"] for k in listed] == ["", "build farm"]
+    assert body["key"] not in str(listed) and all(k["scope"] == "seat" for k in listed)
+
+    gone = ask(admin, "keys.revoke", prefix=body["prefix"])
+    assert gone.status_code == 200 and gone.get_json()["revoked"] is True
+    error_of(acquire(new_key, "cad", "farm-2"), 401, "unauthenticated")
+    listed = ask(admin, "keys.list").get_json()["api_keys"]
+    assert [k["active"] for k in listed] == [True, False]
+
+
+def test_a_revoked_admin_key_is_refused_within_the_cache_ttl(acme: Tenant, monkeypatch) -> None:
+    """The vendor revokes the key (``seatlease apikey revoke``: database + the shared Redis
+    entry); this process, like any running portal instance, still holds its in-process
+    copy, which must lapse within LOCAL_TTL. LOCAL_TTL is shortened to 1 s so the test
+    waits it out instead of 15 s; the mechanism is the same."""
+    monkeypatch.setattr(auth, "LOCAL_TTL", 1.0)
+    admin = admin_of(acme)
+    assert ask(admin, "status").status_code == 200  # cached in this process
+    key_hash = store.revoke_api_key(admin.prefix)
+    get_redis().delete(keys.api_key_cache_key(key_hash))  # what the revoking process does
+    revoked_at = time.monotonic()
+    while ask(admin, "status").status_code == 200:
+        assert time.monotonic() - revoked_at < auth.LOCAL_TTL + 0.5, "still accepted"
+        time.sleep(0.05)
+    error_of(ask(admin, "status"), 401, "unauthenticated")
+    assert time.monotonic() - revoked_at <= auth.LOCAL_TTL + 0.5
+
+
+BAD_INPUT = [
+    ({"action": "launch"}, "action"),
+    ({}, "action"),
+    ({"action": "status", "license_id": "no spaces"}, "license_id"),
+    ({"action": "status", "tenant_id": "beta"}, "tenant_id"),  # unknown field: no tenant pick
+    ({"action": "revoke", "license_id": "cad"}, "session_id"),
+    ({"action": "revoke", "license_id": 7, "session_id": "s"}, "license_id"),
+    ({"action": "usage", "days": 0}, "days"),
+    ({"action": "usage", "days": 91}, "days"),
+    ({"action": "usage", "days": "7"}, "days"),
+    ({"action": "usage", "period": "week"}, "period"),
+    ({"action": "keys.list", "scope": "admin"}, "scope"),
+    ({"action": "keys.create", "label": "x" * 300}, "label"),
+    ({"action": "keys.create", "scope": "admin"}, "scope"),
+    ({"action": "keys.revoke", "prefix": "sl_XYZ"}, "prefix"),
+    ({"action": "keys.revoke"}, "prefix"),
+]
+
+
+@pytest.mark.parametrize(("body", "field"), BAD_INPUT)
+def test_bad_input_on_every_action_is_400_naming_the_field(acme: Tenant, body, field) -> None:
+    admin = admin_of(acme)
+    error = error_of(call("portal", body, tenant=admin), 400, "invalid_request")
+    assert field in [d["field"] for d in error["details"]], error
+    assert field in error["message"]
+
+
+def test_bad_bodies_and_methods(acme: Tenant) -> None:
+    admin = admin_of(acme)
+    error_of(call("portal", data="{", tenant=admin), 400, "invalid_request")
+    error_of(call("portal", data="[1]", tenant=admin), 400, "invalid_request")
+    error_of(call("portal", {"action": "status"}, tenant=admin, content_type="text/plain"),
+             415, "unsupported_media_type")  # fmt: skip
+    refused = call("portal", method="PUT", tenant=admin)
+    error_of(refused, 405, "method_not_allowed")
+    assert refused.headers["Allow"] == "GET, HEAD, POST"
+
+
+def test_calls_are_limited_per_key(acme: Tenant, monkeypatch) -> None:
+    monkeypatch.setenv(portal.RATE_LIMIT_ENV, "3")
+    admin, other = admin_of(acme), admin_of(acme)
+    for _ in range(3):
+        assert ask(admin, "keys.list").status_code == 200
+    error = error_of(ask(admin, "keys.list"), 429, "rate_limited")
+    assert 1 <= error["retry_after_seconds"] <= portal.RATE_PERIOD_SECONDS
+    assert ask(other, "keys.list").status_code == 200  # per key, not per tenant
+    refused = ask(admin, "status")
+    assert refused.headers["Retry-After"] == str(refused.get_json()["error"]["retry_after_seconds"])
+
+
+def test_the_limit_holds_under_concurrent_calls(redis_url: str) -> None:
+    """40 threads, 5 calls each, limit 60 in a window: exactly 60 pass (the counter is
+    one INCR, atomic in Redis), whatever the interleaving. A window edge inside the run
+    would let a second window's calls through too: the run starts just after an edge."""
+    redis = get_redis()
+    period = 5
+    while time.time() % period > 1:
+        time.sleep(0.05)
+    passed: list[int] = []
+    lock = threading.Lock()
+
+    def caller() -> None:
+        for _ in range(5):
+            try:
+                ratelimit.hit(redis, "test", "sl_concurrent", 60, period)
+            except RateLimited:
+                continue
+            with lock:
+                passed.append(1)
+
+    threads = [threading.Thread(target=caller) for _ in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(passed) == 60
+
+
+def test_get_serves_the_page_with_a_strict_policy(acme: Tenant) -> None:
+    served = call("portal", method="GET", content_type=None)
+    assert served.status_code == 200
+    assert served.mimetype == "text/html"
+    html = served.get_data(as_text=True)
+    policy = served.headers["Content-Security-Policy"]
+    assert "'unsafe-inline'" not in policy and "'unsafe-eval'" not in policy
+    assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+    [script] = re.findall(r'<script type="module">(.*?)</script>', html, re.S)
+    [style] = re.findall(r"<style>(.*?)</style>", html, re.S)
+    for text, directive in ((script, "script-src"), (style, "style-src")):
+        digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+        assert f"{directive} 'sha256-{digest}'" in policy
+    # No inline handlers, no HTML parsing of values, nothing from elsewhere.
+    assert not re.search(r"\son[a-z]+\s*=", html)
+    assert "innerHTML" not in html and "insertAdjacentHTML" not in html
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+    assert "https://" not in html
+    assert served.headers["X-Content-Type-Options"] == "nosniff"
+    head = call("portal", method="HEAD", content_type=None)
+    assert head.status_code == 200 and head.get_data() == b""
+
+
+def test_the_audit_row_never_holds_a_key(acme: Tenant) -> None:
+    admin = admin_of(acme)
+    made = ask(admin, "keys.create").get_json()
+    row = store.list_portal_actions("acme")[-1]
+    assert made["key"] not in str(row) and admin.key not in str(row)
+    assert hash_key(made["key"]) not in str(row)
