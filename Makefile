@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint format bench clean lock
+.PHONY: install run test lint format bench clean lock browser
 
 $(STAMP): pyproject.toml shared/client/pyproject.toml requirements-terraform.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,24 @@ lint: install
 # events after the rest of the suite: the Pub/Sub emulator's backoff loses pushes under
 # CPU load. The local stack no longer gives the emulator a retry policy: see
 # seatlease_cli.localstack.AuditDelivery and docs/operations.md.)
-test: lint
+test: lint browser
 	$(PY) -m pytest -q
+
+# The portal's page is tested in a real browser (tests/test_portal_browser.py): Debian's
+# chromium and chromium-driver, installed here when missing (apt-get, as root). Where they
+# cannot be installed (not root, no package mirror) this says so and the browser test
+# skips with the same message; everything else still runs.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing chromium and chromium-driver for the portal's browser test"; \
+	  { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	      -o DPkg::Lock::Timeout=600 chromium chromium-driver >/dev/null; } || \
+	  echo "could not install chromium/chromium-driver: the portal's browser test will skip"; \
+	else \
+	  echo "chromium/chromium-driver missing (install them: apt-get install chromium chromium-driver);" \
+	       "the portal's browser test will skip"; \
+	fi
 
 format: install
 	$(PY) -m ruff format .

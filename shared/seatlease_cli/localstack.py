@@ -6,9 +6,9 @@ Pub/Sub emulator with the topic and a push subscription that delivers to the loc
 served audit function, makes a signing key for the lease tokens
 (``.seatlease/signing-keys``), serves every function on one port, runs a scheduler loop that
 calls the reaper, and seeds a demo tenant, two licenses (one for the README's tour, one
-for ``seatlease demo``) and an API key. It records itself in ``.seatlease/local.json``
-(URL, pid, demo key), which is how the CLI in a second terminal finds it. Everything it
-started stops on Ctrl-C.
+for ``seatlease demo``), a seat key and a tenant admin key (the portal's link). It
+records itself in ``.seatlease/local.json`` (URL, pid, demo keys), which is how the CLI
+in a second terminal finds it. Everything it started stops on Ctrl-C.
 
 While it runs, a supervisor thread heals it as a process supervisor would: a
 redis-server or emulator it started that died is restarted on the same port (Redis
@@ -268,7 +268,6 @@ class LocalStack:
         from seatlease import runtime, store
         from seatlease.apikeys import hash_key, well_formed
 
-        key_file = STATE_DIR / "demo-api-key"
         try:
             store.create_tenant(DEMO_TENANT, "Demo tenant")
         except store.Conflict:
@@ -282,11 +281,19 @@ class LocalStack:
                 store.update_license(
                     DEMO_TENANT, license_id, seats=seats, lease_seconds=lease_seconds
                 )
-        key = key_file.read_text().strip() if key_file.exists() else ""
-        if not well_formed(key) or store.tenant_for_key_hash(hash_key(key)) != DEMO_TENANT:
-            key = store.create_api_key(DEMO_TENANT, label="local demo").key
-            key_file.write_text(key + "\n")
-            key_file.chmod(0o600)
+
+        def demo_key(key_file: Path, scope: str, label: str) -> str:
+            """The key of an earlier start, while it is still the demo tenant's of this
+            scope; else a new one."""
+            key = key_file.read_text().strip() if key_file.exists() else ""
+            if not well_formed(key) or store.key_for_hash(hash_key(key)) != (DEMO_TENANT, scope):
+                key = store.create_api_key(DEMO_TENANT, label=label, scope=scope).key
+                key_file.write_text(key + "\n")
+                key_file.chmod(0o600)
+            return key
+
+        key = demo_key(STATE_DIR / "demo-api-key", "seat", "local demo")
+        admin_key = demo_key(STATE_DIR / "demo-admin-key", "admin", "local demo portal")
         for license_id in DEMO_LICENSES:
             runtime.refresh_license_cache(DEMO_TENANT, license_id)
         return {
@@ -294,6 +301,10 @@ class LocalStack:
             "license_id": DEMO_LICENSE,
             "story_license_id": STORY_LICENSE,
             "api_key": key,
+            "admin_key": admin_key,
+            # The key rides in the fragment, which the browser never sends: the page moves
+            # it into the tab's sessionStorage and out of the address bar.
+            "portal_url": f"{self.base_url}/portal#key={admin_key}",
         }
 
     def _scheduler(self) -> None:
@@ -413,6 +424,9 @@ seatlease is running locally.
   licenses    {lic}: {DEMO_SEATS} seats, {DEMO_LEASE_SECONDS} s leases (for you)
               {STORY_LICENSE}: {STORY_SEATS} seats, {STORY_LEASE_SECONDS} s leases (the demo)
   API key     {key}   (also in {STATE_DIR / "demo-api-key"})
+  portal      {state["portal_url"]}
+              the demo tenant's own page: its seats, leases, usage and keys (the link
+              signs in with its admin key, also in {STATE_DIR / "demo-admin-key"})
 
 Try it:
 

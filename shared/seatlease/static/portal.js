@@ -161,7 +161,7 @@ function licenseBlock(license) {
         { class: "scroll" },
         el(
           "table",
-          { class: "leases" },
+          { class: "cards" },
           el("thead", {}, el("tr", {}, ...head.map((h) => el("th", {}, h)))),
           el("tbody", {}, ...license.leases.map((lease) => leaseRow(license, lease))),
         ),
@@ -281,19 +281,20 @@ async function loadUsage() {
 // -- seat keys --------------------------------------------------------------------------
 
 function keyRow(key) {
-  const actions = el("td");
+  const actions = el("td", { data: { label: "" } });
   if (key.active) {
     const revoke = el("button", { type: "button", class: "small quiet" }, "Revoke");
     revoke.addEventListener("click", () => revokeKey(key));
     actions.append(revoke);
   }
+  const cell = (label, ...content) => el("td", { data: { label } }, ...content);
   return el(
     "tr",
     { data: { prefix: key.prefix } },
-    el("td", {}, el("code", {}, key.prefix)),
-    el("td", {}, key.label),
-    el("td", { class: "when" }, when(key.created_at, false)),
-    el("td", {}, key.active ? "active" : "revoked"),
+    cell("Key", el("code", {}, key.prefix)),
+    cell("Label", key.label),
+    cell("Created", when(key.created_at, false)),
+    cell("State", key.active ? "active" : "revoked"),
     actions,
   );
 }

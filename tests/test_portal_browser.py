@@ -1,0 +1,227 @@
+"""The portal's page in a real browser: Debian's Chromium driven through chromedriver
+(selenium), on the page the local stack serves (``LocalStack`` on a free port, its own
+redis-server and SQLite database). A client takes a seat with lease metadata chosen to
+break out of the page; the tenant admin signs in by pasting the key, sees the lease, the
+usage chart and the seat keys, frees the seat through the confirmation dialog and sees it
+gone. Screenshots at desktop and phone width go to ``$PORTAL_SCREENSHOTS`` (a temporary
+folder when unset; docs/images/ holds the committed ones).
+
+``make test`` installs chromium and chromium-driver first (``make browser``); where they
+cannot be installed, this test skips saying so."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from http_support import post_json
+
+from seatlease import db, redisconn, store
+from seatlease_cli.localstack import DEMO_LICENSE, DEMO_TENANT, LocalStack
+from seatlease_cli.procs import free_port
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium: pip install -e '.[dev]'")
+if not (CHROMIUM and CHROMEDRIVER):
+    pytest.skip(
+        "chromium and chromium-driver are not installed and could not be (make browser: "
+        "apt-get install chromium chromium-driver, as root)",
+        allow_module_level=True,
+    )
+
+from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ready  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+pytestmark = [pytest.mark.usefixtures("restore_environment"), pytest.mark.timeout(300)]
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+DESKTOP = (1280, 1500)
+PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True}  # a common phone
+
+
+@pytest.fixture
+def stack(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for var in ("REDIS_URL", "DATABASE_URL", "PUBSUB_EMULATOR_HOST", "PUBSUB_TOPIC"):
+        monkeypatch.delenv(var, raising=False)
+    redisconn.reset()
+    db.reset()
+    # No Pub/Sub emulator (the page reads the usage rollups, seeded below through the
+    # store), so no reaper run either: it would publish to no emulator.
+    local = LocalStack(port=free_port(), reaper_interval=3600, pubsub=False, say=lambda _: None)
+    try:
+        yield local.start()
+    finally:
+        local.stop()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        f"--window-size={DESKTOP[0]},{DESKTOP[1]}",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _week_of_usage() -> None:
+    """Seven days of leases on the demo license, stored through the audit function's
+    insert path, so the chart has a shape (the live lease adds its own event later)."""
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(days=6)
+    events = []
+    for day in range(6):
+        for n, hours in enumerate((9, 13)[: 1 + day % 2]):
+            at = start + timedelta(days=day, hours=hours - start.hour % 24)
+            session = f"hist-{day}-{n}"
+            common = {"tenant_id": DEMO_TENANT, "license_id": DEMO_LICENSE, "metadata": {},
+                      "session_id": session, "client_id": f"ws-{n}", "seats_total": 2}  # fmt: skip
+            events.append({**common, "event_id": f"{session}-a", "type": "lease.acquired",
+                           "occurred_at": at, "seats_used": n + 1})  # fmt: skip
+            events.append({**common, "event_id": f"{session}-r", "type": "lease.released",
+                           "occurred_at": at + timedelta(hours=3), "seats_used": 0})  # fmt: skip
+    store.insert_events(events)
+
+
+def _shots() -> Path:
+    folder = Path(os.environ.get("PORTAL_SCREENSHOTS") or Path.cwd() / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _no_alert(driver) -> None:
+    try:
+        alert = driver.switch_to.alert
+    except NoAlertPresentException:
+        return
+    text = alert.text
+    alert.dismiss()
+    raise AssertionError(f"the page ran an injected script: alert({text!r})")
+
+
+def test_a_tenant_admin_sees_and_frees_a_seat_in_chromium(stack, browser) -> None:
+    base, seat_key, admin_key = stack["base_url"], stack["api_key"], stack["admin_key"]
+    assert stack["portal_url"] == f"{base}/portal#key={admin_key}"
+    _week_of_usage()
+    status, lease = post_json(
+        f"{base}/acquire",
+        {"license_id": DEMO_LICENSE, "client_id": "laptop-1",
+         "metadata": {"user": HOSTILE, "host": "pc-7", "note": "<script>alert(2)</script>"}},
+        seat_key,
+    )  # fmt: skip
+    assert status == 201, lease
+    wait = WebDriverWait(browser, 20)
+
+    browser.get(f"{base}/portal")
+    key_box = wait.until(ready.visibility_of_element_located((By.ID, "key")))
+    key_box.send_keys(admin_key)
+    browser.find_element(By.CSS_SELECTOR, "#sign-in-form button[type=submit]").click()
+    row_css = f'tr[data-session="{lease["session_id"]}"]'
+    row = wait.until(ready.visibility_of_element_located((By.CSS_SELECTOR, row_css)))
+
+    # The lease as the client sent it, as text: no element, no script ran.
+    assert row.find_element(By.CSS_SELECTOR, ".client").text == "laptop-1"
+    assert row.find_element(By.CSS_SELECTOR, ".user").text == HOSTILE
+    assert row.find_element(By.CSS_SELECTOR, ".host").text == "pc-7"
+    assert "<script>alert(2)</script>" in row.find_element(By.CSS_SELECTOR, ".details").text
+    assert browser.find_elements(By.CSS_SELECTOR, "main img, main script") == []
+    _no_alert(browser)
+    seats = browser.find_element(By.CSS_SELECTOR, f'[data-license="{DEMO_LICENSE}"] .seats')
+    assert seats.text == "1 / 2 seats in use"
+    # The chart (SVG drawn by the page) and the tenant's seat keys.
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#chart svg polyline")))
+    assert DEMO_LICENSE in browser.find_element(By.ID, "legend").text
+    keys = wait.until(
+        ready.presence_of_element_located((By.CSS_SELECTOR, "#keys tbody tr[data-prefix]"))
+    )
+    assert keys.get_attribute("data-prefix") == seat_key[: len("sl_") + 8]
+    # The key lives in this tab's sessionStorage, nowhere else.
+    stored = browser.execute_script("return [sessionStorage.length, localStorage.length]")
+    assert stored == [1, 0] and browser.get_cookies() == []
+    shots = _shots()
+    time.sleep(0.3)  # fonts and the meter settle
+    assert browser.save_screenshot(str(shots / "portal-desktop.png"))
+
+    # A phone's screen (Chromium's device emulation: a window cannot be made that narrow).
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+    wait.until(lambda d: d.execute_script("return window.innerWidth") == PHONE["width"])
+    time.sleep(0.3)
+    overflow = browser.execute_script(
+        "const root = document.documentElement; return root.scrollWidth - root.clientWidth"
+    )
+    assert overflow == 0, f"the page scrolls sideways by {overflow}px at phone width"
+    assert row.find_element(By.CSS_SELECTOR, ".user").is_displayed()
+    assert browser.save_screenshot(str(shots / "portal-phone.png"))
+    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+    # Free the seat: a confirmation first; Cancel keeps it, Yes frees it.
+    row.find_element(By.CSS_SELECTOR, "button.danger").click()
+    dialog = wait.until(ready.visibility_of_element_located((By.ID, "confirm")))
+    assert "laptop-1" in dialog.text and HOSTILE in dialog.text
+    dialog.find_element(By.CSS_SELECTOR, "button[value=cancel]").click()
+    wait.until(ready.invisibility_of_element_located((By.ID, "confirm")))
+    assert browser.find_elements(By.CSS_SELECTOR, row_css)
+    browser.find_element(By.CSS_SELECTOR, f"{row_css} button.danger").click()
+    wait.until(ready.visibility_of_element_located((By.ID, "confirm-yes"))).click()
+    wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, row_css))
+    assert "Freed the seat held by laptop-1" in browser.find_element(By.ID, "notice").text
+    assert "0 / 2 seats in use" in browser.find_element(By.ID, "licenses").text
+    status, body = post_json(
+        f"{base}/heartbeat",
+        {"license_id": DEMO_LICENSE, "session_id": lease["session_id"]},
+        seat_key,
+    )
+    assert status == 410, body
+    _no_alert(browser)
+    # The page broke no rule of its Content-Security-Policy (a violation is logged).
+    violations = [
+        entry["message"]
+        for entry in browser.get_log("browser")
+        if "Content Security Policy" in entry["message"]
+    ]
+    assert violations == []
+    actions = [row["action"] for row in store.list_portal_actions(DEMO_TENANT)]
+    assert {"status", "usage", "keys.list", "revoke"} <= set(actions)
+
+
+def test_a_seat_key_cannot_sign_in(stack, browser) -> None:
+    browser.get(f"{stack['base_url']}/portal")
+    wait = WebDriverWait(browser, 20)
+    wait.until(ready.visibility_of_element_located((By.ID, "key"))).send_keys(stack["api_key"])
+    browser.find_element(By.CSS_SELECTOR, "#sign-in-form button[type=submit]").click()
+    notice = wait.until(ready.visibility_of_element_located((By.ID, "notice")))
+    wait.until(lambda _d: "seat key" in notice.text)
+    assert browser.find_element(By.ID, "sign-in").is_displayed()
+    assert not browser.find_element(By.ID, "app").is_displayed()
+    assert browser.execute_script("return sessionStorage.length") == 0
+
+
+def test_the_make_run_link_signs_in_and_leaves_the_address_bar(stack, browser) -> None:
+    browser.get(stack["portal_url"])
+    wait = WebDriverWait(browser, 20)
+    wait.until(ready.visibility_of_element_located((By.ID, "licenses")))
+    wait.until(lambda d: "Organisation demo" in d.find_element(By.ID, "tenant").text)
+    assert "#key=" not in browser.current_url and stack["admin_key"] not in browser.current_url
