@@ -78,9 +78,10 @@ def cmd_tenant_list(args: argparse.Namespace) -> int:
 
 
 def cmd_apikey_create(args: argparse.Namespace) -> int:
-    body = backend_for(args).call(
-        "apikey.create", tenant_id=args.tenant, label=args.label, scope=args.scope
-    )
+    # The scope is sent only when it is not the default, so a seat key can still be made
+    # through an admin function deployed before scopes existed.
+    scope = {"scope": args.scope} if args.scope != "seat" else {}
+    body = backend_for(args).call("apikey.create", tenant_id=args.tenant, label=args.label, **scope)
     if args.json:
         emit(body, True)
         return 0
