@@ -314,20 +314,20 @@ def test_calls_are_limited_per_key(acme: Tenant, monkeypatch) -> None:
 
 
 def test_the_limit_holds_under_concurrent_calls(redis_url: str) -> None:
-    """40 threads, 5 calls each, limit 60 in a window: exactly 60 pass (the counter is
-    one INCR, atomic in Redis), whatever the interleaving. A window edge inside the run
-    would let a second window's calls through too: the run starts just after an edge."""
+    """40 threads, 5 calls each, limit 60 in one window: exactly 60 pass (the counter is
+    one INCR, atomic in Redis), whatever the interleaving. The window is pinned (``now``)
+    so that a window edge during the run cannot let a second window's calls through."""
     redis = get_redis()
-    period = 5
-    while time.time() % period > 1:
-        time.sleep(0.05)
+    now = time.time()
     passed: list[int] = []
     lock = threading.Lock()
+    start = threading.Barrier(40)
 
     def caller() -> None:
+        start.wait()
         for _ in range(5):
             try:
-                ratelimit.hit(redis, "test", "sl_concurrent", 60, period)
+                ratelimit.hit(redis, "test", "sl_concurrent", 60, 60, now=now)
             except RateLimited:
                 continue
             with lock:
@@ -339,6 +339,10 @@ def test_the_limit_holds_under_concurrent_calls(redis_url: str) -> None:
     for t in threads:
         t.join()
     assert len(passed) == 60
+    # The next window starts from zero; the counter expires on its own.
+    assert ratelimit.hit(redis, "test", "sl_concurrent", 60, 60, now=now + 60) == 1
+    window_key = keys.rate_limit_key("test", "sl_concurrent", int(now) // 60)
+    assert 60 < redis.ttl(window_key) <= 120
 
 
 def test_get_serves_the_page_with_a_strict_policy(acme: Tenant) -> None:

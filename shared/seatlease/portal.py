@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from seatlease import admin, ratelimit, store
+from seatlease import admin, clock, ratelimit, store
 from seatlease.auth import SEAT
 from seatlease.errors import InvalidRequest
 from seatlease.logs import log
@@ -138,7 +138,7 @@ def _revoke(tenant_id: str, req: Revoke) -> tuple[int, dict[str, Any]]:
 
 def _usage(tenant_id: str, req: Usage) -> tuple[int, dict[str, Any]]:
     period = req.bucket()
-    now = datetime.now(UTC)
+    now = clock.now()
     if period == "hour":
         until = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     else:

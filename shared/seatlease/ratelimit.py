@@ -19,10 +19,13 @@ from seatlease.errors import RateLimited
 from seatlease.keys import rate_limit_key
 
 
-def hit(redis: Any, scope: str, who: str, limit: int, period_seconds: int) -> int:
+def hit(
+    redis: Any, scope: str, who: str, limit: int, period_seconds: int, now: float | None = None
+) -> int:
     """Count one call of ``who``; ``RateLimited`` (with the seconds until the window
-    ends) when it is over ``limit``. Returns the calls counted in this window."""
-    window, into = divmod(int(time.time()), period_seconds)
+    ends) when it is over ``limit``. Returns the calls counted in this window. ``now``:
+    this instance's clock (``time.time()``) unless given."""
+    window, into = divmod(int(time.time() if now is None else now), period_seconds)
     key = rate_limit_key(scope, who, window)
     pipe = redis.pipeline(transaction=False)
     pipe.set(key, 0, ex=2 * period_seconds, nx=True)  # expires after its window is over
