@@ -22,6 +22,8 @@ from http_support import (
     new_license,
     new_tenant,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from seatlease import auth, keys, portal, ratelimit, store
 from seatlease.apikeys import hash_key
@@ -374,3 +376,34 @@ def test_the_audit_row_never_holds_a_key(acme: Tenant) -> None:
     row = store.list_portal_actions("acme")[-1]
     assert made["key"] not in str(row) and admin.key not in str(row)
     assert hash_key(made["key"]) not in str(row)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=6,
+)
+FIELDS = ("license_id", "session_id", "days", "period", "label", "prefix", "tenant_id")
+ANY_ACTION = st.sampled_from([*portal.ACTIONS, "apikey.create", ""]) | st.text(max_size=12)
+ANY_FIELDS = st.dictionaries(
+    st.sampled_from(FIELDS), JSON_VALUES | st.text(max_size=140), max_size=4
+)
+
+
+@pytest.fixture
+def fuzz_admin(acme: Tenant, monkeypatch) -> Tenant:
+    """One admin key (and a license) for all of a hypothesis test's examples."""
+    monkeypatch.setenv(portal.RATE_LIMIT_ENV, "1000000")
+    new_license(acme, "cad")
+    return admin_of(acme)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(action=ANY_ACTION, fields=ANY_FIELDS)
+def test_no_body_gets_a_server_error(fuzz_admin: Tenant, action, fields) -> None:
+    """Whatever the body, the answer is the contract's: a success, a 400 naming a field,
+    or a 404; never a 5xx."""
+    answer = call("portal", {"action": action, **fields}, tenant=fuzz_admin)
+    assert answer.status_code in (200, 201, 400, 404), answer.get_data(as_text=True)
+    if answer.status_code == 400:
+        assert answer.get_json()["error"]["details"][0]["field"]
