@@ -1,0 +1,136 @@
+/**
+ * The client's errors: one `SeatError` subclass per answer the service can give (the
+ * same classes, codes and meaning as the Python client's), and the map from HTTP status
+ * to class.
+ */
+
+/** The `error` object of an error answer, as sent (`code`, `message`, and more). */
+export type ErrorBody = Record<string, unknown>;
+
+/**
+ * An error answer from seatlease: HTTP `status` (0 when no answer came back), machine
+ * `code`, human `message`; `body` is the `error` object as sent.
+ */
+export class SeatError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly body: ErrorBody;
+  /** Seconds from the answer's `Retry-After` header, when it had one. */
+  readonly retryAfterHeader: number | undefined;
+
+  constructor(status: number, code: string, message: string, body: ErrorBody = {}, retryAfter?: number) {
+    super(status ? `${status} ${code}: ${message}` : `${code}: ${message}`);
+    this.name = new.target.name;
+    this.status = status;
+    this.code = code;
+    this.body = { ...body };
+    this.retryAfterHeader = retryAfter;
+  }
+
+  protected intField(name: string, fallback: number): number {
+    const value = this.body[name];
+    return typeof value === "number" && Number.isInteger(value) ? value : fallback;
+  }
+}
+
+/** 400: the request was refused as invalid (`body` may hold `details`, `max_lease_seconds`, `max_borrow_seconds`). */
+export class InvalidRequest extends SeatError {}
+/** 401: the API key is missing, unknown or revoked. */
+export class Unauthenticated extends SeatError {}
+/** 403: the vendor suspended this license. */
+export class LicenseSuspended extends SeatError {}
+/** 404: no such license for this API key's tenant. */
+export class LicenseNotFound extends SeatError {}
+
+/** 409: every seat is taken; a seat may free in `retryAfterSeconds`. */
+export class NoSeatsAvailable extends SeatError {
+  get seatsUsed(): number {
+    return this.intField("seats_used", 0);
+  }
+  get seatsTotal(): number {
+    return this.intField("seats_total", 0);
+  }
+  get retryAfterSeconds(): number {
+    const header = this.retryAfterHeader ? Math.trunc(this.retryAfterHeader) : 1;
+    return Math.max(1, this.intField("retry_after_seconds", header));
+  }
+}
+
+/** `wait: true` and no seat came free within the timeout (carries the last denial's numbers). */
+export class SeatWaitTimeout extends NoSeatsAvailable {}
+
+/** 410: the session no longer holds a seat (`reason`: `expired` or `unknown`). */
+export class SessionExpired extends SeatError {
+  get reason(): string {
+    const value = this.body["reason"];
+    return typeof value === "string" ? value : "unknown";
+  }
+}
+
+/**
+ * The service could not be reached (`status` 0: refused, reset, timed out, DNS) or
+ * answered 503/429/502/504, and kept doing so through every retry.
+ */
+export class BackendUnavailable extends SeatError {
+  get retryAfterSeconds(): number | undefined {
+    const value = this.body["retry_after_seconds"];
+    return typeof value === "number" ? value : this.retryAfterHeader;
+  }
+}
+
+/**
+ * The answer's signed token failed verification: the answer is not trusted and never
+ * counts as a seat, a renewal or a release. Each subclass is one reason (its `code`).
+ */
+export class TokenError extends SeatError {}
+/** `token_missing`: the answer carries no token (an unsigned or fake server). */
+export class TokenMissing extends TokenError {}
+/** `token_malformed`: not an EdDSA JWT with a kid and the required claims (`alg: none`, HS256, ...). */
+export class MalformedToken extends TokenError {}
+/** `token_unknown_kid`: the `kid` is not in the deployment's JWKS, even fetched again. */
+export class UnknownKeyId extends TokenError {}
+/** `token_untrusted_key`: signed by a key that is none of the vendor's pinned keys. */
+export class UntrustedKey extends TokenError {}
+/** `token_bad_signature`: the signature does not verify (tampered, or another key). */
+export class BadSignature extends TokenError {}
+/** `token_wrong_audience`: the token is for another license or tenant (`aud`). */
+export class WrongAudience extends TokenError {}
+/** `token_expired`: `exp` has passed, or `nbf`/`iat` are in the future, beyond the leeway. */
+export class TokenExpired extends TokenError {}
+/** `token_replayed`: the token does not carry this request's nonce (a recorded answer). */
+export class TokenReplayed extends TokenError {}
+/** `token_mismatch`: valid, but for another kind, session, client, deadline or outcome. */
+export class TokenMismatch extends TokenError {}
+
+type SeatErrorClass = new (status: number, code: string, message: string, body?: ErrorBody, retryAfter?: number) => SeatError;
+
+const BY_STATUS: Record<number, SeatErrorClass> = {
+  400: InvalidRequest,
+  401: Unauthenticated,
+  403: LicenseSuspended,
+  404: LicenseNotFound,
+  409: NoSeatsAvailable,
+  410: SessionExpired,
+  429: BackendUnavailable,
+  502: BackendUnavailable,
+  503: BackendUnavailable,
+  504: BackendUnavailable,
+};
+
+/** The typed error of an HTTP error answer (a 500 or any other status: a plain `SeatError`). */
+export function errorFromAnswer(status: number, payload: unknown, retryAfterHeader: string | null, statusText: string): SeatError {
+  const outer = payload !== null && typeof payload === "object" ? (payload as Record<string, unknown>)["error"] : undefined;
+  const error = outer !== null && typeof outer === "object" && !Array.isArray(outer) ? (outer as ErrorBody) : {};
+  const kind = BY_STATUS[status] ?? SeatError;
+  const fallbackCode = kind === BackendUnavailable ? "backend_unavailable" : "http_error";
+  const code = typeof error["code"] === "string" && error["code"] ? error["code"] : fallbackCode;
+  const message = typeof error["message"] === "string" && error["message"] ? error["message"] : `HTTP ${status} ${statusText}`.trim();
+  return new kind(status, code, message, error, parseRetryAfter(retryAfterHeader));
+}
+
+/** Seconds from a `Retry-After` header (integer seconds; an HTTP date from a proxy is ignored). */
+export function parseRetryAfter(value: string | null | undefined): number | undefined {
+  if (!value) return undefined;
+  const seconds = Number(value);
+  return Number.isFinite(seconds) && seconds >= 0 && seconds < 86400 ? seconds : undefined;
+}

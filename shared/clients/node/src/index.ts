@@ -1,0 +1,11 @@
+/**
+ * seatlease client for Node.js (18.17+): hold a floating-license seat, borrow one for
+ * offline use, and verify the deployment's signed answers. No runtime dependencies:
+ * the global `fetch` and WebCrypto's Ed25519.
+ */
+
+export { SeatClient, VERSION, type AcquireOptions, type CallOptions, type ClientOptions, type Json, type Logger } from "./client.js";
+export { Lease, type LeaseOptions, type OnLost, type OnRegained } from "./lease.js";
+export { BorrowedSeat, BORROWED_FORMAT } from "./borrow.js";
+export { TokenVerifier, LEASE_TYP, RELEASE_TYP, newNonce, pinnedRaw, type Claims, type PinnedKey, type SignedFunction, type VerifierOptions } from "./verify.js";
+export * from "./errors.js";

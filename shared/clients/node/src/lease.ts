@@ -1,0 +1,287 @@
+/**
+ * A held seat: `Lease` (what the product sees) and `Keeper` (the first acquire, then one
+ * heartbeat, or one re-acquire while the seat is lost, per step, on a timer).
+ */
+
+import type { Json, SeatClient } from "./client.js";
+import { acquireBody, sleep } from "./client.js";
+import { BackendUnavailable, NoSeatsAvailable, SeatError, SeatWaitTimeout, SessionExpired } from "./errors.js";
+import { parseTime } from "./time.js";
+
+export type OnLost = (lease: Lease, reason: string) => void;
+export type OnRegained = (lease: Lease) => void;
+
+export interface LeaseOptions {
+  /** This running copy (acquiring again with it returns the same seat). */
+  clientId: string;
+  metadata?: Json;
+  leaseSeconds?: number;
+  /** Wait for a seat (Retry-After paced) instead of throwing `NoSeatsAvailable`. */
+  wait?: boolean;
+  /** With `wait`: give up after this many ms (`SeatWaitTimeout`); default: never. */
+  timeoutMs?: number;
+  /** Called when the seat is known to be gone (reason: `expired`, `unknown`, `unreachable`, or the refusal's code). */
+  onLost?: OnLost;
+  /** Called when a lost seat was acquired again (a new session). */
+  onRegained?: OnRegained;
+  /** Abort the first acquire (and its waiting). */
+  signal?: AbortSignal;
+}
+
+/** A seat held by this process, updated in place by heartbeats and re-acquires. */
+export class Lease {
+  readonly licenseId: string;
+  readonly clientId: string;
+  readonly metadata: Json | undefined;
+  sessionId = "";
+  /** The server's deadline. */
+  expiresAt: Date | undefined;
+  leaseSeconds = 0;
+  heartbeatIntervalSeconds = 0;
+  seatsUsed = 0;
+  seatsTotal = 0;
+  overage = false;
+  /** True from the moment the seat is known to be gone until it is regained. */
+  lost = false;
+  lostReason: string | undefined;
+  released = false;
+  /** The last verified lease token (with `verify`), else undefined. */
+  token: string | undefined;
+  readonly #close: () => Promise<void>;
+
+  constructor(licenseId: string, clientId: string, metadata: Json | undefined, close: () => Promise<void>) {
+    this.licenseId = licenseId;
+    this.clientId = clientId;
+    this.metadata = metadata;
+    this.#close = close;
+  }
+
+  /** Stop the heartbeats and release the seat (once; later calls do nothing). Never throws. */
+  close(): Promise<void> {
+    return this.#close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  apply(body: Json): void {
+    if (typeof body["session_id"] === "string") this.sessionId = body["session_id"];
+    if (typeof body["lease_expires_at"] === "string") {
+      const ms = parseTime(body["lease_expires_at"]);
+      if (ms !== undefined) this.expiresAt = new Date(ms);
+    }
+    const whole = (name: string) => (typeof body[name] === "number" && Number.isInteger(body[name]) ? (body[name] as number) : undefined);
+    this.leaseSeconds = whole("lease_seconds") ?? this.leaseSeconds;
+    this.heartbeatIntervalSeconds = whole("heartbeat_interval_seconds") ?? this.heartbeatIntervalSeconds;
+    this.seatsUsed = whole("seats_used") ?? this.seatsUsed;
+    this.seatsTotal = whole("seats_total") ?? this.seatsTotal;
+    if ("overage" in body) this.overage = Boolean(body["overage"]);
+    if (typeof body["lease_token"] === "string") this.token = body["lease_token"];
+  }
+}
+
+function uniform(low: number, high: number): number {
+  return low + Math.random() * (high - low);
+}
+
+/** Keeps one lease; its timer only schedules `step`s and never holds the process open. */
+export class Keeper {
+  readonly lease: Lease;
+  started = false;
+  private readonly client: SeatClient;
+  private readonly options: LeaseOptions;
+  private readonly forget: (keeper: Keeper) => void;
+  private stopped = false;
+  private failures = 0;
+  private validUntil = 0; // performance.now() when the seat lapses without a renewal
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private inFlight: Promise<void> | undefined;
+  private closing: Promise<void> | undefined;
+
+  constructor(client: SeatClient, licenseId: string, options: LeaseOptions, forget: (keeper: Keeper) => void) {
+    this.client = client;
+    this.options = options;
+    this.forget = forget;
+    this.lease = new Lease(licenseId, options.clientId, options.metadata, () => this.close());
+  }
+
+  private body(): Json {
+    return acquireBody(this.lease.licenseId, this.lease.clientId, this.options.leaseSeconds, this.options.metadata);
+  }
+
+  private took(reply: Json, sentAt: number): void {
+    this.lease.apply(reply);
+    // Counted from when the request left: the server's deadline is at least this late.
+    this.validUntil = sentAt + this.lease.leaseSeconds * 1000;
+  }
+
+  async acquireFirst(wait: boolean, timeoutMs: number | undefined, signal?: AbortSignal): Promise<void> {
+    const giveUp = timeoutMs === undefined ? undefined : performance.now() + timeoutMs;
+    for (;;) {
+      const sentAt = performance.now();
+      try {
+        this.took(await this.client.call("acquire", this.body(), { signal }), sentAt);
+        return;
+      } catch (error) {
+        if (!(error instanceof NoSeatsAvailable) || !wait) throw error;
+        const left = giveUp === undefined ? undefined : giveUp - performance.now();
+        if (left !== undefined && left <= 0) {
+          throw new SeatWaitTimeout(error.status, "seat_wait_timeout", `No seat on ${this.lease.licenseId} came free within ${timeoutMs} ms.`, error.body, error.retryAfterHeader);
+        }
+        const pause = this.client.waitPause(error);
+        this.client.log("info", `seatlease: no seat on ${this.lease.licenseId} (${error.seatsUsed}/${error.seatsTotal} in use); retrying in ${Math.round(pause)} ms`);
+        await sleep(left === undefined ? pause : Math.min(pause, left), signal);
+      }
+    }
+  }
+
+  // -- the heartbeat loop ----------------------------------------------------------------
+
+  start(): void {
+    this.started = true;
+    this.schedule(this.beatDelay());
+  }
+
+  /** Time to the next heartbeat: the server's interval (at most a third of the lease) minus up to 25 % jitter. */
+  beatDelay(): number {
+    let interval = this.lease.heartbeatIntervalSeconds || 1;
+    if (this.lease.leaseSeconds) interval = Math.min(interval, this.lease.leaseSeconds / 3);
+    interval = Math.max(0.2, interval) * 1000;
+    return uniform(interval * 0.75, interval);
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.inFlight = this.step().then((next) => {
+        this.inFlight = undefined;
+        this.schedule(next);
+      });
+    }, delayMs);
+    this.timer.unref(); // like a daemon thread: a lease never keeps the process alive
+  }
+
+  /** One heartbeat, or one re-acquire while the seat is lost; the next delay. Never rejects. */
+  async step(): Promise<number> {
+    try {
+      return await (this.lease.lost ? this.regain() : this.beat());
+    } catch (error) {
+      if (error instanceof BackendUnavailable) return this.afterTransient(error);
+      this.client.log("warn", `seatlease: heartbeat step failed: ${(error as Error)?.message ?? error}`);
+      this.failures += 1;
+      return this.backoff(undefined);
+    }
+  }
+
+  private async beat(): Promise<number> {
+    const body = { license_id: this.lease.licenseId, session_id: this.lease.sessionId };
+    const sentAt = performance.now();
+    let reply: Json;
+    try {
+      reply = await this.client.call("heartbeat", body, { retries: 0 });
+    } catch (error) {
+      if (error instanceof SessionExpired) {
+        if (!this.stopped) this.lose(error.reason);
+        return 0; // ask for the seat again at once
+      }
+      if (error instanceof BackendUnavailable || !(error instanceof SeatError)) throw error;
+      // 401 (key revoked), 403, 404, a bad token: it cannot be renewed
+      if (!this.stopped) this.lose(error.code);
+      this.failures += 1;
+      return this.backoff(undefined, this.client.maxBackoffMs);
+    }
+    if (!this.stopped) this.took(reply, sentAt);
+    this.failures = 0;
+    return this.beatDelay();
+  }
+
+  private async regain(): Promise<number> {
+    const sentAt = performance.now();
+    let reply: Json;
+    try {
+      reply = await this.client.call("acquire", this.body(), { retries: 0 });
+    } catch (error) {
+      if (error instanceof NoSeatsAvailable) {
+        this.failures = 0;
+        return this.client.waitPause(error);
+      }
+      if (error instanceof BackendUnavailable || !(error instanceof SeatError)) throw error;
+      this.client.log("warn", `seatlease: re-acquire of ${this.lease.licenseId} refused: ${error.message}`);
+      this.failures += 1;
+      return this.backoff(undefined, this.client.maxBackoffMs);
+    }
+    if (this.stopped) {
+      // closed meanwhile: give the new seat straight back
+      await this.client.releaseQuietly(this.lease.licenseId, String(reply["session_id"]));
+      return 0;
+    }
+    this.took(reply, sentAt);
+    this.lease.lost = false;
+    this.lease.lostReason = undefined;
+    this.failures = 0;
+    this.client.log("warn", `seatlease: seat on ${this.lease.licenseId} regained (session ${this.lease.sessionId})`);
+    this.callback(() => this.options.onRegained?.(this.lease));
+    return this.beatDelay();
+  }
+
+  private afterTransient(error: BackendUnavailable): number {
+    this.failures += 1;
+    if (!this.lease.lost && performance.now() > this.validUntil) this.lose("unreachable");
+    this.client.log("info", `seatlease: ${this.lease.licenseId} unreachable (${error.message}); retrying`);
+    return this.backoff(error.retryAfterSeconds);
+  }
+
+  /**
+   * While the lease runs, never wait longer than one heartbeat interval between attempts,
+   * and retry faster as the deadline nears (at most a third of the time left).
+   */
+  private backoff(retryAfterSeconds: number | undefined, capMs?: number): number {
+    let cap = capMs;
+    if (cap === undefined) {
+      const interval = (this.lease.heartbeatIntervalSeconds || 1) * 1000;
+      cap = Math.min(this.client.maxBackoffMs, Math.max(200, interval));
+      const left = this.validUntil - performance.now();
+      if (!this.lease.lost && left > 0) cap = Math.min(cap, Math.max(50, left / 3));
+    }
+    return this.client.backoffDelay(this.failures - 1, retryAfterSeconds, cap);
+  }
+
+  private lose(reason: string): void {
+    if (this.lease.lost) return;
+    this.lease.lost = true;
+    this.lease.lostReason = reason;
+    this.client.log("warn", `seatlease: seat on ${this.lease.licenseId} lost (${reason}); re-acquiring`);
+    this.callback(() => this.options.onLost?.(this.lease, reason));
+  }
+
+  private callback(run: () => void): void {
+    try {
+      run();
+    } catch (error) {
+      // the product's callback must not end the heartbeats
+      this.client.log("warn", `seatlease: lease callback failed: ${(error as Error)?.message ?? error}`);
+    }
+  }
+
+  // -- the end -----------------------------------------------------------------------------
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.stopped = true;
+      this.lease.released = true;
+      clearTimeout(this.timer);
+      const sessionId = this.lease.sessionId;
+      const lost = this.lease.lost;
+      try {
+        // A heartbeat in flight is harmless (it answers 410 after the release) and a late
+        // re-acquire releases its own seat; waiting for it keeps the end tidy.
+        await this.inFlight;
+        if (sessionId && !lost) await this.client.releaseQuietly(this.lease.licenseId, sessionId);
+      } finally {
+        this.forget(this);
+      }
+    })();
+    return this.closing;
+  }
+}

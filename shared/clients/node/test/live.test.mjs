@@ -1,0 +1,186 @@
+// The Node client against the real served functions (acquire, heartbeat, release, keys
+// on real Redis and PostgreSQL), started by tests/test_client_node.py, which passes
+// SEATLEASE_TEST_URL and SEATLEASE_TEST_API_KEY; its /_test/ routes create licenses,
+// flush Redis, stall or fail the next request, and show the request log and live seats.
+import assert from "node:assert/strict";
+import { mkdtemp, readFile, writeFile, stat } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
+
+import {
+  BackendUnavailable,
+  LicenseNotFound,
+  NoSeatsAvailable,
+  SeatClient,
+  SeatError,
+  SeatWaitTimeout,
+  TokenError,
+  Unauthenticated,
+} from "seatlease-client";
+
+const URL_ = process.env.SEATLEASE_TEST_URL;
+const KEY = process.env.SEATLEASE_TEST_API_KEY;
+if (!URL_ || !KEY) throw new Error("run through pytest tests/test_client_node.py (SEATLEASE_TEST_URL, SEATLEASE_TEST_API_KEY)");
+
+const unhandled = [];
+process.on("unhandledRejection", (reason) => unhandled.push(reason));
+
+async function control(action, body) {
+  const response = await fetch(`${URL_}/_test/${action}`, body === undefined ? {} : { method: "POST", body: JSON.stringify(body), headers: { "Content-Type": "application/json" } });
+  assert.equal(response.status, 200, action);
+  return response.json();
+}
+const license = (license_id, fields = {}) => control("license", { license_id, ...fields });
+const live = async (licenseId) => (await control(`live?license_id=${licenseId}`));
+const requests = async (path) => (await control("log")).filter((entry) => entry.path === path);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+async function eventually(check, ms, what) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+test("a verified lease lives past three lease lengths, survives a Redis flush (410, re-acquired) and is released", async () => {
+  await license("node-life", { seats: 2, lease_seconds: 2 });
+  const client = new SeatClient(URL_, KEY, { verify: true, tenantId: "acme", backoffMs: 50 });
+  const events = { lost: [], regained: 0 };
+  const lease = await client.lease("node-life", {
+    clientId: "ws-1",
+    metadata: { user: "ann" },
+    onLost: (_lease, reason) => events.lost.push(reason),
+    onRegained: () => (events.regained += 1),
+  });
+  assert.ok(lease.sessionId && !lease.lost && lease.token);
+  assert.deepEqual([lease.leaseSeconds, lease.seatsUsed, lease.seatsTotal], [2, 1, 2]);
+  assert.deepEqual(client.held(), [lease]);
+  const first = { session: lease.sessionId, expires: lease.expiresAt.getTime() };
+  await sleep(6500); // three and a quarter leases of 2 s
+  assert.deepEqual((await live("node-life")).map((s) => s.session_id), [first.session]);
+  assert.equal(lease.sessionId, first.session);
+  assert.ok(lease.expiresAt.getTime() > first.expires + 4000);
+  const beats = (await requests("/heartbeat")).length;
+  assert.ok(beats >= 8 && beats <= 14, `${beats} heartbeats`);
+  assert.deepEqual(events.lost, []);
+
+  await control("flush"); // Redis forgets every seat: the next heartbeat answers 410
+  await eventually(() => events.regained === 1, 5000, "the seat regained");
+  assert.deepEqual(events.lost, ["unknown"]);
+  assert.ok(!lease.lost && lease.sessionId !== first.session);
+  assert.deepEqual(await live("node-life"), [{ session_id: lease.sessionId, client_id: "ws-1" }]);
+
+  await lease.close();
+  await lease.close(); // once
+  assert.ok(lease.released);
+  assert.deepEqual(await live("node-life"), []);
+  assert.deepEqual(client.held(), []);
+  const releases = await requests("/release");
+  assert.equal(releases.filter((r) => r.status === 200).length, 1);
+});
+
+test("a stalled server: the retry carries the same request_id and gets the first answer", async () => {
+  await license("node-stall", { seats: 2, lease_seconds: 60 });
+  const client = new SeatClient(URL_, KEY, { verify: true, timeoutMs: 500, backoffMs: 50 });
+  await control("stall", { path: "/acquire", seconds: 1.5 });
+  const answer = await client.acquire("node-stall", "pc-1");
+  const acquires = (await requests("/acquire")).slice(-2);
+  assert.equal(acquires.length, 2);
+  assert.equal(acquires[0].request_id, acquires[1].request_id);
+  assert.ok(/^[0-9a-f]{32}$/.test(acquires[0].request_id));
+  // both attempts were answered 201 (created): the retry was told what the first did
+  assert.deepEqual(acquires.map((a) => a.status), [201, 201]);
+  assert.deepEqual((await live("node-stall")).map((s) => s.session_id), [answer.session_id]);
+  assert.equal(answer.seats_used, 1);
+
+  await control("stall", { path: "/release", seconds: 1.5 });
+  const released = await client.release("node-stall", answer.session_id);
+  assert.deepEqual([released.released, released.seats_used], [true, 0]);
+  const releases = (await requests("/release")).slice(-2);
+  assert.equal(releases[0].request_id, releases[1].request_id);
+});
+
+test("borrow a seat, load it offline, refuse an edited file, return it early", async () => {
+  await license("node-borrow", { seats: 1, lease_seconds: 60, max_borrow_seconds: 86400 });
+  const jwks = await (await fetch(`${URL_}/keys`)).json();
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: jwks.keys.map((k) => k.x), tenantId: "acme" });
+  const path = join(await mkdtemp(join(tmpdir(), "seatlease-")), "seat.json");
+  const seat = await client.borrow("node-borrow", "laptop", 3600, { path });
+  assert.equal(seat.borrowSeconds, 3600);
+  assert.ok(Math.abs(seat.secondsLeft - 3600) < 5 && !seat.expired);
+  assert.equal(seat.claims.borrowed, true);
+  assert.equal((await stat(path)).mode & 0o777, 0o600);
+  await assert.rejects(client.acquire("node-borrow", "desk"), NoSeatsAvailable); // the borrow holds the only seat
+
+  const loaded = await client.loadBorrowed(path);
+  assert.equal(loaded.sessionId, seat.sessionId);
+  const saved = JSON.parse(await readFile(path, "utf8"));
+  const edited = join(path, "..", "edited.json");
+  saved.answer.lease_expires_at = "2099-01-01T00:00:00.000Z";
+  await writeFile(edited, JSON.stringify(saved));
+  await assert.rejects(client.loadBorrowed(edited), (error) => error instanceof TokenError && error.code === "token_mismatch");
+
+  const answer = await loaded.returnEarly();
+  assert.equal(answer.released, true);
+  await assert.rejects(stat(path), { code: "ENOENT" });
+  assert.deepEqual(await live("node-borrow"), []);
+});
+
+test("a borrow beyond the license's maximum is refused and saves nothing", async () => {
+  await license("node-noborrow", { seats: 1 });
+  const client = new SeatClient(URL_, KEY, { verify: true });
+  const path = join(await mkdtemp(join(tmpdir(), "seatlease-")), "seat.json");
+  await assert.rejects(client.borrow("node-noborrow", "laptop", 3600, { path }), (e) => e.status === 400 && e.body.max_borrow_seconds === 0);
+  await assert.rejects(stat(path), { code: "ENOENT" });
+});
+
+test("typed errors: wrong API key, unknown license, no seats, wait timeout", async () => {
+  await license("node-full", { seats: 1, lease_seconds: 60 });
+  const wrong = new SeatClient(URL_, "sl_wrong_key", { backoffMs: 10 });
+  await assert.rejects(wrong.acquire("node-full", "a"), (e) => e instanceof Unauthenticated && e.status === 401 && !String(e).includes(KEY));
+  const client = new SeatClient(URL_, KEY, { backoffMs: 10 });
+  await assert.rejects(client.acquire("no-such-license", "a"), (e) => e instanceof LicenseNotFound && e.code === "license_not_found");
+  const held = await client.lease("node-full", { clientId: "a" });
+  await assert.rejects(client.acquire("node-full", "b"), (e) => e instanceof NoSeatsAvailable && e.seatsUsed === 1 && e.retryAfterSeconds >= 1);
+  const started = Date.now();
+  await assert.rejects(client.lease("node-full", { clientId: "b", wait: true, timeoutMs: 300 }), SeatWaitTimeout);
+  assert.ok(Date.now() - started < 3000);
+  await held.close();
+  assert.deepEqual(await live("node-full"), []);
+});
+
+test("a 500 from the server is a SeatError, not retried", async () => {
+  await license("node-500", { seats: 1 });
+  const client = new SeatClient(URL_, KEY, { backoffMs: 10 });
+  const before = (await requests("/acquire")).length;
+  await control("fail", { path: "/acquire", status: 500 });
+  await assert.rejects(client.acquire("node-500", "a"), (e) => e instanceof SeatError && !(e instanceof BackendUnavailable) && e.status === 500 && e.code === "internal");
+  assert.equal((await requests("/acquire")).length, before + 1);
+  await control("fail", { path: "/acquire", status: 503 }); // a 503 is retried: the next attempt succeeds
+  const answer = await client.acquire("node-500", "a");
+  assert.equal(answer.seats_used, 1);
+});
+
+test("an unreachable URL is a BackendUnavailable after the retries; a keeper that loses the server marks the lease lost", async () => {
+  const port = await new Promise((resolve) => {
+    const server = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+  const client = new SeatClient(`http://127.0.0.1:${port}`, KEY, { retries: 2, backoffMs: 10 });
+  await assert.rejects(client.acquire("lic", "a"), (e) => e instanceof BackendUnavailable && e.status === 0 && e.code === "network_error" && !String(e).includes(KEY));
+  await assert.rejects(client.lease("lic", { clientId: "a" }), BackendUnavailable);
+  assert.deepEqual(client.held(), []);
+  const aborted = new AbortController();
+  const call = client.acquire("lic", "a", { signal: aborted.signal });
+  aborted.abort(new Error("stop"));
+  await assert.rejects(call, { message: "stop" });
+});
+
+after(() => {
+  assert.deepEqual(unhandled, [], "no unhandled promise rejection");
+});

@@ -1,0 +1,141 @@
+"""The served functions for the Node and Go clients' tests (tests/test_client_node.py,
+tests/test_client_go.py): acquire, heartbeat, release and keys on a free loopback port,
+on the test session's real Redis and PostgreSQL, behind a small WSGI gate that the
+clients' test programs drive over HTTP (they run as subprocesses and cannot reach the
+fixtures). Every function request is logged with its ``request_id`` and status.
+
+Control routes (no API key; the test server only):
+
+``POST /_test/license`` ``{"license_id", "seats", "lease_seconds", "max_borrow_seconds"}``
+    creates a license of the test tenant (as an admin does: database, then cache).
+``POST /_test/flush``
+    flushes Redis: every seat is forgotten (a heartbeat answers 410).
+``POST /_test/stall`` ``{"path": "/acquire", "seconds": 1.5}``
+    the next request to ``path`` runs, and its answer is held that long (a stalled server).
+``POST /_test/fail`` ``{"path": "/acquire", "status": 500}``
+    the next request to ``path`` is answered with that status, not run.
+``GET /_test/log``
+    ``[{"path", "request_id", "status"}]`` of every function request so far.
+``GET /_test/live?license_id=L``
+    the license's live leases ``[{"session_id", "client_id"}]``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from http_support import serving
+from werkzeug.wrappers import Request, Response
+
+from seatlease import runtime, store
+from seatlease.redisconn import get_redis
+from seatlease_cli import devserver
+
+TENANT = "acme"
+FUNCTIONS = ["acquire", "heartbeat", "release", "keys"]
+
+
+class ControlGate:
+    """WSGI: ``/_test/*`` control routes, every other path to the real functions."""
+
+    def __init__(self, functions: Any) -> None:
+        self.functions = functions
+        self.lock = threading.Lock()
+        self.log: list[dict[str, Any]] = []
+        self.stalls: dict[str, float] = {}
+        self.failures: dict[str, int] = {}
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        request = Request(environ)
+        if request.path.startswith("/_test/"):
+            return self.control(request)(environ, start_response)
+        raw = request.get_data()
+        environ["wsgi.input"] = io.BytesIO(raw)
+        with self.lock:
+            stall = self.stalls.pop(request.path, 0.0)
+            fail = self.failures.pop(request.path, 0)
+        try:
+            request_id = json.loads(raw or b"{}").get("request_id")
+        except (ValueError, AttributeError):
+            request_id = None
+        if fail:
+            answer = Response(
+                json.dumps({"error": {"code": "internal", "message": "The test made it fail."}}),
+                status=fail,
+                mimetype="application/json",
+            )
+        else:
+            answer = Response.from_app(self.functions, environ)
+        with self.lock:
+            self.log.append(
+                {"path": request.path, "request_id": request_id, "status": answer.status_code}
+            )
+        if stall:
+            time.sleep(stall)  # the work is done; the answer arrives late (or never)
+        return answer(environ, start_response)
+
+    def control(self, request: Request) -> Response:
+        body = request.get_json(silent=True) or {}
+        action = request.path.removeprefix("/_test/")
+        result: Any = {"ok": True}
+        if action == "license":
+            store.create_license(
+                TENANT,
+                body["license_id"],
+                seats=body.get("seats", 2),
+                lease_seconds=body.get("lease_seconds", 2),
+                max_borrow_seconds=body.get("max_borrow_seconds", 0),
+            )
+            runtime.refresh_license_cache(TENANT, body["license_id"])
+        elif action == "flush":
+            get_redis().flushall()
+        elif action == "stall":
+            with self.lock:
+                self.stalls[body["path"]] = float(body["seconds"])
+        elif action == "fail":
+            with self.lock:
+                self.failures[body["path"]] = int(body["status"])
+        elif action == "log":
+            with self.lock:
+                result = list(self.log)
+        elif action == "live":
+            leases = runtime.seat_engine().live_leases(TENANT, request.args["license_id"])
+            result = [{"session_id": s["session_id"], "client_id": s["client_id"]} for s in leases]
+        else:
+            return Response('{"error": "no such control"}', status=404)
+        return Response(json.dumps(result), mimetype="application/json")
+
+
+@dataclass
+class ClientStack:
+    url: str
+    api_key: str
+    gate: ControlGate
+
+    def env(self) -> dict[str, str]:
+        """The environment of a client test program: this stack's URL, key and tenant."""
+        return {
+            **os.environ,
+            "SEATLEASE_TEST_URL": self.url,
+            "SEATLEASE_TEST_API_KEY": self.api_key,
+            "SEATLEASE_TEST_TENANT": TENANT,
+        }
+
+
+@contextmanager
+def client_stack() -> Iterator[ClientStack]:
+    """The gate and functions served; needs the ``redis_url`` and ``database_url``
+    fixtures to have set the environment."""
+    store.create_tenant(TENANT)
+    key = store.create_api_key(TENANT).key
+    gate = ControlGate(devserver.create_app(FUNCTIONS))
+    with serving(gate, quiet=True) as url:
+        yield ClientStack(url, key, gate)

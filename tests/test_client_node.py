@@ -1,0 +1,112 @@
+"""The Node client (shared/clients/node) against the served functions: its own test
+programs (``node --test``: the token vectors, the lease life, a stalled server, borrow,
+typed errors) run as a subprocess against tests/client_harness.py's server on real Redis
+and PostgreSQL; the hold example; and the package ``npm pack`` makes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from client_harness import ClientStack, client_stack
+from http_support import post_json
+
+REPO = Path(__file__).resolve().parent.parent
+NODE_DIR = REPO / "shared" / "clients" / "node"
+
+
+def run(
+    args: list[str], timeout: float = 300, cwd: Path = NODE_DIR, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def node_package() -> Path:
+    """The package built (dev dependencies from package-lock.json, then tsc)."""
+    for tool in ("node", "npm"):
+        assert shutil.which(tool), f"{tool} is missing: make test installs it (README)"
+    installed = NODE_DIR / "node_modules" / ".package-lock.json"
+    lock = NODE_DIR / "package-lock.json"
+    if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
+        ci = run(["npm", "ci", "--no-audit", "--no-fund"])
+        assert ci.returncode == 0, ci.stdout + ci.stderr
+    build = run(["npm", "run", "build"])
+    assert build.returncode == 0, build.stdout + build.stderr
+    return NODE_DIR
+
+
+@pytest.fixture
+def stack(redis_url: str, database_url: str) -> Iterator[ClientStack]:
+    with client_stack() as served:
+        yield served
+
+
+def test_the_node_client_passes_its_tests_against_the_served_functions(node_package, stack):
+    result = run(["node", "--test", "--test-concurrency=1", "test/"], env=stack.env(), timeout=240)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    summary = dict(
+        line[2:].split(" ", 1) for line in result.stdout.splitlines() if line.startswith("# ")
+    )
+    assert int(summary["fail"]) == 0 and int(summary["skipped"]) == 0
+    assert int(summary["pass"]) >= 40, summary  # every vector and every life-cycle test ran
+
+
+def test_the_node_hold_example_holds_a_verified_seat_until_stdin_closes(node_package, stack):
+    post_json(f"{stack.url}/_test/license", {"license_id": "node-hold", "lease_seconds": 2})
+    example = subprocess.Popen(
+        ["node", "examples/hold.mjs", stack.url, stack.api_key, "node-hold", "pc-1"],
+        cwd=NODE_DIR,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert example.stdout is not None and example.stdin is not None
+        line = json.loads(example.stdout.readline())
+        assert set(line) == {"session_id", "seats_used", "verified"}
+        assert (line["seats_used"], line["verified"]) == (1, True)
+        _, live = post_json(f"{stack.url}/_test/live?license_id=node-hold", {})
+        assert live == [{"session_id": line["session_id"], "client_id": "pc-1"}]
+        example.stdin.close()
+        assert example.wait(timeout=20) == 0, example.stderr.read() if example.stderr else ""
+    finally:
+        example.kill()
+        example.wait()
+    _, live = post_json(f"{stack.url}/_test/live?license_id=node-hold", {})
+    assert live == []
+
+
+def test_npm_pack_makes_a_package_without_runtime_dependencies(node_package, tmp_path):
+    packed = run(["npm", "pack", "--json", "--pack-destination", str(tmp_path)])
+    assert packed.returncode == 0, packed.stderr
+    [info] = json.loads(packed.stdout)
+    files = {entry["path"] for entry in info["files"]}
+    assert {"dist/index.js", "dist/index.d.ts", "package.json"} <= files
+    assert not any(name.startswith(("src/", "test/", "node_modules/")) for name in files)
+    tarball = tmp_path / info["filename"]
+    with tarfile.open(tarball) as archive:
+        manifest = json.load(archive.extractfile("package/package.json"))  # type: ignore[arg-type]
+    assert "dependencies" not in manifest and manifest["name"] == "seatlease-client"
+    # Installed into an empty project with no registry: nothing else is needed.
+    project = tmp_path / "product"
+    project.mkdir()
+    (project / "package.json").write_text('{"name": "product", "type": "module"}')
+    install = run(
+        ["npm", "install", "--offline", "--no-audit", "--no-fund", str(tarball)], cwd=project
+    )
+    assert install.returncode == 0, install.stderr
+    assert sorted(p.name for p in (project / "node_modules").iterdir() if p.name[0] != ".") == [
+        "seatlease-client"
+    ]
+    script = "import('seatlease-client').then(m => console.log(typeof m.SeatClient))"
+    check = run(["node", "-e", script], cwd=project)
+    assert check.stdout.strip() == "function", check.stderr
