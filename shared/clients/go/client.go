@@ -1,0 +1,423 @@
+// Package seatlease is the Go client of seatlease, a floating-license seat service: hold
+// a seat (acquire, heartbeats in a goroutine, a new seat asked for at once when the old
+// one is lost, release on Close), borrow one for offline use, and verify the
+// deployment's signed answers. Standard library only; every call takes a context.
+package seatlease
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	mathrand "math/rand"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Version of this client (sent in the User-Agent).
+const Version = "0.1.0"
+
+// Options configure a Client (zero values: the defaults).
+type Options struct {
+	// Timeout per HTTP request (default 10 s).
+	Timeout time.Duration
+	// Retries: extra attempts of a call after a network error or a 503/429/502/504
+	// (default 5; negative: none).
+	Retries int
+	// Backoff: first pause between attempts, doubled each time with jitter, never shorter
+	// than Retry-After (default 500 ms). MaxBackoff: the largest (default 30 s).
+	Backoff, MaxBackoff time.Duration
+	// MaxWaitPoll: longest pause between two acquires while waiting for a seat (default 30 s).
+	MaxWaitPoll time.Duration
+	// ReleaseTimeout: time budget of the release when a lease is closed (default 5 s).
+	ReleaseTimeout time.Duration
+	// Verify: check the signed token of every answer; a forged, tampered, replayed,
+	// expired or wrong-audience grant is a token error (ErrToken) and never counts.
+	Verify bool
+	// PinnedKeys: the vendor's Ed25519 public keys (JWK map, PEM, or the JWK's "x");
+	// giving them turns Verify on, and only tokens they signed pass.
+	PinnedKeys []any
+	// TenantID: the tenant expected in the tokens' aud.
+	TenantID string
+	// TokenLeeway: clock difference allowed on the tokens' times (default a minute).
+	TokenLeeway time.Duration
+	// JWKSURL: the deployment's keys (default <baseURL>/keys).
+	JWKSURL string
+	// HTTPClient to send with (default: a client of its own, proxies from the
+	// environment, redirects not followed so that the API key never reaches another host).
+	HTTPClient *http.Client
+	// Logger for retries and lost or regained seats (default: none). Never the API key.
+	Logger *log.Logger
+}
+
+// Client is a seatlease client for one API key; safe for concurrent use, share one.
+type Client struct {
+	baseURL  string
+	apiKey   string
+	http     *http.Client
+	opts     Options
+	verifier *TokenVerifier
+	logger   *log.Logger
+}
+
+// Answer is a decoded 2xx answer: the fields of acquire, heartbeat and release, and Raw,
+// the whole JSON object.
+type Answer struct {
+	SessionID                string
+	LicenseID                string
+	ClientID                 string
+	LeaseExpiresAt           time.Time
+	LeaseSeconds             int
+	HeartbeatIntervalSeconds int
+	SeatsUsed                int
+	SeatsTotal               int
+	Overage                  bool
+	Borrowed                 bool
+	Released                 bool
+	// Token: the lease_token (acquire, heartbeat) or release_token (release).
+	Token string
+	Raw   map[string]any
+}
+
+func answerOf(raw map[string]any) *Answer {
+	text := func(name string) string { value, _ := raw[name].(string); return value }
+	whole := func(name string) int {
+		if value, ok := raw[name].(float64); ok && value == math.Trunc(value) {
+			return int(value)
+		}
+		return 0
+	}
+	flag := func(name string) bool { value, _ := raw[name].(bool); return value }
+	answer := &Answer{
+		SessionID: text("session_id"), LicenseID: text("license_id"), ClientID: text("client_id"),
+		LeaseSeconds: whole("lease_seconds"), HeartbeatIntervalSeconds: whole("heartbeat_interval_seconds"),
+		SeatsUsed: whole("seats_used"), SeatsTotal: whole("seats_total"),
+		Overage: flag("overage"), Borrowed: flag("borrowed"), Released: flag("released"),
+		Token: text("lease_token"), Raw: raw,
+	}
+	if answer.Token == "" {
+		answer.Token = text("release_token")
+	}
+	answer.LeaseExpiresAt, _ = parseTime(text("lease_expires_at"))
+	return answer
+}
+
+// New makes a client for baseURL (the functions' base URL, http or https).
+func New(baseURL, apiKey string, options Options) (*Client, error) {
+	parsed, err := url.Parse(baseURL)
+	if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
+		return nil, errors.New("seatlease: baseURL must be an http:// or https:// URL")
+	}
+	defaults := []struct {
+		value    *time.Duration
+		fallback time.Duration
+	}{
+		{&options.Timeout, 10 * time.Second}, {&options.Backoff, 500 * time.Millisecond},
+		{&options.MaxBackoff, 30 * time.Second}, {&options.MaxWaitPoll, 30 * time.Second},
+		{&options.ReleaseTimeout, 5 * time.Second}, {&options.TokenLeeway, time.Minute},
+	}
+	for _, d := range defaults {
+		if *d.value <= 0 {
+			*d.value = d.fallback
+		}
+	}
+	if options.Retries == 0 {
+		options.Retries = 5
+	} else if options.Retries < 0 {
+		options.Retries = 0
+	}
+	c := &Client{baseURL: strings.TrimRight(baseURL, "/"), apiKey: apiKey, opts: options, logger: options.Logger}
+	if options.JWKSURL == "" {
+		c.opts.JWKSURL = c.baseURL + "/keys"
+	}
+	c.http = options.HTTPClient
+	if c.http == nil {
+		// http.ProxyFromEnvironment (in the default transport) never proxies loopback.
+		c.http = &http.Client{
+			Transport:     http.DefaultTransport.(*http.Transport).Clone(),
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	if options.Verify || len(options.PinnedKeys) > 0 {
+		c.verifier, err = NewTokenVerifier(c.fetchJWKS, VerifierOptions{
+			PinnedKeys: options.PinnedKeys, TenantID: options.TenantID, Leeway: options.TokenLeeway,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// String never shows the API key.
+func (c *Client) String() string {
+	return fmt.Sprintf("seatlease.Client(%s, apiKey=<hidden>)", c.baseURL)
+}
+
+// BaseURL the client was made for (no trailing slash).
+func (c *Client) BaseURL() string { return c.baseURL }
+
+// CloseIdleConnections closes the client's idle keep-alive connections.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
+func (c *Client) logf(format string, args ...any) {
+	if c.logger != nil {
+		c.logger.Printf(format, args...)
+	}
+}
+
+// -- HTTP --------------------------------------------------------------------------------
+
+// do sends one request and reads its whole answer within timeout: the status, the
+// Retry-After header and the body; a BackendUnavailable (status 0) when none came.
+func (c *Client) do(ctx context.Context, request *http.Request, timeout time.Duration) (*http.Response, []byte, error) {
+	inner, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	response, err := c.http.Do(request.WithContext(inner))
+	if err != nil {
+		return nil, nil, c.noAnswer(ctx, request.URL.String(), err)
+	}
+	defer response.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(response.Body, 1<<20))
+	if err != nil {
+		return nil, nil, c.noAnswer(ctx, request.URL.String(), err)
+	}
+	return response, raw, nil
+}
+
+func (c *Client) noAnswer(ctx context.Context, where string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err() // the caller's context ended: not a network error
+	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		err = urlErr.Err
+	}
+	return unavailable("network_error", fmt.Sprintf("%s: %v", where, err))
+}
+
+func decodeAnswer(where string, response *http.Response, raw []byte) (map[string]any, error) {
+	payload, isObject := decodeObject(raw)
+	if response.StatusCode >= 300 {
+		if response.StatusCode < 400 {
+			return nil, newError(response.StatusCode, "redirected", where+" answered a redirect: use the final URL", nil, -1)
+		}
+		return nil, errorFromAnswer(response.StatusCode, payload, response.Header.Get("Retry-After"), response.Status)
+	}
+	if !isObject {
+		return nil, newError(response.StatusCode, "invalid_response", where+" answered non-JSON", nil, -1)
+	}
+	return payload, nil
+}
+
+// send is one POST: the decoded JSON of a 2xx (its token verified with Verify), else a
+// *SeatError.
+func (c *Client) send(ctx context.Context, fn string, body map[string]any, timeout time.Duration) (map[string]any, error) {
+	where := c.baseURL + "/" + fn
+	encoded, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	request, err := http.NewRequest(http.MethodPost, where, bytes.NewReader(encoded))
+	if err != nil {
+		return nil, err
+	}
+	request.Header.Set("Content-Type", "application/json")
+	request.Header.Set("Accept", "application/json")
+	request.Header.Set("Authorization", "Bearer "+c.apiKey)
+	request.Header.Set("User-Agent", "seatlease-go/"+Version)
+	response, raw, err := c.do(ctx, request, timeout)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := decodeAnswer(where, response, raw)
+	if err != nil {
+		return nil, err
+	}
+	if c.verifier != nil {
+		if _, err := c.verifier.Check(ctx, fn, body, reply, response.StatusCode); err != nil {
+			return nil, err
+		}
+	}
+	return reply, nil
+}
+
+// fetchJWKS GETs the deployment's JWKS (no API key: it is public).
+func (c *Client) fetchJWKS(ctx context.Context) ([]byte, error) {
+	request, err := http.NewRequest(http.MethodGet, c.opts.JWKSURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	request.Header.Set("Accept", "application/json")
+	request.Header.Set("User-Agent", "seatlease-go/"+Version)
+	response, raw, err := c.do(ctx, request, c.opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := decodeAnswer(c.opts.JWKSURL, response, raw); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+func uniform(low, high time.Duration) time.Duration {
+	if high <= low {
+		return low
+	}
+	return low + time.Duration(mathrand.Int63n(int64(high-low)))
+}
+
+func (c *Client) backoffDelay(attempt int, retryAfterSeconds float64, ceiling time.Duration) time.Duration {
+	if attempt < 0 {
+		attempt = 0
+	}
+	delay := time.Duration(math.Min(float64(ceiling), float64(c.opts.Backoff)*math.Pow(2, float64(attempt))))
+	delay = uniform(delay/2, delay)
+	if hint := time.Duration(retryAfterSeconds * float64(time.Second)); hint > delay {
+		return hint
+	}
+	return delay
+}
+
+// waitPause before asking again for a seat: Retry-After plus up to 20 % jitter, at most MaxWaitPoll.
+func (c *Client) waitPause(denied *SeatError) time.Duration {
+	pause := time.Duration(denied.RetryAfterSeconds()) * time.Second
+	if pause > c.opts.MaxWaitPoll {
+		pause = c.opts.MaxWaitPoll
+	}
+	return uniform(pause, pause*6/5)
+}
+
+func sleepCtx(ctx context.Context, pause time.Duration) error {
+	timer := time.NewTimer(pause)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+func newRequestID() string {
+	raw := make([]byte, 16)
+	if _, err := rand.Read(raw); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(raw)
+}
+
+type callPlan struct {
+	retries int           // -1: the client's
+	budget  time.Duration // 0: none
+}
+
+// call is send retried on network errors and 503 with backoff and Retry-After. Every
+// attempt carries the same request_id (and nonce): should a reply be lost, the server
+// answers the retry with what the first attempt did, so a retried acquire is still told
+// 201 and a retried release "released".
+func (c *Client) call(ctx context.Context, fn string, body map[string]any, plan callPlan) (map[string]any, error) {
+	sent := make(map[string]any, len(body)+2)
+	for name, value := range body {
+		sent[name] = value
+	}
+	if _, given := sent["request_id"]; !given {
+		sent["request_id"] = newRequestID()
+	}
+	if _, given := sent["nonce"]; c.verifier != nil && !given {
+		sent["nonce"] = NewNonce()
+	}
+	retries := c.opts.Retries
+	if plan.retries >= 0 {
+		retries = plan.retries
+	}
+	var giveUp time.Time
+	if plan.budget > 0 {
+		giveUp = time.Now().Add(plan.budget)
+	}
+	for attempt := 0; ; attempt++ {
+		timeout := c.opts.Timeout
+		if !giveUp.IsZero() {
+			if left := time.Until(giveUp); left < timeout {
+				timeout = left
+			}
+			if timeout < 50*time.Millisecond {
+				timeout = 50 * time.Millisecond
+			}
+		}
+		reply, err := c.send(ctx, fn, sent, timeout)
+		var failed *SeatError
+		if err == nil || !errors.Is(err, ErrBackendUnavailable) || !errors.As(err, &failed) || attempt >= retries {
+			return reply, err
+		}
+		delay := c.backoffDelay(attempt, failed.backendRetryAfter(), c.opts.MaxBackoff)
+		if !giveUp.IsZero() && time.Now().Add(delay).After(giveUp) {
+			return nil, err
+		}
+		c.logf("seatlease: %s failed (%v); retry in %v", fn, err, delay)
+		if err := sleepCtx(ctx, delay); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// -- plain calls -------------------------------------------------------------------------
+
+// AcquireOptions: the optional fields of an acquire.
+type AcquireOptions struct {
+	LeaseSeconds int            // 0: the license's default
+	Metadata     map[string]any // shown to the vendor's admins
+}
+
+func acquireBody(licenseID, clientID string, options AcquireOptions) map[string]any {
+	body := map[string]any{"license_id": licenseID, "client_id": clientID}
+	if options.LeaseSeconds > 0 {
+		body["lease_seconds"] = options.LeaseSeconds
+	}
+	if options.Metadata != nil {
+		body["metadata"] = options.Metadata
+	}
+	return body
+}
+
+func (c *Client) answer(ctx context.Context, fn string, body map[string]any) (*Answer, error) {
+	raw, err := c.call(ctx, fn, body, callPlan{retries: -1})
+	if err != nil {
+		return nil, err
+	}
+	return answerOf(raw), nil
+}
+
+// Acquire is POST /acquire (retried). No heartbeats: see Lease.
+func (c *Client) Acquire(ctx context.Context, licenseID, clientID string, options AcquireOptions) (*Answer, error) {
+	return c.answer(ctx, "acquire", acquireBody(licenseID, clientID, options))
+}
+
+// Heartbeat is POST /heartbeat (retried); ErrSessionExpired when the seat is gone.
+func (c *Client) Heartbeat(ctx context.Context, licenseID, sessionID string) (*Answer, error) {
+	return c.answer(ctx, "heartbeat", map[string]any{"license_id": licenseID, "session_id": sessionID})
+}
+
+// Release is POST /release (retried, idempotent): Released, SeatsUsed.
+func (c *Client) Release(ctx context.Context, licenseID, sessionID string) (*Answer, error) {
+	return c.answer(ctx, "release", map[string]any{"license_id": licenseID, "session_id": sessionID})
+}
+
+// releaseQuietly releases within ReleaseTimeout, logging a failure (the lease then
+// expires by itself).
+func (c *Client) releaseQuietly(licenseID, sessionID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReleaseTimeout+time.Second)
+	defer cancel()
+	body := map[string]any{"license_id": licenseID, "session_id": sessionID}
+	if _, err := c.call(ctx, "release", body, callPlan{retries: -1, budget: c.opts.ReleaseTimeout}); err != nil {
+		c.logf("seatlease: release of %s failed: %v", licenseID, err)
+	}
+}

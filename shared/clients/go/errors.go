@@ -1,0 +1,176 @@
+package seatlease
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// The kinds of error, for errors.Is. Every error a call returns for an answer (or for no
+// answer) is a *SeatError (errors.As gives its Status, Code, Message and Body) whose kinds
+// are one or more of these: a SeatWaitTimeout is also a NoSeatsAvailable, and every token
+// error is also ErrToken.
+var (
+	ErrInvalidRequest     = errors.New("seatlease: invalid request (400)")
+	ErrUnauthenticated    = errors.New("seatlease: API key missing, unknown or revoked (401)")
+	ErrLicenseSuspended   = errors.New("seatlease: license suspended (403)")
+	ErrLicenseNotFound    = errors.New("seatlease: no such license (404)")
+	ErrNoSeatsAvailable   = errors.New("seatlease: every seat is taken (409)")
+	ErrSeatWaitTimeout    = errors.New("seatlease: no seat came free in time")
+	ErrSessionExpired     = errors.New("seatlease: the session holds no seat (410)")
+	ErrBackendUnavailable = errors.New("seatlease: service unreachable or unavailable")
+
+	// ErrToken: the answer's signed token failed verification; the answer never counts.
+	ErrToken          = errors.New("seatlease: token verification failed")
+	ErrTokenMissing   = errors.New("seatlease: token_missing")
+	ErrMalformedToken = errors.New("seatlease: token_malformed")
+	ErrUnknownKeyID   = errors.New("seatlease: token_unknown_kid")
+	ErrUntrustedKey   = errors.New("seatlease: token_untrusted_key")
+	ErrBadSignature   = errors.New("seatlease: token_bad_signature")
+	ErrWrongAudience  = errors.New("seatlease: token_wrong_audience")
+	ErrTokenExpired   = errors.New("seatlease: token_expired")
+	ErrTokenReplayed  = errors.New("seatlease: token_replayed")
+	ErrTokenMismatch  = errors.New("seatlease: token_mismatch")
+)
+
+var byStatus = map[int]error{
+	400: ErrInvalidRequest,
+	401: ErrUnauthenticated,
+	403: ErrLicenseSuspended,
+	404: ErrLicenseNotFound,
+	409: ErrNoSeatsAvailable,
+	410: ErrSessionExpired,
+	429: ErrBackendUnavailable,
+	502: ErrBackendUnavailable,
+	503: ErrBackendUnavailable,
+	504: ErrBackendUnavailable,
+}
+
+var tokenKinds = map[string]error{
+	"token_missing":        ErrTokenMissing,
+	"token_malformed":      ErrMalformedToken,
+	"token_unknown_kid":    ErrUnknownKeyID,
+	"token_untrusted_key":  ErrUntrustedKey,
+	"token_bad_signature":  ErrBadSignature,
+	"token_wrong_audience": ErrWrongAudience,
+	"token_expired":        ErrTokenExpired,
+	"token_replayed":       ErrTokenReplayed,
+	"token_mismatch":       ErrTokenMismatch,
+}
+
+// SeatError is an error answer from seatlease: HTTP Status (0 when no answer came back),
+// machine Code, human Message; Body is the answer's "error" object as sent.
+type SeatError struct {
+	Status  int
+	Code    string
+	Message string
+	Body    map[string]any
+	// RetryAfterHeader: seconds from the answer's Retry-After header, -1 without one.
+	RetryAfterHeader float64
+	kinds            []error
+}
+
+func (e *SeatError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("seatlease: %d %s: %s", e.Status, e.Code, e.Message)
+	}
+	return fmt.Sprintf("seatlease: %s: %s", e.Code, e.Message)
+}
+
+// Is makes errors.Is(err, ErrNoSeatsAvailable) (and the other kinds) work.
+func (e *SeatError) Is(target error) bool {
+	for _, kind := range e.kinds {
+		if kind == target {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *SeatError) intField(name string, fallback int) int {
+	if value, ok := e.Body[name].(float64); ok && value == math.Trunc(value) {
+		return int(value)
+	}
+	return fallback
+}
+
+// SeatsUsed and SeatsTotal: a denial's numbers (409).
+func (e *SeatError) SeatsUsed() int  { return e.intField("seats_used", 0) }
+func (e *SeatError) SeatsTotal() int { return e.intField("seats_total", 0) }
+
+// RetryAfterSeconds of a denial (409): when a seat may free, at least 1.
+func (e *SeatError) RetryAfterSeconds() int {
+	header := 1
+	if e.RetryAfterHeader > 0 {
+		header = int(e.RetryAfterHeader)
+	}
+	if seconds := e.intField("retry_after_seconds", header); seconds > 1 {
+		return seconds
+	}
+	return 1
+}
+
+// Reason of a SessionExpired: "expired" or "unknown".
+func (e *SeatError) Reason() string {
+	if reason, ok := e.Body["reason"].(string); ok {
+		return reason
+	}
+	return "unknown"
+}
+
+// backendRetryAfter: a 503's hint in seconds (body, then header), -1 without one.
+func (e *SeatError) backendRetryAfter() float64 {
+	if value, ok := e.Body["retry_after_seconds"].(float64); ok {
+		return value
+	}
+	return e.RetryAfterHeader
+}
+
+func newError(status int, code, message string, body map[string]any, retryAfter float64, kinds ...error) *SeatError {
+	if body == nil {
+		body = map[string]any{}
+	}
+	return &SeatError{Status: status, Code: code, Message: message, Body: body, RetryAfterHeader: retryAfter, kinds: kinds}
+}
+
+func tokenError(status int, code, message string) *SeatError {
+	return newError(status, code, message, nil, -1, ErrToken, tokenKinds[code])
+}
+
+func unavailable(code, message string) *SeatError {
+	return newError(0, code, message, nil, -1, ErrBackendUnavailable)
+}
+
+// errorFromAnswer: the typed error of an HTTP error answer (a 500 or any status not
+// listed: a SeatError of no kind).
+func errorFromAnswer(status int, payload map[string]any, retryAfterHeader, statusText string) *SeatError {
+	body, _ := payload["error"].(map[string]any)
+	kind := byStatus[status]
+	code, _ := body["code"].(string)
+	if code == "" {
+		code = "http_error"
+		if kind == ErrBackendUnavailable {
+			code = "backend_unavailable"
+		}
+	}
+	message, _ := body["message"].(string)
+	if message == "" {
+		message = "HTTP " + statusText
+	}
+	var kinds []error
+	if kind != nil {
+		kinds = []error{kind}
+	}
+	return newError(status, code, message, body, parseRetryAfter(retryAfterHeader), kinds...)
+}
+
+// parseRetryAfter: seconds from a Retry-After header (integer seconds; an HTTP date from
+// a proxy is ignored), -1 when there is none.
+func parseRetryAfter(value string) float64 {
+	seconds, err := strconv.ParseFloat(value, 64)
+	if err != nil || seconds < 0 || seconds >= 86400 || math.IsNaN(seconds) {
+		return -1
+	}
+	return seconds
+}

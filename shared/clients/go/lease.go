@@ -1,0 +1,351 @@
+package seatlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// LeaseOptions for Client.Lease.
+type LeaseOptions struct {
+	// ClientID identifies this running copy (acquiring again with it returns the same seat).
+	ClientID     string
+	Metadata     map[string]any
+	LeaseSeconds int // 0: the license's default
+	// Wait for a seat (paced by Retry-After) instead of returning ErrNoSeatsAvailable, for
+	// at most Timeout (0: until ctx ends); then ErrSeatWaitTimeout.
+	Wait    bool
+	Timeout time.Duration
+	// OnLost is called (from the heartbeat goroutine) when the seat is known to be gone:
+	// reason "expired", "unknown", "unreachable", or the refusal's code.
+	OnLost func(lease *Lease, reason string)
+	// OnRegained is called when a lost seat was acquired again (a new session).
+	OnRegained func(lease *Lease)
+}
+
+// LeaseState is a copy of a lease's state at one moment.
+type LeaseState struct {
+	SessionID                string
+	ExpiresAt                time.Time // the server's deadline
+	LeaseSeconds             int
+	HeartbeatIntervalSeconds int
+	SeatsUsed, SeatsTotal    int
+	Overage                  bool
+	// Lost is true from the moment the seat is known to be gone until it is regained.
+	Lost       bool
+	LostReason string
+	Released   bool
+	// Token: the last verified lease token (with Verify), else "".
+	Token string
+}
+
+// Lease is a seat held by this process: a goroutine heartbeats at the server's interval
+// and asks for a new seat at once when the old one is lost (410). Close stops it and
+// releases the seat. Safe for concurrent use.
+type Lease struct {
+	LicenseID string
+	ClientID  string
+
+	client  *Client
+	options LeaseOptions
+
+	mu         sync.Mutex
+	state      LeaseState
+	validUntil time.Time // the seat lapses then without a renewal
+	failures   int
+
+	run       context.Context // cancelled by Close: ends the goroutine and its call in flight
+	cancel    context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Lease acquires a seat and keeps it until Close.
+func (c *Client) Lease(ctx context.Context, licenseID string, options LeaseOptions) (*Lease, error) {
+	l := &Lease{LicenseID: licenseID, ClientID: options.ClientID, client: c, options: options, done: make(chan struct{})}
+	if err := l.acquireFirst(ctx); err != nil {
+		return nil, err
+	}
+	l.run, l.cancel = context.WithCancel(context.Background())
+	go l.keep()
+	return l, nil
+}
+
+// State returns a copy of the lease's state now.
+func (l *Lease) State() LeaseState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state
+}
+
+// SessionID is the session holding the seat now (it changes when the seat is regained).
+func (l *Lease) SessionID() string { return l.State().SessionID }
+
+func (l *Lease) body() map[string]any {
+	return acquireBody(l.LicenseID, l.ClientID, AcquireOptions{LeaseSeconds: l.options.LeaseSeconds, Metadata: l.options.Metadata})
+}
+
+// took applies a grant or renewal; the seat is valid until at least the request's
+// departure plus the lease length.
+func (l *Lease) took(raw map[string]any, sentAt time.Time) {
+	answer := answerOf(raw)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &l.state
+	if answer.SessionID != "" {
+		s.SessionID = answer.SessionID
+	}
+	if !answer.LeaseExpiresAt.IsZero() {
+		s.ExpiresAt = answer.LeaseExpiresAt
+	}
+	s.LeaseSeconds, s.HeartbeatIntervalSeconds = answer.LeaseSeconds, answer.HeartbeatIntervalSeconds
+	s.SeatsUsed, s.SeatsTotal, s.Overage = answer.SeatsUsed, answer.SeatsTotal, answer.Overage
+	if token, ok := raw["lease_token"].(string); ok {
+		s.Token = token
+	}
+	l.validUntil = sentAt.Add(time.Duration(s.LeaseSeconds) * time.Second)
+}
+
+func (l *Lease) acquireFirst(ctx context.Context) error {
+	var giveUp time.Time
+	if l.options.Timeout > 0 {
+		giveUp = time.Now().Add(l.options.Timeout)
+	}
+	for {
+		sentAt := time.Now()
+		raw, err := l.client.call(ctx, "acquire", l.body(), callPlan{retries: -1})
+		if err == nil {
+			l.took(raw, sentAt)
+			return nil
+		}
+		var denied *SeatError
+		if !l.options.Wait || !errors.Is(err, ErrNoSeatsAvailable) || !errors.As(err, &denied) {
+			return err
+		}
+		pause := l.client.waitPause(denied)
+		if !giveUp.IsZero() {
+			left := time.Until(giveUp)
+			if left <= 0 {
+				return newError(denied.Status, "seat_wait_timeout",
+					fmt.Sprintf("No seat on %s came free within %v.", l.LicenseID, l.options.Timeout),
+					denied.Body, denied.RetryAfterHeader, ErrNoSeatsAvailable, ErrSeatWaitTimeout)
+			}
+			if left < pause {
+				pause = left
+			}
+		}
+		l.client.logf("seatlease: no seat on %s (%d/%d in use); retrying in %v", l.LicenseID, denied.SeatsUsed(), denied.SeatsTotal(), pause)
+		if err := sleepCtx(ctx, pause); err != nil {
+			return err
+		}
+	}
+}
+
+// -- the heartbeat goroutine ----------------------------------------------------------------
+
+func (l *Lease) keep() {
+	defer close(l.done)
+	timer := time.NewTimer(l.beatDelay())
+	defer timer.Stop()
+	for {
+		select {
+		case <-l.run.Done():
+			return
+		case <-timer.C:
+			timer.Reset(l.step())
+		}
+	}
+}
+
+// beatDelay: the server's interval (at most a third of the lease) minus up to 25 % jitter,
+// so that thousands of copies started together do not beat in step.
+func (l *Lease) beatDelay() time.Duration {
+	s := l.State()
+	interval := time.Duration(s.HeartbeatIntervalSeconds) * time.Second
+	if interval <= 0 {
+		interval = time.Second
+	}
+	if third := time.Duration(s.LeaseSeconds) * time.Second / 3; s.LeaseSeconds > 0 && third < interval {
+		interval = third
+	}
+	if interval < 200*time.Millisecond {
+		interval = 200 * time.Millisecond
+	}
+	return uniform(interval*3/4, interval)
+}
+
+// step is one heartbeat, or one re-acquire while the seat is lost; it returns the delay
+// to the next.
+func (l *Lease) step() time.Duration {
+	var delay time.Duration
+	var err error
+	if l.State().Lost {
+		delay, err = l.regain()
+	} else {
+		delay, err = l.beat()
+	}
+	if err == nil || l.run.Err() != nil {
+		return delay
+	}
+	var failed *SeatError
+	if errors.Is(err, ErrBackendUnavailable) && errors.As(err, &failed) {
+		l.failed()
+		if s := l.State(); !s.Lost && time.Now().After(l.deadline()) {
+			l.lose("unreachable") // no renewal reached the server before the deadline
+		}
+		l.client.logf("seatlease: %s unreachable (%v); retrying", l.LicenseID, err)
+		return l.backoff(failed.backendRetryAfter(), 0)
+	}
+	l.client.logf("seatlease: heartbeat step failed: %v", err)
+	l.failed()
+	return l.backoff(-1, 0)
+}
+
+func (l *Lease) deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil
+}
+
+// failed counts one more failed step in a row (the backoff grows); succeeded resets it.
+func (l *Lease) failed() {
+	l.mu.Lock()
+	l.failures++
+	l.mu.Unlock()
+}
+
+func (l *Lease) succeeded() {
+	l.mu.Lock()
+	l.failures = 0
+	l.mu.Unlock()
+}
+
+func (l *Lease) beat() (time.Duration, error) {
+	body := map[string]any{"license_id": l.LicenseID, "session_id": l.State().SessionID}
+	sentAt := time.Now()
+	raw, err := l.client.call(l.run, "heartbeat", body, callPlan{retries: 0})
+	var refused *SeatError
+	switch {
+	case err == nil:
+		l.took(raw, sentAt)
+		l.succeeded()
+		return l.beatDelay(), nil
+	case l.run.Err() != nil:
+		return 0, err
+	case errors.Is(err, ErrSessionExpired) && errors.As(err, &refused):
+		l.lose(refused.Reason())
+		return 0, nil // ask for the seat again at once
+	case errors.Is(err, ErrBackendUnavailable) || !errors.As(err, &refused):
+		return 0, err
+	default: // 401 (key revoked), 403, 404, a bad token: it cannot be renewed
+		l.lose(refused.Code)
+		l.failed()
+		return l.backoff(-1, l.client.opts.MaxBackoff), nil
+	}
+}
+
+func (l *Lease) regain() (time.Duration, error) {
+	sentAt := time.Now()
+	raw, err := l.client.call(l.run, "acquire", l.body(), callPlan{retries: 0})
+	var refused *SeatError
+	switch {
+	case err == nil:
+	case l.run.Err() != nil:
+		return 0, err
+	case errors.Is(err, ErrNoSeatsAvailable) && errors.As(err, &refused):
+		l.succeeded()
+		return l.client.waitPause(refused), nil
+	case errors.Is(err, ErrBackendUnavailable) || !errors.As(err, &refused):
+		return 0, err
+	default: // suspended, deleted, key revoked: try now and then
+		l.client.logf("seatlease: re-acquire of %s refused: %v", l.LicenseID, err)
+		l.failed()
+		return l.backoff(-1, l.client.opts.MaxBackoff), nil
+	}
+	l.took(raw, sentAt)
+	l.mu.Lock()
+	l.state.Lost, l.state.LostReason = false, ""
+	session := l.state.SessionID
+	l.mu.Unlock()
+	l.succeeded()
+	l.client.logf("seatlease: seat on %s regained (session %s)", l.LicenseID, session)
+	if l.options.OnRegained != nil {
+		l.callback(func() { l.options.OnRegained(l) })
+	}
+	return l.beatDelay(), nil
+}
+
+// backoff: while the lease runs, never wait longer than one heartbeat interval between
+// attempts, and retry faster as the deadline nears (at most a third of the time left).
+func (l *Lease) backoff(retryAfterSeconds float64, ceiling time.Duration) time.Duration {
+	s := l.State()
+	if ceiling == 0 {
+		interval := time.Duration(s.HeartbeatIntervalSeconds) * time.Second
+		if interval < 200*time.Millisecond {
+			interval = 200 * time.Millisecond
+		}
+		ceiling = interval
+		if ceiling > l.client.opts.MaxBackoff {
+			ceiling = l.client.opts.MaxBackoff
+		}
+		if left := time.Until(l.deadline()); !s.Lost && left > 0 && left/3 < ceiling {
+			ceiling = left / 3
+			if ceiling < 50*time.Millisecond {
+				ceiling = 50 * time.Millisecond
+			}
+		}
+	}
+	l.mu.Lock()
+	failures := l.failures
+	l.mu.Unlock()
+	return l.client.backoffDelay(failures-1, retryAfterSeconds, ceiling)
+}
+
+func (l *Lease) lose(reason string) {
+	l.mu.Lock()
+	if l.state.Lost || l.run.Err() != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.state.Lost, l.state.LostReason = true, reason
+	l.mu.Unlock()
+	l.client.logf("seatlease: seat on %s lost (%s); re-acquiring", l.LicenseID, reason)
+	if l.options.OnLost != nil {
+		l.callback(func() { l.options.OnLost(l, reason) })
+	}
+}
+
+// callback runs the product's callback; a panic in it must not end the heartbeats.
+func (l *Lease) callback(run func()) {
+	defer func() {
+		if recovered := recover(); recovered != nil {
+			l.client.logf("seatlease: lease callback failed: %v", recovered)
+		}
+	}()
+	run()
+}
+
+// Close stops the heartbeats (waiting for the goroutine to end) and releases the seat,
+// within the client's ReleaseTimeout. Once: later calls return the first one's result.
+// A release that fails is returned, and the seat then expires by itself.
+func (l *Lease) Close() error {
+	l.closeOnce.Do(func() {
+		l.cancel()
+		<-l.done
+		l.mu.Lock()
+		l.state.Released = true
+		session, lost := l.state.SessionID, l.state.Lost
+		l.mu.Unlock()
+		if session == "" || lost {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), l.client.opts.ReleaseTimeout+time.Second)
+		defer cancel()
+		body := map[string]any{"license_id": l.LicenseID, "session_id": session}
+		_, l.closeErr = l.client.call(ctx, "release", body, callPlan{retries: -1, budget: l.client.opts.ReleaseTimeout})
+	})
+	return l.closeErr
+}

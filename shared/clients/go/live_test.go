@@ -1,0 +1,375 @@
+package seatlease_test
+
+// The Go client against the real served functions (acquire, heartbeat, release, keys on
+// real Redis and PostgreSQL), started by tests/test_client_go.py, which passes
+// SEATLEASE_TEST_URL and SEATLEASE_TEST_API_KEY; its /_test/ routes create licenses,
+// flush Redis, stall or fail the next request, and show the request log and live seats.
+// Without them these tests skip (the pytest run fails on any skip).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	seatlease "github.com/seatlease/seatlease/shared/clients/go"
+)
+
+var baseGoroutines int
+
+// TestMain fails the run when goroutines outlive the tests (a keeper never stopped, a
+// request never ended): every test closes its leases and its clients' idle connections.
+func TestMain(m *testing.M) {
+	baseGoroutines = runtime.NumGoroutine()
+	code := m.Run()
+	if code == 0 {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > baseGoroutines && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > baseGoroutines {
+			buf := make([]byte, 1<<20)
+			fmt.Fprintf(os.Stderr, "goroutine leak: %d running, %d before the tests\n%s\n", n, baseGoroutines, buf[:runtime.Stack(buf, true)])
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+type served struct {
+	t    *testing.T
+	url  string
+	key  string
+	http *http.Client
+}
+
+func stack(t *testing.T) *served {
+	t.Helper()
+	url, key := os.Getenv("SEATLEASE_TEST_URL"), os.Getenv("SEATLEASE_TEST_API_KEY")
+	if url == "" || key == "" {
+		t.Skip("SEATLEASE_TEST_URL not set: run through pytest tests/test_client_go.py")
+	}
+	s := &served{t: t, url: url, key: key, http: &http.Client{Transport: &http.Transport{}}}
+	t.Cleanup(s.http.CloseIdleConnections)
+	return s
+}
+
+func (s *served) control(action string, body any, into any) {
+	s.t.Helper()
+	method, payload := http.MethodGet, []byte(nil)
+	if body != nil {
+		method = http.MethodPost
+		payload, _ = json.Marshal(body)
+	}
+	request, _ := http.NewRequest(method, s.url+"/_test/"+action, bytes.NewReader(payload))
+	response, err := s.http.Do(request)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer response.Body.Close()
+	if response.StatusCode != 200 {
+		s.t.Fatalf("control %s: %d", action, response.StatusCode)
+	}
+	if into != nil {
+		if err := json.NewDecoder(response.Body).Decode(into); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+func (s *served) license(id string, fields map[string]any) {
+	body := map[string]any{"license_id": id}
+	for name, value := range fields {
+		body[name] = value
+	}
+	s.control("license", body, nil)
+}
+
+type liveSeat struct {
+	SessionID string `json:"session_id"`
+	ClientID  string `json:"client_id"`
+}
+
+func (s *served) live(licenseID string) []liveSeat {
+	var seats []liveSeat
+	s.control("live?license_id="+licenseID, nil, &seats)
+	return seats
+}
+
+type logged struct {
+	Path      string `json:"path"`
+	RequestID string `json:"request_id"`
+	Status    int    `json:"status"`
+}
+
+func (s *served) requests(path string) []logged {
+	var all, matching []logged
+	s.control("log", nil, &all)
+	for _, entry := range all {
+		if entry.Path == path {
+			matching = append(matching, entry)
+		}
+	}
+	return matching
+}
+
+func (s *served) client(options seatlease.Options) *seatlease.Client {
+	return newClient(s.t, s.url, s.key, options)
+}
+
+func newClient(t *testing.T, url, key string, options seatlease.Options) *seatlease.Client {
+	t.Helper()
+	client, err := seatlease.New(url, key, options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.CloseIdleConnections)
+	return client
+}
+
+func eventually(t *testing.T, within time.Duration, what string, check func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !check() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestLeaseLifePastThreeLeasesAndARedisFlush(t *testing.T) {
+	s := stack(t)
+	s.license("go-life", map[string]any{"seats": 2, "lease_seconds": 2})
+	client := s.client(seatlease.Options{Verify: true, TenantID: "acme", Backoff: 50 * time.Millisecond})
+	var mu sync.Mutex
+	var lost []string
+	regained := 0
+	lease, err := client.Lease(context.Background(), "go-life", seatlease.LeaseOptions{
+		ClientID: "ws-1", Metadata: map[string]any{"user": "ann"},
+		OnLost:     func(_ *seatlease.Lease, reason string) { mu.Lock(); lost = append(lost, reason); mu.Unlock() },
+		OnRegained: func(*seatlease.Lease) { mu.Lock(); regained++; mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := lease.State()
+	if first.SessionID == "" || first.Token == "" || first.LeaseSeconds != 2 || first.SeatsUsed != 1 || first.SeatsTotal != 2 {
+		t.Fatalf("first state %+v", first)
+	}
+	time.Sleep(6500 * time.Millisecond) // three and a quarter leases of 2 s
+	now := lease.State()
+	if seats := s.live("go-life"); len(seats) != 1 || seats[0].SessionID != first.SessionID {
+		t.Fatalf("live seats %+v", seats)
+	}
+	if now.SessionID != first.SessionID || now.Lost || now.ExpiresAt.Sub(first.ExpiresAt) < 4*time.Second {
+		t.Fatalf("after 6.5 s: %+v (first %+v)", now, first)
+	}
+	if beats := len(s.requests("/heartbeat")); beats < 8 || beats > 14 {
+		t.Fatalf("%d heartbeats in 6.5 s", beats)
+	}
+
+	s.control("flush", map[string]any{}, nil) // Redis forgets every seat: the next heartbeat answers 410
+	eventually(t, 5*time.Second, "the seat regained", func() bool { mu.Lock(); defer mu.Unlock(); return regained == 1 })
+	mu.Lock()
+	if len(lost) != 1 || lost[0] != "unknown" {
+		t.Fatalf("lost %v", lost)
+	}
+	mu.Unlock()
+	again := lease.State()
+	if again.Lost || again.SessionID == first.SessionID {
+		t.Fatalf("after the flush: %+v", again)
+	}
+	if seats := s.live("go-life"); len(seats) != 1 || seats[0] != (liveSeat{again.SessionID, "ws-1"}) {
+		t.Fatalf("live seats %+v", seats)
+	}
+	if err := lease.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Close(); err != nil { // once
+		t.Fatal(err)
+	}
+	if !lease.State().Released || len(s.live("go-life")) != 0 {
+		t.Fatal("not released")
+	}
+}
+
+func TestAStalledServerAnswersTheRetryFromTheFirstRun(t *testing.T) {
+	s := stack(t)
+	s.license("go-stall", map[string]any{"seats": 2, "lease_seconds": 60})
+	client := s.client(seatlease.Options{Verify: true, Timeout: 500 * time.Millisecond, Backoff: 50 * time.Millisecond})
+	s.control("stall", map[string]any{"path": "/acquire", "seconds": 1.5}, nil)
+	answer, err := client.Acquire(context.Background(), "go-stall", "pc-1", seatlease.AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquires := s.requests("/acquire")
+	acquires = acquires[len(acquires)-2:]
+	if acquires[0].RequestID == "" || acquires[0].RequestID != acquires[1].RequestID {
+		t.Fatalf("request ids %+v", acquires)
+	}
+	// both attempts were answered 201 (created): the retry was told what the first did
+	if acquires[0].Status != 201 || acquires[1].Status != 201 {
+		t.Fatalf("statuses %+v", acquires)
+	}
+	if seats := s.live("go-stall"); len(seats) != 1 || seats[0].SessionID != answer.SessionID || answer.SeatsUsed != 1 {
+		t.Fatalf("live %+v, answer %+v", seats, answer)
+	}
+	s.control("stall", map[string]any{"path": "/release", "seconds": 1.5}, nil)
+	released, err := client.Release(context.Background(), "go-stall", answer.SessionID)
+	if err != nil || !released.Released || released.SeatsUsed != 0 {
+		t.Fatalf("release %+v %v", released, err)
+	}
+	releases := s.requests("/release")
+	if releases[len(releases)-1].RequestID != releases[len(releases)-2].RequestID {
+		t.Fatalf("release request ids %+v", releases)
+	}
+}
+
+func TestBorrowLoadRefuseAnEditedFileReturnEarly(t *testing.T) {
+	s := stack(t)
+	s.license("go-borrow", map[string]any{"seats": 1, "lease_seconds": 60, "max_borrow_seconds": 86400})
+	var jwks struct {
+		Keys []map[string]any `json:"keys"`
+	}
+	response, err := s.http.Get(s.url + "/keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(response.Body).Decode(&jwks)
+	response.Body.Close()
+	var pinned []any
+	for _, key := range jwks.Keys {
+		pinned = append(pinned, key)
+	}
+	client := s.client(seatlease.Options{PinnedKeys: pinned, TenantID: "acme"})
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "seat.json")
+	seat, err := client.Borrow(ctx, "go-borrow", "laptop", 3600, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seat.BorrowSeconds != 3600 || seat.SecondsLeft() < 3590 || seat.Expired() || seat.Claims["borrowed"] != true {
+		t.Fatalf("seat %+v", seat)
+	}
+	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("file %v %v", info, err)
+	}
+	if _, err := client.Acquire(ctx, "go-borrow", "desk", seatlease.AcquireOptions{}); !errors.Is(err, seatlease.ErrNoSeatsAvailable) {
+		t.Fatal("the borrow should hold the only seat:", err)
+	}
+	loaded, err := client.LoadBorrowed(ctx, path)
+	if err != nil || loaded.SessionID != seat.SessionID {
+		t.Fatal(loaded, err)
+	}
+	raw, _ := os.ReadFile(path)
+	edited := filepath.Join(filepath.Dir(path), "edited.json")
+	_ = os.WriteFile(edited, bytes.Replace(raw, []byte(`"lease_expires_at": "`), []byte(`"lease_expires_at": "2099-01-01T00:00:00.000Z", "was": "`), 1), 0o600)
+	if _, err := client.LoadBorrowed(ctx, edited); !errors.Is(err, seatlease.ErrTokenMismatch) {
+		t.Fatal("an edited file loaded:", err)
+	}
+	answer, err := loaded.ReturnEarly(ctx)
+	if err != nil || !answer.Released {
+		t.Fatal(answer, err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) || len(s.live("go-borrow")) != 0 {
+		t.Fatal("the file or the seat is still there")
+	}
+}
+
+func TestTypedErrors(t *testing.T) {
+	s := stack(t)
+	ctx := context.Background()
+	s.license("go-full", map[string]any{"seats": 1, "lease_seconds": 60})
+	wrong := newClient(t, s.url, "sl_wrong_key", seatlease.Options{Backoff: 10 * time.Millisecond})
+	var refused *seatlease.SeatError
+	if _, err := wrong.Acquire(ctx, "go-full", "a", seatlease.AcquireOptions{}); !errors.Is(err, seatlease.ErrUnauthenticated) || !errors.As(err, &refused) || refused.Status != 401 || strings.Contains(err.Error(), s.key) {
+		t.Fatal("wrong key:", err)
+	}
+	client := s.client(seatlease.Options{Backoff: 10 * time.Millisecond})
+	if _, err := client.Acquire(ctx, "no-such-license", "a", seatlease.AcquireOptions{}); !errors.Is(err, seatlease.ErrLicenseNotFound) {
+		t.Fatal("unknown license:", err)
+	}
+	held, err := client.Lease(ctx, "go-full", seatlease.LeaseOptions{ClientID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Acquire(ctx, "go-full", "b", seatlease.AcquireOptions{})
+	if !errors.Is(err, seatlease.ErrNoSeatsAvailable) || !errors.As(err, &refused) || refused.SeatsUsed() != 1 || refused.RetryAfterSeconds() < 1 {
+		t.Fatal("no seats:", err)
+	}
+	started := time.Now()
+	_, err = client.Lease(ctx, "go-full", seatlease.LeaseOptions{ClientID: "b", Wait: true, Timeout: 300 * time.Millisecond})
+	if !errors.Is(err, seatlease.ErrSeatWaitTimeout) || !errors.Is(err, seatlease.ErrNoSeatsAvailable) || time.Since(started) > 3*time.Second {
+		t.Fatal("wait timeout:", err)
+	}
+	if err := held.Close(); err != nil || len(s.live("go-full")) != 0 {
+		t.Fatal("close:", err)
+	}
+}
+
+func TestA500IsASeatErrorNotRetried(t *testing.T) {
+	s := stack(t)
+	ctx := context.Background()
+	s.license("go-500", map[string]any{"seats": 1})
+	client := s.client(seatlease.Options{Backoff: 10 * time.Millisecond})
+	before := len(s.requests("/acquire"))
+	s.control("fail", map[string]any{"path": "/acquire", "status": 500}, nil)
+	_, err := client.Acquire(ctx, "go-500", "a", seatlease.AcquireOptions{})
+	var refused *seatlease.SeatError
+	if !errors.As(err, &refused) || refused.Status != 500 || refused.Code != "internal" || errors.Is(err, seatlease.ErrBackendUnavailable) {
+		t.Fatal("500:", err)
+	}
+	if after := len(s.requests("/acquire")); after != before+1 {
+		t.Fatalf("%d attempts", after-before)
+	}
+	s.control("fail", map[string]any{"path": "/acquire", "status": 503}, nil) // retried: the next attempt succeeds
+	if answer, err := client.Acquire(ctx, "go-500", "a", seatlease.AcquireOptions{}); err != nil || answer.SeatsUsed != 1 {
+		t.Fatal("503 then 201:", answer, err)
+	}
+}
+
+func TestUnreachableURLAndCancelledContext(t *testing.T) {
+	s := stack(t)
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + listener.Addr().String()
+	listener.Close()
+	client := newClient(t, url, s.key, seatlease.Options{Retries: 2, Backoff: 10 * time.Millisecond})
+	var refused *seatlease.SeatError
+	_, err = client.Acquire(context.Background(), "lic", "a", seatlease.AcquireOptions{})
+	if !errors.Is(err, seatlease.ErrBackendUnavailable) || !errors.As(err, &refused) || refused.Status != 0 || refused.Code != "network_error" || strings.Contains(err.Error(), s.key) {
+		t.Fatal("unreachable:", err)
+	}
+	if _, err := client.Lease(context.Background(), "lic", seatlease.LeaseOptions{ClientID: "a"}); !errors.Is(err, seatlease.ErrBackendUnavailable) {
+		t.Fatal("lease on an unreachable URL:", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	slow := newClient(t, url, s.key, seatlease.Options{Retries: 50, Backoff: time.Second})
+	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	if _, err := slow.Acquire(ctx, "lic", "a", seatlease.AcquireOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatal("cancelled:", err)
+	}
+}
+
+func TestTheClientNeverShowsItsKey(t *testing.T) {
+	client := newClient(t, "http://127.0.0.1:1/", "sl_secret", seatlease.Options{})
+	if shown := fmt.Sprint(client); strings.Contains(shown, "sl_secret") || client.BaseURL() != "http://127.0.0.1:1" {
+		t.Fatal(shown)
+	}
+	if _, err := seatlease.New("ftp://x", "k", seatlease.Options{}); err == nil {
+		t.Fatal("an ftp URL was accepted")
+	}
+}
