@@ -76,3 +76,40 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .seatlease
+
+# The Node and Go clients (shared/clients/node, shared/clients/go): `make test` builds and
+# tests both against the functions the test suite serves (tests/test_client_node.py,
+# tests/test_client_go.py), `make lint` type-checks and vets them. Their tools are
+# installed here when missing: Go from Debian (golang-go, 1.19+) and Node.js from Debian
+# (nodejs, npm) with apt-get, as root (CI); the Node package's dev dependencies (typescript,
+# @types/node) by `npm ci` from its package-lock.json. Go needs no modules at all.
+NODE_CLIENT := shared/clients/node
+GO_CLIENT := shared/clients/go
+.PHONY: clients clients-tools clients-lint client-vectors
+test: clients
+lint: clients-lint
+
+clients-tools:
+	@missing=""; command -v go >/dev/null || missing="golang-go"; \
+	command -v node >/dev/null && command -v npm >/dev/null || missing="$$missing nodejs npm"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "install$$missing (apt-get, as root): the clients' tests need them" >&2; exit 1; fi; \
+	  echo "apt-get install$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(NODE_CLIENT)/node_modules/.package-lock.json: $(NODE_CLIENT)/package-lock.json | clients-tools
+	cd $(NODE_CLIENT) && npm ci --no-audit --no-fund
+
+clients: clients-tools $(NODE_CLIENT)/node_modules/.package-lock.json
+
+clients-lint: clients
+	cd $(NODE_CLIENT) && npx --no-install tsc -p tsconfig.json --noEmit
+	cd $(GO_CLIENT) && GOFLAGS=-mod=mod GOPROXY=off go vet ./...
+	@unformatted="$$(cd $(GO_CLIENT) && gofmt -l .)"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt -l: $$unformatted" >&2; exit 1; fi
+
+# The token test vectors every client runs (shared/clients/testdata/vectors.json), written
+# from the server's signing code.
+client-vectors: install
+	$(PY) tools/make_client_vectors.py
