@@ -9,12 +9,15 @@ import json
 import shutil
 import subprocess
 import tarfile
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from client_harness import ClientStack, client_stack
 from http_support import post_json
+
+from seatlease_client import SeatClient
 
 REPO = Path(__file__).resolve().parent.parent
 NODE_DIR = REPO / "shared" / "clients" / "node"
@@ -110,3 +113,30 @@ def test_npm_pack_makes_a_package_without_runtime_dependencies(node_package, tmp
     script = "import('seatlease-client').then(m => console.log(typeof m.SeatClient))"
     check = run(["node", "-e", script], cwd=project)
     assert check.stdout.strip() == "function", check.stderr
+
+
+def test_a_seat_borrowed_by_the_python_client_loads_in_the_node_client(
+    node_package, stack, tmp_path
+):
+    post_json(
+        f"{stack.url}/_test/license",
+        {"license_id": "node-shared-borrow", "max_borrow_seconds": 86400},
+    )
+    with urllib.request.urlopen(f"{stack.url}/keys", timeout=10) as answer:
+        pinned = [key["x"] for key in json.load(answer)["keys"]]
+    python_client = SeatClient(stack.url, stack.api_key, pinned_keys=pinned, tenant_id="acme")
+    seat = python_client.borrow("node-shared-borrow", "laptop", 3600, path=tmp_path / "seat.json")
+    script = (
+        "import { SeatClient } from 'seatlease-client';"
+        "const [url, key, path, pinned] = process.argv.slice(1);"
+        "const options = { pinnedKeys: pinned.split(','), tenantId: 'acme' };"
+        "const client = new SeatClient(url, key, options);"
+        "const seat = await client.loadBorrowed(path);"
+        "console.log(JSON.stringify({ session: seat.sessionId, left: seat.secondsLeft }));"
+    )
+    path = str(tmp_path / "seat.json")
+    args = ["node", "--input-type=module", "-e", script, stack.url, stack.api_key, path]
+    loaded = run([*args, ",".join(pinned)])
+    assert loaded.returncode == 0, loaded.stderr
+    answer = json.loads(loaded.stdout)
+    assert answer["session"] == seat.session_id and 3500 < answer["left"] <= 3600

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,11 +57,12 @@ type Lease struct {
 	validUntil time.Time // the seat lapses then without a renewal
 	failures   int
 
-	run       context.Context // cancelled by Close: ends the goroutine and its call in flight
-	cancel    context.CancelFunc
-	done      chan struct{}
-	closeOnce sync.Once
-	closeErr  error
+	run        context.Context // cancelled by Close: ends the goroutine and its call in flight
+	inCallback atomic.Bool     // the goroutine is running OnLost or OnRegained
+	cancel     context.CancelFunc
+	done       chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // Lease acquires a seat and keeps it until Close.
@@ -320,7 +322,9 @@ func (l *Lease) lose(reason string) {
 
 // callback runs the product's callback; a panic in it must not end the heartbeats.
 func (l *Lease) callback(run func()) {
+	l.inCallback.Store(true)
 	defer func() {
+		l.inCallback.Store(false)
 		if recovered := recover(); recovered != nil {
 			l.client.logf("seatlease: lease callback failed: %v", recovered)
 		}
@@ -330,11 +334,15 @@ func (l *Lease) callback(run func()) {
 
 // Close stops the heartbeats (waiting for the goroutine to end) and releases the seat,
 // within the client's ReleaseTimeout. Once: later calls return the first one's result.
-// A release that fails is returned, and the seat then expires by itself.
+// A release that fails is returned, and the seat then expires by itself. OnLost and
+// OnRegained may call it: it then does not wait for the goroutine it runs on, which
+// ends as soon as the callback returns.
 func (l *Lease) Close() error {
 	l.closeOnce.Do(func() {
 		l.cancel()
-		<-l.done
+		if !l.inCallback.Load() {
+			<-l.done
+		}
 		l.mu.Lock()
 		l.state.Released = true
 		session, lost := l.state.SessionID, l.state.Lost

@@ -373,3 +373,33 @@ func TestTheClientNeverShowsItsKey(t *testing.T) {
 		t.Fatal("an ftp URL was accepted")
 	}
 }
+
+func TestCloseFromTheOnLostCallback(t *testing.T) {
+	s := stack(t)
+	s.license("go-callback", map[string]any{"seats": 1, "lease_seconds": 2})
+	client := s.client(seatlease.Options{Backoff: 50 * time.Millisecond})
+	closed := make(chan error, 1)
+	lease, err := client.Lease(context.Background(), "go-callback", seatlease.LeaseOptions{
+		ClientID: "ws-1",
+		OnLost:   func(l *seatlease.Lease, _ string) { closed <- l.Close() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.control("flush", map[string]any{}, nil)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnLost never ran, or Close blocked in it")
+	}
+	if state := lease.State(); !state.Released || !state.Lost {
+		t.Fatalf("state %+v", state)
+	}
+	time.Sleep(1500 * time.Millisecond) // no re-acquire after the close
+	if seats := s.live("go-callback"); len(seats) != 0 {
+		t.Fatalf("live %+v", seats)
+	}
+}

@@ -3,6 +3,8 @@
  * plain acquire, heartbeat and release, held leases (`lease()`), and borrowed seats.
  */
 
+import { randomUUID } from "node:crypto";
+
 import { BorrowedSeat, borrowSeat, loadBorrowedSeat } from "./borrow.js";
 import { BackendUnavailable, NoSeatsAvailable, SeatError, errorFromAnswer } from "./errors.js";
 import { Keeper, Lease, type LeaseOptions } from "./lease.js";
@@ -84,7 +86,7 @@ function uniform(low: number, high: number): number {
 }
 
 function newRequestId(): string {
-  return crypto.randomUUID().replaceAll("-", "");
+  return randomUUID().replaceAll("-", "");
 }
 
 /** A seatlease client for one API key; share one per process. */

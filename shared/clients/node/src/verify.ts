@@ -24,7 +24,8 @@ import {
   UntrustedKey,
   WrongAudience,
 } from "./errors.js";
-import type { webcrypto } from "node:crypto";
+// node:crypto rather than the global `crypto`, which Node 18 has only behind a flag.
+import { randomBytes, webcrypto } from "node:crypto";
 
 import { parseTime } from "./time.js";
 
@@ -70,7 +71,7 @@ export function b64urlEncode(bytes: Uint8Array): string {
 
 /** A fresh nonce for one request (18 random bytes, base64url). */
 export function newNonce(): string {
-  return b64urlEncode(crypto.getRandomValues(new Uint8Array(18)));
+  return b64urlEncode(randomBytes(18));
 }
 
 function isObject(value: unknown): value is Json {
@@ -149,7 +150,7 @@ export class TokenVerifier {
         for (const jwk of listed) {
           const raw = rawFromJwk(jwk);
           if (!raw || typeof jwk["kid"] !== "string") continue;
-          const key = await crypto.subtle.importKey("raw", raw, { name: "Ed25519" }, false, ["verify"]);
+          const key = await webcrypto.subtle.importKey("raw", raw, { name: "Ed25519" }, false, ["verify"]);
           keys.set(jwk["kid"], { key, x: b64urlEncode(raw) });
         }
         this.keys = keys;
@@ -196,7 +197,7 @@ export class TokenVerifier {
     if (header["typ"] !== TYP[fn]) throw new TokenMismatch(status, "token_mismatch", `The ${field} is a ${JSON.stringify(header["typ"])} token.`);
     const known = await this.keyFor(kid, status);
     const signed = new TextEncoder().encode(`${head}.${body}`);
-    const valid = signature.length === 64 && (await crypto.subtle.verify({ name: "Ed25519" }, known.key, signature, signed));
+    const valid = signature.length === 64 && (await webcrypto.subtle.verify({ name: "Ed25519" }, known.key, signature, signed));
     if (!valid) throw new BadSignature(status, "token_bad_signature", `The ${field}'s signature does not verify.`);
     let claims: unknown;
     try {

@@ -181,6 +181,20 @@ test("an unreachable URL is a BackendUnavailable after the retries; a keeper tha
   await assert.rejects(call, { message: "stop" });
 });
 
+test("closing the lease from its onLost callback stops it without a new seat", async () => {
+  await license("node-callback", { seats: 1, lease_seconds: 2 });
+  const client = new SeatClient(URL_, KEY, { backoffMs: 50 });
+  let closing;
+  const lease = await client.lease("node-callback", { clientId: "ws-1", onLost: (l) => (closing = l.close()) });
+  await control("flush");
+  await eventually(() => closing !== undefined, 5000, "onLost");
+  await closing;
+  assert.ok(lease.released && lease.lost);
+  await sleep(1500); // no re-acquire after the close
+  assert.deepEqual(await live("node-callback"), []);
+  assert.deepEqual(client.held(), []);
+});
+
 after(() => {
   assert.deepEqual(unhandled, [], "no unhandled promise rejection");
 });
