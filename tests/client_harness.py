@@ -12,8 +12,9 @@ Control routes (no API key; the test server only):
     flushes Redis: every seat is forgotten (a heartbeat answers 410).
 ``POST /_test/stall`` ``{"path": "/acquire", "seconds": 1.5}``
     the next request to ``path`` runs, and its answer is held that long (a stalled server).
-``POST /_test/fail`` ``{"path": "/acquire", "status": 500}``
-    the next request to ``path`` is answered with that status, not run.
+``POST /_test/fail`` ``{"path": "/acquire", "status": 503, "retry_after": 1}``
+    the next request to ``path`` is answered with that status (and that ``Retry-After``
+    header, when given), not run.
 ``GET /_test/log``
     ``[{"path", "request_id", "status"}]`` of every function request so far.
 ``GET /_test/live?license_id=L``
@@ -51,7 +52,7 @@ class ControlGate:
         self.lock = threading.Lock()
         self.log: list[dict[str, Any]] = []
         self.stalls: dict[str, float] = {}
-        self.failures: dict[str, int] = {}
+        self.failures: dict[str, tuple[int, str | None]] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         request = Request(environ)
@@ -61,7 +62,7 @@ class ControlGate:
         environ["wsgi.input"] = io.BytesIO(raw)
         with self.lock:
             stall = self.stalls.pop(request.path, 0.0)
-            fail = self.failures.pop(request.path, 0)
+            fail, retry_after = self.failures.pop(request.path, (0, None))
         try:
             request_id = json.loads(raw or b"{}").get("request_id")
         except (ValueError, AttributeError):
@@ -71,6 +72,7 @@ class ControlGate:
                 json.dumps({"error": {"code": "internal", "message": "The test made it fail."}}),
                 status=fail,
                 mimetype="application/json",
+                headers={"Retry-After": retry_after} if retry_after else None,
             )
         else:
             answer = Response.from_app(self.functions, environ)
@@ -102,7 +104,11 @@ class ControlGate:
                 self.stalls[body["path"]] = float(body["seconds"])
         elif action == "fail":
             with self.lock:
-                self.failures[body["path"]] = int(body["status"])
+                retry_after = body.get("retry_after")
+                self.failures[body["path"]] = (
+                    int(body["status"]),
+                    None if retry_after is None else str(retry_after),
+                )
         elif action == "log":
             with self.lock:
                 result = list(self.log)

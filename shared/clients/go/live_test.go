@@ -333,9 +333,50 @@ func TestA500IsASeatErrorNotRetried(t *testing.T) {
 	if after := len(s.requests("/acquire")); after != before+1 {
 		t.Fatalf("%d attempts", after-before)
 	}
-	s.control("fail", map[string]any{"path": "/acquire", "status": 503}, nil) // retried: the next attempt succeeds
-	if answer, err := client.Acquire(ctx, "go-500", "a", seatlease.AcquireOptions{}); err != nil || answer.SeatsUsed != 1 {
-		t.Fatal("503 then 201:", answer, err)
+}
+
+func TestA503WithRetryAfterIsRetriedNoSoonerWithTheSameRequestID(t *testing.T) {
+	s := stack(t)
+	s.license("go-503", map[string]any{"seats": 1})
+	client := s.client(seatlease.Options{Backoff: 10 * time.Millisecond})
+	s.control("fail", map[string]any{"path": "/acquire", "status": 503, "retry_after": 1}, nil)
+	started := time.Now()
+	answer, err := client.Acquire(context.Background(), "go-503", "a", seatlease.AcquireOptions{})
+	if err != nil || answer.SeatsUsed != 1 {
+		t.Fatal(answer, err)
+	}
+	if waited := time.Since(started); waited < time.Second {
+		t.Fatalf("retried after %v, before Retry-After", waited)
+	}
+	acquires := s.requests("/acquire")
+	failed, served := acquires[len(acquires)-2], acquires[len(acquires)-1]
+	if failed.Status != 503 || served.Status != 201 || failed.RequestID != served.RequestID {
+		t.Fatalf("attempts %+v %+v", failed, served)
+	}
+}
+
+func TestWaitingGetsTheSeatReleasedMeanwhile(t *testing.T) {
+	s := stack(t)
+	s.license("go-wait", map[string]any{"seats": 1, "lease_seconds": 60})
+	client := s.client(seatlease.Options{MaxWaitPoll: 300 * time.Millisecond}) // Retry-After is ~60 s here
+	ctx := context.Background()
+	first, err := client.Lease(ctx, "go-wait", seatlease.LeaseOptions{ClientID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	time.AfterFunc(500*time.Millisecond, func() { released <- first.Close() })
+	started := time.Now()
+	second, err := client.Lease(ctx, "go-wait", seatlease.LeaseOptions{ClientID: "b", Wait: true, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if err := <-released; err != nil || time.Since(started) < 450*time.Millisecond {
+		t.Fatal("first release:", err, time.Since(started))
+	}
+	if seats := s.live("go-wait"); len(seats) != 1 || seats[0] != (liveSeat{second.SessionID(), "b"}) {
+		t.Fatalf("live %+v", seats)
 	}
 }
 

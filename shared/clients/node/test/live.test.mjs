@@ -159,9 +159,31 @@ test("a 500 from the server is a SeatError, not retried", async () => {
   await control("fail", { path: "/acquire", status: 500 });
   await assert.rejects(client.acquire("node-500", "a"), (e) => e instanceof SeatError && !(e instanceof BackendUnavailable) && e.status === 500 && e.code === "internal");
   assert.equal((await requests("/acquire")).length, before + 1);
-  await control("fail", { path: "/acquire", status: 503 }); // a 503 is retried: the next attempt succeeds
-  const answer = await client.acquire("node-500", "a");
+});
+
+test("a 503 with Retry-After is retried no sooner, with the same request_id", async () => {
+  await license("node-503", { seats: 1 });
+  const client = new SeatClient(URL_, KEY, { backoffMs: 10 });
+  await control("fail", { path: "/acquire", status: 503, retry_after: 1 });
+  const started = performance.now();
+  const answer = await client.acquire("node-503", "a");
+  assert.ok(performance.now() - started >= 1000, "waited less than Retry-After");
   assert.equal(answer.seats_used, 1);
+  const [failed, served] = (await requests("/acquire")).slice(-2);
+  assert.deepEqual([failed.status, served.status], [503, 201]);
+  assert.equal(failed.request_id, served.request_id);
+});
+
+test("waiting for a seat gets the one released meanwhile", async () => {
+  await license("node-wait", { seats: 1, lease_seconds: 60 });
+  const client = new SeatClient(URL_, KEY, { maxWaitPollMs: 300 }); // Retry-After is ~60 s here
+  const first = await client.lease("node-wait", { clientId: "a" });
+  setTimeout(() => first.close(), 500);
+  const started = performance.now();
+  const second = await client.lease("node-wait", { clientId: "b", wait: true, timeoutMs: 10_000 });
+  assert.ok(performance.now() - started >= 450 && first.released);
+  assert.deepEqual(await live("node-wait"), [{ session_id: second.sessionId, client_id: "b" }]);
+  await second.close();
 });
 
 test("an unreachable URL is a BackendUnavailable after the retries; a keeper that loses the server marks the lease lost", async () => {
