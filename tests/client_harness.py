@@ -15,6 +15,8 @@ Control routes (no API key; the test server only):
 ``POST /_test/fail`` ``{"path": "/acquire", "status": 503, "retry_after": 1}``
     the next request to ``path`` is answered with that status (and that ``Retry-After``
     header, when given), not run.
+``POST /_test/outage`` ``{"seconds": 3}``
+    every function request is answered ``503`` (no ``Retry-After``) for that long.
 ``GET /_test/log``
     ``[{"path", "request_id", "status"}]`` of every function request so far.
 ``GET /_test/live?license_id=L``
@@ -53,6 +55,7 @@ class ControlGate:
         self.log: list[dict[str, Any]] = []
         self.stalls: dict[str, float] = {}
         self.failures: dict[str, tuple[int, str | None]] = {}
+        self.outage_until = 0.0  # time.monotonic()
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         request = Request(environ)
@@ -63,6 +66,8 @@ class ControlGate:
         with self.lock:
             stall = self.stalls.pop(request.path, 0.0)
             fail, retry_after = self.failures.pop(request.path, (0, None))
+            if time.monotonic() < self.outage_until:
+                fail, retry_after = 503, None
         try:
             request_id = json.loads(raw or b"{}").get("request_id")
         except (ValueError, AttributeError):
@@ -109,6 +114,9 @@ class ControlGate:
                     int(body["status"]),
                     None if retry_after is None else str(retry_after),
                 )
+        elif action == "outage":
+            with self.lock:
+                self.outage_until = time.monotonic() + float(body["seconds"])
         elif action == "log":
             with self.lock:
                 result = list(self.log)

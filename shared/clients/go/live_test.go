@@ -444,3 +444,36 @@ func TestCloseFromTheOnLostCallback(t *testing.T) {
 		t.Fatalf("live %+v", seats)
 	}
 }
+
+func TestAnOutageLongerThanTheLeaseMarksItLostThenRegains(t *testing.T) {
+	s := stack(t)
+	s.license("go-outage", map[string]any{"seats": 1, "lease_seconds": 2})
+	client := s.client(seatlease.Options{Backoff: 50 * time.Millisecond})
+	var mu sync.Mutex
+	var lost []string
+	regained := 0
+	lease, err := client.Lease(context.Background(), "go-outage", seatlease.LeaseOptions{
+		ClientID:   "ws-1",
+		OnLost:     func(_ *seatlease.Lease, reason string) { mu.Lock(); lost = append(lost, reason); mu.Unlock() },
+		OnRegained: func(*seatlease.Lease) { mu.Lock(); regained++; mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close()
+	old := lease.SessionID()
+	s.control("outage", map[string]any{"seconds": 3}, nil)
+	eventually(t, 3*time.Second, "the lease marked lost", func() bool { return lease.State().Lost })
+	if state := lease.State(); state.LostReason != "unreachable" {
+		t.Fatalf("state %+v", state)
+	}
+	eventually(t, 5*time.Second, "the seat regained", func() bool { return !lease.State().Lost })
+	mu.Lock()
+	if len(lost) != 1 || lost[0] != "unreachable" || regained != 1 {
+		t.Fatalf("lost %v, regained %d", lost, regained)
+	}
+	mu.Unlock()
+	if seats := s.live("go-outage"); len(seats) != 1 || seats[0] != (liveSeat{lease.SessionID(), "ws-1"}) || lease.SessionID() == old {
+		t.Fatalf("live %+v (old session %s)", seats, old)
+	}
+}

@@ -203,6 +203,28 @@ test("an unreachable URL is a BackendUnavailable after the retries; a keeper tha
   await assert.rejects(call, { message: "stop" });
 });
 
+test("an outage longer than the lease marks it lost (unreachable), then the seat is regained", async () => {
+  await license("node-outage", { seats: 1, lease_seconds: 2 });
+  const client = new SeatClient(URL_, KEY, { backoffMs: 50 });
+  const events = { lost: [], regained: 0 };
+  const lease = await client.lease("node-outage", {
+    clientId: "ws-1",
+    onLost: (_lease, reason) => events.lost.push(reason),
+    onRegained: () => (events.regained += 1),
+  });
+  const old = lease.sessionId;
+  await control("outage", { seconds: 3 });
+  await eventually(() => lease.lost, 3000, "the lease marked lost");
+  assert.deepEqual(events.lost, ["unreachable"]);
+  assert.equal(lease.lostReason, "unreachable");
+  await eventually(() => !lease.lost, 5000, "the seat regained");
+  assert.equal(events.regained, 1);
+  assert.notEqual(lease.sessionId, old);
+  assert.deepEqual(await live("node-outage"), [{ session_id: lease.sessionId, client_id: "ws-1" }]);
+  await lease.close();
+  assert.deepEqual(await live("node-outage"), []);
+});
+
 test("closing the lease from its onLost callback stops it without a new seat", async () => {
   await license("node-callback", { seats: 1, lease_seconds: 2 });
   const client = new SeatClient(URL_, KEY, { backoffMs: 50 });
