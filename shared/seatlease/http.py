@@ -34,7 +34,7 @@ from flask import Request, Response
 from pydantic import BaseModel, RootModel, ValidationError
 from werkzeug.exceptions import ClientDisconnected
 
-from seatlease import auth
+from seatlease import auth, config
 from seatlease.errors import (
     AmbiguousLicense,
     BackendUnavailable,
@@ -46,6 +46,7 @@ from seatlease.errors import (
     LicenseNotFound,
     LicenseSuspended,
     NoSeatsAvailable,
+    NotConfigured,
     NotFound,
     SessionExpired,
     SessionNotLive,
@@ -57,6 +58,9 @@ from seatlease.logs import log
 from seatlease.schemas import invalid_request
 
 MAX_BODY_BYTES = 16 * 1024
+# Retry-After of a function that is not configured: an operator has to act (redeploy
+# with the setting, or publish the first signing key), which takes minutes, not seconds.
+NOT_CONFIGURED_RETRY_SECONDS = 60
 
 Body = TypeVar("Body", bound=BaseModel)
 
@@ -77,6 +81,8 @@ class ApiError(Exception):
 
     # The request log line's ``outcome`` when it is not the error code.
     outcome: str | None = None
+    # Fields of the request log line only (never in the body).
+    log_fields: dict[str, Any] | None = None
 
     @property
     def body(self) -> dict[str, Any]:
@@ -176,6 +182,17 @@ def to_api_error(exc: Exception) -> ApiError:
             return ApiError(400, "invalid_request", sentence(exc))
         case AmbiguousLicense():
             return ApiError(400, "ambiguous_license", str(exc), tenants=exc.tenants)
+        case NotConfigured():
+            error = ApiError(
+                503,
+                "not_configured",
+                "This service is not configured yet; the operator has been told. "
+                f"Retry after {NOT_CONFIGURED_RETRY_SECONDS} s.",
+                {"Retry-After": str(NOT_CONFIGURED_RETRY_SECONDS)},
+                retry_after_seconds=NOT_CONFIGURED_RETRY_SECONDS,
+            )
+            error.log_fields = {"not_configured": str(exc)}  # for the operator, not the client
+            return error
         case EventsNotPublished():
             return ApiError(
                 503,
@@ -334,6 +351,33 @@ def client_log_line(call: Call, status: int) -> tuple[str, str]:
 Handler = Callable[[Call, Any], tuple[int, dict[str, Any]]]
 
 
+class Readiness:
+    """Whether a function has the configuration it ``needs`` (``seatlease.config``),
+    checked at cold start: what is missing is logged once, as one CRITICAL line, and
+    every call is then refused (503 ``not_configured``) until it is there. While
+    something is missing each call looks again (an environment is fixed by a new
+    revision in the cloud, but may be completed in place locally); once complete, a
+    call costs one attribute test."""
+
+    def __init__(self, function: str, needs: tuple[str, ...]) -> None:
+        self.function, self.needs = function, needs
+        self.missing = config.missing(needs)
+        if self.missing:
+            log(
+                "CRITICAL",
+                f"{function}: not configured, every call is refused until it is: "
+                f"missing {', '.join(self.missing)}",
+                function=function,
+                missing=self.missing,
+            )
+
+    def check(self) -> None:
+        if self.missing:
+            self.missing = config.missing(self.needs)
+            if self.missing:
+                raise NotConfigured(f"missing {', '.join(self.missing)}")
+
+
 def _leave_the_rest_unread(request: Request) -> None:
     """Nothing after the handler may read the body: functions-framework's after-request
     hook (``read_request``) calls ``get_data()``, which would read all a refused client
@@ -350,6 +394,7 @@ def endpoint(
     authenticate: bool = True,
     log_fields: Callable[[Request], dict[str, Any]] | None = None,
     log_line: LogLine = client_log_line,
+    needs: tuple[str, ...] = (),
 ) -> Callable[[Handler], Callable]:
     """Wrap a handler into a functions-framework HTTP entry point named ``name``.
 
@@ -359,9 +404,12 @@ def endpoint(
     protects (deployed without ``allUsers`` invoker), whose callers are operators or
     the scheduler. ``log_fields``: fields of the log line taken from the request before
     anything else (even for a 405). ``log_line``: the line's severity and message.
+    ``needs``: the configuration the function cannot work without (``Readiness``).
     """
 
     def decorate(handler: Handler) -> Callable[[Request], Response]:
+        readiness = Readiness(name, needs)  # at import: the instance's cold start
+
         @functools.wraps(handler)
         def entry_point(request: Request) -> Response:
             started = time.perf_counter()
@@ -372,6 +420,7 @@ def endpoint(
                 call.log.update(log_fields(request))
             status, body, headers = 500, {}, {}
             try:
+                readiness.check()
                 if request.method != "POST":
                     raise ApiError(
                         405, "method_not_allowed", f"Use POST for {name}.", {"Allow": "POST"}
@@ -403,6 +452,8 @@ def endpoint(
                 body = error.body
                 call.error = error
                 call.log.setdefault("outcome", error.outcome or error.code)
+                if error.log_fields:
+                    call.log.update(error.log_fields)
             _leave_the_rest_unread(request)
             latency_ms = round((time.perf_counter() - started) * 1000, 2)
             severity, message = log_line(call, status)
