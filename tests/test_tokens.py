@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from http_support import (
     Tenant,
     acquire,
@@ -25,6 +26,8 @@ from http_support import (
     new_license,
     redis_now,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from joserfc import jwt as jose_jwt
 from joserfc.errors import BadSignatureError, JoseError
 from joserfc.jwk import KeySet
@@ -396,3 +399,51 @@ def test_keys_rotate_and_list_with_a_folder(tmp_path: Path, capsys) -> None:
         ("1", "previous"), ("2", "signing")]  # fmt: skip
     assert cli(["keys", "rotate", "--dir", str(folder), "--activate-in", "5"]) == 2
     assert "Secret Manager" in capsys.readouterr().err
+
+
+# -- the encoding: PyJWT's bytes, without PyJWT ------------------------------------------
+
+_REFERENCE_KEY = Ed25519PrivateKey.generate()
+
+_CLAIM_TEXT = st.text(min_size=0, max_size=40)  # any Unicode: JSON escapes it as PyJWT does
+
+
+_TIME = st.integers(0, 2**40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    kid=st.from_regex(r"[1-9][0-9]{0,8}", fullmatch=True),
+    typ=st.sampled_from([tokens.LEASE_TYP, tokens.RELEASE_TYP]),
+    claims=st.fixed_dictionaries(
+        {"iss": _CLAIM_TEXT, "aud": _CLAIM_TEXT, "sid": _CLAIM_TEXT, "iat": _TIME},
+        optional={"sub": _CLAIM_TEXT, "nonce": _CLAIM_TEXT, "nbf": _TIME, "exp": _TIME,
+                  "released": st.booleans(), "borrowed": st.booleans()},
+    ),
+)  # fmt: skip
+def test_tokens_are_byte_for_byte_what_pyjwt_writes(kid: str, typ: str, claims: dict) -> None:
+    """Ed25519 signatures are deterministic, so the same header, claims and key must give
+    the same token: the encoding (header keys, JSON, base64url) is PyJWT's exactly."""
+    import jwt  # the reference only: the runtime does not import PyJWT
+
+    key = signingkeys.SigningKey(kid, _REFERENCE_KEY)
+    ours = tokens.Signer(key, "http://seatlease.test")._sign(typ, claims)
+    reference = jwt.encode(
+        claims, _REFERENCE_KEY, algorithm="EdDSA", headers={"kid": kid, "typ": typ}
+    )
+    assert ours == reference
+    decoded = jwt.decode(
+        ours, _REFERENCE_KEY.public_key(), algorithms=["EdDSA"],
+        options={"verify_aud": False, "verify_exp": False, "verify_nbf": False,
+                 "verify_iat": False},
+    )  # fmt: skip
+    assert decoded == claims
+
+
+def test_the_runtime_does_not_import_pyjwt() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, seatlease.tokens; print('jwt' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
