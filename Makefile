@@ -59,6 +59,7 @@ lock: install
 bench: install
 	$(PY) bench/redis_cost.py
 	$(PY) bench/http_acquire.py
+	$(PY) bench/cold_import.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .seatlease

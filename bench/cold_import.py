@@ -68,7 +68,7 @@ def main() -> int:
     parser.add_argument("--target", type=float, default=1.5, help="acquire / baseline")
     parser.add_argument(
         "--forbid",
-        default="sqlalchemy,google,opentelemetry,pg8000",
+        default="sqlalchemy,google,pg8000,jwt",
         help="packages a client function must not import at start-up",
     )
     parser.add_argument("--strict", action="store_true", help="exit 2 when the target is missed")
