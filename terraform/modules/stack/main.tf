@@ -59,6 +59,7 @@ module "network" {
   # Known at plan time (the functions' settings, not their resources): the Direct VPC
   # egress subnet is sized for every function at its maximum instance count.
   functions_max_instances = module.functions.max_instance_counts
+  functions_subnet_cidr   = var.functions_subnet_cidr
 
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
