@@ -188,3 +188,37 @@ def test_a_key_source_without_a_usable_key_is_a_503_not_a_traceback(
     assert line["status"] == 503 and "stack_trace" not in line
     assert str(tmp_path) in line["not_configured"] or "key" in line["not_configured"]
     assert live_sessions(acme, lic) == []
+
+
+def test_the_audit_function_deployed_without_a_database(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The CloudEvent function: one CRITICAL line at cold start, then every push is a
+    503 (Pub/Sub redelivers it, then dead-letters it) without a stack trace, and the
+    message is stored once the setting is there."""
+    import base64
+    import json
+
+    from seatlease import db, store
+
+    monkeypatch.setenv("K_SERVICE", "audit")
+    monkeypatch.delenv("DATABASE_URL")
+    client, lines = _load("audit", capsys)
+    [line] = _critical(lines)
+    assert line["missing"] == ["DATABASE_URL or CLOUD_SQL_INSTANCE"]
+    event = {
+        "event_id": "evt-1", "type": "lease.acquired", "tenant_id": "acme",
+        "license_id": "cad", "session_id": "s1", "client_id": "c1",
+        "occurred_at": "2026-11-22T12:00:00.000Z", "seats_used": 1, "seats_total": 3,
+        "metadata": {},
+    }  # fmt: skip
+    data = base64.b64encode(json.dumps([event]).encode()).decode()
+    body = {"message": {"data": data, "messageId": "1"}, "subscription": "projects/p/s/a"}
+    assert client.post("/", json=body).status_code == 503
+    [refused] = log_lines(capsys.readouterr().out)
+    assert refused["not_configured"] == "missing DATABASE_URL or CLOUD_SQL_INSTANCE"
+    assert "stack_trace" not in refused and refused["severity"] == "ERROR"
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    db.reset()
+    assert client.post("/", json=body).status_code == 200
+    assert [r["event_id"] for r in store.list_events("acme")] == ["evt-1"]

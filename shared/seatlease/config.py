@@ -23,6 +23,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 
+from seatlease.errors import NotConfigured
+from seatlease.logs import log
+
 
 def _set(name: str) -> bool:
     return bool(os.environ.get(name, "").strip())
@@ -70,3 +73,30 @@ NEEDS: dict[str, Callable[[], list[str]]] = {
 def missing(needs: Iterable[str]) -> list[str]:
     """The settings ``needs`` asks for that the environment lacks (empty: configured)."""
     return [name for need in needs for name in NEEDS[need]()]
+
+
+class Readiness:
+    """Whether a function has the configuration it ``needs`` (``NEEDS`` above),
+    checked at cold start: what is missing is logged once, as one CRITICAL line, and
+    every call is then refused (503 ``not_configured``) until it is there. While
+    something is missing each call looks again (an environment is fixed by a new
+    revision in the cloud, but may be completed in place locally); once complete, a
+    call costs one attribute test."""
+
+    def __init__(self, function: str, needs: tuple[str, ...]) -> None:
+        self.function, self.needs = function, needs
+        self.missing = missing(needs)
+        if self.missing:
+            log(
+                "CRITICAL",
+                f"{function}: not configured, every call is refused until it is: "
+                f"missing {', '.join(self.missing)}",
+                function=function,
+                missing=self.missing,
+            )
+
+    def check(self) -> None:
+        if self.missing:
+            self.missing = missing(self.needs)
+            if self.missing:
+                raise NotConfigured(f"missing {', '.join(self.missing)}")

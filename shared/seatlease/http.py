@@ -34,7 +34,8 @@ from flask import Request, Response
 from pydantic import BaseModel, RootModel, ValidationError
 from werkzeug.exceptions import ClientDisconnected
 
-from seatlease import auth, config
+from seatlease import auth
+from seatlease.config import Readiness
 from seatlease.errors import (
     AmbiguousLicense,
     BackendUnavailable,
@@ -349,33 +350,6 @@ def client_log_line(call: Call, status: int) -> tuple[str, str]:
 
 
 Handler = Callable[[Call, Any], tuple[int, dict[str, Any]]]
-
-
-class Readiness:
-    """Whether a function has the configuration it ``needs`` (``seatlease.config``),
-    checked at cold start: what is missing is logged once, as one CRITICAL line, and
-    every call is then refused (503 ``not_configured``) until it is there. While
-    something is missing each call looks again (an environment is fixed by a new
-    revision in the cloud, but may be completed in place locally); once complete, a
-    call costs one attribute test."""
-
-    def __init__(self, function: str, needs: tuple[str, ...]) -> None:
-        self.function, self.needs = function, needs
-        self.missing = config.missing(needs)
-        if self.missing:
-            log(
-                "CRITICAL",
-                f"{function}: not configured, every call is refused until it is: "
-                f"missing {', '.join(self.missing)}",
-                function=function,
-                missing=self.missing,
-            )
-
-    def check(self) -> None:
-        if self.missing:
-            self.missing = config.missing(self.needs)
-            if self.missing:
-                raise NotConfigured(f"missing {', '.join(self.missing)}")
 
 
 def _leave_the_rest_unread(request: Request) -> None:
