@@ -208,17 +208,39 @@ def _size_subnet(tmp_path: Path, max_instances: dict[str, int], cidr: str | None
     return values["cidr"]["value"], values["needed"]["value"]
 
 
+# The seven functions' maxima on 2026-11-24 (dev defaults, envs/prod's example): fixed
+# data for the arithmetic. The functions the modules hold today, however many, are
+# checked by test_the_functions_of_the_envs_fit.
 DEV = {"acquire": 20, "heartbeat": 20, "release": 10, "keys": 5, "reaper": 1, "audit": 5,
        "admin": 2}  # fmt: skip
-PROD = {**DEV, "acquire": 50, "heartbeat": 50, "release": 20}  # envs/prod's example
+PROD = {**DEV, "acquire": 50, "heartbeat": 50, "release": 20}
 
 
-def test_defaults_of_this_test_are_the_modules():
-    defaults = FUNCTIONS.locals["defaults"]
-    assert {fn: d["max_instances"] for fn, d in defaults.items()} == DEV
+def _reference_cidr(max_instances: dict[str, int]) -> str:
+    """The rule of sizing.tf, written again: the smallest /26../20 holding the addresses
+    (4 reserved), at 10.10.0.0 up to a /24, else the second block of its size."""
+    needed = _addresses(max_instances)
+    prefix = next((p for p in range(26, 19, -1) if 2 ** (32 - p) - 4 >= needed), 20)
+    block = 0 if prefix >= 24 else 1
+    base = block * 2 ** (32 - prefix)
+    return f"10.10.{base // 256}.{base % 256}/{prefix}"
+
+
+def test_the_functions_of_the_envs_fit(tmp_path):
+    """Whatever functions the module defines now (one added later too): dev's defaults
+    and prod's example overrides are sized by Terraform as the rule says, and fit."""
+    defaults = {fn: d["max_instances"] for fn, d in FUNCTIONS.locals["defaults"].items()}
+    assert set(defaults) == set(function_folders())
     tfvars = (TF / "envs" / "prod" / "terraform.tfvars.example").read_text()
-    for fn in ("acquire", "heartbeat", "release"):
-        assert re.search(rf"{fn} += \{{[^}}]*max_instances = {PROD[fn]}\b", tfvars), fn
+    overrides = dict(re.findall(r"^\s*(\w+)\s*=\s*\{[^}]*max_instances\s*=\s*(\d+)", tfvars, re.M))
+    assert overrides, "envs/prod's example sets max_instances"
+    prod = {**defaults, **{fn: int(n) for fn, n in overrides.items()}}
+    for case in (defaults, prod):
+        (tmp_path / str(len(case))).mkdir(exist_ok=True)
+        cidr, needed = _size_subnet(tmp_path / str(len(case)), case)
+        assert (cidr, needed) == (_reference_cidr(case), _addresses(case))
+        shutil.rmtree(tmp_path / str(len(case)))
+    assert _reference_cidr(DEV) == "10.10.0.0/24" and _reference_cidr(PROD) == "10.10.2.0/23"
 
 
 @pytest.mark.parametrize(
