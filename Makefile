@@ -59,20 +59,23 @@ format: install
 # requirements-functions.txt: the functions' dependencies (pyproject.toml
 # [project].dependencies, extras not locked) pinned with hashes; it becomes each archive's
 # requirements.txt, and tools/build_function_source.py refuses a missing or stale lock.
-# Resolved from PyPI alone: local pip config (find-links, extra indexes, constraints)
-# must not leak into the lock. pip-compile evaluates markers for this venv's Python; the
-# archive tests check every pin has a wheel for the runtime (python312, terraform).
+# Resolved from the public index alone: local pip config (find-links, extra indexes,
+# constraints) must not leak into the lock, and with it cleared pip's own default index
+# is the public one, so no index host is named here either. pip-compile evaluates
+# markers for this venv's Python; the archive tests check every pin has a wheel for the
+# runtime (python312, terraform).
 lock: install
 	env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL -u PIP_CONSTRAINT \
 	  PIP_CONFIG_FILE=/dev/null CUSTOM_COMPILE_COMMAND="make lock" \
 	  $(VENV)/bin/pip-compile --quiet --strip-extras --generate-hashes --allow-unsafe \
-	  --index-url https://pypi.org/simple --no-emit-index-url --no-emit-find-links \
+	  --no-emit-index-url --no-emit-find-links \
 	  --output-file requirements-functions.txt pyproject.toml
 	$(PY) tools/build_function_source.py --stamp-lock
 
 bench: install
 	$(PY) bench/redis_cost.py
 	$(PY) bench/http_acquire.py
+	$(PY) bench/cold_import.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .seatlease

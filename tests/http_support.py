@@ -186,16 +186,17 @@ def serving(wsgi_app: Any, quiet: bool = False) -> Iterator[str]:
     """``wsgi_app`` on a free loopback port in a background thread (werkzeug, threaded);
     yields its base URL and stops the server after. ``quiet``: no access-log line per
     request (for tests that read the process's own output)."""
-    from werkzeug.serving import WSGIRequestHandler, make_server
+    from werkzeug.serving import make_server
 
+    from seatlease_cli.devserver import RequestHandler  # what `seatlease local` serves with
     from seatlease_cli.procs import free_port
 
-    class QuietHandler(WSGIRequestHandler):
+    class QuietHandler(RequestHandler):
         def log_request(self, *args: Any, **kwargs: Any) -> None:
             pass
 
     port = free_port()
-    handler = QuietHandler if quiet else WSGIRequestHandler
+    handler = QuietHandler if quiet else RequestHandler
     server = make_server("127.0.0.1", port, wsgi_app, threaded=True, request_handler=handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -219,6 +219,27 @@ def test_lock_pins_every_dependency_exactly_with_hashes():
     assert re.search(r"^#\s+make lock$", text, re.MULTILINE), "the header names the command"
 
 
+def test_make_lock_names_no_package_index_host():
+    """`make lock` clears the local pip configuration and then relies on pip's default
+    index: the command names no index host (one that is named is one to keep right, and
+    one a mirror-only machine cannot reach)."""
+    proc = subprocess.run(
+        ["make", "-n", "lock", "PYTHON=python3"], cwd=REPO, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    commands = proc.stdout.replace("\\\n", " ")
+    (compile_cmd,) = [line for line in commands.splitlines() if "pip-compile" in line]
+    assert "://" not in compile_cmd, compile_cmd
+    options = re.findall(r"--[a-z-]+", compile_cmd)
+    assert not {"--index-url", "--extra-index-url", "--find-links", "-i", "-f"} & set(options)
+    # ... because no local setting can add one: config file and PIP_* variables cleared.
+    assert "PIP_CONFIG_FILE=/dev/null" in compile_cmd, compile_cmd
+    for var in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_CONSTRAINT"):
+        assert f"-u {var}" in compile_cmd, var
+    assert "--no-emit-index-url" in options and "--generate-hashes" in options
+
+
 def test_lock_installs_on_the_function_runtime_with_require_hashes(outside_tmp):
     """pip, as the runtime's build would run it (Python version from Terraform, manylinux
     x86_64, wheels only), accepts the lock in hash-checking mode: every pin has a wheel
@@ -229,7 +250,7 @@ def test_lock_installs_on_the_function_runtime_with_require_hashes(outside_tmp):
     abi = "cp" + python.replace(".", "")
     cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed"]
     cmd += ["--require-hashes", "--only-binary=:all:", "--no-cache-dir", "--quiet"]
-    cmd += ["--index-url", "https://pypi.org/simple", "--target", str(outside_tmp / "t")]
+    cmd += ["--target", str(outside_tmp / "t")]  # pip's default index, config cleared
     cmd += ["--python-version", python, "--implementation", "cp"]
     cmd += ["--abi", abi, "--abi", "abi3", "--abi", "none"]
     for platform in platforms:

@@ -37,6 +37,7 @@ EXAMPLES = {
         503,
         "backend_unavailable",
     ),
+    errors.NotConfigured: (errors.NotConfigured("missing REDIS_URL"), 503, "not_configured"),
     errors.StoreError: (errors.StoreError("seats must be 0 or more"), 400, "invalid_request"),
     errors.NotFound: (errors.NotFound("tenant 'x' not found"), 404, "not_found"),
     errors.Conflict: (errors.Conflict("tenant 'x' already exists"), 409, "conflict"),

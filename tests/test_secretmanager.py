@@ -122,14 +122,14 @@ def test_a_payload_that_is_not_the_published_key_is_refused(
     lic = new_license(acme, "cad", seats=5)
     rotate("--activate-in", "0")
     fake.secrets[SECRET].versions[0].data = signingkeys.new_private_pem()  # swapped
-    error_of(acquire(acme, lic, "a"), 500, "internal_error")
+    error_of(acquire(acme, lic, "a"), 503, "not_configured")
 
 
 def test_without_any_key_version_signing_fails_and_a_stale_etag_is_refused(
     fake: FakeSecretManager, acme: Tenant
 ) -> None:
     lic = new_license(acme, "cad", seats=5)
-    error_of(acquire(acme, lic, "a"), 500, "internal_error")
+    error_of(acquire(acme, lic, "a"), 503, "not_configured")
     api = secretmanager.client()
     secret = api.get_secret(name=SECRET)
     fake.secrets[SECRET].generation += 1  # someone else wrote the annotations meanwhile

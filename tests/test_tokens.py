@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from http_support import (
     Tenant,
     acquire,
@@ -25,6 +26,8 @@ from http_support import (
     new_license,
     redis_now,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from joserfc import jwt as jose_jwt
 from joserfc.errors import BadSignatureError, JoseError
 from joserfc.jwk import KeySet
@@ -247,19 +250,21 @@ def test_the_longest_token_is_the_longest_grant() -> None:
 # -- failures ---------------------------------------------------------------------------
 
 
-def test_without_a_key_source_acquire_is_a_500_and_takes_no_seat(
+def test_without_a_key_source_acquire_is_a_503_and_takes_no_seat(
     acme: Tenant, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """An operator's omission, not a bug: 503 not_configured, its cause in the log line
+    (tests/test_not_configured.py has the cold-start side)."""
     lic = new_license(acme, "cad", seats=1)
     monkeypatch.delenv("SIGNING_KEYS_DIR")
     tokens.reset()
     try:
         capsys.readouterr()
-        error_of(acquire(acme, lic, "a"), 500, "internal_error")
+        error_of(acquire(acme, lic, "a"), 503, "not_configured")
         assert live_sessions(acme, lic) == []  # checked before the seat is taken
         lines = log_lines(capsys.readouterr().out)
-        [line] = [e for e in lines if e["message"] == "acquire: unexpected error"]
-        assert "SIGNING_KEYS_DIR" in line["stack_trace"]
+        [line] = [e for e in lines if e.get("status") == 503]
+        assert "SIGNING_KEYS_DIR" in line["not_configured"] and "stack_trace" not in line
     finally:
         tokens.reset()
 
@@ -300,7 +305,7 @@ def test_the_private_key_is_in_no_log_line_and_no_error_body(
     bodies += [first, heartbeat(acme, lic, first.get_json()["session_id"])]
     bodies += [acquire(acme, lic, "b"), release(acme, lic, first.get_json()["session_id"])]
     bodies.append(call("keys", method="GET", content_type=None))
-    # Failures around the key: a broken key file next to it (500), then an unreadable one.
+    # Failures around the key: a broken key file next to it (503), then an unreadable one.
     (key_dir / "2.pem").write_text("-----BEGIN PRIVATE KEY-----\nnot a key\n")
     bodies += [acquire(acme, lic, "c"), call("keys", method="GET", content_type=None)]
     (key_dir / "2.pem").unlink()
@@ -311,7 +316,7 @@ def test_the_private_key_is_in_no_log_line_and_no_error_body(
     (key_dir / "1.pem").chmod(0o600)
     out = capsys.readouterr()
     text = out.out + out.err + "".join(b.get_data(as_text=True) for b in bodies)
-    assert any(b.status_code == 500 for b in bodies)  # the failures did happen
+    assert any(b.status_code == 503 for b in bodies)  # the failures did happen
     assert "acquire 201" in out.out and "keys 200" in out.out
     for form in forms:
         assert form not in text, form
@@ -394,3 +399,51 @@ def test_keys_rotate_and_list_with_a_folder(tmp_path: Path, capsys) -> None:
         ("1", "previous"), ("2", "signing")]  # fmt: skip
     assert cli(["keys", "rotate", "--dir", str(folder), "--activate-in", "5"]) == 2
     assert "Secret Manager" in capsys.readouterr().err
+
+
+# -- the encoding: PyJWT's bytes, without PyJWT ------------------------------------------
+
+_REFERENCE_KEY = Ed25519PrivateKey.generate()
+
+_CLAIM_TEXT = st.text(min_size=0, max_size=40)  # any Unicode: JSON escapes it as PyJWT does
+
+
+_TIME = st.integers(0, 2**40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    kid=st.from_regex(r"[1-9][0-9]{0,8}", fullmatch=True),
+    typ=st.sampled_from([tokens.LEASE_TYP, tokens.RELEASE_TYP]),
+    claims=st.fixed_dictionaries(
+        {"iss": _CLAIM_TEXT, "aud": _CLAIM_TEXT, "sid": _CLAIM_TEXT, "iat": _TIME},
+        optional={"sub": _CLAIM_TEXT, "nonce": _CLAIM_TEXT, "nbf": _TIME, "exp": _TIME,
+                  "released": st.booleans(), "borrowed": st.booleans()},
+    ),
+)  # fmt: skip
+def test_tokens_are_byte_for_byte_what_pyjwt_writes(kid: str, typ: str, claims: dict) -> None:
+    """Ed25519 signatures are deterministic, so the same header, claims and key must give
+    the same token: the encoding (header keys, JSON, base64url) is PyJWT's exactly."""
+    import jwt  # the reference only: the runtime does not import PyJWT
+
+    key = signingkeys.SigningKey(kid, _REFERENCE_KEY)
+    ours = tokens.Signer(key, "http://seatlease.test")._sign(typ, claims)
+    reference = jwt.encode(
+        claims, _REFERENCE_KEY, algorithm="EdDSA", headers={"kid": kid, "typ": typ}
+    )
+    assert ours == reference
+    decoded = jwt.decode(
+        ours, _REFERENCE_KEY.public_key(), algorithms=["EdDSA"],
+        options={"verify_aud": False, "verify_exp": False, "verify_nbf": False,
+                 "verify_iat": False},
+    )  # fmt: skip
+    assert decoded == claims
+
+
+def test_the_runtime_does_not_import_pyjwt() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, seatlease.tokens; print('jwt' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -31,7 +31,8 @@ object after that hash, so an unchanged tree never redeploys a function.
 
 ``--terraform-external`` implements the protocol of Terraform's ``external`` data
 source: it reads ``{"name": ..., "outdir": ..., "repo_root": ...}`` from stdin and
-prints ``{"path": ..., "sha256": ..., "md5_base64": ..., "size": ...}``.
+prints ``{"path": ..., "sha256": ..., "md5_base64": ..., "size": ...}``; ``path`` is
+relative when ``outdir`` is (Terraform passes the root module's ``./.build``).
 """
 
 from __future__ import annotations
@@ -254,7 +255,9 @@ def describe(path: Path) -> dict[str, str]:
 def _terraform_external() -> int:
     query = json.load(sys.stdin)
     repo_root = Path(query.get("repo_root") or REPO_ROOT).resolve()
-    outdir = Path(query["outdir"]).resolve()
+    # Not resolved: a relative outdir (the root module's ./.build) gives a relative path,
+    # the same in every checkout, which Terraform stores as the object's source.
+    outdir = Path(query["outdir"])
     print(json.dumps(describe(build(query["name"], outdir, repo_root))))
     return 0
 

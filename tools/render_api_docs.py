@@ -168,6 +168,8 @@ def _error_code(spec: Spec, media: dict[str, Any]) -> str:
     schema = spec.flatten(media.get("schema", {}))
     error = schema.get("properties", {}).get("error", {})
     code = error.get("properties", {}).get("code", {})
+    if "enum" in code:  # one response for several codes (503: unavailable, not configured)
+        return " or ".join(f"`{value}`" for value in code["enum"])
     return f"`{code['const']}`" if "const" in code else ""
 
 

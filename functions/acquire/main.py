@@ -19,7 +19,7 @@ from seatlease.tokens import signer
 
 
 @functions_framework.http
-@endpoint("acquire", AcquireRequest)
+@endpoint("acquire", AcquireRequest, needs=("signing", "redis", "database"))
 def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
     sign = signer()  # before the seat is taken: no key, no seat
     lease = seat_engine().acquire(

@@ -33,7 +33,14 @@ def _line(call: Call, status: int) -> tuple[str, str]:
 
 
 @functions_framework.http
-@endpoint("admin", AnyObject, authenticate=False, log_fields=_caller, log_line=_line)
+@endpoint(
+    "admin",
+    AnyObject,
+    authenticate=False,
+    log_fields=_caller,
+    log_line=_line,
+    needs=("redis", "database"),
+)
 def admin(call: Call, body: AnyObject) -> tuple[int, dict[str, Any]]:
     parsed = actions.parse(body.root)
     call.log.update({k: getattr(parsed, k) for k in _LOGGED if getattr(parsed, k, None)})

@@ -17,7 +17,12 @@ from cloudevents.http import CloudEvent
 from werkzeug.exceptions import ServiceUnavailable
 
 from seatlease.audit import MalformedMessage, decode_events, decode_pubsub_data, store
+from seatlease.config import Readiness
+from seatlease.errors import NotConfigured
 from seatlease.logs import log
+
+# Cold start: a missing database setting is said once, as one CRITICAL line.
+READINESS = Readiness("audit", ("database",))
 
 
 @functions_framework.cloud_event
@@ -25,6 +30,12 @@ def audit(event: CloudEvent) -> None:
     data: Any = event.data if isinstance(event.data, dict) else {}
     message = data.get("message") or {}
     message_id = message.get("messageId") or message.get("message_id")
+    try:
+        READINESS.check()
+    except NotConfigured as exc:  # an operator's omission: no stack trace, Pub/Sub retries
+        log("ERROR", "audit: not configured, message not stored; Pub/Sub will retry it",
+            message_id=message_id, not_configured=str(exc))  # fmt: skip
+        raise ServiceUnavailable("audit: not configured; retry later") from None
     try:
         _store(message, message_id)
     except Exception as exc:

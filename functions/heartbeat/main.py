@@ -16,7 +16,7 @@ from seatlease.tokens import signer
 
 
 @functions_framework.http
-@endpoint("heartbeat", SessionRequest)
+@endpoint("heartbeat", SessionRequest, needs=("signing", "redis", "database"))
 def heartbeat(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
     sign = signer()  # before the lease is extended: no key, no change
     renewal = seat_engine().heartbeat(

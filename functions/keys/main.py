@@ -18,12 +18,13 @@ from typing import Any
 import functions_framework
 from flask import Response
 
-from seatlease.http import ApiError, json_error, to_api_error
+from seatlease.http import ApiError, Readiness, json_error, to_api_error
 from seatlease.logs import log
 from seatlease.tokens import keyring
 
 MEDIA_TYPE = "application/jwk-set+json"  # RFC 7517 section 8.5
 MAX_AGE = int(os.environ.get("JWKS_MAX_AGE_SECONDS", "300"))
+READINESS = Readiness("keys", ("signing_keys",))  # cold start: a missing key source said once
 
 
 @functions_framework.http
@@ -31,6 +32,7 @@ def keys(request: Any) -> Any:
     started = time.perf_counter()
     status, outcome = 200, "served"
     try:
+        READINESS.check()
         if request.method not in ("GET", "HEAD"):
             raise ApiError(405, "method_not_allowed", "Use GET for keys.", {"Allow": "GET, HEAD"})
         jwks = keyring().jwks()
@@ -54,7 +56,7 @@ def keys(request: Any) -> Any:
             log("ERROR", "keys: unexpected error", function="keys", error=type(exc).__name__,
                 detail=str(exc))  # fmt: skip
             error = ApiError(500, "internal_error", "Internal error; it has been logged.")
-        status, outcome, fields = error.status, error.code, {}
+        status, outcome, fields = error.status, error.code, dict(error.log_fields or {})
         response = json_error(error)
     severity = "ERROR" if status >= 500 else "INFO"
     latency_ms = round((time.perf_counter() - started) * 1000, 2)

@@ -37,7 +37,7 @@ def _status_of(exc: Exception) -> int:
         return 500
 
 
-@endpoint("portal", AnyObject, scope=ADMIN, log_line=_line)
+@endpoint("portal", AnyObject, scope=ADMIN, log_line=_line, needs=("redis", "database"))
 def _api(call: Call, body: AnyObject) -> tuple[int, dict[str, Any]]:
     call.log["key_prefix"] = call.key_prefix
     actions.limit(call.key_prefix)

@@ -29,7 +29,7 @@ def _line(call: Call, status: int) -> tuple[str, str]:
 
 
 @functions_framework.http
-@endpoint("reaper", None, authenticate=False, log_line=_line)
+@endpoint("reaper", None, authenticate=False, log_line=_line, needs=("redis",))
 def reaper(call: Call, _body: None) -> tuple[int, dict[str, Any]]:
     report = default_reaper().run()
     fields = report.as_dict()

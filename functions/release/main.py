@@ -12,7 +12,7 @@ from seatlease.tokens import signer
 
 
 @functions_framework.http
-@endpoint("release", SessionRequest)
+@endpoint("release", SessionRequest, needs=("signing", "redis", "database"))
 def release(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
     sign = signer()  # before the seat is given back: no key, no change
     engine = seat_engine()

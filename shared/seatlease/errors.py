@@ -97,6 +97,12 @@ class CallOutcomeUnknown(BackendUnavailable):
         self.request_id = request_id
 
 
+class NotConfigured(SeatError):
+    """The deployment lacks a setting (an environment variable, a signing key) only an
+    operator can give it: no retry by the client cures it, and no request is served
+    until it is given. The message names what is missing, for the operator's log."""
+
+
 class EventsNotPublished(SeatError):
     """A reaper run ended with lease events Pub/Sub did not confirm; they stay in the
     Redis outboxes for the next run. ``report``: the run's counts."""

@@ -35,6 +35,7 @@ from pydantic import BaseModel, RootModel, ValidationError
 from werkzeug.exceptions import ClientDisconnected
 
 from seatlease import auth
+from seatlease.config import Readiness
 from seatlease.errors import (
     AmbiguousLicense,
     BackendUnavailable,
@@ -47,6 +48,7 @@ from seatlease.errors import (
     LicenseNotFound,
     LicenseSuspended,
     NoSeatsAvailable,
+    NotConfigured,
     NotFound,
     RateLimited,
     SessionExpired,
@@ -59,6 +61,9 @@ from seatlease.logs import log
 from seatlease.schemas import invalid_request
 
 MAX_BODY_BYTES = 16 * 1024
+# Retry-After of a function that is not configured: an operator has to act (redeploy
+# with the setting, or publish the first signing key), which takes minutes, not seconds.
+NOT_CONFIGURED_RETRY_SECONDS = 60
 
 Body = TypeVar("Body", bound=BaseModel)
 
@@ -79,6 +84,8 @@ class ApiError(Exception):
 
     # The request log line's ``outcome`` when it is not the error code.
     outcome: str | None = None
+    # Fields of the request log line only (never in the body).
+    log_fields: dict[str, Any] | None = None
 
     @property
     def body(self) -> dict[str, Any]:
@@ -189,6 +196,17 @@ def to_api_error(exc: Exception) -> ApiError:
             return ApiError(400, "invalid_request", sentence(exc))
         case AmbiguousLicense():
             return ApiError(400, "ambiguous_license", str(exc), tenants=exc.tenants)
+        case NotConfigured():
+            error = ApiError(
+                503,
+                "not_configured",
+                "This service is not configured yet; the operator has been told. "
+                f"Retry after {NOT_CONFIGURED_RETRY_SECONDS} s.",
+                {"Retry-After": str(NOT_CONFIGURED_RETRY_SECONDS)},
+                retry_after_seconds=NOT_CONFIGURED_RETRY_SECONDS,
+            )
+            error.log_fields = {"not_configured": str(exc)}  # for the operator, not the client
+            return error
         case EventsNotPublished():
             return ApiError(
                 503,
@@ -369,6 +387,7 @@ def endpoint(
     scope: str = auth.SEAT,
     log_fields: Callable[[Request], dict[str, Any]] | None = None,
     log_line: LogLine = client_log_line,
+    needs: tuple[str, ...] = (),
 ) -> Callable[[Handler], Callable]:
     """Wrap a handler into a functions-framework HTTP entry point named ``name``.
 
@@ -380,9 +399,12 @@ def endpoint(
     API; ``admin``: the tenant portal); a key of the other scope is a 403.
     ``log_fields``: fields of the log line taken from the request before anything else
     (even for a 405). ``log_line``: the line's severity and message.
+    ``needs``: the configuration the function cannot work without (``Readiness``).
     """
 
     def decorate(handler: Handler) -> Callable[[Request], Response]:
+        readiness = Readiness(name, needs)  # at import: the instance's cold start
+
         @functools.wraps(handler)
         def entry_point(request: Request) -> Response:
             started = time.perf_counter()
@@ -393,6 +415,7 @@ def endpoint(
                 call.log.update(log_fields(request))
             status, body, headers = 500, {}, {}
             try:
+                readiness.check()
                 if request.method != "POST":
                     raise ApiError(
                         405, "method_not_allowed", f"Use POST for {name}.", {"Allow": "POST"}
@@ -424,6 +447,8 @@ def endpoint(
                 body = error.body
                 call.error = error
                 call.log.setdefault("outcome", error.outcome or error.code)
+                if error.log_fields:
+                    call.log.update(error.log_fields)
             _leave_the_rest_unread(request)
             latency_ms = round((time.perf_counter() - started) * 1000, 2)
             severity, message = log_line(call, status)

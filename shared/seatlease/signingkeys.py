@@ -49,7 +49,7 @@ from typing import Any, Protocol
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from seatlease.errors import BackendUnavailable
+from seatlease.errors import BackendUnavailable, NotConfigured
 from seatlease.logs import log
 
 # The longest grant a token can carry: a 30-day borrow (licenses.MAX_BORROW_SECONDS, above
@@ -63,7 +63,7 @@ RETRY_AFTER_FAILED_REFRESH = 5.0
 _PEM_NAME = re.compile(r"^([1-9][0-9]{0,8})\.pem$")
 
 
-class SigningNotConfigured(RuntimeError):
+class SigningNotConfigured(NotConfigured, RuntimeError):
     """Neither SIGNING_KEYS_DIR nor SIGNING_KEY_SECRET (nor LEASE_TOKENS=off) is set, or
     the configured source holds no usable key: an operator must act, a retry cannot help."""
 

@@ -1,5 +1,5 @@
 """Lease and release tokens: JWTs (RFC 7519) signed with EdDSA / Ed25519 (RFC 8037) by
-PyJWT over pyca/cryptography, with the key ``seatlease.signingkeys`` says signs now.
+pyca/cryptography, with the key ``seatlease.signingkeys`` says signs now.
 
 A product verifies them with any JOSE library against the ``keys`` function's JWKS and
 its own pinned public keys (docs/client.md). The claims:
@@ -17,16 +17,25 @@ The ``typ`` header keeps one kind from passing for the other (RFC 8725 section 3
 Other claims can be added by keyword (``borrowed`` will be, for a borrowed lease);
 verifiers ignore claims they do not know. Times are whole seconds: ``exp`` is rounded
 down, so a token never outlives its lease.
+
+Encoding is the JWS compact serialization (RFC 7515 section 7.1), written here rather
+than by PyJWT: importing PyJWT loads every algorithm it supports (RSA, EC, HMAC and the
+cryptography modules behind them) into a cold start that signs with one, and its
+per-token checks cost as much as JSON and base64 together. The bytes are PyJWT's, byte
+for byte (header keys sorted, compact JSON; Ed25519 signatures are deterministic), which
+tests/test_tokens.py checks against PyJWT itself; verifiers (the client, the tests) use
+PyJWT or any JOSE library.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import json
 import os
 import threading
 from dataclasses import dataclass
 from typing import Any
-
-import jwt
 
 from seatlease.signingkeys import (
     DEFAULT_MAX_TOKEN_SECONDS,
@@ -66,9 +75,9 @@ class Signer:
 
     def _sign(self, typ: str, claims: dict[str, Any]) -> str:
         assert self.key is not None
-        return jwt.encode(
-            claims, self.key.private, algorithm=ALGORITHM, headers={"kid": self.key.kid, "typ": typ}
-        )
+        payload = _b64(json.dumps(claims, separators=(",", ":")).encode())
+        signing_input = _header_segment(self.key.kid, typ) + b"." + payload
+        return (signing_input + b"." + _b64(self.key.private.sign(signing_input))).decode("ascii")
 
     def lease(
         self,
@@ -119,6 +128,18 @@ class Signer:
         if nonce is not None:
             claims["nonce"] = nonce
         return {"release_token": self._sign(RELEASE_TYP, claims)}
+
+
+def _b64(data: bytes) -> bytes:
+    """base64url without padding (RFC 7515 section 2)."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=")
+
+
+@functools.lru_cache(maxsize=64)
+def _header_segment(kid: str, typ: str) -> bytes:
+    """The encoded protected header: the same for every token of one key and kind."""
+    header = {"alg": ALGORITHM, "kid": kid, "typ": typ}
+    return _b64(json.dumps(header, separators=(",", ":"), sort_keys=True).encode())
 
 
 def signer() -> Signer:

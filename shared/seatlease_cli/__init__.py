@@ -118,7 +118,8 @@ def exit_code(exc: BaseException) -> int | None:
             | errors.LeaseTooLong()
         ):
             return EXIT_USAGE
-        case errors.BackendUnavailable() | errors.EventsNotPublished():
+        # NotConfigured: the admin function answers it as a 503, so both backends exit alike.
+        case errors.BackendUnavailable() | errors.EventsNotPublished() | errors.NotConfigured():
             return EXIT_UNAVAILABLE
         case errors.SeatError():  # suspended license, expired session, refused key
             return EXIT_FAILED

@@ -14,6 +14,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
+from werkzeug.serving import make_server as werkzeug_server
+
 FUNCTIONS_DIR = Path(
     # The repository checkout this package is installed from (editable, as make installs it).
     os.environ.get("SEATLEASE_FUNCTIONS_DIR", Path(__file__).resolve().parents[2] / "functions")
@@ -53,6 +56,53 @@ def create_app(names: list[str] | None = None, functions_dir: Path = FUNCTIONS_D
     return dispatch
 
 
+# What werkzeug may still read of a request once it has answered, and in what pieces.
+DRAIN_BYTES = 1024 * 1024
+DRAIN_PIECE = 64 * 1024
+
+
+class _BoundedReads:
+    """The connection's input stream, read in pieces of at most ``DRAIN_PIECE`` bytes and
+    ``DRAIN_BYTES`` in all, after which it ends.
+
+    After every answer werkzeug reads whatever the client still sends, so that it sees
+    the answer rather than a reset, in reads of 10 MB: a client that sends a refused
+    32 MiB body whole made the server hold about 15 MB per connection while it did
+    (63 MiB for four, tests/test_http_limits.py). Here that costs one 64 KiB piece at a
+    time, and past 1 MiB the stream ends, so werkzeug stops and closes the connection
+    (it closes every one after its answer anyway). A request's own body is at most
+    16 KiB (seatlease.http.MAX_BODY_BYTES); request and header lines go through
+    ``readline``, untouched."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._left = DRAIN_BYTES
+
+    def read(self, size: int | None = -1) -> bytes:
+        if self._left <= 0:
+            return b""
+        want = DRAIN_PIECE if size is None or size < 0 else min(size, DRAIN_PIECE)
+        data = self._stream.read(min(want, self._left))
+        self._left -= len(data)
+        return data
+
+    def __getattr__(self, name: str) -> Any:  # readline, readinto, close, ...
+        return getattr(self._stream, name)
+
+
+class RequestHandler(WSGIRequestHandler):
+    """werkzeug's handler, with the connection's input read in bounded pieces."""
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = _BoundedReads(self.rfile)  # type: ignore[assignment]
+
+
+def make_server(host: str, port: int, app: Any) -> BaseWSGIServer:
+    """A threaded werkzeug server for ``app`` with ``RequestHandler`` (`seatlease local`)."""
+    return werkzeug_server(host, port, app, threaded=True, request_handler=RequestHandler)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -61,7 +111,13 @@ def main() -> None:
     args = parser.parse_args()
     from werkzeug.serving import run_simple
 
-    run_simple(args.host, args.port, create_app(args.names or None), threaded=True)
+    run_simple(
+        args.host,
+        args.port,
+        create_app(args.names or None),
+        threaded=True,
+        request_handler=RequestHandler,
+    )
 
 
 if __name__ == "__main__":

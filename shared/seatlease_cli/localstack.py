@@ -185,12 +185,10 @@ class LocalStack:
     def _serve(self) -> None:
         import logging
 
-        from werkzeug.serving import make_server
-
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log lines
-        from seatlease_cli.devserver import create_app
+        from seatlease_cli.devserver import create_app, make_server
 
-        self.server = make_server("127.0.0.1", self.port, create_app(), threaded=True)
+        self.server = make_server("127.0.0.1", self.port, create_app())
         threading.Thread(target=self.server.serve_forever, name="http", daemon=True).start()
 
     def _pubsub_names(self) -> dict[str, dict[str, Any]]:

@@ -942,7 +942,7 @@ def test_threshold_alerts_share_one_resource_and_keep_their_state():
 def test_network_subnets_have_flow_logs():
     net = MODULES_CFG["network"]
     assert net.locals["subnet_cidrs"] == {
-        "functions": "${var.functions_subnet_cidr}",
+        "functions": "${local.functions_subnet_cidr}",  # sized in sizing.tf
         "psc": "${var.psc_subnet_cidr}",
     }
     subnet = net.resource("google_compute_subnetwork", "this")

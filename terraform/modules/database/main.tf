@@ -41,7 +41,9 @@ resource "google_sql_database_instance" "this" {
       enabled                        = var.backups_enabled
       point_in_time_recovery_enabled = var.backups_enabled && var.point_in_time_recovery_enabled
       start_time                     = "02:00"
-      transaction_log_retention_days = var.transaction_log_retention_days
+      # Transaction logs exist only with point-in-time recovery; Cloud SQL also wants
+      # more retained backups than days of logs, so the days are sent only then.
+      transaction_log_retention_days = var.backups_enabled && var.point_in_time_recovery_enabled ? var.transaction_log_retention_days : null
 
       backup_retention_settings {
         retained_backups = var.backup_retained_count
@@ -129,10 +131,15 @@ resource "google_sql_database_instance" "this" {
   depends_on = [var.private_services_connection]
 }
 
+# deletion_policy = "ABANDON" on the database and the user: PostgreSQL refuses to drop a
+# database other users are connected to and a role that owns objects or holds grants,
+# which the schema's tables and the IAM users' GRANTs always make true. Destroying the
+# instance removes both; a destroy that tried to drop them first would fail.
 resource "google_sql_database" "app" {
-  project  = var.project_id
-  instance = google_sql_database_instance.this.name
-  name     = var.db_name
+  project         = var.project_id
+  instance        = google_sql_database_instance.this.name
+  name            = var.db_name
+  deletion_policy = "ABANDON"
 }
 
 resource "google_sql_user" "app" {
@@ -140,6 +147,8 @@ resource "google_sql_user" "app" {
   instance = google_sql_database_instance.this.name
   name     = var.db_user
   type     = "BUILT_IN"
+
+  deletion_policy = "ABANDON" # see google_sql_database.app
 
   # Write-only: the password never lands in state or plan output.
   password_wo         = var.db_password

@@ -41,7 +41,7 @@ variable "database_version" {
 
 variable "tier" {
   type        = string
-  description = "Machine tier, e.g. db-custom-1-3840 (prod) or db-g1-small (dev)."
+  description = "Machine tier, e.g. db-custom-2-7680 (what envs/prod uses) or db-g1-small (envs/dev)."
   default     = "db-custom-1-3840"
 }
 
@@ -76,14 +76,24 @@ variable "point_in_time_recovery_enabled" {
 
 variable "backup_retained_count" {
   type        = number
-  description = "Number of automated backups kept."
+  description = "Number of automated backups kept. With point-in-time recovery, Cloud SQL wants more than transaction_log_retention_days."
   default     = 14
+
+  validation {
+    condition     = !(var.backups_enabled && var.point_in_time_recovery_enabled) || var.backup_retained_count > var.transaction_log_retention_days
+    error_message = "With point-in-time recovery, backup_retained_count must be greater than transaction_log_retention_days (Cloud SQL refuses as many or fewer backups than days of logs)."
+  }
 }
 
 variable "transaction_log_retention_days" {
   type        = number
-  description = "Days of transaction logs kept for point-in-time recovery (1-7 on Enterprise edition)."
+  description = "Days of transaction logs kept for point-in-time recovery (1-7 on Enterprise edition); sent only when point-in-time recovery is on."
   default     = 7
+
+  validation {
+    condition     = var.transaction_log_retention_days >= 1 && var.transaction_log_retention_days <= 7
+    error_message = "transaction_log_retention_days must be 1 to 7 (Enterprise edition)."
+  }
 }
 
 variable "maintenance_day" {

@@ -255,6 +255,10 @@ resource "google_sql_user" "iam" {
   instance = var.sql_instance_name
   name     = trimsuffix(google_service_account.function[each.key].email, ".gserviceaccount.com")
   type     = "CLOUD_IAM_SERVICE_ACCOUNT"
+
+  # The GRANTs these users hold (terraform/README.md) make PostgreSQL refuse DROP ROLE;
+  # the instance's own deletion removes them.
+  deletion_policy = "ABANDON"
 }
 
 resource "google_pubsub_topic_iam_member" "publisher" {
@@ -301,9 +305,15 @@ resource "google_storage_bucket" "sources" {
     enabled = true
   }
 
+  # Objects are named by the sha256 of their archive: a changed archive is a new object
+  # and Terraform deletes the old one, which versioning keeps as a noncurrent version.
+  # Only those age out; the live objects the functions were built from stay (an age
+  # rule on them would delete them under the running functions and make the next plan
+  # upload them again).
   lifecycle_rule {
     condition {
-      age = 90
+      with_state                 = "ARCHIVED"
+      days_since_noncurrent_time = var.source_noncurrent_days
     }
     action {
       type = "Delete"
@@ -316,6 +326,8 @@ resource "google_storage_bucket_object" "source" {
 
   bucket = google_storage_bucket.sources.name
   name   = "${each.key}/${data.external.source[each.key].result.sha256}.zip"
+  # Relative to the root module (build_dir is), so the same archive from another
+  # checkout is the same object: source forces a new object when its string changes.
   source = data.external.source[each.key].result.path
 }
 

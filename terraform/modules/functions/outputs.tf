@@ -42,3 +42,8 @@ output "issuer" {
   description = "The lease tokens' iss claim: the functions' base URL."
   value       = local.issuer
 }
+
+output "max_instance_counts" {
+  description = "max_instance_count of every function by name (defaults merged with function_settings): what the Direct VPC egress subnet is sized for."
+  value       = { for fn, s in local.settings : fn => s.max_instances }
+}

@@ -25,7 +25,12 @@ variable "repo_root" {
 
 variable "build_dir" {
   type        = string
-  description = "Directory where the source archives are written before upload."
+  description = "Directory where the source archives are written before upload, relative to the root module (e.g. \"./.build\"): the archives' paths are stored with their objects, and an absolute path would differ between checkouts and replace every object."
+
+  validation {
+    condition     = !startswith(var.build_dir, "/") && !can(regex("^[A-Za-z]:", var.build_dir))
+    error_message = "build_dir must be relative to the root module (an absolute path replaces every source object when applied from another checkout)."
+  }
 }
 
 variable "python" {
@@ -41,7 +46,7 @@ variable "network_id" {
 
 variable "subnet_id" {
   type        = string
-  description = "Subnet used for Direct VPC egress (each instance takes one address from it)."
+  description = "Subnet used for Direct VPC egress (Cloud Run takes about two addresses per instance, in /28 blocks per function: the network module sizes it from max_instance_counts)."
 }
 
 variable "redis_url" {
@@ -167,4 +172,10 @@ variable "source_bucket_force_destroy" {
   type        = bool
   description = "Let `terraform destroy` delete the source bucket with the archives in it (true for throw-away stacks; modules/stack passes !deletion_protection)."
   default     = false
+}
+
+variable "source_noncurrent_days" {
+  type        = number
+  description = "Days a replaced source archive (a noncurrent object version in the source bucket) is kept before it is deleted. Live archives are never aged out."
+  default     = 30
 }

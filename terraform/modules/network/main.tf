@@ -15,7 +15,7 @@ resource "google_compute_network" "this" {
 # Memorystore for Redis Cluster.
 locals {
   subnet_cidrs = {
-    functions = var.functions_subnet_cidr
+    functions = local.functions_subnet_cidr # sizing.tf
     psc       = var.psc_subnet_cidr
   }
 }

@@ -13,10 +13,20 @@ variable "name" {
   description = "Prefix for every network resource name, e.g. \"seatlease-dev\"."
 }
 
+variable "functions_max_instances" {
+  type        = map(number)
+  description = "max_instance_count of every function that uses the Direct VPC egress subnet, by function name (the functions module's max_instance_counts output); the subnet is sized from it (sizing.tf)."
+
+  validation {
+    condition     = alltrue([for n in values(var.functions_max_instances) : n >= 1 && floor(n) == n])
+    error_message = "functions_max_instances values are whole numbers of at least 1."
+  }
+}
+
 variable "functions_subnet_cidr" {
   type        = string
-  description = "Primary range of the subnet used by Direct VPC egress of the functions. Each function instance takes one address: size it for the sum of max_instance_count (a /24 serves about 250 instances; Google recommends at least /26)."
-  default     = "10.10.0.0/24"
+  description = "Primary range of the subnet used by Direct VPC egress of the functions. null (default): sized from functions_max_instances, about two addresses per instance in /28 blocks per function and at least a /26 (sizing.tf). A range given here must hold as much; the plan fails otherwise."
+  default     = null
 }
 
 variable "psc_subnet_cidr" {

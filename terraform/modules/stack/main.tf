@@ -5,7 +5,9 @@
 
 locals {
   repo_root = abspath("${path.module}/../../..")
-  build_dir = abspath("${path.root}/.build") # envs/<env>/.build: one build dir per root
+  # envs/<env>/.build, one per root, relative: the archive paths are part of the source
+  # objects, and an absolute one would replace them all from another checkout.
+  build_dir = "${path.root}/.build"
   labels    = { app = "seatlease", env = var.environment }
 
   apis = [
@@ -53,6 +55,11 @@ module "network" {
   project_id = var.project_id
   region     = var.region
   name       = var.name
+
+  # Known at plan time (the functions' settings, not their resources): the Direct VPC
+  # egress subnet is sized for every function at its maximum instance count.
+  functions_max_instances = module.functions.max_instance_counts
+  functions_subnet_cidr   = var.functions_subnet_cidr
 
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }

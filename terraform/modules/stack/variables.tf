@@ -128,6 +128,12 @@ variable "function_settings" {
   default     = {}
 }
 
+variable "functions_subnet_cidr" {
+  type        = string
+  description = "Range of the functions' Direct VPC egress subnet. null (default): sized from the functions' max_instance_count (network module, sizing.tf); a range given here must hold as much, or the plan fails."
+  default     = null
+}
+
 variable "log_level" {
   type        = string
   description = "LOG_LEVEL of the functions."
