@@ -13,6 +13,7 @@ import functions_framework
 
 from seatlease.clock import rfc3339
 from seatlease.http import Call, endpoint
+from seatlease.ratelimits import rate_limit
 from seatlease.runtime import seat_engine
 from seatlease.schemas import AcquireRequest
 from seatlease.tokens import signer
@@ -30,6 +31,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
         body.metadata,
         request_id=body.request_id,
         borrow_seconds=body.borrow_seconds,
+        rate_limit=rate_limit(call.tenant_id),
     )
     call.log.update(
         outcome="acquired" if lease.created else "renewed",

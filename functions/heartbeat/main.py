@@ -10,6 +10,7 @@ import functions_framework
 
 from seatlease.clock import rfc3339
 from seatlease.http import Call, endpoint
+from seatlease.ratelimits import rate_limit
 from seatlease.runtime import seat_engine
 from seatlease.schemas import SessionRequest
 from seatlease.tokens import signer
@@ -20,7 +21,11 @@ from seatlease.tokens import signer
 def heartbeat(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
     sign = signer()  # before the lease is extended: no key, no change
     renewal = seat_engine().heartbeat(
-        call.tenant_id, body.license_id, body.session_id, request_id=body.request_id
+        call.tenant_id,
+        body.license_id,
+        body.session_id,
+        request_id=body.request_id,
+        rate_limit=rate_limit(call.tenant_id),
     )
     call.log["outcome"] = "renewed"
     return 200, {

@@ -37,6 +37,7 @@ from seatlease.errors import (
     LicenseNotFound,
     LicenseSuspended,
     NoSeatsAvailable,
+    RateLimited,
     SessionExpired,
 )
 from seatlease.keys import LicenseKeys
@@ -163,10 +164,13 @@ def acquire_call(
     session_id: str | None = None,
     event_prefix: str | None = None,
     borrow_seconds: int | None = None,
+    rate_limit: int = 0,
 ) -> tuple[list[str], list[Any]]:
-    """acquire.lua's KEYS and ARGV (documented in its header)."""
+    """acquire.lua's KEYS and ARGV (documented in its header). ``rate_limit``: the
+    tenant's calls per second (0: none, as for an operator's call)."""
     keys = LicenseKeys.of(tenant_id, license_id)
-    return [*keys.lease_keys, keys.denials, keys.reply("acquire", client_id, request_id)], [
+    reply_key = keys.reply("acquire", client_id, request_id)
+    return [*keys.lease_keys, keys.denials, reply_key, keys.rate], [
         tenant_id,
         license_id,
         client_id,
@@ -176,36 +180,45 @@ def acquire_call(
         event_prefix or _event_prefix(),
         _REPLY_TTL_MS,
         borrow_seconds or 0,
+        rate_limit,
     ]
 
 
 def heartbeat_call(
-    tenant_id: str, license_id: str, session_id: str, *, request_id: str
+    tenant_id: str, license_id: str, session_id: str, *, request_id: str, rate_limit: int = 0
 ) -> tuple[list[str], list[Any]]:
     """heartbeat.lua's KEYS and ARGV."""
     keys = LicenseKeys.of(tenant_id, license_id)
-    return [*keys.lease_keys, keys.reply("heartbeat", session_id, request_id)], [
+    return [*keys.lease_keys, keys.reply("heartbeat", session_id, request_id), keys.rate], [
         tenant_id,
         license_id,
         session_id,
         _event_prefix(),
         _REPLY_TTL_MS,
+        rate_limit,
     ]
 
 
 def release_call(
-    tenant_id: str, license_id: str, session_id: str, *, request_id: str, revoke: bool = False
+    tenant_id: str,
+    license_id: str,
+    session_id: str,
+    *,
+    request_id: str,
+    revoke: bool = False,
+    rate_limit: int = 0,
 ) -> tuple[list[str], list[Any]]:
     """release.lua's KEYS and ARGV (``revoke``: an operator's ``lease.revoked``)."""
     keys = LicenseKeys.of(tenant_id, license_id)
     event = "lease.revoked" if revoke else "lease.released"
-    return [*keys.lease_keys, keys.reply(event, session_id, request_id)], [
+    return [*keys.lease_keys, keys.reply(event, session_id, request_id), keys.rate], [
         tenant_id,
         license_id,
         session_id,
         _event_prefix(),
         event,
         _REPLY_TTL_MS,
+        rate_limit,
     ]
 
 
@@ -260,6 +273,8 @@ class SeatEngine:
             raise CallOutcomeUnknown(request_id) from exc
         if reply[0] in ("not_found", "missing"):
             raise LicenseNotFound(f"license {keys.license_id!r} not found")
+        if reply[0] == "rate_limited":
+            raise RateLimited(max(1, math.ceil(int(reply[1]) / 1000)))
         return reply
 
     # -- seat operations -----------------------------------------------------------
@@ -273,10 +288,12 @@ class SeatEngine:
         metadata: dict[str, Any] | None = None,
         request_id: str | None = None,
         borrow_seconds: int | None = None,
+        rate_limit: int = 0,
     ) -> Lease:
         """Take a seat (or extend, take back or convert this client's lease: acquire.lua's
         header). ``borrow_seconds``: a borrowed seat, no heartbeats until it ends; not
-        with ``lease_seconds`` (the HTTP schema refuses both)."""
+        with ``lease_seconds`` (the HTTP schema refuses both). ``rate_limit``: the tenant's
+        calls per second (0: none); over it, ``RateLimited`` and nothing changed."""
         if borrow_seconds and lease_seconds:
             raise InvalidRequest(
                 "Invalid request: borrow_seconds: not with lease_seconds (a borrow has its "
@@ -292,6 +309,7 @@ class SeatEngine:
             metadata_json=json.dumps(metadata or {}, separators=(",", ":")),
             request_id=request_id,
             borrow_seconds=borrow_seconds,
+            rate_limit=rate_limit,
         )
         reply = self._run(
             self.scripts.acquire, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
@@ -322,10 +340,19 @@ class SeatEngine:
         )
 
     def heartbeat(
-        self, tenant_id: str, license_id: str, session_id: str, request_id: str | None = None
+        self,
+        tenant_id: str,
+        license_id: str,
+        session_id: str,
+        request_id: str | None = None,
+        rate_limit: int = 0,
     ) -> Renewal:
+        """Extend a live lease. Over ``rate_limit`` only an early heartbeat is refused
+        (``RateLimited``): one on schedule passes (heartbeat.lua's header)."""
         request_id = request_id or new_request_id()
-        key_list, args = heartbeat_call(tenant_id, license_id, session_id, request_id=request_id)
+        key_list, args = heartbeat_call(
+            tenant_id, license_id, session_id, request_id=request_id, rate_limit=rate_limit
+        )
         reply = self._run(
             self.scripts.heartbeat,
             LicenseKeys.of(tenant_id, license_id),
@@ -352,11 +379,17 @@ class SeatEngine:
         *,
         revoke: bool = False,
         request_id: str | None = None,
+        rate_limit: int = 0,
     ) -> Release:
         """End a lease now. ``revoke=True`` records it as an operator's ``lease.revoked``."""
         request_id = request_id or new_request_id()
         key_list, args = release_call(
-            tenant_id, license_id, session_id, request_id=request_id, revoke=revoke
+            tenant_id,
+            license_id,
+            session_id,
+            request_id=request_id,
+            revoke=revoke,
+            rate_limit=rate_limit,
         )
         reply = self._run(
             self.scripts.release, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id

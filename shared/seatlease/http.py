@@ -47,6 +47,7 @@ from seatlease.errors import (
     LicenseSuspended,
     NoSeatsAvailable,
     NotFound,
+    RateLimited,
     SessionExpired,
     SessionNotLive,
     StoreError,
@@ -145,6 +146,15 @@ def to_api_error(exc: Exception) -> ApiError:
                 {"Retry-After": str(exc.retry_after_seconds)},
                 seats_used=exc.seats_used,
                 seats_total=exc.seats_total,
+                retry_after_seconds=exc.retry_after_seconds,
+            )
+        case RateLimited():
+            return ApiError(
+                429,
+                "rate_limited",
+                f"This tenant's calls per second are spent; nothing changed. Retry after "
+                f"{exc.retry_after_seconds} s.",
+                {"Retry-After": str(exc.retry_after_seconds)},
                 retry_after_seconds=exc.retry_after_seconds,
             )
         case LicenseNotFound():

@@ -46,6 +46,17 @@ def reaper_lock_key(shard: int) -> str:
     return f"{shard_prefix(shard)}:reaper-lock"
 
 
+def rate_key(shard: int, tenant_id: str) -> str:
+    """A tenant's call budget in one shard (lua/_ratelimit.lua): in the slot of the
+    license keys it guards, so the seat script stays in one slot."""
+    return f"{shard_prefix(shard)}:rate:{tenant_id}"
+
+
+def tenant_rate_cache_key(tenant_id: str) -> str:
+    """The cached rate limit of a tenant (seatlease/ratelimits.py), read by single commands."""
+    return f"{PREFIX}:tenant-rate:{tenant_id}"
+
+
 def api_key_cache_key(key_hash: str) -> str:
     return f"{PREFIX}:apikey:{key_hash}"
 
@@ -64,6 +75,7 @@ class LicenseKeys:
     deadlines: str
     outbox: str
     denials: str
+    rate: str  # the tenant's call budget in this shard
 
     @classmethod
     def of(cls, tenant_id: str, license_id: str) -> LicenseKeys:
@@ -84,6 +96,7 @@ class LicenseKeys:
             deadlines=deadlines_key(shard),
             outbox=outbox_key(shard),
             denials=denials_key(shard),
+            rate=rate_key(shard, tenant_id),
         )
 
     def reply(self, call: str, subject: str, request_id: str) -> str:

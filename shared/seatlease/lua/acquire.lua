@@ -8,6 +8,7 @@
 -- ARGV[5] requested lease in seconds, 0 for the license's default
 -- ARGV[6] metadata as JSON text   ARGV[7] event id prefix   ARGV[8] reply TTL in ms
 -- ARGV[9] borrow in seconds, 0 for a lease that heartbeats (Python never sends both)
+-- KEYS[9] the tenant's rate budget in this shard   ARGV[10] its calls per second, 0: none
 --
 -- The caller's own lease (clients[client_id], deadline still ahead):
 --   borrowed            returned unchanged: a borrow ends when it ends, or by release
@@ -18,6 +19,7 @@
 --
 -- Returns (a repeat of the call: what its first run returned) one of
 --   {'missing'}                 config not cached: fill KEYS[1] and call again
+--   {'rate_limited', retry_ms}  over the tenant's budget (_ratelimit.lua); nothing changed
 --   {'not_found'} | {'suspended'} | {'lease_too_long', max_lease_seconds}
 --   {'borrow_too_long', max_borrow_seconds}   (0: the license does not lend seats)
 --   {'denied', used, seats, limit, retry_after_ms}
@@ -36,6 +38,9 @@ if done then return done end
 
 local cfg = load_config(k.cfg)
 if cfg == nil then return {'missing'} end
+-- (after the config: the call that fills it comes again and is counted once)
+local wait = rate_limited(KEYS[9], ARGV[10])
+if wait then return {'rate_limited', wait} end
 if cfg == 'not_found' then return {'not_found'} end
 if cfg.suspended == '1' then return {'suspended'} end
 if requested > cfg.max_lease_ms then return {'lease_too_long', cfg.max_lease_ms / 1000} end

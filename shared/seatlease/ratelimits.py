@@ -1,0 +1,64 @@
+"""A tenant's rate limit: its calls per second on acquire, heartbeat and release (the
+tenant setting ``rate_limit_per_second``, 0 = no limit), which the seat scripts enforce
+on Redis (lua/_ratelimit.lua, docs/design.md "Rate limits").
+
+The hot path does not touch the database for it: the value is cached like an API key's
+tenant (seatlease/auth.py), in the process for ``LOCAL_TTL`` seconds, then in Redis for
+``REDIS_TTL`` seconds. A change (``seatlease tenant update --rate-limit``) drops the Redis
+entry at once, so it applies everywhere within ``LOCAL_TTL`` (15 s).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from seatlease.auth import LOCAL_TTL, REDIS_TTL
+from seatlease.keys import tenant_rate_cache_key
+from seatlease.redisconn import get_redis
+
+# Sized from docs/operations.md ("Capacity"): 500 calls/s is the heartbeats of 60,000
+# leases of 360 s, and at most 500 x REPLY_TTL_SECONDS x 120 B (about 5 MB) of replies.
+DEFAULT_RATE_LIMIT = 500
+_LOCAL_MAX = 10_000
+
+_local: dict[str, tuple[int, float]] = {}
+_local_lock = threading.Lock()
+
+
+def rate_limit(tenant_id: str) -> int:
+    """The tenant's calls per second (0: no limit). A tenant the database does not know
+    (deleted since its key was cached) gets the default."""
+    hit = _local.get(tenant_id)
+    if hit and hit[1] > time.monotonic():
+        return hit[0]
+    redis = get_redis()
+    cache_key = tenant_rate_cache_key(tenant_id)
+    cached = redis.get(cache_key)
+    if cached is None:
+        from seatlease import store
+
+        stored = store.tenant_rate_limit(tenant_id)
+        limit = DEFAULT_RATE_LIMIT if stored is None else stored
+        redis.set(cache_key, limit, ex=REDIS_TTL)
+    else:
+        limit = int(cached)
+    with _local_lock:
+        if len(_local) >= _LOCAL_MAX:
+            _local.clear()
+        _local[tenant_id] = (limit, time.monotonic() + LOCAL_TTL)
+    return limit
+
+
+def forget(tenant_id: str) -> None:
+    """After a change: drop the Redis entry (running instances keep theirs for at most
+    ``LOCAL_TTL``) and this process's."""
+    get_redis().delete(tenant_rate_cache_key(tenant_id))
+    with _local_lock:
+        _local.pop(tenant_id, None)
+
+
+def forget_all() -> None:
+    """Empty this process's cache (for a process that switched Redis or database)."""
+    with _local_lock:
+        _local.clear()
