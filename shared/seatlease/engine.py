@@ -10,7 +10,8 @@ license with ``linger_seconds``, a client's release leaves its seat *lingering*:
 that client alone until the linger ends (docs/design.md, "Borrowing and linger").
 
 Every seat call is exactly-once in effect and in its reply: it carries a request id (the
-client's, or one made here), and its script keeps the reply for ``REPLY_TTL_SECONDS``.
+client's, or one made here), and its script keeps the reply for ``REPLY_TTL_SECONDS``
+(to twice that), compactly, in the license's reply hashes (lua/_lib.lua, ``remember``).
 redis-py re-sends a script whose reply timed out (Redis stalled, or a TLS certificate
 rotation dropped the connection); the repeat, and a client's own retry with the same
 request id, are answered from the first run. When Redis does not answer at all the call
@@ -46,9 +47,13 @@ from seatlease.scripts import SeatScripts
 
 CONFIG_TTL_SECONDS = 600  # admin changes refresh the cache at once; the TTL bounds drift
 NEGATIVE_TTL_SECONDS = 30  # "no such license" is cached briefly against 404 storms
-# How long a seat call's reply answers a repeat of its request id: longer than redis-py's
-# retries (seconds) and the Python client's retries of one call (under a minute).
-REPLY_TTL_SECONDS = 300
+# How long a seat call's reply answers a repeat of its request id, at least: a repeat comes
+# at most the client's retry window (seatlease_client's defaults: 6 attempts of 10 s and
+# the pauses between them, 68 s from the first send to the last) plus redis-py's retries
+# of the script on the server (4 tries of 2 + 2 s timeouts and 1 s pauses, 19 s) after
+# the first run: 87 s (tests/test_reply_store.py computes both from the code). A reply
+# lives between this and twice this (lua/_lib.lua, ``remember``: two generations).
+REPLY_TTL_SECONDS = 90
 _REPLY_TTL_MS = REPLY_TTL_SECONDS * 1000
 
 
@@ -169,8 +174,7 @@ def acquire_call(
     """acquire.lua's KEYS and ARGV (documented in its header). ``rate_limit``: the
     tenant's calls per second (0: none, as for an operator's call)."""
     keys = LicenseKeys.of(tenant_id, license_id)
-    reply_key = keys.reply("acquire", client_id, request_id)
-    return [*keys.lease_keys, keys.denials, reply_key, keys.rate], [
+    return [*keys.lease_keys, keys.denials, keys.replies[0], keys.rate, keys.replies[1]], [
         tenant_id,
         license_id,
         client_id,
@@ -181,6 +185,7 @@ def acquire_call(
         _REPLY_TTL_MS,
         borrow_seconds or 0,
         rate_limit,
+        keys.reply_field("acquire", client_id, request_id),
     ]
 
 
@@ -189,13 +194,14 @@ def heartbeat_call(
 ) -> tuple[list[str], list[Any]]:
     """heartbeat.lua's KEYS and ARGV."""
     keys = LicenseKeys.of(tenant_id, license_id)
-    return [*keys.lease_keys, keys.reply("heartbeat", session_id, request_id), keys.rate], [
+    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1]], [
         tenant_id,
         license_id,
         session_id,
         _event_prefix(),
         _REPLY_TTL_MS,
         rate_limit,
+        keys.reply_field("heartbeat", session_id, request_id),
     ]
 
 
@@ -211,7 +217,7 @@ def release_call(
     """release.lua's KEYS and ARGV (``revoke``: an operator's ``lease.revoked``)."""
     keys = LicenseKeys.of(tenant_id, license_id)
     event = "lease.revoked" if revoke else "lease.released"
-    return [*keys.lease_keys, keys.reply(event, session_id, request_id), keys.rate], [
+    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1]], [
         tenant_id,
         license_id,
         session_id,
@@ -219,6 +225,7 @@ def release_call(
         event,
         _REPLY_TTL_MS,
         rate_limit,
+        keys.reply_field(event, session_id, request_id),
     ]
 
 

@@ -2,7 +2,8 @@
 --
 -- KEYS[1] cfg   KEYS[2] leases   KEYS[3] sessions   KEYS[4] clients
 -- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] denials (shard)
--- KEYS[8] this call's reply (idempotency, see replay in _lib.lua)
+-- KEYS[8], KEYS[10] the license's reply hashes (generations 0 and 1)   ARGV[11] this
+--   call's field in them (idempotency, see replay in _lib.lua)
 -- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] client_id
 -- ARGV[4] session id to use for a new lease (random, from Python)
 -- ARGV[5] requested lease in seconds, 0 for the license's default
@@ -29,7 +30,7 @@ local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4
            deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7]}
 local tenant, license, client = ARGV[1], ARGV[2], ARGV[3]
 local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV[6], ARGV[7]
-local reply_key, reply_ttl = KEYS[8], ARGV[8]
+local reply_key, reply_ttl = reply_slot(KEYS[8], KEYS[10], ARGV[11]), ARGV[8]
 local borrow = tonumber(ARGV[9] or 0) * 1000
 local lk = tenant .. '/' .. license
 

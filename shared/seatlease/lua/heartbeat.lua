@@ -3,10 +3,11 @@
 -- which must acquire to take it back: 'unknown'.
 --
 -- KEYS[1] cfg   KEYS[2] leases   KEYS[3] sessions   KEYS[4] clients
--- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] this call's reply
+-- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] reply hash 0
 -- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] session_id   ARGV[4] event id prefix
 -- ARGV[5] reply TTL in ms
 -- KEYS[8] the tenant's rate budget in this shard   ARGV[6] its calls per second, 0: none
+-- KEYS[9] reply hash 1 (KEYS[7]: generation 0)   ARGV[7] this call's field in them
 --
 -- Over the budget, a heartbeat is refused ({'rate_limited', retry_ms}, nothing changed)
 -- only when it cannot cost the lease: it came early (more than two thirds of the lease
@@ -24,7 +25,7 @@
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6]}
 local tenant, license, sid, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local reply_key, reply_ttl = KEYS[7], ARGV[5]
+local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[7]), ARGV[5]
 local lk = tenant .. '/' .. license
 
 local done = replay(reply_key)
