@@ -213,6 +213,10 @@ class Status(_Action):
         return self
 
 
+class Capacity(_Action):
+    action: Literal["capacity"]
+
+
 class Revoke(_Action):
     action: Literal["revoke"]
     tenant_id: Identifier | None = None  # absent: the one tenant that has license_id
@@ -255,6 +259,7 @@ MODELS: dict[str, type[_Action]] = {
     "license.show": LicenseShow,
     "license.list": LicenseList,
     "status": Status,
+    "capacity": Capacity,
     "revoke": Revoke,
     "report.usage": ReportUsage,
 }
@@ -530,6 +535,14 @@ def _license_tenant(tenant_id: str | None, license_id: str) -> str:
     return found[0]
 
 
+def _capacity(_req: Capacity) -> tuple[int, dict[str, Any]]:
+    """Redis used and maximum memory and what holds it (seatlease/capacity.py)."""
+    from seatlease.capacity import capacity
+    from seatlease.runtime import seat_engine
+
+    return 200, capacity(seat_engine().redis)
+
+
 def _revoke(req: Revoke) -> tuple[int, dict[str, Any]]:
     """``lmremove``: end a live lease now, recorded as ``lease.revoked``; the client's
     next heartbeat answers 410."""
@@ -609,6 +622,7 @@ def _timeline_view(line: Timeline, seats: dict[str, int]) -> dict[str, Any]:
 HANDLERS: dict[type[_Action], Callable[[Any], tuple[int, dict[str, Any]]]] = {
     TenantCreate: _tenant_create,
     TenantList: _tenant_list,
+    Capacity: _capacity,
     TenantShow: _tenant_show,
     TenantUpdate: _tenant_update,
     ApiKeyCreate: _apikey_create,
