@@ -18,7 +18,7 @@ from seatlease.keys import SHARDS, deadlines_key, outbox_key
 # outbox event waiting for the reaper.
 BYTES_PER_LEASE = 420
 BYTES_PER_REPLY = 110
-BYTES_PER_OUTBOX_EVENT = 400
+BYTES_PER_OUTBOX_EVENT = 340
 
 
 def _memory(redis: Any) -> dict[str, Any]:
