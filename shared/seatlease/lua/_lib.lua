@@ -15,6 +15,9 @@
 --             published (emit below is the one place its shape is written); the reaper
 --             drains it to Pub/Sub without decoding it
 --   cfg       HASH  cached license configuration (exists, seats, lease_seconds, ...)
+--   replies:0, replies:1  HASH  the license's stored replies of two generations (replay and
+--             remember below)
+--   rate      string per shard and tenant: the tenant's rate budget (_ratelimit.lua)
 
 -- Milliseconds from the Redis server clock: function instances' clocks differ.
 local function now_ms()
