@@ -17,8 +17,9 @@ from seatlease.auth import LOCAL_TTL, REDIS_TTL
 from seatlease.keys import tenant_rate_cache_key
 from seatlease.redisconn import get_redis
 
-# Sized from docs/operations.md ("Capacity"): 500 calls/s is the heartbeats of 60,000
-# leases of 360 s, and at most 500 x REPLY_TTL_SECONDS x 120 B (about 5 MB) of replies.
+# Sized from docs/operations.md ("Capacity"): 500 calls/s in a license shard is the
+# heartbeats of 60,000 leases of 360 s, and holds at most 500 x 180 s x 110 B (about
+# 10 MB) of replies: a flooding tenant takes a hundredth of the 1 GB dev instance.
 DEFAULT_RATE_LIMIT = 500
 _LOCAL_MAX = 10_000
 
