@@ -11,17 +11,17 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from http_support import acquire, app, error_of, heartbeat, new_license, new_tenant, release
 
-from seatlease import admin, ratelimits, store
+from seatlease import admin, store, tenantlimits
 from seatlease.engine import SeatEngine
-from seatlease.errors import RateLimited
+from seatlease.errors import TenantRateLimited
 from seatlease.keys import LicenseKeys
 
 
 @pytest.fixture
 def fresh_rates():
-    ratelimits.forget_all()
+    tenantlimits.forget_all()
     yield
-    ratelimits.forget_all()
+    tenantlimits.forget_all()
 
 
 def drain(engine: SeatEngine, tenant: str, license_id: str, rate: int) -> int:
@@ -31,7 +31,7 @@ def drain(engine: SeatEngine, tenant: str, license_id: str, rate: int) -> int:
         try:
             engine.acquire(tenant, license_id, f"drain-{n}", rate_limit=rate)
             passed += 1
-        except RateLimited:
+        except TenantRateLimited:
             return passed
     raise AssertionError("the budget never ran out")
 
@@ -44,7 +44,7 @@ def test_a_burst_of_one_seconds_worth_passes_then_429_with_retry_after(seat_engi
     configs.add("b", "cad", seats=1000)
     passed = drain(seat_engine, "a", "cad", rate=20)
     assert 18 <= passed <= 22  # the burst: one second's worth (plus what refilled meanwhile)
-    with pytest.raises(RateLimited) as refused:
+    with pytest.raises(TenantRateLimited) as refused:
         seat_engine.acquire("a", "cad", "late", rate_limit=20)
     assert refused.value.retry_after_seconds == 1
     # Nothing was taken by the refused calls, and another tenant is untouched.
@@ -63,7 +63,7 @@ def test_the_budget_refills_at_the_rate(seat_engine, configs):
         try:
             seat_engine.acquire("a", "cad", f"again-{n}", rate_limit=10)
             passed += 1
-        except RateLimited:
+        except TenantRateLimited:
             pass
     assert 2 <= passed <= 5
 
@@ -78,7 +78,7 @@ def test_the_budget_is_shared_by_every_instance(seat_engine, configs):
         try:
             engine.acquire("a", "cad", f"c{n}", rate_limit=20)
             passed += 1
-        except RateLimited:
+        except TenantRateLimited:
             pass
     assert passed <= 25
 
@@ -97,7 +97,7 @@ def test_an_early_heartbeat_is_refused_one_on_schedule_passes(seat_engine, confi
     configs.add("a", "cad", seats=1000, lease_seconds=3)
     lease = seat_engine.acquire("a", "cad", "ws-1", rate_limit=0)
     drain(seat_engine, "a", "cad", rate=2)
-    with pytest.raises(RateLimited) as early:
+    with pytest.raises(TenantRateLimited) as early:
         seat_engine.heartbeat("a", "cad", lease.session_id, rate_limit=2)
     assert early.value.retry_after_seconds >= 1
     time.sleep(1.1)  # the heartbeat interval (a third of 3 s) has come
@@ -110,7 +110,7 @@ def test_a_borrowed_lease_refused_a_heartbeat_keeps_its_deadline(seat_engine, co
     configs.add("a", "cad", seats=10, max_borrow_seconds=3600)
     lease = seat_engine.acquire("a", "cad", "ws-1", borrow_seconds=3600)
     drain(seat_engine, "a", "cad", rate=2)
-    with pytest.raises(RateLimited):
+    with pytest.raises(TenantRateLimited):
         seat_engine.heartbeat("a", "cad", lease.session_id, rate_limit=2)
     (held,) = [x for x in seat_engine.live_leases("a", "cad") if x["client_id"] == "ws-1"]
     assert held["expires_at_ms"] == lease.expires_at_ms
@@ -120,7 +120,7 @@ def test_a_release_over_the_budget_changes_nothing(seat_engine, configs):
     configs.add("a", "cad", seats=1000)
     lease = seat_engine.acquire("a", "cad", "ws-1")
     drain(seat_engine, "a", "cad", rate=3)
-    with pytest.raises(RateLimited):
+    with pytest.raises(TenantRateLimited):
         seat_engine.release("a", "cad", lease.session_id, rate_limit=3)
     assert lease.session_id in {x["session_id"] for x in seat_engine.live_leases("a", "cad")}
 
@@ -202,11 +202,11 @@ def test_a_tenant_with_no_limit_is_not_limited(acme, fresh_rates) -> None:
 
 def test_a_changed_limit_applies_at_once_where_the_cache_is_dropped(acme, fresh_rates) -> None:
     new_license(acme, "cad", seats=10)
-    assert ratelimits.rate_limit(acme.tenant_id) == ratelimits.DEFAULT_RATE_LIMIT
+    assert tenantlimits.rate_limit(acme.tenant_id) == tenantlimits.DEFAULT_RATE_LIMIT
     admin.execute(
         admin.parse({"action": "tenant.update", "tenant_id": "acme", "rate_limit_per_second": 7})
     )
-    assert ratelimits.rate_limit(acme.tenant_id) == 7
+    assert tenantlimits.rate_limit(acme.tenant_id) == 7
 
 
 # -- the setting: bad input names the field ------------------------------------------------
@@ -221,7 +221,7 @@ def test_a_bad_rate_limit_is_a_400_naming_the_field(database_url, redis_url, act
     error = error_of(response, 400, "invalid_request")
     assert "rate_limit_per_second" in {d["field"] for d in error["details"]}
     assert "rate_limit_per_second" in error["message"]
-    assert store.tenant_rate_limit("acme") == ratelimits.DEFAULT_RATE_LIMIT  # unchanged
+    assert store.tenant_rate_limit("acme") == tenantlimits.DEFAULT_RATE_LIMIT  # unchanged
 
 
 # -- the migration -------------------------------------------------------------------------

@@ -13,9 +13,9 @@ import functions_framework
 
 from seatlease.clock import rfc3339
 from seatlease.http import Call, endpoint
-from seatlease.ratelimits import rate_limit
 from seatlease.runtime import seat_engine
 from seatlease.schemas import AcquireRequest
+from seatlease.tenantlimits import rate_limit
 from seatlease.tokens import signer
 
 

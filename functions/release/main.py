@@ -6,9 +6,9 @@ from typing import Any
 import functions_framework
 
 from seatlease.http import Call, endpoint
-from seatlease.ratelimits import rate_limit
 from seatlease.runtime import seat_engine
 from seatlease.schemas import SessionRequest
+from seatlease.tenantlimits import rate_limit
 from seatlease.tokens import signer
 
 

@@ -355,7 +355,7 @@ def _tenant_show(req: TenantShow) -> tuple[int, dict[str, Any]]:
 def _tenant_update(req: TenantUpdate) -> tuple[int, dict[str, Any]]:
     """A new rate limit reaches every function instance within ``LOCAL_TTL``: the shared
     Redis copy is dropped now, the instances' own copies expire."""
-    from seatlease import ratelimits
+    from seatlease import tenantlimits
 
     changes = req.changes()
     store.update_tenant(req.tenant_id, **changes)
@@ -363,7 +363,7 @@ def _tenant_update(req: TenantUpdate) -> tuple[int, dict[str, Any]]:
     if "rate_limit_per_second" not in changes:
         return 200, body
     try:
-        ratelimits.forget(req.tenant_id)
+        tenantlimits.forget(req.tenant_id)
         body["cache_refreshed"] = True
     except (RedisError, BackendUnavailable) as exc:
         log("WARNING", "admin: tenant rate cache drop failed", error=type(exc).__name__)

@@ -38,8 +38,8 @@ from seatlease.errors import (
     LicenseNotFound,
     LicenseSuspended,
     NoSeatsAvailable,
-    RateLimited,
     SessionExpired,
+    TenantRateLimited,
 )
 from seatlease.keys import LicenseKeys
 from seatlease.licenses import LicenseConfig  # also importable from here, as before
@@ -281,7 +281,7 @@ class SeatEngine:
         if reply[0] in ("not_found", "missing"):
             raise LicenseNotFound(f"license {keys.license_id!r} not found")
         if reply[0] == "rate_limited":
-            raise RateLimited(max(1, math.ceil(int(reply[1]) / 1000)))
+            raise TenantRateLimited(max(1, math.ceil(int(reply[1]) / 1000)))
         return reply
 
     # -- seat operations -----------------------------------------------------------
@@ -300,7 +300,7 @@ class SeatEngine:
         """Take a seat (or extend, take back or convert this client's lease: acquire.lua's
         header). ``borrow_seconds``: a borrowed seat, no heartbeats until it ends; not
         with ``lease_seconds`` (the HTTP schema refuses both). ``rate_limit``: the tenant's
-        calls per second (0: none); over it, ``RateLimited`` and nothing changed."""
+        calls per second (0: none); over it, ``TenantRateLimited`` and nothing changed."""
         if borrow_seconds and lease_seconds:
             raise InvalidRequest(
                 "Invalid request: borrow_seconds: not with lease_seconds (a borrow has its "
@@ -355,7 +355,7 @@ class SeatEngine:
         rate_limit: int = 0,
     ) -> Renewal:
         """Extend a live lease. Over ``rate_limit`` only an early heartbeat is refused
-        (``RateLimited``): one on schedule passes (heartbeat.lua's header)."""
+        (``TenantRateLimited``): one on schedule passes (heartbeat.lua's header)."""
         request_id = request_id or new_request_id()
         key_list, args = heartbeat_call(
             tenant_id, license_id, session_id, request_id=request_id, rate_limit=rate_limit

@@ -51,7 +51,7 @@ class NoSeatsAvailable(SeatError):
         self.retry_after_seconds = retry_after_seconds
 
 
-class RateLimited(SeatError):
+class TenantRateLimited(SeatError):
     """The tenant's calls per second are spent (its ``rate_limit_per_second``); nothing
     changed. Repeat after ``retry_after_seconds``."""
 

@@ -47,10 +47,10 @@ from seatlease.errors import (
     LicenseSuspended,
     NoSeatsAvailable,
     NotFound,
-    RateLimited,
     SessionExpired,
     SessionNotLive,
     StoreError,
+    TenantRateLimited,
     Unauthenticated,
     redis_outage,
 )
@@ -148,7 +148,7 @@ def to_api_error(exc: Exception) -> ApiError:
                 seats_total=exc.seats_total,
                 retry_after_seconds=exc.retry_after_seconds,
             )
-        case RateLimited():
+        case TenantRateLimited():
             return ApiError(
                 429,
                 "rate_limited",

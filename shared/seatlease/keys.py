@@ -55,7 +55,7 @@ def rate_key(shard: int, tenant_id: str) -> str:
 
 
 def tenant_rate_cache_key(tenant_id: str) -> str:
-    """The cached rate limit of a tenant (seatlease/ratelimits.py), read by single commands."""
+    """The cached rate limit of a tenant (seatlease/tenantlimits.py), read by single commands."""
     return f"{PREFIX}:tenant-rate:{tenant_id}"
 
 

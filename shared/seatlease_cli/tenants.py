@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from seatlease.auth import LOCAL_TTL
-from seatlease.ratelimits import DEFAULT_RATE_LIMIT
+from seatlease.tenantlimits import DEFAULT_RATE_LIMIT
 from seatlease_cli.backend import backend_for, common_parent, warn_if_stale
 from seatlease_cli.output import emit
 
