@@ -27,6 +27,7 @@ EXAMPLES = {
     errors.LeaseTooLong: (errors.LeaseTooLong(60), 400, "invalid_request"),
     errors.NoSeatsAvailable: (errors.NoSeatsAvailable(2, 2, 5), 409, "no_seats_available"),
     errors.SessionExpired: (errors.SessionExpired("expired"), 410, "session_expired"),
+    errors.TenantRateLimited: (errors.TenantRateLimited(1), 429, "rate_limited"),
     errors.Unauthenticated: (errors.Unauthenticated("no key"), 401, "unauthenticated"),
     errors.BackendUnavailable: (errors.BackendUnavailable("redis"), 503, "backend_unavailable"),
     errors.CallOutcomeUnknown: (errors.CallOutcomeUnknown("req-1"), 503, "backend_unavailable"),
@@ -53,6 +54,7 @@ EXIT_CODES = {
     404: cli.EXIT_NOT_FOUND,
     409: cli.EXIT_CONFLICT,
     410: cli.EXIT_FAILED,
+    429: cli.EXIT_FAILED,
     503: cli.EXIT_UNAVAILABLE,
 }
 

@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from http_support import acquire, app, error_of, heartbeat, new_license, new_tenant, release
 
-from seatlease import admin, store, tenantlimits
+from seatlease import admin, db, store, tenantlimits
 from seatlease.engine import SeatEngine
 from seatlease.errors import TenantRateLimited
-from seatlease.keys import LicenseKeys
+from seatlease.keys import LicenseKeys, tenant_rate_cache_key
 
 
 @pytest.fixture
@@ -270,3 +270,22 @@ def test_migration_0007_gives_every_tenant_the_default_and_downgrades(
         with admin_engine.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin_engine.dispose()
+
+
+def test_a_database_outage_never_fails_the_rate_limit_lookup(
+    acme, redis_client, fresh_rates, monkeypatch
+) -> None:
+    """The lookup falls back to the last known value (or the default) instead of a 503:
+    the seat calls go on without the database, as the API key cache lets them."""
+    store.update_tenant(acme.tenant_id, rate_limit_per_second=42)
+    assert tenantlimits.rate_limit(acme.tenant_id) == 42
+    monkeypatch.setattr(tenantlimits, "LOCAL_TTL", 0.0)  # the local copy is now stale
+    tenantlimits._remember(acme.tenant_id, 42)
+    redis_client.delete(tenant_rate_cache_key(acme.tenant_id))  # and the Redis copy gone
+    monkeypatch.setenv("DATABASE_URL", "postgresql+pg8000://nobody@127.0.0.1:1/none")
+    db.reset()
+    assert tenantlimits.rate_limit(acme.tenant_id) == 42  # the stale value, no 503
+    tenantlimits.forget_all()
+    assert tenantlimits.rate_limit(acme.tenant_id) == tenantlimits.DEFAULT_RATE_LIMIT
+    assert redis_client.get(tenant_rate_cache_key(acme.tenant_id)) is None
+    db.reset()

@@ -5,7 +5,8 @@ on Redis (lua/_ratelimit.lua, docs/design.md "Rate limits").
 The hot path does not touch the database for it: the value is cached like an API key's
 tenant (seatlease/auth.py), in the process for ``LOCAL_TTL`` seconds, then in Redis for
 ``REDIS_TTL`` seconds. A change (``seatlease tenant update --rate-limit``) drops the Redis
-entry at once, so it applies everywhere within ``LOCAL_TTL`` (15 s).
+entry at once, so it applies everywhere within ``LOCAL_TTL`` (15 s). A database outage
+is never a reason to refuse a seat call: the last known value, or the default, applies.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 import time
 
 from seatlease.auth import LOCAL_TTL, REDIS_TTL
+from seatlease.errors import BackendUnavailable
 from seatlease.keys import tenant_rate_cache_key
 from seatlease.redisconn import get_redis
 
@@ -36,19 +38,31 @@ def rate_limit(tenant_id: str) -> int:
     redis = get_redis()
     cache_key = tenant_rate_cache_key(tenant_id)
     cached = redis.get(cache_key)
-    if cached is None:
+    if cached is not None:
+        limit = int(cached)
+    else:
         from seatlease import store
 
-        stored = store.tenant_rate_limit(tenant_id)
+        try:
+            stored = store.tenant_rate_limit(tenant_id)
+        except BackendUnavailable:
+            # The database is down: the seat calls go on (Redis holds the leases) with
+            # the last value this instance knew, or the default; nothing goes to Redis,
+            # so the stored value is read again once the database is back.
+            limit = hit[0] if hit else DEFAULT_RATE_LIMIT
+            _remember(tenant_id, limit)
+            return limit
         limit = DEFAULT_RATE_LIMIT if stored is None else stored
         redis.set(cache_key, limit, ex=REDIS_TTL)
-    else:
-        limit = int(cached)
+    _remember(tenant_id, limit)
+    return limit
+
+
+def _remember(tenant_id: str, limit: int) -> None:
     with _local_lock:
         if len(_local) >= _LOCAL_MAX:
             _local.clear()
         _local[tenant_id] = (limit, time.monotonic() + LOCAL_TTL)
-    return limit
 
 
 def forget(tenant_id: str) -> None:
