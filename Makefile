@@ -76,6 +76,8 @@ bench: install
 	$(PY) bench/redis_cost.py
 	$(PY) bench/http_acquire.py
 	$(PY) bench/cold_import.py
+	$(PY) bench/rate_limit_cost.py
+	$(PY) bench/redis_memory.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .seatlease

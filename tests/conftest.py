@@ -18,7 +18,7 @@ from http_support import Tenant, new_tenant
 from procs import start_postgres, start_redis_cluster
 from sqlalchemy import create_engine, text
 
-from seatlease import auth, db, logs, redisconn
+from seatlease import auth, db, logs, redisconn, tenantlimits
 from seatlease.engine import LicenseConfig, SeatEngine
 from seatlease_cli.procs import Proc, port_open, start_pubsub_emulator, start_redis
 
@@ -157,8 +157,10 @@ def acme(redis_url: str, database_url: str) -> Iterator[Tenant]:
     """Tenant ``acme`` with one API key, on the private Redis and the test database (no
     license: each test makes the ones it needs with ``http_support.new_license``)."""
     auth.forget_all()
+    tenantlimits.forget_all()
     yield new_tenant("acme")
     auth.forget_all()
+    tenantlimits.forget_all()
 
 
 class ConfigTable:

@@ -102,7 +102,7 @@ def test_tenant_create_list_and_duplicate(stack, capsys):
 
     code, out, _ = run(capsys, "tenant", "list")
     lines = out.splitlines()
-    assert lines[0].split() == ["TENANT_ID", "NAME", "CREATED_AT"]
+    assert lines[0].split() == ["TENANT_ID", "NAME", "RATE_LIMIT_PER_SECOND", "CREATED_AT"]
     assert lines[1].startswith("acme") and "Acme Corp" in lines[1]
     assert lines[2].startswith("globex")
     tenants = run_json(capsys, "tenant", "list")["tenants"]
@@ -112,6 +112,20 @@ def test_tenant_create_list_and_duplicate(stack, capsys):
     code, out, err = run(capsys, "tenant", "create", "acme")
     assert code == cli.EXIT_CONFLICT and out == ""
     assert "already exists" in one_line_error(err)
+
+
+def test_tenant_rate_limit_create_update_show(stack, capsys):
+    assert run(capsys, "tenant", "create", "acme", "--rate-limit", "40")[0] == 0
+    assert run_json(capsys, "tenant", "show", "acme")["tenant"]["rate_limit_per_second"] == 40
+    code, out, err = run(capsys, "tenant", "update", "acme", "--rate-limit", "0")
+    assert code == 0, err
+    assert out.startswith("updated tenant acme, no rate limit")
+    code, out, _ = run(capsys, "tenant", "show", "acme")
+    assert out.splitlines()[1].split()[:2] == ["acme", "0"]
+    code, out, err = run(capsys, "tenant", "update", "acme", "--rate-limit", "-3")
+    assert code != 0 and out == ""
+    assert "rate_limit_per_second" in one_line_error(err)
+    assert run_json(capsys, "tenant", "show", "acme")["tenant"]["rate_limit_per_second"] == 0
 
 
 def test_tenant_id_is_validated(stack, capsys):

@@ -27,6 +27,7 @@ EXAMPLES = {
     errors.LeaseTooLong: (errors.LeaseTooLong(60), 400, "invalid_request"),
     errors.NoSeatsAvailable: (errors.NoSeatsAvailable(2, 2, 5), 409, "no_seats_available"),
     errors.SessionExpired: (errors.SessionExpired("expired"), 410, "session_expired"),
+    errors.TenantRateLimited: (errors.TenantRateLimited(1), 429, "rate_limited"),
     errors.Unauthenticated: (errors.Unauthenticated("no key"), 401, "unauthenticated"),
     errors.Forbidden: (errors.Forbidden("This is a seat key."), 403, "forbidden"),
     errors.RateLimited: (errors.RateLimited(60, 60, 7), 429, "rate_limited"),

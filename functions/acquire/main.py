@@ -15,6 +15,7 @@ from seatlease.clock import rfc3339
 from seatlease.http import Call, endpoint
 from seatlease.runtime import seat_engine
 from seatlease.schemas import AcquireRequest
+from seatlease.tenantlimits import rate_limit
 from seatlease.tokens import signer
 
 
@@ -30,6 +31,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
         body.metadata,
         request_id=body.request_id,
         borrow_seconds=body.borrow_seconds,
+        rate_limit=rate_limit(call.tenant_id),
     )
     call.log.update(
         outcome="acquired" if lease.created else "renewed",

@@ -12,6 +12,7 @@ from seatlease.clock import rfc3339
 from seatlease.http import Call, endpoint
 from seatlease.runtime import seat_engine
 from seatlease.schemas import SessionRequest
+from seatlease.tenantlimits import rate_limit
 from seatlease.tokens import signer
 
 
@@ -20,7 +21,11 @@ from seatlease.tokens import signer
 def heartbeat(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
     sign = signer()  # before the lease is extended: no key, no change
     renewal = seat_engine().heartbeat(
-        call.tenant_id, body.license_id, body.session_id, request_id=body.request_id
+        call.tenant_id,
+        body.license_id,
+        body.session_id,
+        request_id=body.request_id,
+        rate_limit=rate_limit(call.tenant_id),
     )
     call.log["outcome"] = "renewed"
     return 200, {

@@ -8,6 +8,7 @@ import functions_framework
 from seatlease.http import Call, endpoint
 from seatlease.runtime import seat_engine
 from seatlease.schemas import SessionRequest
+from seatlease.tenantlimits import rate_limit
 from seatlease.tokens import signer
 
 
@@ -17,7 +18,11 @@ def release(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
     sign = signer()  # before the seat is given back: no key, no change
     engine = seat_engine()
     result = engine.release(
-        call.tenant_id, body.license_id, body.session_id, request_id=body.request_id
+        call.tenant_id,
+        body.license_id,
+        body.session_id,
+        request_id=body.request_id,
+        rate_limit=rate_limit(call.tenant_id),
     )
     call.log.update(
         outcome="released" if result.released else "already_gone",

@@ -56,12 +56,14 @@ if TYPE_CHECKING:
     from seatlease.reports import Timeline, Window
 
 MAX_SEATS = 1_000_000
+MAX_RATE_LIMIT = 1_000_000  # the tenants table's CHECK constraint
 Seats = Annotated[int, Field(ge=0, le=MAX_SEATS)]
 LeaseSeconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)]
 OveragePercent = Annotated[int, Field(ge=0, le=1000)]
 BorrowSeconds = Annotated[int, Field(ge=0, le=MAX_BORROW_SECONDS)]  # 0: no borrowing
 LingerSeconds = Annotated[int, Field(ge=0, le=MAX_LINGER_SECONDS)]  # 0: no linger
 Label = Annotated[str, StringConstraints(max_length=256)]
+RateLimit = Annotated[int, Field(ge=0, le=MAX_RATE_LIMIT)]  # calls per second; 0: no limit
 KeyPrefix = Annotated[str, StringConstraints(pattern=rf"^{apikeys.PREFIX_PATTERN}$")]
 
 
@@ -103,6 +105,7 @@ class TenantCreate(_Action):
     action: Literal["tenant.create"]
     tenant_id: Identifier
     name: Label = ""
+    rate_limit_per_second: RateLimit | None = None  # None: DEFAULT_RATE_LIMIT
 
 
 class TenantList(_Action):
@@ -110,6 +113,28 @@ class TenantList(_Action):
 
 
 Scope = Literal["seat", "admin"]  # store.SCOPES
+
+
+class TenantShow(_Action):
+    action: Literal["tenant.show"]
+    tenant_id: Identifier
+
+
+class TenantUpdate(_Action):
+    action: Literal["tenant.update"]
+    tenant_id: Identifier
+    name: Label | None = None
+    rate_limit_per_second: RateLimit | None = None
+
+    @_model_validator(mode="after")
+    def _changes_something(self) -> TenantUpdate:
+        if not self.changes():
+            raise ValueError("give at least one of name, rate_limit_per_second")
+        return self
+
+    def changes(self) -> dict[str, Any]:
+        fields = ("name", "rate_limit_per_second")
+        return {f: getattr(self, f) for f in fields if getattr(self, f) is not None}
 
 
 class ApiKeyCreate(_Action):
@@ -192,6 +217,10 @@ class Status(_Action):
         return self
 
 
+class Capacity(_Action):
+    action: Literal["capacity"]
+
+
 class Revoke(_Action):
     action: Literal["revoke"]
     tenant_id: Identifier | None = None  # absent: the one tenant that has license_id
@@ -222,6 +251,8 @@ class ReportUsage(_Action):
 MODELS: dict[str, type[_Action]] = {
     "tenant.create": TenantCreate,
     "tenant.list": TenantList,
+    "tenant.show": TenantShow,
+    "tenant.update": TenantUpdate,
     "apikey.create": ApiKeyCreate,
     "apikey.list": ApiKeyList,
     "apikey.revoke": ApiKeyRevoke,
@@ -232,6 +263,7 @@ MODELS: dict[str, type[_Action]] = {
     "license.show": LicenseShow,
     "license.list": LicenseList,
     "status": Status,
+    "capacity": Capacity,
     "revoke": Revoke,
     "report.usage": ReportUsage,
 }
@@ -307,7 +339,7 @@ def _refresh_cache(tenant_id: str, license_id: str) -> dict[str, Any]:
 
 
 def _tenant_create(req: TenantCreate) -> tuple[int, dict[str, Any]]:
-    store.create_tenant(req.tenant_id, req.name)
+    store.create_tenant(req.tenant_id, req.name, rate_limit_per_second=req.rate_limit_per_second)
     return 201, {"tenant": _tenant_view(store.get_tenant(req.tenant_id))}
 
 
@@ -315,8 +347,36 @@ def _tenant_view(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "tenant_id": row["tenant_id"],
         "name": row["name"],
+        "rate_limit_per_second": row["rate_limit_per_second"],
         "created_at": _time(row["created_at"]),
     }
+
+
+def _tenant_show(req: TenantShow) -> tuple[int, dict[str, Any]]:
+    return 200, {"tenant": _tenant_view(store.get_tenant(req.tenant_id))}
+
+
+def _tenant_update(req: TenantUpdate) -> tuple[int, dict[str, Any]]:
+    """A new rate limit reaches every function instance within ``LOCAL_TTL``: the shared
+    Redis copy is dropped now, the instances' own copies expire."""
+    from seatlease import tenantlimits
+
+    changes = req.changes()
+    store.update_tenant(req.tenant_id, **changes)
+    body: dict[str, Any] = {"tenant": _tenant_view(store.get_tenant(req.tenant_id))}
+    if "rate_limit_per_second" not in changes:
+        return 200, body
+    try:
+        tenantlimits.forget(req.tenant_id)
+        body["cache_refreshed"] = True
+    except (RedisError, BackendUnavailable) as exc:
+        log("WARNING", "admin: tenant rate cache drop failed", error=type(exc).__name__)
+        body["cache_refreshed"] = False
+        body["warning"] = (
+            f"saved in the database, but Redis is unreachable: the new rate limit applies "
+            f"within {REDIS_TTL + LOCAL_TTL:.0f} s"
+        )
+    return 200, body
 
 
 def _tenant_list(_req: TenantList) -> tuple[int, dict[str, Any]]:
@@ -493,6 +553,14 @@ def _license_tenant(tenant_id: str | None, license_id: str) -> str:
     return found[0]
 
 
+def _capacity(_req: Capacity) -> tuple[int, dict[str, Any]]:
+    """Redis used and maximum memory and what holds it (seatlease/capacity.py)."""
+    from seatlease.capacity import capacity
+    from seatlease.runtime import seat_engine
+
+    return 200, capacity(seat_engine().redis)
+
+
 def _revoke(req: Revoke) -> tuple[int, dict[str, Any]]:
     """``lmremove``: end a live lease now, recorded as ``lease.revoked``; the client's
     next heartbeat answers 410."""
@@ -572,6 +640,9 @@ def _timeline_view(line: Timeline, seats: dict[str, int]) -> dict[str, Any]:
 HANDLERS: dict[type[_Action], Callable[[Any], tuple[int, dict[str, Any]]]] = {
     TenantCreate: _tenant_create,
     TenantList: _tenant_list,
+    Capacity: _capacity,
+    TenantShow: _tenant_show,
+    TenantUpdate: _tenant_update,
     ApiKeyCreate: _apikey_create,
     ApiKeyList: _apikey_list,
     ApiKeyRevoke: _apikey_revoke,

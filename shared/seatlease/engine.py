@@ -10,7 +10,8 @@ license with ``linger_seconds``, a client's release leaves its seat *lingering*:
 that client alone until the linger ends (docs/design.md, "Borrowing and linger").
 
 Every seat call is exactly-once in effect and in its reply: it carries a request id (the
-client's, or one made here), and its script keeps the reply for ``REPLY_TTL_SECONDS``.
+client's, or one made here), and its script keeps the reply for ``REPLY_TTL_SECONDS``
+(to twice that), compactly, in the license's reply hashes (lua/_lib.lua, ``remember``).
 redis-py re-sends a script whose reply timed out (Redis stalled, or a TLS certificate
 rotation dropped the connection); the repeat, and a client's own retry with the same
 request id, are answered from the first run. When Redis does not answer at all the call
@@ -38,6 +39,7 @@ from seatlease.errors import (
     LicenseSuspended,
     NoSeatsAvailable,
     SessionExpired,
+    TenantRateLimited,
 )
 from seatlease.keys import LicenseKeys
 from seatlease.licenses import LicenseConfig  # also importable from here, as before
@@ -45,9 +47,13 @@ from seatlease.scripts import SeatScripts
 
 CONFIG_TTL_SECONDS = 600  # admin changes refresh the cache at once; the TTL bounds drift
 NEGATIVE_TTL_SECONDS = 30  # "no such license" is cached briefly against 404 storms
-# How long a seat call's reply answers a repeat of its request id: longer than redis-py's
-# retries (seconds) and the Python client's retries of one call (under a minute).
-REPLY_TTL_SECONDS = 300
+# How long a seat call's reply answers a repeat of its request id, at least: a repeat comes
+# at most the client's retry window (seatlease_client's defaults: 6 attempts of 10 s and
+# the pauses between them, 68 s from the first send to the last) plus redis-py's retries
+# of the script on the server (4 tries of 2 + 2 s timeouts and 1 s pauses, 19 s) after
+# the first run: 87 s (tests/test_reply_store.py computes both from the code). A reply
+# lives between this and twice this (lua/_lib.lua, ``remember``: two generations).
+REPLY_TTL_SECONDS = 90
 _REPLY_TTL_MS = REPLY_TTL_SECONDS * 1000
 
 
@@ -163,10 +169,12 @@ def acquire_call(
     session_id: str | None = None,
     event_prefix: str | None = None,
     borrow_seconds: int | None = None,
+    rate_limit: int = 0,
 ) -> tuple[list[str], list[Any]]:
-    """acquire.lua's KEYS and ARGV (documented in its header)."""
+    """acquire.lua's KEYS and ARGV (documented in its header). ``rate_limit``: the
+    tenant's calls per second (0: none, as for an operator's call)."""
     keys = LicenseKeys.of(tenant_id, license_id)
-    return [*keys.lease_keys, keys.denials, keys.reply("acquire", client_id, request_id)], [
+    return [*keys.lease_keys, keys.denials, keys.replies[0], keys.rate, keys.replies[1]], [
         tenant_id,
         license_id,
         client_id,
@@ -176,36 +184,48 @@ def acquire_call(
         event_prefix or _event_prefix(),
         _REPLY_TTL_MS,
         borrow_seconds or 0,
+        rate_limit,
+        keys.reply_field("acquire", client_id, request_id),
     ]
 
 
 def heartbeat_call(
-    tenant_id: str, license_id: str, session_id: str, *, request_id: str
+    tenant_id: str, license_id: str, session_id: str, *, request_id: str, rate_limit: int = 0
 ) -> tuple[list[str], list[Any]]:
     """heartbeat.lua's KEYS and ARGV."""
     keys = LicenseKeys.of(tenant_id, license_id)
-    return [*keys.lease_keys, keys.reply("heartbeat", session_id, request_id)], [
+    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1]], [
         tenant_id,
         license_id,
         session_id,
         _event_prefix(),
         _REPLY_TTL_MS,
+        rate_limit,
+        keys.reply_field("heartbeat", session_id, request_id),
     ]
 
 
 def release_call(
-    tenant_id: str, license_id: str, session_id: str, *, request_id: str, revoke: bool = False
+    tenant_id: str,
+    license_id: str,
+    session_id: str,
+    *,
+    request_id: str,
+    revoke: bool = False,
+    rate_limit: int = 0,
 ) -> tuple[list[str], list[Any]]:
     """release.lua's KEYS and ARGV (``revoke``: an operator's ``lease.revoked``)."""
     keys = LicenseKeys.of(tenant_id, license_id)
     event = "lease.revoked" if revoke else "lease.released"
-    return [*keys.lease_keys, keys.reply(event, session_id, request_id)], [
+    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1]], [
         tenant_id,
         license_id,
         session_id,
         _event_prefix(),
         event,
         _REPLY_TTL_MS,
+        rate_limit,
+        keys.reply_field(event, session_id, request_id),
     ]
 
 
@@ -260,6 +280,8 @@ class SeatEngine:
             raise CallOutcomeUnknown(request_id) from exc
         if reply[0] in ("not_found", "missing"):
             raise LicenseNotFound(f"license {keys.license_id!r} not found")
+        if reply[0] == "rate_limited":
+            raise TenantRateLimited(max(1, math.ceil(int(reply[1]) / 1000)))
         return reply
 
     # -- seat operations -----------------------------------------------------------
@@ -273,10 +295,12 @@ class SeatEngine:
         metadata: dict[str, Any] | None = None,
         request_id: str | None = None,
         borrow_seconds: int | None = None,
+        rate_limit: int = 0,
     ) -> Lease:
         """Take a seat (or extend, take back or convert this client's lease: acquire.lua's
         header). ``borrow_seconds``: a borrowed seat, no heartbeats until it ends; not
-        with ``lease_seconds`` (the HTTP schema refuses both)."""
+        with ``lease_seconds`` (the HTTP schema refuses both). ``rate_limit``: the tenant's
+        calls per second (0: none); over it, ``TenantRateLimited`` and nothing changed."""
         if borrow_seconds and lease_seconds:
             raise InvalidRequest(
                 "Invalid request: borrow_seconds: not with lease_seconds (a borrow has its "
@@ -292,6 +316,7 @@ class SeatEngine:
             metadata_json=json.dumps(metadata or {}, separators=(",", ":")),
             request_id=request_id,
             borrow_seconds=borrow_seconds,
+            rate_limit=rate_limit,
         )
         reply = self._run(
             self.scripts.acquire, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
@@ -322,10 +347,19 @@ class SeatEngine:
         )
 
     def heartbeat(
-        self, tenant_id: str, license_id: str, session_id: str, request_id: str | None = None
+        self,
+        tenant_id: str,
+        license_id: str,
+        session_id: str,
+        request_id: str | None = None,
+        rate_limit: int = 0,
     ) -> Renewal:
+        """Extend a live lease. Over ``rate_limit`` only an early heartbeat is refused
+        (``TenantRateLimited``): one on schedule passes (heartbeat.lua's header)."""
         request_id = request_id or new_request_id()
-        key_list, args = heartbeat_call(tenant_id, license_id, session_id, request_id=request_id)
+        key_list, args = heartbeat_call(
+            tenant_id, license_id, session_id, request_id=request_id, rate_limit=rate_limit
+        )
         reply = self._run(
             self.scripts.heartbeat,
             LicenseKeys.of(tenant_id, license_id),
@@ -352,11 +386,17 @@ class SeatEngine:
         *,
         revoke: bool = False,
         request_id: str | None = None,
+        rate_limit: int = 0,
     ) -> Release:
         """End a lease now. ``revoke=True`` records it as an operator's ``lease.revoked``."""
         request_id = request_id or new_request_id()
         key_list, args = release_call(
-            tenant_id, license_id, session_id, request_id=request_id, revoke=revoke
+            tenant_id,
+            license_id,
+            session_id,
+            request_id=request_id,
+            revoke=revoke,
+            rate_limit=rate_limit,
         )
         reply = self._run(
             self.scripts.release, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id

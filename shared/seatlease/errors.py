@@ -51,6 +51,15 @@ class NoSeatsAvailable(SeatError):
         self.retry_after_seconds = retry_after_seconds
 
 
+class TenantRateLimited(SeatError):
+    """The tenant's calls per second are spent (its ``rate_limit_per_second``); nothing
+    changed. Repeat after ``retry_after_seconds``."""
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__("the tenant's rate limit is reached")
+        self.retry_after_seconds = retry_after_seconds
+
+
 class SessionExpired(SeatError):
     """The session is gone: ``reason`` is ``expired`` or ``unknown``."""
 

@@ -54,6 +54,7 @@ from seatlease.errors import (
     SessionExpired,
     SessionNotLive,
     StoreError,
+    TenantRateLimited,
     Unauthenticated,
     redis_outage,
 )
@@ -155,6 +156,15 @@ def to_api_error(exc: Exception) -> ApiError:
                 {"Retry-After": str(exc.retry_after_seconds)},
                 seats_used=exc.seats_used,
                 seats_total=exc.seats_total,
+                retry_after_seconds=exc.retry_after_seconds,
+            )
+        case TenantRateLimited():
+            return ApiError(
+                429,
+                "rate_limited",
+                f"This tenant's calls per second are spent; nothing changed. Retry after "
+                f"{exc.retry_after_seconds} s.",
+                {"Retry-After": str(exc.retry_after_seconds)},
                 retry_after_seconds=exc.retry_after_seconds,
             )
         case LicenseNotFound():

@@ -10,6 +10,8 @@ separators and no id can smuggle in a ``{``.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -46,6 +48,17 @@ def reaper_lock_key(shard: int) -> str:
     return f"{shard_prefix(shard)}:reaper-lock"
 
 
+def rate_key(shard: int, tenant_id: str) -> str:
+    """A tenant's call budget in one shard (lua/_ratelimit.lua): in the slot of the
+    license keys it guards, so the seat script stays in one slot."""
+    return f"{shard_prefix(shard)}:rate:{tenant_id}"
+
+
+def tenant_rate_cache_key(tenant_id: str) -> str:
+    """The cached rate limit of a tenant (seatlease/tenantlimits.py), read by single commands."""
+    return f"{PREFIX}:tenant-rate:{tenant_id}"
+
+
 def api_key_cache_key(key_hash: str) -> str:
     return f"{PREFIX}:apikey:{key_hash}"
 
@@ -64,6 +77,8 @@ class LicenseKeys:
     deadlines: str
     outbox: str
     denials: str
+    rate: str  # the tenant's call budget in this shard
+    replies: tuple[str, str]  # the reply hashes of generations 0 and 1 (lua/_lib.lua)
 
     @classmethod
     def of(cls, tenant_id: str, license_id: str) -> LicenseKeys:
@@ -84,14 +99,20 @@ class LicenseKeys:
             deadlines=deadlines_key(shard),
             outbox=outbox_key(shard),
             denials=denials_key(shard),
+            rate=rate_key(shard, tenant_id),
+            replies=(f"{base}:replies:0", f"{base}:replies:1"),
         )
 
-    def reply(self, call: str, subject: str, request_id: str) -> str:
-        """Where a seat call's reply is kept for a repeat of the same request id: per
-        operation and per client (acquire) or session (heartbeat, release), so two
-        callers that pick the same request id never read each other's answer."""
-        base = f"{shard_prefix(self.shard)}:{license_key(self.tenant_id, self.license_id)}"
-        return f"{base}:reply:{call}:{subject}:{request_id}"
+    @staticmethod
+    def reply_field(call: str, subject: str, request_id: str) -> str:
+        """A seat call's field in the license's reply hashes (lua/_lib.lua, ``replay``):
+        a 72-bit digest of the operation, the client (acquire) or session (heartbeat,
+        release) and the request id, so two callers that pick the same request id never
+        read each other's answer. 12 characters, whatever the ids' lengths (a collision
+        within one license's replies of one generation: about n^2 / 2^73, 1e-10 at a
+        million replies)."""
+        digest = hashlib.blake2b(f"{call}|{subject}|{request_id}".encode(), digest_size=9)
+        return base64.urlsafe_b64encode(digest.digest()).decode()
 
     @property
     def lease_keys(self) -> list[str]:

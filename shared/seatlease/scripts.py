@@ -2,7 +2,9 @@
 
 ``Script`` calls EVALSHA and, on NOSCRIPT (a restarted or failed-over server), loads the
 script and retries: no hand-written retry loop. Each script is ``_lib.lua`` followed by
-its own file, so shared helpers exist once and every call is still one EVALSHA.
+its own file, so shared helpers exist once and every call is still one EVALSHA. The
+client-facing seat scripts (``RATE_LIMITED``) also get ``_ratelimit.lua``, the tenant's
+call budget, between the two.
 """
 
 from __future__ import annotations
@@ -14,12 +16,16 @@ from typing import Any
 from redis.commands.core import Script
 
 SCRIPT_NAMES = ("acquire", "heartbeat", "release", "reclaim", "flush_denials")
+RATE_LIMITED = ("acquire", "heartbeat", "release")
 
 
 @cache
 def script_source(name: str) -> str:
     lua = resources.files("seatlease") / "lua"
-    return (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+    parts = ["_lib.lua", "_ratelimit.lua", f"{name}.lua"]
+    if name not in RATE_LIMITED:
+        parts.remove("_ratelimit.lua")
+    return "\n".join((lua / part).read_text() for part in parts)
 
 
 class SeatScripts:

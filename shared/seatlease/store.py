@@ -96,12 +96,40 @@ def upgrade(engine: Engine | None = None, revision: str = "head") -> None:
 # -- tenants -------------------------------------------------------------------------
 
 
-def create_tenant(tenant_id: str, name: str = "", engine: Engine | None = None) -> None:
+def create_tenant(
+    tenant_id: str,
+    name: str = "",
+    engine: Engine | None = None,
+    rate_limit_per_second: int | None = None,
+) -> None:
+    """A new tenant; ``rate_limit_per_second`` None: the column's default."""
+    values: dict[str, Any] = {"tenant_id": tenant_id, "name": name}
+    if rate_limit_per_second is not None:
+        values["rate_limit_per_second"] = rate_limit_per_second
     try:
         with transaction(engine) as conn:
-            conn.execute(insert(tenants).values(tenant_id=tenant_id, name=name))
+            conn.execute(insert(tenants).values(**values))
     except IntegrityError as exc:
         raise Conflict(f"tenant {tenant_id!r} already exists") from exc
+
+
+def update_tenant(tenant_id: str, engine: Engine | None = None, **changes: Any) -> None:
+    """Change a tenant's ``name`` and/or ``rate_limit_per_second``; ``NotFound`` when
+    there is no such tenant."""
+    with transaction(engine) as conn:
+        done = conn.execute(
+            update(tenants).where(tenants.c.tenant_id == tenant_id).values(**changes)
+        )
+    if done.rowcount == 0:
+        raise NotFound(f"tenant {tenant_id!r} not found")
+
+
+def tenant_rate_limit(tenant_id: str, engine: Engine | None = None) -> int | None:
+    """The tenant's calls per second (0: no limit), None for an unknown tenant."""
+    with transaction(engine) as conn:
+        return conn.execute(
+            select(tenants.c.rate_limit_per_second).where(tenants.c.tenant_id == tenant_id)
+        ).scalar()
 
 
 def get_tenant(tenant_id: str, engine: Engine | None = None) -> dict[str, Any]:

@@ -38,6 +38,10 @@ tenants = Table(
     Column("tenant_id", ID, primary_key=True),
     Column("name", String(256), nullable=False, server_default=""),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # Calls per second on acquire, heartbeat and release; 0 is no limit (migration 0007;
+    # the default, seatlease.tenantlimits.DEFAULT_RATE_LIMIT, is sized in docs/operations.md).
+    Column("rate_limit_per_second", Integer, nullable=False, server_default="500"),
+    CheckConstraint("rate_limit_per_second BETWEEN 0 AND 1000000", name="ck_tenants_rate_limit"),
 )
 
 api_keys = Table(

@@ -1,5 +1,6 @@
-"""``seatlease status`` (who holds which seat, like FlexNet's ``lmstat -a``) and
-``seatlease revoke`` (end one lease now, like ``lmremove``)."""
+"""``seatlease status`` (who holds which seat, like FlexNet's ``lmstat -a``),
+``seatlease revoke`` (end one lease now, like ``lmremove``) and ``seatlease capacity``
+(Redis used and maximum memory, and what holds it)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,16 @@ def register(subparsers: Any) -> None:
     status.add_argument("--tenant", default=None, help="only this tenant's licenses")
     status.add_argument("--license", default=None, help="only this license (needs --tenant)")
     status.set_defaults(func=cmd_status)
+
+    capacity = subparsers.add_parser(
+        "capacity",
+        parents=[common],
+        help="Redis memory used and maximum, live leases, outbox backlog",
+        description="Redis used and maximum memory (INFO memory; summed over a cluster's "
+        "primaries) and what holds it. Writes fail at 100% (maxmemory-policy noeviction); "
+        "docs/operations.md (Capacity) sizes memory_size_gb.",
+    )
+    capacity.set_defaults(func=cmd_capacity)
 
     revoke = subparsers.add_parser(
         "revoke",
@@ -134,4 +145,42 @@ def cmd_revoke(args: argparse.Namespace) -> int:
         + (f" ({who})" if who else "")
         + f"; seats in use now {body['seats_used']}/{body['seats_total']}"
     )
+    return 0
+
+
+def _bytes(count: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000
+    raise AssertionError("unreachable")
+
+
+def render_capacity(body: dict[str, Any]) -> str:
+    redis, per = body["redis"], body["bytes_per"]
+    used = _bytes(redis["used_memory_bytes"])
+    if redis["maxmemory_bytes"]:
+        share = f"{redis['used_ratio']:.0%}"
+        memory = f"{used} used of {_bytes(redis['maxmemory_bytes'])} ({share})"
+    else:
+        memory = f"{used} used, no maxmemory set"
+    leases, backlog = body["live_leases"], body["outbox_backlog"]
+    lease_bytes = _bytes(body["estimate_bytes"]["leases"])
+    outbox_bytes = _bytes(body["estimate_bytes"]["outbox"])
+    return "\n".join(
+        [
+            f"redis memory    {memory}, maxmemory-policy {redis['maxmemory_policy']}",
+            f"live leases     {leases:,} (about {lease_bytes} at {per['lease']} B each)",
+            f"outbox backlog  {backlog:,} events (about {outbox_bytes})",
+            f"replies         about {per['reply']} B each while kept (docs/operations.md)",
+        ]
+    )
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    body = backend_for(args).call("capacity")
+    if args.json:
+        emit(body, True)
+    else:
+        print(render_capacity(body))
     return 0

@@ -1,4 +1,4 @@
-"""``seatlease tenant create|list`` and ``seatlease apikey create|list|revoke``."""
+"""``seatlease tenant create|update|show|list`` and ``seatlease apikey create|list|revoke``."""
 
 from __future__ import annotations
 
@@ -6,8 +6,14 @@ import argparse
 from typing import Any
 
 from seatlease.auth import LOCAL_TTL
+from seatlease.tenantlimits import DEFAULT_RATE_LIMIT
 from seatlease_cli.backend import backend_for, common_parent, warn_if_stale
 from seatlease_cli.output import emit
+
+RATE_LIMIT_HELP = (
+    "calls per second on acquire, heartbeat and release, per license shard (0: no limit; "
+    f"default {DEFAULT_RATE_LIMIT}); over it the calls get 429 rate_limited"
+)
 
 
 def register(subparsers: Any) -> None:
@@ -18,7 +24,16 @@ def register(subparsers: Any) -> None:
     create = tenant_sub.add_parser("create", parents=[common], help="add a tenant")
     create.add_argument("tenant", metavar="TENANT", help="tenant id (A-Z a-z 0-9 . _ : @ -)")
     create.add_argument("--name", default="", help="display name")
+    create.add_argument("--rate-limit", type=int, metavar="N", help=RATE_LIMIT_HELP)
     create.set_defaults(func=cmd_tenant_create)
+    update = tenant_sub.add_parser("update", parents=[common], help="change a tenant")
+    update.add_argument("tenant", metavar="TENANT")
+    update.add_argument("--name", help="display name")
+    update.add_argument("--rate-limit", type=int, metavar="N", help=RATE_LIMIT_HELP)
+    update.set_defaults(func=cmd_tenant_update)
+    show = tenant_sub.add_parser("show", parents=[common], help="one tenant's settings")
+    show.add_argument("tenant", metavar="TENANT")
+    show.set_defaults(func=cmd_tenant_show)
     listing = tenant_sub.add_parser("list", parents=[common], help="list the tenants")
     listing.set_defaults(func=cmd_tenant_list)
 
@@ -57,14 +72,49 @@ def register(subparsers: Any) -> None:
     revoke.set_defaults(func=cmd_apikey_revoke)
 
 
+def _rate(args: argparse.Namespace) -> dict[str, Any]:
+    return {} if args.rate_limit is None else {"rate_limit_per_second": args.rate_limit}
+
+
+def _describe(tenant: dict[str, Any]) -> str:
+    name = f" ({tenant['name']})" if tenant["name"] else ""
+    limit = tenant["rate_limit_per_second"]
+    rate = f"rate limit {limit} calls/s per license shard" if limit else "no rate limit"
+    return f"{tenant['tenant_id']}{name}, {rate}"
+
+
 def cmd_tenant_create(args: argparse.Namespace) -> int:
-    body = backend_for(args).call("tenant.create", tenant_id=args.tenant, name=args.name)
+    body = backend_for(args).call(
+        "tenant.create", tenant_id=args.tenant, name=args.name, **_rate(args)
+    )
     if args.json:
         emit(body, True)
     else:
         tenant = body["tenant"]
         name = f" ({tenant['name']})" if tenant["name"] else ""
-        print(f"created tenant {tenant['tenant_id']}{name}")
+        print(f"created tenant {tenant['tenant_id']}{name}")  # the setting: `tenant show`
+    return 0
+
+
+def cmd_tenant_update(args: argparse.Namespace) -> int:
+    changes = _rate(args) | ({} if args.name is None else {"name": args.name})
+    body = backend_for(args).call("tenant.update", tenant_id=args.tenant, **changes)
+    if args.json:
+        emit(body, True)
+    else:
+        print(f"updated tenant {_describe(body['tenant'])}")
+        if "rate_limit_per_second" in changes:
+            print(f"(function instances apply it within {LOCAL_TTL:.0f} s)")
+        return warn_if_stale(body)
+    return 0
+
+
+def cmd_tenant_show(args: argparse.Namespace) -> int:
+    body = backend_for(args).call("tenant.show", tenant_id=args.tenant)
+    if args.json:
+        emit(body, True)
+    else:
+        emit([body["tenant"]], False, ["tenant_id", "name", "rate_limit_per_second", "created_at"])
     return 0
 
 
@@ -73,7 +123,7 @@ def cmd_tenant_list(args: argparse.Namespace) -> int:
     if args.json:
         emit(body, True)
     else:
-        emit(body["tenants"], False, ["tenant_id", "name", "created_at"])
+        emit(body["tenants"], False, ["tenant_id", "name", "rate_limit_per_second", "created_at"])
     return 0
 
 

@@ -894,7 +894,9 @@ def test_required_alerts_exist():
     mem = THRESHOLD_ALERTS["redis_memory"]
     assert mem["filter"] == "${local.redis_memory_filter}"
     assert "redis.googleapis.com/stats/memory/usage_ratio" in MON.locals["redis_memory_filter"]
-    assert attr(MON.variables["redis_memory_ratio_threshold"], "default") == 0.8
+    # Well before noeviction refuses writes: 30% of memory left, held one minute only.
+    assert attr(MON.variables["redis_memory_ratio_threshold"], "default") == 0.7
+    assert mem["duration"] == "60s"
 
     assert MON.resource("google_monitoring_dashboard", "seatlease")
     titles = " ".join(c["title"] for c in MON.locals["dashboard_charts"]).lower()

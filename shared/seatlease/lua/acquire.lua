@@ -2,12 +2,14 @@
 --
 -- KEYS[1] cfg   KEYS[2] leases   KEYS[3] sessions   KEYS[4] clients
 -- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] denials (shard)
--- KEYS[8] this call's reply (idempotency, see replay in _lib.lua)
+-- KEYS[8], KEYS[10] the license's reply hashes (generations 0 and 1)   ARGV[11] this
+--   call's field in them (idempotency, see replay in _lib.lua)
 -- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] client_id
 -- ARGV[4] session id to use for a new lease (random, from Python)
 -- ARGV[5] requested lease in seconds, 0 for the license's default
 -- ARGV[6] metadata as JSON text   ARGV[7] event id prefix   ARGV[8] reply TTL in ms
 -- ARGV[9] borrow in seconds, 0 for a lease that heartbeats (Python never sends both)
+-- KEYS[9] the tenant's rate budget in this shard   ARGV[10] its calls per second, 0: none
 --
 -- The caller's own lease (clients[client_id], deadline still ahead):
 --   borrowed            returned unchanged: a borrow ends when it ends, or by release
@@ -18,6 +20,7 @@
 --
 -- Returns (a repeat of the call: what its first run returned) one of
 --   {'missing'}                 config not cached: fill KEYS[1] and call again
+--   {'rate_limited', retry_ms}  over the tenant's budget (_ratelimit.lua); nothing changed
 --   {'not_found'} | {'suspended'} | {'lease_too_long', max_lease_seconds}
 --   {'borrow_too_long', max_borrow_seconds}   (0: the license does not lend seats)
 --   {'denied', used, seats, limit, retry_after_ms}
@@ -27,7 +30,7 @@ local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4
            deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7]}
 local tenant, license, client = ARGV[1], ARGV[2], ARGV[3]
 local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV[6], ARGV[7]
-local reply_key, reply_ttl = KEYS[8], ARGV[8]
+local reply_key, reply_ttl = reply_slot(KEYS[8], KEYS[10], ARGV[11]), ARGV[8]
 local borrow = tonumber(ARGV[9] or 0) * 1000
 local lk = tenant .. '/' .. license
 
@@ -36,6 +39,9 @@ if done then return done end
 
 local cfg = load_config(k.cfg)
 if cfg == nil then return {'missing'} end
+-- (after the config: the call that fills it comes again and is counted once)
+local wait = rate_limited(KEYS[9], ARGV[10])
+if wait then return {'rate_limited', wait} end
 if cfg == 'not_found' then return {'not_found'} end
 if cfg.suspended == '1' then return {'suspended'} end
 if requested > cfg.max_lease_ms then return {'lease_too_long', cfg.max_lease_ms / 1000} end

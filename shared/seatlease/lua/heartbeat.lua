@@ -3,9 +3,18 @@
 -- which must acquire to take it back: 'unknown'.
 --
 -- KEYS[1] cfg   KEYS[2] leases   KEYS[3] sessions   KEYS[4] clients
--- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] this call's reply
+-- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] reply hash 0
 -- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] session_id   ARGV[4] event id prefix
 -- ARGV[5] reply TTL in ms
+-- KEYS[8] the tenant's rate budget in this shard   ARGV[6] its calls per second, 0: none
+-- KEYS[9] reply hash 1 (KEYS[7]: generation 0)   ARGV[7] this call's field in them
+--
+-- Over the budget, a heartbeat is refused ({'rate_limited', retry_ms}, nothing changed)
+-- only when it cannot cost the lease: it came early (more than two thirds of the lease
+-- left, i.e. before its interval), or the lease is borrowed (its deadline does not move)
+-- or lingering. A heartbeat on schedule always passes, uncounted: at most one per lease
+-- per interval, a load the license's seats bound. A refused one retries with two thirds
+-- of its lease still ahead, and passes once its interval has come.
 --
 -- Returns (a repeat of the call: what its first run returned) one of
 --   {'ok', deadline_ms, lease_ms, now_ms, borrowed (0 or 1), client_id}
@@ -16,7 +25,7 @@
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6]}
 local tenant, license, sid, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local reply_key, reply_ttl = KEYS[7], ARGV[5]
+local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[7]), ARGV[5]
 local lk = tenant .. '/' .. license
 
 local done = replay(reply_key)
@@ -33,6 +42,10 @@ end
 local now = now_ms()
 local raw = redis.call('HGET', k.sessions, sid)
 local rec = raw and cjson.decode(raw) or {}
+local wait = rate_limited(KEYS[8], ARGV[6])
+if wait and (rec.b or rec.lg or score - now > (rec.l or 0) * 2 / 3) then
+  return {'rate_limited', wait}
+end
 if score <= now then
   reclaim(k, lk, tenant, license, sid, now, redis.call('HGET', k.cfg, 'seats') or '', prefix)
   if rec.lg then return remember(reply_key, reply_ttl, {'unknown'}) end

@@ -1,9 +1,11 @@
 -- release.lua: end a lease now (client release, or an operator's revoke). Idempotent.
 --
 -- KEYS[1] cfg   KEYS[2] leases   KEYS[3] sessions   KEYS[4] clients
--- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] this call's reply
+-- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] reply hash 0
 -- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] session_id   ARGV[4] event id prefix
 -- ARGV[5] event type: 'lease.released' or 'lease.revoked'   ARGV[6] reply TTL in ms
+-- KEYS[8] the tenant's rate budget in this shard   ARGV[7] its calls per second, 0: none
+-- KEYS[9] reply hash 1 (KEYS[7]: generation 0)   ARGV[8] this call's field in them
 --
 -- Linger: a client's release of its live lease on a license with linger_seconds > 0
 -- keeps the seat held for that client (the lease stays in `leases` and the deadline
@@ -19,10 +21,11 @@
 --   {'gone', used, seats, 0, now_ms}    unknown, already released (lingering) or already expired
 --                               (an expired one is reclaimed)
 --   {'missing'} | {'not_found'}
+--   {'rate_limited', retry_ms}  over the tenant's budget (_ratelimit.lua); nothing changed
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6]}
 local tenant, license, sid, prefix, etype = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local reply_key, reply_ttl = KEYS[7], ARGV[6]
+local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[8]), ARGV[6]
 local lk = tenant .. '/' .. license
 
 local done = replay(reply_key)
@@ -30,6 +33,9 @@ if done then return done end
 
 local cfg = load_config(k.cfg)
 if cfg == nil then return {'missing'} end
+-- (after the config: the call that fills it comes again and is counted once)
+local wait = rate_limited(KEYS[8], ARGV[7])
+if wait then return {'rate_limited', wait} end
 if cfg == 'not_found' then return {'not_found'} end
 
 local now = now_ms()

@@ -325,12 +325,12 @@ locals {
       condition     = "Redis memory usage ratio above ${var.redis_memory_ratio_threshold}"
       filter        = local.redis_memory_filter
       threshold     = var.redis_memory_ratio_threshold
-      duration      = "300s"
+      duration      = "60s"
       period        = "60s"
       aligner       = "ALIGN_MAX"
       reducer       = "REDUCE_MAX"
       auto_close    = "3600s"
-      documentation = "Redis runs with maxmemory-policy=noeviction: when memory is full, acquires fail instead of silently evicting leases. Scale the instance (memory_size_gb) or find what grows (outbox backlog?)."
+      documentation = "Redis runs with maxmemory-policy=noeviction: when memory is full, every tenant's acquires and heartbeats fail (503) instead of leases being silently evicted. This fires with 30% of memory left, sized for at most 50% in normal use: see what grows with `seatlease capacity` (live leases? replies: a tenant's rate limit too high? the outbox backlog: Pub/Sub down?), then scale memory_size_gb by the formula in docs/operations.md (Capacity)."
     }
   }
 

@@ -74,8 +74,8 @@ variable "outbox_backlog_threshold" {
 
 variable "redis_memory_ratio_threshold" {
   type        = number
-  description = "Redis memory usage ratio above which an alert fires (noeviction: writes fail at 100%)."
-  default     = 0.8
+  description = "Redis memory usage ratio above which an alert fires, held 1 minute (noeviction: writes fail at 100%; docs/operations.md sizes memory_size_gb for at most 50% in normal use)."
+  default     = 0.7
 }
 
 variable "log_metric_visibility_wait" {

@@ -1,0 +1,119 @@
+"""Redis memory per item, as ``INFO memory`` (``used_memory``) grows: the numbers behind
+docs/operations.md's capacity table and ``seatlease.capacity``.
+
+Starts a private redis-server (loopback, nothing on disk) and, through the seat engine
+(the real scripts), measures:
+
+- a live lease: ``--leases`` acquires with metadata ``{"user": ..., "host": ...}`` over
+  licenses of 100 leases each, less what their replies and outbox events took (both are
+  deleted before the lease state is measured; neither lives long);
+- an outbox event (a ``lease.acquired`` waiting for the reaper);
+- a reply (idempotency store): on a busy license (its reply hash a hash table:
+  heartbeats, then acquires, each with a fresh request id) and on small licenses (ten
+  replies each: their hashes stay listpacks);
+- the reply store before 2026-11-24 for comparison (a string key per reply, its JSON,
+  with a TTL), written here the way the scripts wrote it.
+
+Run: ``python3 bench/redis_memory.py`` (about a minute).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import secrets
+import sys
+import time
+
+from seatlease.engine import SeatEngine
+from seatlease.keys import SHARDS, LicenseKeys, outbox_key
+from seatlease.licenses import LicenseConfig
+from seatlease.redisconn import connect
+from seatlease_cli.procs import start_redis
+
+METADATA = {"user": "ann", "host": "pc-7"}
+
+
+def used(redis) -> int:
+    time.sleep(0.05)
+    return int(redis.info("memory")["used_memory"])
+
+
+def drop_replies(redis, licenses: list[str]) -> None:
+    pipe = redis.pipeline(transaction=False)
+    for license_id in licenses:
+        pipe.delete(*LicenseKeys.of("bench", license_id).replies)
+    pipe.execute()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n", 1)[0])
+    parser.add_argument("--leases", type=int, default=50_000)
+    parser.add_argument("--replies", type=int, default=30_000)
+    args = parser.parse_args(argv)
+    server = start_redis()
+    rows: list[tuple[str, float]] = []
+    try:
+        redis = connect(server.url)
+        config = LicenseConfig(seats=1_000_000, lease_seconds=3600, max_lease_seconds=3600)
+        engine = SeatEngine(redis, lambda _tenant, _license: config)
+        licenses = [f"lic-{n}" for n in range(max(1, args.leases // 100))]
+        for license_id in licenses:  # config caches and scripts first
+            engine.cache_config("bench", license_id, config)
+        print(f"Python {platform.python_version()}, Redis {server.url}")
+
+        before = used(redis)
+        for n in range(args.leases):
+            engine.acquire("bench", licenses[n % len(licenses)], f"ws-{n:06d}", metadata=METADATA)
+        drop_replies(redis, licenses)
+        with_outbox = used(redis)
+        redis.delete(*(outbox_key(s) for s in range(SHARDS)))
+        leases_only = used(redis)
+        rows.append(("live lease (metadata user + host)", (leases_only - before) / args.leases))
+        rows.append(
+            ("outbox event waiting for the reaper", (with_outbox - leases_only) / args.leases)
+        )
+
+        busy = engine.acquire("bench", "busy", "ws-busy", metadata=METADATA)
+        before = used(redis)
+        half = args.replies // 2
+        for _ in range(half):
+            engine.heartbeat("bench", "busy", busy.session_id)
+        for _ in range(args.replies - half):
+            engine.acquire("bench", "busy", "ws-busy", metadata=METADATA)
+        rows.append(("reply, busy license (hash table)", (used(redis) - before) / args.replies))
+
+        small = licenses[: args.replies // 10]
+        before = used(redis)
+        for k, license_id in enumerate(small):
+            for _ in range(10):  # its first client's lease, renewed (no new state)
+                engine.acquire("bench", license_id, f"ws-{k:06d}", metadata=METADATA)
+        rows.append(
+            ("reply, small licenses (listpack)", (used(redis) - before) / (10 * len(small)))
+        )
+
+        reply = ["acquired", busy.session_id, busy.expires_at_ms, 3_600_000, 1, 1_000_000,
+                 1_000_000, busy.now_ms, 0]  # fmt: skip
+        before = used(redis)
+        pipe = redis.pipeline(transaction=False)
+        for n in range(args.replies):
+            key = f"sl:{{17}}:bench/busy:reply:acquire:ws-busy:{secrets.token_hex(16)}"
+            pipe.set(key, json.dumps(reply, separators=(",", ":")), px=300_000)
+            if n % 1000 == 999:
+                pipe.execute()
+        pipe.execute()
+        rows.append(
+            ("reply, before 2026-11-24 (string key)", (used(redis) - before) / args.replies)
+        )
+        redis.close()
+    finally:
+        server.stop()
+    for label, size in rows:
+        print(f"  {label:<40} {size:6.0f} B")
+    print("  queued ticket                            measured when the wait queue lands")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The idempotency reply store (``replay``/``remember`` in lua/_lib.lua): a reply comes
+back exactly as stored, costs at most about 120 bytes of Redis memory, answers a repeat
+for at least ``REPLY_TTL_SECONDS`` and is gone by twice that; and every retry a client or
+redis-py makes of one call comes within that time. Real redis-server, nothing mocked."""
+
+from __future__ import annotations
+
+import time
+from importlib import resources
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seatlease import engine as engine_module
+from seatlease import redisconn
+from seatlease.engine import REPLY_TTL_SECONDS, SeatEngine
+from seatlease.keys import LicenseKeys
+from seatlease_client import BackendUnavailable, SeatClient
+
+ROUND_TRIP = """
+local slot = reply_slot(KEYS[1], KEYS[2], ARGV[1])
+remember(slot, ARGV[2], cjson.decode(ARGV[3]))
+return cjson.encode(replay(slot))
+"""
+
+
+@pytest.fixture
+def round_trip(redis_client):
+    lib = (resources.files("seatlease") / "lua" / "_lib.lua").read_text()
+    return redis_client.register_script(lib + ROUND_TRIP)
+
+
+IDENTIFIER = st.text("abcXYZ019._:@-", min_size=1, max_size=40)
+NUMBER = st.one_of(
+    st.integers(-(2**40), 2**40),
+    st.integers(1_700_000_000_000, 1_900_000_000_000),  # times in ms
+    st.sampled_from([0, 1, 2, 360_000]),
+)
+ODD_TEXT = st.text(" ~^@'\"[{é", min_size=1, max_size=5)  # kept as JSON
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    status=st.sampled_from(["acquired", "renewed", "denied", "ok", "gone", "queued", "x"]),
+    elements=st.lists(st.one_of(NUMBER, IDENTIFIER, ODD_TEXT), max_size=9),
+)
+def test_a_reply_comes_back_exactly_as_stored(round_trip, status, elements) -> None:
+    import json
+
+    reply = [status, *elements]
+    field = f"f{abs(hash(json.dumps(reply))) % 10**9}"
+    got = round_trip(keys=["h0", "h1"], args=[field, 60_000, json.dumps(reply)])
+    assert json.loads(got) == reply
+
+
+def test_a_lease_reply_is_stored_in_about_half_its_json(redis_client) -> None:
+    engine = SeatEngine(
+        redis_client, lambda _tenant, _license: engine_module.LicenseConfig(seats=5)
+    )
+    engine.acquire("acme", "cad", "laptop-1", request_id="r1")
+    keys = LicenseKeys.of("acme", "cad")
+    (stored,) = [v for k in keys.replies for v in redis_client.hvals(k)]
+    assert len(stored) <= 50, stored  # {'acquired', session id, deadline, ...}: 82 in JSON
+
+
+def used_memory(redis_client) -> int:
+    return int(redis_client.info("memory")["used_memory"])
+
+
+def test_a_reply_costs_at_most_120_bytes_of_redis_memory(redis_client) -> None:
+    """INFO memory, across 30,000 seat calls with fresh request ids on one busy license
+    (its reply hash a hash table, the costly case; small licenses' stay listpacks)."""
+    engine = SeatEngine(
+        redis_client, lambda _tenant, _license: engine_module.LicenseConfig(seats=1000)
+    )
+    lease = engine.acquire("acme", "cad", "laptop-1")
+    before = used_memory(redis_client)
+    for n in range(10_000):
+        engine.acquire("acme", "cad", "laptop-1")
+        engine.heartbeat("acme", "cad", lease.session_id)
+        engine.release("acme", "cad", f"unknown-{n}")
+    per_reply = (used_memory(redis_client) - before) / 30_000
+    print(f"bytes per reply: {per_reply:.1f}")
+    assert per_reply <= 120, per_reply
+
+
+def test_a_reply_answers_a_repeat_for_its_ttl_and_is_gone_by_twice_it(
+    redis_client, monkeypatch
+) -> None:
+    monkeypatch.setattr(engine_module, "_REPLY_TTL_MS", 1000)
+    engine = SeatEngine(
+        redis_client, lambda _tenant, _license: engine_module.LicenseConfig(seats=5)
+    )
+    first = engine.acquire("acme", "cad", "laptop-1", request_id="r1")
+    assert first.created
+    time.sleep(0.9)
+    assert engine.acquire("acme", "cad", "laptop-1", request_id="r1") == first
+    time.sleep(1.2)  # past 2 x TTL: the first run's answer is gone, this is a new call
+    again = engine.acquire("acme", "cad", "laptop-1", request_id="r1")
+    assert not again.created and again.session_id == first.session_id
+    keys = LicenseKeys.of("acme", "cad")
+    assert sum(redis_client.hlen(k) for k in keys.replies) == 1  # the new answer alone
+
+
+def redis_py_horizon() -> float:
+    """How long after a seat call reaches the function its script may still run:
+    redis-py's tries of it, each up to the connect and socket timeouts, with the
+    backoff's largest pause between tries (the runtime's own settings)."""
+    client = redisconn.connect("redis://127.0.0.1:1/0")  # settings only: never connects
+    pool_kwargs = client.connection_pool.connection_kwargs
+    retry = pool_kwargs["retry"]
+    tries = retry._retries + 1
+    per_try = pool_kwargs["socket_connect_timeout"] + pool_kwargs["socket_timeout"]
+    return tries * per_try + retry._retries * retry._backoff._cap
+
+
+def client_retry_window(client: SeatClient, longest_retry_after: float) -> float:
+    """From a call's first attempt to its last (all with the same request_id): every
+    attempt but the last timing out, and the longest pause before each retry (the
+    doubling backoff, or the server's Retry-After when longer: seatlease_client._call)."""
+    pauses = sum(
+        max(min(client.max_backoff, client.backoff * 2**attempt), longest_retry_after)
+        for attempt in range(client.retries)
+    )
+    return client.retries * client.timeout + pauses
+
+
+def test_every_retry_of_a_call_comes_within_the_reply_ttl() -> None:
+    """The server's Retry-After on what the client retries (503, 429) is at most 2 s
+    (errors.BackendUnavailable, and a rate limit's wait of at most one interval)."""
+    client = SeatClient("http://127.0.0.1:1", "sl_00000000_x", handle_sigterm=False)
+    window = client_retry_window(client, longest_retry_after=2)
+    assert window + redis_py_horizon() <= REPLY_TTL_SECONDS, (window, redis_py_horizon())
+
+
+def test_the_computed_window_bounds_the_clients_real_retries() -> None:
+    """The window above is what the client really does: against a server that never
+    answers, a small client's attempts all end within it."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
+    port = listener.getsockname()[1]
+    client = SeatClient(
+        f"http://127.0.0.1:{port}",
+        "sl_00000000_x",
+        timeout=0.3,
+        retries=3,
+        backoff=0.1,
+        max_backoff=0.3,
+        handle_sigterm=False,
+    )
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailable):
+        client.heartbeat("cad", "s1")
+    elapsed = time.monotonic() - started
+    listener.close()
+    # The window ends at the last attempt's send; that attempt then waits its timeout.
+    assert elapsed <= client_retry_window(client, longest_retry_after=0) + client.timeout + 0.5
+    assert elapsed >= 4 * 0.3  # every attempt waited for its timeout: it did retry
