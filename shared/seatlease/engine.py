@@ -38,6 +38,8 @@ from seatlease.errors import (
     LicenseSuspended,
     NoSeatsAvailable,
     SessionExpired,
+    UserDenied,
+    UserLimitReached,
 )
 from seatlease.keys import LicenseKeys
 from seatlease.licenses import LicenseConfig  # also importable from here, as before
@@ -75,6 +77,21 @@ class Lease:
     @property
     def heartbeat_interval_seconds(self) -> int:
         return heartbeat_interval(self.lease_seconds, self.borrowed)
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePlace:
+    """An acquire with ``queue`` on a full license: a place in its wait queue. The client
+    keeps it by calling acquire again (same client_id, this ticket) within the license's
+    ``queue_ticket_seconds``; ``retry_after_seconds`` says when."""
+
+    license_id: str
+    client_id: str
+    position: int  # 1: the head
+    ticket: str
+    retry_after_seconds: int
+    seats_used: int
+    seats_total: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +144,19 @@ def borrow_too_long(max_borrow_seconds: int) -> InvalidRequest:
     )
 
 
+def with_identity(
+    metadata: dict[str, Any] | None, user: str | None, host: str | None
+) -> dict[str, Any]:
+    """The lease's metadata with the request's ``user`` and ``host`` (they win over the
+    metadata's own keys of those names): how they reach status, events and reports."""
+    merged = dict(metadata or {})
+    if user is not None:
+        merged["user"] = user
+    if host is not None:
+        merged["host"] = host
+    return merged
+
+
 def new_session_id() -> str:
     """24 random characters of [A-Za-z0-9_-] (about 143.9 bits), never starting with "-":
     operators type session ids after options (``seatlease revoke --session ID``), where
@@ -163,10 +193,14 @@ def acquire_call(
     session_id: str | None = None,
     event_prefix: str | None = None,
     borrow_seconds: int | None = None,
+    user: str | None = None,
+    queue: bool = False,
+    ticket: str | None = None,
 ) -> tuple[list[str], list[Any]]:
     """acquire.lua's KEYS and ARGV (documented in its header)."""
     keys = LicenseKeys.of(tenant_id, license_id)
-    return [*keys.lease_keys, keys.denials, keys.reply("acquire", client_id, request_id)], [
+    reply = keys.reply("acquire", client_id, request_id)
+    return [*keys.lease_keys, keys.denials, reply, *keys.policy_keys], [
         tenant_id,
         license_id,
         client_id,
@@ -176,6 +210,10 @@ def acquire_call(
         event_prefix or _event_prefix(),
         _REPLY_TTL_MS,
         borrow_seconds or 0,
+        user or "",
+        1 if queue else 0,
+        ticket or "",
+        new_request_id(),  # a new place in line's ticket
     ]
 
 
@@ -234,6 +272,8 @@ class SeatEngine:
                 "max_borrow_seconds": config.max_borrow_seconds,
                 "linger_seconds": config.linger_seconds,
             }
+            if config.policy:  # absent for a license without one: acquire reads nil
+                mapping["policy"] = config.policy
             ttl = CONFIG_TTL_SECONDS
         pipe = self.redis.pipeline(transaction=False)
         pipe.delete(key)
@@ -273,10 +313,18 @@ class SeatEngine:
         metadata: dict[str, Any] | None = None,
         request_id: str | None = None,
         borrow_seconds: int | None = None,
-    ) -> Lease:
+        *,
+        user: str | None = None,
+        host: str | None = None,
+        queue: bool = False,
+        ticket: str | None = None,
+    ) -> Lease | QueuePlace:
         """Take a seat (or extend, take back or convert this client's lease: acquire.lua's
         header). ``borrow_seconds``: a borrowed seat, no heartbeats until it ends; not
-        with ``lease_seconds`` (the HTTP schema refuses both)."""
+        with ``lease_seconds`` (the HTTP schema refuses both). ``user`` and ``host``: who
+        asks, judged by the license's policy and recorded in the lease's metadata.
+        ``queue``: on a full license with a queue, a ``QueuePlace`` instead of
+        ``NoSeatsAvailable`` (only then is the answer not a ``Lease``)."""
         if borrow_seconds and lease_seconds:
             raise InvalidRequest(
                 "Invalid request: borrow_seconds: not with lease_seconds (a borrow has its "
@@ -289,9 +337,12 @@ class SeatEngine:
             license_id,
             client_id,
             lease_seconds=lease_seconds,
-            metadata_json=json.dumps(metadata or {}, separators=(",", ":")),
+            metadata_json=json.dumps(with_identity(metadata, user, host), separators=(",", ":")),
             request_id=request_id,
             borrow_seconds=borrow_seconds,
+            user=user,
+            queue=queue,
+            ticket=ticket,
         )
         reply = self._run(
             self.scripts.acquire, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
@@ -306,6 +357,25 @@ class SeatEngine:
         if status == "denied":
             used, seats, _limit, retry_ms = (int(x) for x in reply[1:5])
             raise NoSeatsAvailable(used, seats, max(1, math.ceil(retry_ms / 1000)))
+        if status == "queued":
+            return QueuePlace(
+                license_id=license_id,
+                client_id=client_id,
+                position=int(reply[1]),
+                ticket=reply[2],
+                retry_after_seconds=max(1, math.ceil(int(reply[3]) / 1000)),
+                seats_used=int(reply[4]),
+                seats_total=int(reply[5]),
+            )
+        if status == "user_required":
+            raise InvalidRequest(
+                "Invalid request: user: required on this license (its policy judges users).",
+                details=[{"field": "user", "problem": "required by the license's policy"}],
+            )
+        if status == "user_denied":
+            raise UserDenied(user or "")
+        if status == "user_limit":
+            raise UserLimitReached(user or "", int(reply[1]), int(reply[2]))
         session_id, deadline, lease_ms, used, seats, limit = reply[1:7]
         return Lease(
             session_id=session_id,

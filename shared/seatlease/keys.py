@@ -64,6 +64,11 @@ class LicenseKeys:
     deadlines: str
     outbox: str
     denials: str
+    # The license policy's and the wait queue's state (acquire.lua only, _policy.lua)
+    users: str  # HASH "u:<user>" / "g:<group>" -> the session ids held, "qseq" -> counter
+    queue: str  # ZSET client_id -> join sequence (FIFO order)
+    tickets: str  # HASH client_id -> JSON ticket record
+    ticket_deadlines: str  # ZSET client_id -> when its ticket (or its hold) runs out
 
     @classmethod
     def of(cls, tenant_id: str, license_id: str) -> LicenseKeys:
@@ -84,6 +89,10 @@ class LicenseKeys:
             deadlines=deadlines_key(shard),
             outbox=outbox_key(shard),
             denials=denials_key(shard),
+            users=f"{base}:users",
+            queue=f"{base}:queue",
+            tickets=f"{base}:tickets",
+            ticket_deadlines=f"{base}:ticket-deadlines",
         )
 
     def reply(self, call: str, subject: str, request_id: str) -> str:
@@ -97,6 +106,11 @@ class LicenseKeys:
     def lease_keys(self) -> list[str]:
         """KEYS[1..6] of heartbeat.lua and release.lua (acquire.lua adds denials)."""
         return [self.cfg, self.leases, self.sessions, self.clients, self.deadlines, self.outbox]
+
+    @property
+    def policy_keys(self) -> list[str]:
+        """KEYS[9..12] of acquire.lua: the policy's and the queue's state."""
+        return [self.users, self.queue, self.tickets, self.ticket_deadlines]
 
 
 @lru_cache(maxsize=65_536)  # the hot path builds the same few key sets over and over

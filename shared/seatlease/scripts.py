@@ -16,10 +16,15 @@ from redis.commands.core import Script
 SCRIPT_NAMES = ("acquire", "heartbeat", "release", "reclaim", "flush_denials")
 
 
+# Helpers only some scripts need, placed between _lib.lua and the script.
+PRELUDES = {"acquire": ("_policy",)}
+
+
 @cache
 def script_source(name: str) -> str:
     lua = resources.files("seatlease") / "lua"
-    return (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+    parts = ["_lib", *PRELUDES.get(name, ()), name]
+    return "\n".join((lua / f"{part}.lua").read_text() for part in parts)
 
 
 class SeatScripts:

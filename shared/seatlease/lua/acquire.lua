@@ -8,6 +8,10 @@
 -- ARGV[5] requested lease in seconds, 0 for the license's default
 -- ARGV[6] metadata as JSON text   ARGV[7] event id prefix   ARGV[8] reply TTL in ms
 -- ARGV[9] borrow in seconds, 0 for a lease that heartbeats (Python never sends both)
+-- KEYS[9] users   KEYS[10] queue   KEYS[11] tickets   KEYS[12] ticket deadlines (the
+-- policy's and the queue's state, read only on a license with a policy: _policy.lua)
+-- ARGV[10] user ('' for none)   ARGV[11] 1 to wait in the queue   ARGV[12] the ticket
+-- the caller holds ('' for none)   ARGV[13] ticket for a new place in line (random)
 --
 -- The caller's own lease (clients[client_id], deadline still ahead):
 --   borrowed            returned unchanged: a borrow ends when it ends, or by release
@@ -21,6 +25,8 @@
 --   {'not_found'} | {'suspended'} | {'lease_too_long', max_lease_seconds}
 --   {'borrow_too_long', max_borrow_seconds}   (0: the license does not lend seats)
 --   {'denied', used, seats, limit, retry_after_ms}
+--   with a policy: {'user_required'} | {'user_denied'} | {'user_limit', max_per_user, held}
+--     | {'queued', position, ticket, retry_after_ms, used, seats}
 --   {'acquired' | 'renewed', session_id, deadline_ms, lease_ms, used, seats, limit, now_ms,
 --    borrowed (0 or 1)}         lease_ms of a borrowed lease is the borrow's length
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
@@ -30,6 +36,8 @@ local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV
 local reply_key, reply_ttl = KEYS[8], ARGV[8]
 local borrow = tonumber(ARGV[9] or 0) * 1000
 local lk = tenant .. '/' .. license
+k.users, k.queue, k.tickets, k.tdl = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local user = ARGV[10] or ''
 
 local done = replay(reply_key)
 if done then return done end
@@ -45,6 +53,12 @@ if requested > 0 then lease_ms = requested end
 if borrow > 0 then lease_ms = borrow end
 local is_borrow = 0
 if borrow > 0 then is_borrow = 1 end
+local P = nil
+if cfg.policy then
+  P = cjson.decode(cfg.policy)
+  if P.needs_user == 1 and user == '' then return {'user_required'} end
+  if user ~= '' and P.deny[user] then return {'user_denied'} end
+end
 
 local now = now_ms()
 -- Prune this license's expired leases first, so the count below is exact even when the
@@ -91,7 +105,19 @@ if pruned < 100 then
 else
   used = live_count(k.leases, now)
 end
-if used >= cfg.limit then
+local grant = nil
+if P then
+  local S = seat_state(P, k, now, cfg.limit, used)
+  local refusal
+  grant, refusal = policy_decide(S, {client = client, user = user, queue = ARGV[11] == '1',
+    ticket = ARGV[12] or '', new_ticket = ARGV[13], meta = meta, tenant = tenant,
+    license = license, prefix = prefix, seats = cfg.seats})
+  if refusal then
+    if refusal[1] ~= 'queued' then redis.call('HINCRBY', k.denials, lk, 1) end
+    return remember(reply_key, reply_ttl, refusal)
+  end
+  grant.S = S
+elseif used >= cfg.limit then
   -- Denials are counters (one field per license), not events: a retry storm cannot grow
   -- Redis. The reaper turns them into lease.denied events.
   redis.call('HINCRBY', k.denials, lk, 1)
@@ -105,6 +131,17 @@ end
 local rec = {c = client, a = now, l = lease_ms, m = meta, t = cfg.seats}
 local etype = 'lease.acquired'
 if is_borrow == 1 then rec.b, etype = 1, 'lease.borrowed' end
+if grant then
+  -- u: the user; g: the group whose reservation the seat is charged to
+  if user ~= '' then rec.u = user end
+  if grant.g then rec.g = grant.g end
+  record_lease(grant.S, user, grant.g, new_sid)
+  if grant.ticket then
+    drop_ticket(k, client)
+    queue_event(k, {prefix = prefix, tenant = tenant, license = license, seats = cfg.seats},
+      'queue.granted', client, grant.ticket, now, nil, new_sid, used + 1)
+  end
+end
 redis.call('ZADD', k.leases, deadline, new_sid)
 redis.call('HSET', k.sessions, new_sid, cjson.encode(rec))
 redis.call('HSET', k.clients, client, new_sid)
