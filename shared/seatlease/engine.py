@@ -473,3 +473,35 @@ class SeatEngine:
                 }
             )
         return leases
+
+    def waiting(self, tenant_id: str, license_id: str) -> list[dict[str, Any]]:
+        """The license's wait queue in order (reads, never writes): tickets whose time ran
+        out are left out (the next acquire drops them). ``held_since_ms``: a freed seat
+        is held for this ticket since then."""
+        keys = LicenseKeys.of(tenant_id, license_id)
+        now_ms = self.server_time_ms()
+        pipe = self.redis.pipeline(transaction=False)  # one slot
+        pipe.zrange(keys.queue, 0, -1)
+        pipe.hgetall(keys.tickets)
+        pipe.zrange(keys.ticket_deadlines, 0, -1, withscores=True)
+        order, records, ends = pipe.execute()
+        ends = dict(ends)
+        waiting = []
+        for client_id in order:
+            raw = records.get(client_id)
+            if raw is None or ends.get(client_id, 0) <= now_ms:
+                continue
+            rec = json.loads(raw)
+            metadata = json.loads(rec.get("m") or "{}")
+            waiting.append(
+                {
+                    "position": len(waiting) + 1,
+                    "client_id": client_id,
+                    "user": rec.get("u") or None,
+                    "host": metadata.get("host") if isinstance(metadata, dict) else None,
+                    "joined_at_ms": int(rec["j"]),
+                    "expires_at_ms": int(ends[client_id]),
+                    "held_since_ms": int(rec["o"]) if rec.get("o") else None,
+                }
+            )
+        return waiting

@@ -13,7 +13,14 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
 
 from seatlease.schemas import IDENTIFIER_PATTERN, UserName
 
@@ -45,12 +52,13 @@ class LicensePolicy(BaseModel):
     )
     queue_hold_seconds: Annotated[int, Field(ge=1, le=MAX_QUEUE_HOLD_SECONDS)] = QUEUE_HOLD_SECONDS
 
-    @model_validator(mode="after")
-    def _reserve_names_groups(self) -> LicensePolicy:
-        unknown = sorted(set(self.reserve) - set(self.groups))
+    @field_validator("reserve")
+    @classmethod
+    def _reserve_names_groups(cls, value: dict[str, int], info: ValidationInfo) -> dict:
+        unknown = sorted(set(value) - set(info.data.get("groups", {})))
         if unknown:
-            raise ValueError(f"reserve names an unknown group: {', '.join(unknown)}")
-        return self
+            raise ValueError(f"names an unknown group: {', '.join(unknown)}")
+        return value
 
     @property
     def is_empty(self) -> bool:
