@@ -28,6 +28,7 @@ def test_policy_statuses_over_http(acme: Tenant) -> None:
     assert first.status_code == 201
     over = error_of(acquire(acme, lic, "ann-2", user="ann"), 409, "user_limit_reached")
     assert (over["max_per_user"], over["sessions"]) == (1, 1)
+    assert 359 <= over["retry_after_seconds"] <= 360  # until ann's lease ends
     error_of(acquire(acme, lic, "m-1", user="mallory"), 403, "user_denied")
     missing = error_of(acquire(acme, lic, "x-1"), 400, "invalid_request")
     assert missing["details"][0]["field"] == "user"

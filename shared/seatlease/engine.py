@@ -375,7 +375,8 @@ class SeatEngine:
         if status == "user_denied":
             raise UserDenied(user or "")
         if status == "user_limit":
-            raise UserLimitReached(user or "", int(reply[1]), int(reply[2]))
+            retry_s = max(1, math.ceil(int(reply[3]) / 1000)) if len(reply) > 3 else 1
+            raise UserLimitReached(user or "", int(reply[1]), int(reply[2]), retry_s)
         session_id, deadline, lease_ms, used, seats, limit = reply[1:7]
         return Lease(
             session_id=session_id,

@@ -23,16 +23,22 @@
 -- The waiting tickets one acquire looks at when a seat is free, in order.
 local QUEUE_SCAN = 100
 
--- The session ids of list `field` whose lease is still live; the list is rewritten when
--- some are gone, so it never outgrows the live leases by more than one call's worth.
+-- The session ids of list `field` whose lease is still live, and the earliest of their
+-- deadlines (nil for none); the list is rewritten when some are gone, so it never
+-- outgrows the live leases by more than one call's worth.
 local function live_sids(k, field, now)
   local raw = redis.call('HGET', k.users, field)
   local live = {}
   if not raw then return live end
-  local stale = false
+  local stale, first = false, nil
   for sid in string.gmatch(raw, '%S+') do
-    local score = redis.call('ZSCORE', k.leases, sid)
-    if score and tonumber(score) > now then live[#live + 1] = sid else stale = true end
+    local score = tonumber(redis.call('ZSCORE', k.leases, sid))
+    if score and score > now then
+      live[#live + 1] = sid
+      if not first or score < first then first = score end
+    else
+      stale = true
+    end
   end
   if stale then
     if #live == 0 then
@@ -41,7 +47,7 @@ local function live_sids(k, field, now)
       redis.call('HSET', k.users, field, table.concat(live, ' '))
     end
   end
-  return live
+  return live, first
 end
 
 -- The seats a decision works on. Counts are read when first needed; `take` applies a
@@ -62,7 +68,8 @@ end
 local function user_count(S, user)
   local u = S.users[user]
   if not u then
-    u = {list = live_sids(S.k, 'u:' .. user, S.now), extra = 0}
+    local list, first = live_sids(S.k, 'u:' .. user, S.now)
+    u = {list = list, first = first, extra = 0}
     S.users[user] = u
   end
   return #u.list + u.extra
@@ -219,7 +226,8 @@ local function policy_decide(S, a)
   end
   -- The caller's own per-user limit first: no place in line can help it.
   if P.mpu > 0 and a.user ~= '' and user_count(S, a.user) >= P.mpu then
-    return nil, {'user_limit', P.mpu, user_count(S, a.user)}
+    local first = S.users[a.user].first  -- when the user's earliest lease ends
+    return nil, {'user_limit', P.mpu, user_count(S, a.user), first and first - now or 1000}
   end
   if P.q == 1 and S.used < S.limit then
     local g = serve_queue(S, a.client, a.user)

@@ -25,7 +25,8 @@
 --   {'not_found'} | {'suspended'} | {'lease_too_long', max_lease_seconds}
 --   {'borrow_too_long', max_borrow_seconds}   (0: the license does not lend seats)
 --   {'denied', used, seats, limit, retry_after_ms}
---   with a policy: {'user_required'} | {'user_denied'} | {'user_limit', max_per_user, held}
+--   with a policy: {'user_required'} | {'user_denied'} | {'user_limit', max_per_user, held,
+--       retry_after_ms (until the user's earliest lease ends)}
 --     | {'queued', position, ticket, retry_after_ms, used, seats}
 --   {'acquired' | 'renewed', session_id, deadline_ms, lease_ms, used, seats, limit, now_ms,
 --    borrowed (0 or 1)}         lease_ms of a borrowed lease is the borrow's length
