@@ -273,10 +273,17 @@ class SeatEngine:
                 "linger_seconds": config.linger_seconds,
             }
             if config.policy:  # absent for a license without one: acquire reads nil
-                mapping["policy"] = config.policy
+                form = json.loads(config.policy)  # seatlease.policy's redis_form()
+                mapping["policy"] = json.dumps(form["policy"], separators=(",", ":"))
+                mapping.update({f"u:{user}": fact for user, fact in form["users"].items()})
             ttl = CONFIG_TTL_SECONDS
-        pipe = self.redis.pipeline(transaction=False)
+        keys = LicenseKeys.of(tenant_id, license_id)
+        pipe = self.redis.pipeline(transaction=False)  # one slot
         pipe.delete(key)
+        if not json.loads(mapping.get("policy", "{}")).get("q"):
+            # no queue (any more): its tickets go, they would never be served
+            for queue_key in (keys.queue, keys.tickets, keys.ticket_deadlines):
+                pipe.delete(queue_key)  # one key a DEL: a cluster pipeline takes no more
         pipe.hset(key, mapping=mapping)
         pipe.expire(key, ttl)
         pipe.execute()

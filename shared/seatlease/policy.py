@@ -83,25 +83,28 @@ class LicensePolicy(BaseModel):
         return self.model_dump()
 
     def redis_form(self) -> str:
-        """The compact JSON acquire.lua reads (``_policy.lua``): each user's groups that
-        reserve seats, in name order (the order a lease is charged to them), the deny list
-        as a set, the timers in ms."""
-        member: dict[str, list[str]] = {}
+        """The JSON the seat engine caches (``SeatEngine.cache_config`` spreads it over
+        the license's ``cfg`` hash, see ``_policy.lua``): the rules in ``policy`` and, in
+        ``users``, each user's facts: ``!`` for a denied user, else the names of the
+        user's groups that reserve seats, in name order (the order a lease is charged to
+        them); users with neither are absent."""
+        facts: dict[str, str] = {}
         for group in sorted(self.reserve):
             if self.reserve[group] > 0:
                 for user in dict.fromkeys(self.groups.get(group, [])):
-                    member.setdefault(user, []).append(group)
-        form = {
+                    facts[user] = f"{facts[user]} {group}" if user in facts else group
+        facts.update(dict.fromkeys(self.deny_users, "!"))
+        reserve = {g: n for g, n in self.reserve.items() if n > 0}
+        rules = {
             "mpu": self.max_per_user,
-            "reserve": {g: n for g, n in self.reserve.items() if n > 0},
-            "member": member,
-            "deny": dict.fromkeys(self.deny_users, 1),
+            "reserve": reserve,
+            "rtotal": sum(reserve.values()),
             "needs_user": int(self.needs_user),
             "q": int(self.queue),
             "qt": self.queue_ticket_seconds * 1000,
             "qh": self.queue_hold_seconds * 1000,
         }
-        return json.dumps(form, separators=(",", ":"), ensure_ascii=False)
+        return json.dumps({"policy": rules, "users": facts}, separators=(",", ":"))
 
 
 def parse_policy(value: Any) -> LicensePolicy | None:

@@ -3,12 +3,14 @@
 -- still one EVALSHA). docs/design.md, "License policy and the wait queue", states the
 -- rules; this file is them. A license without a policy never gets here.
 --
--- P, the cached policy (cfg field 'policy', seatlease.policy.LicensePolicy.redis_form()):
+-- P, the cached policy (cfg field 'policy', from seatlease.policy.LicensePolicy):
 --   mpu        at most this many live leases per user (0: no limit)
---   reserve    {group: seats kept for its members}
---   member     {user: the groups with a reservation that list the user, by name}
---   deny       {user: 1}             needs_user  1 when a request must name its user
+--   reserve    {group: seats kept for its members}   rtotal  their sum
+--   needs_user 1 when a request must name its user
 --   q          1: the queue is on    qt, qh      ticket and hold times, ms
+-- and per user the cfg field 'u:<user>': '!' for a denied user, else the names of the
+-- user's groups that reserve seats, space separated, in name order (absent: neither).
+-- One HGET per user asked about: a large group costs nothing per call.
 -- Keys (all of the license's hash tag):
 --   users     HASH "u:<user>" -> the user's session ids (space separated, in acquire
 --             order); "g:<group>" -> the sessions charged to the group's reservation;
@@ -23,46 +25,73 @@
 -- The waiting tickets one acquire looks at when a seat is free, in order.
 local QUEUE_SCAN = 100
 
--- The session ids of list `field` whose lease is still live, and the earliest of their
--- deadlines (nil for none); the list is rewritten when some are gone, so it never
--- outgrows the live leases by more than one call's worth.
+-- The session ids of list `field` whose lease is still live (one ZMSCORE for them all),
+-- the earliest of their deadlines (nil for none) and whether some are gone. The list is
+-- written back without the gone ones only by the next call that adds to it, so it
+-- never outgrows its live leases by more than the leases that ended since.
 local function live_sids(k, field, now)
   local raw = redis.call('HGET', k.users, field)
   local live = {}
-  if not raw then return live end
-  local stale, first = false, nil
-  for sid in string.gmatch(raw, '%S+') do
-    local score = tonumber(redis.call('ZSCORE', k.leases, sid))
+  if not raw then return live, nil end
+  local sids = {}
+  for sid in string.gmatch(raw, '%S+') do sids[#sids + 1] = sid end
+  local scores = redis.call('ZMSCORE', k.leases, unpack(sids))
+  local first = nil
+  for i, sid in ipairs(sids) do
+    local score = tonumber(scores[i])
     if score and score > now then
       live[#live + 1] = sid
       if not first or score < first then first = score end
-    else
-      stale = true
-    end
-  end
-  if stale then
-    if #live == 0 then
-      redis.call('HDEL', k.users, field)
-    else
-      redis.call('HSET', k.users, field, table.concat(live, ' '))
     end
   end
   return live, first
 end
 
+-- What the policy says about `user` (cached for the call): {denied = bool, groups = the
+-- user's groups that reserve seats, by name}.
+local facts_cache = {}
+local function user_facts(cfg_key, user)
+  local f = facts_cache[user]
+  if f then return f end
+  f = {denied = false, groups = {}}
+  if user ~= '' then
+    local raw = redis.call('HGET', cfg_key, 'u:' .. user)
+    if raw == '!' then
+      f.denied = true
+    elseif raw then
+      for g in string.gmatch(raw, '%S+') do f.groups[#f.groups + 1] = g end
+    end
+  end
+  facts_cache[user] = f
+  return f
+end
+
 -- The seats a decision works on. Counts are read when first needed; `take` applies a
 -- grant, real or simulated (a waiting ticket served ahead of the caller). A lease is
 -- charged to at most one group, so a group never holds more charged leases than its
--- reservation: `free` is what is left of it, `reserved_free` the sum over the groups.
+-- reservation: a group's `free` is what is left of it, `rfree` the sum over the groups.
 local function seat_state(P, k, now, limit, used)
-  local S = {P = P, k = k, now = now, limit = limit, used = used, used0 = used,
-             users = {}, groups = {}, reserved_free = 0}
-  for g, n in pairs(P.reserve) do
-    local live = live_sids(k, 'g:' .. g, now)
-    S.groups[g] = {list = live, free = math.max(0, n - #live)}
-    S.reserved_free = S.reserved_free + S.groups[g].free
+  return {P = P, k = k, now = now, limit = limit, used = used, used0 = used,
+          users = {}, groups = {}, rfree = nil}
+end
+
+local function group_state(S, g)
+  local G = S.groups[g]
+  if not G then
+    local live = live_sids(S.k, 'g:' .. g, S.now)
+    G = {list = live, free = math.max(0, (S.P.reserve[g] or 0) - #live)}
+    S.groups[g] = G
   end
-  return S
+  return G
+end
+
+local function reserved_free(S)
+  if not S.rfree then
+    local sum = 0
+    for g, _ in pairs(S.P.reserve) do sum = sum + group_state(S, g).free end
+    S.rfree = sum
+  end
+  return S.rfree
 end
 
 local function user_count(S, user)
@@ -78,19 +107,21 @@ end
 -- May `user` take a seat now? Returns true and the group its lease is charged to (false:
 -- none), or false and why not ('denied', 'user_limit', 'seats'). A member takes a seat
 -- of its groups' reservations first (name order), then an unreserved one; anyone else
--- only an unreserved one: limit - used - reserved_free.
+-- only an unreserved one: limit - used - reserved_free > 0 (certain without counting
+-- when more seats are free than are reserved in all).
 local function may_take(S, user)
   local P = S.P
-  if user ~= '' and P.deny[user] then return false, 'denied' end
+  local f = user_facts(S.k.cfg, user)
+  if f.denied then return false, 'denied' end
   if P.mpu > 0 and user ~= '' and user_count(S, user) >= P.mpu then
     return false, 'user_limit'
   end
   if S.used >= S.limit then return false, 'seats' end
-  for _, g in ipairs(P.member[user] or {}) do
-    local G = S.groups[g]
-    if G and G.free > 0 then return true, g end
+  for _, g in ipairs(f.groups) do
+    if P.reserve[g] and group_state(S, g).free > 0 then return true, g end
   end
-  if S.limit - S.used - S.reserved_free > 0 then return true, false end
+  if S.limit - S.used > P.rtotal then return true, false end
+  if S.limit - S.used - reserved_free(S) > 0 then return true, false end
   return false, 'seats'
 end
 
@@ -99,14 +130,14 @@ local function take(S, user, g)
   if S.users[user] then S.users[user].extra = S.users[user].extra + 1 end
   if g then
     S.groups[g].free = S.groups[g].free - 1
-    S.reserved_free = S.reserved_free - 1
+    if S.rfree then S.rfree = S.rfree - 1 end
   end
 end
 
--- Adds a new lease to its user's list (whenever the request names a user, so a limit set
--- later counts it) and to its group's.
+-- Adds a new lease to its user's list (when the license limits users: a limit set later
+-- counts the leases taken from then on) and to its group's.
 local function record_lease(S, user, g, sid)
-  if user ~= '' then
+  if user ~= '' and S.P.mpu > 0 then
     local u = S.users[user]
     local list = u and u.list or live_sids(S.k, 'u:' .. user, S.now)
     list[#list + 1] = sid
@@ -198,8 +229,9 @@ local function retry_ms_for(S, user)
   local first = redis.call('ZRANGEBYSCORE', k.leases, '(' .. now, '+inf', 'WITHSCORES',
     'LIMIT', 0, 20)
   if #first == 0 then return 1000 end
+  if S.P.rtotal == 0 then return tonumber(first[2]) - now end
   local mine = {}
-  for _, g in ipairs(S.P.member[user] or {}) do mine[g] = true end
+  for _, g in ipairs(user_facts(k.cfg, user).groups) do mine[g] = true end
   local sids = {}
   for i = 1, #first, 2 do sids[#sids + 1] = first[i] end
   local recs = redis.call('HMGET', k.sessions, unpack(sids))
@@ -218,8 +250,9 @@ end
 -- client, user, queue (bool), ticket, new_ticket, meta, tenant, license, prefix, seats.
 local function policy_decide(S, a)
   local P, k, now = S.P, S.k, S.now
-  local mine = nil
-  if P.q == 1 then
+  local mine, waiting = nil, false
+  if P.q == 1 and redis.call('ZCARD', k.queue) > 0 then  -- an empty queue costs one read
+    waiting = true
     prune_tickets(S, a, 100)
     local raw = redis.call('HGET', k.tickets, a.client)
     if raw then mine = cjson.decode(raw) end
@@ -229,7 +262,7 @@ local function policy_decide(S, a)
     local first = S.users[a.user].first  -- when the user's earliest lease ends
     return nil, {'user_limit', P.mpu, user_count(S, a.user), first and first - now or 1000}
   end
-  if P.q == 1 and S.used < S.limit then
+  if waiting and S.used < S.limit then
     local g = serve_queue(S, a.client, a.user)
     if g ~= nil then return {g = g, ticket = mine}, nil end
   end
@@ -249,8 +282,14 @@ local function policy_decide(S, a)
       redis.call('ZADD', k.tdl, t.e, a.client)
       queue_event(k, a, 'queue.joined', a.client, t, now, nil, nil, S.used0)
     end
-    -- Come back well within the hold, and before the ticket runs out.
-    local retry = math.min(retry_ms_for(S, a.user), math.floor(P.qt / 3), math.floor(P.qh / 3))
+    -- Come back well within the hold, and before the ticket runs out; sooner only if a
+    -- lease ends sooner (the earliest one bounds them all: no need to look further).
+    local retry = math.min(math.floor(P.qt / 3), math.floor(P.qh / 3))
+    local first = redis.call('ZRANGEBYSCORE', k.leases, '(' .. now, '+inf', 'WITHSCORES',
+      'LIMIT', 0, 1)
+    if #first > 0 and tonumber(first[2]) - now < retry then
+      retry = math.min(retry, retry_ms_for(S, a.user))
+    end
     local position = redis.call('ZRANK', k.queue, a.client) + 1
     return nil, {'queued', position, t.t, math.max(1000, retry), S.used0, a.seats}
   end

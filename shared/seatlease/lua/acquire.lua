@@ -58,7 +58,7 @@ local P = nil
 if cfg.policy then
   P = cjson.decode(cfg.policy)
   if P.needs_user == 1 and user == '' then return {'user_required'} end
-  if user ~= '' and P.deny[user] then return {'user_denied'} end
+  if user ~= '' and user_facts(k.cfg, user).denied then return {'user_denied'} end
 end
 
 local now = now_ms()
