@@ -227,6 +227,26 @@ class ReportUsage(_Action):
         return Window(self.tenant_id, self.license_id, self.since, self.until)
 
 
+class ReportUsers(_Action):
+    """Leases and queue waits per license and user (``--by user``)."""
+
+    action: Literal["report.users"]
+    tenant_id: Identifier
+    license_id: Identifier | None = None
+    since: OptionalTime = None  # inclusive
+    until: OptionalTime = None  # exclusive
+
+    @_model_validator(mode="after")
+    def _window_is_valid(self) -> ReportUsers:
+        self.window()
+        return self
+
+    def window(self) -> Window:
+        from seatlease.reports import Window
+
+        return Window(self.tenant_id, self.license_id, self.since, self.until)
+
+
 MODELS: dict[str, type[_Action]] = {
     "tenant.create": TenantCreate,
     "tenant.list": TenantList,
@@ -242,6 +262,7 @@ MODELS: dict[str, type[_Action]] = {
     "status": Status,
     "revoke": Revoke,
     "report.usage": ReportUsage,
+    "report.users": ReportUsers,
 }
 ACTIONS = tuple(MODELS)
 
@@ -575,6 +596,25 @@ def _report_usage(req: ReportUsage) -> tuple[int, dict[str, Any]]:
     return 200, body
 
 
+def _report_users(req: ReportUsers) -> tuple[int, dict[str, Any]]:
+    """Per license and user: leases, their seat time, and time spent in the wait queue
+    (``reports.user_usage``, from the raw events of the window)."""
+    from seatlease import reports
+
+    store.get_tenant(req.tenant_id)
+    if req.license_id is not None:
+        _require_license(req.tenant_id, req.license_id)
+    window = req.window()
+    rows = reports.user_usage(window)
+    return 200, {
+        "tenant_id": req.tenant_id,
+        "license_id": req.license_id,
+        "since": _time(window.since),
+        "until": _time(window.until),
+        "users": [{name: getattr(row, name) for name in row.__dataclass_fields__} for row in rows],
+    }
+
+
 def _timeline_view(line: Timeline, seats: dict[str, int]) -> dict[str, Any]:
     """A ``reports.Timeline`` as JSON; points are compact ``[period start, peak seats,
     seats_total]`` and denials ``[period start, count]`` arrays, one per period (the
@@ -590,6 +630,7 @@ def _timeline_view(line: Timeline, seats: dict[str, int]) -> dict[str, Any]:
 
 
 HANDLERS: dict[type[_Action], Callable[[Any], tuple[int, dict[str, Any]]]] = {
+    ReportUsers: _report_users,
     TenantCreate: _tenant_create,
     TenantList: _tenant_list,
     ApiKeyCreate: _apikey_create,
