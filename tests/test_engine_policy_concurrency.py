@@ -13,7 +13,7 @@ import pytest
 
 from seatlease import redisconn
 from seatlease.engine import Lease, LicenseConfig, QueuePlace, SeatEngine
-from seatlease.errors import NoSeatsAvailable, UserLimitReached
+from seatlease.errors import NoSeatsAvailable, UserDenied, UserLimitReached
 from seatlease.keys import LicenseKeys
 from seatlease.policy import LicensePolicy
 
@@ -36,6 +36,7 @@ POLICY = LicensePolicy(
     max_per_user=2,
     groups=GROUPS,
     reserve={"eng": 2, "ops": 1},
+    deny_users=["u9"],
     queue=True,
     queue_hold_seconds=1,
     queue_ticket_seconds=2,
@@ -60,8 +61,8 @@ def test_fifty_threads_never_exceed_the_cap_a_user_limit_or_a_reservation(
     keys = LicenseKeys.of("t", "hot")
     probe = client.register_script(PROBE)
     stop = time.monotonic() + 6
-    stats = {"acquired": 0, "queued": 0, "limited": 0, "denied": 0, "errors": 0}
-    worst = {"total": 0, "per_user": 0, "outsiders": 0, "samples": 0}
+    stats = {"acquired": 0, "queued": 0, "limited": 0, "denied": 0, "refused": 0, "errors": 0}
+    worst = {"total": 0, "per_user": 0, "outsiders": 0, "denied_held": 0, "samples": 0}
     lock = threading.Lock()
 
     def worker(n: int) -> None:
@@ -88,6 +89,10 @@ def test_fifty_threads_never_exceed_the_cap_a_user_limit_or_a_reservation(
             except UserLimitReached:
                 with lock:
                     stats["limited"] += 1
+            except UserDenied:
+                with lock:
+                    stats["refused"] += 1
+                time.sleep(0.01)
             except NoSeatsAvailable:
                 with lock:
                     stats["denied"] += 1
@@ -107,6 +112,7 @@ def test_fifty_threads_never_exceed_the_cap_a_user_limit_or_a_reservation(
                 worst["total"] = max(worst["total"], int(reply[0]))
                 worst["per_user"] = max(worst["per_user"], max(counts.values(), default=0))
                 worst["outsiders"] = max(worst["outsiders"], outsiders)
+                worst["denied_held"] = max(worst["denied_held"], users.count("u9"))
                 worst["samples"] += 1
             time.sleep(0.002)
 
@@ -124,6 +130,7 @@ def test_fifty_threads_never_exceed_the_cap_a_user_limit_or_a_reservation(
     assert worst["per_user"] == 2
     # users in no group only ever hold the unreserved seats: 6 - (2 + 1)
     assert worst["outsiders"] <= 3
+    assert stats["refused"] > 0 and worst["denied_held"] == 0  # u9 is on the deny list
 
 
 @pytest.mark.parametrize("kind", ["single", "cluster"])

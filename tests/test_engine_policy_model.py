@@ -1,7 +1,7 @@
 """Hypothesis stateful test of the license policy and the wait queue: the engine on a real
 redis-server against a plain Python model of the rules in docs/design.md ("License
 policy and the wait queue"): per-user limits, seats reserved for two groups (a user in
-both), a queue served in order among those who may take a seat. Leases and tickets run
+both), deny lists, a queue served in order among those who may take a seat. Leases and tickets run
 out by time travel (their deadlines moved into the past, as waiting would do). After
 every step the live leases are checked against the cap, the per-user limit and the
 reservations, and the queue's order against the model's."""
@@ -17,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from seatlease import redisconn
 from seatlease.engine import Lease, LicenseConfig, QueuePlace, SeatEngine
-from seatlease.errors import NoSeatsAvailable, UserLimitReached
+from seatlease.errors import NoSeatsAvailable, UserDenied, UserLimitReached
 from seatlease.keys import LicenseKeys
 from seatlease.policy import LicensePolicy
 
@@ -70,12 +70,17 @@ class PolicyModel(RuleBasedStateMachine):
         mpu=st.sampled_from([0, 1, 2]),
         eng=st.integers(0, 2),
         ops=st.integers(0, 1),
+        deny=st.sampled_from([[], ["u4"], ["u1"]]),
     )
-    def setup(self, seats: int, mpu: int, eng: int, ops: int) -> None:
+    def setup(self, seats: int, mpu: int, eng: int, ops: int, deny: list[str]) -> None:
         eng = min(eng, seats)
         ops = min(ops, seats - eng)
         self.policy = LicensePolicy(
-            max_per_user=mpu, groups=GROUPS, reserve={"eng": eng, "ops": ops}, queue=True
+            max_per_user=mpu,
+            groups=GROUPS,
+            reserve={"eng": eng, "ops": ops},
+            deny_users=deny,
+            queue=True,
         )
         self.redis = redisconn.connect(self.url)
         self.redis.flushall()
@@ -111,6 +116,8 @@ class PolicyModel(RuleBasedStateMachine):
         """What the rules say an acquire by ``client`` gets: ('renewed'), ('limit'),
         ('granted', group), ('queued', position) or ('denied')."""
         user = USER_OF[client]
+        if user in self.policy.deny_users:
+            return "user_denied", None
         if client in self.leases:
             return "renewed", None
         sim = self._sim()
@@ -145,6 +152,9 @@ class PolicyModel(RuleBasedStateMachine):
             )
         except UserLimitReached:
             assert expected == "limit"
+            return
+        except UserDenied:
+            assert expected == "user_denied"
             return
         except NoSeatsAvailable:
             assert expected == "denied", (expected, detail)
