@@ -204,3 +204,15 @@ def test_a_license_without_policy_caches_no_policy_field(seat_engine, configs):
     cfg = keys.LicenseKeys.of("t", "plain")
     assert seat_engine.redis.hget(cfg.cfg, "policy") is None
     assert not seat_engine.redis.exists(cfg.users)
+
+
+def test_turning_the_queue_off_drops_its_tickets(seat_engine, configs):
+    add(configs, "lic", seats=1, queue=True)
+    acquire(seat_engine, "lic", "h")
+    assert isinstance(acquire(seat_engine, "lic", "q1", queue=True), QueuePlace)
+    assert [t["client_id"] for t in seat_engine.waiting("t", "lic")] == ["q1"]
+    config = configs.add("t", "lic", seats=1, lease_seconds=60)  # policy cleared
+    seat_engine.cache_config("t", "lic", config)
+    assert seat_engine.waiting("t", "lic") == []
+    with pytest.raises(NoSeatsAvailable):  # "queue": true on a license without a queue
+        acquire(seat_engine, "lic", "q1", queue=True)
