@@ -729,6 +729,8 @@ def user_usage(window: Window, engine: Engine | None = None) -> list[UserUsage]:
         )
     found: dict[tuple[str, str | None], UserUsage] = {}
     started: dict[str, tuple[UserUsage, datetime]] = {}
+    ended: dict[str, datetime] = {}  # paired after the loop: same-millisecond events of
+    # two Lua calls have no known order, so an ending may come first
 
     def of(license_id: str, metadata: dict[str, Any]) -> UserUsage:
         user = metadata.get("user")
@@ -746,14 +748,9 @@ def user_usage(window: Window, engine: Engine | None = None) -> list[UserUsage]:
         if kind in _USER_STARTS and inside:
             row = of(license_id, metadata)
             row.leases += 1
-            row.open_leases += 1
             started[session_id] = (row, at)
-        elif kind in _USER_ENDINGS and session_id in started:
-            row, began = started.pop(session_id)
-            seconds = (at - began).total_seconds()
-            row.open_leases -= 1
-            row.seat_seconds += seconds
-            row.longest_seconds = max(row.longest_seconds or 0.0, seconds)
+        elif kind in _USER_ENDINGS and session_id:
+            ended.setdefault(session_id, at)
         elif kind in _USER_QUEUE and inside:
             row = of(license_id, metadata)
             waited = float(metadata.get("queued_ms") or 0) / 1000
@@ -763,4 +760,12 @@ def user_usage(window: Window, engine: Engine | None = None) -> list[UserUsage]:
                 row.queue_left += 1
             row.queued_seconds_total += waited
             row.queued_seconds_max = max(row.queued_seconds_max or 0.0, waited)
+    for session_id, (row, began) in started.items():
+        end = ended.get(session_id)
+        if end is None:
+            row.open_leases += 1
+            continue
+        seconds = max(0.0, (end - began).total_seconds())
+        row.seat_seconds += seconds
+        row.longest_seconds = max(row.longest_seconds or 0.0, seconds)
     return sorted(found.values(), key=lambda r: (r.license_id, r.user or ""))
