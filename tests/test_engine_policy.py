@@ -177,20 +177,22 @@ def test_an_abandoned_ticket_holds_a_freed_seat_no_longer_than_the_hold(seat_eng
         except NoSeatsAvailable:
             time.sleep(0.05)
     waited = time.monotonic() - freed
-    assert lease.created and 0.9 <= waited <= 1.5
+    # held for the 1 s hold (from this client's first try), then free: the slack above
+    # it is this loop's polling on a busy machine
+    assert lease.created and 0.9 <= waited <= 2.0
     left = [e for e in events(seat_engine, "lic") if e["type"] == "queue.left"]
     assert left[0]["client_id"] == "gone" and left[0]["metadata"]["reason"] == "hold_expired"
 
 
 def test_a_ticket_not_renewed_drops_out(seat_engine, configs):
-    add(configs, "lic", seats=1, queue=True, queue_ticket_seconds=1)
+    add(configs, "lic", seats=1, queue=True, queue_ticket_seconds=2)
     acquire(seat_engine, "lic", "h")
     acquire(seat_engine, "lic", "q1", queue=True)
     second = acquire(seat_engine, "lic", "q2", queue=True)
     assert isinstance(second, QueuePlace) and second.position == 2
-    time.sleep(0.6)
-    acquire(seat_engine, "lic", "q2", queue=True, ticket=second.ticket)
-    time.sleep(0.6)
+    time.sleep(1.0)
+    acquire(seat_engine, "lic", "q2", queue=True, ticket=second.ticket)  # q2: 2 s more
+    time.sleep(1.3)  # q1's 2 s are over
     renewed = acquire(seat_engine, "lic", "q2", queue=True, ticket=second.ticket)
     assert isinstance(renewed, QueuePlace) and renewed.position == 1
     left = [e for e in events(seat_engine, "lic") if e["type"] == "queue.left"]
