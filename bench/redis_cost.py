@@ -9,7 +9,12 @@ spread over all 256 shards. Then, per phase, it reads the server's own time per 
   size of the hot license's lease ZSET);
 - ``acquire (new)``, ``heartbeat`` and ``release`` on the hot license (the three ops with a
   target), and two rows for information: ``acquire (renew)`` (the same client again) and
-  ``evalsha floor`` (a script that only returns 1: the fixed cost of any EVALSHA).
+  ``evalsha floor`` (a script that only returns 1: the fixed cost of any EVALSHA);
+- the license policy, each against ``acquire (new)`` of the same round (target at most
+  1.3x): ``acquire (policy)``, a new lease on a license as large as the hot one with a
+  full policy (at most 2 leases per user, each user holding one; two groups of 50 users
+  with 10 reserved seats each; the queue on), and ``acquire (queued)``, a waiting client
+  keeping its place (202) on a full license with 1,000 clients in line.
 
 A round measures every phase once, ZADD first. The machine is shared and noisy, so
 ``--rounds`` rounds (default 5) run and the median of the per-round ratios is reported.
@@ -62,6 +67,7 @@ from seatlease.engine import (
     new_session_id,
     release_call,
 )
+from seatlease.policy import LicensePolicy
 from seatlease.redisconn import connect
 from seatlease.scripts import script_source
 from seatlease_cli.procs import start_redis
@@ -79,8 +85,49 @@ LOAD_WORKERS = 2
 LICENSES_PER_BATCH = 10  # 1,000 acquires per write while loading
 
 
-def load_config(_tenant: str, _license: str) -> LicenseConfig:
-    return LicenseConfig(seats=SEATS, lease_seconds=LEASE_SECONDS, max_lease_seconds=LEASE_SECONDS)
+# The license policy (docs/design.md, "License policy and the wait queue"): POLICY is like
+# HOT with a full policy (a per-user limit, two reserved groups, a queue); QUEUED is full,
+# with WAITING tickets in its queue.
+POLICY = "policy"
+QUEUED = "queued"
+WAITING = 1_000
+QUEUED_SEATS = 10
+
+
+def full_policy(reserve: int, members: list[str]) -> LicensePolicy:
+    """At most 2 leases per user, two groups of 50 users with ``reserve`` seats each (the
+    first of ``members`` in design, the rest in render), the queue on."""
+    half = len(members) // 2
+    return LicensePolicy(
+        max_per_user=2,
+        groups={"design": members[:half] + [f"designer-{i}" for i in range(50 - half)],
+                "render": members[half:] + [f"renderer-{i}" for i in range(50 - half)]},
+        reserve={"design": reserve, "render": reserve},
+        queue=True,
+        queue_ticket_seconds=3600,  # no ticket runs out while the benchmark runs
+    )  # fmt: skip
+
+
+def user_of(client_id: str) -> str:
+    """Each client of the policy licenses is its own user (with one live lease each)."""
+    return f"user-{client_id.rsplit('-', 1)[-1]}"
+
+
+POLICIES = {
+    POLICY: full_policy(10, []).redis_form(),
+    # QUEUED's first holders are the groups' members, so its seats fill up
+    QUEUED: full_policy(2, [user_of(f"holder-{i:07d}") for i in range(4)]).redis_form(),
+}
+
+
+def load_config(_tenant: str, license_id: str) -> LicenseConfig:
+    seats = QUEUED_SEATS if license_id == QUEUED else SEATS
+    return LicenseConfig(
+        seats=seats,
+        lease_seconds=LEASE_SECONDS,
+        max_lease_seconds=LEASE_SECONDS,
+        policy=POLICIES.get(license_id, ""),
+    )
 
 
 def new_engine(url: str) -> SeatEngine:
@@ -91,12 +138,18 @@ def new_engine(url: str) -> SeatEngine:
 
 
 def queue_acquire(
-    eng: SeatEngine, pipe: Any, license_id: str, client_id: str, sid: str | None = None
+    eng: SeatEngine,
+    pipe: Any,
+    license_id: str,
+    client_id: str,
+    sid: str | None = None,
+    **policy_fields: Any,
 ) -> str:
+    """``policy_fields``: acquire_call's user, queue and ticket."""
     sid = sid or new_session_id()
     key_list, args = acquire_call(
         TENANT, license_id, client_id, metadata_json=META, request_id=new_request_id(),
-        session_id=sid,
+        session_id=sid, **policy_fields,
     )  # fmt: skip
     eng.scripts.acquire(keys=key_list, args=args, client=pipe)
     return sid
@@ -126,19 +179,38 @@ def run_batched(
 
 
 def fill_license(
-    eng: SeatEngine, license_id: str, count: int, tag: str, numbered: bool = False
+    eng: SeatEngine,
+    license_id: str,
+    count: int,
+    tag: str,
+    numbered: bool = False,
+    users: bool = False,
 ) -> dict[str, str]:
     """``count`` new leases on one license; returns client_id -> session_id. ``numbered``:
-    session ids are 0-padded 12-digit numbers, as redis-benchmark's ``__rand_int__``."""
+    session ids are 0-padded 12-digit numbers, as redis-benchmark's ``__rand_int__``.
+    ``users``: each lease names its user (``user_of``), for the policy licenses."""
     eng.cache_config(TENANT, license_id, load_config(TENANT, license_id))
     sessions: dict[str, str] = {}
 
     def queue(pipe: Any, client_id: str) -> None:
         sid = f"{len(sessions):012d}" if numbered else None
-        sessions[client_id] = queue_acquire(eng, pipe, license_id, client_id, sid)
+        user = user_of(client_id) if users else None
+        sessions[client_id] = queue_acquire(eng, pipe, license_id, client_id, sid, user=user)
 
     run_batched(eng.redis, [f"{tag}-{i:07d}" for i in range(count)], queue, "acquired")
     return sessions
+
+
+def fill_queue(eng: SeatEngine) -> list[str]:
+    """QUEUED full (QUEUED_SEATS leases) with WAITING clients in line; their ids."""
+    fill_license(eng, QUEUED, QUEUED_SEATS, "holder", users=True)
+    waiting = [f"waiter-{i:07d}" for i in range(WAITING)]
+
+    def join(pipe: Any, client_id: str) -> None:
+        queue_acquire(eng, pipe, QUEUED, client_id, user=user_of(client_id), queue=True)
+
+    run_batched(eng.redis, waiting, join, "queued")
+    return waiting
 
 
 def _resp(*args: str | bytes) -> bytes:
@@ -241,7 +313,14 @@ def measure(client: Any, name: str, command: str, run: Callable[[], None]) -> Ph
     return Phase(name, float(main["usec_per_call"]), inner)
 
 
-def one_round(eng: SeatEngine, hot: dict[str, str], ops: int, round_no: int) -> list[Phase]:
+def one_round(
+    eng: SeatEngine,
+    hot: dict[str, str],
+    ops: int,
+    round_no: int,
+    policy_hot: dict[str, str],
+    waiting: list[str],
+) -> list[Phase]:
     client = eng.redis
     zkey = "bench:zadd"
     floor = client.register_script("return 1")
@@ -259,6 +338,17 @@ def one_round(eng: SeatEngine, hot: dict[str, str], ops: int, round_no: int) -> 
 
     def acquire_new(pipe: Any, client_id: str) -> None:
         created[client_id] = queue_acquire(eng, pipe, HOT, client_id)
+
+    # A second lease for users holding one (their limit is 2), on the policy license.
+    policy_users = [user_of(c) for c in list(policy_hot)[:ops]]
+    policy_created: dict[str, str] = {}
+
+    def acquire_policy(pipe: Any, user: str) -> None:
+        client_id = f"r{round_no}-{user}"
+        policy_created[client_id] = queue_acquire(eng, pipe, POLICY, client_id, user=user)
+
+    def renew_place(pipe: Any, client_id: str) -> None:
+        queue_acquire(eng, pipe, QUEUED, client_id, user=user_of(client_id), queue=True)
 
     phases = [
         measure(
@@ -278,6 +368,20 @@ def one_round(eng: SeatEngine, hot: dict[str, str], ops: int, round_no: int) -> 
             "acquire (new)",
             "evalsha",
             lambda: run_batched(client, new_clients, acquire_new, "acquired"),
+        ),
+        measure(
+            client,
+            "acquire (policy)",
+            "evalsha",
+            lambda: run_batched(client, policy_users, acquire_policy, "acquired"),
+        ),
+        measure(
+            client,
+            "acquire (queued)",
+            "evalsha",
+            lambda: run_batched(
+                client, [waiting[i % len(waiting)] for i in range(ops)], renew_place, "queued"
+            ),
         ),
         measure(
             client,
@@ -308,11 +412,41 @@ def one_round(eng: SeatEngine, hot: dict[str, str], ops: int, round_no: int) -> 
             ),
         ),
     ]
+    # not measured: back to one lease per user on the policy license for the next round
+    run_batched(
+        client,
+        list(policy_created.values()),
+        lambda p, sid: queue_session(eng.scripts.release, p, POLICY, sid, True),
+        "released",
+    )
     client.delete(zkey)
     return phases
 
 
 TARGETED = ("acquire (new)", "heartbeat", "release")
+# Each against acquire (new) of the same round (no policy): at most POLICY_TARGET.
+POLICY_TARGETED = ("acquire (policy)", "acquire (queued)")
+POLICY_TARGET = 1.3
+
+
+def report_policy(rounds: list[list[Phase]]) -> bool:
+    """The license policy's cost: each policy phase over acquire (new), same round."""
+    names = [p.name for p in rounds[0]]
+    base = names.index("acquire (new)")
+    print(
+        f"\nlicense policy: per round usec_per_call / acquire (new) usec_per_call, median; "
+        f"target at most {POLICY_TARGET}x"
+    )
+    ok = True
+    for name in POLICY_TARGETED:
+        idx = names.index(name)
+        ratios = [r[idx].usec / r[base].usec for r in rounds]
+        ratio = statistics.median(ratios)
+        verdict = "PASS" if ratio <= POLICY_TARGET else "FAIL"
+        ok = ok and ratio <= POLICY_TARGET
+        cells = ", ".join(f"{x:.2f}" for x in ratios)
+        print(f"  {name:<17}{ratio:>6.2f}x  (rounds: {cells})  {verdict}")
+    return ok
 
 
 def report(rounds: list[list[Phase]], target: float) -> bool:
@@ -554,6 +688,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"redis-server {version} on loopback, Python {platform.python_version()}")
         print(f"loading {args.total:,} live leases ({args.hot:,} on the hot license) ...")
         hot = fill_license(eng, HOT, args.hot, "client")
+        # the policy licenses: as many leases as HOT (one per user), and a full one with
+        # WAITING clients in line
+        policy_hot = fill_license(eng, POLICY, args.hot, "pclient", users=True)
+        waiting = fill_queue(eng)
         sha = client.script_load(script_source("acquire"))
         cold = load_cold(server.url, sha, args.total - args.hot, started + args.max_seconds)
         drain_outboxes(client)
@@ -562,8 +700,9 @@ def main(argv: list[str] | None = None) -> int:
             f"loaded {loaded:,} live leases in {secs:.0f} s: {client.dbsize():,} keys, "
             f"{client.info('memory')['used_memory_human']} used"
         )
-        rounds = [one_round(eng, hot, args.ops, i) for i in range(args.rounds)]
+        rounds = [one_round(eng, hot, args.ops, i, policy_hot, waiting) for i in range(args.rounds)]
         ok = report(rounds, args.target)
+        ok = report_policy(rounds) and ok
         port = int(server.url.rsplit(":", 1)[1].split("/")[0])
         throughput(eng, port, args.hot, requests=50_000)
         if args.profile:

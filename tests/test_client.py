@@ -362,6 +362,44 @@ def test_wait_timeout_raises_seat_wait_timeout(client, make_license):
     assert client.held() == []
 
 
+def test_wait_uses_the_license_queue_and_is_served_in_order(client, make_license):
+    """On a license with a wait queue, wait=True takes a place in line (202 and a
+    ticket), keeps it, and the clients that waited get the seat in the order they came;
+    a plain acquire meanwhile gets a 409, and user and host reach the lease."""
+    make_license(seats=1, lease_seconds=3, policy={"queue": True, "queue_hold_seconds": 5})
+    holder = _hold_for(client, 1.5, threading.Event())
+    got: list[str] = []
+    lock = threading.Lock()
+
+    def wait_for_seat(cid: str) -> None:
+        with client.lease("lic", client_id=cid, wait=True, timeout=15, user=cid, host="pc"):
+            with lock:
+                got.append(cid)
+            time.sleep(0.3)
+
+    first = threading.Thread(target=wait_for_seat, args=("w1",))
+    first.start()
+    eventually(lambda: runtime.seat_engine().waiting(TENANT, "lic"), 5, "w1 in line")
+    second = threading.Thread(target=wait_for_seat, args=("w2",))
+    second.start()
+    waiting = eventually(
+        lambda: (
+            [t for t in runtime.seat_engine().waiting(TENANT, "lic") if t["user"]]
+            if len(runtime.seat_engine().waiting(TENANT, "lic")) == 2
+            else None
+        ),
+        5,
+        "both in line",
+    )
+    assert [(t["client_id"], t["user"]) for t in waiting] == [("w1", "w1"), ("w2", "w2")]
+    place = client.acquire("lic", "intruder", queue=True)
+    assert place["queued"] is True and place["position"] == 3
+    for thread in (first, second):
+        thread.join(20)
+    holder.join(2)
+    assert got == ["w1", "w2"]
+
+
 # -- errors --------------------------------------------------------------------------
 
 

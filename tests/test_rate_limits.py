@@ -248,13 +248,14 @@ def test_migration_0007_gives_every_tenant_the_default_and_downgrades(
     try:
         for url in urls:
             engine = db.make_engine(url)
-            store.upgrade(engine, "0005")
-            # Rows as the schema at 0005 holds them (today's store writes later columns).
+            store.upgrade(engine, "0006")
+            # Rows as the schema at 0006 holds them (today's store writes later columns).
             with engine.begin() as conn:
                 conn.execute(text("INSERT INTO tenants (tenant_id, name) VALUES ('acme', '')"))
                 conn.execute(
                     text(
-                        "INSERT INTO licenses (tenant_id, license_id, seats) VALUES ('acme', 'cad', 3)"
+                        "INSERT INTO licenses (tenant_id, license_id, seats) "
+                        "VALUES ('acme', 'cad', 3)"
                     )
                 )
             store.upgrade(engine)
@@ -266,7 +267,7 @@ def test_migration_0007_gives_every_tenant_the_default_and_downgrades(
             cfg.set_main_option("script_location", str(resources.files("seatlease") / "migrations"))
             with engine.begin() as conn:
                 cfg.attributes["connection"] = conn
-                command.downgrade(cfg, "0005")
+                command.downgrade(cfg, "0006")
             columns = {c["name"] for c in inspect(engine).get_columns("tenants")}
             assert "rate_limit_per_second" not in columns
             assert store.get_license("acme", "cad", engine)["seats"] == 3

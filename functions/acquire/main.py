@@ -1,8 +1,10 @@
 """acquire: take a seat on a license (HTTP Cloud Function, entry point ``acquire``).
 
 201 for a new lease, 200 when this client_id already held a live lease (extended), or a
-lingering one (taken back). With ``borrow_seconds`` the seat is borrowed: no heartbeats
-until ``lease_expires_at``, which the token's ``exp`` carries (with ``borrowed: true``).
+lingering one (taken back); 202 with a place in the license's wait queue for
+``"queue": true`` on a full license that has one. With ``borrow_seconds`` the seat is
+borrowed: no heartbeats until ``lease_expires_at``, which the token's ``exp`` carries
+(with ``borrowed: true``).
 The seat rules live in shared/seatlease/lua/acquire.lua; the HTTP mapping in
 shared/seatlease/http.py.
 """
@@ -12,6 +14,7 @@ from typing import Any
 import functions_framework
 
 from seatlease.clock import rfc3339
+from seatlease.engine import QueuePlace
 from seatlease.http import Call, endpoint
 from seatlease.runtime import seat_engine
 from seatlease.schemas import AcquireRequest
@@ -32,7 +35,23 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
         request_id=body.request_id,
         borrow_seconds=body.borrow_seconds,
         rate_limit=rate_limit(call.tenant_id),
+        user=body.user,
+        host=body.host,
+        queue=body.queue,
+        ticket=body.ticket,
     )
+    if isinstance(lease, QueuePlace):  # a full license with a queue: a place in line
+        call.log.update(outcome="queued", position=lease.position)
+        return 202, {
+            "queued": True,
+            "license_id": lease.license_id,
+            "client_id": lease.client_id,
+            "position": lease.position,
+            "ticket": lease.ticket,
+            "retry_after_seconds": lease.retry_after_seconds,
+            "seats_used": lease.seats_used,
+            "seats_total": lease.seats_total,
+        }
     call.log.update(
         outcome="acquired" if lease.created else "renewed",
         seats_used=lease.seats_used,

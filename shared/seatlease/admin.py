@@ -50,6 +50,7 @@ from seatlease.licenses import (
     LicenseConfig,
 )
 from seatlease.logs import log
+from seatlease.policy import LicensePolicy, parse_policy
 from seatlease.schemas import MAX_LEASE_SECONDS, Identifier, invalid_request
 
 if TYPE_CHECKING:
@@ -164,6 +165,7 @@ class LicenseCreate(_Action):
     overage_percent: OveragePercent = 0
     max_borrow_seconds: BorrowSeconds = 0
     linger_seconds: LingerSeconds = 0
+    policy: LicensePolicy | None = None  # seatlease.policy; absent: none
 
 
 class LicenseUpdate(_Action):
@@ -177,15 +179,25 @@ class LicenseUpdate(_Action):
     suspended: bool | None = None
     max_borrow_seconds: BorrowSeconds | None = None
     linger_seconds: LingerSeconds | None = None
+    policy: LicensePolicy | None = None  # replaces the license's policy as a whole
+    clear_policy: bool = False  # the license has no policy any more
 
     @_model_validator(mode="after")
     def _changes_something(self) -> LicenseUpdate:
+        if self.policy is not None and self.clear_policy:
+            raise ValueError("give policy or clear_policy, not both")
         if not self.changes():
-            raise ValueError(f"give at least one of {', '.join(LICENSE_FIELDS)}")
+            fields = ", ".join((*LICENSE_FIELDS, "policy", "clear_policy"))
+            raise ValueError(f"give at least one of {fields}")
         return self
 
     def changes(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in LICENSE_FIELDS if getattr(self, f) is not None}
+        changes = {f: getattr(self, f) for f in LICENSE_FIELDS if getattr(self, f) is not None}
+        if self.policy is not None:
+            changes["policy"] = self.policy.as_dict()
+        if self.clear_policy:
+            changes["policy"] = {}
+        return changes
 
 
 class LicenseSuspend(_Action):
@@ -248,6 +260,26 @@ class ReportUsage(_Action):
         return Window(self.tenant_id, self.license_id, self.since, self.until)
 
 
+class ReportUsers(_Action):
+    """Leases and queue waits per license and user (``--by user``)."""
+
+    action: Literal["report.users"]
+    tenant_id: Identifier
+    license_id: Identifier | None = None
+    since: OptionalTime = None  # inclusive
+    until: OptionalTime = None  # exclusive
+
+    @_model_validator(mode="after")
+    def _window_is_valid(self) -> ReportUsers:
+        self.window()
+        return self
+
+    def window(self) -> Window:
+        from seatlease.reports import Window
+
+        return Window(self.tenant_id, self.license_id, self.since, self.until)
+
+
 MODELS: dict[str, type[_Action]] = {
     "tenant.create": TenantCreate,
     "tenant.list": TenantList,
@@ -266,6 +298,7 @@ MODELS: dict[str, type[_Action]] = {
     "capacity": Capacity,
     "revoke": Revoke,
     "report.usage": ReportUsage,
+    "report.users": ReportUsers,
 }
 ACTIONS = tuple(MODELS)
 
@@ -310,9 +343,16 @@ def _license_view(row: dict[str, Any]) -> dict[str, Any]:
         "max_borrow_seconds": config.max_borrow_seconds,
         "linger_seconds": config.linger_seconds,
         "suspended": bool(config.suspended),
+        "policy": _policy_view(row.get("policy")),
         "created_at": _time(row.get("created_at")),
         "updated_at": _time(row.get("updated_at")),
     }
+
+
+def _policy_view(stored: Any) -> dict[str, Any] | None:
+    """The license's policy with every field (defaults included), None for none."""
+    policy = parse_policy(stored)
+    return None if policy is None else policy.as_dict()
 
 
 def _refresh_cache(tenant_id: str, license_id: str) -> dict[str, Any]:
@@ -453,6 +493,7 @@ def _license_create(req: LicenseCreate) -> tuple[int, dict[str, Any]]:
         overage_percent=req.overage_percent,
         max_borrow_seconds=req.max_borrow_seconds,
         linger_seconds=req.linger_seconds,
+        policy=req.policy.as_dict() if req.policy and not req.policy.is_empty else None,
     )
     return 201, {"license": _license_view(row), **_refresh_cache(req.tenant_id, req.license_id)}
 
@@ -513,6 +554,20 @@ def _lease_view(lease: dict[str, Any], now_ms: int) -> dict[str, Any]:
     }
 
 
+def _waiting_view(ticket: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    held = ticket["held_since_ms"]
+    return {
+        "position": ticket["position"],
+        "client_id": ticket["client_id"],
+        "user": ticket["user"],
+        "host": ticket["host"],
+        "waiting_seconds": max(0, round((now_ms - ticket["joined_at_ms"]) / 1000)),
+        "expires_in_seconds": max(0, round((ticket["expires_at_ms"] - now_ms) / 1000)),
+        # a freed seat waits for this ticket (until expires_in_seconds)
+        "seat_held": held is not None,
+    }
+
+
 def _status(req: Status) -> tuple[int, dict[str, Any]]:
     """``lmstat -a``: each license with its seats in use and its live leases."""
     from seatlease.runtime import seat_engine
@@ -527,14 +582,18 @@ def _status(req: Status) -> tuple[int, dict[str, Any]]:
     for row in rows:
         view = _license_view(row)
         leases = engine.live_leases(view["tenant_id"], view["license_id"])
-        licenses.append(
-            {
-                **view,
-                "seats_used": len(leases),
-                "overage_in_use": len(leases) > view["seats"],
-                "leases": [_lease_view(lease, now_ms) for lease in leases],
-            }
-        )
+        entry = {
+            **view,
+            "seats_used": len(leases),
+            "overage_in_use": len(leases) > view["seats"],
+            "leases": [_lease_view(lease, now_ms) for lease in leases],
+        }
+        if view["policy"] and view["policy"]["queue"]:
+            entry["queue"] = [
+                _waiting_view(ticket, now_ms)
+                for ticket in engine.waiting(view["tenant_id"], view["license_id"])
+            ]
+        licenses.append(entry)
     return 200, {"at": rfc3339(now_ms), "licenses": licenses}
 
 
@@ -623,6 +682,25 @@ def _report_usage(req: ReportUsage) -> tuple[int, dict[str, Any]]:
     return 200, body
 
 
+def _report_users(req: ReportUsers) -> tuple[int, dict[str, Any]]:
+    """Per license and user: leases, their seat time, and time spent in the wait queue
+    (``reports.user_usage``, from the raw events of the window)."""
+    from seatlease import reports
+
+    store.get_tenant(req.tenant_id)
+    if req.license_id is not None:
+        _require_license(req.tenant_id, req.license_id)
+    window = req.window()
+    rows = reports.user_usage(window)
+    return 200, {
+        "tenant_id": req.tenant_id,
+        "license_id": req.license_id,
+        "since": _time(window.since),
+        "until": _time(window.until),
+        "users": [{name: getattr(row, name) for name in row.__dataclass_fields__} for row in rows],
+    }
+
+
 def _timeline_view(line: Timeline, seats: dict[str, int]) -> dict[str, Any]:
     """A ``reports.Timeline`` as JSON; points are compact ``[period start, peak seats,
     seats_total]`` and denials ``[period start, count]`` arrays, one per period (the
@@ -638,6 +716,7 @@ def _timeline_view(line: Timeline, seats: dict[str, int]) -> dict[str, Any]:
 
 
 HANDLERS: dict[type[_Action], Callable[[Any], tuple[int, dict[str, Any]]]] = {
+    ReportUsers: _report_users,
     TenantCreate: _tenant_create,
     TenantList: _tenant_list,
     Capacity: _capacity,

@@ -42,6 +42,10 @@ EventType = Literal[
     "lease.reclaimed",
     "lease.revoked",
     "lease.denied",
+    # the wait queue (no seat changes hands): a place taken, given up or run out, served
+    "queue.joined",
+    "queue.left",
+    "queue.granted",
 ]
 
 

@@ -40,6 +40,8 @@ from seatlease.errors import (
     NoSeatsAvailable,
     SessionExpired,
     TenantRateLimited,
+    UserDenied,
+    UserLimitReached,
 )
 from seatlease.keys import LicenseKeys
 from seatlease.licenses import LicenseConfig  # also importable from here, as before
@@ -81,6 +83,21 @@ class Lease:
     @property
     def heartbeat_interval_seconds(self) -> int:
         return heartbeat_interval(self.lease_seconds, self.borrowed)
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePlace:
+    """An acquire with ``queue`` on a full license: a place in its wait queue. The client
+    keeps it by calling acquire again (same client_id, this ticket) within the license's
+    ``queue_ticket_seconds``; ``retry_after_seconds`` says when."""
+
+    license_id: str
+    client_id: str
+    position: int  # 1: the head
+    ticket: str
+    retry_after_seconds: int
+    seats_used: int
+    seats_total: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +150,19 @@ def borrow_too_long(max_borrow_seconds: int) -> InvalidRequest:
     )
 
 
+def with_identity(
+    metadata: dict[str, Any] | None, user: str | None, host: str | None
+) -> dict[str, Any]:
+    """The lease's metadata with the request's ``user`` and ``host`` (they win over the
+    metadata's own keys of those names): how they reach status, events and reports."""
+    merged = dict(metadata or {})
+    if user is not None:
+        merged["user"] = user
+    if host is not None:
+        merged["host"] = host
+    return merged
+
+
 def new_session_id() -> str:
     """24 random characters of [A-Za-z0-9_-] (about 143.9 bits), never starting with "-":
     operators type session ids after options (``seatlease revoke --session ID``), where
@@ -170,11 +200,21 @@ def acquire_call(
     event_prefix: str | None = None,
     borrow_seconds: int | None = None,
     rate_limit: int = 0,
+    user: str | None = None,
+    queue: bool = False,
+    ticket: str | None = None,
 ) -> tuple[list[str], list[Any]]:
     """acquire.lua's KEYS and ARGV (documented in its header). ``rate_limit``: the
     tenant's calls per second (0: none, as for an operator's call)."""
     keys = LicenseKeys.of(tenant_id, license_id)
-    return [*keys.lease_keys, keys.denials, keys.replies[0], keys.rate, keys.replies[1]], [
+    return [
+        *keys.lease_keys,
+        keys.denials,
+        keys.replies[0],
+        keys.rate,
+        keys.replies[1],
+        *keys.policy_keys,
+    ], [
         tenant_id,
         license_id,
         client_id,
@@ -186,6 +226,10 @@ def acquire_call(
         borrow_seconds or 0,
         rate_limit,
         keys.reply_field("acquire", client_id, request_id),
+        user or "",
+        1 if queue else 0,
+        ticket or "",
+        new_request_id(),  # a new place in line's ticket
     ]
 
 
@@ -254,9 +298,18 @@ class SeatEngine:
                 "max_borrow_seconds": config.max_borrow_seconds,
                 "linger_seconds": config.linger_seconds,
             }
+            if config.policy:  # absent for a license without one: acquire reads nil
+                form = json.loads(config.policy)  # seatlease.policy's redis_form()
+                mapping["policy"] = json.dumps(form["policy"], separators=(",", ":"))
+                mapping.update({f"u:{user}": fact for user, fact in form["users"].items()})
             ttl = CONFIG_TTL_SECONDS
-        pipe = self.redis.pipeline(transaction=False)
+        keys = LicenseKeys.of(tenant_id, license_id)
+        pipe = self.redis.pipeline(transaction=False)  # one slot
         pipe.delete(key)
+        if not json.loads(mapping.get("policy", "{}")).get("q"):
+            # no queue (any more): its tickets go, they would never be served
+            for queue_key in (keys.queue, keys.tickets, keys.ticket_deadlines):
+                pipe.delete(queue_key)  # one key a DEL: a cluster pipeline takes no more
         pipe.hset(key, mapping=mapping)
         pipe.expire(key, ttl)
         pipe.execute()
@@ -296,11 +349,20 @@ class SeatEngine:
         request_id: str | None = None,
         borrow_seconds: int | None = None,
         rate_limit: int = 0,
-    ) -> Lease:
+        *,
+        user: str | None = None,
+        host: str | None = None,
+        queue: bool = False,
+        ticket: str | None = None,
+    ) -> Lease | QueuePlace:
         """Take a seat (or extend, take back or convert this client's lease: acquire.lua's
         header). ``borrow_seconds``: a borrowed seat, no heartbeats until it ends; not
-        with ``lease_seconds`` (the HTTP schema refuses both). ``rate_limit``: the tenant's
-        calls per second (0: none); over it, ``TenantRateLimited`` and nothing changed."""
+        with ``lease_seconds`` (the HTTP schema refuses both). ``user`` and ``host``: who
+        asks, judged by the license's policy and recorded in the lease's metadata.
+        ``queue``: on a full license with a queue, a ``QueuePlace`` instead of
+        ``NoSeatsAvailable`` (only then is the answer not a ``Lease``). ``rate_limit``: the
+        tenant's calls per second (0: none); over it, ``TenantRateLimited`` and nothing
+        changed."""
         if borrow_seconds and lease_seconds:
             raise InvalidRequest(
                 "Invalid request: borrow_seconds: not with lease_seconds (a borrow has its "
@@ -313,10 +375,13 @@ class SeatEngine:
             license_id,
             client_id,
             lease_seconds=lease_seconds,
-            metadata_json=json.dumps(metadata or {}, separators=(",", ":")),
+            metadata_json=json.dumps(with_identity(metadata, user, host), separators=(",", ":")),
             request_id=request_id,
             borrow_seconds=borrow_seconds,
             rate_limit=rate_limit,
+            user=user,
+            queue=queue,
+            ticket=ticket,
         )
         reply = self._run(
             self.scripts.acquire, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
@@ -331,6 +396,26 @@ class SeatEngine:
         if status == "denied":
             used, seats, _limit, retry_ms = (int(x) for x in reply[1:5])
             raise NoSeatsAvailable(used, seats, max(1, math.ceil(retry_ms / 1000)))
+        if status == "queued":
+            return QueuePlace(
+                license_id=license_id,
+                client_id=client_id,
+                position=int(reply[1]),
+                ticket=reply[2],
+                retry_after_seconds=max(1, math.ceil(int(reply[3]) / 1000)),
+                seats_used=int(reply[4]),
+                seats_total=int(reply[5]),
+            )
+        if status == "user_required":
+            raise InvalidRequest(
+                "Invalid request: user: required on this license (its policy judges users).",
+                details=[{"field": "user", "problem": "required by the license's policy"}],
+            )
+        if status == "user_denied":
+            raise UserDenied(user or "")
+        if status == "user_limit":
+            retry_s = max(1, math.ceil(int(reply[3]) / 1000)) if len(reply) > 3 else 1
+            raise UserLimitReached(user or "", int(reply[1]), int(reply[2]), retry_s)
         session_id, deadline, lease_ms, used, seats, limit = reply[1:7]
         return Lease(
             session_id=session_id,
@@ -443,3 +528,35 @@ class SeatEngine:
                 }
             )
         return leases
+
+    def waiting(self, tenant_id: str, license_id: str) -> list[dict[str, Any]]:
+        """The license's wait queue in order (reads, never writes): tickets whose time ran
+        out are left out (the next acquire drops them). ``held_since_ms``: a freed seat
+        is held for this ticket since then."""
+        keys = LicenseKeys.of(tenant_id, license_id)
+        now_ms = self.server_time_ms()
+        pipe = self.redis.pipeline(transaction=False)  # one slot
+        pipe.zrange(keys.queue, 0, -1)
+        pipe.hgetall(keys.tickets)
+        pipe.zrange(keys.ticket_deadlines, 0, -1, withscores=True)
+        order, records, ends = pipe.execute()
+        ends = dict(ends)
+        waiting = []
+        for client_id in order:
+            raw = records.get(client_id)
+            if raw is None or ends.get(client_id, 0) <= now_ms:
+                continue
+            rec = json.loads(raw)
+            metadata = json.loads(rec.get("m") or "{}")
+            waiting.append(
+                {
+                    "position": len(waiting) + 1,
+                    "client_id": client_id,
+                    "user": rec.get("u") or None,
+                    "host": metadata.get("host") if isinstance(metadata, dict) else None,
+                    "joined_at_ms": int(rec["j"]),
+                    "expires_at_ms": int(ends[client_id]),
+                    "held_since_ms": int(rec["o"]) if rec.get("o") else None,
+                }
+            )
+        return waiting

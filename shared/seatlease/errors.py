@@ -60,6 +60,27 @@ class TenantRateLimited(SeatError):
         self.retry_after_seconds = retry_after_seconds
 
 
+class UserDenied(SeatError):
+    """The license's policy refuses this user any seat (its deny list)."""
+
+    def __init__(self, user: str) -> None:
+        super().__init__(f"user {user!r} may not take a seat on this license")
+        self.user = user
+
+
+class UserLimitReached(SeatError):
+    """The user already holds the license's ``max_per_user`` live leases."""
+
+    def __init__(
+        self, user: str, max_per_user: int, sessions: int, retry_after_seconds: int = 1
+    ) -> None:
+        super().__init__(f"user {user!r} holds {sessions} of at most {max_per_user} seats")
+        self.user = user
+        self.max_per_user = max_per_user
+        self.sessions = sessions
+        self.retry_after_seconds = retry_after_seconds  # until the user's earliest lease ends
+
+
 class SessionExpired(SeatError):
     """The session is gone: ``reason`` is ``expired`` or ``unknown``."""
 

@@ -56,6 +56,8 @@ from seatlease.errors import (
     StoreError,
     TenantRateLimited,
     Unauthenticated,
+    UserDenied,
+    UserLimitReached,
     redis_outage,
 )
 from seatlease.logs import log
@@ -167,6 +169,19 @@ def to_api_error(exc: Exception) -> ApiError:
                 {"Retry-After": str(exc.retry_after_seconds)},
                 retry_after_seconds=exc.retry_after_seconds,
             )
+        case UserLimitReached():
+            return ApiError(
+                409,
+                "user_limit_reached",
+                f"This user holds {exc.sessions} seats; the license allows at most "
+                f"{exc.max_per_user} per user; retry after {exc.retry_after_seconds} s.",
+                {"Retry-After": str(exc.retry_after_seconds)},
+                max_per_user=exc.max_per_user,
+                sessions=exc.sessions,
+                retry_after_seconds=exc.retry_after_seconds,
+            )
+        case UserDenied():
+            return ApiError(403, "user_denied", "This user may not take a seat on this license.")
         case LicenseNotFound():
             return ApiError(404, "license_not_found", "No such license for this API key.")
         case LicenseSuspended():

@@ -79,6 +79,11 @@ class LicenseKeys:
     denials: str
     rate: str  # the tenant's call budget in this shard
     replies: tuple[str, str]  # the reply hashes of generations 0 and 1 (lua/_lib.lua)
+    # The license policy's and the wait queue's state (acquire.lua only, _policy.lua)
+    users: str  # HASH "u:<user>" / "g:<group>" -> the session ids held, "qseq" -> counter
+    queue: str  # ZSET client_id -> join sequence (FIFO order)
+    tickets: str  # HASH client_id -> JSON ticket record
+    ticket_deadlines: str  # ZSET client_id -> when its ticket (or its hold) runs out
 
     @classmethod
     def of(cls, tenant_id: str, license_id: str) -> LicenseKeys:
@@ -101,6 +106,10 @@ class LicenseKeys:
             denials=denials_key(shard),
             rate=rate_key(shard, tenant_id),
             replies=(f"{base}:replies:0", f"{base}:replies:1"),
+            users=f"{base}:users",
+            queue=f"{base}:queue",
+            tickets=f"{base}:tickets",
+            ticket_deadlines=f"{base}:ticket-deadlines",
         )
 
     @staticmethod
@@ -118,6 +127,11 @@ class LicenseKeys:
     def lease_keys(self) -> list[str]:
         """KEYS[1..6] of heartbeat.lua and release.lua (acquire.lua adds denials)."""
         return [self.cfg, self.leases, self.sessions, self.clients, self.deadlines, self.outbox]
+
+    @property
+    def policy_keys(self) -> list[str]:
+        """KEYS[9..12] of acquire.lua: the policy's and the queue's state."""
+        return [self.users, self.queue, self.tickets, self.ticket_deadlines]
 
 
 @lru_cache(maxsize=65_536)  # the hot path builds the same few key sets over and over

@@ -32,6 +32,9 @@ class LicenseConfig:
     suspended: bool = False
     max_borrow_seconds: int = 0  # 0: borrowing is off
     linger_seconds: int = 0  # 0: a release frees the seat at once
+    # The license policy as acquire.lua reads it (seatlease.policy.LicensePolicy's
+    # redis_form()); "" for none: acquire then takes the path it always took.
+    policy: str = ""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> LicenseConfig:

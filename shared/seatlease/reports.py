@@ -52,6 +52,7 @@ hours (days) from the rollups.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -673,3 +674,98 @@ def usage_report(window: Window, period: str = "hour", engine: Engine | None = N
     )
     report.timelines = computed.timelines  # the same walk: a chart costs no second one
     return report
+
+
+# -- per user (license policy: `user` on acquire, the wait queue) ------------------------
+
+# A per-user breakdown reads raw events (the rollups have no user), so it is bounded.
+MAX_USER_EVENTS = 500_000
+_USER_STARTS = ("lease.acquired", "lease.borrowed")
+_USER_ENDINGS = ("lease.released", "lease.reclaimed", "lease.revoked")
+_USER_QUEUE = ("queue.granted", "queue.left")
+
+
+@dataclass
+class UserUsage:
+    """One user's leases of one license in the window (``user`` is the ``user`` the
+    client sent with acquire, ``None`` for leases without one), and its time in the
+    license's wait queue: ``queue_served`` waits that ended with a seat, ``queue_left``
+    the places that ran out, ``queued_seconds_*`` over both."""
+
+    license_id: str
+    user: str | None
+    leases: int = 0
+    open_leases: int = 0  # acquired in the window, no ending stored yet
+    seat_seconds: float = 0.0  # of the leases that ended (their whole durations)
+    longest_seconds: float | None = None
+    queue_served: int = 0
+    queue_left: int = 0
+    queued_seconds_total: float = 0.0
+    queued_seconds_max: float | None = None
+
+
+def user_usage(window: Window, engine: Engine | None = None) -> list[UserUsage]:
+    """Leases and queue waits per license and user, from the raw events of the window:
+    leases acquired (or borrowed) in ``[since, until)`` with the durations of those whose
+    ending is stored (even after ``until``), and the ``queue.granted`` / ``queue.left``
+    events in the window with their ``queued_ms``. Events older than the retention are
+    gone, so is their part of this breakdown (the per-license reports outlive them)."""
+    kinds = _USER_STARTS + _USER_ENDINGS + _USER_QUEUE
+    names = ", ".join(f"'{kind}'" for kind in kinds)
+    since = "AND occurred_at >= :since" if window.since is not None else ""
+    sql = f"""
+        SELECT license_id, session_id, type, occurred_at, metadata FROM lease_events
+        WHERE {window.scope()} AND type IN ({names}) {since}
+        ORDER BY occurred_at, event_id LIMIT {MAX_USER_EVENTS + 1}"""
+    stmt = _times(text(sql), "since") if window.since is not None else text(sql)
+    with transaction(engine) as conn:
+        _limit_statements(conn)
+        rows = list(conn.execute(stmt, window.params(since=window.since)))
+    if len(rows) > MAX_USER_EVENTS:
+        raise InvalidRequest(
+            f"Invalid request: the window holds more than {MAX_USER_EVENTS} lease events; "
+            "give a shorter one (since, until) for a per-user report.",
+            max_events=MAX_USER_EVENTS,
+        )
+    found: dict[tuple[str, str | None], UserUsage] = {}
+    started: dict[str, tuple[UserUsage, datetime]] = {}
+    ended: dict[str, datetime] = {}  # paired after the loop: same-millisecond events of
+    # two Lua calls have no known order, so an ending may come first
+
+    def of(license_id: str, metadata: dict[str, Any]) -> UserUsage:
+        user = metadata.get("user")
+        user = user if isinstance(user, str) else None
+        key = (license_id, user)
+        if key not in found:
+            found[key] = UserUsage(license_id, user)
+        return found[key]
+
+    for license_id, session_id, kind, occurred_at, raw in rows:
+        metadata = json.loads(raw) if isinstance(raw, str) else raw
+        metadata = metadata if isinstance(metadata, dict) else {}
+        at = _time(occurred_at)
+        inside = window.until is None or at < window.until
+        if kind in _USER_STARTS and inside:
+            row = of(license_id, metadata)
+            row.leases += 1
+            started[session_id] = (row, at)
+        elif kind in _USER_ENDINGS and session_id:
+            ended.setdefault(session_id, at)
+        elif kind in _USER_QUEUE and inside:
+            row = of(license_id, metadata)
+            waited = float(metadata.get("queued_ms") or 0) / 1000
+            if kind == "queue.granted":
+                row.queue_served += 1
+            else:
+                row.queue_left += 1
+            row.queued_seconds_total += waited
+            row.queued_seconds_max = max(row.queued_seconds_max or 0.0, waited)
+    for session_id, (row, began) in started.items():
+        end = ended.get(session_id)
+        if end is None:
+            row.open_leases += 1
+            continue
+        seconds = max(0.0, (end - began).total_seconds())
+        row.seat_seconds += seconds
+        row.longest_seconds = max(row.longest_seconds or 0.0, seconds)
+    return sorted(found.values(), key=lambda r: (r.license_id, r.user or ""))

@@ -6,6 +6,7 @@ Strict: unknown fields are rejected, types are not coerced ("5" is not an intege
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import (
@@ -28,6 +29,7 @@ MetadataValue = str | int | float | bool | None
 METADATA_MAX_BYTES = 4096
 MAX_LEASE_SECONDS = 7 * 24 * 3600  # no license may allow more; each license sets its own max
 NONCE_MAX_CHARS = 128
+USER_MAX_CHARS = 128  # `user` and `host` on acquire, and the users a license policy names
 
 
 def _nonce_text(value: str) -> str:
@@ -39,6 +41,30 @@ def _nonce_text(value: str) -> str:
 # Echoed in the answer's signed token, so that a product can refuse a replayed grant.
 Nonce = Annotated[
     str, StringConstraints(min_length=1, max_length=NONCE_MAX_CHARS), AfterValidator(_nonce_text)
+]
+
+
+def user_text(field: str) -> Callable[[str], str]:
+    """A validator for a user or host name: any text but what ``text_problem`` refuses
+    (it reaches the audit log's JSON)."""
+
+    def check(value: str) -> str:
+        if problem := text_problem(value):
+            raise ValueError(f"{field} {problem}")
+        return value
+
+    return check
+
+
+UserName = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=USER_MAX_CHARS),
+    AfterValidator(user_text("user")),
+]
+HostName = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=USER_MAX_CHARS),
+    AfterValidator(user_text("host")),
 ]
 
 
@@ -101,6 +127,13 @@ class AcquireRequest(_Body):
     # A borrowed seat: no heartbeats until it expires (at most the license's
     # max_borrow_seconds, which acquire.lua checks; this is every license's ceiling).
     borrow_seconds: Annotated[int, Field(ge=1, le=MAX_BORROW_SECONDS)] | None = None
+    # Who is asking (FlexNet's user and host names): judged by the license's policy and
+    # recorded in the lease's metadata as "user" and "host".
+    user: UserName | None = None
+    host: HostName | None = None
+    # On a full license with a queue: wait in line (202 and a ticket) instead of a 409.
+    queue: bool = False
+    ticket: Identifier | None = None  # the place in line a previous 202 gave
 
     @field_validator("borrow_seconds")
     @classmethod

@@ -16,16 +16,21 @@ from typing import Any
 from redis.commands.core import Script
 
 SCRIPT_NAMES = ("acquire", "heartbeat", "release", "reclaim", "flush_denials")
-RATE_LIMITED = ("acquire", "heartbeat", "release")
+
+# Helpers only some scripts need, placed between _lib.lua and the script: the seat calls
+# check the tenant's rate budget (_ratelimit.lua); acquire decides the license policy.
+PRELUDES = {
+    "acquire": ("_ratelimit", "_policy"),
+    "heartbeat": ("_ratelimit",),
+    "release": ("_ratelimit",),
+}
 
 
 @cache
 def script_source(name: str) -> str:
     lua = resources.files("seatlease") / "lua"
-    parts = ["_lib.lua", "_ratelimit.lua", f"{name}.lua"]
-    if name not in RATE_LIMITED:
-        parts.remove("_ratelimit.lua")
-    return "\n".join((lua / part).read_text() for part in parts)
+    parts = ["_lib", *PRELUDES.get(name, ()), name]
+    return "\n".join((lua / f"{part}.lua").read_text() for part in parts)
 
 
 class SeatScripts:

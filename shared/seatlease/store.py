@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -299,6 +299,7 @@ def create_license(
     engine: Engine | None = None,
     max_borrow_seconds: int = 0,
     linger_seconds: int = 0,
+    policy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     values = {
         "tenant_id": tenant_id,
@@ -309,6 +310,7 @@ def create_license(
         "overage_percent": overage_percent,
         "max_borrow_seconds": max_borrow_seconds,
         "linger_seconds": linger_seconds,
+        "policy": policy or None,
     }
     validate_license(values)
     try:
@@ -334,13 +336,34 @@ def validate_license(values: dict[str, Any]) -> None:
         raise StoreError(f"max_borrow_seconds must be between 0 and {MAX_BORROW_SECONDS}")
     if not 0 <= values.get("linger_seconds", 0) <= MAX_LINGER_SECONDS:
         raise StoreError(f"linger_seconds must be between 0 and {MAX_LINGER_SECONDS}")
+    if values.get("policy"):
+        problem = policy_problem(values["policy"], values["seats"])
+        if problem:
+            raise StoreError(f"policy: {problem}")
+
+
+def policy_problem(policy: dict[str, Any], seats: int) -> str | None:
+    """Why a stored policy cannot go with ``seats`` (reservations over the seat count, or
+    a policy seatlease.policy refuses), or None."""
+    from pydantic import ValidationError
+
+    from seatlease.policy import parse_policy
+
+    try:
+        parsed = parse_policy(policy)
+    except ValidationError as exc:
+        return "; ".join(str(e["msg"]) for e in exc.errors(include_url=False))
+    return parsed.problem_with_seats(seats) if parsed else None
 
 
 def update_license(
     tenant_id: str, license_id: str, engine: Engine | None = None, **changes: Any
 ) -> dict[str, Any]:
+    # policy: a dict replaces the license's policy; {} clears it (None: unchanged)
     changes = {k: v for k, v in changes.items() if v is not None}
-    unknown = set(changes) - set(LICENSE_FIELDS)
+    if "policy" in changes:
+        changes["policy"] = changes["policy"] or None
+    unknown = set(changes) - {*LICENSE_FIELDS, "policy"}
     if unknown:
         raise StoreError(f"unknown license field(s): {', '.join(sorted(unknown))}")
     with transaction(engine) as conn:
@@ -388,7 +411,16 @@ def license_config(
     tenant_id: str, license_id: str, engine: Engine | None = None
 ) -> LicenseConfig | None:
     row = get_license(tenant_id, license_id, engine)
-    return None if row is None else LicenseConfig.from_row(row)
+    if row is None:
+        return None
+    config = LicenseConfig.from_row(row)
+    if row.get("policy"):
+        from seatlease.policy import parse_policy
+
+        policy = parse_policy(row["policy"])
+        if policy is not None:
+            config = replace(config, policy=policy.redis_form())
+    return config
 
 
 def tenants_with_license(license_id: str, engine: Engine | None = None) -> list[str]:

@@ -74,6 +74,8 @@ licenses = Table(
     # Borrowing and linger (migration 0004): 0 is off; at most 30 days and one day.
     Column("max_borrow_seconds", Integer, nullable=False, server_default="0"),
     Column("linger_seconds", Integer, nullable=False, server_default="0"),
+    # The license policy (migration 0006; seatlease.policy checks it): NULL for none.
+    Column("policy", JSON, nullable=True),
     CheckConstraint("seats >= 0", name="ck_licenses_seats"),
     CheckConstraint("lease_seconds >= 1", name="ck_licenses_lease"),
     CheckConstraint("max_lease_seconds >= lease_seconds", name="ck_licenses_max_lease"),

@@ -108,7 +108,7 @@ def exit_code(exc: BaseException) -> int | None:
     match exc:
         case errors.NotFound() | errors.LicenseNotFound():
             return EXIT_NOT_FOUND
-        case errors.Conflict() | errors.NoSeatsAvailable():
+        case errors.Conflict() | errors.NoSeatsAvailable() | errors.UserLimitReached():
             return EXIT_CONFLICT
         # A value the rules refuse: the command line asked for something invalid.
         case (

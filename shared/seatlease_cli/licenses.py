@@ -71,6 +71,122 @@ def _license_flags(parser: argparse.ArgumentParser, *, create: bool) -> None:
     )
 
 
+def _named(kind: str, convert: Any) -> Any:
+    """An argparse type for NAME=VALUE (--group eng=ann,bob; --reserve eng=2)."""
+
+    def parse(text: str) -> tuple[str, Any]:
+        name, sep, value = text.partition("=")
+        if not sep or not name:
+            raise argparse.ArgumentTypeError(f"expected NAME={kind}, got {text!r}")
+        try:
+            return name, convert(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected NAME={kind}, got {text!r}") from None
+
+    return parse
+
+
+def _user_list(text: str) -> list[str]:
+    return [user for user in text.split(",") if user]
+
+
+def _policy_flags(parser: argparse.ArgumentParser, *, create: bool) -> None:
+    group = parser.add_argument_group(
+        "policy",
+        "per-user limit, reserved seats, deny list and wait queue (docs/design.md, "
+        '"License policy and the wait queue")'
+        + ("" if create else "; given flags change the current policy, the rest stays"),
+    )
+    group.add_argument(
+        "--max-per-user", type=int, default=None, help="live leases per user at most; 0: off"
+    )
+    group.add_argument(
+        "--group",
+        action="append",
+        type=_named("USER,USER,...", _user_list),
+        metavar="NAME=USERS",
+        help="a named group of users (repeatable; replaces that group's list)",
+    )
+    group.add_argument(
+        "--reserve",
+        action="append",
+        type=_named("N", int),
+        metavar="NAME=N",
+        help="seats only members of group NAME may take (repeatable)",
+    )
+    group.add_argument(
+        "--deny-user",
+        action="append",
+        metavar="USER",
+        help="a user refused any seat (repeatable; the given ones replace the list)",
+    )
+    group.add_argument(
+        "--queue",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="let clients wait in a fair queue on a full license (202 and a ticket)",
+    )
+    group.add_argument(
+        "--queue-ticket-seconds",
+        type=int,
+        default=None,
+        help="a ticket not renewed within this drops out (default 60)",
+    )
+    group.add_argument(
+        "--queue-hold-seconds",
+        type=int,
+        default=None,
+        help="a freed seat waits this long for the queue's head (default 30)",
+    )
+    if not create:
+        group.add_argument(
+            "--clear-policy", action="store_true", help="remove the license's policy"
+        )
+
+
+def _policy_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The policy fields the flags set (groups and reservations by name)."""
+    changes: dict[str, Any] = {}
+    for flag in ("max_per_user", "queue", "queue_ticket_seconds", "queue_hold_seconds"):
+        if getattr(args, flag, None) is not None:
+            changes[flag] = getattr(args, flag)
+    if args.group:
+        changes["groups"] = dict(args.group)
+    if args.reserve:
+        changes["reserve"] = dict(args.reserve)
+    if args.deny_user:
+        changes["deny_users"] = list(args.deny_user)
+    return changes
+
+
+def _merged_policy(current: dict[str, Any] | None, changes: dict[str, Any]) -> dict[str, Any]:
+    policy = dict(current or {})
+    for name in ("groups", "reserve"):
+        if name in changes:
+            policy[name] = {**policy.get(name, {}), **changes.pop(name)}
+    return {**policy, **changes}
+
+
+def policy_text(policy: dict[str, Any] | None) -> str:
+    """One line for ``license show``: ``max 2 per user; group eng=ann,bob ...``."""
+    if not policy:
+        return "none"
+    parts = []
+    if policy.get("max_per_user"):
+        parts.append(f"max {policy['max_per_user']} per user")
+    for name, users in sorted(policy.get("groups", {}).items()):
+        reserved = policy.get("reserve", {}).get(name, 0)
+        parts.append(f"group {name}={','.join(users)} (reserve {reserved})")
+    if policy.get("deny_users"):
+        parts.append(f"deny {','.join(policy['deny_users'])}")
+    if policy.get("queue"):
+        parts.append(
+            f"queue on (ticket {policy['queue_ticket_seconds']} s, "
+            f"hold {policy['queue_hold_seconds']} s)"
+        )
+    return "; ".join(parts) or "none"
+
+
 def register(subparsers: Any) -> None:
     common = common_parent()
     lic = subparsers.add_parser("license", help="licenses: seats, lease length, suspension")
@@ -80,12 +196,14 @@ def register(subparsers: Any) -> None:
         "create", parents=[common], help="add a license", description=CACHE_NOTE
     )
     _license_flags(create, create=True)
+    _policy_flags(create, create=True)
     create.set_defaults(func=cmd_create)
 
     update = sub.add_parser(
         "update", parents=[common], help="change a license", description=CACHE_NOTE
     )
     _license_flags(update, create=False)
+    _policy_flags(update, create=False)
     state = update.add_mutually_exclusive_group()
     state.add_argument(
         "--suspend", dest="suspended", action="store_const", const=True, help="refuse acquires"
@@ -125,20 +243,31 @@ def _print_change(args: argparse.Namespace, body: dict[str, Any], verb: str) -> 
     else:
         lic = body["license"]
         print(f"{verb} license {lic['tenant_id']}/{lic['license_id']}")
-        emit({**lic, "cache": "refreshed" if body.get("cache_refreshed") else "stale"}, False)
+        cache = "refreshed" if body.get("cache_refreshed") else "stale"
+        emit({**lic, "policy": policy_text(lic.get("policy")), "cache": cache}, False)
     return warn_if_stale(body)
 
 
 def cmd_create(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if policy := _policy_changes(args):
+        settings["policy"] = policy
     body = backend_for(args).call(
-        "license.create", tenant_id=args.tenant, license_id=args.license, **_settings(args)
+        "license.create", tenant_id=args.tenant, license_id=args.license, **settings
     )
     return _print_change(args, body, "created")
 
 
 def cmd_update(args: argparse.Namespace) -> int:
-    body = backend_for(args).call(
-        "license.update", tenant_id=args.tenant, license_id=args.license, **_settings(args)
+    backend = backend_for(args)
+    settings = _settings(args)
+    if args.clear_policy:
+        settings["clear_policy"] = True
+    elif policy := _policy_changes(args):
+        current = backend.call("license.show", tenant_id=args.tenant, license_id=args.license)
+        settings["policy"] = _merged_policy(current["license"].get("policy"), policy)
+    body = backend.call(
+        "license.update", tenant_id=args.tenant, license_id=args.license, **settings
     )
     return _print_change(args, body, "updated")
 
@@ -151,7 +280,8 @@ def cmd_suspend(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     body = backend_for(args).call("license.show", tenant_id=args.tenant, license_id=args.license)
-    emit(body if args.json else body["license"], args.json)
+    lic = body["license"]
+    emit(body if args.json else {**lic, "policy": policy_text(lic.get("policy"))}, args.json)
     return 0
 
 

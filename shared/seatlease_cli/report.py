@@ -55,7 +55,13 @@ def register(subparsers: Any) -> None:
     usage.add_argument("--license", default=None, help="only this license")
     usage.add_argument("--since", type=_iso, default=None, help="from (inclusive), ISO 8601")
     usage.add_argument("--until", type=_iso, default=None, help="to (exclusive), ISO 8601")
-    usage.add_argument("--by", choices=("hour", "day"), default="hour", help="period (hour)")
+    usage.add_argument(
+        "--by",
+        choices=("hour", "day", "user"),
+        default="hour",
+        help="period (hour), or user: leases, seat time and time queued per license and "
+        "user (from the raw events of the window)",
+    )
     usage.add_argument(
         "--format",
         choices=("table", "csv", "json"),
@@ -116,8 +122,63 @@ def require_charts() -> None:
         ) from None
 
 
+USER_COLUMNS = (
+    "license_id",
+    "user",
+    "leases",
+    "open_leases",
+    "seat_time",
+    "longest",
+    "queue_served",
+    "queue_left",
+    "queued_total",
+    "queued_max",
+)
+
+
+def cmd_users(args: argparse.Namespace, fmt: str) -> int:
+    """``--by user``: the ``report.users`` action, as a table, CSV or JSON."""
+    if args.chart is not None:
+        raise CommandError("--chart draws seats per period: not with --by user", EXIT_USAGE)
+    fields: dict[str, Any] = {"tenant_id": args.tenant}
+    if args.license:
+        fields["license_id"] = args.license
+    for name in ("since", "until"):
+        if getattr(args, name) is not None:
+            fields[name] = _iso_text(getattr(args, name))
+    data = backend_for(args).call("report.users", **fields)
+    if fmt == "json":
+        print(json.dumps(data, indent=2))
+        return 0
+    rows = [
+        {
+            **row,
+            "user": row["user"] if row["user"] is not None else "-",
+            "seat_time": human_duration(row["seat_seconds"]),
+            "longest": human_duration(row["longest_seconds"]),
+            "queued_total": human_duration(row["queued_seconds_total"]),
+            "queued_max": human_duration(row["queued_seconds_max"]),
+        }
+        for row in data["users"]
+    ]
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        columns = list(data["users"][0]) if data["users"] else ["license_id", "user"]
+        writer.writerow(columns)
+        for row in data["users"]:
+            writer.writerow(["" if row.get(c) is None else row.get(c) for c in columns])
+        print(out.getvalue(), end="")
+    else:
+        print("Leases and time queued per user")
+        print(table(rows, USER_COLUMNS) if rows else "  no leases in the window")
+    return 0
+
+
 def cmd_usage(args: argparse.Namespace) -> int:
     fmt = _output_format(args)
+    if args.by == "user":
+        return cmd_users(args, fmt)
     if args.chart is not None:
         require_charts()
     fields: dict[str, Any] = {"tenant_id": args.tenant, "period": args.by}

@@ -13,6 +13,7 @@ from seatlease_cli.output import emit, table
 
 LICENSE_COLUMNS = ("tenant_id", "license_id", "used", "limit", "overage", "suspended")
 LEASE_COLUMNS = ("session_id", "client_id", "user", "host", "acquired_at", "expires_in", "state")
+QUEUE_COLUMNS = ("position", "client_id", "user", "host", "waiting_seconds", "seat_held")
 
 
 def _state(lease: dict[str, Any]) -> str:
@@ -106,6 +107,9 @@ def render_status(body: dict[str, Any]) -> str:
             for lease in lic["leases"]
         ]
         lines = table(leases, LEASE_COLUMNS).splitlines() if leases else []
+        if lic.get("queue"):
+            lines.append(f"queue: {len(lic['queue'])} waiting")
+            lines += table(lic["queue"], QUEUE_COLUMNS).splitlines()
         parts.append("\n".join([heading, *("  " + line for line in lines)]))
     return "\n\n".join(parts)
 

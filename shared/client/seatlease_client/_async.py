@@ -70,9 +70,14 @@ class AsyncSeatClient:
         timeout: float | None = None,
         on_lost: OnLost | None = None,
         on_regained: OnRegained | None = None,
+        user: str | None = None,
+        host: str | None = None,
     ) -> AsyncLeaseContext:
+        """As ``SeatClient.lease`` (``wait`` waits in the license's queue when it has one;
+        ``user`` and ``host`` name who asks)."""
         lease = Lease(license_id, client_id, metadata)
         keeper = _Keeper(self.sync, lease, lease_seconds, on_lost, on_regained)
+        keeper.identity = {"user": user, "host": host}
         return AsyncLeaseContext(keeper, wait, timeout)
 
 

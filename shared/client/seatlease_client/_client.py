@@ -159,7 +159,8 @@ class SeatClient:
             reply = json.loads(raw)
         except ValueError:
             raise SeatError(status, "invalid_response", f"{url} answered non-JSON") from None
-        if self._verifier is not None:
+        # A place in the wait queue (202) grants nothing: it carries no token to check.
+        if self._verifier is not None and not (status == 202 and isinstance(reply, dict)):
             self._verifier.check(function, body, reply, status)
         return reply
 
@@ -254,12 +255,15 @@ class SeatClient:
         client_id: str,
         lease_seconds: int | None,
         metadata: dict[str, Any] | None,
+        **fields: Any,
     ) -> dict[str, Any]:
+        """The acquire body; ``fields`` (user, host, queue, ticket) are sent when set."""
         body: dict[str, Any] = {"license_id": license_id, "client_id": client_id}
         if lease_seconds is not None:
             body["lease_seconds"] = lease_seconds
         if metadata is not None:
             body["metadata"] = metadata
+        body.update({name: value for name, value in fields.items() if value is not None})
         return body
 
     def acquire(
@@ -269,11 +273,21 @@ class SeatClient:
         *,
         lease_seconds: int | None = None,
         metadata: dict[str, Any] | None = None,
+        user: str | None = None,
+        host: str | None = None,
+        queue: bool | None = None,
+        ticket: str | None = None,
     ) -> dict[str, Any]:
-        """POST /acquire (retried); the response body. No heartbeats: see ``lease()``."""
-        return self._call(
-            "acquire", self._acquire_body(license_id, client_id, lease_seconds, metadata)
-        )
+        """POST /acquire (retried); the response body. No heartbeats: see ``lease()``.
+        ``user`` and ``host``: who asks (a license's policy may require ``user``).
+        ``queue=True`` on a full license with a wait queue answers ``{"queued": true,
+        "position", "ticket", "retry_after_seconds"}`` (a 202): call again with that
+        ``ticket`` after ``retry_after_seconds`` to keep the place."""
+        body = self._acquire_body(
+            license_id, client_id, lease_seconds, metadata,
+            user=user, host=host, queue=queue, ticket=ticket,
+        )  # fmt: skip
+        return self._call("acquire", body)
 
     def heartbeat(self, license_id: str, session_id: str) -> dict[str, Any]:
         """POST /heartbeat (retried); raises ``SessionExpired`` when the seat is gone."""
@@ -331,18 +345,23 @@ class SeatClient:
         timeout: float | None = None,
         on_lost: OnLost | None = None,
         on_regained: OnRegained | None = None,
+        user: str | None = None,
+        host: str | None = None,
     ) -> LeaseContext:
         """A context manager holding one seat; ``as`` gives the ``Lease``.
 
         ``client_id`` identifies this running copy (acquiring again with it returns the
         same seat). ``wait``: wait for a seat instead of raising ``NoSeatsAvailable``,
-        for at most ``timeout`` seconds (None: forever). ``on_lost(lease, reason)`` and
-        ``on_regained(lease)`` are called from the heartbeat thread.
+        for at most ``timeout`` seconds (None: forever); on a license with a wait queue
+        it waits in line (``"queue": true``, keeping its place with the ticket) rather
+        than racing other clients' retries. ``user`` and ``host``: who asks (a license's
+        policy may require ``user``). ``on_lost(lease, reason)`` and ``on_regained(lease)``
+        are called from the heartbeat thread.
         """
         lease = Lease(license_id, client_id, metadata)
-        return LeaseContext(
-            _Keeper(self, lease, lease_seconds, on_lost, on_regained), wait, timeout
-        )
+        keeper = _Keeper(self, lease, lease_seconds, on_lost, on_regained)
+        keeper.identity = {"user": user, "host": host}
+        return LeaseContext(keeper, wait, timeout)
 
     def held(self) -> list[Lease]:
         """The leases this client holds now (entered and not yet released)."""

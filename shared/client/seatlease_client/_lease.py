@@ -114,13 +114,15 @@ class _Keeper:
         self.failures = 0
         self.valid_until = 0.0  # monotonic time after which the server surely expired it
         self.thread: threading.Thread | None = None
+        self.identity: dict[str, str | None] = {}  # user and host, sent with every acquire
+        self.place: dict[str, Any] = {}  # queue and ticket while waiting in line
 
     # -- requests ----------------------------------------------------------------------
 
     def _acquire_body(self) -> dict[str, Any]:
         return self.client._acquire_body(
             self.lease.license_id, self.lease.client_id, self.requested_seconds,
-            self.lease.metadata,
+            self.lease.metadata, **self.identity, **self.place,
         )  # fmt: skip
 
     def _took(self, body: dict[str, Any], received: float) -> None:
@@ -131,12 +133,16 @@ class _Keeper:
     def acquire_first(self, wait: bool, timeout: float | None) -> None:
         """The ``with`` statement's acquire: raises, or waits for a seat if ``wait``."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        # Waiting asks for a place in line; a license without a queue ignores it.
+        self.place = {"queue": True} if wait else {}
         while True:
             budget = None if deadline is None else max(0.05, deadline - time.monotonic())
             try:
                 body = self.client._call(
                     "acquire", self._acquire_body(), stop=self.stop, budget=budget
                 )
+                if body.get("queued") is True:
+                    raise _InLine(body)
             except BackendUnavailable:
                 # Waiting for a seat also waits out an outage, within the same timeout.
                 out_of_time = deadline is not None and time.monotonic() >= deadline
@@ -147,6 +153,12 @@ class _Keeper:
                 left = None if deadline is None else deadline - time.monotonic()
                 if not wait:
                     raise
+                if isinstance(denied, _InLine):  # keep the place: come back with the ticket
+                    self.place = {"queue": True, "ticket": denied.body["ticket"]}
+                    log.info(
+                        "seatlease: waiting in line for %s, position %s",
+                        self.lease.license_id, denied.body.get("position"),
+                    )  # fmt: skip
                 if left is not None and left <= 0:
                     raise SeatWaitTimeout(
                         409, "seat_wait_timeout",
@@ -161,6 +173,7 @@ class _Keeper:
                 if self.stop.wait(pause if left is None else min(pause, left)):
                     raise
                 continue
+            self.place = {}
             with self.lock:
                 if self.stop.is_set():  # cancelled (async) while the acquire was in flight
                     self.client._release_quietly(self.lease.license_id, body["session_id"])
@@ -335,3 +348,11 @@ class LeaseContext:
         tb: TracebackType | None,
     ) -> None:
         self._keeper.client._close(self._keeper)
+
+
+class _InLine(NoSeatsAvailable):
+    """A 202 place in the license's wait queue, handled like a denial by the waiting
+    loop (same pause: its ``retry_after_seconds``), but keeping the ticket."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        super().__init__(202, "queued", "Waiting in line for a seat.", body, None)

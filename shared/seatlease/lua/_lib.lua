@@ -14,7 +14,8 @@
 --   outbox    STREAM per shard: one entry per lease event, field "e" = the event's JSON as
 --             published (emit below is the one place its shape is written); the reaper
 --             drains it to Pub/Sub without decoding it
---   cfg       HASH  cached license configuration (exists, seats, lease_seconds, ...)
+--   cfg       HASH  cached license configuration (exists, seats, lease_seconds, ...,
+--                   policy: only for a license with a policy, see _policy.lua)
 --   replies:0, replies:1  HASH  the license's stored replies of two generations (replay and
 --             remember below)
 --   rate      string per shard and tenant: the tenant's rate budget (_ratelimit.lua)
@@ -248,14 +249,16 @@ end
 -- Returns 'not_found' for a cached negative entry (license does not exist).
 -- (HMGET of the known fields: cheaper than HGETALL plus a Lua loop.)
 -- A cache entry written before borrowing and linger existed lacks their fields: off.
+-- `policy` is the license policy's JSON text (_policy.lua), nil for a license without one.
 local function load_config(cfg_key)
   local v = redis.call('HMGET', cfg_key, 'exists', 'seats', 'lease_seconds',
     'max_lease_seconds', 'overage_percent', 'suspended', 'max_borrow_seconds',
-    'linger_seconds')
+    'linger_seconds', 'policy')
   if not v[1] then return nil end
   if v[1] ~= '1' then return 'not_found' end
   local seats = tonumber(v[2])
   return {seats = seats, lease_ms = tonumber(v[3]) * 1000, max_lease_ms = tonumber(v[4]) * 1000,
           limit = math.floor(seats * (100 + tonumber(v[5])) / 100), suspended = v[6],
-          max_borrow_ms = (tonumber(v[7]) or 0) * 1000, linger_ms = (tonumber(v[8]) or 0) * 1000}
+          max_borrow_ms = (tonumber(v[7]) or 0) * 1000, linger_ms = (tonumber(v[8]) or 0) * 1000,
+          policy = v[9] or nil}
 end

@@ -10,6 +10,10 @@
 -- ARGV[6] metadata as JSON text   ARGV[7] event id prefix   ARGV[8] reply TTL in ms
 -- ARGV[9] borrow in seconds, 0 for a lease that heartbeats (Python never sends both)
 -- KEYS[9] the tenant's rate budget in this shard   ARGV[10] its calls per second, 0: none
+-- KEYS[11] users   KEYS[12] queue   KEYS[13] tickets   KEYS[14] ticket deadlines (the
+-- policy's and the queue's state, read only on a license with a policy: _policy.lua)
+-- ARGV[12] user ('' for none)   ARGV[13] 1 to wait in the queue   ARGV[14] the ticket
+-- the caller holds ('' for none)   ARGV[15] ticket for a new place in line (random)
 --
 -- The caller's own lease (clients[client_id], deadline still ahead):
 --   borrowed            returned unchanged: a borrow ends when it ends, or by release
@@ -24,6 +28,9 @@
 --   {'not_found'} | {'suspended'} | {'lease_too_long', max_lease_seconds}
 --   {'borrow_too_long', max_borrow_seconds}   (0: the license does not lend seats)
 --   {'denied', used, seats, limit, retry_after_ms}
+--   with a policy: {'user_required'} | {'user_denied'} | {'user_limit', max_per_user, held,
+--       retry_after_ms (until the user's earliest lease ends)}
+--     | {'queued', position, ticket, retry_after_ms, used, seats}
 --   {'acquired' | 'renewed', session_id, deadline_ms, lease_ms, used, seats, limit, now_ms,
 --    borrowed (0 or 1)}         lease_ms of a borrowed lease is the borrow's length
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
@@ -33,6 +40,8 @@ local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV
 local reply_key, reply_ttl = reply_slot(KEYS[8], KEYS[10], ARGV[11]), ARGV[8]
 local borrow = tonumber(ARGV[9] or 0) * 1000
 local lk = tenant .. '/' .. license
+k.users, k.queue, k.tickets, k.tdl = KEYS[11], KEYS[12], KEYS[13], KEYS[14]
+local user = ARGV[12] or ''
 
 local done = replay(reply_key)
 if done then return done end
@@ -51,6 +60,12 @@ if requested > 0 then lease_ms = requested end
 if borrow > 0 then lease_ms = borrow end
 local is_borrow = 0
 if borrow > 0 then is_borrow = 1 end
+local P = nil
+if cfg.policy then
+  P = cjson.decode(cfg.policy)
+  if P.needs_user == 1 and user == '' then return {'user_required'} end
+  if user ~= '' and user_facts(k.cfg, user).denied then return {'user_denied'} end
+end
 
 local now = now_ms()
 -- Prune this license's expired leases first, so the count below is exact even when the
@@ -97,7 +112,19 @@ if pruned < 100 then
 else
   used = live_count(k.leases, now)
 end
-if used >= cfg.limit then
+local grant = nil
+if P then
+  local S = seat_state(P, k, now, cfg.limit, used)
+  local refusal
+  grant, refusal = policy_decide(S, {client = client, user = user, queue = ARGV[13] == '1',
+    ticket = ARGV[14] or '', new_ticket = ARGV[15], meta = meta, tenant = tenant,
+    license = license, prefix = prefix, seats = cfg.seats})
+  if refusal then
+    if refusal[1] ~= 'queued' then redis.call('HINCRBY', k.denials, lk, 1) end
+    return remember(reply_key, reply_ttl, refusal)
+  end
+  grant.S = S
+elseif used >= cfg.limit then
   -- Denials are counters (one field per license), not events: a retry storm cannot grow
   -- Redis. The reaper turns them into lease.denied events.
   redis.call('HINCRBY', k.denials, lk, 1)
@@ -111,6 +138,17 @@ end
 local rec = {c = client, a = now, l = lease_ms, m = meta, t = cfg.seats}
 local etype = 'lease.acquired'
 if is_borrow == 1 then rec.b, etype = 1, 'lease.borrowed' end
+if grant then
+  -- u: the user; g: the group whose reservation the seat is charged to
+  if user ~= '' then rec.u = user end
+  if grant.g then rec.g = grant.g end
+  record_lease(grant.S, user, grant.g, new_sid)
+  if grant.ticket then
+    drop_ticket(k, client)
+    queue_event(k, {prefix = prefix, tenant = tenant, license = license, seats = cfg.seats},
+      'queue.granted', client, grant.ticket, now, nil, new_sid, used + 1)
+  end
+end
 redis.call('ZADD', k.leases, deadline, new_sid)
 redis.call('HSET', k.sessions, new_sid, cjson.encode(rec))
 redis.call('HSET', k.clients, client, new_sid)

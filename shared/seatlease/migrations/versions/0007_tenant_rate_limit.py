@@ -7,7 +7,7 @@ A plain ``ALTER TABLE`` on PostgreSQL (a constant default rewrites nothing) and 
 other tables reference).
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 Create Date: 2026-11-24
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007"
-down_revision = "0005"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
