@@ -265,7 +265,11 @@ PEAK_LABEL = "peak seats in use"
 
 
 def draw_chart(
-    lines: list[Any], window: Any, path: Path, seats: dict[str, int] | None = None
+    lines: list[Any],
+    window: Any,
+    path: Path,
+    seats: dict[str, int] | None = None,
+    now: datetime | None = None,
 ) -> list[dict[str, Any]]:
     """One subplot per license: the average seats in use per period (a step line), the
     peak per period (a lighter band under it), the seat count in force (dashed step;
@@ -277,7 +281,7 @@ def draw_chart(
 
     Returns what was drawn, read back from the figure's artists, per license:
     ``license_id``, ``edges`` (period boundaries, aware UTC), ``average`` and ``peak``
-    (one value per period) and ``xlim`` (the x axis's ends)."""
+    (one value per period), ``xlim`` (the x axis's ends) and ``labels`` (the legend's)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -286,8 +290,7 @@ def draw_chart(
 
     if not lines:
         raise CommandError("nothing to chart: no lease events in the window")
-    now = datetime.now(UTC)
-    start, end = _chart_span(lines, window, now)
+    start, end = _chart_span(lines, window, now or datetime.now(UTC))
     pad = (end - start) * 0.02
 
     fig, axes = plt.subplots(
@@ -402,4 +405,6 @@ def _read_back(ax: Any, license_id: str) -> dict[str, Any]:
         elif label == AVERAGE_LABEL:
             found["average"] = [float(v) for v in values]
     found["xlim"] = tuple(mdates.num2date(x, tz=UTC) for x in ax.get_xlim())
+    legend = ax.get_legend()
+    found["labels"] = {t.get_text() for t in legend.get_texts()} if legend else set()
     return found
