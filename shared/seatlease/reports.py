@@ -1,10 +1,10 @@
-"""Usage reports: peak seats, seat-seconds, denials, lease durations, how leases ended
-and leases lost, per license. They read the rollups the event insert keeps
-(``seatlease.rollups``: per license and UTC hour, per license, client and UTC day) and
-touch finer data only at the window's edges: raw ``lease_events`` for the part of an
-hour the window cuts, ``usage_leases`` (one row per lease) for the part of a day, so a
-report's cost follows the window's length, not the size of the history: a year of hourly
-rollups is 8,760 rows per license.
+"""Usage reports: peak and average seats, seat-seconds, denials, lease durations, how
+leases ended and leases lost, per license. They read the rollups the event insert keeps
+(``seatlease.rollups``: per license and UTC minute or hour, per license, client and UTC
+day) and touch finer data only at the window's edges: raw ``lease_events`` for the part
+of a minute or hour the window cuts, ``usage_leases`` (one row per lease) for the part of
+a day, so a report's cost follows the window's length, not the size of the history: a
+year of hourly rollups is 8,760 rows per license, a day of minute rollups 1,440.
 
 Method
 ------
@@ -26,11 +26,16 @@ not events); ``seatlease status`` shows Redis's live count. Same-millisecond eve
 different Lua calls have no known order; the one with the larger event id counts as
 last (within one call, event ids are numbered in order).
 
-Buckets are UTC hours or days, from ``since`` (or a license's first event) to ``until``
-(exclusive) or, without ``until``, to the tenant's last event in the window; when
-``since`` falls inside a bucket, the first bucket covers the part from ``since`` on. A
-license appears when it has events in the window or holds seats at its start.
-``seats_total`` is the seat count the last event recorded, carried forward.
+Buckets are UTC minutes, hours or days (``auto``: the finest that gives at most
+``AUTO_POINTS`` buckets; minutes only within ``MINUTE_RETENTION``, the minute rollups'
+life), from ``since`` (or a license's first event) to ``until`` (exclusive) or, without
+``until``, to the tenant's last event in the window, and never past now: a bucket that
+starts after now is not reported, the current one counts up to now. When ``since`` falls
+inside a bucket, the first bucket covers the part from ``since`` on. A bucket's
+*average* is its seat-seconds over that covered, elapsed part (``since`` or its start to
+``until``, its end or now, whichever is first). A license appears when it has events in
+the window or holds seats at its start. ``seats_total`` is the seat count the last event
+recorded, carried forward.
 
 *Denials* are ``lease.denied`` events, each the count of one reaper run (the seat
 scripts only increment a counter), so they land in the bucket of that run.

@@ -24,6 +24,11 @@ event changes nothing.
   delta x milliseconds to the hour's end, so seat-seconds = level at the hour's start x
   3600 s + ``dsec_ms`` / 1000.
 
+The same columns per license and UTC minute (table ``usage_minute_rollups``, migration
+0008; ``dsec_ms`` to the minute's end) give reports minute periods. A busy license has a
+row for every minute, so they are kept ``MINUTE_RETENTION`` (14 days; ``seatlease audit
+prune`` deletes older ones) while the hourly rows outlive the raw events.
+
 The reports derive the rest: the level at an hour's start is ``last_used`` of the latest
 earlier hour with events; the peak of an hour is the larger of that level and
 ``max_used``; leases *lost* in an hour (they vanished without an ending event: the next
