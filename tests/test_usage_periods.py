@@ -359,3 +359,45 @@ def _minute_rows(engine: Engine) -> list[tuple]:
     return sorted(
         tuple(clock.utc(v) if isinstance(v, datetime) else v for v in row.values()) for row in found
     )
+
+
+# -- concurrent writers of one minute ------------------------------------------------------
+
+
+def test_concurrent_messages_of_one_minute_add_up(database_url):
+    """Eight audit instances store eight messages of the same minute at once (each
+    redelivered once, also at the same time): the minute's row counts every event once,
+    whatever the order in which the transactions took its row lock."""
+    import threading
+
+    start = datetime(2026, 11, 24, 12, 7, tzinfo=UTC)
+    messages = [
+        [
+            event(10 * m, "lease.acquired", start + timedelta(seconds=m), f"s{m}", m + 1),
+            event(10 * m + 1, "lease.released", start + timedelta(seconds=50 + m), f"s{m}", 7 - m),
+        ]
+        for m in range(8)
+    ]
+    store.insert_events([event(999, "lease.denied", start, None, None)])  # partitions first
+    barrier = threading.Barrier(16)
+    errors: list[BaseException] = []
+
+    def deliver(batch: list[dict]) -> None:
+        try:
+            barrier.wait(10)
+            store.insert_events(batch)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=deliver, args=(b,)) for b in messages + messages]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    (row,) = _minute_rows(db.get_engine())
+    found = dict(zip([c.name for c in usage_minute_rollups.columns], row, strict=True))
+    assert (found["acquired"], found["released"], found["denials"], found["net"]) == (8, 8, 1, 0)
+    # seat time: lease m held from second m to second 50 + m, 50 s each
+    assert found["dsec_ms"] == 8 * 50_000
+    assert found["last_used"] == 0 and found["max_used"] == 8
