@@ -16,7 +16,8 @@ audit path's own statement (``seatlease.rollups.insert_statement`` with a genera
 instead of the JSON array): the same insert, the same rollups.
 
 Then, per tenant, times ``report.usage`` through the admin action (``seatlease.admin``,
-what the admin function and the CLI run; median of ``--repeat`` runs) for a minute
+what the admin function and the CLI run; after a warm-up run, median of ``--repeat``
+runs, the two tenants' runs alternating) for a minute
 report over the last 24 hours (from the minute rollups, issue 19), an hourly report over
 the last 30 days and a daily report over the last 365 days (windows that start mid-hour
 and mid-minute, so the raw edges are read too), each with and without ``timelines``, and
@@ -110,20 +111,30 @@ def load(engine: Any, tenant: str, events: int, clients: int, start: datetime, d
     return time.perf_counter() - began
 
 
-def timed(request: dict[str, Any], repeat: int) -> tuple[float, float, dict[str, Any]]:
-    """Median seconds of ``repeat`` runs, then peak MB of one more run under tracemalloc."""
-    parsed = admin.parse(request)
-    times = []
-    body: dict[str, Any] = {}
+def timed(
+    requests: dict[str, dict[str, Any]], repeat: int
+) -> dict[str, tuple[float, float, dict[str, Any]]]:
+    """Per tenant: median seconds of ``repeat`` runs, then peak MB of one more run under
+    tracemalloc. The tenants' runs alternate, after one warm-up run each, so that a
+    neighbour's load on the machine (or a cold cache) falls on both alike."""
+    parsed = {tenant: admin.parse(request) for tenant, request in requests.items()}
+    times: dict[str, list[float]] = {tenant: [] for tenant in parsed}
+    bodies: dict[str, dict[str, Any]] = {}
+    for request in parsed.values():
+        admin.execute(request)
     for _ in range(repeat):
-        began = time.perf_counter()
-        _status, body = admin.execute(parsed)
-        times.append(time.perf_counter() - began)
-    tracemalloc.start()
-    admin.execute(parsed)
-    peak = tracemalloc.get_traced_memory()[1] / 1e6
-    tracemalloc.stop()
-    return statistics.median(times), peak, body
+        for tenant, request in parsed.items():
+            began = time.perf_counter()
+            _status, bodies[tenant] = admin.execute(request)
+            times[tenant].append(time.perf_counter() - began)
+    results = {}
+    for tenant, request in parsed.items():
+        tracemalloc.start()
+        admin.execute(request)
+        peak = tracemalloc.get_traced_memory()[1] / 1e6
+        tracemalloc.stop()
+        results[tenant] = (statistics.median(times[tenant]), peak, bodies[tenant])
+    return results
 
 
 def main() -> int:
@@ -187,15 +198,16 @@ def main() -> int:
         }
         for name, spec in reports.items():
             for timelines in (False, True):
-                results = {}
-                for tenant in sizes:
-                    request = {
+                requests = {
+                    tenant: {
                         "action": "report.usage", "tenant_id": tenant, "license_id": LICENSE,
                         "period": spec["period"], "timelines": timelines,
                         "since": spec["since"].isoformat(),
                         "until": (end - timedelta(minutes=17, seconds=20)).isoformat(),
-                    }  # fmt: skip
-                    results[tenant] = timed(request, args.repeat)
+                    }
+                    for tenant in sizes
+                }  # fmt: skip
+                results = timed(requests, args.repeat)
                 (small_s, _small_mb, small_body), (big_s, big_mb, big_body) = results.values()
                 ratio = big_s / small_s
                 label = name + (" + timelines" if timelines else "")
