@@ -401,3 +401,16 @@ def test_concurrent_messages_of_one_minute_add_up(database_url):
     # seat time: lease m held from second m to second 50 + m, 50 s each
     assert found["dsec_ms"] == 8 * 50_000
     assert found["last_used"] == 0 and found["max_used"] == 8
+
+
+def test_the_cli_refuses_to_chart_an_older_admin_answer():
+    """An admin function from before average_seats answers points of three: the chart
+    would have to invent an average, so the CLI says what to do instead."""
+    from seatlease_cli import CommandError
+    from seatlease_cli.report import chart_input
+
+    data = {"tenant_id": T, "license_id": None, "since": None, "until": None}
+    old = [{"license_id": "cad", "seats": 3, "start_level": 0, "start_total": None,
+            "points": [["2026-11-24T12:00:00Z", 2, 3]], "denials": []}]  # fmt: skip
+    with pytest.raises(CommandError, match="older release"):
+        chart_input(data, old)

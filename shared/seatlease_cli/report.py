@@ -166,6 +166,11 @@ def chart_input(
     from seatlease.admin import parse_time as when
     from seatlease.reports import Timeline, Window
 
+    if any(len(p) < 4 for t in timelines for p in t["points"]):  # before average_seats
+        raise CommandError(
+            "the admin function answers without average seats (an older release): "
+            "deploy this release's admin function to draw charts"
+        )
     window = Window(
         data["tenant_id"],
         data.get("license_id"),
