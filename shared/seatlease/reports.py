@@ -66,6 +66,7 @@ from sqlalchemy import Connection, DateTime, Engine, bindparam, text
 from seatlease import clock
 from seatlease.clock import EPOCH, iso_utc, utc
 from seatlease.errors import InvalidRequest
+from seatlease.rollups import MINUTE_RETENTION
 from seatlease.store import transaction
 
 ACQUIRED = "lease.acquired"
@@ -82,7 +83,6 @@ AUTO = "auto"  # the finest period that keeps a chart under AUTO_POINTS points
 AUTO_POINTS = 1_500
 HOUR = PERIODS["hour"]
 DAY = PERIODS["day"]
-MINUTE_RETENTION = timedelta(days=14)  # = rollups.MINUTE_RETENTION (not imported: cold path)
 MIN_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_TIME = datetime(2100, 1, 1, tzinfo=UTC)
 MAX_PERIODS = 10_000  # buckets per license: 416 days by hour, 27 years by day
