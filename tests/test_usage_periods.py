@@ -14,7 +14,7 @@ from pathlib import Path
 
 import functions_framework
 import pytest
-from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy import Engine, create_engine, inspect, select, text
 
 from seatlease import clock, db, reports, rollups, store
 from seatlease.errors import InvalidRequest
@@ -302,7 +302,7 @@ def test_migration_0008_fills_the_minute_rollups_from_the_stored_events(
 ):
     """A database at 0005 with events (today's and a month-old one) upgraded to 0008: its
     minute rollups are those the audit insert writes for the last 14 days' events, on
-    PostgreSQL and SQLite."""
+    PostgreSQL and SQLite; a downgrade drops them."""
     import uuid
 
     from seatlease.tables import lease_events
@@ -336,11 +336,26 @@ def test_migration_0008_fills_the_minute_rollups_from_the_stored_events(
                 conn.execute(lease_events.insert(), rows)
             store.upgrade(engine)
             assert _minute_rows(engine) == expected, url
+            _downgrade(engine, "0005")
+            assert "usage_minute_rollups" not in inspect(engine).get_table_names()
             engine.dispose()
     finally:
         with admin_engine.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin_engine.dispose()
+
+
+def _downgrade(engine: Engine, revision: str) -> None:
+    from importlib import resources
+
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.files("seatlease") / "migrations"))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, revision)
 
 
 def _minute_rows_written_by_the_insert(tmp_path: Path, rows: list[dict]) -> list[tuple]:
