@@ -16,9 +16,11 @@ audit path's own statement (``seatlease.rollups.insert_statement`` with a genera
 instead of the JSON array): the same insert, the same rollups.
 
 Then, per tenant, times ``report.usage`` through the admin action (``seatlease.admin``,
-what the admin function and the CLI run; median of ``--repeat`` runs) for an hourly
-report over the last 30 days and a daily report over the last 365 days (windows that
-start mid-hour, so the raw edges are read too), each with and without ``timelines``, and
+what the admin function and the CLI run; after a warm-up run, median of ``--repeat``
+runs, the two tenants' runs alternating) for a minute
+report over the last 24 hours (from the minute rollups, issue 19), an hourly report over
+the last 30 days and a daily report over the last 365 days (windows that start mid-hour
+and mid-minute, so the raw edges are read too), each with and without ``timelines``, and
 the peak Python memory of one report (tracemalloc). Checks: each report of ``big`` at
 most 1 s and at most 2x the same report of ``small``, peak memory at most 100 MB, and the
 two tenants' reports equal in shape (periods, licenses). Exit status 1 if a check fails.
@@ -109,20 +111,30 @@ def load(engine: Any, tenant: str, events: int, clients: int, start: datetime, d
     return time.perf_counter() - began
 
 
-def timed(request: dict[str, Any], repeat: int) -> tuple[float, float, dict[str, Any]]:
-    """Median seconds of ``repeat`` runs, then peak MB of one more run under tracemalloc."""
-    parsed = admin.parse(request)
-    times = []
-    body: dict[str, Any] = {}
+def timed(
+    requests: dict[str, dict[str, Any]], repeat: int
+) -> dict[str, tuple[float, float, dict[str, Any]]]:
+    """Per tenant: median seconds of ``repeat`` runs, then peak MB of one more run under
+    tracemalloc. The tenants' runs alternate, after one warm-up run each, so that a
+    neighbour's load on the machine (or a cold cache) falls on both alike."""
+    parsed = {tenant: admin.parse(request) for tenant, request in requests.items()}
+    times: dict[str, list[float]] = {tenant: [] for tenant in parsed}
+    bodies: dict[str, dict[str, Any]] = {}
+    for request in parsed.values():
+        admin.execute(request)
     for _ in range(repeat):
-        began = time.perf_counter()
-        _status, body = admin.execute(parsed)
-        times.append(time.perf_counter() - began)
-    tracemalloc.start()
-    admin.execute(parsed)
-    peak = tracemalloc.get_traced_memory()[1] / 1e6
-    tracemalloc.stop()
-    return statistics.median(times), peak, body
+        for tenant, request in parsed.items():
+            began = time.perf_counter()
+            _status, bodies[tenant] = admin.execute(request)
+            times[tenant].append(time.perf_counter() - began)
+    results = {}
+    for tenant, request in parsed.items():
+        tracemalloc.start()
+        admin.execute(request)
+        peak = tracemalloc.get_traced_memory()[1] / 1e6
+        tracemalloc.stop()
+        results[tenant] = (statistics.median(times[tenant]), peak, bodies[tenant])
+    return results
 
 
 def main() -> int:
@@ -131,7 +143,9 @@ def main() -> int:
     parser.add_argument("--small", type=int, default=100_000)
     parser.add_argument("--clients", type=int, default=1_000)
     parser.add_argument("--days", type=int, default=365)
-    parser.add_argument("--end", default="2026-11-23T00:00:00+00:00")
+    # Today's midnight by default: minute periods cover the last 14 days only.
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    parser.add_argument("--end", default=today.isoformat())
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     end = datetime.fromisoformat(args.end).astimezone(UTC)
@@ -164,29 +178,36 @@ def main() -> int:
         with engine.connect() as conn:
             rows = conn.execute(text("SELECT count(*) FROM lease_events")).scalar_one()
             hours = conn.execute(text("SELECT count(*) FROM usage_rollups")).scalar_one()
+            minutes = conn.execute(text("SELECT count(*) FROM usage_minute_rollups")).scalar_one()
             days = conn.execute(text("SELECT count(*) FROM usage_client_rollups")).scalar_one()
             size = conn.execute(
                 text("SELECT pg_size_pretty(pg_total_relation_size('usage_rollups') + "
+                     "pg_total_relation_size('usage_minute_rollups') + "
                      "pg_total_relation_size('usage_client_rollups'))")
             ).scalar_one()  # fmt: skip
-        print(f"database: {rows:,} lease_events rows; rollups: {hours:,} hourly, "
-              f"{days:,} client-daily rows ({size})")  # fmt: skip
-        # Windows that start and end mid-hour: the raw edges are read as well.
+        print(f"database: {rows:,} lease_events rows; rollups: {minutes:,} minute, {hours:,} "
+              f"hourly, {days:,} client-daily rows ({size})")  # fmt: skip
+        # Windows that start and end mid-hour (and mid-minute): the raw edges are read too.
         reports = {
+            "minutes, 24 hours": {
+                "period": "minute",
+                "since": end - timedelta(hours=24, minutes=17, seconds=20),
+            },
             "hourly, 30 days": {"period": "hour", "since": end - timedelta(days=30, minutes=17)},
             "daily, 365 days": {"period": "day", "since": end - timedelta(days=365, minutes=17)},
         }
         for name, spec in reports.items():
             for timelines in (False, True):
-                results = {}
-                for tenant in sizes:
-                    request = {
+                requests = {
+                    tenant: {
                         "action": "report.usage", "tenant_id": tenant, "license_id": LICENSE,
                         "period": spec["period"], "timelines": timelines,
                         "since": spec["since"].isoformat(),
-                        "until": (end - timedelta(minutes=17)).isoformat(),
-                    }  # fmt: skip
-                    results[tenant] = timed(request, args.repeat)
+                        "until": (end - timedelta(minutes=17, seconds=20)).isoformat(),
+                    }
+                    for tenant in sizes
+                }  # fmt: skip
+                results = timed(requests, args.repeat)
                 (small_s, _small_mb, small_body), (big_s, big_mb, big_body) = results.values()
                 ratio = big_s / small_s
                 label = name + (" + timelines" if timelines else "")

@@ -144,8 +144,9 @@ def database_url(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator
     with db.get_engine().begin() as conn:
         conn.execute(
             text(
-                "TRUNCATE lease_events, usage_rollups, usage_client_rollups, usage_leases, "
-                "audit_retention, portal_actions, licenses, api_keys, tenants RESTART IDENTITY"
+                "TRUNCATE lease_events, usage_rollups, usage_minute_rollups, "
+                "usage_client_rollups, usage_leases, audit_retention, portal_actions, licenses, "
+                "api_keys, tenants RESTART IDENTITY"
             )
         )
     yield postgres_url

@@ -309,7 +309,7 @@ def test_report_usage_action(stack, functions):
     seed(functions)
     assert store.insert_events(lease_events()) == 6
     fields = {"tenant_id": "acme", "since": "2026-11-20T09:00:00Z", "until": "2026-11-20T11:00Z"}
-    got = post(functions, "report.usage", **fields)
+    got = post(functions, "report.usage", period="hour", **fields)
     assert got.status_code == 200, got.json
     window = reports.Window(
         "acme", None, datetime(2026, 11, 20, 9, tzinfo=UTC), datetime(2026, 11, 20, 11, tzinfo=UTC)
@@ -331,7 +331,10 @@ def test_report_usage_action(stack, functions):
     (line,) = daily.json["timelines"]
     assert (line["license_id"], line["seats"], line["start_level"]) == ("cad", 2, 0)
     # One point per period (downsampled on the server): the day's peak.
-    assert line["points"] == [["2026-11-20T00:00:00Z", 2, 2]]
+    # [period start, peak, seats, average]: 1 seat 09:10-09:20, 2 to 09:40, 1 to 09:45, 2 to
+    # 10:15, 1 to 11:00: 10 + 40 + 5 + 60 + 45 = 160 seat-minutes over the window's 120.
+    assert line["points"] == [["2026-11-20T00:00:00Z", 2, 2, round(160 / 120, 4)]]
+    assert line["end"] == "2026-11-20T11:00:00Z"
     assert line["denials"] == [["2026-11-20T00:00:00Z", 3]]
 
     # No window: every event; a date means its midnight UTC, an offset is honoured.
@@ -345,6 +348,7 @@ def test_report_usage_action(stack, functions):
 
 
 CENTURY_BY_DAY = {"since": "1970-01-01", "until": "2099-01-01", "period": "day"}
+DECADE_BY_HOUR = {"since": "2016-01-01", "until": "2026-01-01", "period": "hour"}  # auto: day
 
 
 @pytest.mark.parametrize(
@@ -356,6 +360,7 @@ CENTURY_BY_DAY = {"since": "1970-01-01", "until": "2099-01-01", "period": "day"}
         ({"since": "2026-11-21", "until": "2026-11-20"}, 400, "invalid_request", "before"),
         ({"since": "2026-11-20", "until": "2026-11-20"}, 400, "invalid_request", "before"),
         ({"period": "week"}, 400, "invalid_request", "period"),
+        ({"period": "minute", "since": "2020-01-01"}, 400, "invalid_request", "Minute periods"),
         ({"timelines": "yes"}, 400, "invalid_request", "timelines"),
         ({"format": "csv"}, 400, "invalid_request", "format"),
         ({"tenant_id": "ghost"}, 404, "not_found", "ghost"),
@@ -364,7 +369,7 @@ CENTURY_BY_DAY = {"since": "1970-01-01", "until": "2099-01-01", "period": "day"}
         # Bounded work (issue 11): out-of-range times and windows beyond the limits.
         ({"since": "0001-01-01T00:00:00+14:00"}, 400, "invalid_request", "out of range"),
         ({"since": "0001-01-01", "until": "9999-12-31"}, 400, "invalid_request", "1970-01-01"),
-        ({"since": "2016-01-01", "until": "2026-01-01"}, 400, "invalid_request", "MAX_PERIODS"),
+        (DECADE_BY_HOUR, 400, "invalid_request", "MAX_PERIODS"),
         (CENTURY_BY_DAY, 400, "invalid_request", "10,000"),
     ],
 )
@@ -517,7 +522,7 @@ def test_identity_token_only_off_loopback(monkeypatch):
 def test_cli_report_through_the_admin_url(admin_url, capsys, functions, tmp_path):
     seed(functions)
     store.insert_events(lease_events())
-    window = ["--since", "2026-11-20", "--until", "2026-11-21"]
+    window = ["--since", "2026-11-20", "--until", "2026-11-21", "--by", "hour"]
     code, by_url, err = run(
         capsys, "report", "usage", "--tenant", "acme", *window, "--json", "--admin-url", admin_url
     )
@@ -561,7 +566,7 @@ def test_cli_report_through_the_admin_url(admin_url, capsys, functions, tmp_path
         env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "Peak seats in use and denials per hour" in proc.stdout
+    assert "Seats in use (peak and average) and denials per hour" in proc.stdout
     assert f"chart written to {chart}" in proc.stdout
     data = chart.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000

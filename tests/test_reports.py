@@ -210,13 +210,15 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def test_cli_table(acme, capsys):
-    code, out, _ = run(capsys, "--license", "cad", "--since", DAY, "--until", "2026-11-21")
+    code, out, _ = run(capsys, "--license", "cad", "--since", DAY, "--until", "2026-11-21",
+                       "--by", "hour")  # fmt: skip
     assert code == 0
     assert "Usage of tenant acme, license cad, 2026-11-20T00:00:00Z to 2026-11-21T00:00:00Z" in out
-    assert "Peak seats in use and denials per hour" in out
+    assert "Seats in use (peak and average) and denials per hour" in out
     rows = [line.split() for line in out.splitlines()]
-    assert ["cad", "2026-11-20", "09:00", "3", "3", "4"] in rows
-    assert ["cad", "2026-11-20", "13:00", "1", "3", "0"] in rows
+    # 09:00: seat time by the log's deltas 50 + 40 + 30 - 20 - 15 minutes = 5100 s
+    assert ["cad", "2026-11-20", "09:00", "3", "1.4167", "3", "4"] in rows
+    assert ["cad", "2026-11-20", "13:00", "1", "1.0", "3", "0"] in rows
     assert sum(1 for r in rows if r[:2] == ["cad", "2026-11-20"]) == 24  # the whole day
     assert ["cad", "c2", "2", "57m30s", "1h55m", "1h55m", "1", "0"] in rows
     assert "RECLAIMED_PERCENT" in out
@@ -444,11 +446,17 @@ def _when(e: dict) -> datetime:
 
 
 def model(events: list[dict], window: Window, period: str) -> dict:
-    """The report computed straight from the raw events, by its documented rules."""
-    step = timedelta(hours=1) if period == "hour" else timedelta(days=1)
+    """The report computed straight from the raw events, by its documented rules (``NOW``
+    is after every window: nothing is cut at now here)."""
+    step = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}[
+        period
+    ]
 
     def floor(t: datetime, p: str = period) -> datetime:
-        t = t.replace(minute=0, second=0, microsecond=0)
+        t = t.replace(second=0, microsecond=0)
+        if p == "minute":
+            return t
+        t = t.replace(minute=0)
         return t.replace(hour=0) if p == "day" else t
 
     since, until = window.since, window.until
@@ -504,8 +512,9 @@ def model(events: list[dict], window: Window, period: str) -> dict:
                 hour = h_end
             counts["denials"] += denials
             counts["lost"] += lost
-            usage.append((lic, bucket, peak, total, denials, round(max(0, seat_ms) / 1000, 3),
-                          lost))  # fmt: skip
+            seconds = round(max(0, seat_ms) / 1000, 3)
+            average = round(seconds / (hi - lo).total_seconds(), 4)
+            usage.append((lic, bucket, peak, total, denials, seconds, lost, average))
             bucket += step
         if own:
             outcomes[lic] = counts
@@ -541,6 +550,7 @@ def reported(window: Window, period: str, engine: Engine | None) -> dict:
                 u.denials,
                 u.seat_seconds,
                 u.lost,
+                u.average_seats,
             )
             for u in report.usage
         ],
@@ -579,17 +589,26 @@ def windows(draw) -> Window:
     return Window(T, None, at_ms(since), at_ms(until))
 
 
+NOW = BASE + timedelta(days=2)  # after every window, minute rollups still kept
+
+
 def check_against_model(data, engine: Engine | None, reset) -> None:
+    from seatlease import clock
+
     events, vanished = data.draw(histories())
     reset()
     for batch in deliveries(data.draw, events):
         store.insert_events(batch, engine)
-    for period in ("hour", "day"):
-        whole = Window(T)
-        assert reported(whole, period, engine) == model(events, whole, period)
-    window = data.draw(windows())
-    period = data.draw(st.sampled_from(["hour", "day"]))
-    assert reported(window, period, engine) == model(events, window, period)
+    real_now, clock.now = clock.now, lambda: NOW
+    try:
+        for period in ("minute", "hour", "day"):
+            whole = Window(T)
+            assert reported(whole, period, engine) == model(events, whole, period)
+        window = data.draw(windows())
+        period = data.draw(st.sampled_from(["minute", "hour", "day"]))
+        assert reported(window, period, engine) == model(events, window, period)
+    finally:
+        clock.now = real_now
     # Leases lost with Redis are counted, once each, when a later event of their license
     # shows Redis's count without them.
     lost = {o.license_id: o.lost for o in outcomes(Window(T), engine)}
@@ -622,8 +641,8 @@ def test_rollups_match_the_raw_events_on_sqlite(tmp_path_factory, data):
 def test_rollups_match_the_raw_events_on_postgres(database_url, data):
     def reset() -> None:
         with db.get_engine().begin() as conn:
-            conn.execute(text("TRUNCATE lease_events, usage_rollups, usage_client_rollups, "
-                              "usage_leases"))  # fmt: skip
+            conn.execute(text("TRUNCATE lease_events, usage_rollups, usage_minute_rollups, "
+                              "usage_client_rollups, usage_leases"))  # fmt: skip
 
     check_against_model(data, None, reset)
 

@@ -246,8 +246,9 @@ class ReportUsage(_Action):
     license_id: Identifier | None = None
     since: OptionalTime = None  # inclusive
     until: OptionalTime = None  # exclusive
-    period: Literal["hour", "day"] = "hour"
-    timelines: bool = False  # also peak seats in use per period, for a chart
+    # auto: the finest period keeping a chart under reports.AUTO_POINTS points
+    period: Literal["auto", "minute", "hour", "day"] = "auto"
+    timelines: bool = False  # also seats in use per period (peak, average), for a chart
 
     @_model_validator(mode="after")
     def _window_is_valid(self) -> ReportUsage:
@@ -703,15 +704,17 @@ def _report_users(req: ReportUsers) -> tuple[int, dict[str, Any]]:
 
 def _timeline_view(line: Timeline, seats: dict[str, int]) -> dict[str, Any]:
     """A ``reports.Timeline`` as JSON; points are compact ``[period start, peak seats,
-    seats_total]`` and denials ``[period start, count]`` arrays, one per period (the
-    report's bounds keep them few)."""
+    seats_total, average seats]`` and denials ``[period start, count]`` arrays, one per
+    period (the report's bounds keep them few); ``end``: where the last point stops
+    (never after now)."""
     return {
         "license_id": line.license_id,
         "seats": seats.get(line.license_id),
         "start_level": line.start_level,
         "start_total": line.start_total,
-        "points": [[iso_utc(at), used, total] for at, used, total in line.points],
+        "points": [[iso_utc(at), peak, total, average] for at, peak, total, average in line.points],
         "denials": [[iso_utc(at), count] for at, count in line.denials],
+        "end": iso_utc(line.end) if line.end else None,
     }
 
 

@@ -1,10 +1,10 @@
-"""Usage reports: peak seats, seat-seconds, denials, lease durations, how leases ended
-and leases lost, per license. They read the rollups the event insert keeps
-(``seatlease.rollups``: per license and UTC hour, per license, client and UTC day) and
-touch finer data only at the window's edges: raw ``lease_events`` for the part of an
-hour the window cuts, ``usage_leases`` (one row per lease) for the part of a day, so a
-report's cost follows the window's length, not the size of the history: a year of hourly
-rollups is 8,760 rows per license.
+"""Usage reports: peak and average seats, seat-seconds, denials, lease durations, how
+leases ended and leases lost, per license. They read the rollups the event insert keeps
+(``seatlease.rollups``: per license and UTC minute or hour, per license, client and UTC
+day) and touch finer data only at the window's edges: raw ``lease_events`` for the part
+of a minute or hour the window cuts, ``usage_leases`` (one row per lease) for the part of
+a day, so a report's cost follows the window's length, not the size of the history: a
+year of hourly rollups is 8,760 rows per license, a day of minute rollups 1,440.
 
 Method
 ------
@@ -26,11 +26,16 @@ not events); ``seatlease status`` shows Redis's live count. Same-millisecond eve
 different Lua calls have no known order; the one with the larger event id counts as
 last (within one call, event ids are numbered in order).
 
-Buckets are UTC hours or days, from ``since`` (or a license's first event) to ``until``
-(exclusive) or, without ``until``, to the tenant's last event in the window; when
-``since`` falls inside a bucket, the first bucket covers the part from ``since`` on. A
-license appears when it has events in the window or holds seats at its start.
-``seats_total`` is the seat count the last event recorded, carried forward.
+Buckets are UTC minutes, hours or days (``auto``: the finest that gives at most
+``AUTO_POINTS`` buckets; minutes only within ``MINUTE_RETENTION``, the minute rollups'
+life), from ``since`` (or a license's first event) to ``until`` (exclusive) or, without
+``until``, to the tenant's last event in the window, and never past now: a bucket that
+starts after now is not reported, the current one counts up to now. When ``since`` falls
+inside a bucket, the first bucket covers the part from ``since`` on. A bucket's
+*average* is its seat-seconds over that covered, elapsed part (``since`` or its start to
+``until``, its end or now, whichever is first). A license appears when it has events in
+the window or holds seats at its start. ``seats_total`` is the seat count the last event
+recorded, carried forward.
 
 *Denials* are ``lease.denied`` events, each the count of one reaper run (the seat
 scripts only increment a counter), so they land in the bucket of that run.
@@ -62,6 +67,7 @@ from sqlalchemy import Connection, DateTime, Engine, bindparam, text
 from seatlease import clock
 from seatlease.clock import EPOCH, iso_utc, utc
 from seatlease.errors import InvalidRequest
+from seatlease.rollups import MINUTE_RETENTION
 from seatlease.store import transaction
 
 ACQUIRED = "lease.acquired"
@@ -69,7 +75,13 @@ BORROWED = "lease.borrowed"
 STARTS = (ACQUIRED, BORROWED)  # a lease's first event: a seat taken
 ENDINGS = ("lease.released", "lease.reclaimed", "lease.revoked")
 DENIED = "lease.denied"
-PERIODS: dict[str, timedelta] = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
+PERIODS: dict[str, timedelta] = {
+    "minute": timedelta(minutes=1),
+    "hour": timedelta(hours=1),
+    "day": timedelta(days=1),
+}
+AUTO = "auto"  # the finest period that keeps a chart under AUTO_POINTS points
+AUTO_POINTS = 1_500
 HOUR = PERIODS["hour"]
 DAY = PERIODS["day"]
 MIN_TIME = datetime(1970, 1, 1, tzinfo=UTC)
@@ -125,6 +137,9 @@ class PeriodUsage:
     denials: int
     seat_seconds: float = 0.0
     lost: int = 0
+    # seat_seconds over the part of the period the report covers and that has elapsed
+    # (from since, to until or now): the level a chart draws, beside the peak.
+    average_seats: float = 0.0
 
 
 @dataclass
@@ -159,14 +174,17 @@ class LicenseOutcomes:
 @dataclass
 class Timeline:
     """Seats in use over time for one license, one point per period (downsampled on the
-    server): the level at the window's start, then ``(period start, peak, seat count)``;
-    denials as ``(period start, count)`` for the periods that had some."""
+    server): the level at the window's start, then ``(period start, peak, seat count,
+    average seats)``; denials as ``(period start, count)`` for the periods that had some;
+    ``end``: where the last point stops (its period's end, ``until`` or now, whichever is
+    first: a chart draws nothing after it)."""
 
     license_id: str
     start_level: int = 0
     start_total: int | None = None
-    points: list[tuple[datetime, int, int | None]] = field(default_factory=list)
+    points: list[tuple[datetime, int, int | None, float]] = field(default_factory=list)
     denials: list[tuple[datetime, int]] = field(default_factory=list)
+    end: datetime | None = None
 
 
 @dataclass
@@ -208,7 +226,10 @@ def _fields(row: Any) -> dict[str, Any]:
 
 
 def _floor(value: datetime, period: str) -> datetime:
-    value = value.replace(minute=0, second=0, microsecond=0)
+    value = value.replace(second=0, microsecond=0)
+    if period == "minute":
+        return value
+    value = value.replace(minute=0)
     return value.replace(hour=0) if period == "day" else value
 
 
@@ -265,34 +286,45 @@ class _License:
     segments: list[_Segment] = field(default_factory=list)
 
 
-class _Bounds:
-    """The window cut into whole hours (from the rollups) and edges (from raw events)."""
+# The rollup tables a report reads, by the unit of their rows: minute periods read the
+# minute rollups, hour and day periods the hourly ones.
+ROLLUPS = {"minute": "usage_minute_rollups", "hour": "usage_rollups"}
 
-    def __init__(self, window: Window) -> None:
+
+def _unit(period: str) -> str:
+    return "minute" if period == "minute" else "hour"
+
+
+class _Bounds:
+    """The window cut into whole units (minutes or hours, from the rollups) and edges
+    (from raw events)."""
+
+    def __init__(self, window: Window, unit: str) -> None:
         self.window = window
+        self.unit = unit
         since, until = window.since, window.until
-        # Whole hours [h0, h1): from the rollups.
-        self.h0 = _ceil(since, "hour") if since else None
-        self.h1 = _floor(until, "hour") if until else None
-        # Raw ranges: (fetch from, segment from, segment to); events before ``segment
-        # from`` only set the level at ``since``.
-        self.edges: list[tuple[datetime, datetime, datetime]] = []
-        if since and until and _floor(since, "hour") == _floor(until, "hour"):
-            self.edges.append((_floor(since, "hour"), since, until))
+        # Whole units [h0, h1): from the rollups.
+        self.h0 = _ceil(since, unit) if since else None
+        self.h1 = _floor(until, unit) if until else None
+        # Raw ranges: (segment from, segment to).
+        self.edges: list[tuple[datetime, datetime]] = []
+        if since and until and _floor(since, unit) == _floor(until, unit):
+            self.edges.append((since, until))
             self.h0 = self.h1 = None
             self.empty_middle = True
             return
         self.empty_middle = False
         if since and since != self.h0:
-            self.edges.append((_floor(since, "hour"), since, self.h0))  # type: ignore[arg-type]
+            self.edges.append((since, self.h0))  # type: ignore[arg-type]
         if until and until != self.h1:
-            self.edges.append((self.h1, self.h1, until))  # type: ignore[arg-type]
+            self.edges.append((self.h1, until))  # type: ignore[arg-type]
 
 
-def _collect(window: Window, conn: Connection) -> dict[str, _License]:
+def _collect(window: Window, conn: Connection, unit: str = "hour") -> dict[str, _License]:
     """Per license: the level (and seat count) at the window's start and the segments
-    inside the window, sorted."""
-    bounds = _Bounds(window)
+    inside the window (whole ``unit``s from its rollups, raw events at the edges),
+    sorted."""
+    bounds = _Bounds(window, unit)
     found: dict[str, _License] = {}
 
     def lic(license_id: str) -> _License:
@@ -311,48 +343,50 @@ def _collect(window: Window, conn: Connection) -> dict[str, _License]:
         for row in rows:
             lic(row.license_id).level = max(0, int(row.last_used))
             lic(row.license_id).total = row.last_total
+        if start_hour < window.since:  # then the hour's last event before since
+            for row in _last_events(conn, window, start_hour, window.since):
+                lic(row.license_id).level = max(0, int(row.seats_used))
+                lic(row.license_id).total = row.seats_total
     if not bounds.empty_middle:
         conds = [window.scope()]
         names = []
         if bounds.h0 is not None:
-            conds.append("hour >= :h0")
+            conds.append(f"{unit} >= :h0")
             names.append("h0")
         if bounds.h1 is not None:
-            conds.append("hour < :h1")
+            conds.append(f"{unit} < :h1")
             names.append("h1")
         # One text per license, parsed here: pg8000 spends ~30 us on each row it decodes
         # (timestamps through strptime), ten times the database's work for a year of hours.
         postgres = conn.dialect.name == "postgresql"
-        epoch = "CAST(extract(epoch FROM hour) AS bigint)" if postgres else (
-            "CAST(strftime('%s', hour) AS INTEGER)")  # fmt: skip
+        epoch = f"CAST(extract(epoch FROM {unit}) AS bigint)" if postgres else (
+            f"CAST(strftime('%s', {unit}) AS INTEGER)")  # fmt: skip
         fields = [epoch, "acquired", "borrowed", "released", "reclaimed", "revoked", "denials",
                   "net", "dsec_ms", "max_used", "last_used", "last_total"]  # fmt: skip
+        table = ROLLUPS[unit]
         if postgres:
             packed = "concat_ws(',', " + ", ".join(f"coalesce(CAST({f} AS text), '')"
                                                    for f in fields) + ")"  # fmt: skip
-            agg = f"string_agg({packed}, ';' ORDER BY hour)"
-            source = "usage_rollups"
+            agg = f"string_agg({packed}, ';' ORDER BY {unit})"
+            source = table
         else:
             packed = " || ',' || ".join(f"coalesce({f}, '')" for f in fields)
             agg = f"group_concat({packed}, ';')"
-            source = f"(SELECT * FROM usage_rollups WHERE {' AND '.join(conds)} ORDER BY hour)"
+            source = f"(SELECT * FROM {table} WHERE {' AND '.join(conds)} ORDER BY {unit})"
         sql = f"""
-            SELECT license_id, {agg} AS hours FROM {source}
+            SELECT license_id, {agg} AS packed FROM {source}
             WHERE {" AND ".join(conds)} GROUP BY license_id"""
         params = window.params(h0=bounds.h0, h1=bounds.h1)
+        length = PERIODS[unit]
         for row in conn.execute(_times(text(sql), *names), params):
             segments = lic(row.license_id).segments
-            for item in row.hours.split(";"):
+            for item in row.packed.split(";"):
                 v = [int(x) if x else None for x in item.split(",")]
-                hour = EPOCH + timedelta(seconds=v[0])  # type: ignore[arg-type]
-                segments.append(_Segment(hour, hour + HOUR, *v[1:]))  # type: ignore[arg-type]
-    for fetch_from, seg_from, seg_to in bounds.edges:
+                start = EPOCH + timedelta(seconds=v[0])  # type: ignore[arg-type]
+                segments.append(_Segment(start, start + length, *v[1:]))  # type: ignore[arg-type]
+    for seg_from, seg_to in bounds.edges:
         # Aggregated by the database (a busy hour is thousands of events): the same
-        # columns the insert keeps per hour, over the window's part of the hour.
-        if fetch_from < seg_from:  # the level at since: the hour's last event before it
-            for row in _last_events(conn, window, fetch_from, seg_from):
-                lic(row.license_id).level = max(0, int(row.seats_used))
-                lic(row.license_id).total = row.seats_total
+        # columns the insert keeps per unit, over the window's part of the unit.
         lasts = {r.license_id: r for r in _last_events(conn, window, seg_from, seg_to)}
         for row in _edge_events(conn, window, seg_from, seg_to):
             last = lasts.get(row.license_id)
@@ -432,11 +466,14 @@ def _compute(window: Window, period: str, engine: Engine | None) -> _Computed:
     if period not in PERIODS:
         raise ValueError(f"period must be one of {', '.join(PERIODS)}")
     step = PERIODS[period]
+    now = clock.now()
     if window.since is not None and window.until is not None:  # refuse before any work
         _check_periods(-(-(window.until - _floor(window.since, period)) // step), period)
     with transaction(engine) as conn:
         _limit_statements(conn)
-        licenses = _collect(window, conn)
+        if period == "minute":
+            _check_minutes(conn, window, now)
+        licenses = _collect(window, conn, _unit(period))
     starts: dict[str, datetime] = {}
     for line in licenses.values():
         if window.since is not None and (line.level > 0 or line.segments):
@@ -455,6 +492,8 @@ def _compute(window: Window, period: str, engine: Engine | None) -> _Computed:
             ]
             return _Computed([], [], held)
         last = _floor(max(ends), period)
+    last = min(last, _floor(now, period))  # a period that starts after now is not reported
+    starts = {lid: first for lid, first in starts.items() if first <= last}
     periods = {lid: (last - first) // step + 1 for lid, first in starts.items()}
     _check_periods(max(periods.values(), default=0), period)
     if sum(periods.values()) > MAX_ROWS:
@@ -464,15 +503,67 @@ def _compute(window: Window, period: str, engine: Engine | None) -> _Computed:
             limit=MAX_ROWS,
         )
     result = _Computed([], [], [])
-    now = clock.now()
     for license_id in sorted(starts):
         _walk(window, licenses[license_id], starts[license_id], last, period, result, now)
     return result
 
 
+def minute_horizon(now: datetime) -> datetime:
+    """The earliest time minute periods may start: the minute rollups older than
+    ``MINUTE_RETENTION`` are pruned (``seatlease audit prune``)."""
+    return now - MINUTE_RETENTION
+
+
+def _check_minutes(conn: Connection, window: Window, now: datetime) -> None:
+    """Minute periods only where the minute rollups are kept: a window from a ``since``
+    within the retention, or without ``since`` a history that starts within it."""
+    horizon = minute_horizon(now)
+    start = window.since if window.since is not None else _first_hour(conn, window)
+    if start is not None and start < horizon:
+        raise InvalidRequest(
+            f"Minute periods cover the last {MINUTE_RETENTION.days} days only (minute "
+            f"rollups are kept that long): since must be {iso_utc(horizon)} or later; use "
+            "period=hour for older windows.",
+            limit=iso_utc(horizon),
+        )
+
+
+def _first_hour(conn: Connection, window: Window) -> datetime | None:
+    """The first hour with events of the window's tenant (and license), from the hourly
+    rollups (their primary key's order: one index probe per license)."""
+    sql = f"SELECT MIN(hour) FROM usage_rollups WHERE {window.scope()}"
+    first = conn.execute(text(sql), window.params()).scalar()
+    return None if first is None else _time(first)
+
+
+def resolve_period(window: Window, period: str, engine: Engine | None = None) -> str:
+    """``auto``: the finest period that gives at most ``AUTO_POINTS`` periods from the
+    window's start (``since``, else the first event) to its end (``until``, else now;
+    never after now), minutes only within their retention; other periods as they are."""
+    if period != AUTO:
+        return period
+    now = clock.now()
+    start = window.since
+    if start is None:
+        with transaction(engine) as conn:
+            _limit_statements(conn)
+            start = _first_hour(conn, window)
+        if start is None:
+            return "hour"  # no events: nothing to size
+    end = min(window.until or now, now)
+    span = max(end - start, timedelta(0))
+    for name, step in PERIODS.items():
+        if name == "minute" and start < minute_horizon(now):
+            continue
+        if span / step <= AUTO_POINTS:
+            return name
+    return "day"
+
+
 def _check_periods(count: int, period: str) -> None:
     if count > MAX_PERIODS:
-        hint = "use period=day or narrow the window" if period == "hour" else "narrow the window"
+        coarser = {"minute": "hour", "hour": "day"}.get(period)
+        hint = f"use period={coarser} or narrow the window" if coarser else "narrow the window"
         raise InvalidRequest(
             f"The report would have {count:,} {period}s per license; at most "
             f"{MAX_PERIODS:,} (MAX_PERIODS): {hint}.",
@@ -490,9 +581,11 @@ def _walk(
     now: datetime,
 ) -> None:
     """One license's buckets: the level carried through, each segment in turn. Seat time
-    stops at ``now``: the current hour's seats count until now, not to the hour's end
-    (its rollup sums each delta to the hour's end; the level held is taken back for the
-    part still to come, ``level x (hi - cursor)`` with ``hi`` before ``cursor``)."""
+    stops at ``now``: the current period's seats count until now, not to the period's
+    end (its rollup sums each delta to the rollup's end; the level held is taken back for
+    the part still to come, ``level x (hi - cursor)`` with ``hi`` before ``cursor``). The
+    average divides by the same part: from ``since`` (or the period's start) to ``until``
+    (or the period's end) or now, whichever is first."""
     step = PERIODS[period]
     level, total = line.level, line.total
     timeline = Timeline(line.license_id, level, total)
@@ -525,6 +618,9 @@ def _walk(
             i += 1
         seat_ms += level * _ms(hi - cursor)
         peak = max(0, peak)
+        seat_seconds = round(max(0, seat_ms) / 1000, 3)
+        elapsed = (hi - lo).total_seconds()
+        average = round(seat_seconds / elapsed, 4) if elapsed > 0 else 0.0
         out.usage.append(
             PeriodUsage(
                 line.license_id,
@@ -532,11 +628,13 @@ def _walk(
                 peak,
                 total,
                 denials,
-                round(max(0, seat_ms) / 1000, 3),
+                seat_seconds,
                 lost,
+                average,
             )
         )
-        timeline.points.append((bucket, peak, total))
+        timeline.points.append((bucket, peak, total, average))
+        timeline.end = hi
         if denials:
             timeline.denials.append((bucket, denials))
         counts.lost += lost
@@ -554,7 +652,7 @@ def peak_usage(
 ) -> list[PeriodUsage]:
     """Peak concurrent seats, seats in force, seat-seconds, denials and lost leases per
     license and UTC period."""
-    return _compute(window, period, engine).usage
+    return _compute(window, resolve_period(window, period, engine), engine).usage
 
 
 def outcomes(window: Window, engine: Engine | None = None) -> list[LicenseOutcomes]:
@@ -564,7 +662,7 @@ def outcomes(window: Window, engine: Engine | None = None) -> list[LicenseOutcom
 
 def timelines(window: Window, engine: Engine | None = None, period: str = "hour") -> list[Timeline]:
     """Per license, the peak seats in use per period (for charts)."""
-    return _compute(window, period, engine).timelines
+    return _compute(window, resolve_period(window, period, engine), engine).timelines
 
 
 def lease_durations(window: Window, engine: Engine | None = None) -> list[ClientDurations]:
@@ -664,6 +762,9 @@ def _edge_leases(conn: Connection, window: Window, lo: datetime, hi: datetime) -
 
 
 def usage_report(window: Window, period: str = "hour", engine: Engine | None = None) -> UsageReport:
+    """The whole report; ``period`` may be ``auto`` (``resolve_period``), the report says
+    which period it chose."""
+    period = resolve_period(window, period, engine)
     computed = _compute(window, period, engine)
     report = UsageReport(
         window=window,

@@ -24,6 +24,11 @@ event changes nothing.
   delta x milliseconds to the hour's end, so seat-seconds = level at the hour's start x
   3600 s + ``dsec_ms`` / 1000.
 
+The same columns per license and UTC minute (table ``usage_minute_rollups``, migration
+0008; ``dsec_ms`` to the minute's end) give reports minute periods. A busy license has a
+row for every minute, so they are kept ``MINUTE_RETENTION`` (14 days; ``seatlease audit
+prune`` deletes older ones) while the hourly rows outlive the raw events.
+
 The reports derive the rest: the level at an hour's start is ``last_used`` of the latest
 earlier hour with events; the peak of an hour is the larger of that level and
 ``max_used``; leases *lost* in an hour (they vanished without an ending event: the next
@@ -62,7 +67,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, text, update
+from sqlalchemy import Connection, Table, insert, select, text, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from seatlease.clock import utc
@@ -71,6 +76,7 @@ from seatlease.tables import (
     lease_events,
     usage_client_rollups,
     usage_leases,
+    usage_minute_rollups,
     usage_rollups,
 )
 
@@ -85,6 +91,11 @@ AHEAD_MONTHS = 3
 PARTITION_LOCK = 7_220_331_001  # pg_advisory_xact_lock key: one partition creator at a time
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
+MINUTE = timedelta(minutes=1)
+PERIOD_LENGTHS = {"minute": MINUTE, "hour": HOUR}  # the rollups' periods
+# Minute rollups are kept this long (``seatlease audit prune`` deletes older ones): a day
+# of minutes is 1,440 rows per license with events, against 24 hourly rows.
+MINUTE_RETENTION = timedelta(days=14)
 
 EVENT_COLUMNS = (
     "event_id",
@@ -133,54 +144,13 @@ ins AS (
 ),
 ev AS (
     SELECT ins.*, date_trunc('hour', occurred_at, 'UTC') AS hour,
+           date_trunc('minute', occurred_at, 'UTC') AS minute,
            CASE WHEN type IN ({starts}) THEN 1 WHEN type IN ({endings}) THEN -1 ELSE 0 END
                AS delta
     FROM ins
 ),
-hourly AS (
-    SELECT tenant_id, license_id, hour,
-           count(*) FILTER (WHERE type = '{ACQUIRED}') AS acquired,
-           count(*) FILTER (WHERE type = '{BORROWED}') AS borrowed,
-           count(*) FILTER (WHERE type = 'lease.released') AS released,
-           count(*) FILTER (WHERE type = 'lease.reclaimed') AS reclaimed,
-           count(*) FILTER (WHERE type = 'lease.revoked') AS revoked,
-           coalesce(sum(count) FILTER (WHERE type = '{DENIED}'), 0) AS denials,
-           sum(delta) AS net,
-           sum(delta * round(extract(epoch FROM hour + interval '1 hour' - occurred_at)
-                             * 1000))::bigint AS dsec_ms,
-           max(seats_used) AS max_used
-    FROM ev GROUP BY tenant_id, license_id, hour
-),
-last AS (
-    SELECT DISTINCT ON (tenant_id, license_id, hour)
-           tenant_id, license_id, hour, occurred_at, event_id, seats_used, seats_total
-    FROM ev WHERE seats_used IS NOT NULL
-    ORDER BY tenant_id, license_id, hour, occurred_at DESC, length(event_id) DESC,
-             event_id DESC
-),
-rolled AS (
-    INSERT INTO usage_rollups AS r (tenant_id, license_id, hour, acquired, borrowed,
-        released, reclaimed, revoked, denials, net, dsec_ms, max_used, last_at, last_id,
-        last_used, last_total)
-    SELECT h.tenant_id, h.license_id, h.hour, h.acquired, h.borrowed, h.released,
-           h.reclaimed, h.revoked, h.denials, h.net, h.dsec_ms, h.max_used, l.occurred_at,
-           l.event_id, l.seats_used, l.seats_total
-    FROM hourly h LEFT JOIN last l USING (tenant_id, license_id, hour)
-    ORDER BY h.tenant_id, h.license_id, h.hour  -- one lock order for every writer
-    ON CONFLICT (tenant_id, license_id, hour) DO UPDATE SET
-        acquired = r.acquired + EXCLUDED.acquired,
-        borrowed = r.borrowed + EXCLUDED.borrowed,
-        released = r.released + EXCLUDED.released,
-        reclaimed = r.reclaimed + EXCLUDED.reclaimed,
-        revoked = r.revoked + EXCLUDED.revoked,
-        denials = r.denials + EXCLUDED.denials,
-        net = r.net + EXCLUDED.net,
-        dsec_ms = r.dsec_ms + EXCLUDED.dsec_ms,
-        max_used = GREATEST(r.max_used, EXCLUDED.max_used),
-        {_newer("last_at")}, {_newer("last_id")}, {_newer("last_used")},
-        {_newer("last_total")}
-    RETURNING 1
-),
+{_period_rollup("usage_rollups", "hour")},
+{_period_rollup("usage_minute_rollups", "minute")},
 sess AS (
     SELECT session_id, min(tenant_id) AS tenant_id, min(license_id) AS license_id,
            min(occurred_at) FILTER (WHERE delta = 1) AS acq_at,
@@ -243,6 +213,75 @@ clients AS (
     RETURNING 1
 )
 SELECT count(*) AS inserted FROM ins
+"""
+
+
+def _period_rollup(table: str, period: str) -> str:
+    """The CTEs folding the new events (``ev``, with its ``period`` column: ``hour`` or
+    ``minute``) into ``table``, one row per license and period (the columns of the
+    module's docstring; ``dsec_ms`` to the period's end)."""
+    return f"""
+{period}_sums AS (
+    SELECT tenant_id, license_id, {period},
+           count(*) FILTER (WHERE type = '{ACQUIRED}') AS acquired,
+           count(*) FILTER (WHERE type = '{BORROWED}') AS borrowed,
+           count(*) FILTER (WHERE type = 'lease.released') AS released,
+           count(*) FILTER (WHERE type = 'lease.reclaimed') AS reclaimed,
+           count(*) FILTER (WHERE type = 'lease.revoked') AS revoked,
+           coalesce(sum(count) FILTER (WHERE type = '{DENIED}'), 0) AS denials,
+           sum(delta) AS net,
+           sum(delta * round(extract(epoch FROM {period} + interval '1 {period}' - occurred_at)
+                             * 1000))::bigint AS dsec_ms,
+           max(seats_used) AS max_used
+    FROM ev GROUP BY tenant_id, license_id, {period}
+),
+{period}_last AS (
+    SELECT DISTINCT ON (tenant_id, license_id, {period})
+           tenant_id, license_id, {period}, occurred_at, event_id, seats_used, seats_total
+    FROM ev WHERE seats_used IS NOT NULL
+    ORDER BY tenant_id, license_id, {period}, occurred_at DESC, length(event_id) DESC,
+             event_id DESC
+),
+{period}_rolled AS (
+    INSERT INTO {table} AS r (tenant_id, license_id, {period}, acquired, borrowed,
+        released, reclaimed, revoked, denials, net, dsec_ms, max_used, last_at, last_id,
+        last_used, last_total)
+    SELECT h.tenant_id, h.license_id, h.{period}, h.acquired, h.borrowed, h.released,
+           h.reclaimed, h.revoked, h.denials, h.net, h.dsec_ms, h.max_used, l.occurred_at,
+           l.event_id, l.seats_used, l.seats_total
+    FROM {period}_sums h LEFT JOIN {period}_last l USING (tenant_id, license_id, {period})
+    ORDER BY h.tenant_id, h.license_id, h.{period}  -- one lock order for every writer
+    ON CONFLICT (tenant_id, license_id, {period}) DO UPDATE SET
+        acquired = r.acquired + EXCLUDED.acquired,
+        borrowed = r.borrowed + EXCLUDED.borrowed,
+        released = r.released + EXCLUDED.released,
+        reclaimed = r.reclaimed + EXCLUDED.reclaimed,
+        revoked = r.revoked + EXCLUDED.revoked,
+        denials = r.denials + EXCLUDED.denials,
+        net = r.net + EXCLUDED.net,
+        dsec_ms = r.dsec_ms + EXCLUDED.dsec_ms,
+        max_used = GREATEST(r.max_used, EXCLUDED.max_used),
+        {_newer("last_at")}, {_newer("last_id")}, {_newer("last_used")},
+        {_newer("last_total")}
+    RETURNING 1
+)"""
+
+
+def minute_backfill_statement(source: str) -> str:
+    """The minute rollups of events already stored (``source``: a SELECT of the event
+    columns, e.g. a range of ``lease_events``), without inserting them again: what
+    migration 0008 runs over the minute retention."""
+    endings = ", ".join(f"'{t}'" for t in ENDINGS)
+    starts = ", ".join(f"'{t}'" for t in STARTS)
+    return f"""
+WITH ev AS (
+    SELECT src.*, date_trunc('minute', occurred_at, 'UTC') AS minute,
+           CASE WHEN type IN ({starts}) THEN 1 WHEN type IN ({endings}) THEN -1 ELSE 0 END
+               AS delta
+    FROM ({source}) src
+),
+{_period_rollup("usage_minute_rollups", "minute")}
+SELECT count(*) AS inserted FROM minute_rolled
 """
 
 
@@ -414,7 +453,9 @@ def _at(value: Any) -> datetime:
     return utc(datetime.fromisoformat(value) if isinstance(value, str) else value)
 
 
-def _hour(value: datetime) -> datetime:
+def _period_start(value: datetime, period: str) -> datetime:
+    if period == "minute":
+        return value.replace(second=0, microsecond=0)
     return value.replace(minute=0, second=0, microsecond=0)
 
 
@@ -489,33 +530,18 @@ def fold_sqlite(conn: Connection, new: list[dict[str, Any]]) -> None:
     """Fold events just stored (each once) into the rollups and the pairing buffer."""
     for e in new:
         e["occurred_at"] = _at(e["occurred_at"])
-    hours: dict[tuple[str, str, datetime], _Hour] = {}
+    fold_periods(conn, new, usage_rollups, "hour")
+    fold_periods(conn, new, usage_minute_rollups, "minute")
     sessions: dict[str, _Session] = {}
     for e in new:
         at, etype = e["occurred_at"], e["type"]
-        hour = _hour(at)
-        h = hours.setdefault((e["tenant_id"], e["license_id"], hour), _Hour())
         delta = 1 if etype in STARTS else -1 if etype in ENDINGS else 0
-        if etype in COUNTED:
-            setattr(h, COUNTED[etype], getattr(h, COUNTED[etype]) + 1)
-        elif etype == DENIED:
-            h.denials += int(e.get("count") or 1)
-        h.net += delta
-        h.dsec_ms += delta * _ms(hour + HOUR - at)
-        used = e.get("seats_used")
-        if used is not None:
-            h.max_used = _bigger(h.max_used, used)
-            key = _last_key(at, e["event_id"])
-            if h.last is None or key > h.last:
-                h.last, h.last_used, h.last_total = key, used, e.get("seats_total")
         if delta and e.get("session_id"):
             s = sessions.setdefault(e["session_id"], _Session(e["tenant_id"], e["license_id"]))
             if delta == 1 and (s.acq_at is None or at < s.acq_at):
                 s.acq_at, s.acq_client = at, e.get("client_id")
             elif delta == -1:
                 s.ends.append((at, e["event_id"], etype))
-    for key, h in sorted(hours.items()):
-        _merge_hour(conn, key, h)
     clients: dict[tuple[str, str, str, datetime], _Client] = {}
     for e in new:
         if e["type"] in STARTS:
@@ -536,6 +562,32 @@ def fold_sqlite(conn: Connection, new: list[dict[str, Any]]) -> None:
         c.max_ms = _bigger(c.max_ms, ms)
     for key4, c in sorted(clients.items()):
         _merge_client(conn, key4, c)
+
+
+def fold_periods(conn: Connection, new: list[dict[str, Any]], table: Table, period: str) -> None:
+    """Fold events (``occurred_at`` as datetimes) into ``table``, one row per license and
+    ``period`` (``hour`` or ``minute``): SQLite's half of ``_period_rollup``."""
+    length = PERIOD_LENGTHS[period]
+    rows: dict[tuple[str, str, datetime], _Hour] = {}
+    for e in new:
+        at, etype = e["occurred_at"], e["type"]
+        start = _period_start(at, period)
+        h = rows.setdefault((e["tenant_id"], e["license_id"], start), _Hour())
+        delta = 1 if etype in STARTS else -1 if etype in ENDINGS else 0
+        if etype in COUNTED:
+            setattr(h, COUNTED[etype], getattr(h, COUNTED[etype]) + 1)
+        elif etype == DENIED:
+            h.denials += int(e.get("count") or 1)
+        h.net += delta
+        h.dsec_ms += delta * _ms(start + length - at)
+        used = e.get("seats_used")
+        if used is not None:
+            h.max_used = _bigger(h.max_used, used)
+            key = _last_key(at, e["event_id"])
+            if h.last is None or key > h.last:
+                h.last, h.last_used, h.last_total = key, used, e.get("seats_total")
+    for key, h in sorted(rows.items()):
+        _merge_period(conn, table, period, key, h)
 
 
 def _pair(
@@ -573,10 +625,12 @@ def _pair(
     return row["client_id"], utc(row["acquired_at"]), utc(row["ended_at"]), row["end_type"]
 
 
-def _merge_hour(conn: Connection, key: tuple[str, str, datetime], h: _Hour) -> None:
-    r = usage_rollups.c
-    where = (r.tenant_id == key[0], r.license_id == key[1], r.hour == key[2])
-    old = conn.execute(select(usage_rollups).where(*where)).first()
+def _merge_period(
+    conn: Connection, table: Table, period: str, key: tuple[str, str, datetime], h: _Hour
+) -> None:
+    r = table.c
+    where = (r.tenant_id == key[0], r.license_id == key[1], r[period] == key[2])
+    old = conn.execute(select(table).where(*where)).first()
     values: dict[str, Any] = {
         "acquired": h.acquired, "borrowed": h.borrowed, "released": h.released,
         "reclaimed": h.reclaimed,
@@ -587,7 +641,7 @@ def _merge_hour(conn: Connection, key: tuple[str, str, datetime], h: _Hour) -> N
     }  # fmt: skip
     if old is None:
         conn.execute(
-            insert(usage_rollups).values(tenant_id=key[0], license_id=key[1], hour=key[2], **values)
+            insert(table).values(tenant_id=key[0], license_id=key[1], **{period: key[2]}, **values)
         )
         return
     for name in COUNTED.values():
@@ -604,7 +658,7 @@ def _merge_hour(conn: Connection, key: tuple[str, str, datetime], h: _Hour) -> N
             last_used=old.last_used,
             last_total=old.last_total,
         )
-    conn.execute(update(usage_rollups).where(*where).values(**values))
+    conn.execute(update(table).where(*where).values(**values))
 
 
 def _merge_client(conn: Connection, key: tuple[str, str, str, datetime], c: _Client) -> None:

@@ -42,6 +42,7 @@ from seatlease.tables import (
     portal_actions,
     tenants,
     usage_leases,
+    usage_minute_rollups,
 )
 
 
@@ -528,12 +529,15 @@ class Pruned:
     events_deleted: int
     partitions_dropped: list[str]
     leases_deleted: int
+    minute_rollups_deleted: int = 0  # older than rollups.MINUTE_RETENTION
 
 
 def prune_events(before: datetime, engine: Engine | None = None) -> Pruned:
     """Delete the raw events of every whole month before ``before`` (PostgreSQL drops
-    those months' partitions); the rollups stay. Records the horizon so that a late or
-    replayed event older than it is not stored (and counted) again."""
+    those months' partitions); the hourly and client rollups stay. Records the horizon so
+    that a late or replayed event older than it is not stored (and counted) again. Also
+    deletes the minute rollups older than ``rollups.MINUTE_RETENTION`` (reports refuse
+    minute periods that old)."""
     engine = engine or get_engine()
     horizon = before.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     dropped: list[str] = []
@@ -577,9 +581,14 @@ def prune_events(before: datetime, engine: Engine | None = None) -> Pruned:
                 | (leases.acquired_at.is_(None) & (leases.ended_at < horizon))
             )
         ).rowcount
+        minutes = usage_minute_rollups.c
+        cutoff = clock.now().replace(second=0, microsecond=0) - rollups.MINUTE_RETENTION
+        minutes_gone = conn.execute(
+            delete(usage_minute_rollups).where(minutes.minute < cutoff)
+        ).rowcount
         if postgres:
             rollups.ensure_partitions(conn, rollups.months_ahead(clock.now()))
-    return Pruned(horizon, int(deleted), dropped, int(gone))
+    return Pruned(horizon, int(deleted), dropped, int(gone), int(minutes_gone))
 
 
 def list_events(

@@ -4,7 +4,8 @@ create it; keep both in step (tests/test_store.py compares them).
 On PostgreSQL ``lease_events`` is partitioned by month on ``occurred_at`` (migration 0003,
 ``seatlease.rollups``): its unique key includes the partition key there (``(event_id,
 occurred_at)``) and ``id`` (from a sequence) is not a key; on SQLite it is one table with
-``event_id`` unique. The usage rollups (``usage_rollups``, ``usage_client_rollups``) and
+``event_id`` unique. The usage rollups (``usage_rollups``, ``usage_minute_rollups``,
+``usage_client_rollups``) and
 the leases (``usage_leases``: both ends of each lease) are plain tables on both,
 maintained with every event insert (``seatlease.rollups``)."""
 
@@ -116,6 +117,29 @@ usage_rollups = Table(
     Column("hour", DateTime(timezone=True), primary_key=True),
     Column("acquired", Integer, nullable=False, server_default="0"),
     Column("borrowed", Integer, nullable=False, server_default="0"),  # migration 0005
+    Column("released", Integer, nullable=False, server_default="0"),
+    Column("reclaimed", Integer, nullable=False, server_default="0"),
+    Column("revoked", Integer, nullable=False, server_default="0"),
+    Column("denials", BigInteger, nullable=False, server_default="0"),
+    Column("net", Integer, nullable=False, server_default="0"),
+    Column("dsec_ms", BigInteger, nullable=False, server_default="0"),
+    Column("max_used", Integer, nullable=True),
+    Column("last_at", DateTime(timezone=True), nullable=True),
+    Column("last_id", String(64), nullable=True),
+    Column("last_used", Integer, nullable=True),
+    Column("last_total", Integer, nullable=True),
+)
+
+# The same per license and UTC minute (migration 0008), for minute periods: kept
+# ``rollups.MINUTE_RETENTION`` (14 days), pruned by ``seatlease audit prune``.
+usage_minute_rollups = Table(
+    "usage_minute_rollups",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("license_id", ID, primary_key=True),
+    Column("minute", DateTime(timezone=True), primary_key=True),
+    Column("acquired", Integer, nullable=False, server_default="0"),
+    Column("borrowed", Integer, nullable=False, server_default="0"),
     Column("released", Integer, nullable=False, server_default="0"),
     Column("reclaimed", Integer, nullable=False, server_default="0"),
     Column("revoked", Integer, nullable=False, server_default="0"),

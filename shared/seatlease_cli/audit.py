@@ -63,7 +63,9 @@ def register(subparsers: Any) -> None:
         f"--older-than (default {DEFAULT_RETENTION_DAYS} days, about 13 months): on "
         "PostgreSQL by dropping those months' partitions, in one transaction. The usage "
         "rollups stay, so usage reports keep covering those months; an event older than "
-        "the pruned horizon that is redelivered later is not stored again. Also creates "
+        "the pruned horizon that is redelivered later is not stored again. Minute rollups "
+        "(minute periods of the usage reports) are kept 14 days: older ones are deleted. "
+        "Also creates "
         "the partitions of this month and the next three. Needs DATABASE_URL. Run it "
         "monthly (Cloud Scheduler or cron).",
     )
@@ -105,6 +107,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         "events_deleted": pruned.events_deleted,
         "partitions_dropped": pruned.partitions_dropped,
         "leases_deleted": pruned.leases_deleted,
+        "minute_rollups_deleted": pruned.minute_rollups_deleted,
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -112,7 +115,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     dropped = ", ".join(pruned.partitions_dropped) or "none"
     print(
         f"pruned lease events before {result['horizon']}: {pruned.events_deleted} deleted "
-        f"(partitions dropped: {dropped}); usage rollups kept"
+        f"(partitions dropped: {dropped}); hourly usage rollups kept; "
+        f"{pruned.minute_rollups_deleted} minute rollups older than 14 days deleted"
     )
     return 0
 

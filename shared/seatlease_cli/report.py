@@ -1,7 +1,7 @@
 """``seatlease report usage``: peak seats, denials, lease durations, endings and lost
 leases of one tenant's licenses, from the usage rollups (shared/seatlease/reports.py), as a
-table, CSV or JSON, and optionally a PNG chart of peak seats in use per period against the
-seat limit.
+table, CSV or JSON, and optionally a PNG chart of seats in use per period (the average as a
+line, the peak as a lighter band) against the seat limit, up to now.
 
 The report is the admin function's ``report.usage`` answer, from the same backend as every
 other operator command (shared/seatlease_cli/backend.py: ``--admin-url`` / ``SEATLEASE_ADMIN_URL``,
@@ -15,6 +15,7 @@ import csv
 import io
 import json
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,10 @@ if TYPE_CHECKING:
     from seatlease.reports import Timeline, Window
 
 SECTIONS = ("usage", "durations", "outcomes")
-USAGE_COLUMNS = ("license_id", "period_start", "peak_seats", "seats_total", "denials")
+USAGE_COLUMNS = (
+    "license_id", "period_start", "peak_seats", "average_seats", "seats_total", "denials",
+)  # fmt: skip
+PERIOD_CHOICES = ("auto", "minute", "hour", "day")
 DURATION_COLUMNS = (
     "license_id", "client_id", "leases", "average", "max", "total", "reclaimed", "open",
 )  # fmt: skip
@@ -45,11 +49,13 @@ def register(subparsers: Any) -> None:
         parents=[common_parent()],
         help="peak seats, denials, lease durations and endings per license",
         description="Usage of a tenant's licenses from the usage rollups of the audit log: "
-        "peak concurrent seats, seat-seconds and denials per hour or day (UTC), lease "
+        "peak and average concurrent seats, seat-seconds and denials per minute, hour or "
+        "day (UTC), lease "
         "durations per client, and how leases ended (released, reclaimed after a crash, "
         "revoked, lost with Redis's data). Times are ISO 8601 (a date means its midnight "
         "UTC; no offset means UTC), from 1970 to 2100; a report covers at most 10,000 "
-        "periods per license (by hour: about 416 days; use --by day beyond).",
+        "periods per license (by hour: about 416 days; use --by day beyond) and nothing "
+        "after now. Minute periods cover the last 14 days.",
     )
     usage.add_argument("--tenant", required=True)
     usage.add_argument("--license", default=None, help="only this license")
@@ -57,9 +63,10 @@ def register(subparsers: Any) -> None:
     usage.add_argument("--until", type=_iso, default=None, help="to (exclusive), ISO 8601")
     usage.add_argument(
         "--by",
-        choices=("hour", "day", "user"),
-        default="hour",
-        help="period (hour), or user: leases, seat time and time queued per license and "
+        choices=(*PERIOD_CHOICES, "user"),
+        default="auto",
+        help="period: auto (default: the finest that keeps the chart under 1,500 points), "
+        "minute, hour or day; or user: leases, seat time and time queued per license and "
         "user (from the raw events of the window)",
     )
     usage.add_argument(
@@ -201,7 +208,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
         print(render_table(data, sections))
     if args.chart is not None:
         lines, window, seats = chart_input(data, timelines or [])
-        draw_chart(lines, window, args.chart, seats)
+        draw_chart(lines, window, args.chart, seats, period=data["period"])
         if fmt == "table":
             print(f"\nchart written to {args.chart}")
     return 0
@@ -215,6 +222,11 @@ def chart_input(
     from seatlease.admin import parse_time as when
     from seatlease.reports import Timeline, Window
 
+    if any(len(p) < 4 for t in timelines for p in t["points"]):  # before average_seats
+        raise CommandError(
+            "the admin function answers without average seats (an older release): "
+            "deploy this release's admin function to draw charts"
+        )
     window = Window(
         data["tenant_id"],
         data.get("license_id"),
@@ -226,8 +238,12 @@ def chart_input(
             license_id=t["license_id"],
             start_level=int(t["start_level"]),
             start_total=t["start_total"],
-            points=[(when(at), int(used), total) for at, used, total in t["points"]],
+            points=[
+                (when(at), int(peak), total, float(average))
+                for at, peak, total, average in t["points"]
+            ],
             denials=[(when(at), int(count)) for at, count in t["denials"]],
+            end=when(t["end"]) if t.get("end") else None,
         )
         for t in timelines
     ]
@@ -239,7 +255,7 @@ def _rows(data: dict[str, Any], section: str, *, readable: bool) -> tuple[list[d
     if section == "usage":
         rows = data["usage"]
         if readable:
-            fmt = "%Y-%m-%d %H:%M" if data["period"] == "hour" else "%Y-%m-%d"
+            fmt = "%Y-%m-%d" if data["period"] == "day" else "%Y-%m-%d %H:%M"
             rows = [
                 {**r, "period_start": datetime.fromisoformat(r["period_start"]).strftime(fmt)}
                 for r in rows
@@ -276,7 +292,7 @@ def render_table(data: dict[str, Any], sections: tuple[str, ...]) -> str:
     until = data["until"] or "last event"
     parts = [f"Usage of tenant {scope}, {since} to {until} (UTC)"]
     titles = {
-        "usage": f"Peak seats in use and denials per {data['period']}",
+        "usage": f"Seats in use (peak and average) and denials per {data['period']}",
         "durations": "Lease durations per client (leases acquired in the window)",
         "outcomes": "How leases ended",
     }
@@ -306,14 +322,29 @@ def render_csv(data: dict[str, Any], sections: tuple[str, ...]) -> str:
 
 # -- the chart -------------------------------------------------------------------------
 
+AVERAGE_LABEL = "average seats in use"
+PEAK_LABEL = "peak seats in use"
+
 
 def draw_chart(
-    lines: list[Any], window: Any, path: Path, seats: dict[str, int] | None = None
-) -> None:
-    """One subplot per license: seats in use (step line), the seat count in force
-    (dashed step; before the first event that recorded it, the license's configured
-    ``seats``) and denials (red markers sized by count). Matplotlib is imported here
-    (Agg backend, no display) so the rest of the CLI does not pay for it."""
+    lines: list[Any],
+    window: Any,
+    path: Path,
+    seats: dict[str, int] | None = None,
+    now: datetime | None = None,
+    period: str = "period",
+) -> list[dict[str, Any]]:
+    """One subplot per license: the average seats in use per period (a step line), the
+    peak per period (a lighter band under it), the seat count in force (dashed step;
+    before the first event that recorded it, the license's configured ``seats``) and
+    denials (red markers sized by count), with a legend saying which is which. Nothing
+    is drawn after now: the last period stops at its timeline's ``end`` and the x axis at
+    the window's end or now, whichever is first. Matplotlib is imported here (Agg
+    backend, no display) so the rest of the CLI does not pay for it.
+
+    Returns what was drawn, read back from the figure's artists, per license:
+    ``license_id``, ``edges`` (period boundaries, aware UTC), ``average`` and ``peak``
+    (one value per period), ``xlim`` (the x axis's ends) and ``labels`` (the legend's)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -322,40 +353,22 @@ def draw_chart(
 
     if not lines:
         raise CommandError("nothing to chart: no lease events in the window")
-    starts = [window.since] if window.since else []
-    ends = [window.until] if window.until else []
-    for line in lines:
-        if not window.since:
-            starts += [p[0] for p in line.points[:1]] + [d[0] for d in line.denials[:1]]
-        if not window.until:
-            ends += [p[0] for p in line.points[-1:]] + [d[0] for d in line.denials[-1:]]
-    start = min(starts)
-    end = max(ends, default=start)  # only a level carried into an open-ended window
-    if end <= start:
-        end = start + timedelta(hours=1)
+    start, end = _chart_span(lines, window, now or datetime.now(UTC))
     pad = (end - start) * 0.02
 
     fig, axes = plt.subplots(
         len(lines), 1, figsize=(11, 2.6 * len(lines) + 0.8), sharex=True, squeeze=False
     )
     for ax, line in zip(axes[:, 0], lines, strict=True):
-        times = [start, *(p[0] for p in line.points), end]
-        used = [line.start_level, *(p[1] for p in line.points)]
-        used.append(used[-1])
-        totals: list[float] = []
-        total = line.start_total
-        if total is None:
-            known = [p[2] for p in line.points if p[2] is not None]
-            total = known[0] if known else (seats or {}).get(line.license_id)
-        for point in [(start, line.start_level, line.start_total), *line.points]:
-            total = point[2] if point[2] is not None else total
-            totals.append(float("nan") if total is None else total)
-        totals.append(totals[-1])
-        ax.step(times, used, where="post", color="#1f6fb4", linewidth=1.6, label="seats in use")
-        ax.fill_between(times, used, step="post", color="#1f6fb4", alpha=0.15)
-        ax.step(times, totals, where="post", color="#444444", linestyle="--", linewidth=1.2,
-                label="seats (limit)")  # fmt: skip
-        top = max([*used, *(t for t in totals if t == t), 1])
+        edges, peaks, averages, totals = _series(line, start, end, seats)
+        ax.stairs(peaks, edges, baseline=0, fill=True, color="#1f6fb4", alpha=0.18,
+                  label=f"{PEAK_LABEL} (per {period})")  # fmt: skip
+        ax.stairs(averages, edges, baseline=None, color="#1f6fb4", linewidth=1.8,
+                  label=AVERAGE_LABEL)  # fmt: skip
+        ax.stairs(totals, edges, baseline=None, color="#444444", linestyle="--",
+                  linewidth=1.2, label="seats (limit)")  # fmt: skip
+        known = [t for t in totals if t == t]  # NaN: unknown
+        top = max([*peaks, *known, 1])
         if line.denials:
             counts = [c for _t, c in line.denials]
             biggest = max(counts)
@@ -369,14 +382,16 @@ def draw_chart(
                                 xytext=(0, 8), ha="center", fontsize=8,
                                 color="#d62728")  # fmt: skip
         ax.set_ylim(0, top * 1.25)
-        ax.set_xlim(start - pad, end + pad)
+        ax.set_xlim(start - pad, end)
         ax.set_ylabel("seats")
         ax.yaxis.get_major_locator().set_params(integer=True)
-        limit = f" of {totals[-1]:.0f}" if totals[-1] == totals[-1] else ""  # NaN: unknown
-        ax.set_title(f"{line.license_id}: peak {max(used)}{limit} seats in use", loc="left",
-                     fontsize=10)  # fmt: skip
+        limit = f" of {known[-1]:.0f}" if known else ""
+        spans = [(b - a).total_seconds() for a, b in pairwise(edges)]
+        overall = sum(a * s for a, s in zip(averages, spans, strict=True)) / (sum(spans) or 1)
+        ax.set_title(f"{line.license_id}: peak {max(peaks, default=0)}{limit} seats in use, "
+                     f"{overall:.2f} on average", loc="left", fontsize=10)  # fmt: skip
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(loc="upper right", fontsize=8, frameon=False, ncol=3,
+        ax.legend(loc="upper right", fontsize=8, frameon=False, ncol=4,
                   bbox_to_anchor=(1.0, 1.18))  # fmt: skip
     bottom = axes[-1, 0]
     locator = mdates.AutoDateLocator(minticks=4, maxticks=10)
@@ -385,6 +400,99 @@ def draw_chart(
     bottom.set_xlabel("time (UTC)")
     fig.suptitle(f"Seats in use, tenant {window.tenant_id}", x=0.01, ha="left", fontsize=12)
     fig.tight_layout()
+    drawn = [_read_back(ax, line.license_id) for ax, line in zip(axes[:, 0], lines, strict=True)]
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    # What was drawn goes into the PNG too (a text chunk): a test, or a reader of the
+    # picture, can check the series without reading pixels (read_chart_series).
+    series = json.dumps([_series_json(d) for d in drawn], separators=(",", ":"))
+    fig.savefig(path, dpi=110, metadata={SERIES_KEY: series})
     plt.close(fig)
+    return drawn
+
+
+SERIES_KEY = "seatlease-series"
+
+
+def _series_json(drawn: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **drawn,
+        "edges": [iso_utc(e) for e in drawn.get("edges", [])],
+        "xlim": [iso_utc(x) for x in drawn["xlim"]],
+        "labels": sorted(drawn["labels"]),
+    }
+
+
+def read_chart_series(path: Path) -> list[dict[str, Any]]:
+    """The series a chart PNG says it draws (``draw_chart``'s answer, times as RFC 3339
+    text), from its ``seatlease-series`` text chunk."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return json.loads(image.text[SERIES_KEY])  # type: ignore[attr-defined]
+
+
+def _chart_span(lines: list[Any], window: Any, now: datetime) -> tuple[datetime, datetime]:
+    """The x axis: from ``since`` (else the first point) to the window's end or now,
+    whichever is first (without ``until``: where the last point stops)."""
+    starts = [window.since] if window.since else []
+    for line in lines:
+        if not window.since:
+            starts += [p[0] for p in line.points[:1]] + [d[0] for d in line.denials[:1]]
+    start = min(starts) if starts else now
+    ends = [line.end for line in lines if line.end is not None]
+    if window.until is not None:
+        end = min(window.until, now)
+    elif ends:
+        end = max(ends)
+    else:  # only a level carried into an open-ended window
+        end = now
+    if end <= start:
+        end = start + timedelta(minutes=1)
+    return start, end
+
+
+def _series(
+    line: Any, start: datetime, end: datetime, seats: dict[str, int] | None
+) -> tuple[list[datetime], list[int], list[float], list[float]]:
+    """Period edges (the first from ``start``, the last at the line's end) with each
+    period's peak, average and seat count in force; a line without points is its level
+    carried from ``start`` to ``end``."""
+    total = line.start_total
+    if total is None:
+        known = [p[2] for p in line.points if p[2] is not None]
+        total = known[0] if known else (seats or {}).get(line.license_id)
+    if not line.points:
+        level = float(line.start_level)
+        limit = float("nan") if total is None else float(total)
+        return [start, end], [line.start_level], [level], [limit]
+    edges = [max(line.points[0][0], start), *(p[0] for p in line.points[1:])]
+    edges.append(min(line.end or end, end))
+    peaks, averages, totals = [], [], []
+    for _at, peak, point_total, average in line.points:
+        total = point_total if point_total is not None else total
+        peaks.append(peak)
+        averages.append(average)
+        totals.append(float("nan") if total is None else float(total))
+    return edges, peaks, averages, totals
+
+
+def _read_back(ax: Any, license_id: str) -> dict[str, Any]:
+    """The series one subplot shows, from its artists (not from the data given to it)."""
+    import matplotlib.dates as mdates
+    from matplotlib.patches import StepPatch
+
+    found: dict[str, Any] = {"license_id": license_id, "xlim": None}
+    for patch in ax.patches:
+        if not isinstance(patch, StepPatch):
+            continue
+        values, edges, _baseline = patch.get_data()
+        label = patch.get_label()
+        if label.startswith(PEAK_LABEL):
+            found["peak"] = [float(v) for v in values]
+            found["edges"] = [mdates.num2date(e, tz=UTC) for e in edges]
+        elif label == AVERAGE_LABEL:
+            found["average"] = [float(v) for v in values]
+    found["xlim"] = tuple(mdates.num2date(x, tz=UTC) for x in ax.get_xlim())
+    legend = ax.get_legend()
+    found["labels"] = {t.get_text() for t in legend.get_texts()} if legend else set()
+    return found

@@ -4,7 +4,7 @@ issued before this revision is a seat key, which is what it was used as. The por
 actions are recorded in ``portal_actions``, with the admin key's prefix.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-11-24
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
