@@ -219,7 +219,7 @@ def test_usage_covers_a_bounded_window_with_timelines(acme: Tenant) -> None:
     assert [t["license_id"] for t in week["timelines"]] == ["cad"]
     line = week["timelines"][0]
     assert line["seats"] == 4
-    peaks = {at: used for at, used, _total in line["points"]}
+    peaks = {at: used for at, used, *_rest in line["points"]}
     assert max(peaks.values()) == 2
     assert peaks[start.isoformat().replace("+00:00", "Z")] == 2
     month = ask(admin, "usage", days=30).get_json()
