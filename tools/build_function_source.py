@@ -25,7 +25,7 @@ There are two locks, and each function's archive carries one:
 * ``requirements-functions-nopubsub.txt`` pins the same dependencies without
   google-cloud-pubsub, at the versions of the first lock. Every other function gets it:
   google-cloud-pubsub brings the OpenTelemetry SDK, and redis-py imports that SDK at
-  ``import redis`` whenever it is installed (about 40 ms of a cold start, for nothing).
+  ``import redis`` whenever it is installed (40-60 ms of a cold start, for nothing).
 
 Each lock pins its dependencies to one version with their sha256 hashes, so every build
 installs the same, checked bytes. ``make lock`` makes both (pip-compile; the second from
@@ -256,10 +256,10 @@ def stamp_lock(repo_root: Path, lock: Lock = FULL_LOCK) -> Path:
 
 def lock_input(lock_file: str, repo_root: Path = REPO_ROOT) -> str:
     """What pip-compile compiles ``lock_file`` from (one requirement a line)."""
-    (lock,) = [lock for lock in LOCKS if lock.file == lock_file] or [None]
-    if lock is None:
-        raise BuildError(f"no lock named {lock_file!r}: {', '.join(x.file for x in LOCKS)}")
-    return "".join(f"{dep}\n" for dep in lock_dependencies(repo_root, lock))
+    by_file = {lock.file: lock for lock in LOCKS}
+    if lock_file not in by_file:
+        raise BuildError(f"no lock named {lock_file!r}: {', '.join(by_file)}")
+    return "".join(f"{dep}\n" for dep in lock_dependencies(repo_root, by_file[lock_file]))
 
 
 # -- the archive ---------------------------------------------------------------------
