@@ -57,19 +57,26 @@ format: install
 	$(PY) -m ruff check --fix .
 
 # requirements-functions.txt: the functions' dependencies (pyproject.toml
-# [project].dependencies, extras not locked) pinned with hashes; it becomes each archive's
-# requirements.txt, and tools/build_function_source.py refuses a missing or stale lock.
+# [project].dependencies, extras not locked) pinned with hashes; it becomes the reaper's
+# requirements.txt. requirements-functions-nopubsub.txt: the same without
+# google-cloud-pubsub (which brings the OpenTelemetry SDK, and redis-py imports that SDK
+# whenever it is installed), pinned at the first lock's versions (-c); every function that
+# does not publish gets it. tools/build_function_source.py chooses the lock per function,
+# writes the second lock's input (--lock-input) and refuses a missing or stale lock.
 # Resolved from the public index alone: local pip config (find-links, extra indexes,
 # constraints) must not leak into the lock, and with it cleared pip's own default index
 # is the public one, so no index host is named here either. pip-compile evaluates
 # markers for this venv's Python; the archive tests check every pin has a wheel for the
 # runtime (python312, terraform).
-lock: install
-	env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL -u PIP_CONSTRAINT \
+PIP_COMPILE := env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL -u PIP_CONSTRAINT \
 	  PIP_CONFIG_FILE=/dev/null CUSTOM_COMPILE_COMMAND="make lock" \
 	  $(VENV)/bin/pip-compile --quiet --strip-extras --generate-hashes --allow-unsafe \
-	  --no-emit-index-url --no-emit-find-links \
-	  --output-file requirements-functions.txt pyproject.toml
+	  --no-emit-index-url --no-emit-find-links
+lock: install
+	$(PIP_COMPILE) --output-file requirements-functions.txt pyproject.toml
+	$(PY) tools/build_function_source.py --lock-input requirements-functions-nopubsub.txt | \
+	  $(PIP_COMPILE) -c requirements-functions.txt \
+	  --output-file requirements-functions-nopubsub.txt -
 	$(PY) tools/build_function_source.py --stamp-lock
 
 bench: install

@@ -3,7 +3,9 @@ runs, and runs.
 
 Terraform uploads exactly what this builder produces, so these tests build the
 archives, check what they hold (``main.py``, the ``seatlease`` runtime package and the
-hashed lock as ``requirements.txt``; no CLI, client, local stack, demo or test code),
+function's hashed lock as ``requirements.txt``; no CLI, client, local stack, demo or test
+code), that each lock pins every library its function can import (google-cloud-pubsub,
+and with it the OpenTelemetry SDK, only for the functions that publish),
 that they are byte-for-byte reproducible, and serve one: unpacked in a temporary
 directory outside the repository, started with the Functions Framework on a Python whose
 ``sys.path`` holds the unpacked tree and the third-party libraries only (``-S``: none of
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -42,6 +45,7 @@ from seatlease import store
 REPO = Path(__file__).resolve().parent.parent
 BUILDER = REPO / "tools" / "build_function_source.py"
 LOCK = REPO / "requirements-functions.txt"
+NOPUBSUB_LOCK = REPO / "requirements-functions-nopubsub.txt"
 RUNTIME_SRC = REPO / "shared" / "seatlease"
 FUNCTIONS = sorted(p.name for p in (REPO / "functions").iterdir() if p.is_dir())
 # First-party code that must never be deployed: other deploy targets and local tooling.
@@ -155,7 +159,8 @@ def test_archive_holds_main_the_runtime_package_and_the_lock_only(name, outside_
         if entry.endswith(".py"):
             imports = _first_party_imports(contents[entry].decode())
             assert not imports & FORBIDDEN_PACKAGES, (entry, imports)
-    assert contents["requirements.txt"] == LOCK.read_bytes(), "requirements.txt is the lock"
+    lock = LOCK if name == "reaper" else NOPUBSUB_LOCK  # only the reaper publishes
+    assert contents["requirements.txt"] == lock.read_bytes(), "requirements.txt is the lock"
     assert f"def {name}(" in contents["main.py"].decode()
 
 
@@ -164,7 +169,7 @@ def _copy_sources(target: Path) -> Path:
     edited while the test runs)."""
     for rel in ("functions/acquire", "shared/seatlease", "tools"):
         shutil.copytree(REPO / rel, target / rel, copy_function=shutil.copy)
-    for rel in ("pyproject.toml", LOCK.name):
+    for rel in ("pyproject.toml", LOCK.name, NOPUBSUB_LOCK.name):
         shutil.copy(REPO / rel, target / rel)
     return target
 
@@ -196,8 +201,8 @@ def test_archive_is_deterministic(outside_tmp):
 # -- the lock ------------------------------------------------------------------------
 
 
-def test_lock_pins_every_dependency_exactly_with_hashes():
-    text = LOCK.read_text()
+def _pins(text: str) -> dict[str, tuple[Version, frozenset[str]]]:
+    """Canonical name -> (version, hashes) of every lock entry, checked for form."""
     entries = _lock_entries(text)
     pins = {}
     for tokens in entries:
@@ -206,17 +211,124 @@ def test_lock_pins_every_dependency_exactly_with_hashes():
         assert hashes and all(h.startswith(HASH) for h in hashes), tokens
         assert all(HEX64.match(h.removeprefix(HASH)) for h in hashes), tokens
         name, version = spec.split("==")
-        pins[canonicalize_name(name)] = Version(version)
+        pins[canonicalize_name(name)] = (Version(version), frozenset(hashes))
     assert len(pins) == len(entries), "a distribution is pinned twice"
+    return pins
+
+
+@pytest.mark.parametrize(
+    ("lock", "left_out"), [(LOCK, set()), (NOPUBSUB_LOCK, {"google-cloud-pubsub"})]
+)
+def test_lock_pins_every_dependency_exactly_with_hashes(lock, left_out):
+    text = lock.read_text()
+    pins = _pins(text)
     # the lock is made from pyproject's [project].dependencies, and still satisfies them
     with (REPO / "pyproject.toml").open("rb") as fh:
         deps = [Requirement(d) for d in tomllib.load(fh)["project"]["dependencies"]]
+    assert left_out <= {canonicalize_name(dep.name) for dep in deps}
     for dep in deps:
+        if canonicalize_name(dep.name) in left_out:
+            assert canonicalize_name(dep.name) not in pins, f"{dep.name} in {lock.name}"
+            continue
         pinned = pins.get(canonicalize_name(dep.name))
         assert pinned is not None, f"{dep.name} is not locked: make lock"
-        assert dep.specifier.contains(pinned, prereleases=True), f"{dep} vs {pinned}"
+        assert dep.specifier.contains(pinned[0], prereleases=True), f"{dep} vs {pinned}"
     assert "hiredis" in pins, "redis[hiredis]: the extra's dependency is locked too"
     assert re.search(r"^#\s+make lock$", text, re.MULTILINE), "the header names the command"
+
+
+def test_the_nopubsub_lock_is_the_full_lock_without_pubsub_and_the_opentelemetry_sdk():
+    """Same libraries at the same versions and hashes (a function that does not publish
+    runs what the reaper runs), less google-cloud-pubsub and what only it needs: the
+    OpenTelemetry SDK, which redis-py imports at `import redis` whenever it is there."""
+    full, lean = _pins(LOCK.read_text()), _pins(NOPUBSUB_LOCK.read_text())
+    assert {n: full.get(n) for n in lean} == lean
+    assert set(full) - set(lean) == {
+        "google-cloud-pubsub",
+        "opentelemetry-sdk",
+        "opentelemetry-semantic-conventions",
+    }
+
+
+def _module_distributions() -> dict[Path, str]:
+    """Installed file -> canonical distribution name, for this (dev) environment."""
+    files = {}
+    for dist in importlib.metadata.distributions():
+        name = canonicalize_name(dist.metadata["Name"])
+        for file in dist.files or ():
+            if file.suffix == ".py":
+                files[Path(dist.locate_file(file)).resolve()] = name
+    return files
+
+
+def _imports_reached(main: Path) -> tuple[set[Path], set[str]]:
+    """First-party files reached from ``main`` by any import statement, lazy ones (inside
+    functions) included, and the third-party module names they import."""
+    todo, seen, third_party = [main], set(), set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top == "seatlease":
+                    module = REPO / "shared" / Path(*name.split("."))
+                    todo += [p for p in (module.with_suffix(".py"), module / "__init__.py")
+                             if p.is_file()]  # fmt: skip
+                elif top not in sys.stdlib_module_names and top != "__future__":
+                    third_party.add(name)
+    return seen, third_party
+
+
+def _distribution_of(name: str, files: dict[Path, str]) -> str | None:
+    """The distribution that provides module ``name`` (or its nearest parent module;
+    ``pkg.Class`` is ``pkg``); None for a namespace package of its own."""
+    parts = name.split(".")
+    while parts:
+        try:
+            spec = importlib.util.find_spec(".".join(parts))
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None:
+            if spec.origin in (None, "namespace"):
+                return None
+            return files[Path(spec.origin).resolve()]
+        parts.pop()
+    raise AssertionError(f"{name} is not installed in the dev environment")
+
+
+@pytest.fixture(scope="module")
+def module_distributions():
+    return _module_distributions()
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_every_library_a_function_can_import_is_in_its_archive_lock(
+    name, outside_tmp, module_distributions
+):
+    """Every import any code of the function can run (lazy ones too: the cache-miss
+    SQL, Secret Manager, Cloud SQL, the reaper's publisher) comes from a distribution its
+    archive's requirements.txt pins: a function that publishes without
+    google-cloud-pubsub in its lock would fail here, not at its first publish."""
+    with zipfile.ZipFile(_build_cli(name, outside_tmp)) as zf:
+        pins = _pins(zf.read("requirements.txt").decode())
+    reached, imports = _imports_reached(REPO / "functions" / name / "main.py")
+    assert REPO / "shared" / "seatlease" / "http.py" in reached or name in ("audit", "reaper")
+    needed = {_distribution_of(module, module_distributions) for module in imports} - {None}
+    assert "functions-framework" in needed and needed <= set(pins), sorted(needed - set(pins))
+    publishes = REPO / "shared" / "seatlease" / "pubsub.py" in reached
+    assert publishes == ("google-cloud-pubsub" in needed)
+    assert publishes == (name in builder.PUBLISHING_FUNCTIONS) == (name == "reaper")
+    # ... and nothing that only publishing needs: the OpenTelemetry SDK stays out
+    assert publishes == ("google-cloud-pubsub" in pins) == ("opentelemetry-sdk" in pins)
 
 
 def test_make_lock_names_no_package_index_host():
@@ -229,18 +341,26 @@ def test_make_lock_names_no_package_index_host():
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     commands = proc.stdout.replace("\\\n", " ")
-    (compile_cmd,) = [line for line in commands.splitlines() if "pip-compile" in line]
-    assert "://" not in compile_cmd, compile_cmd
-    options = re.findall(r"--[a-z-]+", compile_cmd)
-    assert not {"--index-url", "--extra-index-url", "--find-links", "-i", "-f"} & set(options)
-    # ... because no local setting can add one: config file and PIP_* variables cleared.
-    assert "PIP_CONFIG_FILE=/dev/null" in compile_cmd, compile_cmd
-    for var in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_CONSTRAINT"):
-        assert f"-u {var}" in compile_cmd, var
-    assert "--no-emit-index-url" in options and "--generate-hashes" in options
+    compile_cmds = [line for line in commands.splitlines() if "pip-compile" in line]
+    assert len(compile_cmds) == 2, compile_cmds  # the full lock, then the one without pubsub
+    assert compile_cmds[0].endswith(f"--output-file {LOCK.name} pyproject.toml")
+    assert f"-c {LOCK.name}" in compile_cmds[1]
+    assert f"--output-file {NOPUBSUB_LOCK.name} -" in compile_cmds[1]
+    assert f"--lock-input {NOPUBSUB_LOCK.name} |" in compile_cmds[1]
+    for compile_cmd in compile_cmds:
+        compile_cmd = compile_cmd[compile_cmd.index("env ") :]  # pip-compile's command only
+        assert "://" not in compile_cmd, compile_cmd
+        options = re.findall(r"--[a-z-]+", compile_cmd)
+        assert not {"--index-url", "--extra-index-url", "--find-links", "-i", "-f"} & set(options)
+        # ... because no local setting can add one: config file and PIP_* variables cleared.
+        assert "PIP_CONFIG_FILE=/dev/null" in compile_cmd, compile_cmd
+        for var in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_CONSTRAINT"):
+            assert f"-u {var}" in compile_cmd, var
+        assert "--no-emit-index-url" in options and "--generate-hashes" in options
 
 
-def test_lock_installs_on_the_function_runtime_with_require_hashes(outside_tmp):
+@pytest.mark.parametrize("lock", [LOCK, NOPUBSUB_LOCK], ids=lambda p: p.name)
+def test_lock_installs_on_the_function_runtime_with_require_hashes(lock, outside_tmp):
     """pip, as the runtime's build would run it (Python version from Terraform, manylinux
     x86_64, wheels only), accepts the lock in hash-checking mode: every pin has a wheel
     whose hash is listed, and every dependency of every pin is pinned. Dry run against
@@ -255,7 +375,7 @@ def test_lock_installs_on_the_function_runtime_with_require_hashes(outside_tmp):
     cmd += ["--abi", abi, "--abi", "abi3", "--abi", "none"]
     for platform in platforms:
         cmd += ["--platform", f"{platform}_x86_64"]
-    cmd += ["--report", str(outside_tmp / "report.json"), "-r", str(LOCK)]
+    cmd += ["--report", str(outside_tmp / "report.json"), "-r", str(lock)]
     proc = subprocess.run(
         cmd, env=_clean_pip_env(), capture_output=True, text=True, timeout=300, check=False
     )
@@ -263,7 +383,7 @@ def test_lock_installs_on_the_function_runtime_with_require_hashes(outside_tmp):
     report = json.loads((outside_tmp / "report.json").read_text())
     installed = {canonicalize_name(item["metadata"]["name"]) for item in report["install"]}
     assert installed == {
-        canonicalize_name(tokens[0].split("==")[0]) for tokens in _lock_entries(LOCK.read_text())
+        canonicalize_name(tokens[0].split("==")[0]) for tokens in _lock_entries(lock.read_text())
     }
 
 
@@ -295,7 +415,8 @@ def _pin(name: str, version: str) -> str:
     return f"{name}=={version} \\\n    {HASH}{'a' * 64} \\\n    {HASH}{'b' * 64}\n    # via x\n"
 
 
-def test_build_refuses_a_missing_or_stale_lock(outside_tmp):
+def test_build_refuses_a_missing_or_stale_lock(outside_tmp, monkeypatch):
+    monkeypatch.setattr(builder, "PUBLISHING_FUNCTIONS", frozenset({"hello"}))  # full lock
     fake = _fake_repo(outside_tmp / "repo", ["redis[hiredis]>=5", "PG8000>=1.30"])
     lock = fake / "requirements-functions.txt"
     out = outside_tmp / "out"
@@ -359,6 +480,45 @@ def test_build_refuses_a_missing_or_stale_lock(outside_tmp):
     (fake / "functions" / "hello" / "seatlease" / "x.py").write_text("")
     with pytest.raises(builder.BuildError, match="shadow"):
         builder.build("hello", out, fake)
+
+
+def test_build_refuses_a_nopubsub_lock_that_is_missing_stale_or_not_the_full_ones(outside_tmp):
+    """A function that does not publish gets the lock without google-cloud-pubsub, and
+    that lock must be the full lock's versions less the Pub/Sub client."""
+    deps = ["redis>=5", "google-cloud-pubsub>=2"]
+    fake = _fake_repo(outside_tmp / "repo", deps)
+    full, lean = fake / builder.FULL_LOCK.file, fake / builder.NOPUBSUB_LOCK.file
+    out = outside_tmp / "out"
+    assert builder.lock_for("hello") == builder.NOPUBSUB_LOCK
+    assert builder.lock_input(lean.name, fake) == "redis>=5\n"
+    full.write_text(_pin("redis", "8.1.0") + _pin("google-cloud-pubsub", "2.44.0"))
+    builder.stamp_lock(fake, builder.FULL_LOCK)
+    with pytest.raises(builder.BuildError, match=r"nopubsub.txt is missing.*make lock"):
+        builder.build("hello", out, fake)
+
+    lean.write_text(_pin("redis", "8.0.0"))  # not the full lock's version
+    with pytest.raises(builder.BuildError, match=r"stale: redis==8.0.0 \(8.1.0\).*make lock"):
+        builder.stamp_lock(fake, builder.NOPUBSUB_LOCK)
+    lean.write_text(_pin("redis", "8.1.0") + _pin("google-cloud-pubsub", "2.44.0"))
+    with pytest.raises(builder.BuildError, match=r"stale: it pins google-cloud-pubsub"):
+        builder.stamp_lock(fake, builder.NOPUBSUB_LOCK)
+    lean.write_text(_pin("redis", "8.1.0"))
+    with pytest.raises(builder.BuildError, match="no dependencies stamp"):
+        builder.build("hello", out, fake)
+    builder.stamp_lock(fake, builder.NOPUBSUB_LOCK)
+    with zipfile.ZipFile(builder.build("hello", out, fake)) as zf:
+        assert zf.read("requirements.txt") == lean.read_bytes()
+    # the full lock moves on (make lock ran for it alone): the other one is stale
+    full.write_text(_pin("redis", "8.2.0") + _pin("google-cloud-pubsub", "2.44.0"))
+    builder.stamp_lock(fake, builder.FULL_LOCK)
+    with pytest.raises(builder.BuildError, match=r"stale: redis==8.1.0 \(8.2.0\)"):
+        builder.build("hello", out, fake)
+    # a dependency added to pyproject is missing from both
+    _write_pyproject(fake, [*deps, "pydantic>=2"])
+    with pytest.raises(builder.BuildError, match=r"nopubsub.txt is stale.*pydantic"):
+        builder.build("hello", out, fake)
+    with pytest.raises(builder.BuildError, match="no lock named"):
+        builder.lock_input("requirements.txt", fake)
 
 
 def test_terraform_external_protocol(outside_tmp):
@@ -445,6 +605,45 @@ def _request(url: str, method: str, body: bytes | None = None, headers=None):
         return err.code, err.read(), dict(err.headers)
 
 
+def _unpinned_modules(requirements: str) -> set[str]:
+    """Module prefixes of the distributions the full lock pins and ``requirements`` does
+    not (google-cloud-pubsub, the OpenTelemetry SDK...): the shortest dotted prefix of
+    each of their files that no pinned distribution shares (``google.cloud`` is shared,
+    ``google.cloud.pubsub_v1`` is not)."""
+    pinned = set(_pins(requirements))
+    missing = set(_pins(LOCK.read_text())) - pinned
+    shared, theirs = set(), []
+    for dist in importlib.metadata.distributions():
+        name = canonicalize_name(dist.metadata["Name"])
+        for file in dist.files or ():
+            if file.suffix != ".py":
+                continue
+            parts = file.with_suffix("").parts
+            if name in pinned:
+                shared |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+            elif name in missing:
+                theirs.append(parts)
+    return {
+        next(p for p in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if p not in shared)
+        for parts in theirs
+        if ".".join(parts) not in shared
+    }
+
+
+# Runs functions-framework with the given module prefixes not importable, as in an
+# environment where their distributions are not installed.
+WITHOUT = """
+import importlib.abc, runpy, sys
+hidden = set(sys.argv.pop(1).split(","))
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if any(name == h or name.startswith(h + ".") for h in hidden):
+            raise ModuleNotFoundError(f"No module named {name!r} (not in the lock)", name=name)
+sys.meta_path.insert(0, Hide())
+runpy.run_module("functions_framework", run_name="__main__", alter_sys=True)
+"""
+
+
 def test_acquire_archive_serves_a_seat_from_the_unpacked_tree(outside_tmp, redis_url, database_url):
     archive = _build_cli("acquire", outside_tmp / "dist")
     tree = outside_tmp / "src"
@@ -457,7 +656,10 @@ def test_acquire_archive_serves_a_seat_from_the_unpacked_tree(outside_tmp, redis
     port = _free_port()
     python, env = _isolated(tree, REDIS_URL=redis_url, DATABASE_URL=database_url)
     env.pop("CLOUD_SQL_INSTANCE", None)
-    cmd = [*python, "-m", "functions_framework", "--target", "acquire"]
+    # Served without what its lock leaves out: redis-py finds no OpenTelemetry SDK.
+    hidden = _unpinned_modules((tree / "requirements.txt").read_text())
+    assert {"opentelemetry.sdk", "google.cloud.pubsub_v1"} <= hidden, sorted(hidden)
+    cmd = [*python, "-c", WITHOUT, ",".join(sorted(hidden)), "--target", "acquire"]
     cmd += ["--source", str(tree / "main.py"), "--port", str(port), "--host", "127.0.0.1"]
     log = (outside_tmp / "ff.log").open("w+")
     proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)

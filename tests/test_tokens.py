@@ -340,7 +340,11 @@ def test_no_private_key_reaches_a_built_function_archive(tmp_path: Path) -> None
     for rel in ("functions", "shared/seatlease", "tools"):
         shutil.copytree(REPO / rel, tree / rel, copy_function=shutil.copy,
                         ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    for rel in ("pyproject.toml", "requirements-functions.txt"):
+    for rel in (
+        "pyproject.toml",
+        "requirements-functions.txt",
+        "requirements-functions-nopubsub.txt",
+    ):
         shutil.copy(REPO / rel, tree / rel)
     planted = [
         signingkeys.next_key_file(tree / ".seatlease" / "signing-keys"),

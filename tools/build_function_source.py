@@ -5,6 +5,7 @@ Usage:
     python tools/build_function_source.py NAME OUTDIR
     python tools/build_function_source.py --terraform-external   # JSON on stdin
     python tools/build_function_source.py --stamp-lock           # run by `make lock`
+    python tools/build_function_source.py --lock-input LOCK      # run by `make lock`
 
 The archive ``OUTDIR/NAME.zip`` holds, at its root, what the function runs and nothing
 else:
@@ -14,15 +15,25 @@ else:
 * ``seatlease/``: the server runtime package, from ``shared/seatlease/``. The operator
   CLI (``seatlease_cli``: local stack, demo) and the vendor SDK (``seatlease_client``)
   are other deploy targets and never enter an archive,
-* ``requirements.txt``: the lock ``requirements-functions.txt``, verbatim.
+* ``requirements.txt``: the function's lock, verbatim (see below).
 
-The lock pins every dependency of ``[project].dependencies`` in ``pyproject.toml`` (the
-runtime's dependencies) to one version with its sha256 hashes, so every build installs
-the same, checked bytes. It is made by ``make lock`` (pip-compile), which then runs
-``--stamp-lock``: that appends the sha256 of those dependencies to the lock. The build
-refuses, naming ``make lock``, a lock that is missing, holds anything but
-``name==version`` pins with hashes, misses a dependency of ``pyproject.toml``, or was
-stamped for other dependencies than today's (stale).
+There are two locks, and each function's archive carries one:
+
+* ``requirements-functions.txt`` pins every dependency of ``[project].dependencies`` in
+  ``pyproject.toml`` (the runtime's dependencies). The functions that publish to Pub/Sub
+  (``PUBLISHING_FUNCTIONS``: the reaper) get it.
+* ``requirements-functions-nopubsub.txt`` pins the same dependencies without
+  google-cloud-pubsub, at the versions of the first lock. Every other function gets it:
+  google-cloud-pubsub brings the OpenTelemetry SDK, and redis-py imports that SDK at
+  ``import redis`` whenever it is installed (40-60 ms of a cold start, for nothing).
+
+Each lock pins its dependencies to one version with their sha256 hashes, so every build
+installs the same, checked bytes. ``make lock`` makes both (pip-compile; the second from
+``--lock-input``, constrained to the first), then runs ``--stamp-lock``: that appends to
+each lock the sha256 of the dependencies it was compiled from. The build refuses, naming
+``make lock``, a lock that is missing, holds anything but ``name==version`` pins with
+hashes, misses one of its dependencies, was stamped for other dependencies than today's,
+or (the second) pins a version the first does not or a dependency it leaves out (stale).
 
 The archive is deterministic: entries are sorted, every timestamp is 1980-01-01 00:00,
 permissions are fixed and caches (``__pycache__``, ``*.pyc``) are left out, so the same
@@ -48,6 +59,7 @@ import tomllib
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUNTIME_PACKAGE = "seatlease"
@@ -68,6 +80,26 @@ STAMP_NOTE = (
     "# Written by tools/build_function_source.py --stamp-lock (make lock): the sha256 of\n"
     "# the pyproject.toml [project].dependencies this lock was compiled from.\n"
 )
+
+
+class Lock(NamedTuple):
+    """A lock file and the ``[project].dependencies`` it leaves out (canonical names)."""
+
+    file: str
+    leaves_out: tuple[str, ...] = ()
+
+
+FULL_LOCK = Lock(LOCK_FILE)
+NOPUBSUB_LOCK = Lock("requirements-functions-nopubsub.txt", leaves_out=("google-cloud-pubsub",))
+LOCKS = (FULL_LOCK, NOPUBSUB_LOCK)
+# The functions that publish with google-cloud-pubsub (seatlease.pubsub); Terraform grants
+# the same ones the publisher role (terraform/modules/functions: publish = true).
+PUBLISHING_FUNCTIONS = frozenset({"reaper"})
+
+
+def lock_for(name: str) -> Lock:
+    """The lock a function's archive carries."""
+    return FULL_LOCK if name in PUBLISHING_FUNCTIONS else NOPUBSUB_LOCK
 
 
 class BuildError(Exception):
@@ -111,6 +143,19 @@ def project_dependencies(repo_root: Path) -> list[str]:
     return deps
 
 
+def lock_dependencies(repo_root: Path, lock: Lock) -> list[str]:
+    """The dependencies ``lock`` is compiled from: pyproject's, less what it leaves out."""
+    deps = project_dependencies(repo_root)
+    return [dep for dep in deps if _dist_name(dep) not in lock.leaves_out]
+
+
+def _dist_name(dep: str) -> str:
+    match = DIST_NAME_RE.match(dep)
+    if match is None:
+        raise BuildError(f"pyproject.toml: cannot read the dependency {dep!r}")
+    return canonical_name(match[1])
+
+
 def dependencies_digest(deps: list[str]) -> str:
     """sha256 of the dependency list; order and whitespace do not count."""
     normalised = sorted("".join(dep.split()) for dep in deps)
@@ -149,13 +194,7 @@ def locked_pins(text: str, lock: Path) -> dict[str, str]:
 
 
 def _check_covers(pins: dict[str, str], deps: list[str], lock: Path) -> None:
-    missing = []
-    for dep in deps:
-        match = DIST_NAME_RE.match(dep)
-        if match is None:
-            raise BuildError(f"pyproject.toml: cannot read the dependency {dep!r}")
-        if canonical_name(match[1]) not in pins:
-            missing.append(match[1])
+    missing = [DIST_NAME_RE.match(dep)[1] for dep in deps if _dist_name(dep) not in pins]
     if missing:
         raise BuildError(
             f"{lock} is stale: it does not pin {', '.join(missing)} "
@@ -163,36 +202,64 @@ def _check_covers(pins: dict[str, str], deps: list[str], lock: Path) -> None:
         )
 
 
-def lock_text(repo_root: Path) -> str:
+def _check_subset(pins: dict[str, str], lock: Lock, repo_root: Path) -> None:
+    """A lock that leaves dependencies out pins the full lock's versions, and none of what
+    it leaves out (pip-compile -c: the functions run the same libraries)."""
+    if not lock.leaves_out:
+        return
+    full_path = repo_root / FULL_LOCK.file
+    if not full_path.is_file():
+        raise BuildError(f"{full_path} is missing: run `make lock` (pip-compile) to create it")
+    full = locked_pins(full_path.read_text(encoding="utf-8"), full_path)
+    if kept := sorted(set(lock.leaves_out) & set(pins)):
+        raise BuildError(f"{lock.file} is stale: it pins {', '.join(kept)}; run `make lock`")
+    if differ := sorted(n for n, v in pins.items() if full.get(n) != v):
+        shown = ", ".join(f"{n}=={pins[n]} ({full.get(n, 'not pinned')})" for n in differ)
+        raise BuildError(f"{lock.file} is stale: {shown} against {FULL_LOCK.file}; run `make lock`")
+
+
+def lock_text(repo_root: Path, lock: Lock = FULL_LOCK) -> str:
     """The lock, checked: complete, hashed, and made from today's dependencies."""
-    lock = repo_root / LOCK_FILE
-    if not lock.is_file():
-        raise BuildError(f"{lock} is missing: run `make lock` (pip-compile) to create it")
-    text = lock.read_text(encoding="utf-8")
-    deps = project_dependencies(repo_root)
-    _check_covers(locked_pins(text, lock), deps, lock)
+    path = repo_root / lock.file
+    if not path.is_file():
+        raise BuildError(f"{path} is missing: run `make lock` (pip-compile) to create it")
+    text = path.read_text(encoding="utf-8")
+    deps = lock_dependencies(repo_root, lock)
+    pins = locked_pins(text, path)
+    _check_covers(pins, deps, path)
     stamps = STAMP_RE.findall(text)
     if len(stamps) != 1:
-        raise BuildError(f"{lock} has no dependencies stamp: run `make lock`")
+        raise BuildError(f"{path} has no dependencies stamp: run `make lock`")
     if stamps[0] != dependencies_digest(deps):
         raise BuildError(
-            f"{lock} is stale: pyproject.toml [project].dependencies changed since it "
+            f"{path} is stale: pyproject.toml [project].dependencies changed since it "
             "was made; run `make lock`"
         )
+    _check_subset(pins, lock, repo_root)
     return text
 
 
-def stamp_lock(repo_root: Path) -> Path:
+def stamp_lock(repo_root: Path, lock: Lock = FULL_LOCK) -> Path:
     """Check the freshly compiled lock and record which dependencies it was made from."""
-    lock = repo_root / LOCK_FILE
-    if not lock.is_file():
-        raise BuildError(f"{lock} is missing: run pip-compile first (make lock)")
-    text = STAMP_RE.sub("", lock.read_text(encoding="utf-8").replace(STAMP_NOTE, ""))
-    deps = project_dependencies(repo_root)
-    _check_covers(locked_pins(text, lock), deps, lock)
+    path = repo_root / lock.file
+    if not path.is_file():
+        raise BuildError(f"{path} is missing: run pip-compile first (make lock)")
+    text = STAMP_RE.sub("", path.read_text(encoding="utf-8").replace(STAMP_NOTE, ""))
+    deps = lock_dependencies(repo_root, lock)
+    pins = locked_pins(text, path)
+    _check_covers(pins, deps, path)
+    _check_subset(pins, lock, repo_root)
     stamp = f"# pyproject-dependencies-sha256: {dependencies_digest(deps)}\n"
-    lock.write_text(text.rstrip("\n") + "\n" + STAMP_NOTE + stamp, encoding="utf-8")
-    return lock
+    path.write_text(text.rstrip("\n") + "\n" + STAMP_NOTE + stamp, encoding="utf-8")
+    return path
+
+
+def lock_input(lock_file: str, repo_root: Path = REPO_ROOT) -> str:
+    """What pip-compile compiles ``lock_file`` from (one requirement a line)."""
+    by_file = {lock.file: lock for lock in LOCKS}
+    if lock_file not in by_file:
+        raise BuildError(f"no lock named {lock_file!r}: {', '.join(by_file)}")
+    return "".join(f"{dep}\n" for dep in lock_dependencies(repo_root, by_file[lock_file]))
 
 
 # -- the archive ---------------------------------------------------------------------
@@ -225,7 +292,7 @@ def archive_entries(name: str, repo_root: Path) -> dict[str, bytes]:
         raise BuildError(f"{function_dir} must not hold {clash[0]}: it would shadow the runtime")
     for path in _walk(package_dir):
         entries[f"{RUNTIME_PACKAGE}/{path.relative_to(package_dir).as_posix()}"] = path.read_bytes()
-    entries["requirements.txt"] = lock_text(repo_root).encode("utf-8")
+    entries["requirements.txt"] = lock_text(repo_root, lock_for(name)).encode("utf-8")
     return entries
 
 
@@ -264,11 +331,17 @@ def _terraform_external() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args in (["--terraform-external"], ["--stamp-lock"]):
+    if args in (["--terraform-external"], ["--stamp-lock"]) or args[:1] == ["--lock-input"]:
         try:
             if args == ["--stamp-lock"]:
-                print(stamp_lock(REPO_ROOT))
+                for lock in LOCKS:  # the full lock first: the others are checked against it
+                    print(stamp_lock(REPO_ROOT, lock))
                 return 0
+            if args[0] == "--lock-input" and len(args) == 2:
+                sys.stdout.write(lock_input(args[1]))
+                return 0
+            if args[0] == "--lock-input":
+                raise BuildError("usage: --lock-input LOCK_FILE")
             return _terraform_external()
         except (BuildError, KeyError, ValueError, OSError) as exc:
             print(f"build_function_source: {exc}", file=sys.stderr)

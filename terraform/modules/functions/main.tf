@@ -273,7 +273,8 @@ resource "google_pubsub_topic_iam_member" "publisher" {
 # --------------------------------------------------------------------------------
 # Source archives: tools/build_function_source.py builds functions/NAME/main.py + the
 # seatlease runtime package (shared/seatlease/; never the CLI, client or local stack) +
-# requirements.txt (the hashed lock requirements-functions.txt; a missing or stale lock
+# requirements.txt (the hashed lock requirements-functions.txt for the functions that
+# publish, requirements-functions-nopubsub.txt for the others; a missing or stale lock
 # fails the plan) into a deterministic zip at plan time; the object name carries its
 # sha256, so a function is rebuilt exactly when its source or locked dependencies change.
 # --------------------------------------------------------------------------------
