@@ -306,14 +306,22 @@ ACTIONS = tuple(MODELS)
 
 def parse(data: Any) -> _Action:
     """Validate a request object; bad input raises ``InvalidRequest`` naming each field."""
+    return parse_action(data, MODELS)
+
+
+def parse_action(data: Any, models: dict[str, type[BaseModel]]) -> Any:
+    """``data`` as the model its ``action`` names among ``models`` (the admin function's
+    and the tenant portal's); bad input raises ``InvalidRequest`` naming each field."""
     if not isinstance(data, dict):
         raise InvalidRequest("The body must be a JSON object.")
     action = data.get("action")
-    model = MODELS.get(action) if isinstance(action, str) else None
+    model = models.get(action) if isinstance(action, str) else None
     if model is None:
+        names = ", ".join(models)
         raise InvalidRequest(
-            f"Unknown or missing action {action!r}; one of: {', '.join(ACTIONS)}.",
-            actions=list(ACTIONS),
+            f"Unknown or missing action {str(action)[:40]!r}; one of: {names}.",
+            details=[{"field": "action", "problem": f"must be one of {names}"}],
+            actions=list(models),
         )
     try:
         return model.model_validate(data)

@@ -26,14 +26,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from seatlease import admin, clock, ratelimit, store
 from seatlease.auth import SEAT
-from seatlease.errors import InvalidRequest
 from seatlease.logs import log
 from seatlease.redisconn import get_redis
-from seatlease.schemas import Identifier, invalid_request
+from seatlease.schemas import Identifier
 
 MAX_USAGE_DAYS = 90
 RATE_LIMIT_ENV = "PORTAL_RATE_LIMIT"  # calls per key per minute
@@ -93,20 +92,7 @@ ACTIONS = tuple(MODELS)
 
 def parse(data: Any) -> _Action:
     """Validate a request object; bad input raises ``InvalidRequest`` naming each field."""
-    if not isinstance(data, dict):
-        raise InvalidRequest("The body must be a JSON object.")
-    action = data.get("action")
-    model = MODELS.get(action) if isinstance(action, str) else None
-    if model is None:
-        raise InvalidRequest(
-            f"Unknown or missing action {str(action)[:40]!r}; one of: {', '.join(ACTIONS)}.",
-            details=[{"field": "action", "problem": f"must be one of {', '.join(ACTIONS)}"}],
-            actions=list(ACTIONS),
-        )
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise invalid_request(exc, f"{action} request") from None
+    return admin.parse_action(data, MODELS)
 
 
 def limit(key_prefix: str) -> None:
