@@ -6,8 +6,9 @@ fixtures). Every function request is logged with its ``request_id`` and status.
 
 Control routes (no API key; the test server only):
 
-``POST /_test/license`` ``{"license_id", "seats", "lease_seconds", "max_borrow_seconds"}``
-    creates a license of the test tenant (as an admin does: database, then cache).
+``POST /_test/license`` ``{"license_id", "seats", "lease_seconds", "max_borrow_seconds", "policy"}``
+    creates a license of the test tenant (as an admin does: database, then cache);
+    ``policy`` is a license policy (``max_per_user``, ``deny_users``, ``queue``, ...).
 ``POST /_test/flush``
     flushes Redis: every seat is forgotten (a heartbeat answers 410).
 ``POST /_test/stall`` ``{"path": "/acquire", "seconds": 1.5}``
@@ -21,6 +22,8 @@ Control routes (no API key; the test server only):
     ``[{"path", "request_id", "status"}]`` of every function request so far.
 ``GET /_test/live?license_id=L``
     the license's live leases ``[{"session_id", "client_id"}]``.
+``GET /_test/queue?license_id=L``
+    the license's wait queue, head first: ``[{"client_id", "user", "host"}]``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from typing import Any
 from http_support import serving
 from werkzeug.wrappers import Request, Response
 
-from seatlease import runtime, store
+from seatlease import admin, runtime, store
 from seatlease.redisconn import get_redis
 from seatlease_cli import devserver
 
@@ -100,6 +103,7 @@ class ControlGate:
                 seats=body.get("seats", 2),
                 lease_seconds=body.get("lease_seconds", 2),
                 max_borrow_seconds=body.get("max_borrow_seconds", 0),
+                policy=body.get("policy"),
             )
             runtime.refresh_license_cache(TENANT, body["license_id"])
         elif action == "flush":
@@ -123,6 +127,15 @@ class ControlGate:
         elif action == "live":
             leases = runtime.seat_engine().live_leases(TENANT, request.args["license_id"])
             result = [{"session_id": s["session_id"], "client_id": s["client_id"]} for s in leases]
+        elif action == "queue":
+            status = admin.parse(
+                {"action": "status", "tenant_id": TENANT, "license_id": request.args["license_id"]}
+            )
+            [view] = admin.execute(status)[1]["licenses"]
+            result = [
+                {name: ticket[name] for name in ("client_id", "user", "host")}
+                for ticket in view["queue"]
+            ]
         else:
             return Response('{"error": "no such control"}', status=404)
         return Response(json.dumps(result), mimetype="application/json")

@@ -1,6 +1,7 @@
 """The Go client (shared/clients/go) against the served functions: its own tests
 (``go test -race``: the token vectors, the lease life, a stalled server, borrow, typed
-errors, and no goroutine left running) run as a subprocess against
+errors, the wait queue served in join order, the policy's errors, and no goroutine left
+running) run as a subprocess against
 tests/client_harness.py's server on real Redis and PostgreSQL; the hold example; and the
 module built with no network."""
 
@@ -78,6 +79,9 @@ def test_the_go_client_passes_its_tests_with_race_detection(go_tool, stack):
         "TestA503WithRetryAfterIsRetriedNoSoonerWithTheSameRequestID",
         "TestWaitingGetsTheSeatReleasedMeanwhile",
         "TestAnOutageLongerThanTheLeaseMarksItLostThenRegains",
+        "TestQueuedWaitersGetTheSeatInTheOrderTheyJoined",
+        "TestWaitingInLineGivesUpAtTheTimeout",
+        "TestTypedErrorsOfALicensePolicy",
     ):
         assert name in passed, output[-4000:]
 

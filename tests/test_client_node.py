@@ -1,7 +1,8 @@
 """The Node client (shared/clients/node) against the served functions: its own test
 programs (``node --test``: the token vectors, the lease life, a stalled server, borrow,
-typed errors) run as a subprocess against tests/client_harness.py's server on real Redis
-and PostgreSQL; the hold example; and the package ``npm pack`` makes."""
+typed errors, the wait queue served in join order, the policy's errors) run as a
+subprocess against tests/client_harness.py's server on real Redis and PostgreSQL; the
+hold example; and the package ``npm pack`` makes."""
 
 from __future__ import annotations
 

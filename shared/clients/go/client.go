@@ -84,7 +84,13 @@ type Answer struct {
 	Released                 bool
 	// Token: the lease_token (acquire, heartbeat) or release_token (release).
 	Token string
-	Raw   map[string]any
+	// Queued: a place in the license's wait queue (202, with Queue): no seat yet; call
+	// Acquire again with Ticket after RetryAfterSeconds to keep it. Position 1 is the head.
+	Queued            bool
+	Position          int
+	Ticket            string
+	RetryAfterSeconds int
+	Raw               map[string]any
 }
 
 func answerOf(raw map[string]any) *Answer {
@@ -102,6 +108,8 @@ func answerOf(raw map[string]any) *Answer {
 		SeatsUsed: whole("seats_used"), SeatsTotal: whole("seats_total"),
 		Overage: flag("overage"), Borrowed: flag("borrowed"), Released: flag("released"),
 		Token: text("lease_token"), Raw: raw,
+		Queued: flag("queued"), Position: whole("position"), Ticket: text("ticket"),
+		RetryAfterSeconds: whole("retry_after_seconds"),
 	}
 	if answer.Token == "" {
 		answer.Token = text("release_token")
@@ -242,7 +250,8 @@ func (c *Client) send(ctx context.Context, fn string, body map[string]any, timeo
 	if err != nil {
 		return nil, err
 	}
-	if c.verifier != nil {
+	// A place in the wait queue (202) grants nothing: it carries no token to check.
+	if c.verifier != nil && response.StatusCode != http.StatusAccepted {
 		if _, err := c.verifier.Check(ctx, fn, body, reply, response.StatusCode); err != nil {
 			return nil, err
 		}
@@ -375,6 +384,13 @@ func (c *Client) call(ctx context.Context, fn string, body map[string]any, plan 
 type AcquireOptions struct {
 	LeaseSeconds int            // 0: the license's default
 	Metadata     map[string]any // shown to the vendor's admins
+	// User and Host: who asks (FlexNet's user and host names); a license whose policy has
+	// a per-user limit, reserved seats or a deny list requires User. "": not sent.
+	User, Host string
+	// Queue: on a full license with a wait queue, answer a place in line (Answer.Queued,
+	// a 202) instead of ErrNoSeatsAvailable. Ticket: a previous place's, to keep it.
+	Queue  bool
+	Ticket string
 }
 
 func acquireBody(licenseID, clientID string, options AcquireOptions) map[string]any {
@@ -384,6 +400,14 @@ func acquireBody(licenseID, clientID string, options AcquireOptions) map[string]
 	}
 	if options.Metadata != nil {
 		body["metadata"] = options.Metadata
+	}
+	for name, value := range map[string]string{"user": options.User, "host": options.Host, "ticket": options.Ticket} {
+		if value != "" {
+			body[name] = value
+		}
+	}
+	if options.Queue {
+		body["queue"] = true
 	}
 	return body
 }
@@ -396,7 +420,8 @@ func (c *Client) answer(ctx context.Context, fn string, body map[string]any) (*A
 	return answerOf(raw), nil
 }
 
-// Acquire is POST /acquire (retried). No heartbeats: see Lease.
+// Acquire is POST /acquire (retried). No heartbeats: see Lease. With Queue, a full
+// license with a wait queue answers a place in line (Answer.Queued), not a seat.
 func (c *Client) Acquire(ctx context.Context, licenseID, clientID string, options AcquireOptions) (*Answer, error) {
 	return c.answer(ctx, "acquire", acquireBody(licenseID, clientID, options))
 }

@@ -9,8 +9,9 @@ import (
 
 // The kinds of error, for errors.Is. Every error a call returns for an answer (or for no
 // answer) is a *SeatError (errors.As gives its Status, Code, Message and Body) whose kinds
-// are one or more of these: a SeatWaitTimeout is also a NoSeatsAvailable, and every token
-// error is also ErrToken.
+// are one or more of these: a SeatWaitTimeout and a UserLimitReached are also a
+// NoSeatsAvailable, a UserDenied is also a LicenseSuspended, and every token error is also
+// ErrToken.
 var (
 	ErrInvalidRequest     = errors.New("seatlease: invalid request (400)")
 	ErrUnauthenticated    = errors.New("seatlease: API key missing, unknown or revoked (401)")
@@ -20,6 +21,12 @@ var (
 	ErrSeatWaitTimeout    = errors.New("seatlease: no seat came free in time")
 	ErrSessionExpired     = errors.New("seatlease: the session holds no seat (410)")
 	ErrBackendUnavailable = errors.New("seatlease: service unreachable or unavailable")
+
+	// ErrUserLimitReached: the user already holds the license's MaxPerUser live leases
+	// (409 user_limit_reached; RetryAfterSeconds: until the earliest of them ends).
+	ErrUserLimitReached = errors.New("seatlease: user_limit_reached (409)")
+	// ErrUserDenied: the license's policy refuses this user any seat (403 user_denied).
+	ErrUserDenied = errors.New("seatlease: user_denied (403)")
 
 	// ErrToken: the answer's signed token failed verification; the answer never counts.
 	ErrToken          = errors.New("seatlease: token verification failed")
@@ -45,6 +52,15 @@ var byStatus = map[int]error{
 	502: ErrBackendUnavailable,
 	503: ErrBackendUnavailable,
 	504: ErrBackendUnavailable,
+}
+
+// byCode: the codes with a kind of their own, beside their status's kind.
+var byCode = map[string]struct {
+	status int
+	kind   error
+}{
+	"user_limit_reached": {409, ErrUserLimitReached},
+	"user_denied":        {403, ErrUserDenied},
 }
 
 var tokenKinds = map[string]error{
@@ -98,6 +114,11 @@ func (e *SeatError) intField(name string, fallback int) int {
 // SeatsUsed and SeatsTotal: a denial's numbers (409).
 func (e *SeatError) SeatsUsed() int  { return e.intField("seats_used", 0) }
 func (e *SeatError) SeatsTotal() int { return e.intField("seats_total", 0) }
+
+// MaxPerUser and Sessions: a UserLimitReached's numbers (the license's limit, the user's
+// live leases).
+func (e *SeatError) MaxPerUser() int { return e.intField("max_per_user", 0) }
+func (e *SeatError) Sessions() int   { return e.intField("sessions", 0) }
 
 // RetryAfterSeconds of a denial (409): when a seat may free, at least 1.
 func (e *SeatError) RetryAfterSeconds() int {
@@ -161,6 +182,9 @@ func errorFromAnswer(status int, payload map[string]any, retryAfterHeader, statu
 	var kinds []error
 	if kind != nil {
 		kinds = []error{kind}
+	}
+	if own, ok := byCode[code]; ok && own.status == status {
+		kinds = append(kinds, own.kind)
 	}
 	return newError(status, code, message, body, parseRetryAfter(retryAfterHeader), kinds...)
 }

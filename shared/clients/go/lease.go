@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,8 +16,12 @@ type LeaseOptions struct {
 	ClientID     string
 	Metadata     map[string]any
 	LeaseSeconds int // 0: the license's default
+	// User and Host: who asks (sent with every acquire); a license whose policy has a
+	// per-user limit, reserved seats or a deny list requires User.
+	User, Host string
 	// Wait for a seat (paced by Retry-After) instead of returning ErrNoSeatsAvailable, for
-	// at most Timeout (0: until ctx ends); then ErrSeatWaitTimeout.
+	// at most Timeout (0: until ctx ends); then ErrSeatWaitTimeout. On a license with a
+	// wait queue it waits in line (queue: true, keeping its place with the ticket).
 	Wait    bool
 	Timeout time.Duration
 	// OnLost is called (from the heartbeat goroutine) when the seat is known to be gone:
@@ -86,8 +91,12 @@ func (l *Lease) State() LeaseState {
 // SessionID is the session holding the seat now (it changes when the seat is regained).
 func (l *Lease) SessionID() string { return l.State().SessionID }
 
-func (l *Lease) body() map[string]any {
-	return acquireBody(l.LicenseID, l.ClientID, AcquireOptions{LeaseSeconds: l.options.LeaseSeconds, Metadata: l.options.Metadata})
+// body of an acquire; queue and ticket: the place in line while waiting for the first seat.
+func (l *Lease) body(queue bool, ticket string) map[string]any {
+	return acquireBody(l.LicenseID, l.ClientID, AcquireOptions{
+		LeaseSeconds: l.options.LeaseSeconds, Metadata: l.options.Metadata,
+		User: l.options.User, Host: l.options.Host, Queue: queue, Ticket: ticket,
+	})
 }
 
 // took applies a grant or renewal; the seat is valid until at least the request's
@@ -116,22 +125,32 @@ func (l *Lease) acquireFirst(ctx context.Context) error {
 	if l.options.Timeout > 0 {
 		giveUp = time.Now().Add(l.options.Timeout)
 	}
+	// Waiting asks for a place in line; a license without a queue ignores it.
+	ticket := ""
 	for {
 		sentAt := time.Now()
-		raw, err := l.client.call(ctx, "acquire", l.body(), callPlan{retries: -1})
-		if err == nil {
+		raw, err := l.client.call(ctx, "acquire", l.body(l.options.Wait, ticket), callPlan{retries: -1})
+		var denied *SeatError
+		switch {
+		case err == nil && raw["queued"] != true:
 			l.took(raw, sentAt)
 			return nil
-		}
-		var denied *SeatError
-		if !l.options.Wait || !errors.Is(err, ErrNoSeatsAvailable) || !errors.As(err, &denied) {
+		case err == nil: // a place in line (202): paced like a denial, by its retry_after_seconds
+			place := answerOf(raw)
+			ticket = place.Ticket
+			denied = newError(http.StatusAccepted, "queued", "Waiting in line for a seat.", raw, -1, ErrNoSeatsAvailable)
+			l.client.logf("seatlease: waiting in line for %s, position %d", l.LicenseID, place.Position)
+			if !l.options.Wait {
+				return denied
+			}
+		case !l.options.Wait || !errors.Is(err, ErrNoSeatsAvailable) || !errors.As(err, &denied):
 			return err
 		}
 		pause := l.client.waitPause(denied)
 		if !giveUp.IsZero() {
 			left := time.Until(giveUp)
 			if left <= 0 {
-				return newError(denied.Status, "seat_wait_timeout",
+				return newError(http.StatusConflict, "seat_wait_timeout",
 					fmt.Sprintf("No seat on %s came free within %v.", l.LicenseID, l.options.Timeout),
 					denied.Body, denied.RetryAfterHeader, ErrNoSeatsAvailable, ErrSeatWaitTimeout)
 			}
@@ -251,7 +270,7 @@ func (l *Lease) beat() (time.Duration, error) {
 
 func (l *Lease) regain() (time.Duration, error) {
 	sentAt := time.Now()
-	raw, err := l.client.call(l.run, "acquire", l.body(), callPlan{retries: 0})
+	raw, err := l.client.call(l.run, "acquire", l.body(false, ""), callPlan{retries: 0})
 	var refused *SeatError
 	switch {
 	case err == nil:

@@ -477,3 +477,165 @@ func TestAnOutageLongerThanTheLeaseMarksItLostThenRegains(t *testing.T) {
 		t.Fatalf("live %+v (old session %s)", seats, old)
 	}
 }
+
+type queued struct {
+	ClientID string `json:"client_id"`
+	User     string `json:"user"`
+	Host     string `json:"host"`
+}
+
+func (s *served) queue(licenseID string) []queued {
+	var tickets []queued
+	s.control("queue?license_id="+licenseID, nil, &tickets)
+	return tickets
+}
+
+func (s *served) queuedIDs(licenseID string) []string {
+	ids := []string{}
+	for _, ticket := range s.queue(licenseID) {
+		ids = append(ids, ticket.ClientID)
+	}
+	return ids
+}
+
+func TestQueuedWaitersGetTheSeatInTheOrderTheyJoined(t *testing.T) {
+	s := stack(t)
+	// a hold of 3 s: the queue's retry_after_seconds is at most a third of it
+	s.license("go-queue", map[string]any{"seats": 1, "lease_seconds": 30, "policy": map[string]any{"queue": true, "queue_hold_seconds": 3}})
+	client := s.client(seatlease.Options{Verify: true, TenantID: "acme"}) // a 202 carries no token
+	ctx := context.Background()
+	holder, err := client.Acquire(ctx, "go-queue", "holder", seatlease.AcquireOptions{User: "hal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"w1", "w2", "w3"}
+	var mu sync.Mutex
+	var order []string
+	leases := make([]chan *seatlease.Lease, len(names))
+	for i, name := range names {
+		leases[i] = make(chan *seatlease.Lease, 1)
+		go func(name string, got chan<- *seatlease.Lease) {
+			lease, err := client.Lease(ctx, "go-queue", seatlease.LeaseOptions{ClientID: name, User: "user-" + name, Host: "pc-" + name, Wait: true, Timeout: 30 * time.Second})
+			if err != nil {
+				t.Error(name, err)
+				close(got)
+				return
+			}
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			got <- lease
+		}(name, leases[i])
+		eventually(t, 5*time.Second, name+" in line", func() bool { return len(s.queue("go-queue")) == i+1 })
+	}
+	for i, ticket := range s.queue("go-queue") {
+		if ticket != (queued{names[i], "user-" + names[i], "pc-" + names[i]}) {
+			t.Fatalf("ticket %d: %+v", i, ticket)
+		}
+	}
+	time.Sleep(2500 * time.Millisecond) // they keep their places: each comes back with its ticket
+	if ids := s.queuedIDs("go-queue"); strings.Join(ids, ",") != "w1,w2,w3" {
+		t.Fatalf("queue %v", ids)
+	}
+	polls := 0
+	for _, entry := range s.requests("/acquire") {
+		if entry.Status == http.StatusAccepted {
+			polls++
+		}
+	}
+	if polls < 6 {
+		t.Fatalf("%d answers 202", polls)
+	}
+	if _, err := client.Release(ctx, "go-queue", holder.SessionID); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range names {
+		lease, ok := <-leases[i]
+		if !ok {
+			t.Fatal(name, "got no seat")
+		}
+		mu.Lock()
+		got := strings.Join(order, ",")
+		mu.Unlock()
+		if got != strings.Join(names[:i+1], ",") || lease.State().Token == "" {
+			t.Fatalf("order %s after %s (token %q)", got, name, lease.State().Token)
+		}
+		if seats := s.live("go-queue"); len(seats) != 1 || seats[0] != (liveSeat{lease.SessionID(), name}) {
+			t.Fatalf("live %+v", seats)
+		}
+		if ids := s.queuedIDs("go-queue"); strings.Join(ids, ",") != strings.Join(names[i+1:], ",") {
+			t.Fatalf("queue %v after %s", ids, name)
+		}
+		if err := lease.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seats := s.live("go-queue"); len(seats) != 0 {
+		t.Fatalf("live %+v", seats)
+	}
+}
+
+func TestWaitingInLineGivesUpAtTheTimeout(t *testing.T) {
+	s := stack(t)
+	s.license("go-queue-timeout", map[string]any{"seats": 1, "lease_seconds": 30, "policy": map[string]any{"queue": true, "queue_hold_seconds": 3}})
+	client := s.client(seatlease.Options{})
+	ctx := context.Background()
+	held, err := client.Lease(ctx, "go-queue-timeout", seatlease.LeaseOptions{ClientID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	started := time.Now()
+	_, err = client.Lease(ctx, "go-queue-timeout", seatlease.LeaseOptions{ClientID: "b", Wait: true, Timeout: 1500 * time.Millisecond})
+	var refused *seatlease.SeatError
+	if !errors.Is(err, seatlease.ErrSeatWaitTimeout) || !errors.As(err, &refused) || refused.Code != "seat_wait_timeout" {
+		t.Fatal("wait timeout:", err)
+	}
+	if took := time.Since(started); took < 1400*time.Millisecond || took > 5*time.Second {
+		t.Fatal("gave up after", took)
+	}
+	if ids := s.queuedIDs("go-queue-timeout"); strings.Join(ids, ",") != "b" {
+		t.Fatalf("queue %v", ids)
+	}
+	place, err := client.Acquire(ctx, "go-queue-timeout", "c", seatlease.AcquireOptions{Queue: true})
+	if err != nil || !place.Queued || place.Position != 2 || place.Ticket == "" || place.RetryAfterSeconds < 1 || place.SessionID != "" {
+		t.Fatalf("place %+v %v", place, err)
+	}
+}
+
+func TestTypedErrorsOfALicensePolicy(t *testing.T) {
+	s := stack(t)
+	s.license("go-policy", map[string]any{"seats": 3, "lease_seconds": 60, "policy": map[string]any{"max_per_user": 1, "deny_users": []string{"mallory"}}})
+	client := s.client(seatlease.Options{Backoff: 10 * time.Millisecond})
+	ctx := context.Background()
+	ann, err := client.Lease(ctx, "go-policy", seatlease.LeaseOptions{ClientID: "ann-1", User: "ann", Host: "pc-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ann.Close()
+	var refused *seatlease.SeatError
+	_, err = client.Acquire(ctx, "go-policy", "ann-2", seatlease.AcquireOptions{User: "ann"})
+	if !errors.Is(err, seatlease.ErrUserLimitReached) || !errors.Is(err, seatlease.ErrNoSeatsAvailable) || !errors.As(err, &refused) ||
+		refused.Status != 409 || refused.Code != "user_limit_reached" || refused.MaxPerUser() != 1 || refused.Sessions() != 1 || refused.RetryAfterSeconds() < 50 {
+		t.Fatal("user limit:", err)
+	}
+	_, err = client.Lease(ctx, "go-policy", seatlease.LeaseOptions{ClientID: "ann-2", User: "ann", Wait: true, Timeout: 300 * time.Millisecond})
+	if !errors.Is(err, seatlease.ErrSeatWaitTimeout) {
+		t.Fatal("user limit, waiting:", err)
+	}
+	_, err = client.Lease(ctx, "go-policy", seatlease.LeaseOptions{ClientID: "m-1", User: "mallory"})
+	if !errors.Is(err, seatlease.ErrUserDenied) || !errors.Is(err, seatlease.ErrLicenseSuspended) || !errors.As(err, &refused) || refused.Status != 403 || refused.Code != "user_denied" {
+		t.Fatal("user denied:", err)
+	}
+	_, err = client.Acquire(ctx, "go-policy", "x-1", seatlease.AcquireOptions{})
+	if !errors.Is(err, seatlease.ErrInvalidRequest) || errors.Is(err, seatlease.ErrUserDenied) {
+		t.Fatal("no user:", err)
+	}
+	_, err = client.Acquire(ctx, "no-such-license", "y-1", seatlease.AcquireOptions{User: "ann"})
+	if !errors.Is(err, seatlease.ErrLicenseNotFound) || errors.Is(err, seatlease.ErrUserLimitReached) {
+		t.Fatal("unknown license:", err)
+	}
+	if seats := s.live("go-policy"); len(seats) != 1 || seats[0].ClientID != "ann-1" {
+		t.Fatalf("live %+v", seats)
+	}
+}

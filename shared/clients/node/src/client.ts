@@ -48,7 +48,19 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-export interface AcquireOptions extends CallOptions {
+/** Who asks for a seat (FlexNet's user and host names); a license whose policy has a per-user limit, reserved seats or a deny list requires `user`. */
+export interface Identity {
+  user?: string;
+  host?: string;
+}
+
+/** A place in a license's wait queue: `queue: true` asks for one, `ticket` (from a 202) keeps it. */
+export interface QueuePlace {
+  queue?: boolean;
+  ticket?: string;
+}
+
+export interface AcquireOptions extends CallOptions, Identity, QueuePlace {
   leaseSeconds?: number;
   metadata?: Json;
 }
@@ -204,7 +216,9 @@ export class SeatClient {
       signal,
     );
     const reply = SeatClient.decode(url, answer);
-    if (this.verifier) await this.verifier.check(fn, body, reply, answer.status);
+    // A place in the wait queue (202) grants nothing: it carries no token to check.
+    const inLine = answer.status === 202 && reply !== null && typeof reply === "object";
+    if (this.verifier && !inLine) await this.verifier.check(fn, body, reply, answer.status);
     return reply as Json;
   }
 
@@ -253,9 +267,15 @@ export class SeatClient {
 
   // -- plain calls ---------------------------------------------------------------------
 
-  /** POST /acquire (retried); the answer. No heartbeats: see `lease()`. */
+  /**
+   * POST /acquire (retried); the answer. No heartbeats: see `lease()`. `queue: true` on a
+   * full license with a wait queue answers `{queued: true, position, ticket,
+   * retry_after_seconds, ...}` (a 202): call again with that `ticket` after
+   * `retry_after_seconds` to keep the place.
+   */
   acquire(licenseId: string, clientId: string, options: AcquireOptions = {}): Promise<Json> {
-    return this.call("acquire", acquireBody(licenseId, clientId, options.leaseSeconds, options.metadata), options);
+    const { user, host, queue, ticket } = options;
+    return this.call("acquire", acquireBody(licenseId, clientId, options.leaseSeconds, options.metadata, { user, host, queue, ticket }), options);
   }
 
   /** POST /heartbeat (retried); throws `SessionExpired` when the seat is gone. */
@@ -283,7 +303,9 @@ export class SeatClient {
    * Acquire a seat and keep it: heartbeats at the server's interval in the background,
    * a new seat asked for at once when it is lost (410). `close()` the lease to stop and
    * release (or `await using lease = ...`). `wait`: wait for a seat instead of throwing
-   * `NoSeatsAvailable`, for at most `timeoutMs` (`SeatWaitTimeout`).
+   * `NoSeatsAvailable`, for at most `timeoutMs` (`SeatWaitTimeout`); on a license with a
+   * wait queue it waits in line (`queue: true`, keeping its place with the ticket).
+   * `user` and `host`: who asks.
    */
   async lease(licenseId: string, options: LeaseOptions): Promise<Lease> {
     const keeper = new Keeper(this, licenseId, options, (done) => this.#keepers.delete(done));
@@ -324,10 +346,12 @@ export class SeatClient {
   }
 }
 
-export function acquireBody(licenseId: string, clientId: string, leaseSeconds?: number, metadata?: Json): Json {
+/** The acquire body; `fields` (user, host, queue, ticket) are sent when set. */
+export function acquireBody(licenseId: string, clientId: string, leaseSeconds?: number, metadata?: Json, fields: Identity & QueuePlace = {}): Json {
   const body: Json = { license_id: licenseId, client_id: clientId };
   if (leaseSeconds !== undefined) body["lease_seconds"] = leaseSeconds;
   if (metadata !== undefined) body["metadata"] = metadata;
+  for (const [name, value] of Object.entries(fields)) if (value !== undefined) body[name] = value;
   return body;
 }
 

@@ -37,8 +37,10 @@ export class SeatError extends Error {
 export class InvalidRequest extends SeatError {}
 /** 401: the API key is missing, unknown or revoked. */
 export class Unauthenticated extends SeatError {}
-/** 403: the vendor suspended this license. */
+/** 403: the vendor suspended this license (or, as `UserDenied`, refuses this user). */
 export class LicenseSuspended extends SeatError {}
+/** 403 `user_denied`: the license's policy refuses this `user` any seat (its deny list). */
+export class UserDenied extends LicenseSuspended {}
 /** 404: no such license for this API key's tenant. */
 export class LicenseNotFound extends SeatError {}
 
@@ -53,6 +55,20 @@ export class NoSeatsAvailable extends SeatError {
   get retryAfterSeconds(): number {
     const header = this.retryAfterHeader ? Math.trunc(this.retryAfterHeader) : 1;
     return Math.max(1, this.intField("retry_after_seconds", header));
+  }
+}
+
+/**
+ * 409 `user_limit_reached`: this `user` already holds the license's `maxPerUser` live
+ * leases; `retryAfterSeconds` is when the earliest of them ends.
+ */
+export class UserLimitReached extends NoSeatsAvailable {
+  get maxPerUser(): number {
+    return this.intField("max_per_user", 0);
+  }
+  /** The user's live leases on this license. */
+  get sessions(): number {
+    return this.intField("sessions", 0);
   }
 }
 
@@ -117,13 +133,21 @@ const BY_STATUS: Record<number, SeatErrorClass> = {
   504: BackendUnavailable,
 };
 
+/** The codes with a class of their own, beside their status's class. */
+const BY_CODE: Record<string, { status: number; kind: SeatErrorClass }> = {
+  user_limit_reached: { status: 409, kind: UserLimitReached },
+  user_denied: { status: 403, kind: UserDenied },
+};
+
 /** The typed error of an HTTP error answer (a 500 or any other status: a plain `SeatError`). */
 export function errorFromAnswer(status: number, payload: unknown, retryAfterHeader: string | null, statusText: string): SeatError {
   const outer = payload !== null && typeof payload === "object" ? (payload as Record<string, unknown>)["error"] : undefined;
   const error = outer !== null && typeof outer === "object" && !Array.isArray(outer) ? (outer as ErrorBody) : {};
-  const kind = BY_STATUS[status] ?? SeatError;
-  const fallbackCode = kind === BackendUnavailable ? "backend_unavailable" : "http_error";
+  const byStatus = BY_STATUS[status] ?? SeatError;
+  const fallbackCode = byStatus === BackendUnavailable ? "backend_unavailable" : "http_error";
   const code = typeof error["code"] === "string" && error["code"] ? error["code"] : fallbackCode;
+  const own = BY_CODE[code];
+  const kind = own !== undefined && own.status === status ? own.kind : byStatus;
   const message = typeof error["message"] === "string" && error["message"] ? error["message"] : `HTTP ${status} ${statusText}`.trim();
   return new kind(status, code, message, error, parseRetryAfter(retryAfterHeader));
 }

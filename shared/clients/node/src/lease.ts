@@ -3,7 +3,7 @@
  * heartbeat, or one re-acquire while the seat is lost, per step, on a timer).
  */
 
-import type { Json, SeatClient } from "./client.js";
+import type { Identity, Json, QueuePlace, SeatClient } from "./client.js";
 import { acquireBody, sleep } from "./client.js";
 import { BackendUnavailable, NoSeatsAvailable, SeatError, SeatWaitTimeout, SessionExpired } from "./errors.js";
 import { parseTime } from "./time.js";
@@ -11,12 +11,15 @@ import { parseTime } from "./time.js";
 export type OnLost = (lease: Lease, reason: string) => void;
 export type OnRegained = (lease: Lease) => void;
 
-export interface LeaseOptions {
+export interface LeaseOptions extends Identity {
   /** This running copy (acquiring again with it returns the same seat). */
   clientId: string;
   metadata?: Json;
   leaseSeconds?: number;
-  /** Wait for a seat (Retry-After paced) instead of throwing `NoSeatsAvailable`. */
+  /**
+   * Wait for a seat (Retry-After paced) instead of throwing `NoSeatsAvailable`; on a
+   * license with a wait queue, in line (`queue: true`, the place kept with its ticket).
+   */
   wait?: boolean;
   /** With `wait`: give up after this many ms (`SeatWaitTimeout`); default: never. */
   timeoutMs?: number;
@@ -98,6 +101,7 @@ export class Keeper {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private inFlight: Promise<void> | undefined;
   private closing: Promise<void> | undefined;
+  private place: QueuePlace = {}; // queue and ticket while waiting in line
 
   constructor(client: SeatClient, licenseId: string, options: LeaseOptions, forget: (keeper: Keeper) => void) {
     this.client = client;
@@ -107,7 +111,8 @@ export class Keeper {
   }
 
   private body(): Json {
-    return acquireBody(this.lease.licenseId, this.lease.clientId, this.options.leaseSeconds, this.options.metadata);
+    const { user, host } = this.options;
+    return acquireBody(this.lease.licenseId, this.lease.clientId, this.options.leaseSeconds, this.options.metadata, { user, host, ...this.place });
   }
 
   private took(reply: Json, sentAt: number): void {
@@ -118,21 +123,34 @@ export class Keeper {
 
   async acquireFirst(wait: boolean, timeoutMs: number | undefined, signal?: AbortSignal): Promise<void> {
     const giveUp = timeoutMs === undefined ? undefined : performance.now() + timeoutMs;
+    // Waiting asks for a place in line; a license without a queue ignores it.
+    this.place = wait ? { queue: true } : {};
     for (;;) {
       const sentAt = performance.now();
+      let denied: NoSeatsAvailable;
       try {
-        this.took(await this.client.call("acquire", this.body(), { signal }), sentAt);
-        return;
-      } catch (error) {
-        if (!(error instanceof NoSeatsAvailable) || !wait) throw error;
-        const left = giveUp === undefined ? undefined : giveUp - performance.now();
-        if (left !== undefined && left <= 0) {
-          throw new SeatWaitTimeout(error.status, "seat_wait_timeout", `No seat on ${this.lease.licenseId} came free within ${timeoutMs} ms.`, error.body, error.retryAfterHeader);
+        const reply = await this.client.call("acquire", this.body(), { signal });
+        if (reply["queued"] !== true) {
+          this.place = {};
+          this.took(reply, sentAt);
+          return;
         }
-        const pause = this.client.waitPause(error);
-        this.client.log("info", `seatlease: no seat on ${this.lease.licenseId} (${error.seatsUsed}/${error.seatsTotal} in use); retrying in ${Math.round(pause)} ms`);
-        await sleep(left === undefined ? pause : Math.min(pause, left), signal);
+        // A place in line (202): paced like a denial, by its retry_after_seconds.
+        denied = new NoSeatsAvailable(202, "queued", "Waiting in line for a seat.", reply);
+        if (typeof reply["ticket"] === "string") this.place = { queue: true, ticket: reply["ticket"] };
+        this.client.log("info", `seatlease: waiting in line for ${this.lease.licenseId}, position ${String(reply["position"])}`);
+      } catch (error) {
+        if (!(error instanceof NoSeatsAvailable)) throw error;
+        denied = error;
       }
+      if (!wait) throw denied;
+      const left = giveUp === undefined ? undefined : giveUp - performance.now();
+      if (left !== undefined && left <= 0) {
+        throw new SeatWaitTimeout(409, "seat_wait_timeout", `No seat on ${this.lease.licenseId} came free within ${timeoutMs} ms.`, denied.body, denied.retryAfterHeader);
+      }
+      const pause = this.client.waitPause(denied);
+      this.client.log("info", `seatlease: no seat on ${this.lease.licenseId} (${denied.seatsUsed}/${denied.seatsTotal} in use); retrying in ${Math.round(pause)} ms`);
+      await sleep(left === undefined ? pause : Math.min(pause, left), signal);
     }
   }
 

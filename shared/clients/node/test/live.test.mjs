@@ -11,13 +11,17 @@ import { after, test } from "node:test";
 
 import {
   BackendUnavailable,
+  InvalidRequest,
   LicenseNotFound,
+  LicenseSuspended,
   NoSeatsAvailable,
   SeatClient,
   SeatError,
   SeatWaitTimeout,
   TokenError,
   Unauthenticated,
+  UserDenied,
+  UserLimitReached,
 } from "seatlease-client";
 
 const URL_ = process.env.SEATLEASE_TEST_URL;
@@ -34,6 +38,7 @@ async function control(action, body) {
 }
 const license = (license_id, fields = {}) => control("license", { license_id, ...fields });
 const live = async (licenseId) => (await control(`live?license_id=${licenseId}`));
+const queue = async (licenseId) => (await control(`queue?license_id=${licenseId}`));
 const requests = async (path) => (await control("log")).filter((entry) => entry.path === path);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 async function eventually(check, ms, what) {
@@ -184,6 +189,71 @@ test("waiting for a seat gets the one released meanwhile", async () => {
   assert.ok(performance.now() - started >= 450 && first.released);
   assert.deepEqual(await live("node-wait"), [{ session_id: second.sessionId, client_id: "b" }]);
   await second.close();
+});
+
+test("waiting clients on a license with a queue get the seat in the order they joined", async () => {
+  // a hold of 3 s: the queue's retry_after_seconds is at most a third of it
+  await license("node-queue", { seats: 1, lease_seconds: 30, policy: { queue: true, queue_hold_seconds: 3 } });
+  const client = new SeatClient(URL_, KEY, { verify: true, tenantId: "acme" }); // a 202 carries no token
+  const holder = await client.acquire("node-queue", "holder", { user: "hal" });
+  const names = ["w1", "w2", "w3"];
+  const order = [];
+  const waiters = [];
+  for (const [i, name] of names.entries()) {
+    const waiting = client.lease("node-queue", { clientId: name, user: `user-${name}`, host: `pc-${name}`, wait: true, timeoutMs: 30_000 });
+    waiters.push(waiting.then((lease) => (order.push(lease.clientId), lease)));
+    await eventually(async () => (await queue("node-queue")).length === i + 1, 5000, `${name} in line`);
+  }
+  assert.deepEqual(await queue("node-queue"), names.map((n) => ({ client_id: n, user: `user-${n}`, host: `pc-${n}` })));
+  await sleep(2500); // they keep their places: each comes back with its ticket, paced by retry_after_seconds
+  assert.deepEqual((await queue("node-queue")).map((t) => t.client_id), names);
+  const polls = (await requests("/acquire")).filter((entry) => entry.status === 202).length;
+  assert.ok(polls >= 6, `${polls} answers 202`);
+  assert.deepEqual(order, []);
+  await client.release("node-queue", holder.session_id);
+  for (const [i, name] of names.entries()) {
+    const lease = await waiters[i];
+    assert.deepEqual(order, names.slice(0, i + 1));
+    assert.ok(lease.token, "the grant's token verified");
+    assert.deepEqual(await live("node-queue"), [{ session_id: lease.sessionId, client_id: name }]);
+    assert.deepEqual((await queue("node-queue")).map((t) => t.client_id), names.slice(i + 1));
+    await lease.close();
+  }
+  assert.deepEqual(await live("node-queue"), []);
+});
+
+test("waiting in line gives up at the timeout with SeatWaitTimeout", async () => {
+  await license("node-queue-timeout", { seats: 1, lease_seconds: 30, policy: { queue: true, queue_hold_seconds: 3 } });
+  const client = new SeatClient(URL_, KEY);
+  const held = await client.lease("node-queue-timeout", { clientId: "a" });
+  const started = performance.now();
+  await assert.rejects(client.lease("node-queue-timeout", { clientId: "b", wait: true, timeoutMs: 1500 }), (e) => e instanceof SeatWaitTimeout && e.code === "seat_wait_timeout");
+  assert.ok(performance.now() - started >= 1400 && performance.now() - started < 5000);
+  assert.deepEqual((await queue("node-queue-timeout")).map((t) => t.client_id), ["b"]);
+  const plain = await client.acquire("node-queue-timeout", "c", { queue: true });
+  assert.equal(plain.queued, true);
+  assert.equal(plain.position, 2);
+  assert.ok(plain.retry_after_seconds >= 1 && typeof plain.ticket === "string");
+  await held.close();
+});
+
+test("typed errors of a license policy: user_limit_reached, user_denied, user required", async () => {
+  await license("node-policy", { seats: 3, lease_seconds: 60, policy: { max_per_user: 1, deny_users: ["mallory"] } });
+  const client = new SeatClient(URL_, KEY, { backoffMs: 10 });
+  const ann = await client.lease("node-policy", { clientId: "ann-1", user: "ann", host: "pc-1" });
+  await assert.rejects(
+    client.acquire("node-policy", "ann-2", { user: "ann" }),
+    (e) => e instanceof UserLimitReached && e instanceof NoSeatsAvailable && e.status === 409 && e.code === "user_limit_reached" && e.maxPerUser === 1 && e.sessions === 1 && e.retryAfterSeconds >= 50,
+  );
+  await assert.rejects(client.lease("node-policy", { clientId: "ann-2", user: "ann", wait: true, timeoutMs: 300 }), SeatWaitTimeout);
+  await assert.rejects(
+    client.lease("node-policy", { clientId: "m-1", user: "mallory" }),
+    (e) => e instanceof UserDenied && e instanceof LicenseSuspended && e.status === 403 && e.code === "user_denied",
+  );
+  await assert.rejects(client.acquire("node-policy", "x-1"), (e) => e instanceof InvalidRequest && e.status === 400 && !(e instanceof UserDenied));
+  await assert.rejects(client.acquire("no-such-license", "y-1", { user: "ann" }), (e) => e instanceof LicenseNotFound && !(e instanceof UserLimitReached));
+  assert.deepEqual((await live("node-policy")).map((s) => s.client_id), ["ann-1"]);
+  await ann.close();
 });
 
 test("an unreachable URL is a BackendUnavailable after the retries; a keeper that loses the server marks the lease lost", async () => {

@@ -29,6 +29,21 @@ test("a denial's numbers come from the body, then Retry-After", () => {
   assert.equal(new BackendUnavailable(503, "x", "y", {}, 2).retryAfterSeconds, 2);
 });
 
+test("a policy's codes have their own classes, only with their own status", () => {
+  const { errorFromAnswer, UserLimitReached, UserDenied, LicenseSuspended } = seatlease;
+  const over = errorFromAnswer(409, { error: { code: "user_limit_reached", message: "m", max_per_user: 2, sessions: 2, retry_after_seconds: 118 } }, "118", "Conflict");
+  assert.ok(over instanceof UserLimitReached && over instanceof NoSeatsAvailable && over.name === "UserLimitReached");
+  assert.deepEqual([over.maxPerUser, over.sessions, over.retryAfterSeconds, over.code], [2, 2, 118, "user_limit_reached"]);
+  const denied = errorFromAnswer(403, { error: { code: "user_denied", message: "m" } }, null, "Forbidden");
+  assert.ok(denied instanceof UserDenied && denied instanceof LicenseSuspended && denied.status === 403);
+  const suspended = errorFromAnswer(403, { error: { code: "license_suspended", message: "m" } }, null, "Forbidden");
+  assert.ok(suspended instanceof LicenseSuspended && !(suspended instanceof UserDenied));
+  const odd = errorFromAnswer(400, { error: { code: "user_denied", message: "m" } }, null, "Bad Request");
+  assert.ok(odd instanceof seatlease.InvalidRequest && !(odd instanceof UserDenied));
+  const inherited = errorFromAnswer(409, { error: { code: "constructor", message: "m" } }, null, "Conflict");
+  assert.ok(inherited instanceof NoSeatsAvailable && !(inherited instanceof UserLimitReached));
+});
+
 test("pinned keys: a JWK, its x, or a PEM public key give the same raw key", () => {
   const x = "4P6zMz3qNlp82HWLnCvYcqHJfiULC1etRbo2YHystqk";
   const der = Buffer.concat([Buffer.from("302a300506032b6570032100", "hex"), Buffer.from(x, "base64url")]);
