@@ -12,7 +12,9 @@ Starts a private redis-server (loopback, nothing on disk) and, through the seat 
   heartbeats, then acquires, each with a fresh request id) and on small licenses (ten
   replies each: their hashes stay listpacks);
 - the reply store before 2026-11-24 for comparison (a string key per reply, its JSON,
-  with a TTL), written here the way the scripts wrote it.
+  with a TTL), written here the way the scripts wrote it;
+- a queued ticket: ``--tickets`` clients waiting in one full license's queue (metadata
+  ``{"user": ..., "host": ...}``), less their replies and ``queue.joined`` events.
 
 Run: ``python3 bench/redis_memory.py`` (about a minute).
 """
@@ -29,6 +31,7 @@ import time
 from seatlease.engine import SeatEngine
 from seatlease.keys import SHARDS, LicenseKeys, outbox_key
 from seatlease.licenses import LicenseConfig
+from seatlease.policy import LicensePolicy
 from seatlease.redisconn import connect
 from seatlease_cli.procs import start_redis
 
@@ -51,13 +54,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n", 1)[0])
     parser.add_argument("--leases", type=int, default=50_000)
     parser.add_argument("--replies", type=int, default=30_000)
+    parser.add_argument("--tickets", type=int, default=10_000)
     args = parser.parse_args(argv)
     server = start_redis()
     rows: list[tuple[str, float]] = []
     try:
         redis = connect(server.url)
         config = LicenseConfig(seats=1_000_000, lease_seconds=3600, max_lease_seconds=3600)
-        engine = SeatEngine(redis, lambda _tenant, _license: config)
+        queued = LicenseConfig(
+            seats=1, lease_seconds=3600, max_lease_seconds=3600,
+            policy=LicensePolicy(queue=True, queue_ticket_seconds=3600).redis_form(),
+        )  # fmt: skip
+        engine = SeatEngine(
+            redis, lambda _tenant, license_id: queued if license_id == "queued" else config
+        )
         licenses = [f"lic-{n}" for n in range(max(1, args.leases // 100))]
         for license_id in licenses:  # config caches and scripts first
             engine.cache_config("bench", license_id, config)
@@ -106,12 +116,23 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(
             ("reply, before 2026-11-24 (string key)", (used(redis) - before) / args.replies)
         )
+        engine.cache_config("bench", "queued", queued)
+        engine.acquire("bench", "queued", "holder", metadata=METADATA)  # the license is full
+        drop_replies(redis, ["queued"])
+        redis.delete(*(outbox_key(s) for s in range(SHARDS)))
+        before = used(redis)
+        for n in range(args.tickets):
+            engine.acquire(
+                "bench", "queued", f"wait-{n:06d}", user=f"u{n:06d}", host="pc-7", queue=True
+            )
+        drop_replies(redis, ["queued"])
+        redis.delete(*(outbox_key(s) for s in range(SHARDS)))
+        rows.append(("queued ticket (user + host)", (used(redis) - before) / args.tickets))
         redis.close()
     finally:
         server.stop()
     for label, size in rows:
         print(f"  {label:<40} {size:6.0f} B")
-    print("  queued ticket                            measured when the wait queue lands")
     return 0
 
 
