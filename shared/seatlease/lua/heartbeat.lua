@@ -55,6 +55,6 @@ if rec.lg then return remember(reply_key, reply_ttl, {'unknown'}) end
 if rec.b then return remember(reply_key, reply_ttl, {'ok', score, rec.l, now, 1, rec.c}) end
 
 local deadline = now + rec.l
-redis.call('ZADD', k.leases, deadline, sid)
-redis.call('ZADD', k.deadlines, deadline, lk .. '|' .. sid)
+redis.call('ZADD', k.leases, int_arg(deadline), sid)
+redis.call('ZADD', k.deadlines, int_arg(deadline), lk .. '|' .. sid)
 return remember(reply_key, reply_ttl, {'ok', deadline, rec.l, now, 0, rec.c})
