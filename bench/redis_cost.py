@@ -22,8 +22,11 @@ The ratio is server-side and per call (no network, no client):
 ``usec_per_call(evalsha) / usec_per_call(zadd)``; target at most ``--target`` (3.0).
 
 For information it then runs redis-benchmark (50 connections, no pipelining) for ZADD,
-heartbeat and acquire: throughput with network and parsing included, the measure behind
-docs/design.md's "ZADD 81k/s, script 38k/s".
+heartbeat and acquire (a new lease on a license without a policy, no rate limit), and the
+same acquire for a tenant with a rate limit that never refuses (``acquire (rate)``: the
+budget's check runs on every call): throughput with network and parsing included, the
+measure behind docs/design.md's "ZADD 81k/s, script 38k/s". ``--throughput-only`` skips
+the loading and the rounds and runs this part alone.
 
 The breakdown lists the Redis commands each script ran (Redis 7 counts commands called
 from Lua in commandstats too), as calls and microseconds per op; the rest of the EVALSHA
@@ -74,7 +77,10 @@ from seatlease_cli.procs import start_redis
 
 TENANT = "bench"
 HOT = "hot"
-THROUGHPUT = "throughput"  # redis-benchmark's license
+THROUGHPUT = "throughput"  # redis-benchmark's license (no policy)
+TENANT_LIMITED = "benchrl"  # redis-benchmark's rate-limited tenant
+NEVER_REFUSES = 10**9  # calls per second: the check runs, never refuses
+ACQ_FIELD, HB_FIELD = 10, 6  # the reply field's index in acquire's and heartbeat's ARGV
 PROFILED = "profiled"  # the profile's truncated scripts write here, never on HOT
 PER_COLD_LICENSE = 100
 LEASE_SECONDS = 3600  # nothing expires while the benchmark runs
@@ -509,28 +515,48 @@ def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
         print("\nredis-benchmark not found (Debian's redis-tools): throughput skipped")
         return
     fill_license(eng, THROUGHPUT, hot, "t", numbered=True)
+    eng.cache_config(TENANT_LIMITED, THROUGHPUT, load_config(TENANT_LIMITED, THROUGHPUT))
     acquire_sha = eng.redis.script_load(script_source("acquire"))
     heartbeat_sha = eng.redis.script_load(script_source("heartbeat"))
     rand = "__rand_int__"
     # session ids 000000000000..: every heartbeat hits a live lease of the license; every
-    # call has its own request id (__rand_int__), as a real client's calls do.
+    # call has its own reply field, as a real client's calls do (the field is a digest made
+    # in Python, so the placeholder goes in the field itself: with a constant field every
+    # call after the first would be answered from the stored reply). redis-benchmark draws
+    # each __rand_int__ on its own: the heartbeat's field takes two, its session ids being
+    # only --hot of them.
     hb_keys, hb_args = heartbeat_call(TENANT, THROUGHPUT, rand, request_id=f"r{rand}")
     acq_keys, acq_args = acquire_call(
         TENANT, THROUGHPUT, f"c{rand}", metadata_json=META, request_id=f"r{rand}",
         session_id=f"s{rand}", event_prefix=f"p{rand}",
     )  # fmt: skip
+    # the same acquire under a tenant rate limit that never refuses: every call pays the
+    # budget's TIME, GET and SET (one tenant key per shard, so its own tenant here)
+    lim_keys, lim_args = acquire_call(
+        TENANT_LIMITED, THROUGHPUT, f"c{rand}", metadata_json=META, request_id=f"r{rand}",
+        session_id=f"s{rand}", event_prefix=f"p{rand}", rate_limit=NEVER_REFUSES,
+    )  # fmt: skip
+    hb_args[HB_FIELD] = f"h{rand}{rand}"
+    acq_args[ACQ_FIELD] = lim_args[ACQ_FIELD] = f"a{rand}"
     cases = {
         "zadd": (10**9, ["zadd", "bench:tput", rand, f"m{rand}"]),
         "heartbeat": (hot, ["evalsha", heartbeat_sha, str(len(hb_keys)), *hb_keys,
                             *map(str, hb_args)]),
         "acquire (new)": (10**9, ["evalsha", acquire_sha, str(len(acq_keys)), *acq_keys,
                                   *map(str, acq_args)]),
+        "acquire (rate)": (10**9, ["evalsha", acquire_sha, str(len(lim_keys)), *lim_keys,
+                                   *map(str, lim_args)]),
     }  # fmt: skip
+    leases = {t: keys.LicenseKeys.of(t, THROUGHPUT).leases for t in (TENANT, TENANT_LIMITED)}
+    before = {t: eng.redis.zcard(key) for t, key in leases.items()}
     results = {name: redis_benchmark(port, requests, ks, *cmd) for name, (ks, cmd) in cases.items()}
     zadd_rps = results["zadd"][0]
     print(f"\nthroughput, 50 clients, {requests:,} requests each (redis-benchmark; information)")
     for name, (rps, p50) in results.items():
         print(f"  {name:<15}{rps:>10,.0f} req/s  p50 {p50:.3f} ms  ZADD/op {zadd_rps / rps:.2f}x")
+    # the acquires took new leases (not replays, not errors): about one a request
+    new = {t: eng.redis.zcard(key) - before[t] for t, key in leases.items()}
+    print(f"  new leases: {new[TENANT]:,} without a limit, {new[TENANT_LIMITED]:,} with one")
 
 
 # -- step profile (--profile) ------------------------------------------------------------
@@ -677,6 +703,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", type=float, default=3.0)
     parser.add_argument("--profile", action="store_true", help="step-by-step Lua profile")
     parser.add_argument("--max-seconds", type=float, default=240.0, help="bound on loading")
+    parser.add_argument(
+        "--throughput-only", action="store_true", help="only the redis-benchmark phase"
+    )
     parser.add_argument("--strict", action="store_true", help="exit 2 when the target is missed")
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -686,6 +715,11 @@ def main(argv: list[str] | None = None) -> int:
         client = eng.redis
         version = client.info("server")["redis_version"]
         print(f"redis-server {version} on loopback, Python {platform.python_version()}")
+        port = int(server.url.rsplit(":", 1)[1].split("/")[0])
+        if args.throughput_only:
+            throughput(eng, port, args.hot, requests=50_000)
+            client.close()
+            return 0
         print(f"loading {args.total:,} live leases ({args.hot:,} on the hot license) ...")
         hot = fill_license(eng, HOT, args.hot, "client")
         # the policy licenses: as many leases as HOT (one per user), and a full one with
@@ -703,7 +737,6 @@ def main(argv: list[str] | None = None) -> int:
         rounds = [one_round(eng, hot, args.ops, i, policy_hot, waiting) for i in range(args.rounds)]
         ok = report(rounds, args.target)
         ok = report_policy(rounds) and ok
-        port = int(server.url.rsplit(":", 1)[1].split("/")[0])
         throughput(eng, port, args.hot, requests=50_000)
         if args.profile:
             profile(eng, args.hot, reps=7, calls=2000)

@@ -164,7 +164,7 @@ local function drop_ticket(k, client)
 end
 
 local function queue_event(k, a, etype, client, t, now, extra, sid, used)
-  local fields = '"queued_ms":' .. (now - t.j)
+  local fields = '"queued_ms":' .. int_arg(now - t.j)
   if extra then fields = fields .. ',' .. extra end
   emit(k.outbox, a.prefix, now, {type = etype, tenant_id = a.tenant, license_id = a.license,
     session_id = sid, client_id = client, seats_used = used, seats_total = a.seats},
@@ -174,7 +174,8 @@ end
 -- Tickets whose time ran out (not renewed, or a held seat not taken) leave the queue.
 local function prune_tickets(S, a, limit)
   local k, now = S.k, S.now
-  local gone = redis.call('ZRANGEBYSCORE', k.tdl, '-inf', now, 'LIMIT', 0, limit)
+  local gone = redis.call('ZRANGEBYSCORE', k.tdl, '-inf', int_arg(now), 'LIMIT', '0',
+    int_arg(limit))
   for _, client in ipairs(gone) do
     local raw = redis.call('HGET', k.tickets, client)
     drop_ticket(k, client)
@@ -212,7 +213,7 @@ local function serve_queue(S, client, user)
         if not t.o then
           t.o = S.now
           redis.call('HSET', k.tickets, c, cjson.encode(t))
-          redis.call('ZADD', k.tdl, math.min(t.e, S.now + S.P.qh), c)
+          redis.call('ZADD', k.tdl, int_arg(math.min(t.e, S.now + S.P.qh)), c)
         end
       end
     end
@@ -226,8 +227,8 @@ end
 -- user cannot take). Looks at the first 20; past them, the 20th deadline (a lower bound).
 local function retry_ms_for(S, user)
   local k, now = S.k, S.now
-  local first = redis.call('ZRANGEBYSCORE', k.leases, '(' .. now, '+inf', 'WITHSCORES',
-    'LIMIT', 0, 20)
+  local first = redis.call('ZRANGEBYSCORE', k.leases, '(' .. int_arg(now), '+inf',
+    'WITHSCORES', 'LIMIT', '0', '20')
   if #first == 0 then return 1000 end
   if S.P.rtotal == 0 then return tonumber(first[2]) - now end
   local mine = {}
@@ -273,20 +274,20 @@ local function policy_decide(S, a)
     if t then  -- a renewal: its place is kept; a seat held for it that is gone is not
       t.e, t.o, t.u = now + P.qt, nil, a.user
       redis.call('HSET', k.tickets, a.client, cjson.encode(t))
-      redis.call('ZADD', k.tdl, t.e, a.client)
+      redis.call('ZADD', k.tdl, int_arg(t.e), a.client)
     else
       local seq = redis.call('HINCRBY', k.users, 'qseq', 1)
       t = {t = a.new_ticket, u = a.user, j = now, e = now + P.qt, m = a.meta}
-      redis.call('ZADD', k.queue, seq, a.client)
+      redis.call('ZADD', k.queue, int_arg(seq), a.client)
       redis.call('HSET', k.tickets, a.client, cjson.encode(t))
-      redis.call('ZADD', k.tdl, t.e, a.client)
+      redis.call('ZADD', k.tdl, int_arg(t.e), a.client)
       queue_event(k, a, 'queue.joined', a.client, t, now, nil, nil, S.used0)
     end
     -- Come back well within the hold, and before the ticket runs out; sooner only if a
     -- lease ends sooner (the earliest one bounds them all: no need to look further).
     local retry = math.min(math.floor(P.qt / 3), math.floor(P.qh / 3))
-    local first = redis.call('ZRANGEBYSCORE', k.leases, '(' .. now, '+inf', 'WITHSCORES',
-      'LIMIT', 0, 1)
+    local first = redis.call('ZRANGEBYSCORE', k.leases, '(' .. int_arg(now), '+inf',
+      'WITHSCORES', 'LIMIT', '0', '1')
     if #first > 0 and tonumber(first[2]) - now < retry then
       retry = math.min(retry, retry_ms_for(S, a.user))
     end

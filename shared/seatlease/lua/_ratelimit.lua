@@ -28,6 +28,6 @@ local function rate_limited(key, per_second)
   tat = tat + interval
   -- pcall: when Redis is full (noeviction) this write is refused, and the call goes on
   -- uncounted; its own writes then decide (an acquire is refused, a release still frees).
-  redis.pcall('SET', key, tat, 'PX', math.ceil(tat - now))
+  redis.pcall('SET', key, int_arg(tat), 'PX', int_arg(math.ceil(tat - now)))
   return nil
 end

@@ -93,8 +93,9 @@ if held then
     rec.lg = nil
     rec.l = lease_ms
     redis.call('HSET', k.sessions, held, cjson.encode(rec))
-    redis.call('ZADD', k.leases, deadline, held)
-    redis.call('ZADD', k.deadlines, deadline, lk .. '|' .. held)
+    local deadline_text = int_arg(deadline)
+    redis.call('ZADD', k.leases, deadline_text, held)
+    redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. held)
     if etype then
       emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
         session_id = held, client_id = client, seats_used = used, seats_total = cfg.seats}, rec.m)
@@ -128,8 +129,8 @@ elseif used >= cfg.limit then
   -- Denials are counters (one field per license), not events: a retry storm cannot grow
   -- Redis. The reaper turns them into lease.denied events.
   redis.call('HINCRBY', k.denials, lk, 1)
-  local first = redis.call('ZRANGEBYSCORE', k.leases, '(' .. now, '+inf', 'WITHSCORES',
-    'LIMIT', 0, 1)
+  local first = redis.call('ZRANGEBYSCORE', k.leases, '(' .. int_arg(now), '+inf',
+    'WITHSCORES', 'LIMIT', '0', '1')
   local retry_ms = 1000
   if #first > 0 then retry_ms = tonumber(first[2]) - now end
   return remember(reply_key, reply_ttl, {'denied', used, cfg.seats, cfg.limit, retry_ms})
@@ -149,10 +150,11 @@ if grant then
       'queue.granted', client, grant.ticket, now, nil, new_sid, used + 1)
   end
 end
-redis.call('ZADD', k.leases, deadline, new_sid)
+local deadline_text = int_arg(deadline)
+redis.call('ZADD', k.leases, deadline_text, new_sid)
 redis.call('HSET', k.sessions, new_sid, cjson.encode(rec))
 redis.call('HSET', k.clients, client, new_sid)
-redis.call('ZADD', k.deadlines, deadline, lk .. '|' .. new_sid)
+redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. new_sid)
 emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
   session_id = new_sid, client_id = client, seats_used = used + 1, seats_total = cfg.seats}, meta)
 return remember(reply_key, reply_ttl,

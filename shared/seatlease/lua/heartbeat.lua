@@ -55,6 +55,7 @@ if rec.lg then return remember(reply_key, reply_ttl, {'unknown'}) end
 if rec.b then return remember(reply_key, reply_ttl, {'ok', score, rec.l, now, 1, rec.c}) end
 
 local deadline = now + rec.l
-redis.call('ZADD', k.leases, deadline, sid)
-redis.call('ZADD', k.deadlines, deadline, lk .. '|' .. sid)
+local deadline_text = int_arg(deadline)
+redis.call('ZADD', k.leases, deadline_text, sid)
+redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
 return remember(reply_key, reply_ttl, {'ok', deadline, rec.l, now, 0, rec.c})

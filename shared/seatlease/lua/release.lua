@@ -50,8 +50,9 @@ if score and score > now then
     local deadline = now + cfg.linger_ms
     rec.lg = 1
     redis.call('HSET', k.sessions, sid, cjson.encode(rec))
-    redis.call('ZADD', k.leases, deadline, sid)
-    redis.call('ZADD', k.deadlines, deadline, lk .. '|' .. sid)
+    local deadline_text = int_arg(deadline)
+    redis.call('ZADD', k.leases, deadline_text, sid)
+    redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
     local used = live_count(k.leases, now)
     emit(k.outbox, prefix, now, {type = 'lease.lingering', tenant_id = tenant,
       license_id = license, session_id = sid, client_id = rec.c, seats_used = used,
