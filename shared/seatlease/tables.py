@@ -107,6 +107,28 @@ lease_events = Table(
     Index("ix_lease_events_license_time", "tenant_id", "license_id", "occurred_at"),
 )
 
+
+def _period_counters() -> list[Column]:
+    """The counters of one license's period (hour or minute) that the usage rollups keep:
+    the same in both tables (seatlease.rollups explains each and why they commute).
+    A function, not a list: a Column belongs to one table."""
+    return [
+        Column("acquired", Integer, nullable=False, server_default="0"),
+        Column("borrowed", Integer, nullable=False, server_default="0"),  # hourly: 0005
+        Column("released", Integer, nullable=False, server_default="0"),
+        Column("reclaimed", Integer, nullable=False, server_default="0"),
+        Column("revoked", Integer, nullable=False, server_default="0"),
+        Column("denials", BigInteger, nullable=False, server_default="0"),
+        Column("net", Integer, nullable=False, server_default="0"),
+        Column("dsec_ms", BigInteger, nullable=False, server_default="0"),
+        Column("max_used", Integer, nullable=True),
+        Column("last_at", DateTime(timezone=True), nullable=True),
+        Column("last_id", String(64), nullable=True),
+        Column("last_used", Integer, nullable=True),
+        Column("last_total", Integer, nullable=True),
+    ]
+
+
 # Per license and UTC hour: what the usage reports read (seatlease.rollups explains each
 # column and why they commute). Outlives the raw events (``seatlease audit prune``).
 usage_rollups = Table(
@@ -115,19 +137,7 @@ usage_rollups = Table(
     Column("tenant_id", ID, primary_key=True),
     Column("license_id", ID, primary_key=True),
     Column("hour", DateTime(timezone=True), primary_key=True),
-    Column("acquired", Integer, nullable=False, server_default="0"),
-    Column("borrowed", Integer, nullable=False, server_default="0"),  # migration 0005
-    Column("released", Integer, nullable=False, server_default="0"),
-    Column("reclaimed", Integer, nullable=False, server_default="0"),
-    Column("revoked", Integer, nullable=False, server_default="0"),
-    Column("denials", BigInteger, nullable=False, server_default="0"),
-    Column("net", Integer, nullable=False, server_default="0"),
-    Column("dsec_ms", BigInteger, nullable=False, server_default="0"),
-    Column("max_used", Integer, nullable=True),
-    Column("last_at", DateTime(timezone=True), nullable=True),
-    Column("last_id", String(64), nullable=True),
-    Column("last_used", Integer, nullable=True),
-    Column("last_total", Integer, nullable=True),
+    *_period_counters(),
 )
 
 # The same per license and UTC minute (migration 0008), for minute periods: kept
@@ -138,19 +148,7 @@ usage_minute_rollups = Table(
     Column("tenant_id", ID, primary_key=True),
     Column("license_id", ID, primary_key=True),
     Column("minute", DateTime(timezone=True), primary_key=True),
-    Column("acquired", Integer, nullable=False, server_default="0"),
-    Column("borrowed", Integer, nullable=False, server_default="0"),
-    Column("released", Integer, nullable=False, server_default="0"),
-    Column("reclaimed", Integer, nullable=False, server_default="0"),
-    Column("revoked", Integer, nullable=False, server_default="0"),
-    Column("denials", BigInteger, nullable=False, server_default="0"),
-    Column("net", Integer, nullable=False, server_default="0"),
-    Column("dsec_ms", BigInteger, nullable=False, server_default="0"),
-    Column("max_used", Integer, nullable=True),
-    Column("last_at", DateTime(timezone=True), nullable=True),
-    Column("last_id", String(64), nullable=True),
-    Column("last_used", Integer, nullable=True),
-    Column("last_total", Integer, nullable=True),
+    *_period_counters(),
 )
 
 # Per license, client and UTC day of acquisition: leases acquired, and of those the ones
