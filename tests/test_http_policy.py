@@ -49,6 +49,8 @@ def test_queue_over_http_is_202_with_a_ticket(acme: Tenant) -> None:
     body = queued.get_json()
     assert body["queued"] is True and body["position"] == 1
     assert body["retry_after_seconds"] >= 1 and body["ticket"]
+    # the header says the same as the body, as on a 409 or a 429
+    assert queued.headers["Retry-After"] == str(body["retry_after_seconds"])
     assert set(body) >= {"queued", "position", "ticket", "retry_after_seconds"}
     assert release(acme, lic, held["session_id"]).status_code == 200
     granted = acquire(acme, lic, "w", queue=True, ticket=body["ticket"], user="wendy")

@@ -3,7 +3,8 @@ validation, authentication, the mapping of every domain error to a status, code 
 and the per-request log line.
 
 A function's entry point is ``@endpoint(name, Model)`` around a handler that gets the
-call and the validated body and returns ``(status, body)``; the handler raises domain
+call and the validated body and returns ``(status, body)`` (or ``(status, body,
+headers)``); the handler raises domain
 errors (``seatlease.errors``), never HTTP ones. Every failure becomes
 ``{"error": {"code", "message", ...}}`` with the right status; nothing escapes as a 500
 with a stack trace. The options cover the functions that are not the client API: the
@@ -387,7 +388,8 @@ def client_log_line(call: Call, status: int) -> tuple[str, str]:
     return severity, f"{call.function} {status} {call.log.get('outcome', '')}".strip()
 
 
-Handler = Callable[[Call, Any], tuple[int, dict[str, Any]]]
+# A handler returns (status, body) or (status, body, headers).
+Handler = Callable[[Call, Any], tuple[Any, ...]]
 
 
 def _leave_the_rest_unread(request: Request) -> None:
@@ -455,7 +457,9 @@ def endpoint(
                         call.log["license_id"] = getattr(parsed, "license_id", None)
                 elif authenticate:
                     _identify(call, request, scope)
-                status, body = handler(call, parsed)
+                status, body, *extra = handler(call, parsed)
+                if extra:
+                    headers = extra[0]
             except Exception as exc:  # every failure becomes a contract error body
                 try:
                     error = to_api_error(exc)
