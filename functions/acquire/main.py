@@ -43,16 +43,20 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
     if isinstance(lease, QueuePlace):  # a full license with a queue: a place in line
         call.log.update(outcome="queued", position=lease.position)
         retry_after = {"Retry-After": str(lease.retry_after_seconds)}  # as for 409 and 429
-        return 202, {
-            "queued": True,
-            "license_id": lease.license_id,
-            "client_id": lease.client_id,
-            "position": lease.position,
-            "ticket": lease.ticket,
-            "retry_after_seconds": lease.retry_after_seconds,
-            "seats_used": lease.seats_used,
-            "seats_total": lease.seats_total,
-        }, retry_after
+        return (
+            202,
+            {
+                "queued": True,
+                "license_id": lease.license_id,
+                "client_id": lease.client_id,
+                "position": lease.position,
+                "ticket": lease.ticket,
+                "retry_after_seconds": lease.retry_after_seconds,
+                "seats_used": lease.seats_used,
+                "seats_total": lease.seats_total,
+            },
+            retry_after,
+        )
     call.log.update(
         outcome="acquired" if lease.created else "renewed",
         seats_used=lease.seats_used,
