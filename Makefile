@@ -39,7 +39,7 @@ test: lint browser
 # The portal's page is tested in a real browser (tests/test_portal_browser.py): Debian's
 # chromium and chromium-driver, installed here when missing (apt-get, as root). Where they
 # cannot be installed (not root, no package mirror) this says so and the browser test
-# skips with the same message; everything else still runs.
+# skips with the same message outside CI (with CI set it fails: CI must run it).
 browser:
 	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
