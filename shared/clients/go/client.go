@@ -47,7 +47,8 @@ type Options struct {
 	PinnedKeys []any
 	// TenantID: the tenant expected in the tokens' aud.
 	TenantID string
-	// TokenLeeway: clock difference allowed on the tokens' times (default a minute).
+	// TokenLeeway: clock difference allowed on the tokens' times (default a minute;
+	// negative: none, as VerifierOptions.Leeway).
 	TokenLeeway time.Duration
 	// JWKSURL: the deployment's keys (default <baseURL>/keys).
 	JWKSURL string
@@ -130,7 +131,7 @@ func New(baseURL, apiKey string, options Options) (*Client, error) {
 	}{
 		{&options.Timeout, 10 * time.Second}, {&options.Backoff, 500 * time.Millisecond},
 		{&options.MaxBackoff, 30 * time.Second}, {&options.MaxWaitPoll, 30 * time.Second},
-		{&options.ReleaseTimeout, 5 * time.Second}, {&options.TokenLeeway, time.Minute},
+		{&options.ReleaseTimeout, 5 * time.Second},
 	}
 	for _, d := range defaults {
 		if *d.value <= 0 {
