@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from client_harness import ClientStack, client_stack
 from http_support import Tenant, new_tenant
 from procs import start_postgres, start_redis_cluster
 from sqlalchemy import create_engine, text
@@ -264,3 +265,11 @@ def seat_engine(request: pytest.FixtureRequest, configs: ConfigTable) -> Iterato
     client.flushall()
     yield SeatEngine(client, configs)
     client.close()
+
+
+@pytest.fixture
+def client_functions(redis_url: str, database_url: str) -> Iterator[ClientStack]:
+    """The functions served over HTTP on this test's Redis and database, with the test
+    controls the Node and Go clients' suites drive (tests/client_harness.py)."""
+    with client_stack() as served:
+        yield served

@@ -13,11 +13,9 @@ import re
 import shutil
 import subprocess
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_harness import ClientStack, client_stack
 from http_support import post_json
 
 from seatlease_client import SeatClient
@@ -55,17 +53,11 @@ def go_tool() -> str:
     return found
 
 
-@pytest.fixture
-def stack(redis_url: str, database_url: str) -> Iterator[ClientStack]:
-    with client_stack() as served:
-        yield served
-
-
-def test_the_go_client_passes_its_tests_with_race_detection(go_tool, stack):
-    result = go(["test", "-race", "-count=1", "-v", "./..."], stack.env())
+def test_the_go_client_passes_its_tests_with_race_detection(go_tool, client_functions):
+    result = go(["test", "-race", "-count=1", "-v", "./..."], client_functions.env())
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-8000:]
-    assert "--- SKIP" not in output, output  # the live tests ran against the stack
+    assert "--- SKIP" not in output, output  # the live tests ran against the client_functions
     passed = re.findall(r"--- PASS: (\S+)", output)
     assert len([name for name in passed if name.startswith("TestEveryVector/")]) >= 30
     for name in (
@@ -86,10 +78,20 @@ def test_the_go_client_passes_its_tests_with_race_detection(go_tool, stack):
         assert name in passed, output[-4000:]
 
 
-def test_the_go_hold_example_holds_a_verified_seat_until_stdin_closes(go_tool, stack):
-    post_json(f"{stack.url}/_test/license", {"license_id": "go-hold", "lease_seconds": 2})
+def test_the_go_hold_example_holds_a_verified_seat_until_stdin_closes(go_tool, client_functions):
+    post_json(
+        f"{client_functions.url}/_test/license", {"license_id": "go-hold", "lease_seconds": 2}
+    )
     example = subprocess.Popen(
-        ["go", "run", "./examples/hold", stack.url, stack.api_key, "go-hold", "pc-1"],
+        [
+            "go",
+            "run",
+            "./examples/hold",
+            client_functions.url,
+            client_functions.api_key,
+            "go-hold",
+            "pc-1",
+        ],
         cwd=GO_DIR,
         env=offline_env(),
         stdin=subprocess.PIPE,
@@ -102,14 +104,14 @@ def test_the_go_hold_example_holds_a_verified_seat_until_stdin_closes(go_tool, s
         line = json.loads(example.stdout.readline() or "{}")
         assert set(line) == {"session_id", "seats_used", "verified"}, line
         assert (line["seats_used"], line["verified"]) == (1, True)
-        _, live = post_json(f"{stack.url}/_test/live?license_id=go-hold", {})
+        _, live = post_json(f"{client_functions.url}/_test/live?license_id=go-hold", {})
         assert live == [{"session_id": line["session_id"], "client_id": "pc-1"}]
         example.stdin.close()
         assert example.wait(timeout=60) == 0, example.stderr.read() if example.stderr else ""
     finally:
         example.kill()
         example.wait()
-    _, live = post_json(f"{stack.url}/_test/live?license_id=go-hold", {})
+    _, live = post_json(f"{client_functions.url}/_test/live?license_id=go-hold", {})
     assert live == []
 
 
@@ -126,14 +128,18 @@ def test_the_go_module_builds_without_network_and_needs_nothing_but_the_standard
     assert not (GO_DIR / "go.sum").exists()
 
 
-def test_a_seat_borrowed_by_the_python_client_loads_in_the_go_client(go_tool, stack, tmp_path):
+def test_a_seat_borrowed_by_the_python_client_loads_in_the_go_client(
+    go_tool, client_functions, tmp_path
+):
     post_json(
-        f"{stack.url}/_test/license",
+        f"{client_functions.url}/_test/license",
         {"license_id": "go-shared-borrow", "max_borrow_seconds": 86400},
     )
-    with urllib.request.urlopen(f"{stack.url}/keys", timeout=10) as answer:
+    with urllib.request.urlopen(f"{client_functions.url}/keys", timeout=10) as answer:
         pinned = [key["x"] for key in json.load(answer)["keys"]]
-    python_client = SeatClient(stack.url, stack.api_key, pinned_keys=pinned, tenant_id="acme")
+    python_client = SeatClient(
+        client_functions.url, client_functions.api_key, pinned_keys=pinned, tenant_id="acme"
+    )
     seat = python_client.borrow("go-shared-borrow", "laptop", 3600, path=tmp_path / "seat.json")
     # A product's module using the client from this checkout (replace: no network).
     product = tmp_path / "product"

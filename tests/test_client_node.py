@@ -11,11 +11,9 @@ import shutil
 import subprocess
 import tarfile
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_harness import ClientStack, client_stack
 from http_support import post_json
 
 from seatlease_client import SeatClient
@@ -47,14 +45,12 @@ def node_package() -> Path:
     return NODE_DIR
 
 
-@pytest.fixture
-def stack(redis_url: str, database_url: str) -> Iterator[ClientStack]:
-    with client_stack() as served:
-        yield served
-
-
-def test_the_node_client_passes_its_tests_against_the_served_functions(node_package, stack):
-    result = run(["node", "--test", "--test-concurrency=1", "test/"], env=stack.env(), timeout=240)
+def test_the_node_client_passes_its_tests_against_the_served_functions(
+    node_package, client_functions
+):
+    result = run(
+        ["node", "--test", "--test-concurrency=1", "test/"], env=client_functions.env(), timeout=240
+    )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     summary = dict(
         line[2:].split(" ", 1) for line in result.stdout.splitlines() if line.startswith("# ")
@@ -63,10 +59,21 @@ def test_the_node_client_passes_its_tests_against_the_served_functions(node_pack
     assert int(summary["pass"]) >= 40, summary  # every vector and every life-cycle test ran
 
 
-def test_the_node_hold_example_holds_a_verified_seat_until_stdin_closes(node_package, stack):
-    post_json(f"{stack.url}/_test/license", {"license_id": "node-hold", "lease_seconds": 2})
+def test_the_node_hold_example_holds_a_verified_seat_until_stdin_closes(
+    node_package, client_functions
+):
+    post_json(
+        f"{client_functions.url}/_test/license", {"license_id": "node-hold", "lease_seconds": 2}
+    )
     example = subprocess.Popen(
-        ["node", "examples/hold.mjs", stack.url, stack.api_key, "node-hold", "pc-1"],
+        [
+            "node",
+            "examples/hold.mjs",
+            client_functions.url,
+            client_functions.api_key,
+            "node-hold",
+            "pc-1",
+        ],
         cwd=NODE_DIR,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -78,14 +85,14 @@ def test_the_node_hold_example_holds_a_verified_seat_until_stdin_closes(node_pac
         line = json.loads(example.stdout.readline())
         assert set(line) == {"session_id", "seats_used", "verified"}
         assert (line["seats_used"], line["verified"]) == (1, True)
-        _, live = post_json(f"{stack.url}/_test/live?license_id=node-hold", {})
+        _, live = post_json(f"{client_functions.url}/_test/live?license_id=node-hold", {})
         assert live == [{"session_id": line["session_id"], "client_id": "pc-1"}]
         example.stdin.close()
         assert example.wait(timeout=20) == 0, example.stderr.read() if example.stderr else ""
     finally:
         example.kill()
         example.wait()
-    _, live = post_json(f"{stack.url}/_test/live?license_id=node-hold", {})
+    _, live = post_json(f"{client_functions.url}/_test/live?license_id=node-hold", {})
     assert live == []
 
 
@@ -117,15 +124,17 @@ def test_npm_pack_makes_a_package_without_runtime_dependencies(node_package, tmp
 
 
 def test_a_seat_borrowed_by_the_python_client_loads_in_the_node_client(
-    node_package, stack, tmp_path
+    node_package, client_functions, tmp_path
 ):
     post_json(
-        f"{stack.url}/_test/license",
+        f"{client_functions.url}/_test/license",
         {"license_id": "node-shared-borrow", "max_borrow_seconds": 86400},
     )
-    with urllib.request.urlopen(f"{stack.url}/keys", timeout=10) as answer:
+    with urllib.request.urlopen(f"{client_functions.url}/keys", timeout=10) as answer:
         pinned = [key["x"] for key in json.load(answer)["keys"]]
-    python_client = SeatClient(stack.url, stack.api_key, pinned_keys=pinned, tenant_id="acme")
+    python_client = SeatClient(
+        client_functions.url, client_functions.api_key, pinned_keys=pinned, tenant_id="acme"
+    )
     seat = python_client.borrow("node-shared-borrow", "laptop", 3600, path=tmp_path / "seat.json")
     script = (
         "import { SeatClient } from 'seatlease-client';"
@@ -136,7 +145,15 @@ def test_a_seat_borrowed_by_the_python_client_loads_in_the_node_client(
         "console.log(JSON.stringify({ session: seat.sessionId, left: seat.secondsLeft }));"
     )
     path = str(tmp_path / "seat.json")
-    args = ["node", "--input-type=module", "-e", script, stack.url, stack.api_key, path]
+    args = [
+        "node",
+        "--input-type=module",
+        "-e",
+        script,
+        client_functions.url,
+        client_functions.api_key,
+        path,
+    ]
     loaded = run([*args, ",".join(pinned)])
     assert loaded.returncode == 0, loaded.stderr
     answer = json.loads(loaded.stdout)
