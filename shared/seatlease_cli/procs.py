@@ -107,6 +107,10 @@ class Proc:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+            # The leader is gone; a child of its group may still hold the port for a
+            # moment (the emulator's JVM under gcloud's wrapper): when halt returns, the
+            # whole group is gone and its ports are free.
+            _wait_group_gone(proc.pid, timeout=10)
 
     def restart(self) -> None:
         """End what is left of the processes and start them again (same port, same files)."""
@@ -119,6 +123,32 @@ class Proc:
         self.halt()
         if self.workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a process of the group runs as another user: still there
+        return True
+    return True
+
+
+def _wait_group_gone(pgid: int, timeout: float) -> None:
+    """Wait until no process of group ``pgid`` is left; SIGKILL what is after ``timeout``
+    (and wait as long again for that, at most)."""
+    for sig in (None, signal.SIGKILL):
+        if sig is not None:
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not _group_alive(pgid):
+                return
+            time.sleep(0.02)
 
 
 def spawn(
