@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import glob
 import hashlib
 import importlib.util
 import json
@@ -82,6 +83,23 @@ def run(python: str, code: str, cwd: Path, env: dict[str, str]) -> tuple[float, 
     return _children_cpu() - cpu, elapsed, proc.stdout
 
 
+# The functions' runtime (terraform/modules/functions: runtime = "python312"): the archives
+# are measured on it when it is installed here.
+RUNTIME_PYTHON = "python3.12"
+
+
+def runtime_python() -> str:
+    """The functions' runtime Python when one runs here (on PATH, or a pyenv version),
+    else this interpreter."""
+    candidates = [shutil.which(RUNTIME_PYTHON)]
+    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12")))
+    for candidate in filter(None, candidates):
+        probe = subprocess.run([candidate, "-c", "pass"], capture_output=True, check=False)
+        if probe.returncode == 0:
+            return candidate
+    return sys.executable
+
+
 def _builder():
     path = ROOT / "tools" / "build_function_source.py"
     spec = importlib.util.spec_from_file_location("build_function_source", path)
@@ -90,16 +108,21 @@ def _builder():
     return module
 
 
-def environment(requirements: bytes) -> str:
-    """The Python of a virtualenv holding exactly ``requirements`` (a hashed lock),
-    made once and kept under .bench/cold_import/ by the lock's sha256."""
-    venv = CACHE / hashlib.sha256(requirements).hexdigest()[:16]
+def environment(requirements: bytes, base_python: str) -> str:
+    """The Python of a virtualenv of ``base_python`` holding exactly ``requirements`` (a
+    hashed lock), made once and kept under .bench/cold_import/ by the lock's sha256 and
+    the interpreter's version."""
+    version = subprocess.run(
+        [base_python, "-c", "import sys; print(sys.version.split()[0])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    venv = CACHE / (hashlib.sha256(requirements).hexdigest()[:16] + f"-py{version}")
     python = venv / "bin" / "python"
     if (venv / "complete").is_file():
         return str(python)
     shutil.rmtree(venv, ignore_errors=True)
     print(f"installing the lock into {venv.relative_to(ROOT)} (once)", flush=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([base_python, "-m", "venv", str(venv)], check=True)
     (venv / "requirements.txt").write_bytes(requirements)
     subprocess.run(
         [str(python), "-m", "pip", "install", "-qq", "--disable-pip-version-check",
@@ -110,14 +133,16 @@ def environment(requirements: bytes) -> str:
     return str(python)
 
 
-def deployed(names: tuple[str, ...], into: Path, lock: Path | None) -> dict[str, tuple[str, Path]]:
+def deployed(
+    names: tuple[str, ...], into: Path, lock: Path | None, base_python: str
+) -> dict[str, tuple[str, Path]]:
     """Function -> (Python, folder): each archive unpacked, on its own lock's virtualenv."""
     builder, cases = _builder(), {}
     for name in names:
         with zipfile.ZipFile(builder.build(name, into / "dist")) as zf:
             zf.extractall(into / name)
             requirements = lock.read_bytes() if lock else zf.read("requirements.txt")
-        cases[name] = (environment(requirements), into / name)
+        cases[name] = (environment(requirements, base_python), into / name)
     return cases
 
 
@@ -137,6 +162,12 @@ def main() -> int:
         help="each archive on a virtualenv of its lock, or the folders on this venv",
     )
     parser.add_argument("--lock", type=Path, help="install this lock instead of the archive's")
+    parser.add_argument(
+        "--python",
+        default=None,
+        help=f"the interpreter of the archives' virtualenvs (default {RUNTIME_PYTHON}, the "
+        "functions' runtime in Terraform, when installed; else this one)",
+    )
     parser.add_argument("--strict", action="store_true", help="exit 2 when the target is missed")
     args = parser.parse_args()
 
@@ -149,7 +180,7 @@ def main() -> int:
         if args.environment == "dev":
             cases = {name: (sys.executable, ROOT / "functions" / name) for name in FUNCTIONS}
         else:
-            cases = deployed(FUNCTIONS, Path(tmp), args.lock)
+            cases = deployed(FUNCTIONS, Path(tmp), args.lock, args.python or runtime_python())
         return measure(cases, env, args)
 
 
@@ -184,7 +215,8 @@ def measure(cases: dict[str, tuple[str, Path]], env: dict[str, str], args) -> in
             wall[name].append(elapsed)
     base = statistics.median(cpu["functions_framework"])
     base_wall = statistics.median(wall["functions_framework"])
-    python_version = sys.version.split()[0]
+    python_version = run(python, "import sys; print(sys.version.split()[0])", folder, env)[2]
+    python_version = python_version.strip().splitlines()[-1]
     where = "this checkout's venv" if args.environment == "dev" else "each archive's lock"
     if args.lock:
         where = f"{args.lock.name} for every function"
