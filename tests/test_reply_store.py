@@ -20,7 +20,7 @@ from seatlease_client import BackendUnavailable, SeatClient
 
 ROUND_TRIP = """
 local slot = reply_slot(KEYS[1], KEYS[2], ARGV[1])
-remember(slot, ARGV[2], cjson.decode(ARGV[3]))
+remember(slot, ARGV[2], now_ms(), cjson.decode(ARGV[3]))
 return cjson.encode(replay(slot))
 """
 

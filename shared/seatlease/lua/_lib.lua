@@ -203,9 +203,13 @@ local function replay(slot)
   return nil
 end
 
-local function remember(slot, ttl_ms, reply)
+-- `now`: the call's server time (ms), read once by the script (a second TIME here cost a
+-- redis.call a call). The reply's generation is the one of `now`, so it lives more than
+-- `ttl` from the call's own time, which a repeat of the call follows (it comes within
+-- `ttl` of the first send), and at most 2 x `ttl`.
+local function remember(slot, ttl_ms, now, reply)
   local ttl = tonumber(ttl_ms)
-  local generation = math.floor(now_ms() / ttl)
+  local generation = math.floor(now / ttl)
   local hash = slot[generation % 2 + 1]
   redis.call('HSET', hash, slot[3], pack_reply(reply))
   redis.call('PEXPIREAT', hash, int_arg((generation + 2) * ttl))
