@@ -64,6 +64,7 @@ local is_borrow = 0
 if borrow > 0 then is_borrow = 1 end
 local P = nil
 if cfg.policy then
+  define_policy()
   P = cjson.decode(cfg.policy)
   if P.needs_user == 1 and user == '' then return {'user_required'} end
   if user ~= '' and user_facts(k.cfg, user).denied then return {'user_denied'} end
