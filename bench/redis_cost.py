@@ -79,6 +79,8 @@ TENANT = "bench"
 HOT = "hot"
 THROUGHPUT = "throughput"  # redis-benchmark's license (no policy)
 TENANT_LIMITED = "benchrl"  # redis-benchmark's rate-limited tenant
+FLOOR = "floor"  # the commands' floor row's license (never THROUGHPUT's keys)
+THROUGHPUT_TARGET = 2.5  # acquire (new) at most this many ZADDs' time (redis-benchmark)
 NEVER_REFUSES = 10**9  # calls per second: the check runs, never refuses
 ACQ_FIELD, HB_FIELD = 10, 6  # the reply field's index in acquire's and heartbeat's ARGV
 PROFILED = "profiled"  # the profile's truncated scripts write here, never on HOT
@@ -493,6 +495,75 @@ def report(rounds: list[list[Phase]], target: float) -> bool:
     return ok
 
 
+# -- the commands' floor ------------------------------------------------------------------
+
+# load_config's HMGET of the cached configuration (_lib.lua)
+CONFIG_FIELDS = ("exists", "seats", "lease_seconds", "max_lease_seconds", "overage_percent",
+                 "suspended", "max_borrow_seconds", "linger_seconds", "policy")  # fmt: skip
+
+# The Redis commands acquire.lua runs for a new lease on a license without a policy and
+# without a rate limit, in its order: (command, argument, ...), each argument a KEYS[i] of
+# acquire's own keys, an ARGV[i] of floor_call's ready-made texts, or a Lua constant. The
+# floor row runs exactly these in one script and nothing else (no Lua logic, no number
+# formatting, no JSON, no reply packing; it returns 1 where acquire returns its reply): what
+# a new lease costs Redis however its script is written. tests/test_bench_floor.py checks
+# the list against what a real new lease runs (INFO commandstats), so they cannot drift.
+NEW_LEASE_COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("HGET", "KEYS[8]", "ARGV[1]"),  # replay: the call's field in the generation 0 hash
+    ("HGET", "KEYS[10]", "ARGV[1]"),  # ... and in generation 1's
+    ("HMGET", "KEYS[1]", *(f"'{field}'" for field in CONFIG_FIELDS)),  # load_config
+    ("TIME",),  # now_ms: the call's one server time
+    ("ZRANGEBYSCORE", "KEYS[2]", "'-inf'", "ARGV[2]", "'LIMIT'", "'0'", "'100'"),  # prune
+    ("HGET", "KEYS[4]", "ARGV[3]"),  # the client's own lease (none)
+    ("ZCARD", "KEYS[2]"),  # seats used
+    ("ZADD", "KEYS[2]", "ARGV[4]", "ARGV[5]"),  # the lease and its deadline
+    ("HSET", "KEYS[3]", "ARGV[5]", "ARGV[6]"),  # its record
+    ("HSET", "KEYS[4]", "ARGV[3]", "ARGV[5]"),  # the client's lease
+    ("ZADD", "KEYS[5]", "ARGV[4]", "ARGV[7]"),  # the reaper's deadline index
+    ("XADD", "KEYS[6]", "'*'", "'e'", "ARGV[8]"),  # the lease.acquired event
+    ("HSET", "KEYS[8]", "ARGV[1]", "ARGV[9]"),  # the stored reply ...
+    ("PEXPIREAT", "KEYS[8]", "ARGV[10]"),  # ... and its hash's expiry
+)
+
+
+def floor_script() -> str:
+    """NEW_LEASE_COMMANDS as one Lua script."""
+    calls = [f"redis.call('{cmd}'{''.join(', ' + a for a in args)})"
+             for cmd, *args in NEW_LEASE_COMMANDS]  # fmt: skip
+    return "\n".join([*calls, "return 1"])
+
+
+def floor_call(
+    license_id: str, client_id: str, session_id: str, field: str, now_ms: int
+) -> tuple[list[str], list[str]]:
+    """floor_script's KEYS (acquire's own, for ``license_id``) and ARGV: the texts a new
+    lease's commands take, made here (about the sizes acquire makes: a session record, an
+    event, a packed reply), for ``client_id`` taking ``session_id`` at ``now_ms``."""
+    key_list, _args = acquire_call(TENANT, license_id, client_id, request_id="r")
+    lease_ms, lk = LEASE_SECONDS * 1000, f"{TENANT}/{license_id}"
+    deadline = now_ms + lease_ms
+    record = {"c": client_id, "a": now_ms, "l": lease_ms, "m": META, "t": SEATS}
+    event = (
+        f'{{"event_id":"0123456789abcdef-1","type":"lease.acquired","tenant_id":"{TENANT}",'
+        f'"license_id":"{license_id}","session_id":"{session_id}","client_id":"{client_id}",'
+        f'"occurred_at":"2026-11-24T12:00:00.000Z","seats_used":10001,'
+        f'"seats_total":{SEATS},"count":1,"metadata":{META}}}'
+    )
+    packed = f"A~{session_id}@4c4b40 36ee80 2711 989680\"' 0"
+    return key_list, [
+        field,
+        str(now_ms),
+        client_id,
+        str(deadline),
+        session_id,
+        json.dumps(record, separators=(",", ":")),
+        f"{lk}|{session_id}",
+        event,
+        packed,
+        str(now_ms + 2 * 3_600_000),  # the reply hash's expiry: ahead, as remember's is
+    ]
+
+
 # -- throughput with 50 clients (redis-benchmark), for information --------------------
 
 
@@ -506,6 +577,9 @@ def redis_benchmark(port: int, requests: int, keyspace: int, *command: str) -> t
     # test,rps,avg,min,p50,p95,p99,max: the test name (the command) may hold commas/quotes
     row = [cell.strip('"') for cell in out.strip().splitlines()[-1].split(",")[-7:]]
     return float(row[0]), float(row[3])
+
+
+FLOOR_ROW = "floor (commands)"
 
 
 def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
@@ -538,6 +612,13 @@ def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
     )  # fmt: skip
     hb_args[HB_FIELD] = f"h{rand}{rand}"
     acq_args[ACQ_FIELD] = lim_args[ACQ_FIELD] = f"a{rand}"
+    # the commands' floor: a new lease's commands alone, on a license of its own as large
+    # as THROUGHPUT
+    fill_license(eng, FLOOR, hot, "f", numbered=True)
+    floor_sha = eng.redis.script_load(floor_script())
+    floor_keys, floor_args = floor_call(
+        FLOOR, f"c{rand}", f"s{rand}", f"a{rand}", int(time.time() * 1000)
+    )
     cases = {
         "zadd": (10**9, ["zadd", "bench:tput", rand, f"m{rand}"]),
         "heartbeat": (hot, ["evalsha", heartbeat_sha, str(len(hb_keys)), *hb_keys,
@@ -546,6 +627,8 @@ def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
                                   *map(str, acq_args)]),
         "acquire (rate)": (10**9, ["evalsha", acquire_sha, str(len(lim_keys)), *lim_keys,
                                    *map(str, lim_args)]),
+        FLOOR_ROW: (10**9, ["evalsha", floor_sha, str(len(floor_keys)), *floor_keys,
+                            *floor_args]),
     }  # fmt: skip
     leases = {t: keys.LicenseKeys.of(t, THROUGHPUT).leases for t in (TENANT, TENANT_LIMITED)}
     before = {t: eng.redis.zcard(key) for t, key in leases.items()}
@@ -553,10 +636,17 @@ def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
     zadd_rps = results["zadd"][0]
     print(f"\nthroughput, 50 clients, {requests:,} requests each (redis-benchmark; information)")
     for name, (rps, p50) in results.items():
-        print(f"  {name:<15}{rps:>10,.0f} req/s  p50 {p50:.3f} ms  ZADD/op {zadd_rps / rps:.2f}x")
+        print(f"  {name:<18}{rps:>10,.0f} req/s  p50 {p50:.3f} ms  ZADD/op {zadd_rps / rps:.2f}x")
     # the acquires took new leases (not replays, not errors): about one a request
     new = {t: eng.redis.zcard(key) - before[t] for t, key in leases.items()}
     print(f"  new leases: {new[TENANT]:,} without a limit, {new[TENANT_LIMITED]:,} with one")
+    acquire, floor = (zadd_rps / results[row][0] for row in ("acquire (new)", FLOOR_ROW))
+    verdict = "PASS" if acquire <= THROUGHPUT_TARGET else "FAIL"
+    print(
+        f"  target: acquire (new) at most {THROUGHPUT_TARGET}x ZADD/op: {acquire:.2f}x, {verdict}"
+        f"; the floor, its {len(NEW_LEASE_COMMANDS)} commands alone with ready-made arguments"
+        f" (no Lua logic): {floor:.2f}x"
+    )
 
 
 # -- step profile (--profile) ------------------------------------------------------------
