@@ -34,13 +34,13 @@
 --   {'acquired' | 'renewed', session_id, deadline_ms, lease_ms, used, seats, limit, now_ms,
 --    borrowed (0 or 1)}         lease_ms of a borrowed lease is the borrow's length
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
-           deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7]}
+           deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7], users = KEYS[11],
+           queue = KEYS[12], tickets = KEYS[13], tdl = KEYS[14]}
 local tenant, license, client = ARGV[1], ARGV[2], ARGV[3]
 local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV[6], ARGV[7]
 local reply_key, reply_ttl = reply_slot(KEYS[8], KEYS[10], ARGV[11]), ARGV[8]
 local borrow = tonumber(ARGV[9] or 0) * 1000
 local lk = tenant .. '/' .. license
-k.users, k.queue, k.tickets, k.tdl = KEYS[11], KEYS[12], KEYS[13], KEYS[14]
 local user = ARGV[12] or ''
 
 local done = replay(reply_key)
