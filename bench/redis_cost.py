@@ -72,7 +72,7 @@ from seatlease.engine import (
 )
 from seatlease.policy import LicensePolicy
 from seatlease.redisconn import connect
-from seatlease.scripts import script_source
+from seatlease.scripts import PRELUDES, script_source
 from seatlease_cli.procs import start_redis
 
 TENANT = "bench"
@@ -664,7 +664,7 @@ def truncations(name: str) -> list[tuple[str, str]]:
     cuts = [i for i, line in enumerate(lines) if _STATEMENT.match(line)]
     variants = []
     for n, cut in enumerate(cuts):
-        step = lines[cuts[n - 1]].strip() if n else "(prelude: _lib.lua, KEYS/ARGV tables)"
+        step = lines[cuts[n - 1]].strip() if n else "(preludes: _lib.lua ..., KEYS/ARGV tables)"
         src = head + "\n".join([*lines[:cut], "do return {'cut'} end", *lines[cut:]])
         variants.append((step, src))
     variants.append((lines[cuts[-1]].strip(), full))
@@ -681,7 +681,7 @@ MICRO = [
     ("same ZCOUNT, '(<now>' passed as a string",
      "redis.call('ZCOUNT', KEYS[1], ARGV[2], '+inf')"),
     ("redis.call('TIME') + now_ms arithmetic", "now_ms()"),
-    ("load_config (HGETALL + loop + tonumber)", "load_config(KEYS[2])"),
+    ("load_config (HMGET of 9 fields, tonumber, a table)", "load_config(KEYS[2])"),
     ("redis.call('HMGET') of the 6 config fields",
      "redis.call('HMGET', KEYS[2], 'exists', 'seats', 'lease_seconds', 'max_lease_seconds',"
      " 'overage_percent', 'suspended')"),
@@ -727,11 +727,26 @@ def profile(eng: SeatEngine, hot: int, reps: int, calls: int) -> None:
         TENANT, PROFILED, "c", metadata_json=META, request_id="r" * 16, session_id="s" * 24,
         event_prefix="p" * 16,
     )  # fmt: skip
+    preludes = "\n".join(
+        (resources.files("seatlease") / "lua" / f"{part}.lua").read_text()
+        for part in ("_lib", *PRELUDES["acquire"])
+    )
+    counts = f"{len(acquire_keys)} keys + {len(acquire_args)} args"
     fixed = {
         "EVALSHA 'return 1', no keys": ("return 1", [], []),
-        "EVALSHA 'return 1', acquire's 8 keys + 8 args": ("return 1", acquire_keys, acquire_args),
-        "EVALSHA '_lib.lua; return 1', 8 keys + 8 args": (
+        f"EVALSHA 'return 1', acquire's {counts}": ("return 1", acquire_keys, acquire_args),
+        f"EVALSHA '_lib.lua; return 1', {counts}": (
             lib + "\nreturn 1",
+            acquire_keys,
+            acquire_args,
+        ),
+        f"EVALSHA 'acquire's preludes; return 1', {counts}": (
+            preludes + "\nreturn 1",
+            acquire_keys,
+            acquire_args,
+        ),
+        f"the same and define_policy() (a license with a policy), {counts}": (
+            preludes + "\ndefine_policy()\nreturn 1",
             acquire_keys,
             acquire_args,
         ),
