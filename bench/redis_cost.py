@@ -8,8 +8,11 @@ spread over all 256 shards. Then, per phase, it reads the server's own time per 
 - ``zadd (baseline)``: a plain ZADD of a new member into a ZSET of ``--hot`` members (the
   size of the hot license's lease ZSET);
 - ``acquire (new)``, ``heartbeat`` and ``release`` on the hot license (the three ops with a
-  target), and two rows for information: ``acquire (renew)`` (the same client again) and
-  ``evalsha floor`` (a script that only returns 1: the fixed cost of any EVALSHA);
+  target), and three rows for information: ``acquire (renew)`` (the same client again),
+  ``evalsha floor`` (a script that only returns 1: the fixed cost of any EVALSHA) and
+  ``floor (commands)`` (the Redis commands of a new lease alone, ``NEW_LEASE_COMMANDS``,
+  with ready-made arguments, on a license of its own: what acquire costs however its
+  Lua is written);
 - the license policy, each against ``acquire (new)`` of the same round (target at most
   1.3x): ``acquire (policy)``, a new lease on a license as large as the hot one with a
   full policy (at most 2 leases per user, each user holding one; two groups of 50 users
@@ -24,9 +27,10 @@ The ratio is server-side and per call (no network, no client):
 For information it then runs redis-benchmark (50 connections, no pipelining) for ZADD,
 heartbeat and acquire (a new lease on a license without a policy, no rate limit), and the
 same acquire for a tenant with a rate limit that never refuses (``acquire (rate)``: the
-budget's check runs on every call): throughput with network and parsing included, the
-measure behind docs/design.md's "ZADD 81k/s, script 38k/s". ``--throughput-only`` skips
-the loading and the rounds and runs this part alone.
+budget's check runs on every call), and ``floor (commands)``: throughput with network and
+parsing included, the measure behind docs/design.md's "ZADD 81k/s, script 38k/s", and
+acquire's against its target (at most 2.5x ZADD, ``THROUGHPUT_TARGET``) next to the
+floor's. ``--throughput-only`` skips the loading and the rounds and runs this part alone.
 
 The breakdown lists the Redis commands each script ran (Redis 7 counts commands called
 from Lua in commandstats too), as calls and microseconds per op; the rest of the EVALSHA
@@ -80,6 +84,7 @@ HOT = "hot"
 THROUGHPUT = "throughput"  # redis-benchmark's license (no policy)
 TENANT_LIMITED = "benchrl"  # redis-benchmark's rate-limited tenant
 FLOOR = "floor"  # the commands' floor row's license (never THROUGHPUT's keys)
+FLOOR_ROW = "floor (commands)"  # its row: NEW_LEASE_COMMANDS alone
 THROUGHPUT_TARGET = 2.5  # acquire (new) at most this many ZADDs' time (redis-benchmark)
 NEVER_REFUSES = 10**9  # calls per second: the check runs, never refuses
 ACQ_FIELD, HB_FIELD = 10, 6  # the reply field's index in acquire's and heartbeat's ARGV
@@ -347,6 +352,14 @@ def one_round(
     def acquire_new(pipe: Any, client_id: str) -> None:
         created[client_id] = queue_acquire(eng, pipe, HOT, client_id)
 
+    commands_floor = client.register_script(floor_script())
+    floor_now = int(time.time() * 1000)
+
+    def floor_new(pipe: Any, client_id: str) -> None:
+        field = keys.LicenseKeys.reply_field("acquire", client_id, new_request_id())
+        ks, av = floor_call(FLOOR, client_id, new_session_id(), field, floor_now)
+        commands_floor(keys=ks, args=av, client=pipe)
+
     # A second lease for users holding one (their limit is 2), on the policy license.
     policy_users = [user_of(c) for c in list(policy_hot)[:ops]]
     policy_created: dict[str, str] = {}
@@ -376,6 +389,12 @@ def one_round(
             "acquire (new)",
             "evalsha",
             lambda: run_batched(client, new_clients, acquire_new, "acquired"),
+        ),
+        measure(
+            client,
+            FLOOR_ROW,
+            "evalsha",
+            lambda: run_batched(client, [f"f{c}" for c in new_clients], floor_new, None),
         ),
         measure(
             client,
@@ -526,6 +545,12 @@ NEW_LEASE_COMMANDS: tuple[tuple[str, ...], ...] = (
 )
 
 
+def fill_floor(eng: SeatEngine, hot: int) -> None:
+    """FLOOR as large as the acquire rows' licenses (once: both phases use it)."""
+    if not eng.redis.zcard(keys.LicenseKeys.of(TENANT, FLOOR).leases):
+        fill_license(eng, FLOOR, hot, "f", numbered=True)
+
+
 def floor_script() -> str:
     """NEW_LEASE_COMMANDS as one Lua script."""
     calls = [f"redis.call('{cmd}'{''.join(', ' + a for a in args)})"
@@ -579,9 +604,6 @@ def redis_benchmark(port: int, requests: int, keyspace: int, *command: str) -> t
     return float(row[0]), float(row[3])
 
 
-FLOOR_ROW = "floor (commands)"
-
-
 def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
     """Requests per second with 50 connections, network and parsing included, as in
     docs/design.md's redis-benchmark figures (ZADD 81k/s, a four-command script 38k/s)."""
@@ -614,7 +636,7 @@ def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
     acq_args[ACQ_FIELD] = lim_args[ACQ_FIELD] = f"a{rand}"
     # the commands' floor: a new lease's commands alone, on a license of its own as large
     # as THROUGHPUT
-    fill_license(eng, FLOOR, hot, "f", numbered=True)
+    fill_floor(eng, hot)
     floor_sha = eng.redis.script_load(floor_script())
     floor_keys, floor_args = floor_call(
         FLOOR, f"c{rand}", f"s{rand}", f"a{rand}", int(time.time() * 1000)
@@ -831,6 +853,7 @@ def main(argv: list[str] | None = None) -> int:
         # WAITING clients in line
         policy_hot = fill_license(eng, POLICY, args.hot, "pclient", users=True)
         waiting = fill_queue(eng)
+        fill_floor(eng, args.hot)
         sha = client.script_load(script_source("acquire"))
         cold = load_cold(server.url, sha, args.total - args.hot, started + args.max_seconds)
         drain_outboxes(client)
