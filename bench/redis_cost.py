@@ -353,11 +353,11 @@ def one_round(
         created[client_id] = queue_acquire(eng, pipe, HOT, client_id)
 
     commands_floor = client.register_script(floor_script())
-    floor_now = int(time.time() * 1000)
 
     def floor_new(pipe: Any, client_id: str) -> None:
         field = keys.LicenseKeys.reply_field("acquire", client_id, new_request_id())
-        ks, av = floor_call(FLOOR, client_id, new_session_id(), field, floor_now)
+        now = int(time.time() * 1000)  # (later and later, as acquire's)
+        ks, av = floor_call(FLOOR, client_id, new_session_id(), field, now)
         commands_floor(keys=ks, args=av, client=pipe)
 
     # A second lease for users holding one (their limit is 2), on the policy license.
@@ -559,14 +559,22 @@ def floor_script() -> str:
 
 
 def floor_call(
-    license_id: str, client_id: str, session_id: str, field: str, now_ms: int
+    license_id: str,
+    client_id: str,
+    session_id: str,
+    field: str,
+    now_ms: int,
+    deadline: str | None = None,
 ) -> tuple[list[str], list[str]]:
     """floor_script's KEYS (acquire's own, for ``license_id``) and ARGV: the texts a new
     lease's commands take, made here (about the sizes acquire makes: a session record, an
-    event, a packed reply), for ``client_id`` taking ``session_id`` at ``now_ms``."""
+    event, a packed reply), for ``client_id`` taking ``session_id`` at ``now_ms``, its
+    deadline ``deadline`` (default: now_ms + the lease). Calls should not all share one
+    deadline: members of one score are ordered by comparing their names, dearer than
+    acquire's ever later deadlines."""
     key_list, _args = acquire_call(TENANT, license_id, client_id, request_id="r")
     lease_ms, lk = LEASE_SECONDS * 1000, f"{TENANT}/{license_id}"
-    deadline = now_ms + lease_ms
+    deadline = deadline or str(now_ms + lease_ms)
     record = {"c": client_id, "a": now_ms, "l": lease_ms, "m": META, "t": SEATS}
     event = (
         f'{{"event_id":"0123456789abcdef-1","type":"lease.acquired","tenant_id":"{TENANT}",'
@@ -579,7 +587,7 @@ def floor_call(
         field,
         str(now_ms),
         client_id,
-        str(deadline),
+        deadline,
         session_id,
         json.dumps(record, separators=(",", ":")),
         f"{lk}|{session_id}",
@@ -638,8 +646,10 @@ def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
     # as THROUGHPUT
     fill_floor(eng, hot)
     floor_sha = eng.redis.script_load(floor_script())
+    # (deadline: 2 and 12 random digits, 13 digits as a time in ms and ahead of now, so the
+    # prune finds nothing, as acquire's)
     floor_keys, floor_args = floor_call(
-        FLOOR, f"c{rand}", f"s{rand}", f"a{rand}", int(time.time() * 1000)
+        FLOOR, f"c{rand}", f"s{rand}", f"a{rand}", int(time.time() * 1000), f"2{rand}"
     )
     cases = {
         "zadd": (10**9, ["zadd", "bench:tput", rand, f"m{rand}"]),
