@@ -8,8 +8,11 @@ spread over all 256 shards. Then, per phase, it reads the server's own time per 
 - ``zadd (baseline)``: a plain ZADD of a new member into a ZSET of ``--hot`` members (the
   size of the hot license's lease ZSET);
 - ``acquire (new)``, ``heartbeat`` and ``release`` on the hot license (the three ops with a
-  target), and two rows for information: ``acquire (renew)`` (the same client again) and
-  ``evalsha floor`` (a script that only returns 1: the fixed cost of any EVALSHA);
+  target), and three rows for information: ``acquire (renew)`` (the same client again),
+  ``evalsha floor`` (a script that only returns 1: the fixed cost of any EVALSHA) and
+  ``floor (commands)`` (the Redis commands of a new lease alone, ``NEW_LEASE_COMMANDS``,
+  with ready-made arguments, on a license of its own: what acquire costs however its
+  Lua is written);
 - the license policy, each against ``acquire (new)`` of the same round (target at most
   1.3x): ``acquire (policy)``, a new lease on a license as large as the hot one with a
   full policy (at most 2 leases per user, each user holding one; two groups of 50 users
@@ -24,9 +27,10 @@ The ratio is server-side and per call (no network, no client):
 For information it then runs redis-benchmark (50 connections, no pipelining) for ZADD,
 heartbeat and acquire (a new lease on a license without a policy, no rate limit), and the
 same acquire for a tenant with a rate limit that never refuses (``acquire (rate)``: the
-budget's check runs on every call): throughput with network and parsing included, the
-measure behind docs/design.md's "ZADD 81k/s, script 38k/s". ``--throughput-only`` skips
-the loading and the rounds and runs this part alone.
+budget's check runs on every call), and ``floor (commands)``: throughput with network and
+parsing included, the measure behind docs/design.md's "ZADD 81k/s, script 38k/s", and
+acquire's against its target (at most 2.5x ZADD, ``THROUGHPUT_TARGET``) next to the
+floor's. ``--throughput-only`` skips the loading and the rounds and runs this part alone.
 
 The breakdown lists the Redis commands each script ran (Redis 7 counts commands called
 from Lua in commandstats too), as calls and microseconds per op; the rest of the EVALSHA
@@ -72,13 +76,16 @@ from seatlease.engine import (
 )
 from seatlease.policy import LicensePolicy
 from seatlease.redisconn import connect
-from seatlease.scripts import script_source
+from seatlease.scripts import PRELUDES, script_source
 from seatlease_cli.procs import start_redis
 
 TENANT = "bench"
 HOT = "hot"
 THROUGHPUT = "throughput"  # redis-benchmark's license (no policy)
 TENANT_LIMITED = "benchrl"  # redis-benchmark's rate-limited tenant
+FLOOR = "floor"  # the commands' floor row's license (never THROUGHPUT's keys)
+FLOOR_ROW = "floor (commands)"  # its row: NEW_LEASE_COMMANDS alone
+THROUGHPUT_TARGET = 2.5  # acquire (new) at most this many ZADDs' time (redis-benchmark)
 NEVER_REFUSES = 10**9  # calls per second: the check runs, never refuses
 ACQ_FIELD, HB_FIELD = 10, 6  # the reply field's index in acquire's and heartbeat's ARGV
 PROFILED = "profiled"  # the profile's truncated scripts write here, never on HOT
@@ -345,6 +352,14 @@ def one_round(
     def acquire_new(pipe: Any, client_id: str) -> None:
         created[client_id] = queue_acquire(eng, pipe, HOT, client_id)
 
+    commands_floor = client.register_script(floor_script())
+
+    def floor_new(pipe: Any, client_id: str) -> None:
+        field = keys.LicenseKeys.reply_field("acquire", client_id, new_request_id())
+        now = int(time.time() * 1000)  # (later and later, as acquire's)
+        ks, av = floor_call(FLOOR, client_id, new_session_id(), field, now)
+        commands_floor(keys=ks, args=av, client=pipe)
+
     # A second lease for users holding one (their limit is 2), on the policy license.
     policy_users = [user_of(c) for c in list(policy_hot)[:ops]]
     policy_created: dict[str, str] = {}
@@ -374,6 +389,12 @@ def one_round(
             "acquire (new)",
             "evalsha",
             lambda: run_batched(client, new_clients, acquire_new, "acquired"),
+        ),
+        measure(
+            client,
+            FLOOR_ROW,
+            "evalsha",
+            lambda: run_batched(client, [f"f{c}" for c in new_clients], floor_new, None),
         ),
         measure(
             client,
@@ -493,6 +514,89 @@ def report(rounds: list[list[Phase]], target: float) -> bool:
     return ok
 
 
+# -- the commands' floor ------------------------------------------------------------------
+
+# load_config's HMGET of the cached configuration (_lib.lua)
+CONFIG_FIELDS = ("exists", "seats", "lease_seconds", "max_lease_seconds", "overage_percent",
+                 "suspended", "max_borrow_seconds", "linger_seconds", "policy")  # fmt: skip
+
+# The Redis commands acquire.lua runs for a new lease on a license without a policy and
+# without a rate limit, in its order: (command, argument, ...), each argument a KEYS[i] of
+# acquire's own keys, an ARGV[i] of floor_call's ready-made texts, or a Lua constant. The
+# floor row runs exactly these in one script and nothing else (no Lua logic, no number
+# formatting, no JSON, no reply packing; it returns 1 where acquire returns its reply): what
+# a new lease costs Redis however its script is written. tests/test_bench_floor.py checks
+# the list against what a real new lease runs (INFO commandstats), so they cannot drift.
+NEW_LEASE_COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("HGET", "KEYS[8]", "ARGV[1]"),  # replay: the call's field in the generation 0 hash
+    ("HGET", "KEYS[10]", "ARGV[1]"),  # ... and in generation 1's
+    ("HMGET", "KEYS[1]", *(f"'{field}'" for field in CONFIG_FIELDS)),  # load_config
+    ("TIME",),  # now_ms: the call's one server time
+    ("ZRANGEBYSCORE", "KEYS[2]", "'-inf'", "ARGV[2]", "'LIMIT'", "'0'", "'100'"),  # prune
+    ("HGET", "KEYS[4]", "ARGV[3]"),  # the client's own lease (none)
+    ("ZCARD", "KEYS[2]"),  # seats used
+    ("ZADD", "KEYS[2]", "ARGV[4]", "ARGV[5]"),  # the lease and its deadline
+    ("HSET", "KEYS[3]", "ARGV[5]", "ARGV[6]"),  # its record
+    ("HSET", "KEYS[4]", "ARGV[3]", "ARGV[5]"),  # the client's lease
+    ("ZADD", "KEYS[5]", "ARGV[4]", "ARGV[7]"),  # the reaper's deadline index
+    ("XADD", "KEYS[6]", "'*'", "'e'", "ARGV[8]"),  # the lease.acquired event
+    ("HSET", "KEYS[8]", "ARGV[1]", "ARGV[9]"),  # the stored reply ...
+    ("PEXPIREAT", "KEYS[8]", "ARGV[10]"),  # ... and its hash's expiry
+)
+
+
+def fill_floor(eng: SeatEngine, hot: int) -> None:
+    """FLOOR as large as the acquire rows' licenses (once: both phases use it)."""
+    if not eng.redis.zcard(keys.LicenseKeys.of(TENANT, FLOOR).leases):
+        fill_license(eng, FLOOR, hot, "f", numbered=True)
+
+
+def floor_script() -> str:
+    """NEW_LEASE_COMMANDS as one Lua script."""
+    calls = [f"redis.call('{cmd}'{''.join(', ' + a for a in args)})"
+             for cmd, *args in NEW_LEASE_COMMANDS]  # fmt: skip
+    return "\n".join([*calls, "return 1"])
+
+
+def floor_call(
+    license_id: str,
+    client_id: str,
+    session_id: str,
+    field: str,
+    now_ms: int,
+    deadline: str | None = None,
+) -> tuple[list[str], list[str]]:
+    """floor_script's KEYS (acquire's own, for ``license_id``) and ARGV: the texts a new
+    lease's commands take, made here (about the sizes acquire makes: a session record, an
+    event, a packed reply), for ``client_id`` taking ``session_id`` at ``now_ms``, its
+    deadline ``deadline`` (default: now_ms + the lease). Calls should not all share one
+    deadline: members of one score are ordered by comparing their names, dearer than
+    acquire's ever later deadlines."""
+    key_list, _args = acquire_call(TENANT, license_id, client_id, request_id="r")
+    lease_ms, lk = LEASE_SECONDS * 1000, f"{TENANT}/{license_id}"
+    deadline = deadline or str(now_ms + lease_ms)
+    record = {"c": client_id, "a": now_ms, "l": lease_ms, "m": META, "t": SEATS}
+    event = (
+        f'{{"event_id":"0123456789abcdef-1","type":"lease.acquired","tenant_id":"{TENANT}",'
+        f'"license_id":"{license_id}","session_id":"{session_id}","client_id":"{client_id}",'
+        f'"occurred_at":"2026-11-24T12:00:00.000Z","seats_used":10001,'
+        f'"seats_total":{SEATS},"count":1,"metadata":{META}}}'
+    )
+    packed = f"A~{session_id}@4c4b40 36ee80 2711 989680\"' 0"
+    return key_list, [
+        field,
+        str(now_ms),
+        client_id,
+        deadline,
+        session_id,
+        json.dumps(record, separators=(",", ":")),
+        f"{lk}|{session_id}",
+        event,
+        packed,
+        str(now_ms + 2 * 3_600_000),  # the reply hash's expiry: ahead, as remember's is
+    ]
+
+
 # -- throughput with 50 clients (redis-benchmark), for information --------------------
 
 
@@ -538,6 +642,15 @@ def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
     )  # fmt: skip
     hb_args[HB_FIELD] = f"h{rand}{rand}"
     acq_args[ACQ_FIELD] = lim_args[ACQ_FIELD] = f"a{rand}"
+    # the commands' floor: a new lease's commands alone, on a license of its own as large
+    # as THROUGHPUT
+    fill_floor(eng, hot)
+    floor_sha = eng.redis.script_load(floor_script())
+    # (deadline: 2 and 12 random digits, 13 digits as a time in ms and ahead of now, so the
+    # prune finds nothing, as acquire's)
+    floor_keys, floor_args = floor_call(
+        FLOOR, f"c{rand}", f"s{rand}", f"a{rand}", int(time.time() * 1000), f"2{rand}"
+    )
     cases = {
         "zadd": (10**9, ["zadd", "bench:tput", rand, f"m{rand}"]),
         "heartbeat": (hot, ["evalsha", heartbeat_sha, str(len(hb_keys)), *hb_keys,
@@ -546,6 +659,8 @@ def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
                                   *map(str, acq_args)]),
         "acquire (rate)": (10**9, ["evalsha", acquire_sha, str(len(lim_keys)), *lim_keys,
                                    *map(str, lim_args)]),
+        FLOOR_ROW: (10**9, ["evalsha", floor_sha, str(len(floor_keys)), *floor_keys,
+                            *floor_args]),
     }  # fmt: skip
     leases = {t: keys.LicenseKeys.of(t, THROUGHPUT).leases for t in (TENANT, TENANT_LIMITED)}
     before = {t: eng.redis.zcard(key) for t, key in leases.items()}
@@ -553,10 +668,17 @@ def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
     zadd_rps = results["zadd"][0]
     print(f"\nthroughput, 50 clients, {requests:,} requests each (redis-benchmark; information)")
     for name, (rps, p50) in results.items():
-        print(f"  {name:<15}{rps:>10,.0f} req/s  p50 {p50:.3f} ms  ZADD/op {zadd_rps / rps:.2f}x")
+        print(f"  {name:<18}{rps:>10,.0f} req/s  p50 {p50:.3f} ms  ZADD/op {zadd_rps / rps:.2f}x")
     # the acquires took new leases (not replays, not errors): about one a request
     new = {t: eng.redis.zcard(key) - before[t] for t, key in leases.items()}
     print(f"  new leases: {new[TENANT]:,} without a limit, {new[TENANT_LIMITED]:,} with one")
+    acquire, floor = (zadd_rps / results[row][0] for row in ("acquire (new)", FLOOR_ROW))
+    verdict = "PASS" if acquire <= THROUGHPUT_TARGET else "FAIL"
+    print(
+        f"  target: acquire (new) at most {THROUGHPUT_TARGET}x ZADD/op: {acquire:.2f}x, {verdict}"
+        f"; the floor, its {len(NEW_LEASE_COMMANDS)} commands alone with ready-made arguments"
+        f" (no Lua logic): {floor:.2f}x"
+    )
 
 
 # -- step profile (--profile) ------------------------------------------------------------
@@ -574,7 +696,7 @@ def truncations(name: str) -> list[tuple[str, str]]:
     cuts = [i for i, line in enumerate(lines) if _STATEMENT.match(line)]
     variants = []
     for n, cut in enumerate(cuts):
-        step = lines[cuts[n - 1]].strip() if n else "(prelude: _lib.lua, KEYS/ARGV tables)"
+        step = lines[cuts[n - 1]].strip() if n else "(preludes: _lib.lua ..., KEYS/ARGV tables)"
         src = head + "\n".join([*lines[:cut], "do return {'cut'} end", *lines[cut:]])
         variants.append((step, src))
     variants.append((lines[cuts[-1]].strip(), full))
@@ -591,7 +713,7 @@ MICRO = [
     ("same ZCOUNT, '(<now>' passed as a string",
      "redis.call('ZCOUNT', KEYS[1], ARGV[2], '+inf')"),
     ("redis.call('TIME') + now_ms arithmetic", "now_ms()"),
-    ("load_config (HGETALL + loop + tonumber)", "load_config(KEYS[2])"),
+    ("load_config (HMGET of 9 fields, tonumber, a table)", "load_config(KEYS[2])"),
     ("redis.call('HMGET') of the 6 config fields",
      "redis.call('HMGET', KEYS[2], 'exists', 'seats', 'lease_seconds', 'max_lease_seconds',"
      " 'overage_percent', 'suspended')"),
@@ -637,11 +759,26 @@ def profile(eng: SeatEngine, hot: int, reps: int, calls: int) -> None:
         TENANT, PROFILED, "c", metadata_json=META, request_id="r" * 16, session_id="s" * 24,
         event_prefix="p" * 16,
     )  # fmt: skip
+    preludes = "\n".join(
+        (resources.files("seatlease") / "lua" / f"{part}.lua").read_text()
+        for part in ("_lib", *PRELUDES["acquire"])
+    )
+    counts = f"{len(acquire_keys)} keys + {len(acquire_args)} args"
     fixed = {
         "EVALSHA 'return 1', no keys": ("return 1", [], []),
-        "EVALSHA 'return 1', acquire's 8 keys + 8 args": ("return 1", acquire_keys, acquire_args),
-        "EVALSHA '_lib.lua; return 1', 8 keys + 8 args": (
+        f"EVALSHA 'return 1', acquire's {counts}": ("return 1", acquire_keys, acquire_args),
+        f"EVALSHA '_lib.lua; return 1', {counts}": (
             lib + "\nreturn 1",
+            acquire_keys,
+            acquire_args,
+        ),
+        f"EVALSHA 'acquire's preludes; return 1', {counts}": (
+            preludes + "\nreturn 1",
+            acquire_keys,
+            acquire_args,
+        ),
+        f"the same and define_policy() (a license with a policy), {counts}": (
+            preludes + "\ndefine_policy()\nreturn 1",
             acquire_keys,
             acquire_args,
         ),
@@ -726,6 +863,7 @@ def main(argv: list[str] | None = None) -> int:
         # WAITING clients in line
         policy_hot = fill_license(eng, POLICY, args.hot, "pclient", users=True)
         waiting = fill_queue(eng)
+        fill_floor(eng, args.hot)
         sha = client.script_load(script_source("acquire"))
         cold = load_cold(server.url, sha, args.total - args.hot, started + args.max_seconds)
         drain_outboxes(client)

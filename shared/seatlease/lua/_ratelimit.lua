@@ -13,11 +13,11 @@
 -- It expires when the budget is whole again: an idle tenant holds nothing.
 
 -- Nil when the call fits in the budget (and is counted), else the milliseconds until one
--- would. `per_second` (ARGV text) 0 or absent: no limit, nothing read or written.
-local function rate_limited(key, per_second)
+-- would. `per_second` (ARGV text) 0 or absent: no limit, nothing read or written. `now`:
+-- the call's server time (ms), which the script has read (one TIME a call).
+local function rate_limited(key, per_second, now)
   per_second = tonumber(per_second) or 0
   if per_second <= 0 then return nil end
-  local now = now_ms()
   local interval = 1000 / per_second
   local tolerance = 1000 - interval
   local tat = tonumber(redis.call('GET', key)) or now

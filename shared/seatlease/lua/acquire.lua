@@ -34,13 +34,13 @@
 --   {'acquired' | 'renewed', session_id, deadline_ms, lease_ms, used, seats, limit, now_ms,
 --    borrowed (0 or 1)}         lease_ms of a borrowed lease is the borrow's length
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
-           deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7]}
+           deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7], users = KEYS[11],
+           queue = KEYS[12], tickets = KEYS[13], tdl = KEYS[14]}
 local tenant, license, client = ARGV[1], ARGV[2], ARGV[3]
 local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV[6], ARGV[7]
 local reply_key, reply_ttl = reply_slot(KEYS[8], KEYS[10], ARGV[11]), ARGV[8]
 local borrow = tonumber(ARGV[9] or 0) * 1000
 local lk = tenant .. '/' .. license
-k.users, k.queue, k.tickets, k.tdl = KEYS[11], KEYS[12], KEYS[13], KEYS[14]
 local user = ARGV[12] or ''
 
 local done = replay(reply_key)
@@ -48,8 +48,10 @@ if done then return done end
 
 local cfg = load_config(k.cfg)
 if cfg == nil then return {'missing'} end
+-- The call's one server time: the rate budget, the leases and the stored reply use it.
+local now = now_ms()
 -- (after the config: the call that fills it comes again and is counted once)
-local wait = rate_limited(KEYS[9], ARGV[10])
+local wait = rate_limited(KEYS[9], ARGV[10], now)
 if wait then return {'rate_limited', wait} end
 if cfg == 'not_found' then return {'not_found'} end
 if cfg.suspended == '1' then return {'suspended'} end
@@ -62,12 +64,12 @@ local is_borrow = 0
 if borrow > 0 then is_borrow = 1 end
 local P = nil
 if cfg.policy then
+  define_policy()
   P = cjson.decode(cfg.policy)
   if P.needs_user == 1 and user == '' then return {'user_required'} end
   if user ~= '' and user_facts(k.cfg, user).denied then return {'user_denied'} end
 end
 
-local now = now_ms()
 -- Prune this license's expired leases first, so the count below is exact even when the
 -- reaper is late (bounded per call; ZCOUNT ignores any expired lease left behind).
 local pruned = reclaim_expired(k, lk, tenant, license, now, cfg.seats, prefix, 100)
@@ -80,7 +82,7 @@ if held then
     local rec = cjson.decode(redis.call('HGET', k.sessions, held))
     local used = live_count(k.leases, now)
     if rec.b then
-      return remember(reply_key, reply_ttl, {'renewed', held, score, rec.l, used, cfg.seats,
+      return remember(reply_key, reply_ttl, now, {'renewed', held, score, rec.l, used, cfg.seats,
         cfg.limit, now, 1})
     end
     -- The seat is held either way: these change the lease, never the seat count.
@@ -100,8 +102,8 @@ if held then
       emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
         session_id = held, client_id = client, seats_used = used, seats_total = cfg.seats}, rec.m)
     end
-    return remember(reply_key, reply_ttl, {'renewed', held, deadline, lease_ms, used, cfg.seats,
-      cfg.limit, now, is_borrow})
+    return remember(reply_key, reply_ttl, now, {'renewed', held, deadline, lease_ms, used,
+      cfg.seats, cfg.limit, now, is_borrow})
   end
   reclaim(k, lk, tenant, license, held, now, cfg.seats, prefix)
 end
@@ -122,7 +124,7 @@ if P then
     license = license, prefix = prefix, seats = cfg.seats})
   if refusal then
     if refusal[1] ~= 'queued' then redis.call('HINCRBY', k.denials, lk, 1) end
-    return remember(reply_key, reply_ttl, refusal)
+    return remember(reply_key, reply_ttl, now, refusal)
   end
   grant.S = S
 elseif used >= cfg.limit then
@@ -133,7 +135,7 @@ elseif used >= cfg.limit then
     'WITHSCORES', 'LIMIT', '0', '1')
   local retry_ms = 1000
   if #first > 0 then retry_ms = tonumber(first[2]) - now end
-  return remember(reply_key, reply_ttl, {'denied', used, cfg.seats, cfg.limit, retry_ms})
+  return remember(reply_key, reply_ttl, now, {'denied', used, cfg.seats, cfg.limit, retry_ms})
 end
 
 local rec = {c = client, a = now, l = lease_ms, m = meta, t = cfg.seats}
@@ -157,5 +159,5 @@ redis.call('HSET', k.clients, client, new_sid)
 redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. new_sid)
 emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
   session_id = new_sid, client_id = client, seats_used = used + 1, seats_total = cfg.seats}, meta)
-return remember(reply_key, reply_ttl,
+return remember(reply_key, reply_ttl, now,
   {'acquired', new_sid, deadline, lease_ms, used + 1, cfg.seats, cfg.limit, now, is_borrow})

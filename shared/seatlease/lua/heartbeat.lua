@@ -42,20 +42,20 @@ end
 local now = now_ms()
 local raw = redis.call('HGET', k.sessions, sid)
 local rec = raw and cjson.decode(raw) or {}
-local wait = rate_limited(KEYS[8], ARGV[6])
+local wait = rate_limited(KEYS[8], ARGV[6], now)
 if wait and (rec.b or rec.lg or score - now > (rec.l or 0) * 2 / 3) then
   return {'rate_limited', wait}
 end
 if score <= now then
   reclaim(k, lk, tenant, license, sid, now, redis.call('HGET', k.cfg, 'seats') or '', prefix)
-  if rec.lg then return remember(reply_key, reply_ttl, {'unknown'}) end
-  return remember(reply_key, reply_ttl, {'expired'})
+  if rec.lg then return remember(reply_key, reply_ttl, now, {'unknown'}) end
+  return remember(reply_key, reply_ttl, now, {'expired'})
 end
-if rec.lg then return remember(reply_key, reply_ttl, {'unknown'}) end
-if rec.b then return remember(reply_key, reply_ttl, {'ok', score, rec.l, now, 1, rec.c}) end
+if rec.lg then return remember(reply_key, reply_ttl, now, {'unknown'}) end
+if rec.b then return remember(reply_key, reply_ttl, now, {'ok', score, rec.l, now, 1, rec.c}) end
 
 local deadline = now + rec.l
 local deadline_text = int_arg(deadline)
 redis.call('ZADD', k.leases, deadline_text, sid)
 redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
-return remember(reply_key, reply_ttl, {'ok', deadline, rec.l, now, 0, rec.c})
+return remember(reply_key, reply_ttl, now, {'ok', deadline, rec.l, now, 0, rec.c})

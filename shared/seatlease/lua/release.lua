@@ -33,18 +33,20 @@ if done then return done end
 
 local cfg = load_config(k.cfg)
 if cfg == nil then return {'missing'} end
+-- The call's one server time: the rate budget, the leases and the stored reply use it.
+local now = now_ms()
 -- (after the config: the call that fills it comes again and is counted once)
-local wait = rate_limited(KEYS[8], ARGV[7])
+local wait = rate_limited(KEYS[8], ARGV[7], now)
 if wait then return {'rate_limited', wait} end
 if cfg == 'not_found' then return {'not_found'} end
 
-local now = now_ms()
 local score = tonumber(redis.call('ZSCORE', k.leases, sid))
 if score and score > now then
   local rec = cjson.decode(redis.call('HGET', k.sessions, sid))
   local revoke = etype == 'lease.revoked'
   if rec.lg and not revoke then
-    return remember(reply_key, reply_ttl, {'gone', live_count(k.leases, now), cfg.seats, 0, now})
+    return remember(reply_key, reply_ttl, now,
+      {'gone', live_count(k.leases, now), cfg.seats, 0, now})
   end
   if cfg.linger_ms > 0 and not revoke and not rec.b then
     local deadline = now + cfg.linger_ms
@@ -57,15 +59,15 @@ if score and score > now then
     emit(k.outbox, prefix, now, {type = 'lease.lingering', tenant_id = tenant,
       license_id = license, session_id = sid, client_id = rec.c, seats_used = used,
       seats_total = cfg.seats}, rec.m)
-    return remember(reply_key, reply_ttl, {'released', used, cfg.seats, 1, now})
+    return remember(reply_key, reply_ttl, now, {'released', used, cfg.seats, 1, now})
   end
   drop_lease(k.leases, k.sessions, k.clients, k.deadlines, lk, sid)
   local used = live_count(k.leases, now)
   emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
     session_id = sid, client_id = rec.c, seats_used = used, seats_total = cfg.seats}, rec.m)
-  return remember(reply_key, reply_ttl, {'released', used, cfg.seats, 0, now})
+  return remember(reply_key, reply_ttl, now, {'released', used, cfg.seats, 0, now})
 end
 if score then
   reclaim(k, lk, tenant, license, sid, now, cfg.seats, prefix)
 end
-return remember(reply_key, reply_ttl, {'gone', live_count(k.leases, now), cfg.seats, 0, now})
+return remember(reply_key, reply_ttl, now, {'gone', live_count(k.leases, now), cfg.seats, 0, now})

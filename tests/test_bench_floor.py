@@ -1,0 +1,97 @@
+"""bench/redis_cost.py's floor row runs the Redis commands of a new lease alone
+(``NEW_LEASE_COMMANDS``, with ready-made arguments): the list must be what acquire.lua
+really runs for one, or the floor would measure something else. Both are counted in
+``INFO commandstats`` (Redis counts the commands a script calls) on a private
+redis-server; also: heartbeat and release read the server's clock once."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seatlease.engine import SeatEngine, acquire_call, new_request_id
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "redis_cost.py"
+NOT_SCRIPTS = ("evalsha", "eval", "config", "info", "script")
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_redis_cost", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def commands_run(client: Any, run: Callable[[], Any]) -> tuple[Any, Counter[str]]:
+    """``run()``'s result and the commands its script ran, by name (lower case)."""
+    client.config_resetstat()
+    result = run()
+    stats = client.info("commandstats")
+    ran = Counter(
+        {
+            name.removeprefix("cmdstat_"): int(stat["calls"])
+            for name, stat in stats.items()
+            if name.removeprefix("cmdstat_").split("|")[0] not in NOT_SCRIPTS
+        }
+    )
+    return result, ran
+
+
+@pytest.fixture
+def engine(redis_client, bench) -> SeatEngine:
+    eng = SeatEngine(redis_client, bench.load_config)
+    eng.cache_config(bench.TENANT, bench.FLOOR, bench.load_config(bench.TENANT, bench.FLOOR))
+    return eng
+
+
+def new_lease(eng: SeatEngine, bench: Any, client_id: str, rate_limit: int = 0) -> Any:
+    key_list, args = acquire_call(
+        bench.TENANT,
+        bench.FLOOR,
+        client_id,
+        metadata_json=bench.META,
+        request_id=new_request_id(),
+        rate_limit=rate_limit,
+    )
+    return eng.scripts.acquire(keys=key_list, args=args)
+
+
+def test_the_floor_runs_the_commands_of_a_new_lease(redis_client, engine, bench) -> None:
+    expected = Counter(command.lower() for command, *_args in bench.NEW_LEASE_COMMANDS)
+    for n in range(3):  # the first lease of the license, then with leases and replies
+        reply, ran = commands_run(redis_client, lambda n=n: new_lease(engine, bench, f"c{n}"))
+        assert reply[0] == "acquired"
+        assert ran == expected, n
+    floor = redis_client.register_script(bench.floor_script())
+    key_list, args = bench.floor_call(bench.FLOOR, "c9", "s9", "f9", int(time.time() * 1000))
+    reply, ran = commands_run(redis_client, lambda: floor(keys=key_list, args=args))
+    assert reply == 1
+    assert ran == expected
+    # and it did a new lease's writes: the lease, its record, the client's entry
+    assert redis_client.zcard(key_list[1]) == 4
+    assert redis_client.hget(key_list[3], "c9") == "s9"
+
+
+def test_a_seat_call_reads_the_server_clock_once(redis_client, engine, bench) -> None:
+    """One TIME per acquire, heartbeat and release, with a rate limit or without."""
+    for rate in (0, 10**9):
+        reply, ran = commands_run(
+            redis_client, lambda r=rate: new_lease(engine, bench, f"c{r}", rate_limit=r)
+        )
+        assert reply[0] == "acquired" and ran["time"] == 1, ran
+        for call in (engine.heartbeat, engine.release):
+            _result, ran = commands_run(
+                redis_client,
+                lambda c=call, s=reply[1], r=rate: c(bench.TENANT, bench.FLOOR, s, rate_limit=r),
+            )
+            assert ran["time"] == 1, (call.__name__, ran)
