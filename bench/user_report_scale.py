@@ -31,9 +31,9 @@ statement timeout (``reports.STATEMENT_TIMEOUT_MS``: a slower one is a 503), and
 totals equal to counts taken from the raw events (leases = starts in the window, queue
 figures = queue events in the window). Exit status 1 if a check fails.
 
-``--insert-baseline REV`` then times the audit insert (1,000-event messages) of this
-code against that git revision's, alternating: keeping each lease's user costs the
-insert path that much.
+``--insert-baseline REV`` also times, before the reports, the audit insert (1,000-event
+messages, for a tenant of their own) of this code against that git revision's,
+alternating: what keeping each lease's user costs the insert path.
 
 Run: ``.venv/bin/python bench/user_report_scale.py`` (loading 10M events takes 4-8
 minutes on 2 cores; ``--events 1000000`` for a quicker look; ``--keep`` leaves the

@@ -201,7 +201,15 @@ def user_histories(draw) -> list[dict]:
     borrowed, the user on it) and at most one ending, whose time may equal its start's or
     even be slightly earlier (two Lua calls in one millisecond; a clock step), some held
     past any window; queue outcomes with their queued_ms; events no report counts.
-    Event ids in random order, so that an ending may sort before its start."""
+    Event ids in random order, so that an ending may sort before its start.
+
+    Not drawn, because the engine never writes them (each acquire makes a new session id,
+    a lease ends once, queued_ms is an integer): two starts or two endings in one session,
+    a start without a session id, one session id in two licenses, a queued_ms in a string.
+    There the two reports differ: the old one counted every start and paired the last,
+    took an ending of another license of the tenant, and read "12" as 12 ms; the SQL one
+    counts a session's lease once (its first acquire and the first ending that arrived),
+    a start without a session id not at all, and a string as 0 ms."""
     events: list[dict] = []
 
     def add(etype: str, license_id: str, us: int, session: str | None, meta: dict) -> None:

@@ -816,7 +816,7 @@ def user_usage(window: Window, engine: Engine | None = None) -> list[UserUsage]:
     the window (``ix_lease_events_queue``) with their ``queued_ms`` (a number, ``true``
     as 1; anything else counts as 0). The work follows the leases and queue events of the
     window, with no row per event in Python: a year of a 10-million-event license takes
-    1.4-1.9 s on the 2-core development machine (docs/benchmarks.md). Leases and events
+    1.2-1.9 s on the 2-core development machine (docs/benchmarks.md). Leases and events
     older than the retention are gone, so is their part of this breakdown (the
     per-license reports outlive them)."""
     found: dict[tuple[str, str | None], UserUsage] = {}
