@@ -51,18 +51,32 @@ from procs import private_database  # the tests' fresh-database helper
 
 LICENSE = "cad"
 CHUNK_SESSIONS = 250_000  # sessions (2 events each) per insert statement
+HOST_METADATA = """'{"host": "ws"}'::jsonb"""
 
 
-def source(tenant: str, clients: int, period_ms: int, start: datetime) -> str:
+def source(
+    tenant: str,
+    clients: int,
+    period_ms: int,
+    start: datetime,
+    metadata: str = "",
+    session_digits: int = 0,
+) -> str:
     """A SELECT of the events of sessions ``:lo <= k < :hi`` (client ``k % clients``, its
-    ``k / clients``-th lease): the acquire, and its release half a period later."""
+    ``k / clients``-th lease): the acquire, and its release half a period later.
+    ``metadata``: an SQL expression of ``k`` for both events' metadata (jsonb); by default
+    ``{"host": "ws"}``. ``session_digits``: session ids with ``k`` zero-padded to that many
+    digits, so that each statement's ``usage_leases`` rows (inserted in session id order)
+    go in time order, as the audit function's do (its messages arrive in about that
+    order); 0: ``k`` as it is."""
+    k = f"lpad(k::text, {session_digits}, '0')" if session_digits else "k"
     step = period_ms // clients
     hold = (clients // 2) * step - 1  # ends 1 ms before the next client's start
     return f"""
         SELECT '{tenant}-' || k || CASE WHEN e.n = 1 THEN '-a' ELSE '-r' END AS event_id,
                CASE WHEN e.n = 1 THEN 'lease.acquired' ELSE 'lease.released' END AS type,
                '{tenant}'::text AS tenant_id, '{LICENSE}'::text AS license_id,
-               '{tenant}-s' || k AS session_id, 'ws-' || mod(k, {clients}) AS client_id,
+               '{tenant}-s' || {k} AS session_id, 'ws-' || mod(k, {clients}) AS client_id,
                TIMESTAMPTZ '{start.isoformat()}'
                    + make_interval(secs => ((k / {clients}) * {period_ms}::bigint
                                             + mod(k, {clients}) * {step}
@@ -72,7 +86,7 @@ def source(tenant: str, clients: int, period_ms: int, start: datetime) -> str:
                     WHEN k < {clients // 2} THEN k + 1
                     ELSE {clients // 2} END AS seats_used,
                {clients}::int AS seats_total, 1 AS count,
-               '{{"host": "ws"}}'::jsonb AS metadata
+               {metadata or HOST_METADATA} AS metadata
         FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint) - 1) AS k
         CROSS JOIN (VALUES (1), (2)) AS e(n)"""
 
@@ -89,12 +103,25 @@ def denials(tenant: str, start: datetime, days: int) -> str:
         FROM generate_series(0, {days * 24 - 1}) AS h"""
 
 
-def load(engine: Any, tenant: str, events: int, clients: int, start: datetime, days: int) -> float:
+def load(
+    engine: Any,
+    tenant: str,
+    events: int,
+    clients: int,
+    start: datetime,
+    days: int,
+    metadata: str = "",
+    session_digits: int = 0,
+) -> float:
     sessions = events // 2
     span_ms = days * 86_400_000
     per_client = max(1, sessions // clients)
     period_ms = (span_ms // per_client) // clients * clients
-    statement = text(rollups.insert_statement(source(tenant, clients, period_ms, start)))
+    statement = text(
+        rollups.insert_statement(
+            source(tenant, clients, period_ms, start, metadata, session_digits)
+        )
+    )
     began = time.perf_counter()
     for lo in range(0, sessions, CHUNK_SESSIONS):
         with engine.begin() as conn:

@@ -48,6 +48,11 @@ was out of the pool), even if it ended after ``until``; the others are *open*.
 reclaimed (a crashed or vanished client), revoked (an operator), denied requests and
 lost leases in the window. Lease durations count borrowed leases like acquired ones.
 
+*Per user* (``user_usage``): per license and user (the acquire's ``metadata.user``),
+leases acquired in the window with the durations of those whose first ending is stored,
+summed by the database from ``usage_leases`` (its ``user_name``), and the wait queue's
+outcomes in the window from ``lease_events`` (a partial index holds them alone).
+
 Bounds: a report covers at most ``MAX_PERIODS`` buckets per license and ``MAX_ROWS``
 license-buckets (a 400 naming the limit otherwise), and times between ``MIN_TIME`` and
 ``MAX_TIME``. Raw events and leases older than the retention (``seatlease audit prune``)
@@ -57,7 +62,6 @@ hours (days) from the rollups.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -69,6 +73,7 @@ from seatlease.clock import EPOCH, iso_utc, utc
 from seatlease.errors import InvalidRequest
 from seatlease.rollups import MINUTE_RETENTION
 from seatlease.store import transaction
+from seatlease.tables import QUEUE_OUTCOMES
 
 ACQUIRED = "lease.acquired"
 BORROWED = "lease.borrowed"
@@ -779,10 +784,6 @@ def usage_report(window: Window, period: str = "hour", engine: Engine | None = N
 
 # -- per user (license policy: `user` on acquire, the wait queue) ------------------------
 
-# A per-user breakdown reads raw events (the rollups have no user), so it is bounded.
-MAX_USER_EVENTS = 500_000
-_USER_STARTS = ("lease.acquired", "lease.borrowed")
-_USER_ENDINGS = ("lease.released", "lease.reclaimed", "lease.revoked")
 _USER_QUEUE = ("queue.granted", "queue.left")
 
 
@@ -806,67 +807,124 @@ class UserUsage:
 
 
 def user_usage(window: Window, engine: Engine | None = None) -> list[UserUsage]:
-    """Leases and queue waits per license and user, from the raw events of the window:
-    leases acquired (or borrowed) in ``[since, until)`` with the durations of those whose
-    ending is stored (even after ``until``), and the ``queue.granted`` / ``queue.left``
-    events in the window with their ``queued_ms``. Events older than the retention are
-    gone, so is their part of this breakdown (the per-license reports outlive them)."""
-    kinds = _USER_STARTS + _USER_ENDINGS + _USER_QUEUE
-    names = ", ".join(f"'{kind}'" for kind in kinds)
-    since = "AND occurred_at >= :since" if window.since is not None else ""
-    sql = f"""
-        SELECT license_id, session_id, type, occurred_at, metadata FROM lease_events
-        WHERE {window.scope()} AND type IN ({names}) {since}
-        ORDER BY occurred_at, event_id LIMIT {MAX_USER_EVENTS + 1}"""
-    stmt = _times(text(sql), "since") if window.since is not None else text(sql)
-    with transaction(engine) as conn:
-        _limit_statements(conn)
-        rows = list(conn.execute(stmt, window.params(since=window.since)))
-    if len(rows) > MAX_USER_EVENTS:
-        raise InvalidRequest(
-            f"Invalid request: the window holds more than {MAX_USER_EVENTS} lease events; "
-            "give a shorter one (since, until) for a per-user report.",
-            max_events=MAX_USER_EVENTS,
-        )
+    """Leases and queue waits per license and user, summed by the database: the leases
+    acquired (or borrowed) in ``[since, until)`` from ``usage_leases`` (one row per lease,
+    its two ends paired by the audit insert in whatever order they arrived, its user the
+    acquire's ``metadata.user`` when that is a string), with the durations of those whose
+    first ending is stored (even after ``until``; an ending before ``since`` is not read,
+    a negative duration counts as 0), and the ``queue.granted`` / ``queue.left`` events in
+    the window (``ix_lease_events_queue``) with their ``queued_ms`` (a number, ``true``
+    as 1; anything else counts as 0). The work follows the leases and queue events of the
+    window, with no row per event in Python: a year of a 10-million-event license takes
+    1.2-1.9 s on the 2-core development machine (docs/benchmarks.md). Leases and events
+    older than the retention are gone, so is their part of this breakdown (the
+    per-license reports outlive them)."""
     found: dict[tuple[str, str | None], UserUsage] = {}
-    started: dict[str, tuple[UserUsage, datetime]] = {}
-    ended: dict[str, datetime] = {}  # paired after the loop: same-millisecond events of
-    # two Lua calls have no known order, so an ending may come first
 
-    def of(license_id: str, metadata: dict[str, Any]) -> UserUsage:
-        user = metadata.get("user")
-        user = user if isinstance(user, str) else None
+    def of(license_id: str, user: str | None) -> UserUsage:
         key = (license_id, user)
         if key not in found:
             found[key] = UserUsage(license_id, user)
         return found[key]
 
-    for license_id, session_id, kind, occurred_at, raw in rows:
-        metadata = json.loads(raw) if isinstance(raw, str) else raw
-        metadata = metadata if isinstance(metadata, dict) else {}
-        at = _time(occurred_at)
-        inside = window.until is None or at < window.until
-        if kind in _USER_STARTS and inside:
-            row = of(license_id, metadata)
-            row.leases += 1
-            started[session_id] = (row, at)
-        elif kind in _USER_ENDINGS and session_id:
-            ended.setdefault(session_id, at)
-        elif kind in _USER_QUEUE and inside:
-            row = of(license_id, metadata)
-            waited = float(metadata.get("queued_ms") or 0) / 1000
-            if kind == "queue.granted":
-                row.queue_served += 1
-            else:
-                row.queue_left += 1
-            row.queued_seconds_total += waited
-            row.queued_seconds_max = max(row.queued_seconds_max or 0.0, waited)
-    for session_id, (row, began) in started.items():
-        end = ended.get(session_id)
-        if end is None:
-            row.open_leases += 1
-            continue
-        seconds = max(0.0, (end - began).total_seconds())
-        row.seat_seconds += seconds
-        row.longest_seconds = max(row.longest_seconds or 0.0, seconds)
-    return sorted(found.values(), key=lambda r: (r.license_id, r.user or ""))
+    with transaction(engine) as conn:
+        _limit_statements(conn)
+        for r in _user_leases(conn, window):
+            row = of(r.license_id, r.user_name)
+            row.leases = int(r.leases)
+            row.open_leases = int(r.open_leases)
+            row.seat_seconds = float(r.total_s or 0)
+            row.longest_seconds = None if r.longest_s is None else float(r.longest_s)
+        for r in _user_queue(conn, window):
+            row = of(r.license_id, r.user_name)
+            row.queue_served = int(r.served)
+            row.queue_left = int(r.left_)
+            row.queued_seconds_total = float(r.queued_ms or 0) / 1000
+            row.queued_seconds_max = max(0.0, float(r.queued_max or 0) / 1000)
+    return sorted(found.values(), key=lambda r: (r.license_id, r.user or "", r.user is not None))
+
+
+def _window_conds(window: Window, column: str) -> tuple[list[str], list[str]]:
+    """``column`` in ``[since, until)``: the SQL conditions and the names to bind."""
+    conds, names = [], []
+    if window.since is not None:
+        conds.append(f"{column} >= :since")
+        names.append("since")
+    if window.until is not None:
+        conds.append(f"{column} < :until")
+        names.append("until")
+    return conds, names
+
+
+def _user_leases(conn: Connection, window: Window) -> list[Any]:
+    """Per license and user: leases acquired in the window, the open ones, and the total
+    and longest duration (seconds) of the others."""
+    conds, names = _window_conds(window, "acquired_at")
+    # An ending before since is not one the window reads (the lease counts as open).
+    ended = "ended_at IS NOT NULL" + (" AND ended_at >= :since" if window.since else "")
+    if conn.dialect.name == "postgresql":
+        # Intervals summed exactly (microseconds), converted once per row of the result.
+        held = f"CASE WHEN {ended} THEN GREATEST(ended_at - acquired_at, interval '0') END"
+        total, longest = f"extract(epoch FROM SUM({held}))", f"extract(epoch FROM MAX({held}))"
+    else:
+        # Stored as 'YYYY-MM-DD HH:MM:SS.ffffff': whole seconds, then the microseconds
+        # (julianday's float is about 40 us off at today's dates, and strftime rounds a
+        # time with its fraction to the nearest second).
+        us = (
+            "((CAST(strftime('%s', substr(ended_at, 1, 19)) AS INTEGER)"
+            " - CAST(strftime('%s', substr(acquired_at, 1, 19)) AS INTEGER)) * 1000000"
+            " + CAST(substr(ended_at, 21, 6) AS INTEGER)"
+            " - CAST(substr(acquired_at, 21, 6) AS INTEGER))"
+        )
+        held = f"CASE WHEN {ended} THEN max(0, {us}) END"
+        total, longest = f"SUM({held}) / 1000000.0", f"MAX({held}) / 1000000.0"
+    sql = f"""
+        SELECT license_id, user_name, COUNT(*) AS leases,
+               SUM(CASE WHEN {ended} THEN 0 ELSE 1 END) AS open_leases,
+               {total} AS total_s, {longest} AS longest_s
+        FROM usage_leases
+        WHERE {" AND ".join([window.scope(), "acquired_at IS NOT NULL", *conds])}
+        GROUP BY license_id, user_name"""
+    return list(conn.execute(_times(text(sql), *names), window.params(**_bounds(window))))
+
+
+def _user_queue(conn: Connection, window: Window) -> list[Any]:
+    """Per license and user (the queue event's ``metadata.user``): the queue's outcomes
+    in the window and their ``queued_ms`` (sum and largest)."""
+    conds, names = _window_conds(window, "occurred_at")
+    if conn.dialect.name == "postgresql":
+        user = "CASE WHEN jsonb_typeof(metadata->'user') = 'string' THEN metadata->>'user' END"
+        queued = (
+            "CASE jsonb_typeof(metadata->'queued_ms') "
+            "WHEN 'number' THEN (metadata->>'queued_ms')::float8 "
+            "WHEN 'boolean' THEN CASE WHEN metadata->>'queued_ms' = 'true' THEN 1 ELSE 0 END "
+            "ELSE 0 END"
+        )
+    else:
+        user = (
+            "CASE WHEN json_type(metadata, '$.user') = 'text' "
+            "THEN json_extract(metadata, '$.user') END"
+        )
+        queued = (
+            "CASE json_type(metadata, '$.queued_ms') "
+            "WHEN 'integer' THEN json_extract(metadata, '$.queued_ms') "
+            "WHEN 'real' THEN json_extract(metadata, '$.queued_ms') "
+            "WHEN 'true' THEN 1 ELSE 0 END"
+        )
+    sql = f"""
+        SELECT license_id, user_name, SUM(served) AS served, SUM(left_) AS left_,
+               SUM(queued) AS queued_ms, MAX(queued) AS queued_max
+        FROM (
+            SELECT license_id, {user} AS user_name,
+                   CASE WHEN type = 'queue.granted' THEN 1 ELSE 0 END AS served,
+                   CASE WHEN type = 'queue.left' THEN 1 ELSE 0 END AS left_,
+                   {queued} AS queued
+            FROM lease_events
+            WHERE {" AND ".join([window.scope(), QUEUE_OUTCOMES, *conds])}
+        ) q
+        GROUP BY license_id, user_name"""
+    return list(conn.execute(_times(text(sql), *names), window.params(**_bounds(window))))
+
+
+def _bounds(window: Window) -> dict[str, Any]:
+    return {"since": window.since, "until": window.until}

@@ -97,6 +97,22 @@ PERIOD_LENGTHS = {"minute": MINUTE, "hour": HOUR}  # the rollups' periods
 # of minutes is 1,440 rows per license with events, against 24 hourly rows.
 MINUTE_RETENTION = timedelta(days=14)
 
+# ``usage_leases.user_name``: the acquire's ``metadata.user`` when it is a string (a
+# number, a boolean or no ``user`` at all is no user), as the per-user report counts it.
+USER_SQL = "CASE WHEN jsonb_typeof(metadata->'user') = 'string' THEN metadata->>'user' END"
+
+
+def user_of(metadata: Any) -> str | None:
+    """``USER_SQL`` in Python: ``metadata`` as stored (a dict, JSON text or None)."""
+    if isinstance(metadata, str | bytes):
+        try:
+            metadata = json.loads(metadata)
+        except ValueError:
+            return None
+    user = metadata.get("user") if isinstance(metadata, dict) else None
+    return user if isinstance(user, str) else None
+
+
 EVENT_COLUMNS = (
     "event_id",
     "type",
@@ -140,7 +156,7 @@ ins AS (
                                   '-infinity')
     ON CONFLICT (event_id, occurred_at) DO NOTHING
     RETURNING event_id, type, tenant_id, license_id, session_id, client_id, occurred_at,
-              seats_used, seats_total, count
+              seats_used, seats_total, count, {USER_SQL} AS user_name
 ),
 ev AS (
     SELECT ins.*, date_trunc('hour', occurred_at, 'UTC') AS hour,
@@ -157,17 +173,23 @@ sess AS (
            min(client_id) FILTER (WHERE delta = 1) AS acq_client,
            min(occurred_at) FILTER (WHERE delta = -1) AS end_at,
            (array_agg(type ORDER BY occurred_at, event_id) FILTER (WHERE delta = -1))[1]
-               AS end_type
+               AS end_type,
+           -- the user of the acquire acq_at is from
+           (array_agg(user_name ORDER BY occurred_at, event_id) FILTER (WHERE delta = 1))[1]
+               AS acq_user
     FROM ev WHERE session_id IS NOT NULL AND delta <> 0
     GROUP BY session_id
 ),
 leases AS (
     INSERT INTO usage_leases AS l (session_id, tenant_id, license_id, client_id,
-                                   acquired_at, ended_at, end_type)
-    SELECT session_id, tenant_id, license_id, acq_client, acq_at, end_at, end_type
+                                   acquired_at, ended_at, end_type, user_name)
+    SELECT session_id, tenant_id, license_id, acq_client, acq_at, end_at, end_type, acq_user
     FROM sess ORDER BY session_id
     ON CONFLICT (session_id) DO UPDATE SET
         client_id = coalesce(l.client_id, EXCLUDED.client_id),
+        -- with acquired_at, from the same acquire (NULL is a value here: no user)
+        user_name = CASE WHEN l.acquired_at IS NULL THEN EXCLUDED.user_name
+                         ELSE l.user_name END,
         acquired_at = coalesce(l.acquired_at, EXCLUDED.acquired_at),
         ended_at = coalesce(l.ended_at, EXCLUDED.ended_at),
         end_type = coalesce(l.end_type, EXCLUDED.end_type)
@@ -498,6 +520,8 @@ class _Session:
     license_id: str
     acq_at: datetime | None = None
     acq_client: str | None = None
+    acq_key: tuple[datetime, str] | None = None  # the acquire acq_user is from
+    acq_user: str | None = None
     ends: list[tuple[datetime, str, str]] = field(default_factory=list)
 
 
@@ -538,10 +562,13 @@ def fold_sqlite(conn: Connection, new: list[dict[str, Any]]) -> None:
         delta = 1 if etype in STARTS else -1 if etype in ENDINGS else 0
         if delta and e.get("session_id"):
             s = sessions.setdefault(e["session_id"], _Session(e["tenant_id"], e["license_id"]))
-            if delta == 1 and (s.acq_at is None or at < s.acq_at):
-                s.acq_at, s.acq_client = at, e.get("client_id")
-            elif delta == -1:
+            if delta == -1:
                 s.ends.append((at, e["event_id"], etype))
+                continue
+            if s.acq_at is None or at < s.acq_at:
+                s.acq_at, s.acq_client = at, e.get("client_id")
+            if s.acq_key is None or (at, e["event_id"]) < s.acq_key:
+                s.acq_key, s.acq_user = (at, e["event_id"]), user_of(e.get("metadata"))
     clients: dict[tuple[str, str, str, datetime], _Client] = {}
     for e in new:
         if e["type"] in STARTS:
@@ -602,12 +629,17 @@ def _pair(
         "ended_at": first_end[0] if first_end else None,
         "end_type": first_end[2] if first_end else None,
     }
+    user = {"user_name": s.acq_user}
     lc = usage_leases.c
     stored = conn.execute(select(usage_leases).where(lc.session_id == session_id)).first()
     if stored is None:
         conn.execute(
             insert(usage_leases).values(
-                session_id=session_id, tenant_id=s.tenant_id, license_id=s.license_id, **mine
+                session_id=session_id,
+                tenant_id=s.tenant_id,
+                license_id=s.license_id,
+                **mine,
+                **user,
             )
         )
         row = mine
@@ -619,7 +651,9 @@ def _pair(
             return None
         row = {k: getattr(stored, k) if getattr(stored, k) is not None else v
                for k, v in mine.items()}  # fmt: skip
-        conn.execute(update(usage_leases).where(lc.session_id == session_id).values(**row))
+        if stored.acquired_at is not None:  # with acquired_at, from the same acquire
+            user = {"user_name": stored.user_name}
+        conn.execute(update(usage_leases).where(lc.session_id == session_id).values(**row, **user))
     if row["acquired_at"] is None or row["ended_at"] is None:
         return None
     return row["client_id"], utc(row["acquired_at"]), utc(row["ended_at"]), row["end_type"]

@@ -24,6 +24,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     false,
     func,
     text,
@@ -32,6 +33,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 metadata = MetaData()
 ID = String(128)
+QUEUE_OUTCOMES = "type IN ('queue.granted', 'queue.left')"
 
 tenants = Table(
     "tenants",
@@ -105,6 +107,16 @@ lease_events = Table(
     Column("metadata", JSON().with_variant(JSONB(), "postgresql"), nullable=True),
     Column("received_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index("ix_lease_events_license_time", "tenant_id", "license_id", "occurred_at"),
+    # Migration 0010: the wait queue's outcomes alone, for the per-user report (a few
+    # rows a day where the license has a queue; the other events cost no entry).
+    Index(
+        "ix_lease_events_queue",
+        "tenant_id",
+        "license_id",
+        "occurred_at",
+        postgresql_where=text(QUEUE_OUTCOMES),
+        sqlite_where=text(QUEUE_OUTCOMES),
+    ),
 )
 
 
@@ -169,7 +181,8 @@ usage_client_rollups = Table(
 
 # One row per lease (session): its acquire and its first ending, each filled when its
 # event arrives (in any order). Both set = the lease is counted in usage_client_rollups;
-# the reports read it for the window's partial days. Pruned with the raw events.
+# the reports read it for the window's partial days, and the per-user report for the
+# whole window. Pruned with the raw events.
 usage_leases = Table(
     "usage_leases",
     metadata,
@@ -180,6 +193,9 @@ usage_leases = Table(
     Column("acquired_at", DateTime(timezone=True), nullable=True),
     Column("ended_at", DateTime(timezone=True), nullable=True),
     Column("end_type", String(32), nullable=True),
+    # The acquire's ``metadata.user`` when it is a string (migration 0010), else NULL:
+    # what the per-user report groups by. Filled with acquired_at, from the same event.
+    Column("user_name", Text, nullable=True),
     Index(
         "ix_usage_leases_acquired",
         "tenant_id",

@@ -67,7 +67,7 @@ def register(subparsers: Any) -> None:
         default="auto",
         help="period: auto (default: the finest that keeps the chart under 1,500 points), "
         "minute, hour or day; or user: leases, seat time and time queued per license and "
-        "user (from the raw events of the window)",
+        "user (any window within the retention)",
     )
     usage.add_argument(
         "--format",
