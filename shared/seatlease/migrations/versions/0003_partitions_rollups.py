@@ -12,8 +12,10 @@ The index on ``session_id`` goes: a lease's two ends are paired in ``usage_lease
 
 Both: ``usage_rollups`` (per license and hour), ``usage_client_rollups`` (per license,
 client and day), ``usage_leases`` (both ends of each lease) and
-``audit_retention`` (the pruned horizon), filled from the existing events by the same
-insert code the audit function runs (``seatlease.rollups``).
+``audit_retention`` (the pruned horizon), filled from the existing events by the
+insert code the audit function ran at this revision: a frozen copy of it in
+``seatlease.migrations._frozen_0003`` (never the live ``seatlease.rollups``, which writes
+columns and tables of later revisions).
 
 Revision ID: 0003
 Revises: 0002
@@ -26,7 +28,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
-from seatlease import rollups
+from seatlease.migrations import _frozen_0003 as frozen
 
 revision = "0003"
 down_revision = "0002"
@@ -130,25 +132,26 @@ def _postgres(bind: sa.Connection) -> None:
             )
         )
     ]
-    rollups.ensure_partitions(bind, [*months, *rollups.months_ahead(datetime.now(UTC))])
+    frozen.ensure_partitions(bind, [*months, *frozen.months_ahead(datetime.now(UTC))])
     _rollup_tables()
-    # The old rows through the audit path's own statement: same events, same rollups.
-    columns = ", ".join(rollups.EVENT_COLUMNS)
+    # The old rows through the audit path's statement of this revision: same events, same
+    # rollups.
+    columns = ", ".join(frozen.EVENT_COLUMNS)
     statement = sa.text(
-        rollups.insert_statement(
+        frozen.insert_statement(
             f"SELECT {columns} FROM lease_events_0002 WHERE id > :lo AND id <= :hi"
         )
     )
     top = bind.execute(sa.text("SELECT coalesce(max(id), 0) FROM lease_events_0002")).scalar()
     for lo in range(0, int(top), COPY_BATCH):
-        rollups.run_insert(bind, statement, {"lo": lo, "hi": lo + COPY_BATCH})
+        frozen.run_insert(bind, statement, {"lo": lo, "hi": lo + COPY_BATCH})
     op.execute("DROP TABLE lease_events_0002")
 
 
 def _sqlite(bind: sa.Connection) -> None:
     op.drop_index("ix_lease_events_session", "lease_events")
     _rollup_tables()
-    events = sa.table("lease_events", *(sa.column(c) for c in ("id", *rollups.EVENT_COLUMNS)))
+    events = sa.table("lease_events", *(sa.column(c) for c in ("id", *frozen.EVENT_COLUMNS)))
     last = 0
     while True:
         rows = (
@@ -161,7 +164,7 @@ def _sqlite(bind: sa.Connection) -> None:
         if not rows:
             break
         last = rows[-1]["id"]
-        rollups.fold_sqlite(bind, [dict(r) for r in rows])
+        frozen.fold_sqlite(bind, [dict(r) for r in rows])
 
 
 def upgrade() -> None:

@@ -1,8 +1,9 @@
 """Minute rollups (issue 19): ``usage_minute_rollups``, the columns of ``usage_rollups``
 per license and UTC minute, so that reports can have minute periods. Kept for
 ``rollups.MINUTE_RETENTION`` (14 days; ``seatlease audit prune`` deletes older rows), so
-they are filled here from the stored events of that span, by the same fold the audit
-insert runs.
+they are filled here from the stored events of that span, by the fold the audit insert
+ran at this revision: a frozen copy of it in ``seatlease.migrations._frozen_0008`` (a
+migration never imports the live ``seatlease.rollups``).
 
 Revision ID: 0008
 Revises: 0007
@@ -14,8 +15,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
-from seatlease import rollups
-from seatlease.clock import utc
+from seatlease.migrations import _frozen_0008 as frozen
 
 revision = "0008"
 down_revision = "0007"
@@ -45,25 +45,24 @@ def upgrade() -> None:
         sa.Column("last_total", sa.Integer, nullable=True),
     )  # fmt: skip
     bind = op.get_bind()
-    since = datetime.now(UTC).replace(second=0, microsecond=0) - rollups.MINUTE_RETENTION
-    columns = ", ".join(rollups.EVENT_COLUMNS)
+    since = datetime.now(UTC).replace(second=0, microsecond=0) - frozen.MINUTE_RETENTION
+    columns = ", ".join(frozen.EVENT_COLUMNS)
     if bind.dialect.name == "postgresql":
         # One statement per day of events: the same CTEs as the audit insert's.
         statement = sa.text(
-            rollups.minute_backfill_statement(
+            frozen.minute_backfill_statement(
                 f"SELECT {columns} FROM lease_events WHERE occurred_at >= :lo AND occurred_at < :hi"
             )
         )
-        for day in range(rollups.MINUTE_RETENTION.days + 2):
-            lo = since + day * rollups.DAY
-            rollups.run_insert(bind, statement, {"lo": lo, "hi": lo + rollups.DAY})
+        for day in range(frozen.MINUTE_RETENTION.days + 2):
+            lo = since + day * frozen.DAY
+            frozen.run_insert(bind, statement, {"lo": lo, "hi": lo + frozen.DAY})
         return
     events = sa.table(
         "lease_events",
-        *(sa.column(c) for c in ("id", *rollups.EVENT_COLUMNS) if c != "occurred_at"),
+        *(sa.column(c) for c in ("id", *frozen.EVENT_COLUMNS) if c != "occurred_at"),
         sa.column("occurred_at", tz),
     )
-    table = sa.Table("usage_minute_rollups", sa.MetaData(), autoload_with=bind)
     last = 0
     while True:
         query = (
@@ -77,8 +76,8 @@ def upgrade() -> None:
             break
         last = rows[-1]["id"]
         for row in rows:
-            row["occurred_at"] = utc(row["occurred_at"])
-        rollups.fold_periods(bind, rows, table, "minute")
+            row["occurred_at"] = frozen.utc(row["occurred_at"])
+        frozen.fold_minutes(bind, rows)
 
 
 def downgrade() -> None:
