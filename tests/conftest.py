@@ -273,3 +273,19 @@ def client_functions(redis_url: str, database_url: str) -> Iterator[ClientStack]
     controls the Node and Go clients' suites drive (tests/client_harness.py)."""
     with client_stack() as served:
         yield served
+
+
+@pytest.fixture
+def migration_urls(postgres_admin_url: str, tmp_path) -> Iterator[list[str]]:
+    """Two empty databases for a migration test, PostgreSQL's and SQLite's (the local
+    stack's), as URLs: nothing migrated yet. The PostgreSQL one is dropped afterwards."""
+    name = f"seatlease_mig_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield [postgres_admin_url.rsplit("/", 1)[0] + "/" + name, f"sqlite:///{tmp_path / 'm.db'}"]
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

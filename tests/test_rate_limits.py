@@ -228,7 +228,7 @@ def test_a_bad_rate_limit_is_a_400_naming_the_field(database_url, redis_url, act
 
 
 def test_migration_0007_gives_every_tenant_the_default_and_downgrades(
-    postgres_admin_url, tmp_path
+    migration_urls, tmp_path
 ) -> None:
     """On PostgreSQL and on SQLite (the local stack's), with a tenant that has a key and a
     license (foreign keys to tenants): 500 for it, the CHECK in force, and back again."""
@@ -236,46 +236,35 @@ def test_migration_0007_gives_every_tenant_the_default_and_downgrades(
 
     from alembic import command
     from alembic.config import Config
-    from sqlalchemy import create_engine, inspect, text
+    from sqlalchemy import inspect, text
 
     from seatlease import db
 
-    name = f"seatlease_mig_{uuid.uuid4().hex[:10]}"
-    admin_engine = create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
-    with admin_engine.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    urls = [postgres_admin_url.rsplit("/", 1)[0] + "/" + name, f"sqlite:///{tmp_path / 'm.db'}"]
-    try:
-        for url in urls:
-            engine = db.make_engine(url)
-            store.upgrade(engine, "0006")
-            # Rows as the schema at 0006 holds them (today's store writes later columns).
-            with engine.begin() as conn:
-                conn.execute(text("INSERT INTO tenants (tenant_id, name) VALUES ('acme', '')"))
-                conn.execute(
-                    text(
-                        "INSERT INTO licenses (tenant_id, license_id, seats) "
-                        "VALUES ('acme', 'cad', 3)"
-                    )
+    for url in migration_urls:
+        engine = db.make_engine(url)
+        store.upgrade(engine, "0006")
+        # Rows as the schema at 0006 holds them (today's store writes later columns).
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO tenants (tenant_id, name) VALUES ('acme', '')"))
+            conn.execute(
+                text(
+                    "INSERT INTO licenses (tenant_id, license_id, seats) VALUES ('acme', 'cad', 3)"
                 )
-            store.upgrade(engine)
-            assert store.tenant_rate_limit("acme", engine) == 500
-            with pytest.raises(Exception, match="ck_tenants_rate_limit"):
-                with engine.begin() as conn:
-                    conn.execute(text("UPDATE tenants SET rate_limit_per_second = -1"))
-            cfg = Config()
-            cfg.set_main_option("script_location", str(resources.files("seatlease") / "migrations"))
+            )
+        store.upgrade(engine)
+        assert store.tenant_rate_limit("acme", engine) == 500
+        with pytest.raises(Exception, match="ck_tenants_rate_limit"):
             with engine.begin() as conn:
-                cfg.attributes["connection"] = conn
-                command.downgrade(cfg, "0006")
-            columns = {c["name"] for c in inspect(engine).get_columns("tenants")}
-            assert "rate_limit_per_second" not in columns
-            assert store.get_license("acme", "cad", engine)["seats"] == 3
-            engine.dispose()
-    finally:
-        with admin_engine.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin_engine.dispose()
+                conn.execute(text("UPDATE tenants SET rate_limit_per_second = -1"))
+        cfg = Config()
+        cfg.set_main_option("script_location", str(resources.files("seatlease") / "migrations"))
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0006")
+        columns = {c["name"] for c in inspect(engine).get_columns("tenants")}
+        assert "rate_limit_per_second" not in columns
+        assert store.get_license("acme", "cad", engine)["seats"] == 3
+        engine.dispose()
 
 
 def test_a_database_outage_never_fails_the_rate_limit_lookup(

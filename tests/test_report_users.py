@@ -332,16 +332,15 @@ def test_the_sql_report_equals_the_old_one_on_postgres(database_url, data) -> No
     check_against_the_old_report(data, None)
 
 
-def test_migration_0010_gives_the_stored_leases_their_users(postgres_admin_url, tmp_path) -> None:
+def test_migration_0010_gives_the_stored_leases_their_users(migration_urls, tmp_path) -> None:
     """A database at 0009 with leases stored (the audit insert did not keep users then),
     upgraded: each lease has its acquire's user (a string, else none), the per-user report
     reads them, and the queue's outcomes have their index; a downgrade takes both away."""
-    import uuid
     from importlib import resources
 
     from alembic import command
     from alembic.config import Config
-    from sqlalchemy import create_engine, inspect
+    from sqlalchemy import inspect
 
     from seatlease import rollups
     from seatlease.tables import lease_events
@@ -368,53 +367,41 @@ def test_migration_0010_gives_the_stored_leases_their_users(postgres_admin_url, 
     ]
     cfg = Config()
     cfg.set_main_option("script_location", str(resources.files("seatlease") / "migrations"))
-    name = f"seatlease_mig_{uuid.uuid4().hex[:10]}"
-    admin_engine = create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
-    with admin_engine.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    urls = [postgres_admin_url.rsplit("/", 1)[0] + "/" + name, f"sqlite:///{tmp_path / 'm.db'}"]
-    try:
-        for url in urls:
-            engine = db.make_engine(url)
-            store.upgrade(engine, "0009")
-            with engine.begin() as conn:
-                if engine.dialect.name == "postgresql":
-                    rollups.ensure_partitions(conn, [BASE])
-                conn.execute(lease_events.insert(), events)
-                for session, acquired, ended in leases:
-                    conn.execute(
-                        _times(text(
-                            "INSERT INTO usage_leases (session_id, tenant_id, license_id, "
-                            "client_id, acquired_at, ended_at) "
-                            "VALUES (:s, :t, 'cad', 'c1', :acquired, :ended)"
-                        ), "acquired", "ended"),
-                        {"s": session, "t": T, "acquired": acquired, "ended": ended},
-                    )  # fmt: skip
-            store.upgrade(engine)
-            with engine.connect() as conn:
-                found = conn.execute(text("SELECT session_id, user_name FROM usage_leases"))
-                users = {r.session_id: r.user_name for r in found}
-            assert users == {"s1": "ann", "s2": None, "s3": None, "s4": None}, url
-            assert "ix_lease_events_queue" in {
-                i["name"] for i in inspect(engine).get_indexes("lease_events")
-            }
-            rows = {(r.user, r.leases, r.open_leases, r.seat_seconds, r.queue_served)
-                    for r in user_usage(Window(T), engine)}  # fmt: skip
-            assert rows == {("ann", 1, 0, 600.0, 0), (None, 2, 2, 0.0, 0), ("bob", 0, 0, 0.0, 1)}
-            with engine.begin() as conn:
-                cfg.attributes["connection"] = conn
-                command.downgrade(cfg, "0009")
-            assert "user_name" not in {
-                c["name"] for c in inspect(engine).get_columns("usage_leases")
-            }
-            assert "ix_lease_events_queue" not in {
-                i["name"] for i in inspect(engine).get_indexes("lease_events")
-            }
-            engine.dispose()
-    finally:
-        with admin_engine.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin_engine.dispose()
+    for url in migration_urls:
+        engine = db.make_engine(url)
+        store.upgrade(engine, "0009")
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                rollups.ensure_partitions(conn, [BASE])
+            conn.execute(lease_events.insert(), events)
+            for session, acquired, ended in leases:
+                conn.execute(
+                    _times(text(
+                        "INSERT INTO usage_leases (session_id, tenant_id, license_id, "
+                        "client_id, acquired_at, ended_at) "
+                        "VALUES (:s, :t, 'cad', 'c1', :acquired, :ended)"
+                    ), "acquired", "ended"),
+                    {"s": session, "t": T, "acquired": acquired, "ended": ended},
+                )  # fmt: skip
+        store.upgrade(engine)
+        with engine.connect() as conn:
+            found = conn.execute(text("SELECT session_id, user_name FROM usage_leases"))
+            users = {r.session_id: r.user_name for r in found}
+        assert users == {"s1": "ann", "s2": None, "s3": None, "s4": None}, url
+        assert "ix_lease_events_queue" in {
+            i["name"] for i in inspect(engine).get_indexes("lease_events")
+        }
+        rows = {(r.user, r.leases, r.open_leases, r.seat_seconds, r.queue_served)
+                for r in user_usage(Window(T), engine)}  # fmt: skip
+        assert rows == {("ann", 1, 0, 600.0, 0), (None, 2, 2, 0.0, 0), ("bob", 0, 0, 0.0, 1)}
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0009")
+        assert "user_name" not in {c["name"] for c in inspect(engine).get_columns("usage_leases")}
+        assert "ix_lease_events_queue" not in {
+            i["name"] for i in inspect(engine).get_indexes("lease_events")
+        }
+        engine.dispose()
 
 
 def _times(stmt: Any, *names: str) -> Any:
