@@ -7,13 +7,9 @@ from __future__ import annotations
 import base64
 import json
 import time
-import uuid
-from importlib import resources
 
 import jwt
 import pytest
-from alembic import command
-from alembic.config import Config
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from http_support import (
@@ -28,7 +24,7 @@ from http_support import (
     release,
     serving,
 )
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import inspect, text
 
 import seatlease_cli as cli
 from seatlease import admin, auth, db, keys, pubsub, runtime, store, tokens
@@ -580,50 +576,32 @@ def test_cli_flags_and_status_columns(redis_url, database_url, capsys, monkeypat
     assert code != 0 and "linger_seconds" in capsys.readouterr().err
 
 
-def test_migration_0004_adds_the_settings_off_and_downgrades(postgres_admin_url, tmp_path) -> None:
+def test_migration_0004_adds_the_settings_off_and_downgrades(migration_urls) -> None:
     """On a PostgreSQL database at 0003 with a license, and on SQLite: 0004 adds both
     settings as 0 with their CHECK constraints; downgrading removes them again."""
-    name = f"seatlease_mig_{uuid.uuid4().hex[:10]}"
-    admin_engine = create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
-    with admin_engine.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    urls = [
-        postgres_admin_url.rsplit("/", 1)[0] + "/" + name,
-        f"sqlite:///{tmp_path / 'mig.db'}",
-    ]
-    try:
-        for url in urls:
-            engine = db.make_engine(url)
-            store.upgrade(engine, "0003")
-            with engine.begin() as conn:
-                conn.execute(text("INSERT INTO tenants (tenant_id) VALUES ('acme')"))
-                conn.execute(
-                    text(
-                        "INSERT INTO licenses (tenant_id, license_id, seats) "
-                        "VALUES ('acme', 'cad', 3)"
-                    )
+    for url in migration_urls:
+        engine = db.make_engine(url)
+        store.upgrade(engine, "0003")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO tenants (tenant_id) VALUES ('acme')"))
+            conn.execute(
+                text(
+                    "INSERT INTO licenses (tenant_id, license_id, seats) VALUES ('acme', 'cad', 3)"
                 )
-            store.upgrade(engine)
-            row = store.get_license("acme", "cad", engine)
-            assert (row["seats"], row["max_borrow_seconds"], row["linger_seconds"]) == (3, 0, 0)
-            with pytest.raises(Exception, match="ck_licenses_linger"):
-                with engine.begin() as conn:
-                    conn.execute(text("UPDATE licenses SET linger_seconds = 86401"))
-            cfg = Config()
-            cfg.set_main_option("script_location", str(resources.files("seatlease") / "migrations"))
+            )
+        store.upgrade(engine)
+        row = store.get_license("acme", "cad", engine)
+        assert (row["seats"], row["max_borrow_seconds"], row["linger_seconds"]) == (3, 0, 0)
+        with pytest.raises(Exception, match="ck_licenses_linger"):
             with engine.begin() as conn:
-                cfg.attributes["connection"] = conn
-                command.downgrade(cfg, "0003")
-            columns = {c["name"] for c in inspect(engine).get_columns("licenses")}
-            assert "linger_seconds" not in columns and "max_borrow_seconds" not in columns
-            with pytest.raises(Exception, match="ck_licenses_seats"):  # the older checks stay
-                with engine.begin() as conn:
-                    conn.execute(text("UPDATE licenses SET seats = -1"))
-            engine.dispose()
-    finally:
-        with admin_engine.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin_engine.dispose()
+                conn.execute(text("UPDATE licenses SET linger_seconds = 86401"))
+        store.downgrade(engine, "0003")
+        columns = {c["name"] for c in inspect(engine).get_columns("licenses")}
+        assert "linger_seconds" not in columns and "max_borrow_seconds" not in columns
+        with pytest.raises(Exception, match="ck_licenses_seats"):  # the older checks stay
+            with engine.begin() as conn:
+                conn.execute(text("UPDATE licenses SET seats = -1"))
+        engine.dispose()
 
 
 # -- the Python client: borrow, verify offline, return early -----------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import functions_framework
 import pytest
-from sqlalchemy import Engine, create_engine, inspect, select, text
+from sqlalchemy import Engine, inspect, select
 
 from seatlease import clock, db, reports, rollups, store
 from seatlease.errors import InvalidRequest
@@ -297,14 +297,10 @@ def test_the_chart_draws_the_average_and_the_peak_up_to_now(database, fixed_now,
 # -- migration 0008 fills the minute rollups of the last 14 days -------------------------
 
 
-def test_migration_0008_fills_the_minute_rollups_from_the_stored_events(
-    postgres_admin_url, tmp_path
-):
+def test_migration_0008_fills_the_minute_rollups_from_the_stored_events(migration_urls, tmp_path):
     """A database at 0005 with events (today's and a month-old one) upgraded to 0008: its
     minute rollups are those the audit insert writes for the last 14 days' events, on
     PostgreSQL and SQLite; a downgrade drops them."""
-    import uuid
-
     from seatlease.tables import lease_events
 
     now = datetime.now(UTC).replace(second=0, microsecond=0)
@@ -318,44 +314,21 @@ def test_migration_0008_fills_the_minute_rollups_from_the_stored_events(
     for row in rows:
         row["occurred_at"] = datetime.fromisoformat(row["occurred_at"])
 
-    name = f"seatlease_mig_{uuid.uuid4().hex[:10]}"
-    admin_engine = create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
-    with admin_engine.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    urls = [postgres_admin_url.rsplit("/", 1)[0] + "/" + name, f"sqlite:///{tmp_path / 'm.db'}"]
     expected = _minute_rows_written_by_the_insert(tmp_path, rows)
     assert len(expected) == 3  # the month-old event's minute is not filled
-    try:
-        for url in urls:
-            engine = db.make_engine(url)
-            store.upgrade(engine, "0005")
-            with engine.begin() as conn:
-                if engine.dialect.name == "postgresql":
-                    months = [r["occurred_at"] for r in rows]
-                    rollups.ensure_partitions(conn, months)
-                conn.execute(lease_events.insert(), rows)
-            store.upgrade(engine)
-            assert _minute_rows(engine) == expected, url
-            _downgrade(engine, "0005")
-            assert "usage_minute_rollups" not in inspect(engine).get_table_names()
-            engine.dispose()
-    finally:
-        with admin_engine.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin_engine.dispose()
-
-
-def _downgrade(engine: Engine, revision: str) -> None:
-    from importlib import resources
-
-    from alembic import command
-    from alembic.config import Config
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(resources.files("seatlease") / "migrations"))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, revision)
+    for url in migration_urls:
+        engine = db.make_engine(url)
+        store.upgrade(engine, "0005")
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                months = [r["occurred_at"] for r in rows]
+                rollups.ensure_partitions(conn, months)
+            conn.execute(lease_events.insert(), rows)
+        store.upgrade(engine)
+        assert _minute_rows(engine) == expected, url
+        store.downgrade(engine, "0005")
+        assert "usage_minute_rollups" not in inspect(engine).get_table_names()
+        engine.dispose()
 
 
 def _minute_rows_written_by_the_insert(tmp_path: Path, rows: list[dict]) -> list[tuple]:

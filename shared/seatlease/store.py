@@ -83,6 +83,15 @@ def _is_network(exc: DBAPIError) -> bool:
 
 def upgrade(engine: Engine | None = None, revision: str = "head") -> None:
     """Apply the Alembic migrations (``seatlease db upgrade``)."""
+    _migrate("upgrade", engine, revision)
+
+
+def downgrade(engine: Engine | None, revision: str) -> None:
+    """Undo the Alembic migrations after ``revision`` (the migration tests)."""
+    _migrate("downgrade", engine, revision)
+
+
+def _migrate(direction: str, engine: Engine | None, revision: str) -> None:
     from alembic import command
     from alembic.config import Config
 
@@ -91,7 +100,7 @@ def upgrade(engine: Engine | None = None, revision: str = "head") -> None:
     cfg.set_main_option("script_location", str(resources.files("seatlease") / "migrations"))
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
+        getattr(command, direction)(cfg, revision)
 
 
 # -- tenants -------------------------------------------------------------------------
