@@ -289,3 +289,14 @@ def migration_urls(postgres_admin_url: str, tmp_path) -> Iterator[list[str]]:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture
+def stack(database_url, redis_url, monkeypatch):
+    """The operator's tools (the admin function, the CLI) on this test's database and
+    Redis: no SEATLEASE_ADMIN_URL (the CLI works in-process) and no API key cached in the
+    process before or after. (A test module may define its own ``stack``.)"""
+    monkeypatch.delenv("SEATLEASE_ADMIN_URL", raising=False)
+    auth.forget_all()
+    yield
+    auth.forget_all()

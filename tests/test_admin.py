@@ -34,14 +34,6 @@ def functions():
     }
 
 
-@pytest.fixture
-def stack(database_url, redis_url, monkeypatch):
-    monkeypatch.delenv("SEATLEASE_ADMIN_URL", raising=False)
-    auth.forget_all()
-    yield
-    auth.forget_all()
-
-
 def post(functions, action: str, **fields):
     return functions["admin"].post("/", json={"action": action, **fields})
 

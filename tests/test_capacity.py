@@ -5,22 +5,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import seatlease_cli as cli
-from seatlease import auth, redisconn, store
+from seatlease import redisconn, store
 from seatlease.capacity import capacity
 from seatlease.engine import SeatEngine
 from seatlease.licenses import LicenseConfig
 from seatlease.runtime import seat_engine
-
-
-@pytest.fixture
-def stack(database_url, redis_url, monkeypatch):
-    monkeypatch.delenv("SEATLEASE_ADMIN_URL", raising=False)
-    auth.forget_all()
-    yield
-    auth.forget_all()
 
 
 def test_capacity_shows_used_and_maximum_memory_and_the_leases(stack, redis_client, capsys):

@@ -30,14 +30,6 @@ def clients():
     return {name: app(name).test_client() for name in ("acquire", "heartbeat")}
 
 
-@pytest.fixture
-def stack(database_url, redis_url, monkeypatch):
-    monkeypatch.delenv("SEATLEASE_ADMIN_URL", raising=False)
-    auth.forget_all()
-    yield
-    auth.forget_all()
-
-
 def run(capsys, *argv: str) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     out, err = capsys.readouterr()

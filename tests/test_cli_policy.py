@@ -8,16 +8,13 @@ import json
 import pytest
 
 import seatlease_cli as cli
-from seatlease import auth, runtime, store
+from seatlease import runtime, store
 
 
 @pytest.fixture
-def stack(database_url, redis_url, monkeypatch):
-    monkeypatch.delenv("SEATLEASE_ADMIN_URL", raising=False)
-    auth.forget_all()
+def stack(stack):
+    """conftest's, with the tenant these tests share."""
     store.create_tenant("acme")
-    yield
-    auth.forget_all()
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
