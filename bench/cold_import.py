@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import glob
 import hashlib
 import importlib.util
@@ -108,14 +109,20 @@ def _builder():
     return module
 
 
+@functools.cache
+def python_version(python: str) -> str:
+    """``python``'s version ("3.12.1"), asked once."""
+    return subprocess.run(
+        [python, "-c", "import sys; print(sys.version.split()[0])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+
+
 def environment(requirements: bytes, base_python: str) -> str:
     """The Python of a virtualenv of ``base_python`` holding exactly ``requirements`` (a
     hashed lock), made once and kept under .bench/cold_import/ by the lock's sha256 and
     the interpreter's version."""
-    version = subprocess.run(
-        [base_python, "-c", "import sys; print(sys.version.split()[0])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+    version = python_version(base_python)
     venv = CACHE / (hashlib.sha256(requirements).hexdigest()[:16] + f"-py{version}")
     python = venv / "bin" / "python"
     if (venv / "complete").is_file():
@@ -215,13 +222,11 @@ def measure(cases: dict[str, tuple[str, Path]], env: dict[str, str], args) -> in
             wall[name].append(elapsed)
     base = statistics.median(cpu["functions_framework"])
     base_wall = statistics.median(wall["functions_framework"])
-    python_version = run(python, "import sys; print(sys.version.split()[0])", folder, env)[2]
-    python_version = python_version.strip().splitlines()[-1]
     where = "this checkout's venv" if args.environment == "dev" else "each archive's lock"
     if args.lock:
         where = f"{args.lock.name} for every function"
     print(
-        f"\nPython {python_version}, {where}, {args.runs} runs, medians"
+        f"\nPython {python_version(python)}, {where}, {args.runs} runs, medians"
         " (interpreter start included):"
     )
     for name in codes:
