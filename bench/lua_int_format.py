@@ -21,7 +21,7 @@ import sys
 import time
 from importlib import resources
 
-from seatlease.redisconn import connect
+from seatlease.seats.redisconn import connect
 from seatlease_cli.procs import start_redis
 
 LOOP = """

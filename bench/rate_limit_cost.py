@@ -36,9 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from seatlease.engine import SeatEngine
 from seatlease.licenses import LicenseConfig
-from seatlease.redisconn import connect
+from seatlease.seats.engine import SeatEngine
+from seatlease.seats.redisconn import connect
 from seatlease_cli.procs import start_redis
 
 NEVER_REFUSES = 1_000_000  # calls per second: far above what one client can send
@@ -60,7 +60,8 @@ def function_phases(redis_url: str, calls: int, rounds: int) -> list[float]:
     none (see the module's docstring)."""
     import functions_framework
 
-    from seatlease import db, signingkeys, store
+    from seatlease.api import signingkeys
+    from seatlease.records import db, store
 
     work = Path(tempfile.mkdtemp(prefix="seatlease-bench-rate-"))
     try:

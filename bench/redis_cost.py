@@ -64,8 +64,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from seatlease import keys
-from seatlease.engine import (
+from seatlease.seats import keys
+from seatlease.seats.engine import (
     LicenseConfig,
     SeatEngine,
     acquire_call,
@@ -74,9 +74,9 @@ from seatlease.engine import (
     new_session_id,
     release_call,
 )
-from seatlease.policy import LicensePolicy
-from seatlease.redisconn import connect
-from seatlease.scripts import PRELUDES, script_source
+from seatlease.seats.policy import LicensePolicy
+from seatlease.seats.redisconn import connect
+from seatlease.seats.scripts import PRELUDES, script_source
 from seatlease_cli.procs import start_redis
 
 TENANT = "bench"

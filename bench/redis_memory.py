@@ -1,5 +1,5 @@
 """Redis memory per item, as ``INFO memory`` (``used_memory``) grows: the numbers behind
-docs/operations.md's capacity table and ``seatlease.capacity``.
+docs/operations.md's capacity table and ``seatlease.seats.capacity``.
 
 Starts a private redis-server (loopback, nothing on disk) and, through the seat engine
 (the real scripts), measures:
@@ -28,11 +28,11 @@ import secrets
 import sys
 import time
 
-from seatlease.engine import SeatEngine
-from seatlease.keys import SHARDS, LicenseKeys, outbox_key
 from seatlease.licenses import LicenseConfig
-from seatlease.policy import LicensePolicy
-from seatlease.redisconn import connect
+from seatlease.seats.engine import SeatEngine
+from seatlease.seats.keys import SHARDS, LicenseKeys, outbox_key
+from seatlease.seats.policy import LicensePolicy
+from seatlease.seats.redisconn import connect
 from seatlease_cli.procs import start_redis
 
 METADATA = {"user": "ann", "host": "pc-7"}

@@ -27,11 +27,15 @@ from http_support import (
 from sqlalchemy import inspect, text
 
 import seatlease_cli as cli
-from seatlease import admin, auth, db, keys, pubsub, runtime, store, tokens
-from seatlease.engine import SeatEngine
+from seatlease import admin
+from seatlease.api import auth, runtime, tokens
+from seatlease.api.runtime import seat_engine as runtime_engine
 from seatlease.errors import InvalidRequest, NoSeatsAvailable, SessionExpired, StoreError
-from seatlease.reaper import Reaper
-from seatlease.runtime import seat_engine as runtime_engine
+from seatlease.events import pubsub
+from seatlease.events.reaper import Reaper
+from seatlease.records import db, store
+from seatlease.seats import keys
+from seatlease.seats.engine import SeatEngine
 from seatlease_cli import devserver
 from seatlease_client import (
     BadSignature,

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 
 import seatlease_cli as cli
-from seatlease import redisconn, store
-from seatlease.capacity import capacity
-from seatlease.engine import SeatEngine
+from seatlease.api.runtime import seat_engine
 from seatlease.licenses import LicenseConfig
-from seatlease.runtime import seat_engine
+from seatlease.records import store
+from seatlease.seats import redisconn
+from seatlease.seats.capacity import capacity
+from seatlease.seats.engine import SeatEngine
 
 
 def test_capacity_shows_used_and_maximum_memory_and_the_leases(stack, redis_client, capsys):

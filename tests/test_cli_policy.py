@@ -8,7 +8,8 @@ import json
 import pytest
 
 import seatlease_cli as cli
-from seatlease import runtime, store
+from seatlease.api import runtime
+from seatlease.records import store
 
 
 @pytest.fixture

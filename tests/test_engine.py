@@ -7,8 +7,6 @@ import time
 
 import pytest
 
-from seatlease import keys, pubsub, redisconn
-from seatlease.engine import SeatEngine
 from seatlease.errors import (
     LeaseTooLong,
     LicenseNotFound,
@@ -16,6 +14,9 @@ from seatlease.errors import (
     NoSeatsAvailable,
     SessionExpired,
 )
+from seatlease.events import pubsub
+from seatlease.seats import keys, redisconn
+from seatlease.seats.engine import SeatEngine
 
 
 def outbox_events(eng: SeatEngine, tenant: str, license_id: str) -> list[dict]:
@@ -202,7 +203,7 @@ def test_scripts_survive_script_flush(seat_engine, configs):
 def test_server_made_ids_never_start_with_a_dash():
     """Session and request ids are typed after CLI options (``seatlease revoke --session
     ID``), where a leading "-" reads as an option: the old ids did so one time in 64."""
-    from seatlease.engine import new_request_id, new_session_id
+    from seatlease.seats.engine import new_request_id, new_session_id
 
     sessions = [new_session_id() for _ in range(5000)]
     requests = [new_request_id() for _ in range(5000)]

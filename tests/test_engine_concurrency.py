@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from seatlease import redisconn
-from seatlease.engine import LicenseConfig, SeatEngine
 from seatlease.errors import NoSeatsAvailable, SessionExpired
-from seatlease.keys import LicenseKeys
+from seatlease.seats import redisconn
+from seatlease.seats.engine import LicenseConfig, SeatEngine
+from seatlease.seats.keys import LicenseKeys
 
 # Counts live leases with the server's clock, atomically (a read-only probe).
 LIVE_PROBE = """

@@ -21,11 +21,11 @@ from hypothesis.stateful import (
     rule,
 )
 
-from seatlease import redisconn
-from seatlease.engine import LicenseConfig, SeatEngine
 from seatlease.errors import InvalidRequest, NoSeatsAvailable, SessionExpired
-from seatlease.keys import LicenseKeys
-from seatlease.pubsub import outbox_events
+from seatlease.events.pubsub import outbox_events
+from seatlease.seats import redisconn
+from seatlease.seats.engine import LicenseConfig, SeatEngine
+from seatlease.seats.keys import LicenseKeys
 
 CLIENTS = st.sampled_from([f"c{i}" for i in range(6)])
 BORROW_SECONDS = 600

@@ -8,10 +8,11 @@ import time
 
 import pytest
 
-from seatlease import keys, pubsub
-from seatlease.engine import Lease, QueuePlace, SeatEngine
 from seatlease.errors import InvalidRequest, NoSeatsAvailable, UserDenied, UserLimitReached
-from seatlease.policy import LicensePolicy
+from seatlease.events import pubsub
+from seatlease.seats import keys
+from seatlease.seats.engine import Lease, QueuePlace, SeatEngine
+from seatlease.seats.policy import LicensePolicy
 
 
 def events(eng: SeatEngine, license_id: str) -> list[dict]:

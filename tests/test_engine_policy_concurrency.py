@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from seatlease import redisconn
-from seatlease.engine import Lease, LicenseConfig, QueuePlace, SeatEngine
 from seatlease.errors import NoSeatsAvailable, UserDenied, UserLimitReached
-from seatlease.keys import LicenseKeys
-from seatlease.policy import LicensePolicy
+from seatlease.seats import redisconn
+from seatlease.seats.engine import Lease, LicenseConfig, QueuePlace, SeatEngine
+from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.policy import LicensePolicy
 
 # Per user: live leases; and live leases of users in no group. Atomic (one script).
 PROBE = """

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from seatlease import redisconn
-from seatlease.engine import Lease, LicenseConfig, QueuePlace, SeatEngine
 from seatlease.errors import NoSeatsAvailable, UserDenied, UserLimitReached
-from seatlease.keys import LicenseKeys
-from seatlease.policy import LicensePolicy
+from seatlease.seats import redisconn
+from seatlease.seats.engine import Lease, LicenseConfig, QueuePlace, SeatEngine
+from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.policy import LicensePolicy
 
 CLIENTS = [f"c{i}" for i in range(7)]
 USER_OF = {c: f"u{i % 5}" for i, c in enumerate(CLIENTS)}  # c5 is u0's second client

@@ -40,7 +40,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from seatlease import store
+from seatlease.records import store
 
 REPO = Path(__file__).resolve().parent.parent
 BUILDER = REPO / "tools" / "build_function_source.py"
@@ -150,7 +150,7 @@ def test_archive_holds_main_the_runtime_package_and_the_lock_only(name, outside_
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     }
     assert {n for n in names if n.startswith("seatlease/")} == expected
-    assert "seatlease/lua/acquire.lua" in names and "seatlease/openapi.yaml" in names
+    assert "seatlease/seats/lua/acquire.lua" in names and "seatlease/api/openapi.yaml" in names
     for entry in names:
         parts = entry.split("/")
         assert not FORBIDDEN_PACKAGES & set(parts), entry

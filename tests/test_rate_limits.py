@@ -11,10 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from http_support import acquire, app, error_of, heartbeat, new_license, new_tenant, release
 
-from seatlease import admin, db, store, tenantlimits
-from seatlease.engine import SeatEngine
+from seatlease import admin
+from seatlease.api import tenantlimits
 from seatlease.errors import TenantRateLimited
-from seatlease.keys import LicenseKeys, tenant_rate_cache_key
+from seatlease.records import db, store
+from seatlease.seats.engine import SeatEngine
+from seatlease.seats.keys import LicenseKeys, tenant_rate_cache_key
 
 
 @pytest.fixture
@@ -233,7 +235,7 @@ def test_migration_0007_gives_every_tenant_the_default_and_downgrades(migration_
 
     from sqlalchemy import inspect, text
 
-    from seatlease import db
+    from seatlease.records import db
 
     for url in migration_urls:
         engine = db.make_engine(url)

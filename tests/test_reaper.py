@@ -11,11 +11,11 @@ from collections import Counter
 import functions_framework
 import pytest
 
-import seatlease.reaper
-from seatlease import keys, redisconn
-from seatlease.engine import SeatEngine
-from seatlease.pubsub import Publisher, outbox_events
-from seatlease.reaper import Reaper
+import seatlease.events.reaper
+from seatlease.events.pubsub import Publisher, outbox_events
+from seatlease.events.reaper import Reaper
+from seatlease.seats import keys, redisconn
+from seatlease.seats.engine import SeatEngine
 from seatlease_cli.procs import start_pubsub_emulator
 
 
@@ -176,9 +176,9 @@ def test_reaper_function_answers_503_when_pubsub_is_down(engine, configs, redis_
 
     monkeypatch.setenv("PUBSUB_EMULATOR_HOST", f"127.0.0.1:{free_port()}")
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "nowhere")
-    import seatlease.reaper
+    import seatlease.events.reaper
 
-    monkeypatch.setattr(seatlease.reaper, "_publisher", Publisher(timeout=1.0))
+    monkeypatch.setattr(seatlease.events.reaper, "_publisher", Publisher(timeout=1.0))
     configs.add("t", "lic", seats=1)
     engine.acquire("t", "lic", "c1")
     client = functions_framework.create_app("reaper", "functions/reaper/main.py").test_client()
@@ -278,7 +278,7 @@ def test_a_crash_wave_is_published_while_it_is_still_being_reclaimed(
     time.sleep(1.1)
     # Small reclaim batches on one thread: the wave takes long enough to watch (a wave of
     # 4,000 is otherwise reclaimed before the first message is gathered).
-    monkeypatch.setattr(seatlease.reaper, "RECLAIM_BATCH", 5)
+    monkeypatch.setattr(seatlease.events.reaper, "RECLAIM_BATCH", 5)
     report = Reaper(redis_client, Watching(), concurrency=1, budget_seconds=60).run()
 
     assert report.reclaimed == 4000 and report.outbox_backlog == 0

@@ -21,8 +21,8 @@ import pytest
 import redis
 from redis.exceptions import AuthenticationError, ConnectionError
 
-from seatlease import redisconn
-from seatlease.engine import LicenseConfig, SeatEngine
+from seatlease.seats import redisconn
+from seatlease.seats.engine import LicenseConfig, SeatEngine
 from seatlease_cli.procs import Proc, free_port, port_open, spawn, wait_until
 
 

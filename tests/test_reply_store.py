@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from seatlease import engine as engine_module
-from seatlease import redisconn
-from seatlease.engine import REPLY_TTL_SECONDS, SeatEngine
-from seatlease.keys import LicenseKeys
+from seatlease.seats import engine as engine_module
+from seatlease.seats import redisconn
+from seatlease.seats.engine import REPLY_TTL_SECONDS, SeatEngine
+from seatlease.seats.keys import LicenseKeys
 from seatlease_client import BackendUnavailable, SeatClient
 
 ROUND_TRIP = """

@@ -5,21 +5,21 @@ lingering one (taken back); 202 with a place in the license's wait queue for
 ``"queue": true`` on a full license that has one. With ``borrow_seconds`` the seat is
 borrowed: no heartbeats until ``lease_expires_at``, which the token's ``exp`` carries
 (with ``borrowed: true``).
-The seat rules live in shared/seatlease/lua/acquire.lua; the HTTP mapping in
-shared/seatlease/http.py.
+The seat rules live in shared/seatlease/seats/lua/acquire.lua; the HTTP mapping in
+shared/seatlease/api/http.py.
 """
 
 from typing import Any
 
 import functions_framework
 
+from seatlease.api.http import Call, endpoint
+from seatlease.api.runtime import seat_engine
+from seatlease.api.schemas import AcquireRequest
+from seatlease.api.tenantlimits import rate_limit
+from seatlease.api.tokens import signer
 from seatlease.clock import rfc3339
-from seatlease.engine import QueuePlace
-from seatlease.http import Call, endpoint
-from seatlease.runtime import seat_engine
-from seatlease.schemas import AcquireRequest
-from seatlease.tenantlimits import rate_limit
-from seatlease.tokens import signer
+from seatlease.seats.engine import QueuePlace
 
 
 @functions_framework.http

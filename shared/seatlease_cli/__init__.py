@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def exit_code(exc: BaseException) -> int | None:
     """The exit code of a domain error or a backend outage (``seatlease.errors``), the
-    CLI's counterpart of the HTTP boundary's ``seatlease.http.to_api_error``; None for
+    CLI's counterpart of the HTTP boundary's ``seatlease.api.http.to_api_error``; None for
     anything else, which is a bug and is reported as one."""
     from seatlease import errors
 

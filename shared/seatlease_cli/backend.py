@@ -17,7 +17,7 @@ the local stack's folder):
 Both call ``Backend.call(action, **fields)`` and get the admin function's JSON answer, or a
 ``CommandError`` carrying its error object: in-process the exit code comes from the domain
 error (``seatlease_cli.exit_code``), over HTTP from the status the function answered
-(which ``seatlease.http`` derived from the same error).
+(which ``seatlease.api.http`` derived from the same error).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class DirectBackend:
                 raise  # a bug: main() reports it in one line
             # The error object the admin function would answer ({"code", "message", ...}),
             # so a command reads a failure the same way whichever backend ran it.
-            from seatlease.http import to_api_error
+            from seatlease.api.http import to_api_error
 
             error = to_api_error(exc).body["error"]
             raise CommandError(str(error["message"]).rstrip("."), code, error) from None

@@ -168,7 +168,7 @@ class LocalStack:
         os.environ.setdefault("SEATLEASE_ISSUER", self.base_url)
         if os.environ.get("SIGNING_KEYS_DIR") or os.environ.get("SIGNING_KEY_SECRET"):
             return
-        from seatlease.signingkeys import next_key_file
+        from seatlease.api.signingkeys import next_key_file
 
         folder = (STATE_DIR / "signing-keys").resolve()
         if not list(folder.glob("*.pem")):
@@ -178,7 +178,7 @@ class LocalStack:
         self.say(f"  signing keys: {STATE_DIR / 'signing-keys'} (seatlease keys rotate --dir)")
 
     def _prepare_database(self) -> None:
-        from seatlease import store
+        from seatlease.records import store
 
         store.upgrade()
 
@@ -263,8 +263,9 @@ class LocalStack:
         return (set(names["topics"]) - topics) | (set(names["subscriptions"]) - subscriptions)
 
     def _seed(self) -> dict[str, str]:
-        from seatlease import runtime, store
+        from seatlease.api import runtime
         from seatlease.apikeys import hash_key, well_formed
+        from seatlease.records import store
 
         try:
             store.create_tenant(DEMO_TENANT, "Demo tenant")
