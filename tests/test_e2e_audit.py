@@ -15,6 +15,7 @@ import pytest
 from seatlease.events.pubsub import Publisher
 from seatlease.events.reaper import Reaper
 from seatlease.records import db, event_log, store
+from seatlease.seats.engine import SeatRequest
 from seatlease_cli.procs import free_port
 
 
@@ -41,15 +42,17 @@ def test_every_lease_change_becomes_exactly_one_audit_row(
     store.create_tenant("acme")
     store.create_license("acme", "cad", seats=3, lease_seconds=1)
     engine = seat_engine()
-    kept = engine.acquire("acme", "cad", "ann", metadata={"user": "ann", "host": "pc1"})
-    gone = engine.acquire("acme", "cad", "bob")
-    engine.acquire("acme", "cad", "cat")  # crashes: never heartbeats
+    kept = engine.acquire(
+        SeatRequest("acme", "cad", "ann", metadata={"user": "ann", "host": "pc1"})
+    )
+    gone = engine.acquire(SeatRequest("acme", "cad", "bob"))
+    engine.acquire(SeatRequest("acme", "cad", "cat"))  # crashes: never heartbeats
     engine.release("acme", "cad", gone.session_id)
     engine.release("acme", "cad", kept.session_id, revoke=True)
     for client in ("dan", "eve"):
-        engine.acquire("acme", "cad", client)
+        engine.acquire(SeatRequest("acme", "cad", client))
     with pytest.raises(Exception, match="seats"):
-        engine.acquire("acme", "cad", "fay")
+        engine.acquire(SeatRequest("acme", "cad", "fay"))
     time.sleep(1.1)
 
     report = Reaper(redis_client, Publisher()).run()

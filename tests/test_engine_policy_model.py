@@ -17,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from seatlease.errors import NoSeatsAvailable, UserDenied, UserLimitReached
 from seatlease.seats import redisconn
-from seatlease.seats.engine import Lease, LicenseConfig, QueuePlace, SeatEngine
+from seatlease.seats.engine import Lease, LicenseConfig, QueuePlace, SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.policy import LicensePolicy
 
@@ -148,7 +148,9 @@ class PolicyModel(RuleBasedStateMachine):
         user = USER_OF[client]
         try:
             got = self.engine.acquire(
-                "t", "lic", client, user=user, queue=queue, ticket=self.tickets.get(client)
+                SeatRequest(
+                    "t", "lic", client, user=user, queue=queue, ticket=self.tickets.get(client)
+                )
             )
         except UserLimitReached:
             assert expected == "limit"

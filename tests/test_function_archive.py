@@ -134,6 +134,22 @@ def _first_party_imports(source: str) -> set[str]:
     return names
 
 
+RUNTIME_FOLDERS = {
+    "seatlease",
+    "seatlease/admin",
+    "seatlease/api",
+    "seatlease/events",
+    "seatlease/portal",
+    "seatlease/portal/static",
+    "seatlease/records",
+    "seatlease/records/migrations",
+    "seatlease/records/migrations/versions",
+    "seatlease/records/reports",
+    "seatlease/seats",
+    "seatlease/seats/lua",
+}
+
+
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_archive_holds_main_the_runtime_package_and_the_lock_only(name, outside_tmp):
     path = _build_cli(name, outside_tmp)
@@ -151,6 +167,11 @@ def test_archive_holds_main_the_runtime_package_and_the_lock_only(name, outside_
     }
     assert {n for n in names if n.startswith("seatlease/")} == expected
     assert "seatlease/seats/lua/acquire.lua" in names and "seatlease/api/openapi.yaml" in names
+    # the runtime's rooms (docs/design.md), each a package, and no other folder
+    folders = {n.rsplit("/", 1)[0] for n in names if n.startswith("seatlease/")}
+    assert folders == RUNTIME_FOLDERS, folders ^ RUNTIME_FOLDERS
+    packages = folders - {"seatlease/portal/static", "seatlease/seats/lua"}
+    assert all(f"{folder}/__init__.py" in names for folder in packages)
     for entry in names:
         parts = entry.split("/")
         assert not FORBIDDEN_PACKAGES & set(parts), entry

@@ -21,6 +21,7 @@ from seatlease.events import audit, pubsub
 from seatlease.records import db, event_log, store
 from seatlease.records.reports import UserUsage, Window, user_usage
 from seatlease.seats import keys
+from seatlease.seats.engine import SeatRequest
 from seatlease_cli import main
 
 
@@ -40,14 +41,14 @@ def store_outbox(tenant: str, license_id: str) -> int:
 def test_leases_and_time_queued_per_user(acme: Tenant, capsys) -> None:
     lic = new_license(acme, "cad", seats=1, policy={"queue": True})
     eng = runtime.seat_engine()
-    ann = eng.acquire("acme", lic, "a1", user="ann", host="pc-1")
-    place = eng.acquire("acme", lic, "b1", user="bob", queue=True)
+    ann = eng.acquire(SeatRequest("acme", lic, "a1", user="ann", host="pc-1"))
+    place = eng.acquire(SeatRequest("acme", lic, "b1", user="bob", queue=True))
     assert place.position == 1
     eng.release("acme", lic, ann.session_id)
-    bob = eng.acquire("acme", lic, "b1", user="bob", queue=True, ticket=place.ticket)
+    bob = eng.acquire(SeatRequest("acme", lic, "b1", user="bob", queue=True, ticket=place.ticket))
     assert bob.created
     eng.release("acme", lic, bob.session_id)
-    eng.acquire("acme", lic, "c1")  # no user given: counted under none
+    eng.acquire(SeatRequest("acme", lic, "c1"))  # no user given: counted under none
     # 3 acquired, 2 released, queue.joined and queue.granted
     assert store_outbox("acme", lic) == 7
 

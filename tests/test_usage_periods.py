@@ -21,6 +21,7 @@ from seatlease.errors import InvalidRequest
 from seatlease.records import db, event_log, partitions, reports, store
 from seatlease.records.reports import Window, resolve_period, usage_report
 from seatlease.records.tables import usage_minute_rollups, usage_rollups
+from seatlease.seats.engine import SeatRequest
 from seatlease_cli import main
 
 T = "acme"
@@ -91,9 +92,9 @@ def test_a_five_second_hold_of_two_seats(database, redis_client, pubsub, monkeyp
     began = clock.now()
     # A few ms apart: two Lua calls in one millisecond have no known order in the log
     # (reports.py, "Method"), so the last one's seat count would be a guess.
-    ann = engine.acquire(T, "cad", "ann")
+    ann = engine.acquire(SeatRequest(T, "cad", "ann"))
     time.sleep(0.005)
-    bob = engine.acquire(T, "cad", "bob")
+    bob = engine.acquire(SeatRequest(T, "cad", "bob"))
     time.sleep(5)
     engine.release(T, "cad", ann.session_id)
     time.sleep(0.005)

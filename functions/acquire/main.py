@@ -19,7 +19,7 @@ from seatlease.api.schemas import AcquireRequest
 from seatlease.api.tenantlimits import rate_limit
 from seatlease.api.tokens import signer
 from seatlease.clock import rfc3339
-from seatlease.seats.engine import QueuePlace
+from seatlease.seats.engine import QueuePlace, SeatRequest
 
 
 @functions_framework.http
@@ -27,18 +27,20 @@ from seatlease.seats.engine import QueuePlace
 def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
     sign = signer()  # before the seat is taken: no key, no seat
     lease = seat_engine().acquire(
-        call.tenant_id,
-        body.license_id,
-        body.client_id,
-        body.lease_seconds,
-        body.metadata,
-        request_id=body.request_id,
-        borrow_seconds=body.borrow_seconds,
-        rate_limit=rate_limit(call.tenant_id),
-        user=body.user,
-        host=body.host,
-        queue=body.queue,
-        ticket=body.ticket,
+        SeatRequest(
+            tenant_id=call.tenant_id,
+            license_id=body.license_id,
+            client_id=body.client_id,
+            lease_seconds=body.lease_seconds,
+            metadata=body.metadata,
+            request_id=body.request_id,
+            borrow_seconds=body.borrow_seconds,
+            rate_limit=rate_limit(call.tenant_id),
+            user=body.user,
+            host=body.host,
+            queue=body.queue,
+            ticket=body.ticket,
+        )
     )
     if isinstance(lease, QueuePlace):  # a full license with a queue: a place in line
         call.log.update(outcome="queued", position=lease.position)

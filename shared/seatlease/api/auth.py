@@ -15,10 +15,9 @@ scopes existed holds the tenant alone: that key is a seat key, as every older ke
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass
 
+from seatlease.api.ttlcache import TTLCache
 from seatlease.apikeys import hash_key, well_formed
 from seatlease.errors import Forbidden, Unauthenticated
 from seatlease.seats.keys import api_key_cache_key
@@ -42,21 +41,13 @@ class Caller:
     prefix: str
 
 
-_local: dict[str, tuple[str, float]] = {}
-_local_lock = threading.Lock()
-
-
-def _remember(key_hash: str, tenant: str) -> None:
-    with _local_lock:
-        if len(_local) >= _LOCAL_MAX:
-            _local.clear()
-        _local[key_hash] = (tenant, time.monotonic() + LOCAL_TTL)
+_local: TTLCache[str] = TTLCache(LOCAL_TTL, _LOCAL_MAX)  # key hash -> cache entry
 
 
 def _lookup(key_hash: str) -> str:
     hit = _local.get(key_hash)
-    if hit and hit[1] > time.monotonic():
-        return hit[0]
+    if hit is not None:
+        return hit
     redis = get_redis()
     cache_key = api_key_cache_key(key_hash)
     entry = redis.get(cache_key)
@@ -66,7 +57,7 @@ def _lookup(key_hash: str) -> str:
         found = store.key_for_hash(key_hash)
         entry = _NO_TENANT if found is None else f"{found[1]} {found[0]}"
         redis.set(cache_key, entry, ex=REDIS_TTL if entry != _NO_TENANT else NEGATIVE_TTL)
-    _remember(key_hash, entry)
+    _local.put(key_hash, entry)
     return entry
 
 
@@ -114,12 +105,10 @@ def cached_locally(key_hash: str) -> bool:
 def forget_all() -> None:
     """Empty this process's key cache (the Redis cache is untouched): the next call of
     each key asks Redis again. For a process that switched Redis or database."""
-    with _local_lock:
-        _local.clear()
+    _local.clear()
 
 
 def forget(key_hash: str) -> None:
     """Drop a key from the caches (after revocation)."""
     get_redis().delete(api_key_cache_key(key_hash))
-    with _local_lock:
-        _local.pop(key_hash, None)
+    _local.pop(key_hash)

@@ -11,10 +11,8 @@ is never a reason to refuse a seat call: the last known value, or the default, a
 
 from __future__ import annotations
 
-import threading
-import time
-
 from seatlease.api.auth import LOCAL_TTL, REDIS_TTL
+from seatlease.api.ttlcache import TTLCache
 from seatlease.errors import BackendUnavailable
 from seatlease.seats.keys import tenant_rate_cache_key
 from seatlease.seats.redisconn import get_redis
@@ -25,15 +23,14 @@ from seatlease.seats.redisconn import get_redis
 DEFAULT_RATE_LIMIT = 500
 _LOCAL_MAX = 10_000
 
-_local: dict[str, tuple[int, float]] = {}
-_local_lock = threading.Lock()
+_local: TTLCache[int] = TTLCache(LOCAL_TTL, _LOCAL_MAX)  # tenant id -> calls per second
 
 
 def rate_limit(tenant_id: str) -> int:
     """The tenant's calls per second (0: no limit). A tenant the database does not know
     (deleted since its key was cached) gets the default."""
-    hit = _local.get(tenant_id)
-    if hit and hit[1] > time.monotonic():
+    hit = _local.peek(tenant_id)
+    if hit is not None and hit[1]:
         return hit[0]
     redis = get_redis()
     cache_key = tenant_rate_cache_key(tenant_id)
@@ -59,21 +56,16 @@ def rate_limit(tenant_id: str) -> int:
 
 
 def _remember(tenant_id: str, limit: int) -> None:
-    with _local_lock:
-        if len(_local) >= _LOCAL_MAX:
-            _local.clear()
-        _local[tenant_id] = (limit, time.monotonic() + LOCAL_TTL)
+    _local.put(tenant_id, limit)
 
 
 def forget(tenant_id: str) -> None:
     """After a change: drop the Redis entry (running instances keep theirs for at most
     ``LOCAL_TTL``) and this process's."""
     get_redis().delete(tenant_rate_cache_key(tenant_id))
-    with _local_lock:
-        _local.pop(tenant_id, None)
+    _local.pop(tenant_id)
 
 
 def forget_all() -> None:
     """Empty this process's cache (for a process that switched Redis or database)."""
-    with _local_lock:
-        _local.clear()
+    _local.clear()

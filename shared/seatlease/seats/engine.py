@@ -274,6 +274,34 @@ def release_call(
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class SeatRequest:
+    """One acquire, as the engine takes it: who asks for a seat of which license, for how
+    long, and how. Fields after ``client_id`` are optional.
+
+    ``lease_seconds``: None for the license's own length. ``metadata``: a flat object kept
+    with the lease and its events. ``request_id``: the call's idempotency key (a repeat is
+    answered from the first run); None makes one. ``borrow_seconds``: a borrowed seat, no
+    heartbeats until it ends (not with ``lease_seconds``). ``rate_limit``: the tenant's
+    calls per second (0: none, as for an operator's call). ``user``/``host``: who asks,
+    judged by the license's policy and recorded in the lease's metadata. ``queue``: wait in
+    the license's queue rather than be refused; ``ticket``: the place a previous call gave.
+    """
+
+    tenant_id: str
+    license_id: str
+    client_id: str
+    lease_seconds: int | None = None
+    metadata: dict[str, Any] | None = None
+    request_id: str | None = None
+    borrow_seconds: int | None = None
+    rate_limit: int = 0
+    user: str | None = None
+    host: str | None = None
+    queue: bool = False
+    ticket: str | None = None
+
+
 class SeatEngine:
     def __init__(self, redis: Any, config_loader: ConfigLoader) -> None:
         self.redis = redis
@@ -340,49 +368,34 @@ class SeatEngine:
 
     # -- seat operations -----------------------------------------------------------
 
-    def acquire(
-        self,
-        tenant_id: str,
-        license_id: str,
-        client_id: str,
-        lease_seconds: int | None = None,
-        metadata: dict[str, Any] | None = None,
-        request_id: str | None = None,
-        borrow_seconds: int | None = None,
-        rate_limit: int = 0,
-        *,
-        user: str | None = None,
-        host: str | None = None,
-        queue: bool = False,
-        ticket: str | None = None,
-    ) -> Lease | QueuePlace:
+    def acquire(self, request: SeatRequest) -> Lease | QueuePlace:
         """Take a seat (or extend, take back or convert this client's lease: acquire.lua's
-        header). ``borrow_seconds``: a borrowed seat, no heartbeats until it ends; not
-        with ``lease_seconds`` (the HTTP schema refuses both). ``user`` and ``host``: who
-        asks, judged by the license's policy and recorded in the lease's metadata.
-        ``queue``: on a full license with a queue, a ``QueuePlace`` instead of
-        ``NoSeatsAvailable`` (only then is the answer not a ``Lease``). ``rate_limit``: the
-        tenant's calls per second (0: none); over it, ``TenantRateLimited`` and nothing
-        changed."""
+        header). ``request.queue``: on a full license with a queue, a ``QueuePlace``
+        instead of ``NoSeatsAvailable`` (only then is the answer not a ``Lease``); over
+        the tenant's ``rate_limit``, ``TenantRateLimited`` and nothing changed."""
+        tenant_id, license_id, client_id = request.tenant_id, request.license_id, request.client_id
+        lease_seconds, borrow_seconds = request.lease_seconds, request.borrow_seconds
+        user, host = request.user, request.host
         if borrow_seconds and lease_seconds:
             raise InvalidRequest(
                 "Invalid request: borrow_seconds: not with lease_seconds (a borrow has its "
                 "own length).",
                 details=[{"field": "borrow_seconds", "problem": "not with lease_seconds"}],
             )
-        request_id = request_id or new_request_id()
+        request_id = request.request_id or new_request_id()
+        metadata = with_identity(request.metadata, user, host)
         key_list, args = acquire_call(
             tenant_id,
             license_id,
             client_id,
             lease_seconds=lease_seconds,
-            metadata_json=json.dumps(with_identity(metadata, user, host), separators=(",", ":")),
+            metadata_json=json.dumps(metadata, separators=(",", ":")),
             request_id=request_id,
             borrow_seconds=borrow_seconds,
-            rate_limit=rate_limit,
+            rate_limit=request.rate_limit,
             user=user,
-            queue=queue,
-            ticket=ticket,
+            queue=request.queue,
+            ticket=request.ticket,
         )
         reply = self._run(
             self.scripts.acquire, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
