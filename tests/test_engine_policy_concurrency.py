@@ -40,6 +40,7 @@ POLICY = LicensePolicy(
     queue=True,
     queue_hold_seconds=1,
     queue_ticket_seconds=2,
+    queue_max=100,  # every worker's two clients may wait (the default: 10 x 6 seats)
 )
 CONFIG = LicenseConfig(seats=6, lease_seconds=2, policy=POLICY.redis_form())
 MEMBERS = {user for users in GROUPS.values() for user in users}
@@ -139,7 +140,7 @@ def test_the_queue_serves_waiting_clients_in_the_order_they_joined(
 ) -> None:
     client = redisconn.connect(url_of(request, kind))
     client.flushall()
-    config = LicenseConfig(seats=1, lease_seconds=30, policy=LicensePolicy(queue=True).redis_form())
+    config = LicenseConfig(seats=1, lease_seconds=30, policy=LicensePolicy(queue=True, queue_max=20).redis_form())
     eng = SeatEngine(client, lambda _t, _l: config)
     holder = eng.acquire(SeatRequest("t", "fifo", "holder"))
     assert isinstance(holder, Lease)

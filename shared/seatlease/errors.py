@@ -44,11 +44,35 @@ class LeaseTooLong(SeatError):
 
 
 class NoSeatsAvailable(SeatError):
-    def __init__(self, seats_used: int, seats_total: int, retry_after_seconds: int) -> None:
+    """No seat for this caller. ``seats_held``: free seats held for clients ahead of it in
+    the wait queue (``retry_after_seconds`` is then the first hold's remaining time);
+    ``seats_reserved``: free seats reserved for groups the caller is not in. Both 0: all
+    seats are in use."""
+
+    def __init__(
+        self,
+        seats_used: int,
+        seats_total: int,
+        retry_after_seconds: int,
+        seats_held: int = 0,
+        seats_reserved: int = 0,
+    ) -> None:
         super().__init__(f"all {seats_total} seats are in use")
         self.seats_used = seats_used
         self.seats_total = seats_total
         self.retry_after_seconds = retry_after_seconds
+        self.seats_held = seats_held
+        self.seats_reserved = seats_reserved
+
+
+class QueueFull(SeatError):
+    """The license's wait queue holds ``queue_max`` clients: no new place in line."""
+
+    def __init__(self, queue_max: int, seats_used: int, seats_total: int) -> None:
+        super().__init__(f"the wait queue is full ({queue_max} waiting)")
+        self.queue_max = queue_max
+        self.seats_used = seats_used
+        self.seats_total = seats_total
 
 
 class TenantRateLimited(SeatError):

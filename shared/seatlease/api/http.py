@@ -50,6 +50,7 @@ from seatlease.errors import (
     LicenseSuspended,
     NoSeatsAvailable,
     NotConfigured,
+    QueueFull,
     NotFound,
     RateLimited,
     SessionExpired,
@@ -69,7 +70,28 @@ MAX_BODY_BYTES = 16 * 1024
 # with the setting, or publish the first signing key), which takes minutes, not seconds.
 NOT_CONFIGURED_RETRY_SECONDS = 60
 
+# Retry-After of a full wait queue: places free as tickets are granted or lapse.
+QUEUE_FULL_RETRY_SECONDS = 10
+
 Body = TypeVar("Body", bound=BaseModel)
+
+
+def no_seats_message(exc: NoSeatsAvailable) -> str:
+    """The 409's message, saying why the seats not in use are not the caller's."""
+    retry = f"retry after {exc.retry_after_seconds} s."
+    if exc.seats_held:
+        held = "a seat is" if exc.seats_held == 1 else f"{exc.seats_held} seats are"
+        return (
+            f"{exc.seats_used} of {exc.seats_total} seats are in use and {held} held for "
+            f"the next in line in the wait queue; {retry}"
+        )
+    if exc.seats_reserved:
+        free = "seat is" if exc.seats_reserved == 1 else "seats are"
+        return (
+            f"{exc.seats_used} of {exc.seats_total} seats are in use; the {exc.seats_reserved} "
+            f"free {free} reserved for groups this user is not in; {retry}"
+        )
+    return f"All {exc.seats_total} seats are in use; {retry}"
 
 
 class ApiError(Exception):
@@ -155,11 +177,25 @@ def to_api_error(exc: Exception) -> ApiError:
             return ApiError(
                 409,
                 "no_seats_available",
-                f"All {exc.seats_total} seats are in use; retry after {exc.retry_after_seconds} s.",
+                no_seats_message(exc),
                 {"Retry-After": str(exc.retry_after_seconds)},
                 seats_used=exc.seats_used,
                 seats_total=exc.seats_total,
+                seats_held=exc.seats_held,
+                seats_reserved=exc.seats_reserved,
                 retry_after_seconds=exc.retry_after_seconds,
+            )
+        case QueueFull():
+            return ApiError(
+                409,
+                "queue_full",
+                f"No seat is free and the wait queue is full ({exc.queue_max} clients "
+                f"waiting, its maximum); retry after {QUEUE_FULL_RETRY_SECONDS} s.",
+                {"Retry-After": str(QUEUE_FULL_RETRY_SECONDS)},
+                queue_max=exc.queue_max,
+                seats_used=exc.seats_used,
+                seats_total=exc.seats_total,
+                retry_after_seconds=QUEUE_FULL_RETRY_SECONDS,
             )
         case TenantRateLimited():
             return ApiError(

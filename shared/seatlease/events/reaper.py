@@ -6,8 +6,11 @@ One run (Cloud Scheduler calls it every minute):
    the size of its denial counters and the length of its outbox;
 2. the shards that have work are handled by a bounded thread pool: expired leases are
    reclaimed in batches by ``reclaim.lua`` (which checks each deadline again, so a lease
-   heartbeated since step 1 stays, and one reclaimed by a concurrent run is skipped) and
-   denial counters become ``lease.denied`` events;
+   heartbeated since step 1 stays, and one reclaimed by a concurrent run is skipped),
+   denial counters become ``lease.denied`` events, and lapsed wait-queue tickets, read
+   from each shard's ticket deadline index the same way (``ZRANGEBYSCORE -inf now``, at
+   most ``TICKET_SWEEP_LIMIT`` a shard a run), leave their queues with ``queue.left``
+   (``sweep_tickets.lua``, which checks each ticket's time again);
 3. the outboxes are drained together: the run takes a per-shard lock on every shard with
    a backlog (two overlapping runs never publish the same entries at once), gathers up
    to ``ROUND_EVENTS`` entries across shards with pipelined XRANGEs, publishes them as
@@ -48,11 +51,13 @@ from seatlease.seats.keys import (
     denials_key,
     outbox_key,
     reaper_lock_key,
+    ticket_index_key,
 )
 from seatlease.seats.scripts import SeatScripts
 
-RECLAIM_BATCH = 100  # candidates per reclaim.lua call (4 keys each)
+RECLAIM_BATCH = 100  # candidates per reclaim.lua call (5 keys each)
 SWEEP_LIMIT = 1000  # expired members read per shard per sweep
+TICKET_SWEEP_LIMIT = 1000  # lapsed tickets dropped per shard per run (3 keys each)
 DRAIN_BATCH = 1000  # outbox entries read per shard per round
 ROUND_EVENTS = 20_000  # entries published per round across shards (~7 MB in memory)
 # Expired leases found by a run's first sweep from which it publishes while reclaiming.
@@ -62,6 +67,7 @@ WAVE_CANDIDATES = 2 * SWEEP_LIMIT
 @dataclass
 class RunReport:
     reclaimed: int = 0
+    tickets_dropped: int = 0
     published: int = 0
     denials: int = 0
     outbox_backlog: int = 0
@@ -99,8 +105,13 @@ class Reaper:
         deadline = started + self.budget
         report = RunReport()
         candidates, denials, backlog = self.survey()
+        lapsed = self.ticket_survey()
         report.shards_swept = self.shards
-        busy = [s for s in range(self.shards) if candidates[s] or denials[s] or backlog[s]]
+        busy = [
+            s
+            for s in range(self.shards)
+            if candidates[s] or denials[s] or backlog[s] or lapsed[s]
+        ]
         # A crash wave: publish what is reclaimed while the rest is being reclaimed, so the
         # audit trail starts filling at once rather than after the last reclaim.
         reclaiming = threading.Event()
@@ -114,7 +125,9 @@ class Reaper:
         try:
             with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
                 for _ in pool.map(
-                    lambda s: self._work_shard(s, candidates[s], denials[s], deadline, report),
+                    lambda s: self._work_shard(
+                        s, candidates[s], denials[s], deadline, report, lapsed[s]
+                    ),
                     busy,
                 ):
                     pass
@@ -180,13 +193,29 @@ class Reaper:
         flat = self._pipeline_each(add)
         return flat[0::3], flat[1::3], flat[2::3]
 
+    def ticket_survey(self) -> list[list[str]]:
+        """Every shard's lapsed wait-queue tickets (at most TICKET_SWEEP_LIMIT each), in
+        one pipelined round trip: O(log N + K) a shard, as for leases."""
+        now = server_time_ms(self.redis)
+        return self._pipeline_each(
+            lambda pipe, shard: pipe.zrangebyscore(
+                ticket_index_key(shard), "-inf", now, start=0, num=TICKET_SWEEP_LIMIT
+            )
+        )
+
     def _add(self, report: RunReport, **counts: int) -> None:
         with self._lock:
             for name, value in counts.items():
                 setattr(report, name, getattr(report, name) + value)
 
     def _work_shard(
-        self, shard: int, candidates: list[str], denials: int, deadline: float, report: RunReport
+        self,
+        shard: int,
+        candidates: list[str],
+        denials: int,
+        deadline: float,
+        report: RunReport,
+        lapsed: list[str] | None = None,
     ) -> None:
         while candidates and time.monotonic() < deadline:
             self._add(report, reclaimed=self.reclaim(shard, candidates))
@@ -197,6 +226,8 @@ class Reaper:
             )
         if denials and time.monotonic() < deadline:
             self._add(report, denials=self.flush_denials(shard))
+        if lapsed and time.monotonic() < deadline:
+            self._add(report, tickets_dropped=self.sweep_tickets(shard, lapsed))
 
     # -- the three jobs, each usable on its own ----------------------------------------
 
@@ -210,10 +241,25 @@ class Reaper:
                 lk, _, session_id = member.partition("|")
                 tenant_id, _, license_id = lk.partition("/")
                 lic = LicenseKeys.of(tenant_id, license_id)
-                keys += [lic.leases, lic.sessions, lic.clients, lic.cfg]
+                keys += [lic.leases, lic.sessions, lic.clients, lic.cfg, lic.users]
                 args += [tenant_id, license_id, session_id]
             reclaimed += int(self.scripts.reclaim(keys=keys, args=args))
         return reclaimed
+
+    def sweep_tickets(self, shard: int, members: list[str]) -> int:
+        """Drop these ticket-index members' tickets if (still) lapsed; returns how many."""
+        dropped = 0
+        for i in range(0, len(members), RECLAIM_BATCH):
+            keys = [ticket_index_key(shard), outbox_key(shard)]
+            args: list[str] = [secrets.token_hex(8)]
+            for member in members[i : i + RECLAIM_BATCH]:
+                lk, _, client_id = member.partition("|")
+                tenant_id, _, license_id = lk.partition("/")
+                lic = LicenseKeys.of(tenant_id, license_id)
+                keys += [lic.queue, lic.tickets, lic.ticket_deadlines]
+                args += [tenant_id, license_id, client_id]
+            dropped += int(self.scripts.sweep_tickets(keys=keys, args=args))
+        return dropped
 
     def flush_denials(self, shard: int) -> int:
         return int(

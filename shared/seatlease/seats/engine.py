@@ -39,6 +39,7 @@ from seatlease.errors import (
     LicenseNotFound,
     LicenseSuspended,
     NoSeatsAvailable,
+    QueueFull,
     SessionExpired,
     TenantRateLimited,
     UserDenied,
@@ -239,7 +240,7 @@ def heartbeat_call(
 ) -> tuple[list[str], list[Any]]:
     """heartbeat.lua's KEYS and ARGV."""
     keys = LicenseKeys.of(tenant_id, license_id)
-    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1]], [
+    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1], keys.users], [
         tenant_id,
         license_id,
         session_id,
@@ -262,7 +263,7 @@ def release_call(
     """release.lua's KEYS and ARGV (``revoke``: an operator's ``lease.revoked``)."""
     keys = LicenseKeys.of(tenant_id, license_id)
     event = "lease.revoked" if revoke else "lease.released"
-    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1]], [
+    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1], keys.users], [
         tenant_id,
         license_id,
         session_id,
@@ -311,8 +312,10 @@ class SeatEngine:
     # -- license configuration cache -------------------------------------------------
 
     def cache_config(self, tenant_id: str, license_id: str, config: LicenseConfig | None) -> None:
-        """Write (or, with None, negatively cache) a license's configuration in Redis."""
-        key = LicenseKeys.of(tenant_id, license_id).cfg
+        """Write (or, with None, negatively cache) a license's configuration in Redis, in
+        one atomic step (cache_config.lua): a seat call never sees it half written. When
+        the license has no queue (any more), its waiting tickets leave with queue.left."""
+        keys = LicenseKeys.of(tenant_id, license_id)
         if config is None:
             mapping: dict[str, Any] = {"exists": 0}
             ttl = NEGATIVE_TTL_SECONDS
@@ -332,16 +335,26 @@ class SeatEngine:
                 mapping["policy"] = json.dumps(form["policy"], separators=(",", ":"))
                 mapping.update({f"u:{user}": fact for user, fact in form["users"].items()})
             ttl = CONFIG_TTL_SECONDS
-        keys = LicenseKeys.of(tenant_id, license_id)
-        pipe = self.redis.pipeline(transaction=False)  # one slot
-        pipe.delete(key)
-        if not json.loads(mapping.get("policy", "{}")).get("q"):
-            # no queue (any more): its tickets go, they would never be served
-            for queue_key in (keys.queue, keys.tickets, keys.ticket_deadlines):
-                pipe.delete(queue_key)  # one key a DEL: a cluster pipeline takes no more
-        pipe.hset(key, mapping=mapping)
-        pipe.expire(key, ttl)
-        pipe.execute()
+        queue_on = bool(json.loads(mapping.get("policy", "{}")).get("q"))
+        reason = "license_gone" if config is None else "queue_off"
+        self.scripts.cache_config(
+            keys=[
+                keys.cfg,
+                keys.queue,
+                keys.tickets,
+                keys.ticket_deadlines,
+                keys.ticket_index,
+                keys.outbox,
+            ],
+            args=[
+                tenant_id,
+                license_id,
+                ttl,
+                "" if queue_on else reason,
+                _event_prefix(),
+                *(str(part) for pair in mapping.items() for part in pair),
+            ],
+        )
 
     def _fill_config(self, keys: LicenseKeys) -> None:
         self.cache_config(
@@ -409,7 +422,12 @@ class SeatEngine:
             raise borrow_too_long(int(reply[1]))
         if status == "denied":
             used, seats, _limit, retry_ms = (int(x) for x in reply[1:5])
-            raise NoSeatsAvailable(used, seats, max(1, math.ceil(retry_ms / 1000)))
+            held, reserved = (int(x) for x in reply[5:7]) if len(reply) > 6 else (0, 0)
+            raise NoSeatsAvailable(
+                used, seats, max(1, math.ceil(retry_ms / 1000)), held, reserved
+            )
+        if status == "queue_full":
+            raise QueueFull(int(reply[1]), int(reply[3]), int(reply[4]))
         if status == "queued":
             return QueuePlace(
                 license_id=license_id,
@@ -561,13 +579,16 @@ class SeatEngine:
             if raw is None or ends.get(client_id, 0) <= now_ms:
                 continue
             rec = json.loads(raw)
-            metadata = json.loads(rec.get("m") or "{}")
+            host = rec.get("h")
+            if host is None and rec.get("m"):  # a ticket from before tickets kept "h"
+                metadata = json.loads(rec["m"])
+                host = metadata.get("host") if isinstance(metadata, dict) else None
             waiting.append(
                 {
                     "position": len(waiting) + 1,
                     "client_id": client_id,
                     "user": rec.get("u") or None,
-                    "host": metadata.get("host") if isinstance(metadata, dict) else None,
+                    "host": host,
                     "joined_at_ms": int(rec["j"]),
                     "expires_at_ms": int(ends[client_id]),
                     "held_since_ms": int(rec["o"]) if rec.get("o") else None,

@@ -44,6 +44,12 @@ def denials_key(shard: int) -> str:
     return f"{shard_prefix(shard)}:denials"
 
 
+def ticket_index_key(shard: int) -> str:
+    """The shard's index of wait-queue tickets, ``"<tenant>/<license>|<client_id>"`` -> when
+    each drops out: the reaper sweeps lapsed tickets from it as it does leases."""
+    return f"{shard_prefix(shard)}:ticket-deadlines"
+
+
 def reaper_lock_key(shard: int) -> str:
     return f"{shard_prefix(shard)}:reaper-lock"
 
@@ -85,6 +91,7 @@ class LicenseKeys:
     queue: str  # ZSET client_id -> join sequence (FIFO order)
     tickets: str  # HASH client_id -> JSON ticket record
     ticket_deadlines: str  # ZSET client_id -> when its ticket (or its hold) runs out
+    ticket_index: str  # the shard's ZSET "<tenant>/<license>|<client_id>" -> the same
 
     @classmethod
     def of(cls, tenant_id: str, license_id: str) -> LicenseKeys:
@@ -111,6 +118,7 @@ class LicenseKeys:
             queue=f"{base}:queue",
             tickets=f"{base}:tickets",
             ticket_deadlines=f"{base}:ticket-deadlines",
+            ticket_index=ticket_index_key(shard),
         )
 
     @staticmethod
@@ -131,8 +139,8 @@ class LicenseKeys:
 
     @property
     def policy_keys(self) -> list[str]:
-        """KEYS[9..12] of acquire.lua: the policy's and the queue's state."""
-        return [self.users, self.queue, self.tickets, self.ticket_deadlines]
+        """KEYS[11..15] of acquire.lua: the policy's and the queue's state."""
+        return [self.users, self.queue, self.tickets, self.ticket_deadlines, self.ticket_index]
 
 
 @lru_cache(maxsize=65_536)  # the hot path builds the same few key sets over and over

@@ -30,6 +30,10 @@ QUEUE_TICKET_SECONDS = 60  # a ticket not renewed within this drops out of the q
 QUEUE_HOLD_SECONDS = 30  # a freed seat waits this long for the queue's head
 MAX_QUEUE_TICKET_SECONDS = 3600
 MAX_QUEUE_HOLD_SECONDS = 600
+# A queue's bound: at most this many clients wait on one license (default 10 x seats,
+# capped here too); a newcomer beyond it is refused with 409 queue_full.
+MAX_QUEUE_MAX = 10_000
+QUEUE_MAX_PER_SEAT = 10
 
 GroupName = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
 Users = Annotated[list[UserName], Field(max_length=MAX_USERS_PER_LIST)]
@@ -51,6 +55,9 @@ class LicensePolicy(BaseModel):
         QUEUE_TICKET_SECONDS
     )
     queue_hold_seconds: Annotated[int, Field(ge=1, le=MAX_QUEUE_HOLD_SECONDS)] = QUEUE_HOLD_SECONDS
+    # None: 10 x the license's seats, at most MAX_QUEUE_MAX (a stored policy from before
+    # the bound has none: the JSON column needs no migration)
+    queue_max: Annotated[int, Field(ge=1, le=MAX_QUEUE_MAX)] | None = None
 
     @field_validator("reserve")
     @classmethod
@@ -72,6 +79,10 @@ class LicensePolicy(BaseModel):
     @property
     def reserved(self) -> int:
         return sum(self.reserve.values())
+
+    def queue_bound(self, seats: int) -> int:
+        """How many clients may wait: ``queue_max``, or 10 x seats at most 10,000."""
+        return self.queue_max or min(QUEUE_MAX_PER_SEAT * seats, MAX_QUEUE_MAX)
 
     def problem_with_seats(self, seats: int) -> str | None:
         """Why this policy cannot go with ``seats``, or None."""
@@ -103,6 +114,7 @@ class LicensePolicy(BaseModel):
             "q": int(self.queue),
             "qt": self.queue_ticket_seconds * 1000,
             "qh": self.queue_hold_seconds * 1000,
+            "qm": self.queue_max or 0,  # 0: the default, 10 x seats (acquire.lua knows them)
         }
         return json.dumps({"policy": rules, "users": facts}, separators=(",", ":"))
 

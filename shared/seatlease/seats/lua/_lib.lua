@@ -95,6 +95,18 @@ local function emit(outbox, prefix, at, e, meta)
     .. ',"metadata":' .. meta .. '}')
 end
 
+-- A wait-queue event's metadata (queue.joined, .granted, .left): the ticket's user and
+-- host (cjson escapes them: they may be any text) and `fields` ('"a":1,"b":"x"'), never
+-- the request's metadata. (A seat's weight, when seats get one, belongs here too.)
+local function ticket_meta(t, fields)
+  local who = {}
+  if t.u and t.u ~= '' then who.user = t.u end
+  if t.h then who.host = t.h end
+  if next(who) == nil then return '{' .. fields .. '}' end
+  local text = cjson.encode(who)
+  return string.sub(text, 1, -2) .. ',' .. fields .. '}'
+end
+
 -- Idempotency: a seat call carries a request id; its reply is kept for a repeat of the
 -- call (redis-py re-sending after a socket timeout, a client retrying after a lost reply),
 -- which is answered from it: a script that ran twice still changed things once and told
@@ -308,9 +320,27 @@ local function live_count(leases, now)
   return redis.call('ZCOUNT', leases, '(' .. int_arg(now), '+inf')
 end
 
--- Removes one lease from every structure that knows it. Returns its record, or nil
--- when the session was unknown.
-local function drop_lease(leases, sessions, clients, deadlines, lk, sid)
+-- A license policy's live counts (the license's `users` hash, _policy.lua): a lease
+-- counted for its user (rec.cu) or charged to a group's reservation (rec.cg) is taken
+-- off that count when it ends, and a count that reaches 0 goes, so the hash holds only
+-- users and groups with live leases. A lease without the marks costs nothing here.
+local function uncount(users, rec)
+  if not users then return end
+  if rec.cu and rec.u then
+    if redis.call('HINCRBY', users, '#u:' .. rec.u, -1) <= 0 then
+      redis.call('HDEL', users, '#u:' .. rec.u)
+    end
+  end
+  if rec.cg and rec.g then
+    if redis.call('HINCRBY', users, '#g:' .. rec.g, -1) <= 0 then
+      redis.call('HDEL', users, '#g:' .. rec.g)
+    end
+  end
+end
+
+-- Removes one lease from every structure that knows it (`users`: the license's policy
+-- counts, see uncount). Returns its record, or nil when the session was unknown.
+local function drop_lease(leases, sessions, clients, deadlines, lk, sid, users)
   local raw = redis.call('HGET', sessions, sid)
   redis.call('ZREM', leases, sid)
   redis.call('HDEL', sessions, sid)
@@ -320,6 +350,7 @@ local function drop_lease(leases, sessions, clients, deadlines, lk, sid)
   if redis.call('HGET', clients, rec.c) == sid then
     redis.call('HDEL', clients, rec.c)
   end
+  uncount(users, rec)
   return rec
 end
 
@@ -327,7 +358,7 @@ end
 -- lease.released for a lingering lease: its client did release it, and the seat it kept
 -- for that client is free only now.
 local function reclaim(k, lk, tenant, license, sid, now, total, prefix)
-  local rec = drop_lease(k.leases, k.sessions, k.clients, k.deadlines, lk, sid)
+  local rec = drop_lease(k.leases, k.sessions, k.clients, k.deadlines, lk, sid, k.users)
   if rec then
     -- The config cache may have expired while the lease was held (heartbeats do not
     -- refresh it): fall back to the seat count recorded when the lease was taken.

@@ -12,15 +12,23 @@
 -- user's groups that reserve seats, space separated, in name order (absent: neither).
 -- One HGET per user asked about: a large group costs nothing per call.
 -- Keys (all of the license's hash tag):
---   users     HASH "u:<user>" -> the user's session ids (space separated, in acquire
---             order); "g:<group>" -> the sessions charged to the group's reservation;
---             "qseq" -> the queue's join counter. A listed session whose lease is gone
---             (released, reclaimed, revoked) is dropped from its list when the list is
---             next read: release and the reaper need not know about policies.
+--   users     HASH "#u:<user>" -> how many live leases are counted for the user (kept
+--             while the license has a per-user limit; a lease so counted has rec.cu);
+--             "#g:<group>" -> how many live leases are charged to the group's
+--             reservation (rec.cg); "qseq" -> the queue's join counter. Acquire adds to
+--             a count, and whatever ends a lease (release, revoke, reclaim by acquire,
+--             heartbeat or the reaper: _lib.lua's uncount) takes it off; a count at 0 is
+--             deleted, so the hash holds only users and groups with live leases. Reading
+--             a count is one HGET, whatever it is: nothing is ever unpacked per lease.
+--             (Before counts, "u:<user>" and "g:<group>" held the session ids: such a
+--             list is turned into a count when first read, count_of below.)
 --   queue     ZSET client_id -> join sequence: the FIFO order
---   tickets   HASH client_id -> JSON {t: ticket, u: user, j: joined ms, e: ticket ends
---             ms, o: ms since a seat is held for it (absent: none), m: metadata JSON}
+--   tickets   HASH client_id -> JSON {t: ticket, u: user, h: host, j: joined ms, e: ticket
+--             ends ms, o: ms since a seat is held for it (absent: none)}: what granting
+--             and the audit need, never the request's metadata (a few hundred bytes)
 --   tdl       ZSET client_id -> when the ticket drops out: e, or o + hold when sooner
+--   tix       ZSET per shard "<tenant>/<license>|<client_id>" -> the same time: the
+--             reaper's index of lapsed tickets (sweep_tickets.lua), like `deadlines`
 
 -- acquire.lua calls these six; they are defined by define_policy, which acquire calls
 -- only for a license with a policy. Every EVALSHA runs the whole script from the top,
@@ -32,29 +40,46 @@
 local user_facts, seat_state, record_lease, drop_ticket, queue_event, policy_decide
 
 local function define_policy()
-  -- The waiting tickets one acquire looks at when a seat is free, in order.
+  -- The waiting tickets one acquire looks at when a seat is free, in order (lapsed ones
+  -- it meets are dropped and not counted), and the most it drops on the way.
   local QUEUE_SCAN = 100
+  local LAPSED_DROPS = 1000
+  -- The session ids one command is given when a list is read (Lua's unpack fails near
+  -- 8,000 values): only for a list written before counts, count_of.
+  local CHUNK = 1000
 
-  -- The session ids of list `field` whose lease is still live (one ZMSCORE for them all),
-  -- the earliest of their deadlines (nil for none) and whether some are gone. The list is
-  -- written back without the gone ones only by the next call that adds to it, so it
-  -- never outgrows its live leases by more than the leases that ended since.
-  local function live_sids(k, field, now)
-    local raw = redis.call('HGET', k.users, field)
-    local live = {}
-    if not raw then return live, nil end
+  -- How many live leases count field `kind`:`name` holds ('u' a user, 'g' a group):
+  -- one HGET. A list of session ids written before counts existed (field "u:<user>" or
+  -- "g:<group>") becomes a count here, once: each of its leases still in `leases` is
+  -- marked counted (rec.cu or rec.cg) so that its end takes it off (_lib.lua's uncount),
+  -- the list is deleted and the count written. The list is read in chunks.
+  local function count_of(k, kind, name)
+    local n = redis.call('HGET', k.users, '#' .. kind .. ':' .. name)
+    if n then return tonumber(n) end
+    local raw = redis.call('HGET', k.users, kind .. ':' .. name)
+    if not raw then return 0 end
+    redis.call('HDEL', k.users, kind .. ':' .. name)
     local sids = {}
     for sid in string.gmatch(raw, '%S+') do sids[#sids + 1] = sid end
-    local scores = redis.call('ZMSCORE', k.leases, unpack(sids))
-    local first = nil
-    for i, sid in ipairs(sids) do
-      local score = tonumber(scores[i])
-      if score and score > now then
-        live[#live + 1] = sid
-        if not first or score < first then first = score end
+    local mark, count = (kind == 'u') and 'cu' or 'cg', 0
+    for i = 1, #sids, CHUNK do
+      local chunk = {}
+      for j = i, math.min(i + CHUNK - 1, #sids) do chunk[#chunk + 1] = sids[j] end
+      local scores = redis.call('ZMSCORE', k.leases, unpack(chunk))
+      local recs = redis.call('HMGET', k.sessions, unpack(chunk))
+      for j, sid in ipairs(chunk) do
+        if scores[j] and recs[j] then
+          local rec = cjson.decode(recs[j])
+          if not rec[mark] then
+            rec[mark] = 1
+            redis.call('HSET', k.sessions, sid, cjson.encode(rec))
+            count = count + 1
+          end
+        end
       end
     end
-    return live, first
+    if count > 0 then redis.call('HSET', k.users, '#' .. kind .. ':' .. name, count) end
+    return count
   end
 
   -- What the policy says about `user` (cached for the call): {denied = bool, groups = the
@@ -80,6 +105,9 @@ local function define_policy()
   -- grant, real or simulated (a waiting ticket served ahead of the caller). A lease is
   -- charged to at most one group, so a group never holds more charged leases than its
   -- reservation: a group's `free` is what is left of it, `rfree` the sum over the groups.
+  -- The counts include a lease whose deadline passed and that is not reclaimed yet
+  -- (acquire reclaims 100 of the license's first, the reaper the rest within a minute):
+  -- a rule may then be stricter for that while, never looser.
   function seat_state(P, k, now, limit, used)
     return {P = P, k = k, now = now, limit = limit, used = used, used0 = used,
             users = {}, groups = {}, rfree = nil}
@@ -88,8 +116,7 @@ local function define_policy()
   local function group_state(S, g)
     local G = S.groups[g]
     if not G then
-      local live = live_sids(S.k, 'g:' .. g, S.now)
-      G = {list = live, free = math.max(0, (S.P.reserve[g] or 0) - #live)}
+      G = {free = math.max(0, (S.P.reserve[g] or 0) - count_of(S.k, 'g', g))}
       S.groups[g] = G
     end
     return G
@@ -105,13 +132,12 @@ local function define_policy()
   end
 
   local function user_count(S, user)
-    local u = S.users[user]
-    if not u then
-      local list, first = live_sids(S.k, 'u:' .. user, S.now)
-      u = {list = list, first = first, extra = 0}
-      S.users[user] = u
+    local n = S.users[user]
+    if not n then
+      n = count_of(S.k, 'u', user)
+      S.users[user] = n
     end
-    return #u.list + u.extra
+    return n
   end
 
   -- May `user` take a seat now? Returns true and the group its lease is charged to (false:
@@ -137,40 +163,39 @@ local function define_policy()
 
   local function take(S, user, g)
     S.used = S.used + 1
-    if S.users[user] then S.users[user].extra = S.users[user].extra + 1 end
+    if S.users[user] then S.users[user] = S.users[user] + 1 end
     if g then
       S.groups[g].free = S.groups[g].free - 1
       if S.rfree then S.rfree = S.rfree - 1 end
     end
   end
 
-  -- Adds a new lease to its user's list (when the license limits users: a limit set later
-  -- counts the leases taken from then on) and to its group's.
-  function record_lease(S, user, g, sid)
+  -- Counts a new lease (record `rec`, not yet stored) for its user (when the license
+  -- limits users: a limit set later counts the leases taken from then on) and for its
+  -- group, and marks the record so that its end uncounts it.
+  function record_lease(S, user, g, rec)
     if user ~= '' and S.P.mpu > 0 then
-      local u = S.users[user]
-      local list = u and u.list or live_sids(S.k, 'u:' .. user, S.now)
-      list[#list + 1] = sid
-      redis.call('HSET', S.k.users, 'u:' .. user, table.concat(list, ' '))
+      redis.call('HINCRBY', S.k.users, '#u:' .. user, 1)
+      rec.cu = 1
     end
     if g then
-      local list = S.groups[g].list
-      list[#list + 1] = sid
-      redis.call('HSET', S.k.users, 'g:' .. g, table.concat(list, ' '))
+      redis.call('HINCRBY', S.k.users, '#g:' .. g, 1)
+      rec.cg = 1
     end
-  end
-
-  -- `meta` (a JSON object's text) with `fields` ('"a":1,"b":"x"') added last, so ours win
-  -- over a client's keys of the same name.
-  local function with_fields(meta, fields)
-    if meta == nil or meta == '' or meta == '{}' then return '{' .. fields .. '}' end
-    return string.sub(meta, 1, -2) .. ',' .. fields .. '}'
   end
 
   function drop_ticket(k, client)
     redis.call('ZREM', k.queue, client)
     redis.call('HDEL', k.tickets, client)
     redis.call('ZREM', k.tdl, client)
+    redis.call('ZREM', k.tix, k.lk .. '|' .. client)
+  end
+
+  -- A ticket's end, in both of its indexes: the license's and the shard's (the reaper's).
+  local function ticket_ends(k, client, at)
+    local text = int_arg(at)
+    redis.call('ZADD', k.tdl, text, client)
+    redis.call('ZADD', k.tix, text, k.lk .. '|' .. client)
   end
 
   function queue_event(k, a, etype, client, t, now, extra, sid, used)
@@ -178,7 +203,18 @@ local function define_policy()
     if extra then fields = fields .. ',' .. extra end
     emit(k.outbox, a.prefix, now, {type = etype, tenant_id = a.tenant, license_id = a.license,
       session_id = sid, client_id = client, seats_used = used, seats_total = a.seats},
-      with_fields(t.m, fields))
+      ticket_meta(t, fields))
+  end
+
+  -- Drops a ticket whose time ran out (`raw`: its record) with queue.left saying why.
+  local function lapse(S, a, client, raw)
+    drop_ticket(S.k, client)
+    if raw then
+      local t = cjson.decode(raw)
+      local reason = 'ticket_expired'
+      if t.o and t.o + S.P.qh <= S.now then reason = 'hold_expired' end
+      queue_event(S.k, a, 'queue.left', client, t, S.now, '"reason":"' .. reason .. '"')
+    end
   end
 
   -- Tickets whose time ran out (not renewed, or a held seat not taken) leave the queue.
@@ -186,49 +222,60 @@ local function define_policy()
     local k, now = S.k, S.now
     local gone = redis.call('ZRANGEBYSCORE', k.tdl, '-inf', int_arg(now), 'LIMIT', '0',
       int_arg(limit))
-    for _, client in ipairs(gone) do
-      local raw = redis.call('HGET', k.tickets, client)
-      drop_ticket(k, client)
-      if raw then
-        local t = cjson.decode(raw)
-        local reason = 'ticket_expired'
-        if t.o and t.o + S.P.qh <= now then reason = 'hold_expired' end
-        queue_event(k, a, 'queue.left', client, t, now, '"reason":"' .. reason .. '"')
-      end
-    end
+    for _, client in ipairs(gone) do lapse(S, a, client, redis.call('HGET', k.tickets, client)) end
   end
 
-  -- Serves the queue on the simulated state: walks the first QUEUE_SCAN tickets in order
-  -- and gives each whose user may take a seat one, until no seat is left. A ticket that
-  -- may not (its user at the per-user limit, or only seats reserved for others free) is
-  -- passed over and keeps its place: it blocks nobody behind it. A ticket served for the
-  -- first time has its seat held from now: it drops out if it does not come for it within
-  -- the hold. Returns the caller's group charge (false: none) when its own ticket is
-  -- served, else nil.
-  local function serve_queue(S, client, user)
-    local k = S.k
-    local order = redis.call('ZRANGE', k.queue, 0, QUEUE_SCAN - 1)
-    if #order == 0 then return nil end
-    local raws = redis.call('HMGET', k.tickets, unpack(order))
-    for i, c in ipairs(order) do
-      if S.used >= S.limit then break end
-      if raws[i] then
-        local t = cjson.decode(raws[i])
-        local who = t.u or ''
-        if c == client then who = user end
-        local ok, g = may_take(S, who)
-        if ok then
-          take(S, who, g)
-          if c == client then return g end
-          if not t.o then
-            t.o = S.now
-            redis.call('HSET', k.tickets, c, cjson.encode(t))
-            redis.call('ZADD', k.tdl, int_arg(math.min(t.e, S.now + S.P.qh)), c)
+  -- Serves the queue on the simulated state: walks the first QUEUE_SCAN live tickets in
+  -- order and gives each whose user may take a seat one, until no seat is left. A ticket
+  -- whose time ran out is never served: the walk drops it (queue.left) and goes on, up
+  -- to LAPSED_DROPS of them (the reaper sweeps the rest). A ticket that may not (its user
+  -- at the per-user limit, or only seats reserved for others free) is passed over and
+  -- keeps its place: it blocks nobody behind it. A ticket served for the first time has
+  -- its seat held from now: it drops out if it does not come for it within the hold.
+  -- Returns the caller's group charge (false: none) when its own ticket is served, else
+  -- nil, and how many seats are held for others (for the caller's refusal).
+  local function serve_queue(S, a, client, user)
+    local k, now = S.k, S.now
+    local seen, dropped, held, hold_ends = 0, 0, 0, nil
+    while seen < QUEUE_SCAN and S.used < S.limit do
+      local order = redis.call('ZRANGE', k.queue, seen, QUEUE_SCAN - 1)
+      if #order == 0 then break end
+      local raws = redis.call('HMGET', k.tickets, unpack(order))
+      local ends = redis.call('ZMSCORE', k.tdl, unpack(order))
+      local lapsed = 0
+      for i, c in ipairs(order) do
+        if S.used >= S.limit then break end
+        local ends_at = tonumber(ends[i])
+        if not ends_at or ends_at <= now then
+          if dropped < LAPSED_DROPS then
+            lapse(S, a, c, raws[i])
+            dropped, lapsed = dropped + 1, lapsed + 1
+          end
+        else
+          seen = seen + 1
+          if raws[i] then
+            local t = cjson.decode(raws[i])
+            local who = t.u or ''
+            if c == client then who = user end
+            local ok, g = may_take(S, who)
+            if ok then
+              take(S, who, g)
+              if c == client then return g, held, hold_ends end
+              if not t.o then
+                t.o = now
+                redis.call('HSET', k.tickets, c, cjson.encode(t))
+                ends_at = math.min(t.e, now + S.P.qh)
+                ticket_ends(k, c, ends_at)
+              end
+              held = held + 1
+              if not hold_ends or ends_at < hold_ends then hold_ends = ends_at end
+            end
           end
         end
       end
+      if lapsed == 0 or dropped >= LAPSED_DROPS then break end
     end
-    return nil
+    return nil, held, hold_ends
   end
 
   -- The first live lease, in deadline order, whose end would give `user` a seat: one not
@@ -255,6 +302,53 @@ local function define_policy()
     return tonumber(first[#first]) - now
   end
 
+  -- When `user`'s earliest live lease ends, from now: the license's first 100 leases in
+  -- deadline order are read; past them, the 100th deadline (a lower bound). Only a
+  -- refusal at the per-user limit asks.
+  local function user_retry_ms(S, user)
+    local k, now = S.k, S.now
+    local first = redis.call('ZRANGEBYSCORE', k.leases, '(' .. int_arg(now), '+inf',
+      'WITHSCORES', 'LIMIT', '0', '100')
+    if #first == 0 then return 1000 end
+    local sids = {}
+    for i = 1, #first, 2 do sids[#sids + 1] = first[i] end
+    local recs = redis.call('HMGET', k.sessions, unpack(sids))
+    for i, raw in ipairs(recs) do
+      if raw and cjson.decode(raw).u == user then return tonumber(first[2 * i]) - now end
+    end
+    return tonumber(first[#first]) - now
+  end
+
+  -- The queue's bound: the policy's queue_max, or 10 x seats, at most 10,000.
+  local function queue_max(P, seats)
+    if P.qm and P.qm > 0 then return P.qm end
+    return math.min(10 * seats, 10000)
+  end
+
+  -- The host a new ticket keeps: the request's (in its metadata), nothing else of it.
+  local function host_of(meta)
+    local ok, m = pcall(cjson.decode, meta or '{}')
+    if ok and type(m) == 'table' and type(m.host) == 'string' then return m.host end
+    return nil
+  end
+
+  -- The refusal of a caller who gets no seat and no place in line, saying why the seats
+  -- that are not in use are not its: {'denied', used, seats, limit, retry_ms, held,
+  -- reserved}. `held` seats are held for tickets ahead (served just now, or before):
+  -- retry when the first hold ends, as the seat is the caller's if that ticket does not
+  -- come for it. `reserved`: the seats left free are reserved for groups the caller is not
+  -- in: retry when a lease ends that would give it a seat. Neither: the license is full.
+  local function refusal(S, a, held, hold_ends)
+    local reserved = math.max(0, S.limit - S.used)
+    local retry
+    if held > 0 then
+      retry = math.max(1, hold_ends - S.now)
+    else
+      retry = retry_ms_for(S, a.user)
+    end
+    return {'denied', S.used0, a.seats, S.limit, retry, held, reserved}
+  end
+
   -- The policy's verdict for one acquire that found no lease of its own: returns
   -- (grant, nil) with grant = {g = group charged or false, ticket = the caller's ticket
   -- record or nil}, or (nil, reply) for a refusal or a place in line. `a` is the call:
@@ -270,11 +364,12 @@ local function define_policy()
     end
     -- The caller's own per-user limit first: no place in line can help it.
     if P.mpu > 0 and a.user ~= '' and user_count(S, a.user) >= P.mpu then
-      local first = S.users[a.user].first  -- when the user's earliest lease ends
-      return nil, {'user_limit', P.mpu, user_count(S, a.user), first and first - now or 1000}
+      return nil, {'user_limit', P.mpu, user_count(S, a.user), user_retry_ms(S, a.user)}
     end
+    local held, hold_ends = 0, nil
     if waiting and S.used < S.limit then
-      local g = serve_queue(S, a.client, a.user)
+      local g
+      g, held, hold_ends = serve_queue(S, a, a.client, a.user)
       if g ~= nil then return {g = g, ticket = mine}, nil end
     end
     local ok, g = may_take(S, a.user)
@@ -284,13 +379,18 @@ local function define_policy()
       if t then  -- a renewal: its place is kept; a seat held for it that is gone is not
         t.e, t.o, t.u = now + P.qt, nil, a.user
         redis.call('HSET', k.tickets, a.client, cjson.encode(t))
-        redis.call('ZADD', k.tdl, int_arg(t.e), a.client)
+        ticket_ends(k, a.client, t.e)
       else
+        local qmax = queue_max(P, a.seats)
+        local waiting_now = redis.call('ZCARD', k.queue)
+        if waiting_now >= qmax then
+          return nil, {'queue_full', qmax, waiting_now, S.used0, a.seats}
+        end
         local seq = redis.call('HINCRBY', k.users, 'qseq', 1)
-        t = {t = a.new_ticket, u = a.user, j = now, e = now + P.qt, m = a.meta}
+        t = {t = a.new_ticket, u = a.user, h = host_of(a.meta), j = now, e = now + P.qt}
         redis.call('ZADD', k.queue, int_arg(seq), a.client)
         redis.call('HSET', k.tickets, a.client, cjson.encode(t))
-        redis.call('ZADD', k.tdl, int_arg(t.e), a.client)
+        ticket_ends(k, a.client, t.e)
         queue_event(k, a, 'queue.joined', a.client, t, now, nil, nil, S.used0)
       end
       -- Come back well within the hold, and before the ticket runs out; sooner only if a
@@ -304,6 +404,6 @@ local function define_policy()
       local position = redis.call('ZRANK', k.queue, a.client) + 1
       return nil, {'queued', position, t.t, math.max(1000, retry), S.used0, a.seats}
     end
-    return nil, {'denied', S.used0, a.seats, S.limit, retry_ms_for(S, a.user)}
+    return nil, refusal(S, a, held, hold_ends)
   end
 end

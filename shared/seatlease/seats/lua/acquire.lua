@@ -14,6 +14,7 @@
 -- policy's and the queue's state, read only on a license with a policy: _policy.lua)
 -- ARGV[12] user ('' for none)   ARGV[13] 1 to wait in the queue   ARGV[14] the ticket
 -- the caller holds ('' for none)   ARGV[15] ticket for a new place in line (random)
+-- KEYS[15] the shard's ticket deadline index (the reaper's, _policy.lua)
 --
 -- The caller's own lease (clients[client_id], deadline still ahead):
 --   borrowed            returned unchanged: a borrow ends when it ends, or by release
@@ -30,17 +31,22 @@
 --   {'denied', used, seats, limit, retry_after_ms}
 --   with a policy: {'user_required'} | {'user_denied'} | {'user_limit', max_per_user, held,
 --       retry_after_ms (until the user's earliest lease ends)}
+--     | {'denied', used, seats, limit, retry_after_ms, held, reserved}: `held` free seats
+--       are held for tickets ahead in the queue (retry_after_ms: until the first hold
+--       ends), `reserved` free seats are reserved for groups the caller is not in
 --     | {'queued', position, ticket, retry_after_ms, used, seats}
+--     | {'queue_full', queue_max, waiting, used, seats}   no room for a new place in line
 --   {'acquired' | 'renewed', session_id, deadline_ms, lease_ms, used, seats, limit, now_ms,
 --    borrowed (0 or 1)}         lease_ms of a borrowed lease is the borrow's length
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7], users = KEYS[11],
-           queue = KEYS[12], tickets = KEYS[13], tdl = KEYS[14]}
+           queue = KEYS[12], tickets = KEYS[13], tdl = KEYS[14], tix = KEYS[15]}
 local tenant, license, client = ARGV[1], ARGV[2], ARGV[3]
 local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV[6], ARGV[7]
 local reply_key, reply_ttl = reply_slot(KEYS[8], KEYS[10], ARGV[11]), ARGV[8]
 local borrow = tonumber(ARGV[9] or 0) * 1000
 local lk = tenant .. '/' .. license
+k.lk = lk
 local user = ARGV[12] or ''
 
 local done = replay(reply_key)
@@ -145,7 +151,7 @@ if grant then
   -- u: the user; g: the group whose reservation the seat is charged to
   if user ~= '' then rec.u = user end
   if grant.g then rec.g = grant.g end
-  record_lease(grant.S, user, grant.g, new_sid)
+  record_lease(grant.S, user, grant.g, rec)
   if grant.ticket then
     drop_ticket(k, client)
     queue_event(k, {prefix = prefix, tenant = tenant, license = license, seats = cfg.seats},

@@ -8,6 +8,7 @@
 -- ARGV[5] reply TTL in ms
 -- KEYS[8] the tenant's rate budget in this shard   ARGV[6] its calls per second, 0: none
 -- KEYS[9] reply hash 1 (KEYS[7]: generation 0)   ARGV[7] this call's field in them
+-- KEYS[10] users (the license policy's live counts, _lib.lua's uncount)
 --
 -- Over the budget, a heartbeat is refused ({'rate_limited', retry_ms}, nothing changed)
 -- only when it cannot cost the lease: it came early (more than two thirds of the lease
@@ -23,7 +24,7 @@
 --                 lingering one (ended now if its linger is over: lease.released)
 --   {'missing'} | {'not_found'}   only for an unknown session: is the license real?
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
-           deadlines = KEYS[5], outbox = KEYS[6]}
+           deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10]}
 local tenant, license, sid, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[7]), ARGV[5]
 local lk = tenant .. '/' .. license

@@ -6,6 +6,7 @@
 -- ARGV[5] event type: 'lease.released' or 'lease.revoked'   ARGV[6] reply TTL in ms
 -- KEYS[8] the tenant's rate budget in this shard   ARGV[7] its calls per second, 0: none
 -- KEYS[9] reply hash 1 (KEYS[7]: generation 0)   ARGV[8] this call's field in them
+-- KEYS[10] users (the license policy's live counts, _lib.lua's uncount)
 --
 -- Linger: a client's release of its live lease on a license with linger_seconds > 0
 -- keeps the seat held for that client (the lease stays in `leases` and the deadline
@@ -23,7 +24,7 @@
 --   {'missing'} | {'not_found'}
 --   {'rate_limited', retry_ms}  over the tenant's budget (_ratelimit.lua); nothing changed
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
-           deadlines = KEYS[5], outbox = KEYS[6]}
+           deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10]}
 local tenant, license, sid, prefix, etype = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[8]), ARGV[6]
 local lk = tenant .. '/' .. license
@@ -61,7 +62,7 @@ if score and score > now then
       seats_total = cfg.seats}, rec.m)
     return remember(reply_key, reply_ttl, now, {'released', used, cfg.seats, 1, now})
   end
-  drop_lease(k.leases, k.sessions, k.clients, k.deadlines, lk, sid)
+  drop_lease(k.leases, k.sessions, k.clients, k.deadlines, lk, sid, k.users)
   local used = live_count(k.leases, now)
   emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
     session_id = sid, client_id = rec.c, seats_used = used, seats_total = cfg.seats}, rec.m)
