@@ -118,6 +118,7 @@ def full_policy(reserve: int, members: list[str]) -> LicensePolicy:
         reserve={"design": reserve, "render": reserve},
         queue=True,
         queue_ticket_seconds=3600,  # no ticket runs out while the benchmark runs
+        queue_max=10_000,  # WAITING clients in line on QUEUED_SEATS (default: 10 x seats)
     )  # fmt: skip
 
 

@@ -117,12 +117,27 @@ def test_fifty_threads_never_exceed_the_cap_a_user_limit_or_a_reservation(
                 worst["samples"] += 1
             time.sleep(0.002)
 
+    def refresh() -> None:  # an admin change now and then: never a 404 for the callers
+        while time.monotonic() < stop:
+            eng.cache_config("t", "hot", CONFIG)
+            time.sleep(0.01)
+
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(50)]
     threads.append(threading.Thread(target=watch))
+    threads.append(threading.Thread(target=refresh))
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    # The policy's counts are the live leases' (an acquire first reclaims the expired)
+    time.sleep(2.1)
+    eng.acquire(SeatRequest("t", "hot", "last", user="u5"))
+    users = probe(keys=[keys.leases, keys.sessions])[1:]
+    counts = client.hgetall(keys.users)
+    counts.pop("qseq", None)
+    assert {f: int(n) for f, n in counts.items() if f.startswith("#u:")} == {
+        f"#u:{u}": users.count(u) for u in set(users)
+    }
     client.close()
     assert stats["errors"] == 0
     assert stats["acquired"] > 50 and stats["queued"] > 50 and stats["limited"] > 0

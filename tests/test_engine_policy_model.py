@@ -2,13 +2,16 @@
 redis-server against a plain Python model of the rules in docs/design.md ("License
 policy and the wait queue"): per-user limits, seats reserved for two groups (a user in
 both), deny lists, a queue served in order among those who may take a seat. Leases and tickets run
-out by time travel (their deadlines moved into the past, as waiting would do). After
+out by time travel (their deadlines moved into the past, as waiting would do), so lapsed
+tickets sit ahead of live ones until a walk drops them; the license is refreshed, and its
+queue switched off with clients waiting (each leaves with queue.left) and on again. After
 every step the live leases are checked against the cap, the per-user limit and the
-reservations, and the queue's order against the model's."""
+reservations, the queue's order against the model's, and the policy's counts against the
+live leases (the users hash holds only users and groups with live leases)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -16,6 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from seatlease.errors import NoSeatsAvailable, UserDenied, UserLimitReached
+from seatlease.events import pubsub
+from seatlease.seats import keys as keyspace
 from seatlease.seats import redisconn
 from seatlease.seats.engine import Lease, LicenseConfig, QueuePlace, SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
@@ -84,8 +89,10 @@ class PolicyModel(RuleBasedStateMachine):
         )
         self.redis = redisconn.connect(self.url)
         self.redis.flushall()
-        config = LicenseConfig(seats=seats, lease_seconds=300, policy=self.policy.redis_form())
-        self.engine = SeatEngine(self.redis, lambda _t, _l: config)
+        self.config = LicenseConfig(
+            seats=seats, lease_seconds=300, policy=self.policy.redis_form()
+        )
+        self.engine = SeatEngine(self.redis, lambda _t, _l: self.config)
         self.keys = LicenseKeys.of("t", "lic")
         self.limit = seats
         self.reserve = {g: n for g, n in self.policy.reserve.items() if n > 0}
@@ -94,6 +101,8 @@ class PolicyModel(RuleBasedStateMachine):
             for user in GROUPS[group]:
                 self.member.setdefault(user, []).append(group)
         self.leases: dict[str, tuple[str, str, str | None]] = {}  # client -> sid, user, group
+        # leases whose deadline passed, still counted until an acquire reclaims them
+        self.stale: list[tuple[str, str, str | None]] = []
         self.queue: list[Ticket] = []
         self.tickets: dict[str, str] = {}
 
@@ -146,6 +155,8 @@ class PolicyModel(RuleBasedStateMachine):
     def acquire(self, client: str, queue: bool) -> None:
         expected, detail = self._expect(client, queue)
         user = USER_OF[client]
+        if expected != "user_denied":  # (refused before it reclaims anything)
+            self.stale = []
         try:
             got = self.engine.acquire(
                 SeatRequest(
@@ -184,8 +195,9 @@ class PolicyModel(RuleBasedStateMachine):
     def lease_runs_out(self, client: str) -> None:
         """Time travel: the lease's deadline passes (the next acquire reclaims it)."""
         if client in self.leases:
-            sid = self.leases.pop(client)[0]
-            self.redis.zadd(self.keys.leases, {sid: 1})
+            lease = self.leases.pop(client)
+            self.stale.append(lease)
+            self.redis.zadd(self.keys.leases, {lease[0]: 1})
 
     @rule(client=st.sampled_from(CLIENTS))
     def ticket_runs_out(self, client: str) -> None:
@@ -194,6 +206,27 @@ class PolicyModel(RuleBasedStateMachine):
             self.queue = [t for t in self.queue if t.client != client]
             self.tickets.pop(client, None)
             self.redis.zadd(self.keys.ticket_deadlines, {client: 1})
+
+    @rule()
+    def refresh(self) -> None:
+        """The license's cached configuration is written again (an admin change)."""
+        self.engine.cache_config("t", "lic", self.config)
+
+    @rule()
+    def queue_switched_off_and_on(self) -> None:
+        """Every waiting client's wait ends with queue.left (reason queue_off), lapsed
+        tickets not yet dropped included; the queue starts empty when it is back."""
+        stream = keyspace.outbox_key(self.keys.shard)
+        before = len(pubsub.outbox_events(self.redis, stream))
+        off = self.policy.model_copy(update={"queue": False})
+        self.engine.cache_config("t", "lic", replace(self.config, policy=off.redis_form()))
+        self.engine.cache_config("t", "lic", self.config)
+        left = [e for e in pubsub.outbox_events(self.redis, stream)[before:]
+                if e["type"] == "queue.left"]  # fmt: skip
+        assert {e["metadata"]["reason"] for e in left} <= {"queue_off"}
+        assert {t.client for t in self.queue} <= {e["client_id"] for e in left}
+        self.queue = []
+        self.tickets = {}
 
     @invariant()
     def live_leases_keep_the_rules(self) -> None:
@@ -210,6 +243,20 @@ class PolicyModel(RuleBasedStateMachine):
             assert max(per_user.values(), default=0) <= self.policy.max_per_user
         outsiders = sum(n for u, n in per_user.items() if u not in self.member)
         assert outsiders <= self.limit - sum(self.reserve.values())
+
+    @invariant()
+    def policy_counts_are_the_live_leases(self) -> None:
+        if not hasattr(self, "engine"):
+            return
+        expected: dict[str, str] = {}
+        for _sid, user, group in [*self.leases.values(), *self.stale]:
+            if self.policy.max_per_user:
+                expected[f"#u:{user}"] = str(int(expected.get(f"#u:{user}", "0")) + 1)
+            if group:
+                expected[f"#g:{group}"] = str(int(expected.get(f"#g:{group}", "0")) + 1)
+        fields = self.redis.hgetall(self.keys.users)
+        fields.pop("qseq", None)
+        assert fields == expected
 
     @invariant()
     def queue_order_is_the_models(self) -> None:

@@ -61,6 +61,75 @@ def test_queue_over_http_is_202_with_a_ticket(acme: Tenant) -> None:
     assert status["licenses"][0]["leases"][0]["user"] == "wendy"
 
 
+def test_a_full_queue_is_409_queue_full_and_keeps_its_places(acme: Tenant) -> None:
+    lic = new_license(acme, "cad", seats=1, policy={"queue": True, "queue_max": 2})
+    acquire(acme, lic, "h", user="hal")
+    first = acquire(acme, lic, "w1", queue=True, user="wendy").get_json()
+    assert acquire(acme, lic, "w2", queue=True, user="walt").status_code == 202
+    full = acquire(acme, lic, "w3", queue=True, user="will")
+    error = error_of(full, 409, "queue_full")
+    assert (error["queue_max"], error["seats_used"], error["seats_total"]) == (2, 1, 1)
+    assert full.headers["Retry-After"] == str(error["retry_after_seconds"])
+    assert "queue is full" in error["message"]
+    # a client in line keeps its place: the bound is on new places
+    again = acquire(acme, lic, "w1", queue=True, ticket=first["ticket"], user="wendy")
+    assert again.status_code == 202 and again.get_json()["position"] == 1
+    assert outbox_types(acme, lic).count("queue.joined") == 2
+
+
+def test_the_default_queue_bound_is_ten_per_seat(acme: Tenant) -> None:
+    lic = new_license(acme, "cad", seats=2, policy={"queue": True})
+    acquire(acme, lic, "h1", user="hal")
+    acquire(acme, lic, "h2", user="hal")
+    for i in range(20):
+        assert acquire(acme, lic, f"w{i}", queue=True, user=f"u{i}").status_code == 202
+    error = error_of(acquire(acme, lic, "w20", queue=True, user="u20"), 409, "queue_full")
+    assert error["queue_max"] == 20
+
+
+def test_a_seat_held_for_the_next_in_line_says_so(acme: Tenant) -> None:
+    """Issue 34: the 409 carries the held seats, its message says a seat is held for the
+    next in line, and Retry-After is the hold's remaining time, not a lease's."""
+    lic = new_license(acme, "cad", seats=3, policy={"queue": True, "queue_hold_seconds": 30})
+    held = [acquire(acme, lic, f"h{i}", user=f"hal{i}").get_json() for i in range(3)]
+    assert acquire(acme, lic, "w", queue=True, user="wendy").status_code == 202
+    assert release(acme, lic, held[0]["session_id"]).status_code == 200
+    refused = acquire(acme, lic, "x", user="xena")
+    error = error_of(refused, 409, "no_seats_available")
+    assert (error["seats_used"], error["seats_total"], error["seats_held"]) == (2, 3, 1)
+    assert error["seats_reserved"] == 0
+    assert "held for the next in line" in error["message"]
+    assert "All 3 seats are in use" not in error["message"]
+    assert 29 <= error["retry_after_seconds"] <= 30  # the hold, not the leases' 360 s
+    assert refused.headers["Retry-After"] == str(error["retry_after_seconds"])
+
+
+def test_status_shows_the_hold_from_the_moment_the_seat_frees(acme: Tenant) -> None:
+    """Issue 34: no acquire comes between the release and the status: the hold is there."""
+    lic = new_license(acme, "cad", seats=1, policy={"queue": True})
+    held = acquire(acme, lic, "h", user="hal").get_json()
+    acquire(acme, lic, "w1", queue=True, user="wendy")
+    acquire(acme, lic, "w2", queue=True, user="walt")
+    [view] = run("status", tenant_id=acme.tenant_id, license_id=lic)[1]["licenses"]
+    assert [t["seat_held"] for t in view["queue"]] == [False, False]
+    assert release(acme, lic, held["session_id"]).status_code == 200
+    [view] = run("status", tenant_id=acme.tenant_id, license_id=lic)[1]["licenses"]
+    assert [t["seat_held"] for t in view["queue"]] == [True, False]
+
+
+def test_free_seats_reserved_for_others_are_said_so(acme: Tenant) -> None:
+    policy = {"groups": {"eng": ["ann"]}, "reserve": {"eng": 1}}
+    lic = new_license(acme, "cad", seats=2, policy=policy)
+    assert acquire(acme, lic, "o1", user="olga").status_code == 201
+    error = error_of(acquire(acme, lic, "d1", user="dave"), 409, "no_seats_available")
+    assert (error["seats_used"], error["seats_reserved"], error["seats_held"]) == (1, 1, 0)
+    assert "reserved for groups this user is not in" in error["message"]
+    assert acquire(acme, lic, "a1", user="ann").status_code == 201
+    full = error_of(acquire(acme, lic, "d1", user="dave"), 409, "no_seats_available")
+    assert (full["seats_reserved"], full["seats_held"]) == (0, 0)
+    assert full["message"].startswith("All 2 seats are in use")
+
+
 def test_status_shows_the_queue(acme: Tenant) -> None:
     lic = new_license(acme, "cad", seats=1, policy={"queue": True})
     acquire(acme, lic, "h", user="hal")
@@ -106,6 +175,9 @@ def test_bad_user_host_queue_and_ticket_are_400_naming_the_field(
         ({"max_per_user": -1}, "max_per_user"),
         ({"groups": {"eng": ["a"]}, "reserve": {"eng": -2}}, "reserve"),
         ({"queue_hold_seconds": 0}, "queue_hold_seconds"),
+        ({"queue_max": 0}, "queue_max"),
+        ({"queue_max": 10_001}, "queue_max"),
+        ({"queue_max": "many"}, "queue_max"),
         ({"deny_users": ["x\u0000"]}, "deny_users"),
         ({"groups": {"bad name!": ["a"]}}, "groups"),
         ({"surprise": 1}, "surprise"),

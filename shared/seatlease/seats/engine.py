@@ -263,7 +263,7 @@ def release_call(
     """release.lua's KEYS and ARGV (``revoke``: an operator's ``lease.revoked``)."""
     keys = LicenseKeys.of(tenant_id, license_id)
     event = "lease.revoked" if revoke else "lease.released"
-    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1], keys.users], [
+    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1], *keys.policy_keys], [
         tenant_id,
         license_id,
         session_id,

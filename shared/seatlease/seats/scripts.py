@@ -26,11 +26,12 @@ SCRIPT_NAMES = (
 )
 
 # Helpers only some scripts need, placed between _lib.lua and the script: the seat calls
-# check the tenant's rate budget (_ratelimit.lua); acquire decides the license policy.
+# check the tenant's rate budget (_ratelimit.lua); acquire decides the license policy, and
+# release hands a seat it frees to the license's wait queue.
 PRELUDES = {
     "acquire": ("_ratelimit", "_policy"),
     "heartbeat": ("_ratelimit",),
-    "release": ("_ratelimit",),
+    "release": ("_ratelimit", "_policy"),  # a freed seat is held for the queue at once
 }
 
 

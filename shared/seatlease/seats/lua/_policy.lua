@@ -30,14 +30,16 @@
 --   tix       ZSET per shard "<tenant>/<license>|<client_id>" -> the same time: the
 --             reaper's index of lapsed tickets (sweep_tickets.lua), like `deadlines`
 
--- acquire.lua calls these six; they are defined by define_policy, which acquire calls
--- only for a license with a policy. Every EVALSHA runs the whole script from the top,
+-- acquire.lua calls these six; they are defined by define_policy, which acquire (and
+-- release, for a license with a queue) calls only for a license with a policy. Every EVALSHA runs the whole script from the top,
 -- creating each function defined at the top level anew: defined inside define_policy,
 -- the policy's helpers cost a call without a policy nothing (defined at the top they cost
 -- every acquire about 1.2-1.6 us of server time, bench/redis_cost.py --profile). Inside it,
 -- `function user_facts(...)` assigns the local declared here (never a global: Redis
 -- refuses those).
 local user_facts, seat_state, record_lease, drop_ticket, queue_event, policy_decide
+-- and release.lua this one (a seat it frees is held for the queue's head at once)
+local hold_for_queue
 
 local function define_policy()
   -- The waiting tickets one acquire looks at when a seat is free, in order (lapsed ones
@@ -276,6 +278,16 @@ local function define_policy()
       if lapsed == 0 or dropped >= LAPSED_DROPS then break end
     end
     return nil, held, hold_ends
+  end
+
+  -- A seat release.lua freed (`used` seats in use now) goes to the queue at once: the
+  -- waiting tickets that may take a seat have it held from now, so the hold (and
+  -- `seatlease status`) starts when the seat frees, not at the next acquire.
+  function hold_for_queue(P, k, now, limit, used, a)
+    if P.q ~= 1 or redis.call('ZCARD', k.queue) == 0 then return end
+    local S = seat_state(P, k, now, limit, used)
+    prune_tickets(S, a, 100)
+    serve_queue(S, a, nil, nil)
   end
 
   -- The first live lease, in deadline order, whose end would give `user` a seat: one not

@@ -7,6 +7,9 @@
 -- KEYS[8] the tenant's rate budget in this shard   ARGV[7] its calls per second, 0: none
 -- KEYS[9] reply hash 1 (KEYS[7]: generation 0)   ARGV[8] this call's field in them
 -- KEYS[10] users (the license policy's live counts, _lib.lua's uncount)
+-- KEYS[11] queue   KEYS[12] tickets   KEYS[13] ticket deadlines   KEYS[14] the shard's
+--   ticket deadline index: on a license with a wait queue, a seat this release frees is
+--   held for the queue's head at once (_policy.lua's hold_for_queue)
 --
 -- Linger: a client's release of its live lease on a license with linger_seconds > 0
 -- keeps the seat held for that client (the lease stays in `leases` and the deadline
@@ -24,10 +27,12 @@
 --   {'missing'} | {'not_found'}
 --   {'rate_limited', retry_ms}  over the tenant's budget (_ratelimit.lua); nothing changed
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
-           deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10]}
+           deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10], queue = KEYS[11],
+           tickets = KEYS[12], tdl = KEYS[13], tix = KEYS[14]}
 local tenant, license, sid, prefix, etype = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[8]), ARGV[6]
 local lk = tenant .. '/' .. license
+k.lk = lk
 
 local done = replay(reply_key)
 if done then return done end
@@ -66,6 +71,11 @@ if score and score > now then
   local used = live_count(k.leases, now)
   emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
     session_id = sid, client_id = rec.c, seats_used = used, seats_total = cfg.seats}, rec.m)
+  if cfg.policy and k.queue then
+    define_policy()
+    hold_for_queue(cjson.decode(cfg.policy), k, now, cfg.limit, used,
+      {tenant = tenant, license = license, prefix = prefix, seats = cfg.seats})
+  end
   return remember(reply_key, reply_ttl, now, {'released', used, cfg.seats, 0, now})
 end
 if score then
