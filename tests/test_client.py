@@ -35,6 +35,7 @@ from seatlease_client import (
     LicenseNotFound,
     LicenseSuspended,
     NoSeatsAvailable,
+    QueueFull,
     SeatClient,
     SeatError,
     SeatWaitTimeout,
@@ -362,6 +363,20 @@ def test_wait_timeout_raises_seat_wait_timeout(client, make_license):
     assert [s["client_id"] for s in live()] == ["holder"] and client.held() != []
     holder.join(4)
     assert client.held() == []
+
+
+def test_a_full_queue_is_queue_full_a_kind_of_no_seats(client, make_license):
+    make_license(seats=1, lease_seconds=30, policy={"queue": True, "queue_max": 1})
+    client.acquire("lic", "holder")
+    assert client.acquire("lic", "w1", queue=True)["queued"] is True
+    with pytest.raises(QueueFull) as full:
+        client.acquire("lic", "w2", queue=True)
+    assert isinstance(full.value, NoSeatsAvailable) and full.value.status == 409
+    assert (full.value.code, full.value.queue_max, full.value.seats_used) == ("queue_full", 1, 1)
+    assert full.value.retry_after_seconds >= 1
+    with pytest.raises(NoSeatsAvailable) as plain:  # not a QueueFull: a plain full license
+        client.acquire("lic", "w3")
+    assert not isinstance(plain.value, QueueFull) and plain.value.seats_held == 0
 
 
 def test_wait_uses_the_license_queue_and_is_served_in_order(client, make_license):

@@ -24,7 +24,7 @@ from typing import Any
 from seatlease_client import _borrow
 from seatlease_client._borrow import BorrowedSeat
 from seatlease_client._errors import (
-    _ERRORS,
+    _error_class,
     BackendUnavailable,
     NoSeatsAvailable,
     SeatError,
@@ -188,7 +188,7 @@ class SeatClient:
             err.close()
         error = payload.get("error") if isinstance(payload, dict) else None
         error = error if isinstance(error, dict) else {}
-        kind = _ERRORS.get(err.code, SeatError)
+        kind = _error_class(err.code, error.get("code"))
         default_code = "backend_unavailable" if kind is BackendUnavailable else "http_error"
         return kind(
             err.code,

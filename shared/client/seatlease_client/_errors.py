@@ -61,6 +61,26 @@ class NoSeatsAvailable(SeatError):
         header = int(self._retry_after) if self._retry_after else 1
         return max(1, self._int_field("retry_after_seconds", header))
 
+    @property
+    def seats_held(self) -> int:
+        """Free seats held for clients ahead in the license's wait queue (the retry is
+        then when the first hold ends)."""
+        return self._int_field("seats_held", 0)
+
+    @property
+    def seats_reserved(self) -> int:
+        """Free seats reserved for groups this ``user`` is not in."""
+        return self._int_field("seats_reserved", 0)
+
+
+class QueueFull(NoSeatsAvailable):
+    """409 ``queue_full``: no seat, and the license's wait queue already holds
+    ``queue_max`` clients (no new place in line)."""
+
+    @property
+    def queue_max(self) -> int:
+        return self._int_field("queue_max", 0)
+
 
 class SeatWaitTimeout(NoSeatsAvailable):
     """``wait=True`` and no seat came free within ``timeout`` (a ``NoSeatsAvailable``
@@ -145,6 +165,20 @@ _ERRORS: dict[int, type[SeatError]] = {
     503: BackendUnavailable,
     504: BackendUnavailable,
 }
+
+
+# The codes with a class of their own, beside their status's class: (status, class).
+_BY_CODE: dict[str, tuple[int, type[SeatError]]] = {
+    "queue_full": (409, QueueFull),
+}
+
+
+def _error_class(status: int, code: object) -> type[SeatError]:
+    """The exception class of an error answer: the code's own, else the status's."""
+    own = _BY_CODE.get(code) if isinstance(code, str) else None
+    if own is not None and own[0] == status:
+        return own[1]
+    return _ERRORS.get(status, SeatError)
 
 
 def _retry_after_header(value: str | None) -> float | None:

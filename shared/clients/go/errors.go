@@ -9,8 +9,8 @@ import (
 
 // The kinds of error, for errors.Is. Every error a call returns for an answer (or for no
 // answer) is a *SeatError (errors.As gives its Status, Code, Message and Body) whose kinds
-// are one or more of these: a SeatWaitTimeout and a UserLimitReached are also a
-// NoSeatsAvailable, a UserDenied is also a LicenseSuspended, and every token error is also
+// are one or more of these: a SeatWaitTimeout, a UserLimitReached and a QueueFull are
+// also a NoSeatsAvailable, a UserDenied is also a LicenseSuspended, and every token error is also
 // ErrToken.
 var (
 	ErrInvalidRequest     = errors.New("seatlease: invalid request (400)")
@@ -27,6 +27,9 @@ var (
 	ErrUserLimitReached = errors.New("seatlease: user_limit_reached (409)")
 	// ErrUserDenied: the license's policy refuses this user any seat (403 user_denied).
 	ErrUserDenied = errors.New("seatlease: user_denied (403)")
+	// ErrQueueFull: no seat, and the license's wait queue already holds QueueMax clients
+	// (409 queue_full; also a NoSeatsAvailable).
+	ErrQueueFull = errors.New("seatlease: queue_full (409)")
 
 	// ErrToken: the answer's signed token failed verification; the answer never counts.
 	ErrToken          = errors.New("seatlease: token verification failed")
@@ -61,6 +64,7 @@ var byCode = map[string]struct {
 }{
 	"user_limit_reached": {409, ErrUserLimitReached},
 	"user_denied":        {403, ErrUserDenied},
+	"queue_full":         {409, ErrQueueFull},
 }
 
 var tokenKinds = map[string]error{
@@ -114,6 +118,14 @@ func (e *SeatError) intField(name string, fallback int) int {
 // SeatsUsed and SeatsTotal: a denial's numbers (409).
 func (e *SeatError) SeatsUsed() int  { return e.intField("seats_used", 0) }
 func (e *SeatError) SeatsTotal() int { return e.intField("seats_total", 0) }
+
+// SeatsHeld and SeatsReserved: a denial's free seats that are not the caller's (held for
+// clients ahead in the wait queue; reserved for groups its user is not in).
+func (e *SeatError) SeatsHeld() int     { return e.intField("seats_held", 0) }
+func (e *SeatError) SeatsReserved() int { return e.intField("seats_reserved", 0) }
+
+// QueueMax: a QueueFull's bound (the most clients the license's wait queue holds).
+func (e *SeatError) QueueMax() int { return e.intField("queue_max", 0) }
 
 // MaxPerUser and Sessions: a UserLimitReached's numbers (the license's limit, the user's
 // live leases).

@@ -603,6 +603,29 @@ func TestWaitingInLineGivesUpAtTheTimeout(t *testing.T) {
 	}
 }
 
+func TestAFullQueueIsQueueFull(t *testing.T) {
+	s := stack(t)
+	s.license("go-queue-full", map[string]any{"seats": 1, "lease_seconds": 30, "policy": map[string]any{"queue": true, "queue_max": 1}})
+	client := s.client(seatlease.Options{Backoff: 10 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := client.Acquire(ctx, "go-queue-full", "a", seatlease.AcquireOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if place, err := client.Acquire(ctx, "go-queue-full", "b", seatlease.AcquireOptions{Queue: true}); err != nil || !place.Queued {
+		t.Fatalf("place %+v %v", place, err)
+	}
+	_, err := client.Acquire(ctx, "go-queue-full", "c", seatlease.AcquireOptions{Queue: true})
+	var refused *seatlease.SeatError
+	if !errors.Is(err, seatlease.ErrQueueFull) || !errors.Is(err, seatlease.ErrNoSeatsAvailable) || !errors.As(err, &refused) ||
+		refused.Status != 409 || refused.Code != "queue_full" || refused.QueueMax() != 1 || refused.RetryAfterSeconds() < 1 {
+		t.Fatal("queue full:", err)
+	}
+	_, err = client.Acquire(ctx, "go-queue-full", "d", seatlease.AcquireOptions{})
+	if !errors.Is(err, seatlease.ErrNoSeatsAvailable) || errors.Is(err, seatlease.ErrQueueFull) || !errors.As(err, &refused) || refused.SeatsHeld() != 0 {
+		t.Fatal("no seats:", err)
+	}
+}
+
 func TestTypedErrorsOfALicensePolicy(t *testing.T) {
 	s := stack(t)
 	s.license("go-policy", map[string]any{"seats": 3, "lease_seconds": 60, "policy": map[string]any{"max_per_user": 1, "deny_users": []string{"mallory"}}})

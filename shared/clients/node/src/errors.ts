@@ -56,6 +56,21 @@ export class NoSeatsAvailable extends SeatError {
     const header = this.retryAfterHeader ? Math.trunc(this.retryAfterHeader) : 1;
     return Math.max(1, this.intField("retry_after_seconds", header));
   }
+  /** Free seats held for clients ahead in the license's wait queue. */
+  get seatsHeld(): number {
+    return this.intField("seats_held", 0);
+  }
+  /** Free seats reserved for groups this `user` is not in. */
+  get seatsReserved(): number {
+    return this.intField("seats_reserved", 0);
+  }
+}
+
+/** 409 `queue_full`: no seat, and the license's wait queue already holds `queueMax` clients. */
+export class QueueFull extends NoSeatsAvailable {
+  get queueMax(): number {
+    return this.intField("queue_max", 0);
+  }
 }
 
 /**
@@ -137,6 +152,7 @@ const BY_STATUS: Record<number, SeatErrorClass> = {
 const BY_CODE: Record<string, { status: number; kind: SeatErrorClass }> = {
   user_limit_reached: { status: 409, kind: UserLimitReached },
   user_denied: { status: 403, kind: UserDenied },
+  queue_full: { status: 409, kind: QueueFull },
 };
 
 /** The typed error of an HTTP error answer (a 500 or any other status: a plain `SeatError`). */

@@ -15,6 +15,7 @@ import {
   LicenseNotFound,
   LicenseSuspended,
   NoSeatsAvailable,
+  QueueFull,
   SeatClient,
   SeatError,
   SeatWaitTimeout,
@@ -235,6 +236,19 @@ test("waiting in line gives up at the timeout with SeatWaitTimeout", async () =>
   assert.equal(plain.position, 2);
   assert.ok(plain.retry_after_seconds >= 1 && typeof plain.ticket === "string");
   await held.close();
+});
+
+test("a full wait queue is a QueueFull (a NoSeatsAvailable) with its bound", async () => {
+  await license("node-queue-full", { seats: 1, lease_seconds: 30, policy: { queue: true, queue_max: 1 } });
+  const client = new SeatClient(URL_, KEY, { backoffMs: 10 });
+  await client.acquire("node-queue-full", "a");
+  const place = await client.acquire("node-queue-full", "b", { queue: true });
+  assert.equal(place.queued, true);
+  await assert.rejects(
+    client.acquire("node-queue-full", "c", { queue: true }),
+    (e) => e instanceof QueueFull && e instanceof NoSeatsAvailable && e.status === 409 && e.code === "queue_full" && e.queueMax === 1 && e.retryAfterSeconds >= 1,
+  );
+  await assert.rejects(client.acquire("node-queue-full", "d"), (e) => e instanceof NoSeatsAvailable && !(e instanceof QueueFull) && e.seatsHeld === 0);
 });
 
 test("typed errors of a license policy: user_limit_reached, user_denied, user required", async () => {
