@@ -33,20 +33,21 @@ def test_policy_flags_create_update_show_and_clear(stack, capsys):
     )  # fmt: skip
     assert code == 0, err
     assert "max 2 per user; group eng=ann,bob (reserve 2); group ops=olga (reserve 1); " in out
-    assert "deny mallory; queue on (ticket 60 s, hold 30 s)" in out
+    assert "deny mallory; queue on (ticket 60 s, hold 30 s, at most 10 per seat waiting)" in out
     policy = store.get_license("acme", "cad")["policy"]
     assert policy["groups"] == {"eng": ["ann", "bob"], "ops": ["olga"]}
     # update changes the given fields and keeps the rest
     code, out, err = run(
         capsys, "license", "update", "--tenant", "acme", "--license", "cad",
-        "--reserve", "eng=1", "--queue-hold-seconds", "10", "--json",
+        "--reserve", "eng=1", "--queue-hold-seconds", "10", "--queue-max", "25", "--json",
     )  # fmt: skip
     assert code == 0, err
     changed = json.loads(out)["license"]["policy"]
     assert changed["reserve"] == {"eng": 1, "ops": 1} and changed["queue_hold_seconds"] == 10
+    assert changed["queue_max"] == 25
     assert changed["max_per_user"] == 2 and changed["deny_users"] == ["mallory"]
     code, out, _ = run(capsys, "license", "show", "--tenant", "acme", "--license", "cad")
-    assert code == 0 and "hold 10 s" in out
+    assert code == 0 and "hold 10 s, at most 25 waiting" in out
     code, out, _ = run(capsys, "license", "update", "--tenant", "acme", "--license", "cad",
                        "--clear-policy")  # fmt: skip
     assert code == 0 and store.get_license("acme", "cad")["policy"] is None
@@ -60,6 +61,8 @@ def test_policy_flags_create_update_show_and_clear(stack, capsys):
         (["--reserve", "eng=9", "--group", "eng=ann"], "reserve"),  # over the 5 seats
         (["--reserve", "ops=1"], "unknown group"),
         (["--max-per-user", "-1"], "max_per_user"),
+        (["--queue", "--queue-max", "10001"], "queue_max"),
+        (["--queue", "--queue-max", "0"], "queue_max"),
     ],
 )
 def test_bad_policy_flags_exit_2_and_store_nothing(stack, capsys, argv, words):

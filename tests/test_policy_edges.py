@@ -15,6 +15,7 @@ import pytest
 from seatlease.errors import (
     LicenseNotFound,
     NoSeatsAvailable,
+    QueueFull,
     SessionExpired,
     UserLimitReached,
 )
@@ -274,3 +275,107 @@ def test_a_license_refresh_racing_calls_never_answers_not_found(seat_engine, con
         thread.join()
     assert counts["not_found"] == 0, counts
     assert counts["calls"] > 100 and counts["refreshes"] > 10
+
+
+# -- issue 31: a bounded queue of small tickets, swept without traffic ------------------
+
+
+def test_a_ticket_and_its_events_keep_no_request_metadata(seat_engine, configs):
+    add(configs, "lic", seats=1, queue=True)
+    acquire(seat_engine, "lic", "h")
+    bulk = {f"k{i}": "v" * 100 for i in range(35)}  # about 4 KB, as the flood's
+    place = seat_engine.acquire(
+        SeatRequest("t", "lic", "w1", user="wendy", host="pc-9", queue=True, metadata=bulk)
+    )
+    assert isinstance(place, QueuePlace)
+    lk = keys.LicenseKeys.of("t", "lic")
+    record = seat_engine.redis.hget(lk.tickets, "w1")
+    assert len(record) < 200 and "k0" not in record
+    assert json.loads(record)["h"] == "pc-9"
+    [joined] = [e for e in events(seat_engine, "lic") if e["type"] == "queue.joined"]
+    assert joined["metadata"] == {"user": "wendy", "host": "pc-9", "queued_ms": 0}
+    [view] = seat_engine.waiting("t", "lic")
+    assert (view["user"], view["host"]) == ("wendy", "pc-9")
+    # user and host may be any text (no NUL): JSON-escaped, never spliced raw
+    odd = seat_engine.acquire(
+        SeatRequest("t", "lic", "w2", user='a"b\\c', host="é/\u2028", queue=True)
+    )
+    assert isinstance(odd, QueuePlace)
+    last = events(seat_engine, "lic")[-1]
+    assert last["metadata"]["user"] == 'a"b\\c' and last["metadata"]["host"] == "é/\u2028"
+
+
+def test_the_queue_holds_at_most_its_maximum_of_ten_thousand(seat_engine, configs):
+    """At the API's maximum (queue_max 10,000): the 10,001st client is refused."""
+    add(configs, "lic", seats=1, queue=True, queue_max=10_000)
+    acquire(seat_engine, "lic", "h")
+
+    def join(part: int) -> None:
+        for i in range(part, 10_000, 8):
+            assert isinstance(acquire(seat_engine, "lic", f"w{i:05}", queue=True), QueuePlace)
+
+    threads = [threading.Thread(target=join, args=(p,)) for p in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    lk = keys.LicenseKeys.of("t", "lic")
+    assert seat_engine.redis.zcard(lk.queue) == 10_000
+    with pytest.raises(QueueFull) as full:
+        acquire(seat_engine, "lic", "w10000", queue=True)
+    assert full.value.queue_max == 10_000
+    assert seat_engine.redis.zcard(lk.queue) == 10_000
+    # a place already held is renewed, never refused
+    again = acquire(seat_engine, "lic", "w00000", queue=True)
+    assert isinstance(again, QueuePlace)
+    assert again.position == seat_engine.redis.zrank(lk.queue, "w00000") + 1
+
+
+def test_the_default_bound_is_ten_per_seat_at_most_ten_thousand():
+    assert LicensePolicy(queue=True).queue_bound(3) == 30
+    assert LicensePolicy(queue=True).queue_bound(5_000) == 10_000
+    assert LicensePolicy(queue=True, queue_max=7).queue_bound(5_000) == 7
+
+
+def test_the_reaper_sweeps_lapsed_tickets_without_any_traffic(seat_engine, configs, pubsub):
+    add(configs, "a", seats=1, queue=True, queue_max=1000)
+    add(configs, "b", seats=1, queue=True)
+    acquire(seat_engine, "a", "h")
+    acquire(seat_engine, "b", "h")
+    gone = [f"w{i:03}" for i in range(300)]
+    for client in gone:
+        acquire(seat_engine, "a", client, user="u", queue=True)
+    live = acquire(seat_engine, "a", "live", queue=True)
+    other = acquire(seat_engine, "b", "other", queue=True)
+    lapse(seat_engine, "a", gone)
+    reaper = Reaper(seat_engine.redis, Publisher(), budget_seconds=20)
+    report = reaper.run()
+    assert report.tickets_dropped == 300
+    la, lb = keys.LicenseKeys.of("t", "a"), keys.LicenseKeys.of("t", "b")
+    assert seat_engine.redis.zrange(la.queue, 0, -1) == ["live"]
+    assert seat_engine.redis.hkeys(la.tickets) == ["live"]
+    assert seat_engine.redis.zrange(lb.queue, 0, -1) == ["other"]
+    assert isinstance(live, QueuePlace) and isinstance(other, QueuePlace)
+    assert report.published >= 300  # a queue.left each, published by the same run
+    # nothing left for a second run; the live tickets stay in the shard's index
+    assert reaper.run().tickets_dropped == 0
+    members = seat_engine.redis.zrange(la.ticket_index, 0, -1)
+    assert "t/a|live" in members and not any(m.startswith("t/a|w") for m in members)
+
+
+def test_a_swept_ticket_leaves_with_an_event_saying_why(seat_engine, configs):
+    add(configs, "lic", seats=1, queue=True, queue_hold_seconds=1)
+    holder = acquire(seat_engine, "lic", "h")
+    acquire(seat_engine, "lic", "w1", user="wendy", host="pc-1", queue=True)
+    acquire(seat_engine, "lic", "w2", user="walt", queue=True)
+    seat_engine.release("t", "lic", holder.session_id)  # held for w1 for 1 s
+    lapse(seat_engine, "lic", ["w2"])
+    time.sleep(1.1)  # w1's hold is over
+    reaper = Reaper(seat_engine.redis, Publisher(), budget_seconds=20)
+    shard = keys.shard_of("t", "lic")
+    assert reaper.sweep_tickets(shard, reaper.ticket_survey()[shard]) == 2
+    left = {e["client_id"]: e for e in events(seat_engine, "lic") if e["type"] == "queue.left"}
+    assert left["w1"]["metadata"]["reason"] == "hold_expired"
+    assert left["w1"]["metadata"]["user"] == "wendy" and left["w1"]["metadata"]["host"] == "pc-1"
+    assert left["w2"]["metadata"]["reason"] == "ticket_expired"
+    assert seat_engine.waiting("t", "lic") == []

@@ -138,6 +138,13 @@ def _policy_flags(parser: argparse.ArgumentParser, *, create: bool) -> None:
         default=None,
         help="a freed seat waits this long for the queue's head (default 30)",
     )
+    group.add_argument(
+        "--queue-max",
+        type=int,
+        default=None,
+        help="at most this many clients wait (default 10 per seat, at most 10,000; "
+        "beyond it 409 queue_full)",
+    )
     if not create:
         group.add_argument(
             "--clear-policy", action="store_true", help="remove the license's policy"
@@ -147,7 +154,13 @@ def _policy_flags(parser: argparse.ArgumentParser, *, create: bool) -> None:
 def _policy_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The policy fields the flags set (groups and reservations by name)."""
     changes: dict[str, Any] = {}
-    for flag in ("max_per_user", "queue", "queue_ticket_seconds", "queue_hold_seconds"):
+    for flag in (
+        "max_per_user",
+        "queue",
+        "queue_ticket_seconds",
+        "queue_hold_seconds",
+        "queue_max",
+    ):
         if getattr(args, flag, None) is not None:
             changes[flag] = getattr(args, flag)
     if args.group:
@@ -180,9 +193,11 @@ def policy_text(policy: dict[str, Any] | None) -> str:
     if policy.get("deny_users"):
         parts.append(f"deny {','.join(policy['deny_users'])}")
     if policy.get("queue"):
+        bound = policy.get("queue_max")
         parts.append(
             f"queue on (ticket {policy['queue_ticket_seconds']} s, "
-            f"hold {policy['queue_hold_seconds']} s)"
+            f"hold {policy['queue_hold_seconds']} s, "
+            f"at most {bound if bound else '10 per seat'} waiting)"
         )
     return "; ".join(parts) or "none"
 
