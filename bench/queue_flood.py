@@ -60,8 +60,15 @@ def flood(redis: Any, license_id: str, joins: int, metadata_bytes: int) -> dict[
     before, keys_before = used(redis), redis.dbsize()
     for n in range(joins):
         engine.acquire(
-            SeatRequest("bench", license_id, f"w{n:05d}", user=f"u{n:05d}", host="pc-7",
-                        queue=True, metadata=metadata)  # fmt: skip
+            SeatRequest(
+                "bench",
+                license_id,
+                f"w{n:05d}",
+                user=f"u{n:05d}",
+                host="pc-7",
+                queue=True,
+                metadata=metadata,
+            )
         )
     redis.delete(*keys.replies)  # replies live 90-180 s, not the flood's cost
     events_joined = outbox_length(redis, license_id)

@@ -61,10 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         redis = connect(server.url)
         config = LicenseConfig(seats=1_000_000, lease_seconds=3600, max_lease_seconds=3600)
+        waiting = LicensePolicy(queue=True, queue_ticket_seconds=3600, queue_max=10_000)
         queued = LicenseConfig(
-            seats=1, lease_seconds=3600, max_lease_seconds=3600,
-            policy=LicensePolicy(queue=True, queue_ticket_seconds=3600, queue_max=10_000).redis_form(),
-        )  # fmt: skip
+            seats=1, lease_seconds=3600, max_lease_seconds=3600, policy=waiting.redis_form()
+        )
         engine = SeatEngine(
             redis, lambda _tenant, license_id: queued if license_id == "queued" else config
         )

@@ -155,7 +155,9 @@ def test_the_queue_serves_waiting_clients_in_the_order_they_joined(
 ) -> None:
     client = redisconn.connect(url_of(request, kind))
     client.flushall()
-    config = LicenseConfig(seats=1, lease_seconds=30, policy=LicensePolicy(queue=True, queue_max=20).redis_form())
+    config = LicenseConfig(
+        seats=1, lease_seconds=30, policy=LicensePolicy(queue=True, queue_max=20).redis_form()
+    )
     eng = SeatEngine(client, lambda _t, _l: config)
     holder = eng.acquire(SeatRequest("t", "fifo", "holder"))
     assert isinstance(holder, Lease)

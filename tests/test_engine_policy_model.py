@@ -89,9 +89,7 @@ class PolicyModel(RuleBasedStateMachine):
         )
         self.redis = redisconn.connect(self.url)
         self.redis.flushall()
-        self.config = LicenseConfig(
-            seats=seats, lease_seconds=300, policy=self.policy.redis_form()
-        )
+        self.config = LicenseConfig(seats=seats, lease_seconds=300, policy=self.policy.redis_form())
         self.engine = SeatEngine(self.redis, lambda _t, _l: self.config)
         self.keys = LicenseKeys.of("t", "lic")
         self.limit = seats

@@ -187,8 +187,15 @@ def test_turning_the_queue_off_ends_every_wait_with_an_event(seat_engine, config
     acquire(seat_engine, "lic", "h", "hal")
     for i in range(3):
         place = seat_engine.acquire(
-            SeatRequest("t", "lic", f"q{i}", user=f"u{i}", host=f"pc-{i}", queue=True,
-                        metadata={"bulk": "x" * 1000})  # fmt: skip
+            SeatRequest(
+                "t",
+                "lic",
+                f"q{i}",
+                user=f"u{i}",
+                host=f"pc-{i}",
+                queue=True,
+                metadata={"bulk": "x" * 1000},
+            )
         )
         assert isinstance(place, QueuePlace)
     config = configs.add("t", "lic", seats=1, lease_seconds=60)  # policy cleared

@@ -24,10 +24,10 @@ from typing import Any
 from seatlease_client import _borrow
 from seatlease_client._borrow import BorrowedSeat
 from seatlease_client._errors import (
-    _error_class,
     BackendUnavailable,
     NoSeatsAvailable,
     SeatError,
+    _error_class,
     _retry_after_header,
 )
 from seatlease_client._lease import Lease, LeaseContext, OnLost, OnRegained, _Keeper

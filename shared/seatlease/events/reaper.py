@@ -108,9 +108,7 @@ class Reaper:
         lapsed = self.ticket_survey()
         report.shards_swept = self.shards
         busy = [
-            s
-            for s in range(self.shards)
-            if candidates[s] or denials[s] or backlog[s] or lapsed[s]
+            s for s in range(self.shards) if candidates[s] or denials[s] or backlog[s] or lapsed[s]
         ]
         # A crash wave: publish what is reclaimed while the rest is being reclaimed, so the
         # audit trail starts filling at once rather than after the last reclaim.

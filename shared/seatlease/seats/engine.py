@@ -423,9 +423,7 @@ class SeatEngine:
         if status == "denied":
             used, seats, _limit, retry_ms = (int(x) for x in reply[1:5])
             held, reserved = (int(x) for x in reply[5:7]) if len(reply) > 6 else (0, 0)
-            raise NoSeatsAvailable(
-                used, seats, max(1, math.ceil(retry_ms / 1000)), held, reserved
-            )
+            raise NoSeatsAvailable(used, seats, max(1, math.ceil(retry_ms / 1000)), held, reserved)
         if status == "queue_full":
             raise QueueFull(int(reply[1]), int(reply[3]), int(reply[4]))
         if status == "queued":

@@ -7,7 +7,9 @@
 --                   "m": metadata JSON text, "t": the license's seats at acquire,
 --                   "b": 1 when borrowed (no heartbeats; "l" is the borrow's length),
 --                   "lg": 1 while lingering (released by its client, the seat still held
---                   for that client until the deadline; "b" and "lg" are absent otherwise)}
+--                   for that client until the deadline; "b" and "lg" are absent otherwise),
+--                   with a license policy "u": user, "g": the group charged, "cu"/"cg": 1
+--                   when counted in the users hash (uncount below)}
 --   clients   HASH  client_id -> session_id (re-acquire by the same client returns its lease,
 --                   a lingering one included)
 --   deadlines ZSET  per shard: "<tenant>/<license>|<session_id>" -> deadline (the reaper's index)
@@ -19,6 +21,7 @@
 --   replies:0, replies:1  HASH  the license's stored replies of two generations (replay and
 --             remember below)
 --   rate      string per shard and tenant: the tenant's rate budget (_ratelimit.lua)
+--   users     HASH  the license policy's live counts (_policy.lua), kept by drop_lease
 
 -- Milliseconds from the Redis server clock: function instances' clocks differ.
 local function now_ms()
