@@ -69,9 +69,7 @@ def policy() -> LicensePolicy:
 
 def config(license_id: str) -> LicenseConfig:
     form = policy().redis_form() if license_id.startswith("policy") else ""
-    return LicenseConfig(
-        seats=10_000_000, lease_seconds=3600, max_lease_seconds=3600, policy=form
-    )
+    return LicenseConfig(seats=10_000_000, lease_seconds=3600, max_lease_seconds=3600, policy=form)
 
 
 def run_batch(redis: Any, script: Any, license_id: str, clients: list[tuple[str, str]]) -> None:
