@@ -19,7 +19,7 @@
 --             a count, and whatever ends a lease (release, revoke, reclaim by acquire,
 --             heartbeat or the reaper: _lib.lua's uncount) takes it off; a count at 0 is
 --             deleted, so the hash holds only users and groups with live leases. Reading
---             a count is one HGET, whatever it is: nothing is ever unpacked per lease.
+--             a count is one HMGET (with the old list's field), whatever it is: nothing is ever unpacked per lease.
 --             (Before counts, "u:<user>" and "g:<group>" held the session ids: such a
 --             list is turned into a count when first read, count_of below.)
 --   queue     ZSET client_id -> join sequence: the FIFO order
@@ -31,8 +31,9 @@
 --             reaper's index of lapsed tickets (sweep_tickets.lua), like `deadlines`
 
 -- acquire.lua calls these six; they are defined by define_policy, which acquire (and
--- release, for a license with a queue) calls only for a license with a policy. Every EVALSHA runs the whole script from the top,
--- creating each function defined at the top level anew: defined inside define_policy,
+-- release, for a license with a queue) calls only for a license with a policy. Every
+-- EVALSHA runs the whole script from the top, creating each function defined at the top
+-- level anew: defined inside define_policy,
 -- the policy's helpers cost a call without a policy nothing (defined at the top they cost
 -- every acquire about 1.2-1.6 us of server time, bench/redis_cost.py --profile). Inside it,
 -- `function user_facts(...)` assigns the local declared here (never a global: Redis
@@ -51,14 +52,14 @@ local function define_policy()
   local CHUNK = 1000
 
   -- How many live leases count field `kind`:`name` holds ('u' a user, 'g' a group):
-  -- one HGET. A list of session ids written before counts existed (field "u:<user>" or
+  -- one HMGET. A list of session ids written before counts existed (field "u:<user>" or
   -- "g:<group>") becomes a count here, once: each of its leases still in `leases` is
   -- marked counted (rec.cu or rec.cg) so that its end takes it off (_lib.lua's uncount),
   -- the list is deleted and the count written. The list is read in chunks.
   local function count_of(k, kind, name)
-    local n = redis.call('HGET', k.users, '#' .. kind .. ':' .. name)
-    if n then return tonumber(n) end
-    local raw = redis.call('HGET', k.users, kind .. ':' .. name)
+    local v = redis.call('HMGET', k.users, '#' .. kind .. ':' .. name, kind .. ':' .. name)
+    if v[1] then return tonumber(v[1]) end
+    local raw = v[2]
     if not raw then return 0 end
     redis.call('HDEL', k.users, kind .. ':' .. name)
     local sids = {}
