@@ -20,8 +20,9 @@
 --             heartbeat or the reaper: _lib.lua's uncount) takes it off; a count at 0 is
 --             deleted, so the hash holds only users and groups with live leases. Reading
 --             a count is one HMGET (with the old list's field), whatever its size:
---             nothing is ever unpacked per lease. (Before counts, "u:<user>" and "g:<group>" held the session ids: such a
---             list is turned into a count when first read, count_of below.)
+--             nothing is ever unpacked per lease. (Before counts, "u:<user>" and
+--             "g:<group>" held the session ids: such a list is turned into a count when
+--             first read, count_of below.)
 --   queue     ZSET client_id -> join sequence: the FIFO order
 --   tickets   HASH client_id -> JSON {t: ticket, u: user, h: host, j: joined ms, e: ticket
 --             ends ms, o: ms since a seat is held for it (absent: none)}: what granting
