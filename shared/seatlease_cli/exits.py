@@ -32,7 +32,12 @@ def exit_code(exc: BaseException) -> int | None:
     match exc:
         case errors.NotFound() | errors.LicenseNotFound():
             return EXIT_NOT_FOUND
-        case errors.Conflict() | errors.NoSeatsAvailable() | errors.UserLimitReached():
+        case (
+            errors.Conflict()
+            | errors.NoSeatsAvailable()
+            | errors.UserLimitReached()
+            | errors.QueueFull()
+        ):
             return EXIT_CONFLICT
         # A value the rules refuse: the command line asked for something invalid.
         case (
