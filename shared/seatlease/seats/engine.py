@@ -561,8 +561,9 @@ class SeatEngine:
 
     def waiting(self, tenant_id: str, license_id: str) -> list[dict[str, Any]]:
         """The license's wait queue in order (reads, never writes): tickets whose time ran
-        out are left out (the next acquire drops them). ``held_since_ms``: a freed seat
-        is held for this ticket since then."""
+        out are left out (the next acquire or the reaper's next run drops them).
+        ``held_since_ms``: a freed seat is held for this ticket since then (from the
+        release that freed it, on a license whose queue was waiting)."""
         keys = LicenseKeys.of(tenant_id, license_id)
         now_ms = self.server_time_ms()
         pipe = self.redis.pipeline(transaction=False)  # one slot
