@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from test_deploy_review import _validate_module_variables
 from test_filters import evaluation_root
 from test_stack_wiring import _terraform
 from tfconfig import MODULES, TF, attr, block, blocks, function_folders, load
@@ -172,3 +173,31 @@ def test_readme_subnet_numbers_are_todays():
         addresses = sum(math.ceil(2 * n / 16) * 16 for n in case.values())
         assert (int(match.group(1)), int(match.group(2))) == (sum(case.values()), addresses)
     assert (sum(dev.values()), sum(prod.values())) == (66, 136)
+
+
+# -- 4. log_level: nothing above INFO, where the metrics' lines would vanish ---------------
+
+FUNCTIONS_REQUIRED = {
+    name: "x"
+    for name, body in FUNCTIONS.variables.items()
+    if "default" not in body and name not in ("name", "build_dir")
+} | {"name": "seatlease-dev", "build_dir": "./.build"}
+
+
+@pytest.mark.parametrize(
+    ("level", "accepted"),
+    [("DEBUG", True), ("INFO", True), ("WARNING", False), ("ERROR", False)],
+)
+def test_terraform_refuses_a_log_level_that_drops_the_metrics_lines(tmp_path, level, accepted):
+    rc, out = _validate_module_variables(
+        tmp_path, MODULES / "functions", {**FUNCTIONS_REQUIRED, "log_level": level}
+    )
+    assert (rc == 0) is accepted, out
+    if not accepted:
+        assert "Invalid value for variable" in out and "reaper run" in out, out
+
+
+def test_every_root_defaults_to_a_level_the_metrics_survive():
+    for root in [*sorted((TF / "envs").iterdir()), MODULES / "stack"]:
+        default = attr(load(root).variables["log_level"], "default")
+        assert default in ("DEBUG", "INFO"), root
