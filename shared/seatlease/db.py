@@ -5,6 +5,12 @@
 - else ``DATABASE_URL``: any SQLAlchemy URL; ``postgresql://`` and ``postgres://`` use pg8000.
 - else SQLite in ``.seatlease/seatlease.db`` under the working directory, for a local run
   with nothing configured.
+
+PostgreSQL pools (Cloud SQL and ``DATABASE_URL``): ``DB_POOL_SIZE`` connections kept,
+``DB_MAX_OVERFLOW`` more opened in a burst (default 5 and 5), ``DB_POOL_TIMEOUT`` seconds
+a call waits for a free one (default 30; then 503). Terraform sets them per function from
+its concurrency, with no overflow, so that every instance of every function at its
+maximum fits the instance's connection limit (terraform/README.md).
 """
 
 from __future__ import annotations
@@ -45,7 +51,18 @@ def _cloud_sql_engine(instance: str) -> Engine:
             kwargs["password"] = os.environ["DB_PASSWORD"]
         return connector.connect(instance, "pg8000", **kwargs)
 
-    return _no_delay(create_engine("postgresql+pg8000://", creator=creator, pool_pre_ping=True))
+    return _no_delay(
+        create_engine("postgresql+pg8000://", creator=creator, pool_pre_ping=True, **_pool())
+    )
+
+
+def _pool() -> dict[str, int]:
+    """The pool's bounds from the environment: what one instance may hold open."""
+    return {
+        "pool_size": int(os.environ.get("DB_POOL_SIZE", "5")),
+        "max_overflow": int(os.environ.get("DB_MAX_OVERFLOW", "5")),
+        "pool_timeout": int(os.environ.get("DB_POOL_TIMEOUT", "30")),
+    }
 
 
 def _no_delay(engine: Engine) -> Engine:
@@ -80,7 +97,7 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    kwargs: dict[str, Any] = {"pool_pre_ping": True, "pool_size": 5, "max_overflow": 5}
+    kwargs: dict[str, Any] = {"pool_pre_ping": True, **_pool()}
     if url.startswith("postgresql+pg8000"):
         kwargs["connect_args"] = {"timeout": 5}
         return _no_delay(create_engine(url, **kwargs))

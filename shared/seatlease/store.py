@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, insert, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from seatlease import apikeys, clock, rollups
 from seatlease.clock import utc
@@ -56,6 +57,8 @@ def transaction(engine: Engine | None = None) -> Iterator[Connection]:
     except (TimeoutError, ConnectionError) as exc:
         # pg8000's socket gave up (its timeout, or the server went away) mid-statement:
         # raised as is, not wrapped by SQLAlchemy.
+        raise BackendUnavailable("database") from exc
+    except PoolTimeout as exc:  # every connection of the pool (DB_POOL_SIZE) stayed busy
         raise BackendUnavailable("database") from exc
     except (OperationalError, DBAPIError) as exc:
         if isinstance(exc, IntegrityError):

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import pytest
-from test_deploy_review import _validate_module_variables
+from test_deploy_review import DATABASE_REQUIRED, _validate_module_variables
 from test_filters import evaluation_root
 from test_stack_wiring import _terraform
 from tfconfig import MODULES, TF, attr, block, blocks, function_folders, load
@@ -180,8 +181,8 @@ def test_readme_subnet_numbers_are_todays():
 FUNCTIONS_REQUIRED = {
     name: "x"
     for name, body in FUNCTIONS.variables.items()
-    if "default" not in body and name not in ("name", "build_dir")
-} | {"name": "seatlease-dev", "build_dir": "./.build"}
+    if "default" not in body and name not in ("name", "build_dir", "sql_max_connections")
+} | {"name": "seatlease-dev", "build_dir": "./.build", "sql_max_connections": 100}
 
 
 @pytest.mark.parametrize(
@@ -201,3 +202,176 @@ def test_every_root_defaults_to_a_level_the_metrics_survive():
     for root in [*sorted((TF / "envs").iterdir()), MODULES / "stack"]:
         default = attr(load(root).variables["log_level"], "default")
         assert default in ("DEBUG", "INFO"), root
+
+
+# -- 2. the Cloud SQL connection budget -------------------------------------------------
+
+DATABASE = load(MODULES / "database")
+
+
+def _hcl(value) -> str:
+    """A Python value as an HCL expression for -var."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}={_hcl(v)}" for k, v in value.items()) + "}"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _tier_max_connections(tmp_path: Path, tier: str, max_connections=None):
+    """The database module's max_connections output, evaluated by Terraform."""
+    root = tmp_path / "database"
+    root.mkdir()
+    for tf in ("variables.tf", "connections.tf"):
+        shutil.copy(MODULES / "database" / tf, root / tf)
+    (root / "out.tf").write_text('output "max_connections" {\n  value = local.max_connections\n}\n')
+    args = [f"-var={k}={v}" for k, v in {**DATABASE_REQUIRED, "tier": tier}.items()]
+    if max_connections is not None:
+        args.append(f"-var=max_connections={max_connections}")
+    values = _apply_and_read(root, *args)
+    shutil.rmtree(root)
+    return values.get("max_connections")
+
+
+def _sql_budget(tmp_path: Path, function_settings: dict, max_connections):
+    """The functions module's settings.tf and sql_pool.tf applied by Terraform (its
+    terraform_data precondition included): (outputs, None), or (None, the failed output)."""
+    root = tmp_path / "functions"
+    root.mkdir()
+    for tf in ("variables.tf", "settings.tf", "sql_pool.tf"):
+        shutil.copy(MODULES / "functions" / tf, root / tf)
+    (root / "out.tf").write_text(
+        'output "pool" {\n  value = local.sql_pool_size\n}\n'
+        'output "connections" {\n  value = local.sql_connections\n}\n'
+        'output "total" {\n  value = local.sql_connections_total\n}\n'
+    )
+    variables = {**FUNCTIONS_REQUIRED, "sql_max_connections": max_connections}
+    variables["function_settings"] = function_settings
+    (root / "terraform.tfvars").write_text(
+        "".join(f"{k} = {_hcl(v)}\n" for k, v in variables.items())
+    )
+    rc, out = _terraform(root, "init", "-backend=false", "-input=false", "-no-color")
+    assert rc == 0, out
+    rc, out = _terraform(root, "apply", "-auto-approve", "-input=false", "-no-color")
+    if rc != 0:
+        shutil.rmtree(root)
+        return None, out
+    rc, text = _terraform(root, "output", "-json")
+    assert rc == 0, text
+    values, _ = json.JSONDecoder().raw_decode(text[text.index("{") :])
+    shutil.rmtree(root)
+    return {k: v["value"] for k, v in values.items()}, None
+
+
+@pytest.mark.parametrize(
+    ("tier", "expected"),
+    [
+        ("db-f1-micro", 25),
+        ("db-g1-small", 50),
+        ("db-custom-1-3840", 100),  # 3.75 GiB
+        ("db-custom-2-7680", 200),  # 7.5 GiB: the lower row of the boundary
+        ("db-custom-2-8192", 400),
+        ("db-custom-4-15360", 400),  # 15 GiB: the lower row again
+        ("db-custom-8-30720", 500),
+        ("db-custom-16-61440", 600),
+        ("db-custom-32-122880", 800),  # 120 GiB: the lower row
+        ("db-custom-32-131072", 1000),
+        ("db-perf-optimized-N-2", None),  # unknown here: the budget check then fails
+    ],
+)
+def test_the_tiers_connection_limit(tmp_path, tier, expected):
+    assert _tier_max_connections(tmp_path, tier) == expected
+
+
+def test_a_set_max_connections_flag_is_the_limit(tmp_path):
+    assert _tier_max_connections(tmp_path, "db-g1-small", 120) == 120
+    instance = DATABASE.resource("google_sql_database_instance", "this")
+    flags = blocks(block(instance, "settings"), "database_flags")
+    assert {"name": "max_connections", "value": "${tostring(database_flags.value)}"} in [
+        {k: f[k] for k in ("name", "value")} for f in flags
+    ]
+
+
+def test_pools_are_sized_from_concurrency_and_reach_the_runtime(tmp_path):
+    values, failed = _sql_budget(tmp_path, {}, 100)
+    assert failed is None, failed
+    # concurrency 80 / 80 per connection for the cache-miss readers; 10 / 10 and 20 / 10.
+    assert values["pool"] == {
+        "acquire": 1, "heartbeat": 1, "release": 1, "audit": 1, "admin": 1, "portal": 2,
+    }  # fmt: skip
+    assert values["connections"] == {
+        "acquire": 20, "heartbeat": 20, "release": 10, "audit": 5, "admin": 2, "portal": 6,
+    }  # fmt: skip
+    assert values["total"] == 63
+    values, _ = _sql_budget(tmp_path, {"audit": {"concurrency": 25}}, 100)
+    assert values["pool"]["audit"] == 3 and values["connections"]["audit"] == 15
+    env = FUNCTIONS.locals["environment"]
+    assert "DB_POOL_SIZE = tostring(local.sql_pool_size[fn])" in env
+    assert 'DB_MAX_OVERFLOW = "0"' in env
+    assert set(FUNCTIONS.locals["sql_requests_per_connection"]) == {
+        fn for fn, f in FUNCTIONS.locals["functions"].items() if f["sql"]
+    }
+
+
+@pytest.mark.parametrize(
+    ("settings", "max_connections", "message"),
+    [
+        ({}, 50, "could open 63 Cloud SQL connections"),  # db-g1-small: 63 > 40
+        ({}, 72, "the instance accepts 72"),  # 63 > 62
+        (  # 100 + 100 + 10 + 5 + 2 + 6 = 223 > 190
+            {"acquire": {"max_instances": 100}, "heartbeat": {"max_instances": 100}},
+            200,
+            "acquire 100 x 1",
+        ),
+        ({}, None, "an unknown number"),
+    ],
+)
+def test_terraform_fails_the_plan_beyond_the_budget(tmp_path, settings, max_connections, message):
+    values, failed = _sql_budget(tmp_path, settings, max_connections)
+    assert values is None, values
+    assert "Resource precondition failed" in failed and message in " ".join(failed.split()), failed
+
+
+def test_the_budget_holds_exactly_at_the_limit(tmp_path):
+    values, failed = _sql_budget(tmp_path, {}, 73)  # 63 of 73 - 10
+    assert failed is None and values["total"] == 63, failed
+
+
+def _roots() -> list[tuple[str, str, dict]]:
+    """(root, its sql_tier, function_settings) for every root that calls the stack, with
+    no overrides and with its example tfvars."""
+    import hcl2
+
+    cases = []
+    for root in [*sorted((TF / "envs").iterdir()), *sorted((TF / "examples").iterdir())]:
+        call = next(iter(load(root).modules.values()))
+        tier = call["sql_tier"]
+        cases.append((root.name, tier, {}))
+        example = root / "terraform.tfvars.example"
+        settings = hcl2.loads(example.read_text()).get("function_settings", {})
+        if settings:
+            cases.append((f"{root.name} example", tier, settings))
+    return cases
+
+
+def test_every_root_fits_its_tier(tmp_path):
+    """Each env and example, with the stack's defaults and with its example tfvars: the
+    pools at the maximum instance counts fit the tier's connections less the reserve."""
+    totals = {}
+    for name, tier, settings in _roots():
+        limit = _tier_max_connections(tmp_path, tier)
+        values, failed = _sql_budget(tmp_path, settings, limit)
+        assert failed is None, (name, failed)
+        totals[name] = (values["total"], limit)
+    assert totals["dev"] == (63, 100) and totals["prod example"] == (133, 200), totals
+    assert totals["minimal"] == (63, 100)
+
+
+def test_the_stack_passes_the_limit_on():
+    stack = load(MODULES / "stack")
+    assert attr(stack.modules["functions"], "sql_max_connections") == (
+        "${module.database.max_connections}"
+    )
+    assert attr(stack.modules["database"], "max_connections") == "${var.sql_max_connections}"
