@@ -375,3 +375,33 @@ def test_the_stack_passes_the_limit_on():
         "${module.database.max_connections}"
     )
     assert attr(stack.modules["database"], "max_connections") == "${var.sql_max_connections}"
+
+
+def test_readme_states_todays_connection_numbers(tmp_path):
+    """terraform/README.md's budget table: each function's pool and connections, the
+    totals and budgets, for dev and prod's example, as Terraform computes them."""
+    table = README[README.index("| pool per instance (concurrency)") :].split("\n\n")[0]
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+        for line in table.splitlines()
+    }
+    order = ["acquire", "heartbeat", "release", "audit", "admin", "portal"]
+    roots = {name: (tier, settings) for name, tier, settings in _roots()}
+    dev, prod = _max_instances()
+    for label, root, instances in (
+        ("dev: max instances, connections", "dev", dev),
+        ("prod example: max instances, connections", "prod example", prod),
+    ):
+        tier, settings = roots[root]
+        limit = _tier_max_connections(tmp_path, tier)
+        values, failed = _sql_budget(tmp_path, settings, limit)
+        assert failed is None, failed
+        assert sorted(values["connections"]) == sorted(order)
+        cells = rows[label]
+        for fn, cell in zip(order, cells, strict=False):
+            assert cell == f"{instances[fn]}, {values['connections'][fn]}", (label, fn, cell)
+        assert cells[6:] == [f"**{values['total']}**", f"{limit} - 10 = {limit - 10}"], label
+    values, _ = _sql_budget(tmp_path, {}, 100)
+    for fn, cell in zip(order, rows["pool per instance (concurrency)"], strict=False):
+        concurrency = FUNCTIONS.locals["defaults"][fn]["concurrency"]
+        assert cell == f"{values['pool'][fn]} ({concurrency})", (fn, cell)
