@@ -146,7 +146,10 @@ def wait_for_backends(function: str, needs: Iterable[str]) -> bool:
     as before, with one WARNING line. The connection it made stays in the client's pool
     for the first call."""
     backend = _first_backend(needs)
-    budget = float(os.environ.get("STARTUP_WAIT_SECONDS", "120") or 0)
+    try:
+        budget = float(os.environ.get("STARTUP_WAIT_SECONDS", "120") or 0)
+    except ValueError:  # a typo must not stop the instance from starting
+        budget = 120.0
     if backend is None or budget <= 0:
         return True
     name, probe = backend
