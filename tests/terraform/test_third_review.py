@@ -297,16 +297,16 @@ def test_a_set_max_connections_flag_is_the_limit(tmp_path):
 def test_pools_are_sized_from_concurrency_and_reach_the_runtime(tmp_path):
     values, failed = _sql_budget(tmp_path, {}, 100)
     assert failed is None, failed
-    # concurrency 80 / 80 per connection for the cache-miss readers; 10 / 10 and 20 / 10.
+    # concurrency 80 / 80 per connection for the cache-miss readers; 10 / 5 and 20 / 5.
     assert values["pool"] == {
-        "acquire": 1, "heartbeat": 1, "release": 1, "audit": 1, "admin": 1, "portal": 2,
+        "acquire": 1, "heartbeat": 1, "release": 1, "audit": 2, "admin": 2, "portal": 4,
     }  # fmt: skip
     assert values["connections"] == {
-        "acquire": 20, "heartbeat": 20, "release": 10, "audit": 5, "admin": 2, "portal": 6,
+        "acquire": 20, "heartbeat": 20, "release": 10, "audit": 10, "admin": 4, "portal": 12,
     }  # fmt: skip
-    assert values["total"] == 63
-    values, _ = _sql_budget(tmp_path, {"audit": {"concurrency": 25}}, 100)
-    assert values["pool"]["audit"] == 3 and values["connections"]["audit"] == 15
+    assert values["total"] == 76
+    values, _ = _sql_budget(tmp_path, {"audit": {"concurrency": 23}}, 200)
+    assert values["pool"]["audit"] == 5 and values["connections"]["audit"] == 25
     env = FUNCTIONS.locals["environment"]
     assert "DB_POOL_SIZE = tostring(local.sql_pool_size[fn])" in env
     assert 'DB_MAX_OVERFLOW = "0"' in env
@@ -318,9 +318,9 @@ def test_pools_are_sized_from_concurrency_and_reach_the_runtime(tmp_path):
 @pytest.mark.parametrize(
     ("settings", "max_connections", "message"),
     [
-        ({}, 50, "could open 63 Cloud SQL connections"),  # db-g1-small: 63 > 40
-        ({}, 72, "the instance accepts 72"),  # 63 > 62
-        (  # 100 + 100 + 10 + 5 + 2 + 6 = 223 > 190
+        ({}, 50, "could open 76 Cloud SQL connections"),  # db-g1-small: 76 > 40
+        ({}, 85, "the instance accepts 85"),  # 76 > 75
+        (  # 100 + 100 + 10 + 10 + 4 + 12 = 236 > 190
             {"acquire": {"max_instances": 100}, "heartbeat": {"max_instances": 100}},
             200,
             "acquire 100 x 1",
@@ -335,8 +335,8 @@ def test_terraform_fails_the_plan_beyond_the_budget(tmp_path, settings, max_conn
 
 
 def test_the_budget_holds_exactly_at_the_limit(tmp_path):
-    values, failed = _sql_budget(tmp_path, {}, 73)  # 63 of 73 - 10
-    assert failed is None and values["total"] == 63, failed
+    values, failed = _sql_budget(tmp_path, {}, 86)  # 76 of 86 - 10
+    assert failed is None and values["total"] == 76, failed
 
 
 def _roots() -> list[tuple[str, str, dict]]:
@@ -365,8 +365,8 @@ def test_every_root_fits_its_tier(tmp_path):
         values, failed = _sql_budget(tmp_path, settings, limit)
         assert failed is None, (name, failed)
         totals[name] = (values["total"], limit)
-    assert totals["dev"] == (63, 100) and totals["prod example"] == (133, 200), totals
-    assert totals["minimal"] == (63, 100)
+    assert totals["dev"] == (76, 100) and totals["prod example"] == (146, 200), totals
+    assert totals["minimal"] == (76, 100)
 
 
 def test_the_stack_passes_the_limit_on():

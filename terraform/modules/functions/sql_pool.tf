@@ -10,7 +10,8 @@
 # Requests per connection: acquire, heartbeat and release query the database only on a
 # Redis cache miss (API key, license, tenant rate limit: read through and cached), so one
 # connection serves 80 concurrent requests; audit, admin and portal query it on every
-# call, one connection per 10. A query holds its connection for milliseconds; a request
+# call (and admin and portal run the usage reports, which take longer), one connection
+# per 5. A query holds its connection for milliseconds; a request
 # that finds the pool busy waits for a connection, up to DB_POOL_TIMEOUT (10 s, set in
 # main.tf), and then answers 503 backend_unavailable.
 
@@ -19,9 +20,9 @@ locals {
     acquire   = 80
     heartbeat = 80
     release   = 80
-    audit     = 10
-    admin     = 10
-    portal    = 10
+    audit     = 5
+    admin     = 5
+    portal    = 5
   }
 
   # A function that uses SQL must be in the table above (an index error otherwise).
