@@ -405,3 +405,19 @@ def test_readme_states_todays_connection_numbers(tmp_path):
     for fn, cell in zip(order, rows["pool per instance (concurrency)"], strict=False):
         concurrency = FUNCTIONS.locals["defaults"][fn]["concurrency"]
         assert cell == f"{values['pool'][fn]} ({concurrency})", (fn, cell)
+
+
+# -- 1. the client functions in prod keep a warm instance -----------------------------
+
+
+def test_prods_example_keeps_the_client_functions_warm():
+    """Besides the cold-start wait (tests/test_startup_wait.py): prod's example keeps
+    one instance of each client function, so the first calls after a quiet period meet
+    no cold start at all."""
+    import hcl2
+
+    example = TF / "envs" / "prod" / "terraform.tfvars.example"
+    settings = hcl2.loads(example.read_text())["function_settings"]
+    for fn in ("acquire", "heartbeat", "release"):
+        assert settings[fn]["min_instances"] >= 1, fn
+    assert "min_instances" in (TF / "README.md").read_text().split("## Cost notes")[1]
