@@ -28,6 +28,7 @@ EXAMPLES = {
     errors.LeaseTooLong: (errors.LeaseTooLong(60), 400, "invalid_request"),
     errors.NoSeatsAvailable: (errors.NoSeatsAvailable(2, 2, 5), 409, "no_seats_available"),
     errors.UserLimitReached: (errors.UserLimitReached("ann", 2, 2, 9), 409, "user_limit_reached"),
+    errors.QueueFull: (errors.QueueFull(30, 3, 3), 409, "queue_full"),
     errors.UserDenied: (errors.UserDenied("ann"), 403, "user_denied"),
     errors.SessionExpired: (errors.SessionExpired("expired"), 410, "session_expired"),
     errors.TenantRateLimited: (errors.TenantRateLimited(1), 429, "rate_limited"),
