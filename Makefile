@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml shared/client/pyproject.toml requirements-terraform.txt
 
 install: $(STAMP)
 
+# `make run PORT=8091` when 8080 is taken (the printed URLs, curl and portal link follow).
 run: install
-	$(VENV)/bin/seatlease local
+	$(VENV)/bin/seatlease local$(if $(PORT), --port $(PORT))
 
 lint: install
 	$(PY) -m ruff check .
