@@ -26,9 +26,18 @@ not events); ``seatlease status`` shows Redis's live count. Same-millisecond eve
 different Lua calls have no known order; the one with the larger event id counts as
 last (within one call, event ids are numbered in order).
 
-Buckets are UTC minutes, hours or days (``auto``: the finest that gives at most
-``AUTO_POINTS`` buckets; minutes only within ``MINUTE_RETENTION``, the minute rollups'
-life), from ``since`` (or a license's first event) to ``until`` (exclusive) or, without
+*Exact steps* (``period`` ``exact``): the level itself, one point at each change: the
+level at the window's start (or 0 at a license's first event, without ``since``), then
+``seats_used`` of each event that carries it, in the order above, from the raw events of
+the window up to its end or now, whichever is first (the last level holds to there: a
+lease still held is drawn up to now). Denials are then at their ``lease.denied`` event's
+own time. ``auto`` picks it when the window holds at most ``AUTO_POINTS`` events with a
+seat count and its raw events are all kept (not pruned); the usage rows are then per the
+period auto would otherwise pick (``usage_period``).
+
+Buckets are UTC minutes, hours or days (``auto`` without exact steps: the finest that
+gives at most ``AUTO_POINTS`` buckets; minutes only within ``MINUTE_RETENTION``, the
+minute rollups' life), from ``since`` (or a license's first event) to ``until`` (exclusive) or, without
 ``until``, to the tenant's last event in the window, and never past now: a bucket that
 starts after now is not reported, the current one counts up to now. When ``since`` falls
 inside a bucket, the first bucket covers the part from ``since`` on. A bucket's
@@ -53,8 +62,8 @@ leases acquired in the window with the durations of those whose first ending is 
 summed by the database from ``usage_leases`` (its ``user_name``), and the wait queue's
 outcomes in the window from ``lease_events`` (a partial index holds them alone).
 
-Bounds: a report covers at most ``MAX_PERIODS`` buckets per license and ``MAX_ROWS``
-license-buckets (a 400 naming the limit otherwise), and times between ``MIN_TIME`` and
+Bounds: a report covers at most ``MAX_PERIODS`` buckets (or exact steps) per license and
+``MAX_ROWS`` license-buckets (or exact steps in all; a 400 naming the limit otherwise), and times between ``MIN_TIME`` and
 ``MAX_TIME``. Raw events and leases older than the retention (``seatlease audit prune``)
 are gone: a window edge inside such an hour (or day, for durations) reads only whole
 hours (days) from the rollups.
@@ -63,6 +72,7 @@ hours (days) from the rollups.
 from seatlease.records.reports.model import (
     AUTO,
     AUTO_POINTS,
+    EXACT,
     MAX_PERIODS,
     MAX_ROWS,
     PERIODS,
@@ -75,6 +85,8 @@ from seatlease.records.reports.model import (
     Window,
 )
 from seatlease.records.reports.usage import (
+    bucket_period,
+    count_changes,
     lease_durations,
     minute_horizon,
     outcomes,
@@ -88,6 +100,7 @@ from seatlease.records.reports.users import UserUsage, user_usage
 __all__ = [
     "AUTO",
     "AUTO_POINTS",
+    "EXACT",
     "MAX_PERIODS",
     "MAX_ROWS",
     "PERIODS",
@@ -99,6 +112,8 @@ __all__ = [
     "UsageReport",
     "UserUsage",
     "Window",
+    "bucket_period",
+    "count_changes",
     "lease_durations",
     "minute_horizon",
     "outcomes",

@@ -19,6 +19,7 @@ from seatlease.records.reports.model import (
     BORROWED,
     DENIED,
     ENDINGS,
+    EXACT,
     MAX_PERIODS,
     MAX_ROWS,
     PERIODS,
@@ -318,11 +319,24 @@ def _first_hour(conn: Connection, window: Window) -> datetime | None:
 
 
 def resolve_period(window: Window, period: str, engine: Engine | None = None) -> str:
-    """``auto``: the finest period that gives at most ``AUTO_POINTS`` periods from the
-    window's start (``since``, else the first event) to its end (``until``, else now;
-    never after now), minutes only within their retention; other periods as they are."""
+    """``auto``: ``exact`` when the window holds at most ``AUTO_POINTS`` changes of seats
+    in use (``count_changes``) and its raw events are all kept, else the bucketed period
+    ``bucket_period`` picks; other periods as they are."""
     if period != AUTO:
         return period
+    now = clock.now()
+    with transaction(engine) as conn:
+        limit_statements(conn)
+        if _exact_horizon(conn, window) is None:
+            if _count_changes(conn, window, now, AUTO_POINTS + 1) <= AUTO_POINTS:
+                return EXACT
+    return bucket_period(window, engine)
+
+
+def bucket_period(window: Window, engine: Engine | None = None) -> str:
+    """The finest period that gives at most ``AUTO_POINTS`` periods from the window's
+    start (``since``, else the first event) to its end (``until``, else now; never after
+    now), minutes only within their retention."""
     now = clock.now()
     start = window.since
     if start is None:
@@ -339,6 +353,125 @@ def resolve_period(window: Window, period: str, engine: Engine | None = None) ->
         if span / step <= AUTO_POINTS:
             return name
     return "day"
+
+
+# -- exact steps: one point per change of seats in use, from the raw events --------------
+
+
+def _exact_end(window: Window, now: datetime) -> datetime:
+    """Where exact steps stop: the window's end or now, whichever is first."""
+    return min(window.until or now, now)
+
+
+def _change_rows_sql(window: Window, what: str, denials: bool = False) -> tuple[str, list[str]]:
+    """``SELECT what FROM lease_events`` of the window up to ``_exact_end``: the events
+    that carry Redis's seat count (and, with ``denials``, the ``lease.denied`` ones)."""
+    conds = [window.scope(), "occurred_at < :hi"]
+    names = ["hi"]
+    if window.since is not None:
+        conds.append("occurred_at >= :lo")
+        names.append("lo")
+    kinds = f"(seats_used IS NOT NULL OR type = '{DENIED}')" if denials else (
+        "seats_used IS NOT NULL")  # fmt: skip
+    conds.append(kinds)
+    return f"SELECT {what} FROM lease_events WHERE {' AND '.join(conds)}", names
+
+
+def _count_changes(conn: Connection, window: Window, now: datetime, limit: int) -> int:
+    """The events of the window that carry a seat count, counted up to ``limit`` (a
+    bounded probe of the (tenant, license, time) index, whatever the history's size)."""
+    inner, names = _change_rows_sql(window, "1")
+    sql = f"SELECT COUNT(*) FROM ({inner} LIMIT {int(limit)}) t"
+    params = window.params(lo=window.since, hi=_exact_end(window, now))
+    return int(conn.execute(bind_times(text(sql), *names), params).scalar() or 0)
+
+
+def count_changes(window: Window, limit: int = MAX_ROWS + 1, engine: Engine | None = None) -> int:
+    """How many changes of seats in use the window holds (events with Redis's count), at
+    most ``limit``."""
+    with transaction(engine) as conn:
+        limit_statements(conn)
+        return _count_changes(conn, window, clock.now(), limit)
+
+
+def _pruned_before(conn: Connection) -> datetime | None:
+    sql = "SELECT pruned_before FROM audit_retention WHERE id = 1"
+    found = conn.execute(text(sql)).scalar()
+    return None if found is None else as_time(found)
+
+
+def _exact_horizon(conn: Connection, window: Window) -> datetime | None:
+    """Where the raw events start when the window starts before it (None: exact steps
+    can be drawn): ``seatlease audit prune`` deletes older raw events."""
+    pruned = _pruned_before(conn)
+    if pruned is None:
+        return None
+    start = window.since if window.since is not None else _first_hour(conn, window)
+    return pruned if start is not None and start < pruned else None
+
+
+def _exact_steps(
+    conn: Connection, window: Window, now: datetime, lines: list[Timeline]
+) -> None:
+    """Give each timeline its ``steps`` and its denials at their own time, from the
+    window's events (at most ``MAX_PERIODS`` changes per license and ``MAX_ROWS`` in all,
+    else ``InvalidRequest`` naming the limit)."""
+    end = _exact_end(window, now)
+    inner, names = _change_rows_sql(
+        window, "license_id, occurred_at, seats_used, seats_total, type, count", denials=True
+    )
+    sql = f"{inner} ORDER BY license_id, occurred_at, length(event_id), event_id LIMIT :cap"
+    params = window.params(lo=window.since, hi=end, cap=MAX_ROWS + 1)
+    rows = list(conn.execute(bind_times(text(sql), *names), params))
+    if len(rows) > MAX_ROWS:
+        raise InvalidRequest(
+            f"The exact steps would have more than {MAX_ROWS:,} changes (MAX_ROWS): use "
+            "period=minute or narrow the window.",
+            limit=MAX_ROWS,
+        )
+    by_license: dict[str, list[Any]] = {}
+    for row in rows:
+        by_license.setdefault(row.license_id, []).append(row)
+    known = {line.license_id: line for line in lines}
+    for license_id, events in by_license.items():
+        if license_id not in known:  # only denials: no seats held, nothing bucketed
+            known[license_id] = Timeline(license_id)
+            lines.append(known[license_id])
+    lines.sort(key=lambda line: line.license_id)
+    for line in lines:
+        events = by_license.get(line.license_id, [])
+        if len(events) > MAX_PERIODS:
+            raise InvalidRequest(
+                f"The exact steps would have {len(events):,} changes for license "
+                f"{line.license_id}; at most {MAX_PERIODS:,} (MAX_PERIODS): use "
+                "period=minute or narrow the window.",
+                limit=MAX_PERIODS,
+            )
+        level = line.start_level if window.since is not None else 0
+        first = window.since if window.since is not None else (
+            as_time(events[0].occurred_at) if events else end)  # fmt: skip
+        steps: list[tuple[datetime, int]] = [(first, level)]
+        denials: list[tuple[datetime, int]] = []
+        for row in events:
+            at = as_time(row.occurred_at)
+            if row.type == DENIED:
+                denials.append((at, int(row.count or 0)))
+                continue
+            seats = max(0, int(row.seats_used))
+            if line.start_total is None and row.seats_total is not None:
+                line.start_total = int(row.seats_total)
+            if seats == steps[-1][1]:
+                continue
+            if at == steps[-1][0]:
+                steps[-1] = (at, seats)  # same instant: the last event's count
+                if len(steps) > 1 and steps[-2][1] == seats:
+                    steps.pop()
+            else:
+                steps.append((at, seats))
+        line.steps = steps
+        line.denials = denials
+        line.end = end
+        line.end_level = steps[-1][1]
 
 
 def _check_periods(count: int, period: str) -> None:
@@ -416,12 +549,14 @@ def _walk(
         )
         timeline.points.append((bucket, peak, total, average))
         timeline.end = hi
+        timeline.end_level = level
         if denials:
             timeline.denials.append((bucket, denials))
         counts.lost += lost
         bucket = end
     if line.segments:
         out.outcomes.append(counts)
+    timeline.end_level = level
     out.timelines.append(timeline)
 
 
@@ -442,8 +577,9 @@ def outcomes(window: Window, engine: Engine | None = None) -> list[LicenseOutcom
 
 
 def timelines(window: Window, engine: Engine | None = None, period: str = "hour") -> list[Timeline]:
-    """Per license, the peak seats in use per period (for charts)."""
-    return _compute(window, resolve_period(window, period, engine), engine).timelines
+    """Per license, the peak seats in use per period (for charts); with ``exact`` (or
+    ``auto`` picking it), also the steps."""
+    return usage_report(window, period, engine).timelines
 
 
 def lease_durations(window: Window, engine: Engine | None = None) -> list[ClientDurations]:
@@ -544,15 +680,34 @@ def _edge_leases(conn: Connection, window: Window, lo: datetime, hi: datetime) -
 
 def usage_report(window: Window, period: str = "hour", engine: Engine | None = None) -> UsageReport:
     """The whole report; ``period`` may be ``auto`` (``resolve_period``), the report says
-    which period it chose."""
+    which period it chose. ``exact``: the usage rows per the period ``bucket_period``
+    picks (``usage_period``), and each timeline's steps from the raw events."""
     period = resolve_period(window, period, engine)
-    computed = _compute(window, period, engine)
+    usage_period = bucket_period(window, engine) if period == EXACT else period
+    now = clock.now()
+    if period == EXACT:  # refuse before any work
+        with transaction(engine) as conn:
+            limit_statements(conn)
+            horizon = _exact_horizon(conn, window)
+        if horizon is not None:
+            raise InvalidRequest(
+                f"Exact steps need the raw events, kept from {iso_utc(horizon)} on "
+                "(seatlease audit prune): since must be that or later; use period=hour "
+                "for older windows.",
+                limit=iso_utc(horizon),
+            )
+    computed = _compute(window, usage_period, engine)
+    if period == EXACT:
+        with transaction(engine) as conn:
+            limit_statements(conn)
+            _exact_steps(conn, window, now, computed.timelines)
     report = UsageReport(
         window=window,
         period=period,
         usage=computed.usage,
         durations=lease_durations(window, engine),
         outcomes=computed.outcomes,
+        usage_period=usage_period,
     )
     report.timelines = computed.timelines  # the same walk: a chart costs no second one
     return report
