@@ -379,7 +379,11 @@ def draw_chart(
     bucket = PERIODS_SECONDS.get(period)
 
     fig, axes = plt.subplots(
-        len(lines), 1, figsize=(11, 2.6 * len(lines) + 1.2), sharex=True, squeeze=False,
+        len(lines),
+        1,
+        figsize=(11, 2.6 * len(lines) + 1.2),
+        sharex=True,
+        squeeze=False,
         layout="constrained",
     )
     for ax, line in zip(axes[:, 0], lines, strict=True):
@@ -465,7 +469,7 @@ def _legend_overlaps(fig: Any, axes: Any) -> list[str]:
     x label, the figure title): nothing, when it is laid out right."""
     renderer = fig.canvas.get_renderer()
     legend = fig.legends[0].get_window_extent(renderer)
-    parts = {"figure title": fig._suptitle}  # noqa: SLF001 (matplotlib keeps it there)
+    parts = {"figure title": fig._suptitle}
     for i, ax in enumerate(axes):
         parts[f"panel {i}"] = ax
         parts[f"panel {i} title"] = ax.title

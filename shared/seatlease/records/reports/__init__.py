@@ -37,14 +37,14 @@ period auto would otherwise pick (``usage_period``).
 
 Buckets are UTC minutes, hours or days (``auto`` without exact steps: the finest that
 gives at most ``AUTO_POINTS`` buckets; minutes only within ``MINUTE_RETENTION``, the
-minute rollups' life), from ``since`` (or a license's first event) to ``until`` (exclusive) or, without
-``until``, to the tenant's last event in the window, and never past now: a bucket that
-starts after now is not reported, the current one counts up to now. When ``since`` falls
-inside a bucket, the first bucket covers the part from ``since`` on. A bucket's
-*average* is its seat-seconds over that covered, elapsed part (``since`` or its start to
-``until``, its end or now, whichever is first). A license appears when it has events in
-the window or holds seats at its start. ``seats_total`` is the seat count the last event
-recorded, carried forward.
+minute rollups' life), from ``since`` (or a license's first event) to ``until``
+(exclusive) or, without ``until``, to the tenant's last event in the window, and never
+past now: a bucket that starts after now is not reported, the current one counts up to
+now. When ``since`` falls inside a bucket, the first bucket covers the part from
+``since`` on. A bucket's *average* is its seat-seconds over that covered, elapsed part
+(``since`` or its start to ``until``, its end or now, whichever is first). A license
+appears when it has events in the window or holds seats at its start. ``seats_total`` is
+the seat count the last event recorded, carried forward.
 
 *Denials* are ``lease.denied`` events, each the count of one reaper run (the seat
 scripts only increment a counter), so they land in the bucket of that run.
@@ -63,11 +63,10 @@ summed by the database from ``usage_leases`` (its ``user_name``), and the wait q
 outcomes in the window from ``lease_events`` (a partial index holds them alone).
 
 Bounds: a report covers at most ``MAX_PERIODS`` buckets (or exact steps) per license and
-``MAX_ROWS`` license-buckets (or exact steps in all; a 400 naming the limit otherwise), and times between ``MIN_TIME`` and
-``MAX_TIME``. Raw events and leases older than the retention (``seatlease audit prune``)
-are gone: a window edge inside such an hour (or day, for durations) reads only whole
-hours (days) from the rollups.
-"""
+``MAX_ROWS`` license-buckets (or exact steps in all; a 400 naming the limit otherwise),
+and times between ``MIN_TIME`` and ``MAX_TIME``. Raw events and leases older than the
+retention (``seatlease audit prune``) are gone: a window edge inside such an hour (or
+day, for durations) reads only whole hours (days) from the rollups."""
 
 from seatlease.records.reports.model import (
     AUTO,

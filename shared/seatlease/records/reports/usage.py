@@ -410,9 +410,7 @@ def _exact_horizon(conn: Connection, window: Window) -> datetime | None:
     return pruned if start is not None and start < pruned else None
 
 
-def _exact_steps(
-    conn: Connection, window: Window, now: datetime, lines: list[Timeline]
-) -> None:
+def _exact_steps(conn: Connection, window: Window, now: datetime, lines: list[Timeline]) -> None:
     """Give each timeline its ``steps`` and its denials at their own time, from the
     window's events (at most ``MAX_PERIODS`` changes per license and ``MAX_ROWS`` in all,
     else ``InvalidRequest`` naming the limit)."""
@@ -433,7 +431,7 @@ def _exact_steps(
     for row in rows:
         by_license.setdefault(row.license_id, []).append(row)
     known = {line.license_id: line for line in lines}
-    for license_id, events in by_license.items():
+    for license_id in by_license:
         if license_id not in known:  # only denials: no seats held, nothing bucketed
             known[license_id] = Timeline(license_id)
             lines.append(known[license_id])
