@@ -514,9 +514,13 @@ def _chart_span(lines: list[Any], window: Any, now: datetime) -> tuple[datetime,
     event."""
     starts = [window.since] if window.since else []
     for line in lines:
-        if not window.since:
-            starts += [p[0] for p in line.points[:1]] + [d[0] for d in line.denials[:1]]
-            starts += [s[0] for s in (line.steps or [])[:1]]
+        if window.since:
+            continue
+        starts += [d[0] for d in line.denials[:1]]
+        if line.steps is not None:  # exact: from the first change, not its minute's start
+            starts += [s[0] for s in line.steps[:1]]
+        else:
+            starts += [p[0] for p in line.points[:1]]
     start = min(starts) if starts else now
     end = min(window.until, now) if window.until is not None else now
     if end <= start:
