@@ -257,13 +257,12 @@ def test_usage_draws_exact_steps_for_a_short_history(acme: Tenant) -> None:
         assert line["end"] <= iso(datetime.now(UTC)) and line["end_level"] == 1
     assert ask(admin, "usage", period="exact").get_json()["period"] == "exact"
     busy = start + timedelta(minutes=80)
-    event_log.insert_events(
-        [
-            _event(f"b{n}", "lease.acquired" if n % 2 == 0 else "lease.released", f"b{n // 2}",
-                   busy + timedelta(seconds=n), 2 + (n + 1) % 2)  # fmt: skip
-            for n in range(1498)
-        ]
-    )
+    kinds = ("lease.acquired", "lease.released")
+    busy_events = [
+        _event(f"b{n}", kinds[n % 2], f"b{n // 2}", busy + timedelta(seconds=n), 3 - n % 2)
+        for n in range(1498)
+    ]
+    event_log.insert_events(busy_events)
     assert ask(admin, "usage").get_json()["period"] == "hour"  # 1,501 changes
 
 

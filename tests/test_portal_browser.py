@@ -277,7 +277,7 @@ def test_each_license_has_its_own_readable_chart(stack, browser) -> None:
     for width in (DESKTOP[0], PHONE["width"]):
         if width == PHONE["width"]:
             browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
-            wait.until(lambda d: d.execute_script("return window.innerWidth") == width)
+            wait.until(lambda d: d.execute_script("return window.innerWidth") == PHONE["width"])
         browser.find_element(By.CSS_SELECTOR, "[data-days='7']").click()  # redraw
         wait.until(lambda d: "Times in UTC." in d.find_element(By.ID, "usage-note").text)
         charts = browser.execute_script(CHARTS_JS)
@@ -287,7 +287,7 @@ def test_each_license_has_its_own_readable_chart(stack, browser) -> None:
             assert chart["period"] == "exact", where
             # The start, then each change: two vertices per step, one at each end.
             assert chart["changes"] >= 10 and chart["vertices"] == 2 * chart["changes"], where
-            left, top, box_width, box_height = chart["box"]
+            _left, _top, box_width, box_height = chart["box"]
             # Drawn across its chart, which takes the section's width (about 900 px on a
             # desktop, 340 on a phone).
             assert chart["chart_width"] > (800 if width == DESKTOP[0] else 320), where
@@ -311,9 +311,7 @@ def test_the_readme_picture_is_an_ordinary_demo(tmp_path) -> None:
     ``<img src=x onerror=alert(1)>`` as a user name); the committed ones too."""
     tool = screenshots_tool()
     texts = tool.render(tmp_path / "shots", tmp_path)
-    committed = {
-        name: tool.read_page_text(REPO / "docs" / "images" / name) for name in texts
-    }
+    committed = {name: tool.read_page_text(REPO / "docs" / "images" / name) for name in texts}
     for name, text in [*texts.items(), *((f"docs/images/{n}", t) for n, t in committed.items())]:
         for word in ("laptop-1", "ann", "pc-7", "Organisation demo"):
             assert word in text, (name, word)

@@ -45,10 +45,10 @@ def test_the_tour_chart_shows_the_hold_as_it_was(tmp_path):
     assert line["steps"] == [1, 2, 1, 0]
     assert began <= edges[0] and edges[-1] <= ended
     assert when(line["xlim"][1]) == edges[-1]  # the axis ends at now, the last step too
-    held = {n: (b - a).total_seconds() for n, a, b in zip(line["steps"], edges, edges[1:])}
+    spans = list(zip(line["steps"], edges, edges[1:], strict=False))  # edges: one more
+    held = {n: (b - a).total_seconds() for n, a, b in spans}
     assert held[2] == pytest.approx(tool.HOLD_SECONDS, abs=1.0)
-    seat_seconds = sum(n * (b - a).total_seconds()
-                       for n, a, b in zip(line["steps"], edges, edges[1:]) if n)  # fmt: skip
+    seat_seconds = sum(n * (b - a).total_seconds() for n, a, b in spans)
     assert seat_seconds == pytest.approx(15, abs=2.5)  # laptop-1 8.5 s, laptop-2 6.5 s
     assert line["overlaps"] == []
 

@@ -84,8 +84,9 @@ def week_of_usage(tenant: str, licenses: list[str]) -> None:
                           "seats_total": 2}  # fmt: skip
                 events.append({**common, "event_id": f"{session}-a", "type": "lease.acquired",
                                "occurred_at": at, "seats_used": n + 1})  # fmt: skip
+                ended = at + timedelta(hours=3)
                 events.append({**common, "event_id": f"{session}-r", "type": "lease.released",
-                               "occurred_at": at + timedelta(hours=3), "seats_used": 0})  # fmt: skip
+                               "occurred_at": ended, "seats_used": 0})  # fmt: skip
     event_log.insert_events(events)
 
 
