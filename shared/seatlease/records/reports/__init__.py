@@ -83,9 +83,9 @@ from seatlease.records.reports.model import (
     UsageReport,
     Window,
 )
+from seatlease.records.reports.steps import count_changes
 from seatlease.records.reports.usage import (
     bucket_period,
-    count_changes,
     lease_durations,
     minute_horizon,
     outcomes,

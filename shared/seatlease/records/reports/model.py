@@ -209,3 +209,11 @@ def limit_statements(conn: Connection) -> None:
     socket timeout cuts the connection."""
     if conn.dialect.name == "postgresql":
         conn.execute(text(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}"))
+
+
+def first_hour(conn: Connection, window: Window) -> datetime | None:
+    """The first hour with events of the window's tenant (and license), from the hourly
+    rollups (their primary key's order: one index probe per license)."""
+    sql = f"SELECT MIN(hour) FROM usage_rollups WHERE {window.scope()}"
+    first = conn.execute(text(sql), window.params()).scalar()
+    return None if first is None else as_time(first)
