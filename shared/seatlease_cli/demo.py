@@ -129,6 +129,12 @@ def _wait_for_seat(
 ) -> tuple[Any, Any]:
     """What ``client.lease(..., wait=True)`` does, with each denial told: wait as
     Retry-After says, ask again. Returns the entered lease context and its lease."""
+
+    def pause(denied: NoSeatsAvailable) -> None:
+        time.sleep(min(float(denied.retry_after_seconds), client.max_wait_poll))
+
+    if denials:  # asked already: wait as that answer said before asking again
+        pause(denials[-1])
     while True:
         seat = client.lease(lic, **who)
         try:
@@ -139,7 +145,7 @@ def _wait_for_seat(
             step(f"carol asks again and is denied again: {exc.seats_used}/{exc.seats_total} "
                  f"seats used, Retry-After {exc.retry_after_seconds} s")  # fmt: skip
             denials.append(exc)
-            time.sleep(min(float(exc.retry_after_seconds), client.max_wait_poll))
+            pause(exc)
 
 
 def _audit_report(
