@@ -17,7 +17,7 @@ the local stack's folder):
 
 Both call ``Backend.call(action, **fields)`` and get the admin function's JSON answer, or a
 ``CommandError`` carrying its error object: in-process the exit code comes from the domain
-error (``seatlease_cli.exit_code``), over HTTP from the status the function answered
+error (``seatlease_cli.exits.exit_code``), over HTTP from the status the function answered
 (which ``seatlease.api.http`` derived from the same error).
 """
 
@@ -34,7 +34,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Protocol
 
-from seatlease_cli import (
+from seatlease_cli.exits import (
     EXIT_CONFLICT,
     EXIT_FAILED,
     EXIT_NOT_FOUND,
@@ -248,7 +248,7 @@ def find_state_file(start: Path | None = None) -> Path | None:
     """The ``.seatlease/local.json`` of this folder or the nearest parent folder that has
     one (as git finds ``.git``): the CLI run from ``docs/`` finds the stack started at the
     project's root. None when no folder up to the root has one."""
-    from seatlease_cli.localstack import STATE_FILE
+    from seatlease_cli.localstate import STATE_FILE
 
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
