@@ -31,9 +31,11 @@ level at the window's start (or 0 at a license's first event, without ``since``)
 ``seats_used`` of each event that carries it, in the order above, from the raw events of
 the window up to its end or now, whichever is first (the last level holds to there: a
 lease still held is drawn up to now). Denials are then at their ``lease.denied`` event's
-own time. ``auto`` picks it when the window holds at most ``AUTO_POINTS`` events with a
-seat count and its raw events are all kept (not pruned); the usage rows are then per the
-period auto would otherwise pick (``usage_period``).
+own time. ``auto`` picks it when the window's hours hold at most ``AUTO_POINTS`` leases
+started and ended (the hourly rollups' counts: no raw event is read to decide) and its
+raw events are all kept (not pruned), and falls back to periods if the steps still pass
+the bounds; the usage rows are per the period auto would otherwise pick
+(``usage_period``).
 
 Buckets are UTC minutes, hours or days (``auto`` without exact steps: the finest that
 gives at most ``AUTO_POINTS`` buckets; minutes only within ``MINUTE_RETENTION``, the
@@ -83,7 +85,6 @@ from seatlease.records.reports.model import (
     UsageReport,
     Window,
 )
-from seatlease.records.reports.steps import count_changes
 from seatlease.records.reports.usage import (
     bucket_period,
     lease_durations,
@@ -112,7 +113,6 @@ __all__ = [
     "UserUsage",
     "Window",
     "bucket_period",
-    "count_changes",
     "lease_durations",
     "minute_horizon",
     "outcomes",

@@ -6,9 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, bindparam, text
 
-from seatlease import clock
 from seatlease.errors import InvalidRequest
 from seatlease.records.reports.model import (
     DENIED,
@@ -19,9 +18,8 @@ from seatlease.records.reports.model import (
     as_time,
     bind_times,
     first_hour,
-    limit_statements,
+    floor,
 )
-from seatlease.records.store import transaction
 
 
 def _exact_end(window: Window, now: datetime) -> datetime:
@@ -29,35 +27,21 @@ def _exact_end(window: Window, now: datetime) -> datetime:
     return min(window.until or now, now)
 
 
-def _change_rows_sql(window: Window, what: str, denials: bool = False) -> tuple[str, list[str]]:
-    """``SELECT what FROM lease_events`` of the window up to ``_exact_end``: the events
-    that carry Redis's seat count (and, with ``denials``, the ``lease.denied`` ones)."""
-    conds = [window.scope(), "occurred_at < :hi"]
+def estimate_changes(conn: Connection, window: Window, now: datetime) -> int:
+    """How many changes of seats in use the window holds, from the hourly rollups (leases
+    started and ended in the window's hours, counted whole: at least the window's own):
+    one row per license and hour, never the raw events, whatever the history's size."""
+    conds = [window.scope(), "hour < :hi"]
     names = ["hi"]
     if window.since is not None:
-        conds.append("occurred_at >= :lo")
+        conds.append("hour >= :lo")
         names.append("lo")
-    kinds = f"(seats_used IS NOT NULL OR type = '{DENIED}')" if denials else (
-        "seats_used IS NOT NULL")  # fmt: skip
-    conds.append(kinds)
-    return f"SELECT {what} FROM lease_events WHERE {' AND '.join(conds)}", names
-
-
-def count_events(conn: Connection, window: Window, now: datetime, limit: int) -> int:
-    """The events of the window that carry a seat count, counted up to ``limit`` (a
-    bounded probe of the (tenant, license, time) index, whatever the history's size)."""
-    inner, names = _change_rows_sql(window, "1")
-    sql = f"SELECT COUNT(*) FROM ({inner} LIMIT {int(limit)}) t"
-    params = window.params(lo=window.since, hi=_exact_end(window, now))
+    sql = f"""
+        SELECT COALESCE(SUM(acquired + borrowed + released + reclaimed + revoked), 0)
+        FROM usage_rollups WHERE {" AND ".join(conds)}"""
+    lo = floor(window.since, "hour") if window.since is not None else None
+    params = window.params(lo=lo, hi=_exact_end(window, now))
     return int(conn.execute(bind_times(text(sql), *names), params).scalar() or 0)
-
-
-def count_changes(window: Window, limit: int = MAX_ROWS + 1, engine: Engine | None = None) -> int:
-    """How many changes of seats in use the window holds (events with Redis's count), at
-    most ``limit``."""
-    with transaction(engine) as conn:
-        limit_statements(conn)
-        return count_events(conn, window, clock.now(), limit)
 
 
 def _pruned_before(conn: Connection) -> datetime | None:
@@ -81,12 +65,24 @@ def exact_steps(conn: Connection, window: Window, now: datetime, lines: list[Tim
     window's events (at most ``MAX_PERIODS`` changes per license and ``MAX_ROWS`` in all,
     else ``InvalidRequest`` naming the limit)."""
     end = _exact_end(window, now)
-    inner, names = _change_rows_sql(
-        window, "license_id, occurred_at, seats_used, seats_total, type, count", denials=True
-    )
-    sql = f"{inner} ORDER BY license_id, occurred_at, length(event_id), event_id LIMIT :cap"
-    params = window.params(lo=window.since, hi=end, cap=MAX_ROWS + 1)
-    rows = list(conn.execute(bind_times(text(sql), *names), params))
+    ids = sorted({line.license_id for line in lines})  # every license with a segment
+    if not ids:
+        return
+    conds = [window.scope(), "license_id IN :ids", "occurred_at < :hi",
+             f"(seats_used IS NOT NULL OR type = '{DENIED}')"]  # fmt: skip
+    names = ["hi"]
+    if window.since is not None:
+        conds.append("occurred_at >= :lo")
+        names.append("lo")
+    # One index range per license (tenant, license, time) and only the window's monthly
+    # partitions; LIMIT: never more rows than the bound allows.
+    sql = f"""
+        SELECT license_id, occurred_at, seats_used, seats_total, type, count
+        FROM lease_events WHERE {" AND ".join(conds)}
+        ORDER BY license_id, occurred_at, length(event_id), event_id LIMIT :cap"""
+    stmt = bind_times(text(sql), *names).bindparams(bindparam("ids", expanding=True))
+    params = window.params(lo=window.since, hi=end, cap=MAX_ROWS + 1, ids=ids)
+    rows = list(conn.execute(stmt, params))
     if len(rows) > MAX_ROWS:
         raise InvalidRequest(
             f"The exact steps would have more than {MAX_ROWS:,} changes (MAX_ROWS): use "
@@ -96,21 +92,16 @@ def exact_steps(conn: Connection, window: Window, now: datetime, lines: list[Tim
     by_license: dict[str, list[Any]] = {}
     for row in rows:
         by_license.setdefault(row.license_id, []).append(row)
-    known = {line.license_id: line for line in lines}
-    for license_id in by_license:
-        if license_id not in known:  # only denials: no seats held, nothing bucketed
-            known[license_id] = Timeline(license_id)
-            lines.append(known[license_id])
-    lines.sort(key=lambda line: line.license_id)
-    for line in lines:
-        events = by_license.get(line.license_id, [])
+    for license_id, events in by_license.items():  # every bound checked before any change
         if len(events) > MAX_PERIODS:
             raise InvalidRequest(
                 f"The exact steps would have {len(events):,} changes for license "
-                f"{line.license_id}; at most {MAX_PERIODS:,} (MAX_PERIODS): use "
+                f"{license_id}; at most {MAX_PERIODS:,} (MAX_PERIODS): use "
                 "period=minute or narrow the window.",
                 limit=MAX_PERIODS,
             )
+    for line in lines:
+        events = by_license.get(line.license_id, [])
         level = line.start_level if window.since is not None else 0
         first = window.since if window.since is not None else (
             as_time(events[0].occurred_at) if events else end)  # fmt: skip

@@ -37,7 +37,7 @@ from seatlease.records.reports.model import (
     limit_statements,
     ms,
 )
-from seatlease.records.reports.steps import count_events, exact_horizon, exact_steps
+from seatlease.records.reports.steps import estimate_changes, exact_horizon, exact_steps
 from seatlease.records.rollups import MINUTE_RETENTION
 from seatlease.records.store import transaction
 
@@ -313,15 +313,15 @@ def _check_minutes(conn: Connection, window: Window, now: datetime) -> None:
 
 def resolve_period(window: Window, period: str, engine: Engine | None = None) -> str:
     """``auto``: ``exact`` when the window holds at most ``AUTO_POINTS`` changes of seats
-    in use (``count_changes``) and its raw events are all kept, else the bucketed period
-    ``bucket_period`` picks; other periods as they are."""
+    in use (``estimate_changes``, from the hourly rollups) and its raw events are all
+    kept, else the bucketed period ``bucket_period`` picks; other periods as they are."""
     if period != AUTO:
         return period
     now = clock.now()
     with transaction(engine) as conn:
         limit_statements(conn)
         if exact_horizon(conn, window) is None:
-            if count_events(conn, window, now, AUTO_POINTS + 1) <= AUTO_POINTS:
+            if estimate_changes(conn, window, now) <= AUTO_POINTS:
                 return EXACT
     return bucket_period(window, engine)
 
@@ -555,7 +555,9 @@ def _edge_leases(conn: Connection, window: Window, lo: datetime, hi: datetime) -
 def usage_report(window: Window, period: str = "hour", engine: Engine | None = None) -> UsageReport:
     """The whole report; ``period`` may be ``auto`` (``resolve_period``), the report says
     which period it chose. ``exact``: the usage rows per the period ``bucket_period``
-    picks (``usage_period``), and each timeline's steps from the raw events."""
+    picks (``usage_period``), and each timeline's steps from the raw events (``auto``
+    takes that period instead when the steps pass the bounds)."""
+    requested = period
     period = resolve_period(window, period, engine)
     usage_period = bucket_period(window, engine) if period == EXACT else period
     now = clock.now()
@@ -572,9 +574,14 @@ def usage_report(window: Window, period: str = "hour", engine: Engine | None = N
             )
     computed = _compute(window, usage_period, engine)
     if period == EXACT:
-        with transaction(engine) as conn:
-            limit_statements(conn)
-            exact_steps(conn, window, now, computed.timelines)
+        try:
+            with transaction(engine) as conn:
+                limit_statements(conn)
+                exact_steps(conn, window, now, computed.timelines)
+        except InvalidRequest:
+            if requested != AUTO:
+                raise
+            period = usage_period  # more changes than the rollups counted: periods after all
     report = UsageReport(
         window=window,
         period=period,
