@@ -248,6 +248,7 @@ return [...document.querySelectorAll('#charts figure')].map((figure) => {
     changes: Number(figure.dataset.changes),
     vertices: used.getAttribute('points').trim().split(/\\s+/).length,
     ys: used.getAttribute('points').trim().split(/\\s+/).map((p) => Number(p.split(',')[1])),
+    xs: used.getAttribute('points').trim().split(/\\s+/).map((p) => Number(p.split(',')[0])),
     box: [box.left, box.top, box.width, box.height], right: chart.getBoundingClientRect().right,
     chart_width: chart.getBoundingClientRect().width,
     limit_y: limit ? Number(limit.getAttribute('y1')) : null,
@@ -303,6 +304,34 @@ def test_each_license_has_its_own_readable_chart(stack, browser) -> None:
         "const root = document.documentElement; return root.scrollWidth - root.clientWidth"
     )
     assert overflow == 0
+
+
+def test_a_few_minutes_of_use_in_a_week_are_drawn_wide(stack, browser) -> None:
+    """The README tour's first hour: a minute of use in the 7-day window. The chart starts
+    just before the first change (and says so) instead of squeezing the minute into the
+    last pixel at the right edge."""
+    now = datetime.now(UTC)
+    common = {"tenant_id": DEMO_TENANT, "license_id": DEMO_LICENSE, "metadata": {},
+              "seats_total": 2}  # fmt: skip
+    story = [("a", "lease.acquired", 120, 1), ("b", "lease.acquired", 100, 2),
+             ("a", "lease.released", 80, 1), ("b", "lease.released", 60, 0)]  # fmt: skip
+    event_log.insert_events([
+        {**common, "event_id": f"{session}-{ago}", "type": kind, "session_id": session,
+         "client_id": f"laptop-{session}", "occurred_at": now - timedelta(seconds=ago),
+         "seats_used": used}
+        for session, kind, ago, used in story
+    ])  # fmt: skip
+    wait = WebDriverWait(browser, 20)
+    browser.get(stack["portal_url"])
+    figure = f'#charts figure[data-license="{DEMO_LICENSE}"]'
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, figure)))
+    (chart,) = [c for c in browser.execute_script(CHARTS_JS) if c["license"] == DEMO_LICENSE]
+    assert chart["period"] == "exact" and chart["changes"] == 5
+    changes = [x for x, y0, y1 in zip(chart["xs"], chart["ys"], chart["ys"][1:], strict=False)
+               if y0 != y1]  # fmt: skip
+    spread = (max(changes) - min(changes)) / chart["chart_width"]
+    assert spread > 0.25, chart["xs"]  # a minute of four changes, not one pixel
+    assert "since just before the first use" in browser.find_element(By.ID, "usage-note").text
 
 
 def test_the_readme_picture_is_an_ordinary_demo(tmp_path) -> None:

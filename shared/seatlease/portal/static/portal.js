@@ -247,9 +247,10 @@ function stepVertices(line, exact, since, end) {
 }
 
 // Where the time axis is labelled: local midnights (every few days, at most `most`
-// labels) for windows of days, else evenly spaced times.
-function tickTimes(since, end, days, most) {
-  if (days <= 2) {
+// labels) for spans of days, else evenly spaced times.
+const DAY_MS = 86400000;
+function tickTimes(since, end, most) {
+  if (end - since <= 2 * DAY_MS) {
     return Array.from({ length: most }, (_, i) => since + ((end - since) * (i + 0.5)) / most);
   }
   const midnights = [];
@@ -260,15 +261,32 @@ function tickTimes(since, end, days, most) {
   return midnights.filter((_, i) => i % every === 0);
 }
 
-function tickLabel(t, days) {
-  const options = { month: "short", day: "numeric" };
-  if (days <= 2) Object.assign(options, { hour: "2-digit", minute: "2-digit" });
+function tickLabel(t, span) {
+  const options = span <= DAY_MS ? {} : { month: "short", day: "numeric" };
+  if (span <= 2 * DAY_MS) Object.assign(options, { hour: "2-digit", minute: "2-digit" });
+  if (span <= 10 * 60000) options.second = "2-digit";
   return new Date(t).toLocaleString(undefined, options);
 }
 
-function licenseChart(line, body, width) {
-  const exact = body.period === "exact" && Array.isArray(line.steps);
+// Where the charts' time axis starts: the window's start, or, with exact steps, a little
+// before the first change when all of the window's use came in its second half (a demo's
+// minute of use in a 7-day window would be one pixel wide at the right edge).
+function axisStart(body) {
   const since = Date.parse(body.since);
+  const end = Math.max(since + 1, Math.min(Date.parse(body.until), Date.now()));
+  if (body.period !== "exact") return since;
+  let first = end;
+  for (const line of body.timelines || []) {
+    const steps = Array.isArray(line.steps) ? line.steps : [];
+    if (steps.length && steps[0].seats > 0) return since; // seats held from the start
+    if (steps.length > 1) first = Math.min(first, Date.parse(steps[1].at));
+  }
+  if (first >= end || end - first > (end - since) / 2) return since; // use in most of it
+  return Math.max(since, first - Math.max(60000, (end - first) * 0.1));
+}
+
+function licenseChart(line, body, width, since) {
+  const exact = body.period === "exact" && Array.isArray(line.steps);
   const end = Math.max(since + 1, Math.min(Date.parse(body.until), Date.now()));
   const vertices = stepVertices(line, exact, since, end);
   const seats = line.seats ?? line.start_total ?? null;
@@ -290,10 +308,10 @@ function licenseChart(line, body, width) {
     chart.append(svg("text", { x: pad.left - 6, y: y(v) + 4, "text-anchor": "end" }, String(v)));
   }
   chart.append(svg("line", { class: "axis", x1: pad.left, x2: width - pad.right, y1: y(0), y2: y(0) }));
-  for (const t of tickTimes(since, end, body.days, width < 480 ? 3 : 7)) {
+  for (const t of tickTimes(since, end, width < 480 ? 3 : 7)) {
     const at = x(t);
     if (at < pad.left + 18 || at > width - pad.right - 18) continue; // no label cut in half
-    chart.append(svg("text", { x: at, y: CHART_HEIGHT - 6, "text-anchor": "middle" }, tickLabel(t, body.days)));
+    chart.append(svg("text", { x: at, y: CHART_HEIGHT - 6, "text-anchor": "middle" }, tickLabel(t, end - since)));
   }
   const points = vertices.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
   const base = `${x(end).toFixed(1)},${y(0).toFixed(1)} ${x(since).toFixed(1)},${y(0).toFixed(1)}`;
@@ -327,14 +345,20 @@ function drawCharts(body) {
   const box = $("charts");
   const width = Math.max(240, Math.floor(box.clientWidth || 600));
   const lines = body.timelines || [];
+  const start = axisStart(body);
   if (lines.length === 0) {
     box.replaceChildren(el("p", { class: "muted" }, "No usage recorded."));
   } else {
-    box.replaceChildren(...lines.map((line) => licenseChart(line, body, width)));
+    box.replaceChildren(...lines.map((line) => licenseChart(line, body, width, start)));
   }
+  const from =
+    start > Date.parse(body.since)
+      ? ` since just before the first use (${new Date(start).toLocaleString(undefined, {
+          month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" })})`
+      : "";
   const what =
     body.period === "exact"
-      ? "Seats in use, a step at each change"
+      ? `Seats in use, a step at each change${from}`
       : `Peak seats in use per ${body.period}`;
   $("usage-note").textContent = `${what}; the dashed line is the seats you have. Times in ${zoneLabel()}.`;
 }
