@@ -18,6 +18,8 @@ Control routes (no API key; the test server only):
     header, when given), not run.
 ``POST /_test/outage`` ``{"seconds": 3}``
     every function request is answered ``503`` (no ``Retry-After``) for that long.
+``POST /_test/revoke`` ``{"license_id", "session_id"}``
+    revokes a lease as an operator does (``seatlease revoke``): its next heartbeat answers 410.
 ``GET /_test/log``
     ``[{"path", "request_id", "status"}]`` of every function request so far.
 ``GET /_test/live?license_id=L``
@@ -121,6 +123,16 @@ class ControlGate:
         elif action == "outage":
             with self.lock:
                 self.outage_until = time.monotonic() + float(body["seconds"])
+        elif action == "revoke":
+            revoke = admin.parse(
+                {
+                    "action": "revoke",
+                    "tenant_id": TENANT,
+                    "license_id": body["license_id"],
+                    "session_id": body["session_id"],
+                }
+            )
+            result = admin.execute(revoke)[1]
         elif action == "log":
             with self.lock:
                 result = list(self.log)
