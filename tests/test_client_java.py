@@ -38,6 +38,7 @@ TESTS = [
     "typed_errors_of_a_license_policy",
     "a_borrowed_seat",
     "pinned_keys_from_the_deployment_verify_and_others_are_refused",
+    "a_suspended_license_is_license_suspended_until_it_is_resumed",
 ]
 
 

@@ -685,6 +685,31 @@ static void a_borrowed_seat(void) {
     seatlease_client_free(client);
 }
 
+static void a_suspended_license_is_license_suspended_until_it_is_resumed(void) {
+    NEED_STACK();
+    make_license("c-suspend", "{\"seats\": 2, \"lease_seconds\": 30}");
+    seatlease_client *client = served_client(1, 0.05);
+    cJSON_Delete(control("suspend", "{\"license_id\": \"c-suspend\", \"suspended\": true}"));
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-suspend", "ws-1", NULL, NULL, &error), SEATLEASE_ERR_LICENSE_SUSPENDED);
+    CHECK(seatlease_error_status(error) == 403 && strcmp(seatlease_error_server_code(error), "license_suspended") == 0);
+    seatlease_error_free(error);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "ws-1";
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-suspend", &o, &lease, NULL), SEATLEASE_ERR_LICENSE_SUSPENDED);
+    CHECK(lease == NULL && live_count("c-suspend") == 0);
+    cJSON_Delete(control("suspend", "{\"license_id\": \"c-suspend\", \"suspended\": false}"));
+    CHECK_CODE(seatlease_lease_acquire(client, "c-suspend", &o, &lease, NULL), SEATLEASE_OK);
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    CHECK(only_live_seat("c-suspend", info.session_id, "ws-1"));
+    seatlease_lease_free(lease);
+    CHECK(live_count("c-suspend") == 0);
+    seatlease_client_free(client);
+}
+
 int main(int argc, char **argv) {
     static const test_case tests[] = {
         {"lease_life_past_three_leases_a_redis_flush_and_a_revoke", lease_life_past_three_leases_a_redis_flush_and_a_revoke},
@@ -701,6 +726,7 @@ int main(int argc, char **argv) {
         {"waiting_in_line_gives_up_at_the_timeout", waiting_in_line_gives_up_at_the_timeout},
         {"typed_errors_of_a_license_policy", typed_errors_of_a_license_policy},
         {"a_borrowed_seat", a_borrowed_seat},
+        {"a_suspended_license_is_license_suspended_until_it_is_resumed", a_suspended_license_is_license_suspended_until_it_is_resumed},
     };
     return run_tests("live", tests, sizeof tests / sizeof tests[0], argc, argv);
 }

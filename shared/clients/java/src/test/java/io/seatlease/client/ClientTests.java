@@ -572,6 +572,24 @@ public final class ClientTests {
         expect(SeatException.WrongAudience.class, () -> wrongTenant.acquire("j-pinned", "pc-3"));
     }
 
+    static void aSuspendedLicenseIsLicenseSuspendedUntilItIsResumed() throws Exception {
+        needStack();
+        license("j-suspend", "{\"seats\": 2, \"lease_seconds\": 30}");
+        SeatClient client = client(true, 0.05);
+        control("suspend", "{\"license_id\": \"j-suspend\", \"suspended\": true}");
+        SeatException.LicenseSuspended suspended = expect(SeatException.LicenseSuspended.class,
+                () -> client.acquire("j-suspend", "ws-1"));
+        check(suspended.status() == 403 && suspended.code().equals("license_suspended")
+                && !(suspended instanceof SeatException.UserDenied));
+        expect(SeatException.LicenseSuspended.class, () -> client.lease("j-suspend", new LeaseOptions("ws-1")));
+        check(live("j-suspend").size() == 0);
+        control("suspend", "{\"license_id\": \"j-suspend\", \"suspended\": false}");
+        try (Lease lease = client.lease("j-suspend", new LeaseOptions("ws-1"))) {
+            check(onlySeat("j-suspend", lease.sessionId(), "ws-1"));
+        }
+        check(live("j-suspend").size() == 0);
+    }
+
     // -- the runner ---------------------------------------------------------------------------
 
     public static void main(String[] args) {
@@ -602,6 +620,7 @@ public final class ClientTests {
         tests.put("typed_errors_of_a_license_policy", ClientTests::typedErrorsOfALicensePolicy);
         tests.put("a_borrowed_seat", ClientTests::aBorrowedSeat);
         tests.put("pinned_keys_from_the_deployment_verify_and_others_are_refused", ClientTests::pinnedKeysFromTheDeploymentVerifyAndOthersAreRefused);
+        tests.put("a_suspended_license_is_license_suspended_until_it_is_resumed", ClientTests::aSuspendedLicenseIsLicenseSuspendedUntilItIsResumed);
         List<String> only = List.of(args);
         int passed = 0, failed = 0, skipped = 0;
         for (Map.Entry<String, Body> test : tests.entrySet()) {
