@@ -69,6 +69,17 @@ SCENARIOS: dict[str, tuple[int, bytes, bytes]] = {
     ),
     "release_wrong_types": (200, b'{"released": "yes", "seats_used": 0}', b""),
     "deep_nesting": (201, b"[" * 100000 + b"]" * 100000, b""),
+    "absurd_numbers": (
+        503,
+        b'{"error": {"code": "backend_unavailable", "retry_after_seconds": 1e300}}',
+        b"",
+    ),
+    "absurd_numbers_409": (
+        409,
+        b'{"error": {"code": "no_seats_available", "seats_used": -1e300, "seats_total": 1e300,'
+        b' "retry_after_seconds": 1e300}}',
+        b"",
+    ),
 }
 
 

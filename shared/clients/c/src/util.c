@@ -248,14 +248,16 @@ seatlease_code sl_error_from_answer(seatlease_error **out, int status, const cJS
         }
     }
     const cJSON *hint = body ? cJSON_GetObjectItemCaseSensitive(body, "retry_after_seconds") : NULL;
-    error->backend_retry_after = cJSON_IsNumber(hint) && hint->valuedouble >= 0
+    /* a hint beyond a day is no hint (it would only stall the retries) */
+    error->backend_retry_after = cJSON_IsNumber(hint) && hint->valuedouble >= 0 &&
+                                         hint->valuedouble < 86400
                                      ? hint->valuedouble : retry_after_header;
     if (status == 409) {
         int header = retry_after_header > 1 ? (int)retry_after_header : 1;
         int seconds = body ? sl_json_int(body, "retry_after_seconds", header) : header;
         error->retry_after = seconds > 1 ? seconds : 1;
-    } else if (cJSON_IsNumber(hint)) {
-        error->retry_after = (int)hint->valuedouble;
+    } else {
+        error->retry_after = sl_json_int(body, "retry_after_seconds", -1);
     }
     return code;
 }

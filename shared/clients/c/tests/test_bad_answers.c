@@ -34,6 +34,8 @@ static const bad_case cases[] = {
     {"jwks_truncated", "acquire", 1, SEATLEASE_ERR_INVALID_RESPONSE, 200},
     {"release_wrong_types", "release", 1, SEATLEASE_ERR_INVALID_RESPONSE, 200},
     {"deep_nesting", "acquire", 0, SEATLEASE_ERR_INVALID_RESPONSE, 201},
+    {"absurd_numbers", "acquire", 0, SEATLEASE_ERR_BACKEND_UNAVAILABLE, 503},
+    {"absurd_numbers_409", "acquire", 0, SEATLEASE_ERR_NO_SEATS_AVAILABLE, 409},
 };
 
 static void every_bad_answer_is_a_typed_error(void) {

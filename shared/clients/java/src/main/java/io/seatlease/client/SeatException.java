@@ -42,7 +42,7 @@ public class SeatException extends RuntimeException {
         JsonElement value = body.get(name);
         if (value != null && value.isJsonPrimitive() && value.getAsJsonPrimitive().isNumber()) {
             double number = value.getAsDouble();
-            if (number == Math.rint(number)) {
+            if (number == Math.rint(number) && Math.abs(number) < Integer.MAX_VALUE) {
                 return (int) number;
             }
         }
@@ -63,8 +63,9 @@ public class SeatException extends RuntimeException {
     /** A 503's hint in seconds (body, then header), -1 without one. */
     double backendRetryAfter() {
         JsonElement value = body.get("retry_after_seconds");
-        if (value != null && value.isJsonPrimitive() && value.getAsJsonPrimitive().isNumber()) {
-            return value.getAsDouble();
+        if (value != null && value.isJsonPrimitive() && value.getAsJsonPrimitive().isNumber()
+                && value.getAsDouble() >= 0 && value.getAsDouble() < 86400) {
+            return value.getAsDouble(); // a hint beyond a day is no hint
         }
         return retryAfterHeader;
     }

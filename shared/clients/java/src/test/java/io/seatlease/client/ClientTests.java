@@ -232,6 +232,8 @@ public final class ClientTests {
         {"jwks_truncated", "acquire", true, SeatException.InvalidResponse.class, 200},
         {"release_wrong_types", "release", true, SeatException.InvalidResponse.class, 200},
         {"deep_nesting", "acquire", false, SeatException.InvalidResponse.class, 201},
+        {"absurd_numbers", "acquire", false, SeatException.BackendUnavailable.class, 503},
+        {"absurd_numbers_409", "acquire", false, SeatException.NoSeatsAvailable.class, 409},
     };
 
     static void everyBadAnswer(Map<String, String> outcomes) {
