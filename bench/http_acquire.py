@@ -51,9 +51,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seatlease import db, signingkeys, store
-from seatlease.keys import LicenseKeys
-from seatlease.redisconn import connect
+from seatlease.api import signingkeys
+from seatlease.records import db, store
+from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.redisconn import connect
 from seatlease_cli.procs import free_port, port_open, start_redis, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -399,15 +400,15 @@ AREAS = [  # first match wins, checked from the innermost frame outwards
     ("JSON log line (shared/seatlease/logs.py)", ("shared/seatlease/logs.py",)),
     ("redis-py: send EVALSHA, read reply", ("(redis/",)),
     (
-        "pydantic validation (shared/seatlease/schemas.py)",
-        ("pydantic", "shared/seatlease/schemas.py"),
+        "pydantic validation (shared/seatlease/fields.py)",
+        ("pydantic", "shared/seatlease/fields.py"),
     ),
-    ("API key auth (shared/seatlease/auth.py)", ("shared/seatlease/auth.py",)),
+    ("API key auth (shared/seatlease/api/auth.py)", ("shared/seatlease/api/auth.py",)),
     (
-        "seat engine (shared/seatlease/engine.py, keys.py)",
-        ("shared/seatlease/engine.py", "shared/seatlease/keys.py"),
+        "seat engine (shared/seatlease/seats/engine.py, keys.py)",
+        ("shared/seatlease/seats/engine.py", "shared/seatlease/seats/keys.py"),
     ),
-    ("HTTP mapping (shared/seatlease/http.py)", ("shared/seatlease/http.py",)),
+    ("HTTP mapping (shared/seatlease/api/http.py)", ("shared/seatlease/api/http.py",)),
     ("functions_framework wrapper", ("functions_framework",)),
     ("Flask/Werkzeug request and response", ("flask", "werkzeug")),
     ("gunicorn (HTTP parsing, threads, sockets)", ("gunicorn",)),

@@ -36,9 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from seatlease.engine import SeatEngine
 from seatlease.licenses import LicenseConfig
-from seatlease.redisconn import connect
+from seatlease.seats.engine import SeatEngine, SeatRequest
+from seatlease.seats.redisconn import connect
 from seatlease_cli.procs import start_redis
 
 NEVER_REFUSES = 1_000_000  # calls per second: far above what one client can send
@@ -49,7 +49,7 @@ def phase(engine: SeatEngine, redis, calls: int, rate: int, tag: str) -> tuple[f
     redis.config_resetstat()
     started = time.perf_counter()
     for n in range(calls):
-        engine.acquire("bench", "cad", f"{tag}-{n}", rate_limit=rate)
+        engine.acquire(SeatRequest("bench", "cad", f"{tag}-{n}", rate_limit=rate))
     elapsed = time.perf_counter() - started
     stats = redis.info("commandstats")["cmdstat_evalsha"]
     return calls / elapsed, float(stats["usec_per_call"])
@@ -60,7 +60,8 @@ def function_phases(redis_url: str, calls: int, rounds: int) -> list[float]:
     none (see the module's docstring)."""
     import functions_framework
 
-    from seatlease import db, signingkeys, store
+    from seatlease.api import signingkeys
+    from seatlease.records import db, store
 
     work = Path(tempfile.mkdtemp(prefix="seatlease-bench-rate-"))
     try:
@@ -120,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         redis = connect(server.url)
         config = LicenseConfig(seats=1_000_000, lease_seconds=3600, max_lease_seconds=3600)
         engine = SeatEngine(redis, lambda _tenant, _license: config)
-        engine.acquire("bench", "cad", "warm-up", rate_limit=NEVER_REFUSES)  # cache, script
+        engine.acquire(
+            SeatRequest("bench", "cad", "warm-up", rate_limit=NEVER_REFUSES)
+        )  # cache, script
         print(f"Python {platform.python_version()}, Redis {server.url}, {args.calls} acquires")
         throughput, server_time = [], []
         for round_no in range(1, args.rounds + 1):

@@ -7,8 +7,8 @@ acquire.lua writes, ``--per-license`` (10) per license, then
 measures three stages one after the other:
 
 1. **reclaim (Redis)**: the reaper's sweep and batched ``reclaim.lua`` calls of
-   shared/seatlease/reaper.py on a pool of ``REAPER_CONCURRENCY`` (16) threads, until no expired
-   lease is left; leases reclaimed per second, and server-side microseconds per
+   shared/seatlease/events/reaper.py on a pool of ``REAPER_CONCURRENCY`` (16) threads, until
+   no expired lease is left; leases reclaimed per second, and server-side microseconds per
    reclaim.lua call (100 leases per call) from ``INFO commandstats``;
 2. **publish (Pub/Sub emulator)**: ``Reaper.run()`` drains the 100,000 ``lease.reclaimed``
    events from the outboxes (XRANGE, publish up to 1,000 events per message, wait for every
@@ -51,11 +51,12 @@ from typing import Any
 
 from sqlalchemy import text
 
-from seatlease import db, keys
 from seatlease.clock import server_time_ms
-from seatlease.pubsub import EVENTS_PER_MESSAGE, Publisher
-from seatlease.reaper import Reaper
-from seatlease.redisconn import connect
+from seatlease.events.pubsub import EVENTS_PER_MESSAGE, Publisher
+from seatlease.events.reaper import Reaper
+from seatlease.records import db
+from seatlease.seats import keys
+from seatlease.seats.redisconn import connect
 from seatlease_cli.procs import start_pubsub_emulator, start_redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -72,9 +73,9 @@ def load_leases(
     client: Any, *, licenses: int, per_license: int, deadline_ms: int, lease_seconds: int
 ) -> int:
     """``licenses`` x ``per_license`` leases, all with ``deadline_ms``, written with
-    pipelines as exactly the structures acquire.lua writes (layout in shared/seatlease/lua/_lib.lua:
-    config hash, lease ZSET, session and client hashes, the shard's deadline index), far
-    faster than one EVALSHA per lease. Returns the count."""
+    pipelines as exactly the structures acquire.lua writes (layout in
+    shared/seatlease/seats/lua/_lib.lua: config hash, lease ZSET, session and client hashes,
+    the shard's deadline index), far faster than one EVALSHA per lease. Returns the count."""
     cfg = {
         "exists": 1,
         "seats": per_license * 2,

@@ -1,5 +1,5 @@
 """Redis memory per item, as ``INFO memory`` (``used_memory``) grows: the numbers behind
-docs/operations.md's capacity table and ``seatlease.capacity``.
+docs/operations.md's capacity table and ``seatlease.seats.capacity``.
 
 Starts a private redis-server (loopback, nothing on disk) and, through the seat engine
 (the real scripts), measures:
@@ -28,11 +28,11 @@ import secrets
 import sys
 import time
 
-from seatlease.engine import SeatEngine
-from seatlease.keys import SHARDS, LicenseKeys, outbox_key
 from seatlease.licenses import LicenseConfig
-from seatlease.policy import LicensePolicy
-from seatlease.redisconn import connect
+from seatlease.seats.engine import SeatEngine, SeatRequest
+from seatlease.seats.keys import SHARDS, LicenseKeys, outbox_key
+from seatlease.seats.policy import LicensePolicy
+from seatlease.seats.redisconn import connect
 from seatlease_cli.procs import start_redis
 
 METADATA = {"user": "ann", "host": "pc-7"}
@@ -75,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
 
         before = used(redis)
         for n in range(args.leases):
-            engine.acquire("bench", licenses[n % len(licenses)], f"ws-{n:06d}", metadata=METADATA)
+            engine.acquire(
+                SeatRequest("bench", licenses[n % len(licenses)], f"ws-{n:06d}", metadata=METADATA)
+            )
         drop_replies(redis, licenses)
         with_outbox = used(redis)
         redis.delete(*(outbox_key(s) for s in range(SHARDS)))
@@ -85,20 +87,20 @@ def main(argv: list[str] | None = None) -> int:
             ("outbox event waiting for the reaper", (with_outbox - leases_only) / args.leases)
         )
 
-        busy = engine.acquire("bench", "busy", "ws-busy", metadata=METADATA)
+        busy = engine.acquire(SeatRequest("bench", "busy", "ws-busy", metadata=METADATA))
         before = used(redis)
         half = args.replies // 2
         for _ in range(half):
             engine.heartbeat("bench", "busy", busy.session_id)
         for _ in range(args.replies - half):
-            engine.acquire("bench", "busy", "ws-busy", metadata=METADATA)
+            engine.acquire(SeatRequest("bench", "busy", "ws-busy", metadata=METADATA))
         rows.append(("reply, busy license (hash table)", (used(redis) - before) / args.replies))
 
         small = licenses[: args.replies // 10]
         before = used(redis)
         for k, license_id in enumerate(small):
             for _ in range(10):  # its first client's lease, renewed (no new state)
-                engine.acquire("bench", license_id, f"ws-{k:06d}", metadata=METADATA)
+                engine.acquire(SeatRequest("bench", license_id, f"ws-{k:06d}", metadata=METADATA))
         rows.append(
             ("reply, small licenses (listpack)", (used(redis) - before) / (10 * len(small)))
         )
@@ -117,13 +119,17 @@ def main(argv: list[str] | None = None) -> int:
             ("reply, before 2026-11-24 (string key)", (used(redis) - before) / args.replies)
         )
         engine.cache_config("bench", "queued", queued)
-        engine.acquire("bench", "queued", "holder", metadata=METADATA)  # the license is full
+        engine.acquire(
+            SeatRequest("bench", "queued", "holder", metadata=METADATA)
+        )  # the license is full
         drop_replies(redis, ["queued"])
         redis.delete(*(outbox_key(s) for s in range(SHARDS)))
         before = used(redis)
         for n in range(args.tickets):
             engine.acquire(
-                "bench", "queued", f"wait-{n:06d}", user=f"u{n:06d}", host="pc-7", queue=True
+                SeatRequest(
+                    "bench", "queued", f"wait-{n:06d}", user=f"u{n:06d}", host="pc-7", queue=True
+                )
             )
         drop_replies(redis, ["queued"])
         redis.delete(*(outbox_key(s) for s in range(SHARDS)))

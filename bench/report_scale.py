@@ -12,7 +12,7 @@ that the tenant's events fill the days), ``c``'s leases start ``c x P / clients`
 period and last half a period less a millisecond, so about half the seats are in use and
 every event's ``seats_used`` is Redis's exact count; plus one ``lease.denied`` per hour.
 Events are generated in the database in bulk (``generate_series``) and stored through the
-audit path's own statement (``seatlease.rollups.insert_statement`` with a generated source
+audit path's own statement (``seatlease.records.rollups.insert_statement`` with a generated source
 instead of the JSON array): the same insert, the same rollups.
 
 Then, per tenant, times ``report.usage`` through the admin action (``seatlease.admin``,
@@ -44,7 +44,8 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 
-from seatlease import admin, db, rollups, store
+from seatlease import admin
+from seatlease.records import db, partitions, rollups, store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from procs import private_database  # the tests' fresh-database helper
@@ -189,7 +190,7 @@ def main() -> int:
             while month <= end:
                 months.append(month)
                 month += timedelta(days=28)
-            rollups.ensure_partitions(conn, months)
+            partitions.ensure_partitions(conn, months)
         os.environ["DATABASE_URL"] = url
         db.reset()
         version = ".".join(map(str, engine.dialect.server_version_info or ()))

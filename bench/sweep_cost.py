@@ -44,13 +44,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from seatlease import keys
 from seatlease.clock import server_time_ms
-from seatlease.engine import CONFIG_TTL_SECONDS, new_session_id
-from seatlease.pubsub import Publisher
-from seatlease.reaper import Reaper
-from seatlease.redisconn import connect
-from seatlease.scripts import SeatScripts
+from seatlease.events.pubsub import Publisher
+from seatlease.events.reaper import Reaper
+from seatlease.seats import keys
+from seatlease.seats.engine import CONFIG_TTL_SECONDS, new_session_id
+from seatlease.seats.redisconn import connect
+from seatlease.seats.scripts import SeatScripts
 from seatlease_cli.procs import start_redis
 
 TENANT = "bench"

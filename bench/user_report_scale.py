@@ -57,7 +57,8 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 
-from seatlease import admin, db, reports, rollups, store
+from seatlease import admin
+from seatlease.records import db, partitions, reports, rollups, store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -210,7 +211,7 @@ def insert_cost(engine: Any, baseline: str, messages: int, rounds: int) -> None:
     in each) and the releases of 500 leases acquired two messages earlier (their rows get
     their ending: the update path)."""
     source = subprocess.run(
-        ["git", "show", f"{baseline}:shared/seatlease/rollups.py"],
+        ["git", "show", f"{baseline}:shared/seatlease/records/rollups.py"],
         capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent,
     ).stdout  # fmt: skip
     before = sys.modules["rollups_before"] = types.ModuleType("rollups_before")
@@ -310,7 +311,7 @@ def main() -> int:
                 while month <= end + timedelta(days=31):
                     months.append(month)
                     month += timedelta(days=28)
-                rollups.ensure_partitions(conn, months)
+                partitions.ensure_partitions(conn, months)
             store.create_tenant(TENANT)
             store.create_license(TENANT, LICENSE, args.clients)
             metadata = user_metadata(args.clients, args.users)

@@ -46,8 +46,10 @@ from typing import Any
 from http_support import serving
 from werkzeug.wrappers import Request, Response
 
-from seatlease import admin, runtime, store
-from seatlease.redisconn import get_redis
+from seatlease import admin
+from seatlease.api import runtime
+from seatlease.records import store
+from seatlease.seats.redisconn import get_redis
 from seatlease_cli import devserver
 
 TENANT = "acme"

@@ -19,8 +19,11 @@ from http_support import Tenant, new_tenant
 from procs import start_postgres, start_redis_cluster
 from sqlalchemy import create_engine, text
 
-from seatlease import auth, db, logs, redisconn, tenantlimits
-from seatlease.engine import LicenseConfig, SeatEngine
+from seatlease import logs
+from seatlease.api import auth, tenantlimits
+from seatlease.records import db
+from seatlease.seats import redisconn
+from seatlease.seats.engine import LicenseConfig, SeatEngine
 from seatlease_cli.procs import Proc, port_open, start_pubsub_emulator, start_redis
 
 PG_ADMIN_URL = os.environ.get(
@@ -40,7 +43,7 @@ def restore_environment() -> Iterator[None]:
     """For tests of the local stack, which configures its own process through os.environ
     (REDIS_URL, LOG_LEVEL, PUBSUB_EMULATOR_HOST, ...): the environment put back after,
     and the clients made from it forgotten."""
-    from seatlease import reaper
+    from seatlease.events import reaper
 
     saved = dict(os.environ)
     yield
@@ -55,7 +58,7 @@ def restore_environment() -> Iterator[None]:
 def signing_keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The functions sign lease tokens with a key of this folder (as `make run` does),
     for every test and every process a test starts; tests of rotation use their own."""
-    from seatlease import signingkeys, tokens
+    from seatlease.api import signingkeys, tokens
 
     folder = tmp_path_factory.mktemp("signing-keys")
     signingkeys.next_key_file(folder)
@@ -124,7 +127,7 @@ def postgres_url(postgres_admin_url: str) -> Iterator[str]:
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     url = postgres_admin_url.rsplit("/", 1)[0] + "/" + name
-    from seatlease import store
+    from seatlease.records import store
 
     engine = db.make_engine(url)
     store.upgrade(engine)
@@ -249,9 +252,9 @@ def pubsub(pubsub_emulator: Proc, monkeypatch: pytest.MonkeyPatch) -> PubSubWiri
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "seatlease-test")
     topic = f"seat-events-{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("PUBSUB_TOPIC", topic)
-    import seatlease.reaper
+    import seatlease.events.reaper
 
-    monkeypatch.setattr(seatlease.reaper, "_publisher", None)
+    monkeypatch.setattr(seatlease.events.reaper, "_publisher", None)
     return PubSubWiring(pubsub_emulator.url, "seatlease-test", topic)
 
 

@@ -3,7 +3,7 @@
 Each function is loaded exactly as Cloud Functions loads it,
 ``functions_framework.create_app(target, source)``, and called through Flask's test
 client; tenants, API keys and licenses are created in the real database through
-``seatlease.store``. Nothing is mocked.
+``seatlease.records.store``. Nothing is mocked.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from typing import Any
 import functions_framework
 from werkzeug.test import TestResponse
 
-from seatlease import runtime, store
+from seatlease.api import runtime
 from seatlease.clock import server_time_ms
-from seatlease.keys import LicenseKeys, outbox_key, shard_of
-from seatlease.pubsub import outbox_events
-from seatlease.redisconn import get_redis
+from seatlease.events.pubsub import outbox_events
+from seatlease.records import store
+from seatlease.seats.keys import LicenseKeys, outbox_key, shard_of
+from seatlease.seats.redisconn import get_redis
 
 REPO = Path(__file__).resolve().parent.parent
 FUNCTIONS = ("acquire", "heartbeat", "release")

@@ -140,7 +140,7 @@ def private_database() -> tuple[str, Callable[[], None]]:
     started here when none answers); returns its URL and the function that drops it."""
     from sqlalchemy import create_engine, text
 
-    from seatlease import db, store
+    from seatlease.records import db, store
 
     handle: Proc | None = None
     admin_url = MACHINE_PG

@@ -17,7 +17,9 @@ import pytest
 from http_support import revoked_in_shard, serving
 
 import seatlease_cli as cli
-from seatlease import auth, db, keys, redisconn, reports, store
+from seatlease.api import auth
+from seatlease.records import db, event_log, reports, store
+from seatlease.seats import keys, redisconn
 from seatlease_cli import backend, devserver
 from seatlease_cli.procs import free_port
 
@@ -299,7 +301,7 @@ def lease_events(tenant: str = "acme", license_id: str = "cad") -> list[dict]:
 
 def test_report_usage_action(stack, functions):
     seed(functions)
-    assert store.insert_events(lease_events()) == 6
+    assert event_log.insert_events(lease_events()) == 6
     fields = {"tenant_id": "acme", "since": "2026-11-20T09:00:00Z", "until": "2026-11-20T11:00Z"}
     got = post(functions, "report.usage", period="hour", **fields)
     assert got.status_code == 200, got.json
@@ -308,7 +310,7 @@ def test_report_usage_action(stack, functions):
     )
     assert (
         got.json == reports.usage_report(window, "hour").as_dict()
-    )  # shared/seatlease/reports.py's
+    )  # shared/seatlease/records/reports/'s
     assert [(u["period_start"], u["peak_seats"], u["denials"]) for u in got.json["usage"]] == [
         ("2026-11-20T09:00:00Z", 2, 3),
         ("2026-11-20T10:00:00Z", 2, 0),
@@ -513,7 +515,7 @@ def test_identity_token_only_off_loopback(monkeypatch):
 
 def test_cli_report_through_the_admin_url(admin_url, capsys, functions, tmp_path):
     seed(functions)
-    store.insert_events(lease_events())
+    event_log.insert_events(lease_events())
     window = ["--since", "2026-11-20", "--until", "2026-11-21", "--by", "hour"]
     code, by_url, err = run(
         capsys, "report", "usage", "--tenant", "acme", *window, "--json", "--admin-url", admin_url

@@ -11,9 +11,11 @@ import pytest
 from http_support import Tenant, acquire, error_of, heartbeat, new_license, release
 
 import seatlease_cli as cli
-from seatlease import auth, db, keys, store
+from seatlease.api import auth
 from seatlease.apikeys import generate, hash_key
-from seatlease.redisconn import get_redis
+from seatlease.records import db, store
+from seatlease.seats import keys
+from seatlease.seats.redisconn import get_redis
 
 
 def admin_key(tenant: Tenant) -> Tenant:

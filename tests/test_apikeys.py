@@ -14,8 +14,9 @@ import pytest
 from http_support import Tenant, acquire, error_of, new_license
 from sqlalchemy import event
 
-from seatlease import apikeys, db
-from seatlease.redisconn import get_redis
+from seatlease import apikeys
+from seatlease.records import db
+from seatlease.seats.redisconn import get_redis
 
 
 @pytest.fixture
@@ -93,7 +94,7 @@ def test_legacy_keys_work_only_while_allowed(acme: Tenant, monkeypatch: pytest.M
     stored as such in the database."""
     from sqlalchemy import insert
 
-    from seatlease.tables import api_keys
+    from seatlease.records.tables import api_keys
 
     legacy = "sl_0a1b2c3d_" + "Legacy-key_0123456789abcdefghijk"
     assert len(legacy.split("_", 2)[2]) == 32

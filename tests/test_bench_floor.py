@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from seatlease.engine import SeatEngine, acquire_call, new_request_id
+from seatlease.seats.engine import SeatEngine, acquire_call, new_request_id
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "redis_cost.py"
 NOT_SCRIPTS = ("evalsha", "eval", "config", "info", "script")

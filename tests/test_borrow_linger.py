@@ -27,11 +27,15 @@ from http_support import (
 from sqlalchemy import inspect, text
 
 import seatlease_cli as cli
-from seatlease import admin, auth, db, keys, pubsub, runtime, store, tokens
-from seatlease.engine import SeatEngine
+from seatlease import admin
+from seatlease.api import auth, runtime, tokens
+from seatlease.api.runtime import seat_engine as runtime_engine
 from seatlease.errors import InvalidRequest, NoSeatsAvailable, SessionExpired, StoreError
-from seatlease.reaper import Reaper
-from seatlease.runtime import seat_engine as runtime_engine
+from seatlease.events import pubsub
+from seatlease.events.reaper import Reaper
+from seatlease.records import db, store
+from seatlease.seats import keys
+from seatlease.seats.engine import SeatEngine, SeatRequest
 from seatlease_cli import devserver
 from seatlease_client import (
     BadSignature,
@@ -80,15 +84,15 @@ def reap(eng: SeatEngine, license_id: str = "lic") -> int:
 
 def test_a_borrow_counts_against_the_cap_needs_no_heartbeats_returns_early(seat_engine, configs):
     configs.add("t", "lic", seats=2, lease_seconds=30, max_borrow_seconds=7 * DAY)
-    borrowed = seat_engine.acquire("t", "lic", "laptop", borrow_seconds=3 * DAY)
+    borrowed = seat_engine.acquire(SeatRequest("t", "lic", "laptop", borrow_seconds=3 * DAY))
     assert borrowed.created and borrowed.borrowed and borrowed.seats_used == 1
     assert borrowed.lease_seconds == 3 * DAY
     now = seat_engine.server_time_ms()
     assert abs(borrowed.expires_at_ms - (now + 3 * DAY * 1000)) < 2000
     assert borrowed.heartbeat_interval_seconds == 3 * DAY  # none needed before it ends
-    seat_engine.acquire("t", "lic", "desk")
+    seat_engine.acquire(SeatRequest("t", "lic", "desk"))
     with pytest.raises(NoSeatsAvailable) as denied:  # the borrow holds one of the two
-        seat_engine.acquire("t", "lic", "third")
+        seat_engine.acquire(SeatRequest("t", "lic", "third"))
     assert denied.value.seats_used == 2
 
     renewal = seat_engine.heartbeat("t", "lic", borrowed.session_id)
@@ -100,7 +104,7 @@ def test_a_borrow_counts_against_the_cap_needs_no_heartbeats_returns_early(seat_
 
     back = seat_engine.release("t", "lic", borrowed.session_id)
     assert (back.released, back.lingering, back.seats_used) == (True, False, 1)
-    assert seat_engine.acquire("t", "lic", "third").created
+    assert seat_engine.acquire(SeatRequest("t", "lic", "third")).created
     assert types(seat_engine) == [
         "lease.borrowed",
         "lease.acquired",
@@ -114,29 +118,29 @@ def test_a_borrow_counts_against_the_cap_needs_no_heartbeats_returns_early(seat_
 def test_borrow_beyond_the_license_maximum_is_refused_naming_it(seat_engine, configs):
     configs.add("t", "lic", seats=2, max_borrow_seconds=DAY)
     with pytest.raises(InvalidRequest) as too_long:
-        seat_engine.acquire("t", "lic", "c1", borrow_seconds=DAY + 1)
+        seat_engine.acquire(SeatRequest("t", "lic", "c1", borrow_seconds=DAY + 1))
     assert too_long.value.fields["max_borrow_seconds"] == DAY
     assert too_long.value.fields["details"][0]["field"] == "borrow_seconds"
     assert str(DAY) in too_long.value.message
-    assert seat_engine.acquire("t", "lic", "c1", borrow_seconds=DAY).borrowed
+    assert seat_engine.acquire(SeatRequest("t", "lic", "c1", borrow_seconds=DAY)).borrowed
 
     configs.add("t", "off", seats=2)  # max_borrow_seconds 0: no borrowing
     with pytest.raises(InvalidRequest) as off:
-        seat_engine.acquire("t", "off", "c1", borrow_seconds=1)
+        seat_engine.acquire(SeatRequest("t", "off", "c1", borrow_seconds=1))
     assert off.value.fields["max_borrow_seconds"] == 0
     assert "borrowing is off" in off.value.message
     with pytest.raises(InvalidRequest):
-        seat_engine.acquire("t", "off", "c1", borrow_seconds=10, lease_seconds=10)
+        seat_engine.acquire(SeatRequest("t", "off", "c1", borrow_seconds=10, lease_seconds=10))
     assert seat_engine.live_leases("t", "off") == []
     assert types(seat_engine, "off") == []
 
 
 def test_reacquire_of_a_borrowed_lease_returns_it_unchanged(seat_engine, configs):
     configs.add("t", "lic", seats=1, lease_seconds=30, max_borrow_seconds=DAY)
-    borrowed = seat_engine.acquire("t", "lic", "laptop", borrow_seconds=600)
+    borrowed = seat_engine.acquire(SeatRequest("t", "lic", "laptop", borrow_seconds=600))
     time.sleep(0.01)
-    plain = seat_engine.acquire("t", "lic", "laptop")  # the product restarted
-    again = seat_engine.acquire("t", "lic", "laptop", borrow_seconds=DAY)
+    plain = seat_engine.acquire(SeatRequest("t", "lic", "laptop"))  # the product restarted
+    again = seat_engine.acquire(SeatRequest("t", "lic", "laptop", borrow_seconds=DAY))
     for lease in (plain, again):
         assert not lease.created and lease.borrowed
         assert lease.session_id == borrowed.session_id
@@ -146,8 +150,8 @@ def test_reacquire_of_a_borrowed_lease_returns_it_unchanged(seat_engine, configs
 
 def test_a_borrow_by_a_client_holding_a_lease_converts_it(seat_engine, configs):
     configs.add("t", "lic", seats=1, lease_seconds=30, max_borrow_seconds=DAY)
-    lease = seat_engine.acquire("t", "lic", "laptop")
-    converted = seat_engine.acquire("t", "lic", "laptop", borrow_seconds=DAY)
+    lease = seat_engine.acquire(SeatRequest("t", "lic", "laptop"))
+    converted = seat_engine.acquire(SeatRequest("t", "lic", "laptop", borrow_seconds=DAY))
     assert not converted.created and converted.borrowed
     assert converted.session_id == lease.session_id and converted.seats_used == 1
     assert converted.expires_at_ms > lease.expires_at_ms + (DAY - 60) * 1000
@@ -161,21 +165,21 @@ def test_a_borrow_by_a_client_holding_a_lease_converts_it(seat_engine, configs):
 
 def test_an_expired_borrow_is_reclaimed_like_any_lease(seat_engine, configs):
     configs.add("t", "lic", seats=1, max_borrow_seconds=DAY)
-    borrowed = seat_engine.acquire("t", "lic", "laptop", borrow_seconds=1)
+    borrowed = seat_engine.acquire(SeatRequest("t", "lic", "laptop", borrow_seconds=1))
     time.sleep(1.05)
     with pytest.raises(SessionExpired) as gone:
         seat_engine.heartbeat("t", "lic", borrowed.session_id)
     assert gone.value.reason == "expired"
-    assert seat_engine.acquire("t", "lic", "desk").created
+    assert seat_engine.acquire(SeatRequest("t", "lic", "desk")).created
     assert types(seat_engine) == ["lease.borrowed", "lease.reclaimed", "lease.acquired"]
 
 
 def test_borrowed_lease_is_not_lingering_after_its_return(seat_engine, configs):
     configs.add("t", "lic", seats=1, max_borrow_seconds=DAY, linger_seconds=600)
-    borrowed = seat_engine.acquire("t", "lic", "laptop", borrow_seconds=600)
+    borrowed = seat_engine.acquire(SeatRequest("t", "lic", "laptop", borrow_seconds=600))
     back = seat_engine.release("t", "lic", borrowed.session_id)
     assert back.released and not back.lingering and back.seats_used == 0
-    assert seat_engine.acquire("t", "lic", "desk").created  # the seat is free at once
+    assert seat_engine.acquire(SeatRequest("t", "lic", "desk")).created  # the seat is free at once
 
 
 # -- linger ----------------------------------------------------------------------------
@@ -183,7 +187,7 @@ def test_borrowed_lease_is_not_lingering_after_its_return(seat_engine, configs):
 
 def test_a_released_seat_lingers_for_its_client_only(seat_engine, configs):
     configs.add("t", "lic", seats=1, lease_seconds=30, linger_seconds=300)
-    lease = seat_engine.acquire("t", "lic", "cad-1", metadata={"user": "ann"})
+    lease = seat_engine.acquire(SeatRequest("t", "lic", "cad-1", metadata={"user": "ann"}))
     released = seat_engine.release("t", "lic", lease.session_id)
     assert (released.released, released.lingering, released.seats_used) == (True, True, 1)
     row = status(seat_engine)[lease.session_id]
@@ -196,10 +200,10 @@ def test_a_released_seat_lingers_for_its_client_only(seat_engine, configs):
     again = seat_engine.release("t", "lic", lease.session_id)
     assert (again.released, again.lingering, again.seats_used) == (False, False, 1)
     with pytest.raises(NoSeatsAvailable) as denied:  # the lingering seat still counts
-        seat_engine.acquire("t", "lic", "someone-else")
+        seat_engine.acquire(SeatRequest("t", "lic", "someone-else"))
     assert denied.value.seats_used == 1 and 299 <= denied.value.retry_after_seconds <= 300
 
-    back = seat_engine.acquire("t", "lic", "cad-1")  # the product restarted
+    back = seat_engine.acquire(SeatRequest("t", "lic", "cad-1"))  # the product restarted
     assert not back.created and back.session_id == lease.session_id
     assert abs(back.expires_at_ms - (seat_engine.server_time_ms() + 30_000)) < 2000
     assert status(seat_engine)[lease.session_id]["lingering"] is False
@@ -211,10 +215,10 @@ def test_a_released_seat_lingers_for_its_client_only(seat_engine, configs):
 
 def test_a_lingering_seat_is_freed_by_the_prune_at_acquire_as_released(seat_engine, configs):
     configs.add("t", "lic", seats=1, linger_seconds=1)
-    lease = seat_engine.acquire("t", "lic", "cad-1")
+    lease = seat_engine.acquire(SeatRequest("t", "lic", "cad-1"))
     seat_engine.release("t", "lic", lease.session_id)
     time.sleep(1.05)  # the linger really runs out
-    other = seat_engine.acquire("t", "lic", "someone-else")
+    other = seat_engine.acquire(SeatRequest("t", "lic", "someone-else"))
     assert other.created and other.seats_used == 1
     assert types(seat_engine) == [
         "lease.acquired",
@@ -227,14 +231,14 @@ def test_a_lingering_seat_is_freed_by_the_prune_at_acquire_as_released(seat_engi
     # The same client's acquire after its linger is a new lease.
     seat_engine.release("t", "lic", other.session_id)
     expire_now(seat_engine, other.session_id)
-    fresh = seat_engine.acquire("t", "lic", "someone-else")
+    fresh = seat_engine.acquire(SeatRequest("t", "lic", "someone-else"))
     assert fresh.created and fresh.session_id != other.session_id
 
 
 def test_the_reaper_ends_a_lingering_lease_as_released(seat_engine, configs):
     configs.add("t", "lic", seats=2, lease_seconds=30, linger_seconds=600)
-    lingering = seat_engine.acquire("t", "lic", "cad-1")
-    crashed = seat_engine.acquire("t", "lic", "cad-2")
+    lingering = seat_engine.acquire(SeatRequest("t", "lic", "cad-1"))
+    crashed = seat_engine.acquire(SeatRequest("t", "lic", "cad-2"))
     seat_engine.release("t", "lic", lingering.session_id)
     expire_now(seat_engine, lingering.session_id)
     expire_now(seat_engine, crashed.session_id)
@@ -248,12 +252,12 @@ def test_the_reaper_ends_a_lingering_lease_as_released(seat_engine, configs):
     client_map = seat_engine.redis.hgetall(keys.LicenseKeys.of("t", "lic").clients)
     assert client_map == {}
     # Its client's next acquire is a new lease.
-    assert seat_engine.acquire("t", "lic", "cad-1").created
+    assert seat_engine.acquire(SeatRequest("t", "lic", "cad-1")).created
 
 
 def test_a_heartbeat_after_the_linger_ran_out_ends_it_as_released(seat_engine, configs):
     configs.add("t", "lic", seats=1, linger_seconds=600)
-    lease = seat_engine.acquire("t", "lic", "cad-1")
+    lease = seat_engine.acquire(SeatRequest("t", "lic", "cad-1"))
     seat_engine.release("t", "lic", lease.session_id)
     expire_now(seat_engine, lease.session_id)
     with pytest.raises(SessionExpired) as gone:
@@ -264,11 +268,11 @@ def test_a_heartbeat_after_the_linger_ran_out_ends_it_as_released(seat_engine, c
 
 def test_revoke_ends_a_lingering_lease_at_once(seat_engine, configs):
     configs.add("t", "lic", seats=1, linger_seconds=600)
-    lease = seat_engine.acquire("t", "lic", "cad-1")
+    lease = seat_engine.acquire(SeatRequest("t", "lic", "cad-1"))
     seat_engine.release("t", "lic", lease.session_id)
     revoked = seat_engine.release("t", "lic", lease.session_id, revoke=True)
     assert (revoked.released, revoked.lingering, revoked.seats_used) == (True, False, 0)
-    assert seat_engine.acquire("t", "lic", "someone-else").created
+    assert seat_engine.acquire(SeatRequest("t", "lic", "someone-else")).created
     assert types(seat_engine) == [
         "lease.acquired",
         "lease.lingering",
@@ -279,9 +283,9 @@ def test_revoke_ends_a_lingering_lease_at_once(seat_engine, configs):
 
 def test_a_borrow_in_linger_takes_the_seat_back_as_borrowed(seat_engine, configs):
     configs.add("t", "lic", seats=1, linger_seconds=600, max_borrow_seconds=DAY)
-    lease = seat_engine.acquire("t", "lic", "laptop")
+    lease = seat_engine.acquire(SeatRequest("t", "lic", "laptop"))
     seat_engine.release("t", "lic", lease.session_id)
-    borrowed = seat_engine.acquire("t", "lic", "laptop", borrow_seconds=DAY)
+    borrowed = seat_engine.acquire(SeatRequest("t", "lic", "laptop", borrow_seconds=DAY))
     assert borrowed.session_id == lease.session_id and borrowed.borrowed
     row = status(seat_engine)[lease.session_id]
     assert (row["borrowed"], row["lingering"]) == (True, False)
@@ -293,11 +297,15 @@ def test_a_borrow_in_linger_takes_the_seat_back_as_borrowed(seat_engine, configs
 
 def test_repeats_of_borrow_and_linger_calls_answer_the_first_run(seat_engine, configs):
     configs.add("t", "lic", seats=1, linger_seconds=600, max_borrow_seconds=DAY)
-    first = seat_engine.acquire("t", "lic", "laptop", borrow_seconds=60, request_id="r-1")
-    repeat = seat_engine.acquire("t", "lic", "laptop", borrow_seconds=60, request_id="r-1")
+    first = seat_engine.acquire(
+        SeatRequest("t", "lic", "laptop", borrow_seconds=60, request_id="r-1")
+    )
+    repeat = seat_engine.acquire(
+        SeatRequest("t", "lic", "laptop", borrow_seconds=60, request_id="r-1")
+    )
     assert repeat == first and repeat.created and repeat.borrowed
     seat_engine.release("t", "lic", first.session_id)
-    lease = seat_engine.acquire("t", "lic", "desk")
+    lease = seat_engine.acquire(SeatRequest("t", "lic", "desk"))
     gone = seat_engine.release("t", "lic", lease.session_id, request_id="r-2")
     assert seat_engine.release("t", "lic", lease.session_id, request_id="r-2") == gone
     assert gone.lingering and gone.released
@@ -327,11 +335,11 @@ def test_a_config_cached_before_borrowing_existed_means_off(seat_engine, configs
     )
     seat_engine.redis.expire(cfg, 600)
     with pytest.raises(InvalidRequest):
-        seat_engine.acquire("t", "lic", "c1", borrow_seconds=60)
-    lease = seat_engine.acquire("t", "lic", "c1")
+        seat_engine.acquire(SeatRequest("t", "lic", "c1", borrow_seconds=60))
+    lease = seat_engine.acquire(SeatRequest("t", "lic", "c1"))
     assert not seat_engine.release("t", "lic", lease.session_id).lingering
     seat_engine.cache_config("t", "lic", configs("t", "lic"))  # what an admin change does
-    assert seat_engine.acquire("t", "lic", "c1", borrow_seconds=60).borrowed
+    assert seat_engine.acquire(SeatRequest("t", "lic", "c1", borrow_seconds=60)).borrowed
 
 
 # -- over HTTP: the real functions on real Redis and PostgreSQL --------------------------
@@ -470,8 +478,8 @@ def test_admin_license_settings_and_status(redis_url, database_url) -> None:
     admin_call("license.update", tenant_id="acme", license_id="cad", linger_seconds=300)
 
     engine = runtime_engine()  # the cache the admin actions refreshed
-    borrowed = engine.acquire("acme", "cad", "laptop", borrow_seconds=DAY)
-    lingering = engine.acquire("acme", "cad", "desk")
+    borrowed = engine.acquire(SeatRequest("acme", "cad", "laptop", borrow_seconds=DAY))
+    lingering = engine.acquire(SeatRequest("acme", "cad", "desk"))
     assert engine.release("acme", "cad", lingering.session_id).lingering
     _, body = admin_call("status", tenant_id="acme", license_id="cad")
     (lic,) = body["licenses"]
@@ -563,8 +571,8 @@ def test_cli_flags_and_status_columns(redis_url, database_url, capsys, monkeypat
     assert listing[1].split()[-3:] == ["86400", "60", "no"]
 
     engine = runtime_engine()
-    borrowed = engine.acquire("acme", "cad", "laptop", borrow_seconds=DAY)
-    lingering = engine.acquire("acme", "cad", "desk")
+    borrowed = engine.acquire(SeatRequest("acme", "cad", "laptop", borrow_seconds=DAY))
+    lingering = engine.acquire(SeatRequest("acme", "cad", "desk"))
     engine.release("acme", "cad", lingering.session_id)
     lines = run("status", "--tenant", "acme").splitlines()
     rows = {line.split()[0]: line.split()[-2:] for line in lines if line.strip()}

@@ -6,18 +6,19 @@ from __future__ import annotations
 import json
 
 import seatlease_cli as cli
-from seatlease import redisconn, store
-from seatlease.capacity import capacity
-from seatlease.engine import SeatEngine
+from seatlease.api.runtime import seat_engine
 from seatlease.licenses import LicenseConfig
-from seatlease.runtime import seat_engine
+from seatlease.records import store
+from seatlease.seats import redisconn
+from seatlease.seats.capacity import capacity
+from seatlease.seats.engine import SeatEngine, SeatRequest
 
 
 def test_capacity_shows_used_and_maximum_memory_and_the_leases(stack, redis_client, capsys):
     store.create_tenant("acme")
     store.create_license("acme", "cad", 10)
     for n in range(3):
-        seat_engine().acquire("acme", "cad", f"ws-{n}")
+        seat_engine().acquire(SeatRequest("acme", "cad", f"ws-{n}"))
     redis_client.config_set("maxmemory", 500 * 1024 * 1024)
     try:
         assert cli.main(["capacity", "--json"]) == 0
@@ -47,7 +48,7 @@ def test_capacity_sums_a_clusters_primaries(redis_cluster) -> None:
     client.flushall()
     engine = SeatEngine(client, lambda _tenant, _license: LicenseConfig(seats=50))
     for n in range(40):  # licenses spread over shards, so over the nodes
-        engine.acquire("acme", f"lic-{n}", "ws-1")
+        engine.acquire(SeatRequest("acme", f"lic-{n}", "ws-1"))
     body = capacity(client)
     client.close()
     assert body["live_leases"] == 40

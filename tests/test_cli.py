@@ -13,9 +13,11 @@ import pytest
 from http_support import revoked_in_shard
 
 import seatlease_cli as cli
-from seatlease import auth, db, keys, redisconn, store
+from seatlease.api import auth
 from seatlease.apikeys import hash_key
-from seatlease.pubsub import outbox_events
+from seatlease.events.pubsub import outbox_events
+from seatlease.records import db, store
+from seatlease.seats import keys, redisconn
 from seatlease_cli.procs import free_port
 
 REPO = Path(__file__).resolve().parent.parent

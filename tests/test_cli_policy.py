@@ -8,7 +8,9 @@ import json
 import pytest
 
 import seatlease_cli as cli
-from seatlease import runtime, store
+from seatlease.api import runtime
+from seatlease.records import store
+from seatlease.seats.engine import SeatRequest
 
 
 @pytest.fixture
@@ -81,8 +83,8 @@ def test_status_shows_the_queue(stack, capsys):
     store.create_license("acme", "cad", seats=1, policy={"queue": True})
     runtime.refresh_license_cache("acme", "cad")
     engine = runtime.seat_engine()
-    engine.acquire("acme", "cad", "holder", user="hal")
-    engine.acquire("acme", "cad", "waiter", user="wendy", host="pc-9", queue=True)
+    engine.acquire(SeatRequest("acme", "cad", "holder", user="hal"))
+    engine.acquire(SeatRequest("acme", "cad", "waiter", user="wendy", host="pc-9", queue=True))
     code, out, _ = run(capsys, "status", "--tenant", "acme")
     assert code == 0
     assert "queue: 1 waiting" in out

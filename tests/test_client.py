@@ -23,7 +23,9 @@ from typing import Any
 import pytest
 from werkzeug.serving import make_server
 
-from seatlease import redisconn, runtime, store
+from seatlease.api import runtime
+from seatlease.records import store
+from seatlease.seats import redisconn
 from seatlease_cli import devserver
 from seatlease_cli.procs import free_port, start_redis
 from seatlease_client import (

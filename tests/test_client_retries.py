@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 from http_support import serving
 
-from seatlease import runtime, store
-from seatlease.keys import LicenseKeys
-from seatlease.pubsub import outbox_events
-from seatlease.redisconn import get_redis
+from seatlease.api import runtime
+from seatlease.events.pubsub import outbox_events
+from seatlease.records import store
+from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.redisconn import get_redis
 from seatlease_cli import devserver
 from seatlease_client import SeatClient
 

@@ -21,7 +21,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from http_support import serving
 from werkzeug.wrappers import Request, Response
 
-from seatlease import runtime, signingkeys, store, tokens
+from seatlease.api import runtime, signingkeys, tokens
+from seatlease.records import store
 from seatlease_cli import devserver
 from seatlease_client import (
     BadSignature,

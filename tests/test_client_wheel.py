@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 from http_support import serving
 
-from seatlease import runtime, store
+from seatlease.api import runtime
+from seatlease.records import store
 from seatlease_cli import devserver
 from seatlease_cli.procs import free_port
 from seatlease_client import __version__

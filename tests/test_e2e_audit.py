@@ -12,9 +12,10 @@ from collections import Counter
 import functions_framework
 import pytest
 
-from seatlease import db, store
-from seatlease.pubsub import Publisher
-from seatlease.reaper import Reaper
+from seatlease.events.pubsub import Publisher
+from seatlease.events.reaper import Reaper
+from seatlease.records import db, event_log, store
+from seatlease.seats.engine import SeatRequest
 from seatlease_cli.procs import free_port
 
 
@@ -36,20 +37,22 @@ def push(client, data: bytes, message_id: str = "1"):
 def test_every_lease_change_becomes_exactly_one_audit_row(
     redis_client, database_url, pubsub, audit_client, monkeypatch
 ):
-    from seatlease.runtime import seat_engine
+    from seatlease.api.runtime import seat_engine
 
     store.create_tenant("acme")
     store.create_license("acme", "cad", seats=3, lease_seconds=1)
     engine = seat_engine()
-    kept = engine.acquire("acme", "cad", "ann", metadata={"user": "ann", "host": "pc1"})
-    gone = engine.acquire("acme", "cad", "bob")
-    engine.acquire("acme", "cad", "cat")  # crashes: never heartbeats
+    kept = engine.acquire(
+        SeatRequest("acme", "cad", "ann", metadata={"user": "ann", "host": "pc1"})
+    )
+    gone = engine.acquire(SeatRequest("acme", "cad", "bob"))
+    engine.acquire(SeatRequest("acme", "cad", "cat"))  # crashes: never heartbeats
     engine.release("acme", "cad", gone.session_id)
     engine.release("acme", "cad", kept.session_id, revoke=True)
     for client in ("dan", "eve"):
-        engine.acquire("acme", "cad", client)
+        engine.acquire(SeatRequest("acme", "cad", client))
     with pytest.raises(Exception, match="seats"):
-        engine.acquire("acme", "cad", "fay")
+        engine.acquire(SeatRequest("acme", "cad", "fay"))
     time.sleep(1.1)
 
     report = Reaper(redis_client, Publisher()).run()
@@ -59,7 +62,7 @@ def test_every_lease_change_becomes_exactly_one_audit_row(
     for i, message in enumerate(messages):  # Pub/Sub redelivers: nothing is added
         assert push(audit_client, message.data, f"again-{i}").status_code == 200
 
-    rows = store.list_events("acme", "cad")
+    rows = event_log.list_events("acme", "cad")
     assert len(rows) == report.published == len({r["event_id"] for r in rows})
     assert Counter(r["type"] for r in rows) == {
         "lease.acquired": 5,
@@ -83,7 +86,7 @@ def test_a_malformed_message_is_acknowledged_and_logged(database_url, audit_clie
         "audit: invalid events acknowledged",
         "audit: invalid events acknowledged",
     ]
-    assert store.list_events("acme") == []
+    assert event_log.list_events("acme") == []
 
 
 def _event(event_id: str, **changes):
@@ -118,7 +121,7 @@ def test_one_bad_event_is_dropped_and_the_rest_of_its_message_is_stored(
     data = json.dumps(events).encode()  # ensure_ascii: \u0000 and \ud800 escapes
     assert push(audit_client, data).status_code == 200
     assert push(audit_client, data, "again").status_code == 200  # redelivery: nothing added
-    assert [r["event_id"] for r in store.list_events("acme")] == ["good-1", "good-2"]
+    assert [r["event_id"] for r in event_log.list_events("acme")] == ["good-1", "good-2"]
     logged = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
     rejected = [line for line in logged if line["message"] == "audit: invalid events acknowledged"]
     assert len(rejected) == 2 and len(rejected[0]["rejected"]) == 3
@@ -135,7 +138,7 @@ def test_one_bad_event_is_dropped_and_the_rest_of_its_message_is_stored(
 def test_an_event_the_database_refuses_does_not_hold_back_its_batch(database_url):
     """Should an event the validation let through still be refused by PostgreSQL (data,
     not connection), the batch is stored event by event and only that event is dropped."""
-    from seatlease import audit
+    from seatlease.events import audit
 
     good = [audit.LeaseEvent.model_validate(_event(f"ok-{i}")) for i in range(3)]
     bad = audit.LeaseEvent.model_construct(**{**good[0].model_dump(), "event_id": "bad",
@@ -143,7 +146,7 @@ def test_an_event_the_database_refuses_does_not_hold_back_its_batch(database_url
     rejected: list[str] = []
     assert audit.store([good[0], bad, good[1], good[2]], rejected) == 3
     assert len(rejected) == 1 and "'bad'" in rejected[0]
-    assert sorted(r["event_id"] for r in store.list_events("acme")) == ["ok-0", "ok-1", "ok-2"]
+    assert sorted(r["event_id"] for r in event_log.list_events("acme")) == ["ok-0", "ok-1", "ok-2"]
 
 
 def test_database_down_raises_then_the_retry_inserts_once(database_url, audit_client, monkeypatch):
@@ -168,7 +171,7 @@ def test_database_down_raises_then_the_retry_inserts_once(database_url, audit_cl
     db.reset()
     assert push(audit_client, data).status_code == 200
     assert push(audit_client, data).status_code == 200
-    assert [r["event_id"] for r in store.list_events("acme")] == ["evt-1"]
+    assert [r["event_id"] for r in event_log.list_events("acme")] == ["evt-1"]
 
 
 def test_a_binary_mode_cloudevent_from_eventarc_is_stored(database_url, audit_client):
@@ -199,5 +202,5 @@ def test_a_binary_mode_cloudevent_from_eventarc_is_stored(database_url, audit_cl
     }
     for _ in range(2):
         assert audit_client.post("/", json=body, headers=headers).status_code == 200
-    rows = store.list_events("acme")
+    rows = event_log.list_events("acme")
     assert [(r["event_id"], r["type"]) for r in rows] == [("evt-ce", "lease.released")]

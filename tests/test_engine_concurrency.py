@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from seatlease import redisconn
-from seatlease.engine import LicenseConfig, SeatEngine
 from seatlease.errors import NoSeatsAvailable, SessionExpired
-from seatlease.keys import LicenseKeys
+from seatlease.seats import redisconn
+from seatlease.seats.engine import LicenseConfig, SeatEngine, SeatRequest
+from seatlease.seats.keys import LicenseKeys
 
 # Counts live leases with the server's clock, atomically (a read-only probe).
 LIVE_PROBE = """
@@ -52,7 +52,7 @@ def _worker(url: str, worker: int, seconds: float, out: multiprocessing.Queue) -
                 if roll < 0.5 or not held:
                     client = f"w{worker}-t{thread}-{rng.randrange(3)}"
                     borrow = 2 if rng.random() < 0.2 else None
-                    lease = eng.acquire("t", "hot", client, borrow_seconds=borrow)
+                    lease = eng.acquire(SeatRequest("t", "hot", client, borrow_seconds=borrow))
                     stats["acquired"] += 1
                     stats["borrowed"] += lease.borrowed and lease.created
                     # Its lingering seat back (or its lease still live, or a new one).
@@ -130,7 +130,7 @@ def test_same_client_racing_gets_one_seat(engine, configs, clients):
 
     def go() -> None:
         barrier.wait()
-        results.append(engine.acquire("t", "race", "same-client").session_id)
+        results.append(engine.acquire(SeatRequest("t", "race", "same-client")).session_id)
 
     threads = [threading.Thread(target=go) for _ in range(clients)]
     for t in threads:
@@ -145,7 +145,7 @@ def test_a_lingering_seat_goes_to_its_client_not_to_a_racing_crowd(engine, confi
     """One seat, released into linger; its client and 30 others acquire at once: the
     others are denied (the lingering seat counts), its client takes it back."""
     configs.add("t", "linger", seats=1, linger_seconds=60)
-    first = engine.acquire("t", "linger", "owner")
+    first = engine.acquire(SeatRequest("t", "linger", "owner"))
     assert engine.release("t", "linger", first.session_id).lingering
     barrier = threading.Barrier(31)
     outcomes: dict[str, str] = {}
@@ -153,7 +153,7 @@ def test_a_lingering_seat_goes_to_its_client_not_to_a_racing_crowd(engine, confi
     def go(client: str) -> None:
         barrier.wait()
         try:
-            lease = engine.acquire("t", "linger", client)
+            lease = engine.acquire(SeatRequest("t", "linger", client))
             outcomes[client] = lease.session_id
         except NoSeatsAvailable:
             outcomes[client] = "denied"
@@ -179,7 +179,9 @@ def test_borrowers_racing_for_the_last_seats_never_exceed_the_limit(engine, conf
     def go(i: int) -> None:
         barrier.wait()
         try:
-            lease = engine.acquire("t", "borrow", f"c{i}", borrow_seconds=600 if i % 2 else None)
+            lease = engine.acquire(
+                SeatRequest("t", "borrow", f"c{i}", borrow_seconds=600 if i % 2 else None)
+            )
             won.append(lease.borrowed)
         except NoSeatsAvailable:
             pass

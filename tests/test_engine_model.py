@@ -21,11 +21,11 @@ from hypothesis.stateful import (
     rule,
 )
 
-from seatlease import redisconn
-from seatlease.engine import LicenseConfig, SeatEngine
 from seatlease.errors import InvalidRequest, NoSeatsAvailable, SessionExpired
-from seatlease.keys import LicenseKeys
-from seatlease.pubsub import outbox_events
+from seatlease.events.pubsub import outbox_events
+from seatlease.seats import redisconn
+from seatlease.seats.engine import LicenseConfig, SeatEngine, SeatRequest
+from seatlease.seats.keys import LicenseKeys
 
 CLIENTS = st.sampled_from([f"c{i}" for i in range(6)])
 BORROW_SECONDS = 600
@@ -109,14 +109,14 @@ class SeatModel(RuleBasedStateMachine):
     def acquire(self, client: str, borrow: bool) -> None:
         if borrow and self.config.max_borrow_seconds == 0:
             with pytest.raises(InvalidRequest):  # refused before anything changes
-                self.engine.acquire("t", "lic", client, borrow_seconds=BORROW_SECONDS)
+                self.engine.acquire(SeatRequest("t", "lic", client, borrow_seconds=BORROW_SECONDS))
             return
         self._reclaim_expired()
         held = [sid for sid, c in self.live.items() if c == client]
         limit = self.config.seat_limit
         try:
             lease = self.engine.acquire(
-                "t", "lic", client, borrow_seconds=BORROW_SECONDS if borrow else None
+                SeatRequest("t", "lic", client, borrow_seconds=BORROW_SECONDS if borrow else None)
             )
         except NoSeatsAvailable as denied:
             assert not held and len(self.live) >= limit
@@ -209,7 +209,7 @@ class SeatModel(RuleBasedStateMachine):
         """Once per run: a 1-second lease really expires by waiting."""
         self.waited = True
         self._reclaim_expired()
-        lease = self.engine.acquire("t", "lic", client, lease_seconds=1)
+        lease = self.engine.acquire(SeatRequest("t", "lic", client, lease_seconds=1))
         self.events["lease.acquired"] += 1
         self.order.append(lease.session_id)
         time.sleep(1.05)

@@ -8,10 +8,11 @@ import time
 
 import pytest
 
-from seatlease import keys, pubsub
-from seatlease.engine import Lease, QueuePlace, SeatEngine
 from seatlease.errors import InvalidRequest, NoSeatsAvailable, UserDenied, UserLimitReached
-from seatlease.policy import LicensePolicy
+from seatlease.events import pubsub
+from seatlease.seats import keys
+from seatlease.seats.engine import Lease, QueuePlace, SeatEngine, SeatRequest
+from seatlease.seats.policy import LicensePolicy
 
 
 def events(eng: SeatEngine, license_id: str) -> list[dict]:
@@ -26,7 +27,7 @@ def add(configs, license_id: str, seats: int, **policy) -> None:
 
 
 def acquire(eng: SeatEngine, license_id: str, client: str, user: str | None = None, **kw):
-    return eng.acquire("t", license_id, client, user=user, **kw)
+    return eng.acquire(SeatRequest("t", license_id, client, user=user, **kw))
 
 
 def test_per_user_limit_names_the_limit_and_the_count(seat_engine, configs):
@@ -49,7 +50,7 @@ def test_per_user_limit_names_the_limit_and_the_count(seat_engine, configs):
 def test_user_and_host_reach_the_lease_metadata_and_events(seat_engine, configs):
     add(configs, "lic", seats=2, max_per_user=1)
     lease = seat_engine.acquire(
-        "t", "lic", "c1", metadata={"user": "spoof", "x": 1}, user="ann", host="pc-7"
+        SeatRequest("t", "lic", "c1", metadata={"user": "spoof", "x": 1}, user="ann", host="pc-7")
     )
     [live] = seat_engine.live_leases("t", "lic")
     assert live["session_id"] == lease.session_id
@@ -202,7 +203,7 @@ def test_a_ticket_not_renewed_drops_out(seat_engine, configs):
 
 def test_a_license_without_policy_caches_no_policy_field(seat_engine, configs):
     configs.add("t", "plain", seats=1)
-    seat_engine.acquire("t", "plain", "c1", user="ann")
+    seat_engine.acquire(SeatRequest("t", "plain", "c1", user="ann"))
     cfg = keys.LicenseKeys.of("t", "plain")
     assert seat_engine.redis.hget(cfg.cfg, "policy") is None
     assert not seat_engine.redis.exists(cfg.users)

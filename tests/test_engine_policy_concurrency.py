@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from seatlease import redisconn
-from seatlease.engine import Lease, LicenseConfig, QueuePlace, SeatEngine
 from seatlease.errors import NoSeatsAvailable, UserDenied, UserLimitReached
-from seatlease.keys import LicenseKeys
-from seatlease.policy import LicensePolicy
+from seatlease.seats import redisconn
+from seatlease.seats.engine import Lease, LicenseConfig, QueuePlace, SeatEngine, SeatRequest
+from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.policy import LicensePolicy
 
 # Per user: live leases; and live leases of users in no group. Atomic (one script).
 PROBE = """
@@ -72,8 +72,8 @@ def test_fifty_threads_never_exceed_the_cap_a_user_limit_or_a_reservation(
         while time.monotonic() < stop:
             cid = f"c{n}-{rng.randrange(2)}"
             try:
-                got = eng.acquire("t", "hot", cid, user=user, queue=rng.random() < 0.5,
-                                  ticket=ticket)  # fmt: skip
+                got = eng.acquire(SeatRequest("t", "hot", cid, user=user, queue=rng.random() < 0.5,
+                                  ticket=ticket))  # fmt: skip
                 if isinstance(got, QueuePlace):
                     ticket = got.ticket
                     with lock:
@@ -141,11 +141,11 @@ def test_the_queue_serves_waiting_clients_in_the_order_they_joined(
     client.flushall()
     config = LicenseConfig(seats=1, lease_seconds=30, policy=LicensePolicy(queue=True).redis_form())
     eng = SeatEngine(client, lambda _t, _l: config)
-    holder = eng.acquire("t", "fifo", "holder")
+    holder = eng.acquire(SeatRequest("t", "fifo", "holder"))
     assert isinstance(holder, Lease)
     tickets = {}
     for i in range(20):  # they join in this order
-        place = eng.acquire("t", "fifo", f"w{i:02}", queue=True)
+        place = eng.acquire(SeatRequest("t", "fifo", f"w{i:02}", queue=True))
         assert isinstance(place, QueuePlace) and place.position == i + 1
         tickets[f"w{i:02}"] = place.ticket
     served: list[str] = []
@@ -154,7 +154,7 @@ def test_the_queue_serves_waiting_clients_in_the_order_they_joined(
 
     def wait(cid: str) -> None:
         while time.monotonic() < deadline:
-            got = eng.acquire("t", "fifo", cid, queue=True, ticket=tickets[cid])
+            got = eng.acquire(SeatRequest("t", "fifo", cid, queue=True, ticket=tickets[cid]))
             if isinstance(got, Lease):
                 with lock:
                     served.append(cid)
@@ -171,7 +171,7 @@ def test_the_queue_serves_waiting_clients_in_the_order_they_joined(
     eng.release("t", "fifo", holder.session_id)
     while any(t.is_alive() for t in threads):
         try:
-            got = eng.acquire("t", "fifo", "intruder")
+            got = eng.acquire(SeatRequest("t", "fifo", "intruder"))
         except NoSeatsAvailable:
             continue
         with lock:

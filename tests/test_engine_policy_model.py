@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from seatlease import redisconn
-from seatlease.engine import Lease, LicenseConfig, QueuePlace, SeatEngine
 from seatlease.errors import NoSeatsAvailable, UserDenied, UserLimitReached
-from seatlease.keys import LicenseKeys
-from seatlease.policy import LicensePolicy
+from seatlease.seats import redisconn
+from seatlease.seats.engine import Lease, LicenseConfig, QueuePlace, SeatEngine, SeatRequest
+from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.policy import LicensePolicy
 
 CLIENTS = [f"c{i}" for i in range(7)]
 USER_OF = {c: f"u{i % 5}" for i, c in enumerate(CLIENTS)}  # c5 is u0's second client
@@ -148,7 +148,9 @@ class PolicyModel(RuleBasedStateMachine):
         user = USER_OF[client]
         try:
             got = self.engine.acquire(
-                "t", "lic", client, user=user, queue=queue, ticket=self.tickets.get(client)
+                SeatRequest(
+                    "t", "lic", client, user=user, queue=queue, ticket=self.tickets.get(client)
+                )
             )
         except UserLimitReached:
             assert expected == "limit"

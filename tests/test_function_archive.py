@@ -40,7 +40,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from seatlease import store
+from seatlease.records import store
 
 REPO = Path(__file__).resolve().parent.parent
 BUILDER = REPO / "tools" / "build_function_source.py"
@@ -134,6 +134,22 @@ def _first_party_imports(source: str) -> set[str]:
     return names
 
 
+RUNTIME_FOLDERS = {
+    "seatlease",
+    "seatlease/admin",
+    "seatlease/api",
+    "seatlease/events",
+    "seatlease/portal",
+    "seatlease/portal/static",
+    "seatlease/records",
+    "seatlease/records/migrations",
+    "seatlease/records/migrations/versions",
+    "seatlease/records/reports",
+    "seatlease/seats",
+    "seatlease/seats/lua",
+}
+
+
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_archive_holds_main_the_runtime_package_and_the_lock_only(name, outside_tmp):
     path = _build_cli(name, outside_tmp)
@@ -150,7 +166,12 @@ def test_archive_holds_main_the_runtime_package_and_the_lock_only(name, outside_
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     }
     assert {n for n in names if n.startswith("seatlease/")} == expected
-    assert "seatlease/lua/acquire.lua" in names and "seatlease/openapi.yaml" in names
+    assert "seatlease/seats/lua/acquire.lua" in names and "seatlease/api/openapi.yaml" in names
+    # the runtime's rooms (docs/design.md), each a package, and no other folder
+    folders = {n.rsplit("/", 1)[0] for n in names if n.startswith("seatlease/")}
+    assert folders == RUNTIME_FOLDERS, folders ^ RUNTIME_FOLDERS
+    packages = folders - {"seatlease/portal/static", "seatlease/seats/lua"}
+    assert all(f"{folder}/__init__.py" in names for folder in packages)
     for entry in names:
         parts = entry.split("/")
         assert not FORBIDDEN_PACKAGES & set(parts), entry
@@ -321,10 +342,13 @@ def test_every_library_a_function_can_import_is_in_its_archive_lock(
     with zipfile.ZipFile(_build_cli(name, outside_tmp)) as zf:
         pins = _pins(zf.read("requirements.txt").decode())
     reached, imports = _imports_reached(REPO / "functions" / name / "main.py")
-    assert REPO / "shared" / "seatlease" / "http.py" in reached or name in ("audit", "reaper")
+    assert REPO / "shared" / "seatlease" / "api" / "http.py" in reached or name in (
+        "audit",
+        "reaper",
+    )
     needed = {_distribution_of(module, module_distributions) for module in imports} - {None}
     assert "functions-framework" in needed and needed <= set(pins), sorted(needed - set(pins))
-    publishes = REPO / "shared" / "seatlease" / "pubsub.py" in reached
+    publishes = REPO / "shared" / "seatlease" / "events" / "pubsub.py" in reached
     assert publishes == ("google-cloud-pubsub" in needed)
     assert publishes == (name in builder.PUBLISHING_FUNCTIONS) == (name == "reaper")
     # ... and nothing that only publishing needs: the OpenTelemetry SDK stays out

@@ -19,10 +19,11 @@ from http_support import (
     release,
 )
 
-from seatlease import runtime, store
-from seatlease.keys import LicenseKeys
-from seatlease.pubsub import outbox_events
-from seatlease.redisconn import get_redis
+from seatlease.api import runtime
+from seatlease.events.pubsub import outbox_events
+from seatlease.records import store
+from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.redisconn import get_redis
 
 
 def test_new_lease_is_201_with_the_full_body(acme: Tenant) -> None:

@@ -1,4 +1,4 @@
-"""The one HTTP boundary (shared/seatlease/http.py) and its two error mappings: every
+"""The one HTTP boundary (shared/seatlease/api/http.py) and its two error mappings: every
 domain error has a status and an exit code, the admin and reaper functions go through
 ``endpoint`` like the client functions, and the reaper's one ``reaper run`` line per
 run, which the monitoring's log-based metrics read (terraform/modules/monitoring)."""
@@ -15,9 +15,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 import seatlease_cli as cli
-from seatlease import errors, redisconn
-from seatlease.http import ApiError, to_api_error
-from seatlease.schemas import invalid_request
+from seatlease import errors
+from seatlease.api.http import ApiError, to_api_error
+from seatlease.fields import invalid_request
+from seatlease.seats import redisconn
 
 # One instance of every domain error, with the status and code the contract gives it.
 EXAMPLES = {

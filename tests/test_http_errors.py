@@ -28,9 +28,11 @@ from http_support import (
     release,
 )
 
-from seatlease import auth, db, redisconn, store
-from seatlease.keys import LicenseKeys
-from seatlease.redisconn import get_redis
+from seatlease.api import auth
+from seatlease.records import db, store
+from seatlease.seats import redisconn
+from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.redisconn import get_redis
 from seatlease_cli.procs import free_port
 
 LICENSE = "cad"
@@ -523,13 +525,13 @@ def test_denial_log_line(acme: Tenant, capsys: pytest.CaptureFixture[str]) -> No
 def test_cold_import_loads_neither_sqlalchemy_nor_pubsub(name: str) -> None:
     """The database client loads only on a config-cache miss, and Pub/Sub never: a cold
     start of a client-facing function stays small. Nor PyJWT: tokens are encoded with
-    cryptography alone (seatlease.tokens), without every algorithm PyJWT loads."""
+    cryptography alone (seatlease.api.tokens), without every algorithm PyJWT loads."""
     code = (
         f"import sys; sys.path.insert(0, 'functions/{name}'); import main; "
         "print(any(m == 'sqlalchemy' or m.startswith('sqlalchemy.') for m in sys.modules), "
         "any(m.startswith('google.cloud.pubsub') for m in sys.modules), "
         "'jwt' in sys.modules, "
-        f"'seatlease.store' in sys.modules, callable(getattr(main, {name!r})))"
+        f"'seatlease.records.store' in sys.modules, callable(getattr(main, {name!r})))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True

@@ -20,7 +20,7 @@ from http_support import (
     release,
 )
 
-from seatlease import runtime
+from seatlease.api import runtime
 
 
 def _session(tenant: Tenant, license_id: str, client_id: str = "ws-1", **fields: object) -> dict:

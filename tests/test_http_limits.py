@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 from http_support import Tenant, log_lines, new_license, new_tenant, serving
 
-from seatlease.http import MAX_BODY_BYTES
+from seatlease.api.http import MAX_BODY_BYTES
 from seatlease_cli import devserver
 from seatlease_cli.procs import Proc, free_port, port_open, wait_until
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from http_support import Tenant, acquire, call, error_of, new_license, outbox_types, release
 
-from seatlease import admin, store
+from seatlease import admin
 from seatlease.errors import InvalidRequest, StoreError
+from seatlease.records import store
 
 POLICY = {
     "max_per_user": 1,

@@ -13,7 +13,8 @@ import time
 import pytest
 from http_support import post_json
 
-from seatlease import db, redisconn, store
+from seatlease.records import db, event_log
+from seatlease.seats import redisconn
 from seatlease_cli.demo import play
 from seatlease_cli.localstack import DEMO_LICENSE, DEMO_TENANT, STORY_LICENSE, LocalStack
 from seatlease_cli.procs import free_port, port_open
@@ -37,9 +38,9 @@ def test_local_stack_runs_the_whole_story(tmp_path, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     redisconn.reset()
     db.reset()
-    import seatlease.reaper
+    import seatlease.events.reaper
 
-    monkeypatch.setattr(seatlease.reaper, "_publisher", None)
+    monkeypatch.setattr(seatlease.events.reaper, "_publisher", None)
     lines: list[str] = []
     stack = LocalStack(port=free_port(), reaper_interval=0.5, say=lines.append)
     try:
@@ -69,7 +70,7 @@ def test_local_stack_runs_the_whole_story(tmp_path, monkeypatch):
         deadline = time.monotonic() + 60
         types: list[str] = []
         while time.monotonic() < deadline:  # scheduler -> reaper -> emulator -> audit push
-            types = [e["type"] for e in store.list_events(DEMO_TENANT, DEMO_LICENSE)]
+            types = [e["type"] for e in event_log.list_events(DEMO_TENANT, DEMO_LICENSE)]
             if len(types) >= 2:
                 break
             time.sleep(0.5)
@@ -90,7 +91,7 @@ def test_local_stack_runs_the_whole_story(tmp_path, monkeypatch):
         assert story["denied"] is not None and story["denied"].retry_after_seconds >= 1
         assert any("carol gets bob's seat" in line for line in said)
         events = {
-            (e["session_id"], e["type"]) for e in store.list_events(DEMO_TENANT, story_license)
+            (e["session_id"], e["type"]) for e in event_log.list_events(DEMO_TENANT, story_license)
         }
         assert (story["bob"], "lease.reclaimed") in events
         assert (story["carol"], "lease.acquired") in events

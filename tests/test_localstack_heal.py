@@ -19,7 +19,9 @@ import pytest
 from http_support import post_json as post
 from procs import start_postgres
 
-from seatlease import db, reaper, redisconn, store
+from seatlease.events import reaper
+from seatlease.records import db, event_log, store
+from seatlease.seats import redisconn
 from seatlease_cli.localstack import (
     AUDIT_DELIVERY,
     DEMO_LICENSE,
@@ -62,7 +64,7 @@ def audited(sessions: set[str], types: set[str], timeout: float) -> set[tuple[st
     wanted = {(s, t) for s in sessions for t in types}
     deadline = time.monotonic() + timeout
     while True:
-        stored = {(e["session_id"], e["type"]) for e in store.list_events(DEMO_TENANT)}
+        stored = {(e["session_id"], e["type"]) for e in event_log.list_events(DEMO_TENANT)}
         if wanted <= stored or time.monotonic() > deadline:
             return wanted - stored
         time.sleep(0.5)
@@ -398,7 +400,7 @@ def test_an_audit_failure_is_one_json_error_line_and_a_retry(private_postgres, t
     assert entry["stack_trace"].startswith("Traceback (most recent call last):")
     engine = db.make_engine(private_postgres.url)
     try:
-        stored = store.list_events("t-audit-down", engine=engine)
+        stored = event_log.list_events("t-audit-down", engine=engine)
     finally:
         engine.dispose()
     assert [e["event_id"] for e in stored] == [event["event_id"]]

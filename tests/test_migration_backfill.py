@@ -1,4 +1,4 @@
-"""Migrations backfill from their own frozen code, never the live ``seatlease.rollups``:
+"""Migrations backfill from their own frozen code, never the live ``seatlease.records.rollups``:
 a database at 0002 (or taken on to 0007) that already holds lease events upgrades to head
 (0003's rollups, 0008's minute rollups, 0010's users), and ends with the same events,
 rollups and reports as a database that received the same events through today's audit
@@ -16,10 +16,10 @@ import sqlalchemy as sa
 from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.dialects.postgresql import JSONB
 
-from seatlease import db, store
 from seatlease.clock import utc
-from seatlease.reports import Window, usage_report, user_usage
-from seatlease.tables import (
+from seatlease.records import db, event_log, store
+from seatlease.records.reports import Window, usage_report, user_usage
+from seatlease.records.tables import (
     lease_events,
     usage_client_rollups,
     usage_leases,
@@ -133,7 +133,7 @@ def test_upgrade_with_stored_events_matches_the_audit_insert(new_database, steps
 
     fresh = new_database()
     store.upgrade(fresh)
-    assert store.insert_events(events, fresh) == len(events)
+    assert event_log.insert_events(events, fresh) == len(events)
 
     with migrated.connect() as conn:
         stored = conn.execute(select(lease_events.c.event_id)).scalars().all()
@@ -173,7 +173,8 @@ def _rows(engine: Engine, table: sa.Table) -> list[tuple]:
 
 
 def test_migrations_import_no_live_application_code():
-    """A migration carries its own frozen copy of what it runs (seatlease.migrations._frozen_*)."""
+    """A migration carries its own frozen copy of what it runs
+    (seatlease.records.migrations._frozen_*)."""
     versions = Path(store.__file__).parent / "migrations" / "versions"
     for path in sorted(versions.glob("0*.py")):
         source = path.read_text()
@@ -181,4 +182,6 @@ def test_migrations_import_no_live_application_code():
         assert "import seatlease." not in source, path.name
         for line in source.splitlines():
             if line.startswith("from seatlease"):
-                assert line.startswith("from seatlease.migrations import _frozen_"), path.name
+                assert line.startswith("from seatlease.records.migrations import _frozen_"), (
+                    path.name
+                )

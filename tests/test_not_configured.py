@@ -18,7 +18,8 @@ import functions_framework
 import pytest
 from http_support import REPO, Tenant, error_of, live_sessions, log_lines, new_license
 
-from seatlease import config, tokens
+from seatlease import config
+from seatlease.api import tokens
 
 CLIENT_API = ("acquire", "heartbeat", "release")
 
@@ -199,7 +200,7 @@ def test_the_audit_function_deployed_without_a_database(
     import base64
     import json
 
-    from seatlease import db, store
+    from seatlease.records import db, event_log
 
     monkeypatch.setenv("K_SERVICE", "audit")
     monkeypatch.delenv("DATABASE_URL")
@@ -221,4 +222,4 @@ def test_the_audit_function_deployed_without_a_database(
     monkeypatch.setenv("DATABASE_URL", database_url)
     db.reset()
     assert client.post("/", json=body).status_code == 200
-    assert [r["event_id"] for r in store.list_events("acme")] == ["evt-1"]
+    assert [r["event_id"] for r in event_log.list_events("acme")] == ["evt-1"]

@@ -1,4 +1,4 @@
-"""shared/seatlease/openapi.yaml describes the running functions exactly.
+"""shared/seatlease/api/openapi.yaml describes the running functions exactly.
 
 Schemathesis generates requests from the spec (valid and deliberately invalid bodies,
 wrong types, unknown fields, other methods, missing headers) and sends them to the real
@@ -30,11 +30,11 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from seatlease import store
+from seatlease.records import store
 from seatlease_cli import devserver
 
 REPO = Path(__file__).resolve().parent.parent
-SPEC = REPO / "shared" / "seatlease" / "openapi.yaml"
+SPEC = REPO / "shared" / "seatlease" / "api" / "openapi.yaml"
 EXAMPLE_LICENSE = "cad-suite-2026"  # the license id the spec's examples use
 EXAMPLES = 120  # per operation and run: about 2 x 3 x 120 requests, well under a minute
 

@@ -9,10 +9,10 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seatlease.audit import decode_events
 from seatlease.clock import rfc3339
-from seatlease.pubsub import encode_messages, outbox_events
-from seatlease.scripts import script_source
+from seatlease.events.audit import decode_events
+from seatlease.events.pubsub import encode_messages, outbox_events
+from seatlease.seats.scripts import script_source
 
 LIB = script_source("flush_denials").split("\n-- flush_denials.lua", 1)[0]
 

@@ -25,10 +25,13 @@ from http_support import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seatlease import auth, keys, portal, ratelimit, store
+from seatlease.api import auth
 from seatlease.apikeys import hash_key
 from seatlease.errors import RateLimited
-from seatlease.redisconn import get_redis
+from seatlease.portal import actions as portal
+from seatlease.records import event_log, store
+from seatlease.seats import keys, ratelimit
+from seatlease.seats.redisconn import get_redis
 
 
 def admin_of(tenant: Tenant) -> Tenant:
@@ -205,7 +208,7 @@ def test_usage_covers_a_bounded_window_with_timelines(acme: Tenant) -> None:
     new_license(acme, "cad", seats=4)
     admin = admin_of(acme)
     start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
-    store.insert_events(
+    event_log.insert_events(
         [
             _event("e1", "lease.acquired", "s1", start + timedelta(minutes=5), 1),
             _event("e2", "lease.acquired", "s2", start + timedelta(minutes=10), 2),

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from http_support import post_json
 
-from seatlease import db, redisconn, store
+from seatlease.records import db, event_log, store
+from seatlease.seats import redisconn
 from seatlease_cli.localstack import DEMO_LICENSE, DEMO_TENANT, LocalStack
 from seatlease_cli.procs import free_port
 
@@ -105,7 +106,7 @@ def _week_of_usage() -> None:
                            "occurred_at": at, "seats_used": n + 1})  # fmt: skip
             events.append({**common, "event_id": f"{session}-r", "type": "lease.released",
                            "occurred_at": at + timedelta(hours=3), "seats_used": 0})  # fmt: skip
-    store.insert_events(events)
+    event_log.insert_events(events)
 
 
 def _shots() -> Path:

@@ -11,10 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from http_support import acquire, app, error_of, heartbeat, new_license, new_tenant, release
 
-from seatlease import admin, db, store, tenantlimits
-from seatlease.engine import SeatEngine
+from seatlease import admin
+from seatlease.api import tenantlimits
 from seatlease.errors import TenantRateLimited
-from seatlease.keys import LicenseKeys, tenant_rate_cache_key
+from seatlease.records import db, store
+from seatlease.seats.engine import SeatEngine, SeatRequest
+from seatlease.seats.keys import LicenseKeys, tenant_rate_cache_key
 
 
 @pytest.fixture
@@ -29,7 +31,7 @@ def drain(engine: SeatEngine, tenant: str, license_id: str, rate: int) -> int:
     passed = 0
     for n in range(4 * rate + 10):
         try:
-            engine.acquire(tenant, license_id, f"drain-{n}", rate_limit=rate)
+            engine.acquire(SeatRequest(tenant, license_id, f"drain-{n}", rate_limit=rate))
             passed += 1
         except TenantRateLimited:
             return passed
@@ -45,13 +47,13 @@ def test_a_burst_of_one_seconds_worth_passes_then_429_with_retry_after(seat_engi
     passed = drain(seat_engine, "a", "cad", rate=20)
     assert 18 <= passed <= 22  # the burst: one second's worth (plus what refilled meanwhile)
     with pytest.raises(TenantRateLimited) as refused:
-        seat_engine.acquire("a", "cad", "late", rate_limit=20)
+        seat_engine.acquire(SeatRequest("a", "cad", "late", rate_limit=20))
     assert refused.value.retry_after_seconds == 1
     # Nothing was taken by the refused calls, and another tenant is untouched.
     assert len(seat_engine.live_leases("a", "cad")) == passed
-    assert seat_engine.acquire("b", "cad", "ws-1", rate_limit=20).created
+    assert seat_engine.acquire(SeatRequest("b", "cad", "ws-1", rate_limit=20)).created
     # No limit (an operator's call, or a tenant with 0) is never refused.
-    assert seat_engine.acquire("a", "cad", "operator", rate_limit=0).created
+    assert seat_engine.acquire(SeatRequest("a", "cad", "operator", rate_limit=0)).created
 
 
 def test_the_budget_refills_at_the_rate(seat_engine, configs):
@@ -61,7 +63,7 @@ def test_the_budget_refills_at_the_rate(seat_engine, configs):
     passed = 0
     for n in range(10):
         try:
-            seat_engine.acquire("a", "cad", f"again-{n}", rate_limit=10)
+            seat_engine.acquire(SeatRequest("a", "cad", f"again-{n}", rate_limit=10))
             passed += 1
         except TenantRateLimited:
             pass
@@ -76,7 +78,7 @@ def test_the_budget_is_shared_by_every_instance(seat_engine, configs):
     for n in range(60):
         engine = seat_engine if n % 2 else other
         try:
-            engine.acquire("a", "cad", f"c{n}", rate_limit=20)
+            engine.acquire(SeatRequest("a", "cad", f"c{n}", rate_limit=20))
             passed += 1
         except TenantRateLimited:
             pass
@@ -85,9 +87,9 @@ def test_the_budget_is_shared_by_every_instance(seat_engine, configs):
 
 def test_a_repeated_request_id_is_answered_even_over_the_budget(seat_engine, configs):
     configs.add("a", "cad", seats=1000)
-    first = seat_engine.acquire("a", "cad", "ws-1", request_id="rid-1", rate_limit=5)
+    first = seat_engine.acquire(SeatRequest("a", "cad", "ws-1", request_id="rid-1", rate_limit=5))
     drain(seat_engine, "a", "cad", rate=5)
-    again = seat_engine.acquire("a", "cad", "ws-1", request_id="rid-1", rate_limit=5)
+    again = seat_engine.acquire(SeatRequest("a", "cad", "ws-1", request_id="rid-1", rate_limit=5))
     assert again == first
 
 
@@ -95,7 +97,7 @@ def test_an_early_heartbeat_is_refused_one_on_schedule_passes(seat_engine, confi
     """Over the budget, a heartbeat is refused only while more than two thirds of its
     lease is left: one that comes on schedule passes, so a limit never costs a lease."""
     configs.add("a", "cad", seats=1000, lease_seconds=3)
-    lease = seat_engine.acquire("a", "cad", "ws-1", rate_limit=0)
+    lease = seat_engine.acquire(SeatRequest("a", "cad", "ws-1", rate_limit=0))
     drain(seat_engine, "a", "cad", rate=2)
     with pytest.raises(TenantRateLimited) as early:
         seat_engine.heartbeat("a", "cad", lease.session_id, rate_limit=2)
@@ -108,7 +110,7 @@ def test_an_early_heartbeat_is_refused_one_on_schedule_passes(seat_engine, confi
 
 def test_a_borrowed_lease_refused_a_heartbeat_keeps_its_deadline(seat_engine, configs):
     configs.add("a", "cad", seats=10, max_borrow_seconds=3600)
-    lease = seat_engine.acquire("a", "cad", "ws-1", borrow_seconds=3600)
+    lease = seat_engine.acquire(SeatRequest("a", "cad", "ws-1", borrow_seconds=3600))
     drain(seat_engine, "a", "cad", rate=2)
     with pytest.raises(TenantRateLimited):
         seat_engine.heartbeat("a", "cad", lease.session_id, rate_limit=2)
@@ -118,7 +120,7 @@ def test_a_borrowed_lease_refused_a_heartbeat_keeps_its_deadline(seat_engine, co
 
 def test_a_release_over_the_budget_changes_nothing(seat_engine, configs):
     configs.add("a", "cad", seats=1000)
-    lease = seat_engine.acquire("a", "cad", "ws-1")
+    lease = seat_engine.acquire(SeatRequest("a", "cad", "ws-1"))
     drain(seat_engine, "a", "cad", rate=3)
     with pytest.raises(TenantRateLimited):
         seat_engine.release("a", "cad", lease.session_id, rate_limit=3)
@@ -127,7 +129,7 @@ def test_a_release_over_the_budget_changes_nothing(seat_engine, configs):
 
 def test_the_budget_key_lives_in_the_license_slot_and_expires(seat_engine, configs):
     configs.add("a", "cad", seats=10)
-    seat_engine.acquire("a", "cad", "ws-1", rate_limit=100)
+    seat_engine.acquire(SeatRequest("a", "cad", "ws-1", rate_limit=100))
     keys = LicenseKeys.of("a", "cad")
     assert keys.rate.startswith(f"sl:{{{keys.shard}}}:")
     ttl_ms = seat_engine.redis.pttl(keys.rate)
@@ -233,7 +235,7 @@ def test_migration_0007_gives_every_tenant_the_default_and_downgrades(migration_
 
     from sqlalchemy import inspect, text
 
-    from seatlease import db
+    from seatlease.records import db
 
     for url in migration_urls:
         engine = db.make_engine(url)

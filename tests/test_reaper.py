@@ -11,11 +11,11 @@ from collections import Counter
 import functions_framework
 import pytest
 
-import seatlease.reaper
-from seatlease import keys, redisconn
-from seatlease.engine import SeatEngine
-from seatlease.pubsub import Publisher, outbox_events
-from seatlease.reaper import Reaper
+import seatlease.events.reaper
+from seatlease.events.pubsub import Publisher, outbox_events
+from seatlease.events.reaper import Reaper
+from seatlease.seats import keys, redisconn
+from seatlease.seats.engine import SeatEngine, SeatRequest
 from seatlease_cli.procs import start_pubsub_emulator
 
 
@@ -36,10 +36,10 @@ def reaper(redis_client, pubsub) -> Reaper:
 def test_one_run_reclaims_exactly_the_expired_leases(engine, configs, reaper, pubsub):
     configs.add("t", "short", seats=10, lease_seconds=1)
     configs.add("t", "long", seats=10, lease_seconds=300)
-    crashed = [engine.acquire("t", "short", f"crash-{i}") for i in range(4)]
-    released = engine.acquire("t", "short", "polite")
+    crashed = [engine.acquire(SeatRequest("t", "short", f"crash-{i}")) for i in range(4)]
+    released = engine.acquire(SeatRequest("t", "short", "polite"))
     engine.release("t", "short", released.session_id)
-    alive = [engine.acquire("t", "long", f"alive-{i}") for i in range(3)]
+    alive = [engine.acquire(SeatRequest("t", "long", f"alive-{i}")) for i in range(3)]
     time.sleep(1.1)
 
     report = reaper.run()
@@ -63,7 +63,7 @@ def test_one_run_reclaims_exactly_the_expired_leases(engine, configs, reaper, pu
 
 def test_a_lease_heartbeated_at_the_last_moment_is_not_reclaimed(engine, configs, reaper):
     configs.add("t", "lic", seats=2, lease_seconds=1)
-    lease = engine.acquire("t", "lic", "c1")
+    lease = engine.acquire(SeatRequest("t", "lic", "c1"))
     time.sleep(1.05)
     shard = keys.shard_of("t", "lic")
     candidates = engine.redis.zrangebyscore(keys.deadlines_key(shard), "-inf", "+inf")
@@ -72,7 +72,7 @@ def test_a_lease_heartbeated_at_the_last_moment_is_not_reclaimed(engine, configs
     # already past its deadline here, so this heartbeat reclaims it itself; re-acquire
     # to model "heartbeated just before expiry" with a fresh, live deadline.)
     configs.add("t", "lic2", seats=2, lease_seconds=2)
-    live = engine.acquire("t", "lic2", "c2")
+    live = engine.acquire(SeatRequest("t", "lic2", "c2"))
     shard2 = keys.shard_of("t", "lic2")
     member = f"t/lic2|{live.session_id}"
     engine.redis.zadd(keys.deadlines_key(shard2), {member: 1})  # stale read: "expired"
@@ -85,7 +85,7 @@ def test_a_lease_heartbeated_at_the_last_moment_is_not_reclaimed(engine, configs
 
 def test_two_reapers_at_once_reclaim_each_lease_once(engine, configs, redis_client, pubsub):
     configs.add("t", "herd", seats=500, lease_seconds=1)
-    sessions = [engine.acquire("t", "herd", f"c{i}").session_id for i in range(300)]
+    sessions = [engine.acquire(SeatRequest("t", "herd", f"c{i}")).session_id for i in range(300)]
     time.sleep(1.1)
     reapers = [Reaper(redis_client, Publisher(), concurrency=4) for _ in range(2)]
     reports = []
@@ -112,10 +112,10 @@ def test_two_reapers_at_once_reclaim_each_lease_once(engine, configs, redis_clie
 
 def test_denials_are_counted_and_flushed_as_one_event_per_license(engine, configs, reaper, pubsub):
     configs.add("t", "full", seats=1)
-    engine.acquire("t", "full", "holder")
+    engine.acquire(SeatRequest("t", "full", "holder"))
     for i in range(250):  # a retry storm: memory stays one counter
         with pytest.raises(Exception, match="seats"):
-            engine.acquire("t", "full", f"storm-{i % 7}")
+            engine.acquire(SeatRequest("t", "full", f"storm-{i % 7}"))
     shard = keys.shard_of("t", "full")
     assert engine.redis.hgetall(keys.denials_key(shard)) == {"t/full": "250"}
     report = reaper.run()
@@ -134,7 +134,7 @@ def test_pubsub_down_keeps_the_outbox_and_the_next_run_delivers(
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "seatlease-outage")
     configs.add("t", "lic", seats=5, lease_seconds=1)
     for i in range(3):
-        engine.acquire("t", "lic", f"c{i}")
+        engine.acquire(SeatRequest("t", "lic", f"c{i}"))
     emulator.stop()
     try:
         time.sleep(1.1)
@@ -176,11 +176,11 @@ def test_reaper_function_answers_503_when_pubsub_is_down(engine, configs, redis_
 
     monkeypatch.setenv("PUBSUB_EMULATOR_HOST", f"127.0.0.1:{free_port()}")
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "nowhere")
-    import seatlease.reaper
+    import seatlease.events.reaper
 
-    monkeypatch.setattr(seatlease.reaper, "_publisher", Publisher(timeout=1.0))
+    monkeypatch.setattr(seatlease.events.reaper, "_publisher", Publisher(timeout=1.0))
     configs.add("t", "lic", seats=1)
-    engine.acquire("t", "lic", "c1")
+    engine.acquire(SeatRequest("t", "lic", "c1"))
     client = functions_framework.create_app("reaper", "functions/reaper/main.py").test_client()
     resp = client.post("/")
     assert resp.status_code == 503 and resp.headers["Retry-After"] == "30"
@@ -191,7 +191,7 @@ def test_reaper_function_answers_503_when_pubsub_is_down(engine, configs, redis_
 def test_time_budget_leaves_work_for_the_next_run(engine, configs, redis_client, pubsub):
     configs.add("t", "lic", seats=100, lease_seconds=1)
     for i in range(50):
-        engine.acquire("t", "lic", f"c{i}")
+        engine.acquire(SeatRequest("t", "lic", f"c{i}"))
     time.sleep(1.1)
     tiny = Reaper(redis_client, Publisher(), budget_seconds=1e-6)
     first = tiny.run()
@@ -206,7 +206,7 @@ def test_reclaim_runs_on_a_redis_cluster(redis_cluster, configs):
     engine = SeatEngine(client, configs)
     for n in range(20):
         configs.add("t", f"lic-{n}", seats=3, lease_seconds=1)
-        engine.acquire("t", f"lic-{n}", "c1")
+        engine.acquire(SeatRequest("t", f"lic-{n}", "c1"))
     time.sleep(1.1)
 
     class NoPublish(Publisher):
@@ -224,8 +224,8 @@ def test_reclaimed_events_keep_seats_total_when_the_config_cache_expired(
     """Heartbeats do not refresh the license's cached config, so a lease held all day
     outlives it: the seat count recorded at acquire fills the event instead."""
     configs.add("t", "held", seats=7, lease_seconds=1)
-    engine.acquire("t", "held", "crashed")
-    expired_by_heartbeat = engine.acquire("t", "held", "late")
+    engine.acquire(SeatRequest("t", "held", "crashed"))
+    expired_by_heartbeat = engine.acquire(SeatRequest("t", "held", "late"))
     redis_client.delete(keys.LicenseKeys.of("t", "held").cfg)  # the cache's TTL ran out
     time.sleep(1.1)
     with pytest.raises(Exception, match="expired"):
@@ -241,7 +241,7 @@ def test_a_full_redis_is_still_reclaimed_and_drained(engine, configs, reaper, re
     the expired leases and drains the outbox, which is how a full Redis gets room back."""
     configs.add("t", "lic", seats=5, lease_seconds=1)
     for i in range(3):
-        engine.acquire("t", "lic", f"c{i}")
+        engine.acquire(SeatRequest("t", "lic", f"c{i}"))
     time.sleep(1.1)
     redis_client.config_set("maxmemory", 1)
     try:
@@ -274,11 +274,11 @@ def test_a_crash_wave_is_published_while_it_is_still_being_reclaimed(
     for n in range(40):
         configs.add("t", f"lic{n}", seats=100, lease_seconds=1)
         for i in range(100):
-            engine.acquire("t", f"lic{n}", f"c{i}")
+            engine.acquire(SeatRequest("t", f"lic{n}", f"c{i}"))
     time.sleep(1.1)
     # Small reclaim batches on one thread: the wave takes long enough to watch (a wave of
     # 4,000 is otherwise reclaimed before the first message is gathered).
-    monkeypatch.setattr(seatlease.reaper, "RECLAIM_BATCH", 5)
+    monkeypatch.setattr(seatlease.events.reaper, "RECLAIM_BATCH", 5)
     report = Reaper(redis_client, Watching(), concurrency=1, budget_seconds=60).run()
 
     assert report.reclaimed == 4000 and report.outbox_backlog == 0
@@ -309,7 +309,7 @@ def test_a_redis_failure_under_the_waves_drain_fails_the_run(engine, configs, re
     for n in range(10):  # over several shards: a sweep reads at most 1,000 per shard
         configs.add("t", f"lic{n}", seats=300, lease_seconds=1)
         for i in range(250):
-            engine.acquire("t", f"lic{n}", f"c{i}")
+            engine.acquire(SeatRequest("t", f"lic{n}", f"c{i}"))
     time.sleep(1.1)
     with pytest.raises(RedisConnectionError, match="staged"):
         Broken(redis_client, Publisher(), concurrency=1, budget_seconds=60).run()

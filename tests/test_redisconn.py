@@ -21,8 +21,8 @@ import pytest
 import redis
 from redis.exceptions import AuthenticationError, ConnectionError
 
-from seatlease import redisconn
-from seatlease.engine import LicenseConfig, SeatEngine
+from seatlease.seats import redisconn
+from seatlease.seats.engine import LicenseConfig, SeatEngine, SeatRequest
 from seatlease_cli.procs import Proc, free_port, port_open, spawn, wait_until
 
 
@@ -129,7 +129,7 @@ def test_rediss_with_ca_pem_text_and_auth_runs_the_seat_scripts(tls_redis, monke
     monkeypatch.setenv("REDIS_CA_CERT", ca.read_text())
     client = redisconn.connect(server.url)
     engine = SeatEngine(client, lambda _t, _l: LicenseConfig(seats=1))
-    assert engine.acquire("t", "lic", "c1").created
+    assert engine.acquire(SeatRequest("t", "lic", "c1")).created
     client.close()
 
 
@@ -182,10 +182,10 @@ def test_dropped_connections_are_retried(redis_server):
     client = redisconn.connect(redis_server.url)
     engine = SeatEngine(client, lambda _t, _l: LicenseConfig(seats=5))
     client.flushall()
-    engine.acquire("t", "lic", "c1")
+    engine.acquire(SeatRequest("t", "lic", "c1"))
     admin = redisconn.connect(redis_server.url)
     admin.client_kill_filter(_type="normal", skipme=True)  # drop every other connection
-    assert engine.acquire("t", "lic", "c2").created
+    assert engine.acquire(SeatRequest("t", "lic", "c2")).created
     client.close()
     admin.close()
 

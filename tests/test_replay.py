@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from seatlease import db, store
-from seatlease.pubsub import encode_messages
+from seatlease.events.pubsub import encode_messages
+from seatlease.records import db, event_log
 from seatlease_cli import main
 from seatlease_cli.procs import Proc, start_pubsub_emulator
 
@@ -98,7 +98,7 @@ def replay(capsys, subscription: str, *extra: str) -> tuple[int, str, str]:
 
 def test_replay_stores_once_and_empties_the_subscription(database_url, dead_letters, capsys):
     old, new = events("old", 30), events("new", 150)
-    assert store.insert_events(old) == 30  # stored before the audit function gave up
+    assert event_log.insert_events(old) == 30  # stored before the audit function gave up
     (duplicate,) = encode_messages(old)
     first, second = encode_messages(new, per_message=100)  # 100 + 50 events
     good, bad = events("mix", 2)
@@ -116,7 +116,7 @@ def test_replay_stores_once_and_empties_the_subscription(database_url, dead_lett
     assert "1 invalid event(s) acknowledged and dropped:" in err and "'mix-1'" in err
     assert "1 malformed message(s) acknowledged and dropped:" in err
     assert "message data is not JSON" in err and '{"event_id": "x"' in err
-    rows = store.list_events("acme")
+    rows = event_log.list_events("acme")
     assert sorted(r["event_id"] for r in rows) == sorted(e["event_id"] for e in old + new + [good])
     stored = {r["event_id"]: r for r in rows}
     assert stored["new-149"]["metadata"] == {"host": "ws-149"}

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from seatlease import engine as engine_module
-from seatlease import redisconn
-from seatlease.engine import REPLY_TTL_SECONDS, SeatEngine
-from seatlease.keys import LicenseKeys
+from seatlease.seats import engine as engine_module
+from seatlease.seats import redisconn
+from seatlease.seats.engine import REPLY_TTL_SECONDS, SeatEngine, SeatRequest
+from seatlease.seats.keys import LicenseKeys
 from seatlease_client import BackendUnavailable, SeatClient
 
 ROUND_TRIP = """
@@ -28,7 +28,7 @@ return cjson.encode(replay(slot))
 
 @pytest.fixture
 def round_trip(redis_client):
-    lib = (resources.files("seatlease") / "lua" / "_lib.lua").read_text()
+    lib = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
     return redis_client.register_script(lib + ROUND_TRIP)
 
 
@@ -78,7 +78,7 @@ return {text, pack_any(reply), unpack_reply(text), own or false}
 
 @pytest.fixture
 def pack_both(redis_client):
-    lib = (resources.files("seatlease") / "lua" / "_lib.lua").read_text()
+    lib = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
     return redis_client.register_script(lib + PACK_BOTH)
 
 
@@ -173,7 +173,7 @@ def test_a_lease_reply_is_stored_in_about_half_its_json(redis_client) -> None:
     engine = SeatEngine(
         redis_client, lambda _tenant, _license: engine_module.LicenseConfig(seats=5)
     )
-    engine.acquire("acme", "cad", "laptop-1", request_id="r1")
+    engine.acquire(SeatRequest("acme", "cad", "laptop-1", request_id="r1"))
     keys = LicenseKeys.of("acme", "cad")
     (stored,) = [v for k in keys.replies for v in redis_client.hvals(k)]
     assert len(stored) <= 50, stored  # {'acquired', session id, deadline, ...}: 82 in JSON
@@ -189,10 +189,10 @@ def test_a_reply_costs_at_most_120_bytes_of_redis_memory(redis_client) -> None:
     engine = SeatEngine(
         redis_client, lambda _tenant, _license: engine_module.LicenseConfig(seats=1000)
     )
-    lease = engine.acquire("acme", "cad", "laptop-1")
+    lease = engine.acquire(SeatRequest("acme", "cad", "laptop-1"))
     before = used_memory(redis_client)
     for n in range(10_000):
-        engine.acquire("acme", "cad", "laptop-1")
+        engine.acquire(SeatRequest("acme", "cad", "laptop-1"))
         engine.heartbeat("acme", "cad", lease.session_id)
         engine.release("acme", "cad", f"unknown-{n}")
     per_reply = (used_memory(redis_client) - before) / 30_000
@@ -207,12 +207,12 @@ def test_a_reply_answers_a_repeat_for_its_ttl_and_is_gone_by_twice_it(
     engine = SeatEngine(
         redis_client, lambda _tenant, _license: engine_module.LicenseConfig(seats=5)
     )
-    first = engine.acquire("acme", "cad", "laptop-1", request_id="r1")
+    first = engine.acquire(SeatRequest("acme", "cad", "laptop-1", request_id="r1"))
     assert first.created
     time.sleep(0.9)
-    assert engine.acquire("acme", "cad", "laptop-1", request_id="r1") == first
+    assert engine.acquire(SeatRequest("acme", "cad", "laptop-1", request_id="r1")) == first
     time.sleep(1.2)  # past 2 x TTL: the first run's answer is gone, this is a new call
-    again = engine.acquire("acme", "cad", "laptop-1", request_id="r1")
+    again = engine.acquire(SeatRequest("acme", "cad", "laptop-1", request_id="r1"))
     assert not again.created and again.session_id == first.session_id
     keys = LicenseKeys.of("acme", "cad")
     assert sum(redis_client.hlen(k) for k in keys.replies) == 1  # the new answer alone

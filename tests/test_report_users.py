@@ -14,9 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import DateTime, Engine, bindparam, text
 
-from seatlease import admin, audit, db, keys, pubsub, runtime, store
+from seatlease import admin
+from seatlease.api import runtime
 from seatlease.clock import utc
-from seatlease.reports import UserUsage, Window, user_usage
+from seatlease.events import audit, pubsub
+from seatlease.records import db, event_log, store
+from seatlease.records.reports import UserUsage, Window, user_usage
+from seatlease.seats import keys
+from seatlease.seats.engine import SeatRequest
 from seatlease_cli import main
 
 
@@ -36,14 +41,14 @@ def store_outbox(tenant: str, license_id: str) -> int:
 def test_leases_and_time_queued_per_user(acme: Tenant, capsys) -> None:
     lic = new_license(acme, "cad", seats=1, policy={"queue": True})
     eng = runtime.seat_engine()
-    ann = eng.acquire("acme", lic, "a1", user="ann", host="pc-1")
-    place = eng.acquire("acme", lic, "b1", user="bob", queue=True)
+    ann = eng.acquire(SeatRequest("acme", lic, "a1", user="ann", host="pc-1"))
+    place = eng.acquire(SeatRequest("acme", lic, "b1", user="bob", queue=True))
     assert place.position == 1
     eng.release("acme", lic, ann.session_id)
-    bob = eng.acquire("acme", lic, "b1", user="bob", queue=True, ticket=place.ticket)
+    bob = eng.acquire(SeatRequest("acme", lic, "b1", user="bob", queue=True, ticket=place.ticket))
     assert bob.created
     eng.release("acme", lic, bob.session_id)
-    eng.acquire("acme", lic, "c1")  # no user given: counted under none
+    eng.acquire(SeatRequest("acme", lic, "c1"))  # no user given: counted under none
     # 3 acquired, 2 released, queue.joined and queue.granted
     assert store_outbox("acme", lic) == 7
 
@@ -298,7 +303,7 @@ def _table(rows: list[UserUsage]) -> dict[tuple[str, str | None], tuple]:
 def check_against_the_old_report(data, engine: Engine | None) -> None:
     events = data.draw(user_histories())
     for batch in _deliveries(data.draw, events):
-        store.insert_events(batch, engine)
+        event_log.insert_events(batch, engine)
     windows = [data.draw(user_windows(events)) for _ in range(3)]
     for window in (Window(T), *windows):
         new = user_usage(window, engine)
@@ -338,8 +343,8 @@ def test_migration_0010_gives_the_stored_leases_their_users(migration_urls) -> N
     reads them, and the queue's outcomes have their index; a downgrade takes both away."""
     from sqlalchemy import inspect
 
-    from seatlease import rollups
-    from seatlease.tables import lease_events
+    from seatlease.records import partitions
+    from seatlease.records.tables import lease_events
 
     def ev(n: int, etype: str, minute: int, session: str | None, meta: dict) -> dict:
         return {"event_id": f"ev-{n}", "type": etype, "tenant_id": T, "license_id": "cad",
@@ -366,7 +371,7 @@ def test_migration_0010_gives_the_stored_leases_their_users(migration_urls) -> N
         store.upgrade(engine, "0009")
         with engine.begin() as conn:
             if engine.dialect.name == "postgresql":
-                rollups.ensure_partitions(conn, [BASE])
+                partitions.ensure_partitions(conn, [BASE])
             conn.execute(lease_events.insert(), events)
             for session, acquired, ended in leases:
                 conn.execute(

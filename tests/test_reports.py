@@ -1,4 +1,5 @@
-"""Usage reports (shared/seatlease/reports.py) and ``seatlease report usage`` on crafted lease
+"""Usage reports (shared/seatlease/records/reports/) and ``seatlease report usage`` on
+crafted lease
 events: real PostgreSQL (database_url) and one run of the same checks on SQLite."""
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 
-from seatlease import db, store
-from seatlease.reports import (
+from seatlease.records import db, event_log, store
+from seatlease.records.reports import (
     PeriodUsage,
     Window,
     lease_durations,
@@ -103,7 +104,7 @@ def peaks(rows: list[PeriodUsage], license_id: str) -> list[tuple[str, int, int 
 
 def check_report(engine: Engine | None) -> None:
     """The whole expected report of the scenario; run on PostgreSQL and SQLite."""
-    assert store.insert_events(scenario().rows, engine) == 17
+    assert event_log.insert_events(scenario().rows, engine) == 17
     everything = Window(T)
     hourly = peak_usage(everything, "hour", engine)
     assert peaks(hourly, "cad") == [
@@ -200,7 +201,7 @@ def acme(database_url):
     store.create_tenant(T)
     store.create_license(T, "cad", 3)
     store.create_license(T, "cam", 5)
-    store.insert_events(scenario().rows)
+    event_log.insert_events(scenario().rows)
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
@@ -249,7 +250,7 @@ def test_cli_json_flag_is_format_json(acme, capsys):
     assert (body["license_id"], body["since"], body["until"]) == ("cad", f"{DAY}T00:00:00Z", None)
     assert "timelines" not in body
     expected = usage_report(Window(T, "cad", since=at("00:00")), "hour").as_dict()
-    assert body == expected  # the report of shared/seatlease/reports.py, verbatim
+    assert body == expected  # the report of shared/seatlease/records/reports/, verbatim
     code, _, err = run(capsys, "--json", "--format", "csv")
     assert code == 2 and err == "seatlease: --json conflicts with --format csv\n"
     code, out, _ = run(capsys, "--json", "--section", "outcomes")
@@ -264,7 +265,7 @@ def test_cli_on_sqlite(tmp_path, capsys, monkeypatch):
         store.upgrade(db.get_engine())
         store.create_tenant(T)
         store.create_license(T, "cad", 3)
-        store.insert_events(scenario().rows)
+        event_log.insert_events(scenario().rows)
         code, out, err = run(capsys, "--by", "day", "--json", "--chart", str(tmp_path / "u.png"))
     finally:
         db.reset()
@@ -598,7 +599,7 @@ def check_against_model(data, engine: Engine | None, reset) -> None:
     events, vanished = data.draw(histories())
     reset()
     for batch in deliveries(data.draw, events):
-        store.insert_events(batch, engine)
+        event_log.insert_events(batch, engine)
     real_now, clock.now = clock.now, lambda: NOW
     try:
         for period in ("minute", "hour", "day"):
@@ -656,7 +657,7 @@ def test_leases_lost_with_redis_are_closed_at_the_next_event(database_url):
     # Redis lost its data at about 10:00; the old sessions never end.
     for i, hhmm in enumerate(("10:30", "10:31", "10:32")):
         ev.add("lease.acquired", at(hhmm), session=f"new{i}", client=f"c{i}", used=i + 1)
-    assert store.insert_events(ev.rows) == 6
+    assert event_log.insert_events(ev.rows) == 6
     report = usage_report(Window(T, "cad", since=at("09:00"), until=at("12:00")), "hour")
     assert [(u.peak_seats, u.lost) for u in report.usage] == [(3, 0), (3, 3), (3, 0)]
     assert report.as_dict()["lost_leases"] == 3
@@ -676,7 +677,7 @@ def test_the_current_hour_counts_seat_time_until_now(database_url, monkeypatch):
     ev.add("lease.acquired", at("11:00"), session="done", client="c0", used=1)
     ev.add("lease.released", at("11:30"), session="done", client="c0", used=0)
     ev.add("lease.acquired", at("12:10"), session="held", client="c1", used=1)
-    assert store.insert_events(ev.rows) == 3
+    assert event_log.insert_events(ev.rows) == 3
     monkeypatch.setattr(clock, "now", lambda: at("12:30"))
     for until in (None, at("14:00")):
         report = usage_report(Window(T, "cad", since=at("11:00"), until=until), "hour")

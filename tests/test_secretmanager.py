@@ -16,7 +16,7 @@ from joserfc import jwt as jose_jwt
 from joserfc.jwk import KeySet
 from secretmanager_fake import FakeSecretManager
 
-from seatlease import secretmanager, signingkeys, tokens
+from seatlease.api import secretmanager, signingkeys, tokens
 from seatlease_cli import main as cli
 
 SECRET = "projects/seatlease-test/secrets/seatlease-signing-key"

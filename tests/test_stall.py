@@ -18,10 +18,11 @@ from collections.abc import Iterator
 import pytest
 from http_support import Tenant, acquire, error_of, new_license, new_tenant, release
 
-from seatlease import auth, redisconn
-from seatlease.keys import LicenseKeys
-from seatlease.pubsub import outbox_events
-from seatlease.redisconn import get_redis
+from seatlease.api import auth
+from seatlease.events.pubsub import outbox_events
+from seatlease.seats import redisconn
+from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.redisconn import get_redis
 from seatlease_cli.procs import Proc, start_redis
 
 

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import inspect, select, text
 
-from seatlease import db, store
 from seatlease.apikeys import hash_key
 from seatlease.errors import BackendUnavailable
-from seatlease.tables import api_keys, metadata
+from seatlease.records import db, event_log, partitions, store
+from seatlease.records.tables import api_keys, metadata
 
 
 def _event(event_id: str, **extra) -> dict:
@@ -92,12 +92,12 @@ def test_tenants_and_licenses(database_url):
 
 def test_insert_events_is_idempotent_on_event_id(database_url):
     batch = [_event("e1"), _event("e2", type="lease.released", seats_used=0)]
-    assert store.insert_events(batch) == 2
-    assert store.insert_events(batch) == 0  # a redelivered message adds nothing
-    assert store.insert_events([_event("e2"), _event("e3")]) == 1
+    assert event_log.insert_events(batch) == 2
+    assert event_log.insert_events(batch) == 0  # a redelivered message adds nothing
+    assert event_log.insert_events([_event("e2"), _event("e3")]) == 1
     denied = _event("e4", type="lease.denied", session_id=None, client_id=None, count=17)
-    assert store.insert_events([denied]) == 1
-    rows = store.list_events("acme", "cad")
+    assert event_log.insert_events([denied]) == 1
+    rows = event_log.list_events("acme", "cad")
     assert [r["event_id"] for r in rows] == ["e1", "e2", "e3", "e4"]
     assert rows[0]["metadata"] == {"user": "ann"} and rows[3]["count"] == 17
     assert rows[0]["occurred_at"] == datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -112,8 +112,8 @@ def test_sqlite_is_the_embedded_default(tmp_path, monkeypatch):
     store.upgrade()
     store.create_tenant("acme")
     store.create_license("acme", "cad", seats=2)
-    assert store.insert_events([_event("e1"), _event("e1")]) == 1
-    assert store.insert_events([_event("e1"), _event("e2")]) == 1
+    assert event_log.insert_events([_event("e1"), _event("e1")]) == 1
+    assert event_log.insert_events([_event("e1"), _event("e2")]) == 1
     assert store.license_config("acme", "cad").seats == 2
     db.reset()
 
@@ -148,41 +148,40 @@ def test_events_are_listed_in_the_order_they_happened(database_url):
         "late", type="lease.released", occurred_at=datetime(2026, 11, 22, 12, 5, tzinfo=UTC)
     )
     early = _event("early", occurred_at=datetime(2026, 11, 22, 12, 0, tzinfo=UTC))
-    assert store.insert_events([late]) == 1 and store.insert_events([early]) == 1
-    assert [r["event_id"] for r in store.list_events("acme", "cad")] == ["early", "late"]
+    assert event_log.insert_events([late]) == 1 and event_log.insert_events([early]) == 1
+    assert [r["event_id"] for r in event_log.list_events("acme", "cad")] == ["early", "late"]
 
 
 def _partitions() -> dict:
-    from seatlease import rollups
+    from seatlease.records import partitions
 
     with db.get_engine().connect() as conn:
-        return rollups.partitions(conn)
+        return partitions.partitions(conn)
 
 
 def test_partitions_are_created_ahead_and_strays_move_in(database_url):
     """The migration (and the audit path, once per process and month) creates this
     month's and the next months' partitions; an event of a month without one lands in the
     default partition and moves into its month's partition when that is created."""
-    from seatlease import rollups
 
     now = datetime.now(UTC)
     names = set(_partitions())
-    assert {rollups.partition_name(m) for m in rollups.months_ahead(now)} <= names
+    assert {partitions.partition_name(m) for m in partitions.months_ahead(now)} <= names
     assert "lease_events_default" in names
     far = datetime(2031, 5, 17, 8, 0, tzinfo=UTC)
-    assert store.insert_events([_event("far", occurred_at=far)]) == 1
+    assert event_log.insert_events([_event("far", occurred_at=far)]) == 1
     with db.get_engine().begin() as conn:
-        assert rollups.ensure_partitions(conn, [far]) == ["lease_events_2031_05"]
+        assert partitions.ensure_partitions(conn, [far]) == ["lease_events_2031_05"]
         where = conn.execute(
             text("SELECT tableoid::regclass::text FROM lease_events WHERE event_id = 'far'")
         )
         assert where.scalar() == "lease_events_2031_05"
-        assert rollups.ensure_partitions(conn, [far]) == []
-    assert store.insert_events([_event("far", occurred_at=far)]) == 0  # still found
+        assert partitions.ensure_partitions(conn, [far]) == []
+    assert event_log.insert_events([_event("far", occurred_at=far)]) == 0  # still found
 
 
 def test_prune_drops_old_months_and_keeps_the_rollups(database_url):
-    from seatlease import reports
+    from seatlease.records import reports
 
     old = datetime(2024, 3, 10, 9, 0, tzinfo=UTC)
     events = [
@@ -191,39 +190,37 @@ def test_prune_drops_old_months_and_keeps_the_rollups(database_url):
                occurred_at=datetime(2024, 3, 10, 9, 30, tzinfo=UTC)),
         _event("new", session_id="s2", occurred_at=datetime(2026, 11, 22, 12, tzinfo=UTC)),
     ]  # fmt: skip
-    assert store.insert_events(events) == 3
+    assert event_log.insert_events(events) == 3
     with db.get_engine().begin() as conn:
-        from seatlease import rollups
-
-        rollups.ensure_partitions(conn, [old])
+        partitions.ensure_partitions(conn, [old])
     window = reports.Window("acme", "cad", datetime(2024, 3, 10, tzinfo=UTC),
                             datetime(2024, 3, 11, tzinfo=UTC))  # fmt: skip
     before = reports.usage_report(window, "day").as_dict()
-    pruned = store.prune_events(datetime(2024, 4, 15, tzinfo=UTC))
+    pruned = event_log.prune_events(datetime(2024, 4, 15, tzinfo=UTC))
     assert pruned.horizon == datetime(2024, 4, 1, tzinfo=UTC)  # whole months only
     assert pruned.events_deleted == 2 and pruned.partitions_dropped == ["lease_events_2024_03"]
-    assert [r["event_id"] for r in store.list_events("acme")] == ["new"]
+    assert [r["event_id"] for r in event_log.list_events("acme")] == ["new"]
     assert reports.usage_report(window, "day").as_dict() == before  # rollups outlive events
     assert before["usage"][0]["peak_seats"] == 1
     assert before["durations"][0]["total_seconds"] == 1800.0
     # A late redelivery of a pruned event is not stored, so it is not counted twice.
-    assert store.insert_events(events[:2]) == 0
+    assert event_log.insert_events(events[:2]) == 0
     assert reports.usage_report(window, "day").as_dict() == before
-    assert store.prune_events(datetime(2020, 1, 1, tzinfo=UTC)).horizon == pruned.horizon
+    assert event_log.prune_events(datetime(2020, 1, 1, tzinfo=UTC)).horizon == pruned.horizon
 
 
 def test_prune_on_sqlite(tmp_path):
-    from seatlease import reports
+    from seatlease.records import reports
 
     engine = db.make_engine(f"sqlite:///{tmp_path / 'p.db'}")
     try:
         store.upgrade(engine)
         old = datetime(2024, 3, 10, 9, 0, tzinfo=UTC)
-        assert store.insert_events([_event("a", occurred_at=old), _event("b")], engine) == 2
-        pruned = store.prune_events(datetime(2024, 5, 2, tzinfo=UTC), engine)
+        assert event_log.insert_events([_event("a", occurred_at=old), _event("b")], engine) == 2
+        pruned = event_log.prune_events(datetime(2024, 5, 2, tzinfo=UTC), engine)
         assert (pruned.events_deleted, pruned.partitions_dropped) == (1, [])
-        assert [r["event_id"] for r in store.list_events("acme", engine=engine)] == ["b"]
-        assert store.insert_events([_event("a", occurred_at=old)], engine) == 0
+        assert [r["event_id"] for r in event_log.list_events("acme", engine=engine)] == ["b"]
+        assert event_log.insert_events([_event("a", occurred_at=old)], engine) == 0
         usage = reports.peak_usage(reports.Window("acme", until=datetime(2024, 3, 11, tzinfo=UTC)),
                                    "day", engine)  # fmt: skip
         assert [(u.period_start.date().isoformat(), u.peak_seats) for u in usage] == [
@@ -257,18 +254,18 @@ def test_both_ends_of_a_lease_in_concurrent_transactions_are_paired(database_url
     (its duration is counted once)."""
     import threading
 
-    from seatlease import rollups
-    from seatlease.tables import usage_client_rollups, usage_leases
+    from seatlease.records import rollups
+    from seatlease.records.tables import usage_client_rollups, usage_leases
 
     acquire = _event("acq", session_id="s9", client_id="c9")
     release = _event("rel", type="lease.released", session_id="s9", seats_used=0,
                      occurred_at=datetime(2026, 11, 22, 12, 30, tzinfo=UTC))  # fmt: skip
-    store.insert_events([_event("warm", session_id=None)])  # partitions checked once
+    event_log.insert_events([_event("warm", session_id=None)])  # partitions checked once
     engine = db.get_engine()
     done = []
     with engine.begin() as first:
         assert rollups.insert_postgres(first, rollups.as_json([acquire])) == 1
-        other = threading.Thread(target=lambda: done.append(store.insert_events([release])))
+        other = threading.Thread(target=lambda: done.append(event_log.insert_events([release])))
         other.start()
         other.join(0.5)
         assert other.is_alive()  # waits for the first transaction's row
@@ -288,11 +285,11 @@ def test_cli_audit_prune(database_url, capsys):
     from seatlease_cli import main
 
     old = datetime.now(UTC).replace(year=datetime.now(UTC).year - 3)
-    assert store.insert_events([_event("old", occurred_at=old), _event("new")]) == 2
+    assert event_log.insert_events([_event("old", occurred_at=old), _event("new")]) == 2
     assert main(["audit", "prune", "--older-than", "400d", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["events_deleted"] == 1 and result["horizon"].endswith("-01T00:00:00Z")
-    assert [r["event_id"] for r in store.list_events("acme")] == ["new"]
+    assert [r["event_id"] for r in event_log.list_events("acme")] == ["new"]
     assert main(["audit", "prune"]) == 0
     assert "usage rollups kept" in capsys.readouterr().out
     with pytest.raises(SystemExit) as bad:
@@ -310,7 +307,7 @@ def test_cli_audit_prune_needs_a_database(capsys, monkeypatch):
 
 
 def _rollup_rows(tenant: str) -> dict[str, list[dict]]:
-    from seatlease.tables import usage_client_rollups, usage_leases, usage_rollups
+    from seatlease.records.tables import usage_client_rollups, usage_leases, usage_rollups
 
     found = {}
     with db.get_engine().connect() as conn:
@@ -329,7 +326,7 @@ def _rollup_rows(tenant: str) -> dict[str, list[dict]]:
 def test_the_audit_insert_runs_as_a_function_with_the_plain_statements_rows(database_url):
     """The audit path calls the insert through a PL/pgSQL function named by the digest of
     its body (created on first use); it stores exactly what the plain statement stores."""
-    from seatlease import rollups
+    from seatlease.records import rollups
 
     def batch(tenant: str) -> list[dict]:
         return [
@@ -347,8 +344,8 @@ def test_the_audit_insert_runs_as_a_function_with_the_plain_statements_rows(data
 
     function = rollups.insert_function()
     assert rollups.insert_function().name == function.name  # the digest is stable
-    assert store.insert_events_json(rollups.as_json(batch("via-fn")).encode()) == 31
-    assert store.insert_events_json(rollups.as_json(batch("via-fn")).encode()) == 0
+    assert event_log.insert_events_json(rollups.as_json(batch("via-fn")).encode()) == 31
+    assert event_log.insert_events_json(rollups.as_json(batch("via-fn")).encode()) == 0
     with db.get_engine().begin() as conn:
         assert conn.execute(text("SELECT to_regproc(:n)"), {"n": function.name}).scalar()
         plain = rollups.insert_postgres(conn, rollups.as_json(batch("plain")))
@@ -358,7 +355,7 @@ def test_the_audit_insert_runs_as_a_function_with_the_plain_statements_rows(data
     # The function dropped under a running process (a restored backup): made again.
     with db.get_engine().begin() as conn:
         conn.execute(text(f"DROP FUNCTION {function.name}"))
-    assert store.insert_events_json(rollups.as_json([_event("after-drop")]).encode()) == 1
+    assert event_log.insert_events_json(rollups.as_json([_event("after-drop")]).encode()) == 1
     with db.get_engine().connect() as conn:
         assert conn.execute(text("SELECT to_regproc(:n)"), {"n": function.name}).scalar()
 
@@ -368,9 +365,9 @@ def test_a_role_that_cannot_create_functions_keeps_the_plain_statement(database_
     function cannot be made, the events are still stored (plain statement), said once."""
     from sqlalchemy.engine import make_url
 
-    from seatlease import rollups
+    from seatlease.records import rollups
 
-    store.insert_events([_event("warm", session_id=None)])  # this month's partitions
+    event_log.insert_events([_event("warm", session_id=None)])  # this month's partitions
     role = f"writer_{abs(hash(database_url)) % 10**8}"
     admin = db.get_engine()
     with admin.begin() as conn:
@@ -387,12 +384,12 @@ def test_a_role_that_cannot_create_functions_keeps_the_plain_statement(database_
         make_url(database_url).set(username=role).render_as_string(hide_password=False)
     )
     try:
-        store._insert_function_ready.pop(str(limited.url), None)
-        store._partitions_ready.pop(str(limited.url), None)
-        store._partitions_ready[str(limited.url)] = store._partitions_ready[str(admin.url)]
-        assert store.insert_events_json(rollups.as_json([_event("e1")]).encode(), limited) == 1
-        assert store.insert_events_json(rollups.as_json([_event("e2")]).encode(), limited) == 1
-        assert store._insert_function_ready[str(limited.url)] is False
+        event_log._insert_function_ready.pop(str(limited.url), None)
+        event_log._partitions_ready.pop(str(limited.url), None)
+        event_log._partitions_ready[str(limited.url)] = event_log._partitions_ready[str(admin.url)]
+        assert event_log.insert_events_json(rollups.as_json([_event("e1")]).encode(), limited) == 1
+        assert event_log.insert_events_json(rollups.as_json([_event("e2")]).encode(), limited) == 1
+        assert event_log._insert_function_ready[str(limited.url)] is False
     finally:
         limited.dispose()
         with admin.begin() as conn:
@@ -400,4 +397,4 @@ def test_a_role_that_cannot_create_functions_keeps_the_plain_statement(database_
             conn.execute(text(f"DROP ROLE {role}"))
     warnings = [line for line in capsys.readouterr().out.splitlines() if "insert function" in line]
     assert len(warnings) == 1 and '"WARNING"' in warnings[0]
-    assert {r["event_id"] for r in store.list_events("acme")} == {"warm", "e1", "e2"}
+    assert {r["event_id"] for r in event_log.list_events("acme")} == {"warm", "e1", "e2"}

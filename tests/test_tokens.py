@@ -32,8 +32,9 @@ from joserfc import jwt as jose_jwt
 from joserfc.errors import BadSignatureError, JoseError
 from joserfc.jwk import KeySet
 
-from seatlease import licenses, schemas, signingkeys, tokens
-from seatlease.signingkeys import KeyVersion, plan
+from seatlease import fields, licenses
+from seatlease.api import signingkeys, tokens
+from seatlease.api.signingkeys import KeyVersion, plan
 
 ISSUER = "http://seatlease.test"  # tests/conftest.py
 
@@ -243,7 +244,7 @@ def test_the_rule_publishes_ahead_signs_newest_ready_and_retires_after_the_lifet
 
 
 def test_the_longest_token_is_the_longest_grant() -> None:
-    longest = max(schemas.MAX_LEASE_SECONDS, licenses.MAX_BORROW_SECONDS)
+    longest = max(fields.MAX_LEASE_SECONDS, licenses.MAX_BORROW_SECONDS)
     assert signingkeys.DEFAULT_MAX_TOKEN_SECONDS == longest
 
 
@@ -448,6 +449,6 @@ def test_the_runtime_does_not_import_pyjwt() -> None:
     import subprocess
     import sys
 
-    code = "import sys, seatlease.tokens; print('jwt' in sys.modules)"
+    code = "import sys, seatlease.api.tokens; print('jwt' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

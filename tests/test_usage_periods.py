@@ -16,10 +16,12 @@ import functions_framework
 import pytest
 from sqlalchemy import Engine, inspect, select
 
-from seatlease import clock, db, reports, rollups, store
+from seatlease import clock
 from seatlease.errors import InvalidRequest
-from seatlease.reports import Window, resolve_period, usage_report
-from seatlease.tables import usage_minute_rollups, usage_rollups
+from seatlease.records import db, event_log, partitions, reports, store
+from seatlease.records.reports import Window, resolve_period, usage_report
+from seatlease.records.tables import usage_minute_rollups, usage_rollups
+from seatlease.seats.engine import SeatRequest
 from seatlease_cli import main
 
 T = "acme"
@@ -80,9 +82,9 @@ def test_a_five_second_hold_of_two_seats(database, redis_client, pubsub, monkeyp
     with peak 2 and 10 +- 2 seat-seconds in all; the hour's average is under 0.01 seats
     once the hour is over (before that it is the seat time over the hour's elapsed part);
     no point starts after now."""
-    from seatlease.pubsub import Publisher
-    from seatlease.reaper import Reaper
-    from seatlease.runtime import seat_engine
+    from seatlease.api.runtime import seat_engine
+    from seatlease.events.pubsub import Publisher
+    from seatlease.events.reaper import Reaper
 
     store.create_tenant(T)
     store.create_license(T, "cad", seats=2, lease_seconds=60)
@@ -90,9 +92,9 @@ def test_a_five_second_hold_of_two_seats(database, redis_client, pubsub, monkeyp
     began = clock.now()
     # A few ms apart: two Lua calls in one millisecond have no known order in the log
     # (reports.py, "Method"), so the last one's seat count would be a guess.
-    ann = engine.acquire(T, "cad", "ann")
+    ann = engine.acquire(SeatRequest(T, "cad", "ann"))
     time.sleep(0.005)
-    bob = engine.acquire(T, "cad", "bob")
+    bob = engine.acquire(SeatRequest(T, "cad", "bob"))
     time.sleep(5)
     engine.release(T, "cad", ann.session_id)
     time.sleep(0.005)
@@ -101,7 +103,7 @@ def test_a_five_second_hold_of_two_seats(database, redis_client, pubsub, monkeyp
     audit = functions_framework.create_app("audit", "functions/audit/main.py").test_client()
     for i, message in enumerate(pubsub.pull()):
         assert push(audit, message.data, str(i)).status_code == 200
-    assert len(store.list_events(T, "cad")) == 4
+    assert len(event_log.list_events(T, "cad")) == 4
 
     now = clock.now()
     ahead = Window(T, "cad", since=began - timedelta(minutes=5), until=now + timedelta(hours=3))
@@ -118,7 +120,7 @@ def test_a_five_second_hold_of_two_seats(database, redis_client, pubsub, monkeyp
         assert report.usage and all(u.period_start <= clock.now() for u in report.usage)
         assert sum(u.seat_seconds for u in report.usage) == pytest.approx(10, abs=2)
         assert report.timelines[0].end <= clock.now()
-    hour = reports._floor(began, "hour")
+    hour = reports.model.floor(began, "hour")
     at_hour = usage_report(Window(T, "cad", since=hour, until=hour + timedelta(hours=1)), "hour")
     (point,) = at_hour.usage
     elapsed = (min(clock.now(), hour + timedelta(hours=1)) - hour).total_seconds()
@@ -143,7 +145,7 @@ def held(database: str) -> list[dict]:
         event(3, "lease.released", at(11, 40), "b", 0),
         event(4, "lease.acquired", at(29, 50), "c", 1),
     ]
-    assert store.insert_events(rows) == 5
+    assert event_log.insert_events(rows) == 5
     return rows
 
 
@@ -211,7 +213,7 @@ def test_minute_periods_refuse_what_the_minute_rollups_no_longer_hold(database, 
     at_edge = usage_report(Window(T, since=edge, until=edge + timedelta(hours=1)), "minute")
     assert at_edge.period == "minute" and at_edge.usage == []  # allowed; nothing happened
     ancient = event(9, "lease.denied", NOW - timedelta(days=30), None, None, count=2)
-    assert store.insert_events([ancient]) == 1
+    assert event_log.insert_events([ancient]) == 1
     with pytest.raises(InvalidRequest, match="since must be"):  # the history is older
         usage_report(Window(T), "minute")
     assert usage_report(Window(T), "auto").period == "hour"
@@ -223,7 +225,7 @@ def test_prune_deletes_minute_rollups_after_14_days(database, fixed_now):
         event(10, "lease.acquired", NOW - timedelta(days=15), "o", 1),
         event(11, "lease.released", NOW - timedelta(days=14, minutes=1), "o", 0),
     ]
-    assert store.insert_events(old) == 2
+    assert event_log.insert_events(old) == 2
 
     def minutes() -> list[datetime]:
         with db.get_engine().connect() as conn:
@@ -231,7 +233,7 @@ def test_prune_deletes_minute_rollups_after_14_days(database, fixed_now):
             return sorted(clock.utc(m) for m in found)
 
     assert len(minutes()) == 5 and len(hour_rows()) == 3
-    pruned = store.prune_events(NOW - timedelta(days=400))
+    pruned = event_log.prune_events(NOW - timedelta(days=400))
     assert pruned.minute_rollups_deleted == 2 and pruned.events_deleted == 0
     assert min(minutes()) == datetime(2026, 11, 24, 12, 10, tzinfo=UTC)
     assert len(hour_rows()) == 3  # the hourly rollups stay
@@ -301,7 +303,7 @@ def test_migration_0008_fills_the_minute_rollups_from_the_stored_events(migratio
     """A database at 0005 with events (today's and a month-old one) upgraded to 0008: its
     minute rollups are those the audit insert writes for the last 14 days' events, on
     PostgreSQL and SQLite; a downgrade drops them."""
-    from seatlease.tables import lease_events
+    from seatlease.records.tables import lease_events
 
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     rows = [
@@ -322,7 +324,7 @@ def test_migration_0008_fills_the_minute_rollups_from_the_stored_events(migratio
         with engine.begin() as conn:
             if engine.dialect.name == "postgresql":
                 months = [r["occurred_at"] for r in rows]
-                rollups.ensure_partitions(conn, months)
+                partitions.ensure_partitions(conn, months)
             conn.execute(lease_events.insert(), rows)
         store.upgrade(engine)
         assert _minute_rows(engine) == expected, url
@@ -335,7 +337,7 @@ def _minute_rows_written_by_the_insert(tmp_path: Path, rows: list[dict]) -> list
     engine = db.make_engine(f"sqlite:///{tmp_path / 'fresh.db'}")
     try:
         store.upgrade(engine)
-        store.insert_events([r for r in rows if r["session_id"] != "old"], engine)
+        event_log.insert_events([r for r in rows if r["session_id"] != "old"], engine)
         return _minute_rows(engine)
     finally:
         engine.dispose()
@@ -366,14 +368,14 @@ def test_concurrent_messages_of_one_minute_add_up(database_url):
         ]
         for m in range(8)
     ]
-    store.insert_events([event(999, "lease.denied", start, None, None)])  # partitions first
+    event_log.insert_events([event(999, "lease.denied", start, None, None)])  # partitions first
     barrier = threading.Barrier(16)
     errors: list[BaseException] = []
 
     def deliver(batch: list[dict]) -> None:
         try:
             barrier.wait(10)
-            store.insert_events(batch)
+            event_log.insert_events(batch)
         except BaseException as exc:
             errors.append(exc)
 

@@ -92,7 +92,7 @@ class Lock(NamedTuple):
 FULL_LOCK = Lock(LOCK_FILE)
 NOPUBSUB_LOCK = Lock("requirements-functions-nopubsub.txt", leaves_out=("google-cloud-pubsub",))
 LOCKS = (FULL_LOCK, NOPUBSUB_LOCK)
-# The functions that publish with google-cloud-pubsub (seatlease.pubsub); Terraform grants
+# The functions that publish with google-cloud-pubsub (seatlease.events.pubsub); Terraform grants
 # the same ones the publisher role (terraform/modules/functions: publish = true).
 PUBLISHING_FUNCTIONS = frozenset({"reaper"})
 

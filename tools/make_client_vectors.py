@@ -1,6 +1,6 @@
 """Write shared/clients/testdata/vectors.json: the token test vectors every client (Python,
-Node, Go) must agree on, signed by the server's own code (``seatlease.tokens.Signer`` with
-a ``seatlease.signingkeys.SigningKey``).
+Node, Go) must agree on, signed by the server's own code (``seatlease.api.tokens.Signer`` with
+a ``seatlease.api.signingkeys.SigningKey``).
 
 Each case is one answer as a client would receive it: the function, the request as sent
 (with its ``nonce``), the answer (with its token), the JWKS the client fetches, whether
@@ -28,8 +28,8 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from seatlease import signingkeys, tokens
-from seatlease.signingkeys import KeyVersion, SigningKey
+from seatlease.api import signingkeys, tokens
+from seatlease.api.signingkeys import KeyVersion, SigningKey
 
 OUT = Path(__file__).resolve().parent.parent / "shared" / "clients" / "testdata" / "vectors.json"
 FORMAT = "seatlease-client-vectors/1"

@@ -48,10 +48,10 @@ def hold(base: str, key: str, license_id: str) -> list[str]:
 
 
 def wait_for_audit(tenant: str, license_id: str, events: int) -> None:
-    from seatlease import store
+    from seatlease.records import event_log
 
     deadline = time.monotonic() + AUDIT_WAIT_SECONDS
-    while len(store.list_events(tenant, license_id)) < events:
+    while len(event_log.list_events(tenant, license_id)) < events:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the audit trail has not got {events} events after the wait")
         time.sleep(0.5)
@@ -60,7 +60,8 @@ def wait_for_audit(tenant: str, license_id: str, events: int) -> None:
 def render(out: Path, folder: Path) -> subprocess.CompletedProcess[str]:
     """Start a local stack in ``folder``, play the hold, draw the chart to ``out`` with
     the CLI from a second process; returns that process (its output is the report)."""
-    from seatlease import db, redisconn
+    from seatlease.records import db
+    from seatlease.seats import redisconn
     from seatlease_cli.localstack import DEMO_LICENSE, DEMO_TENANT, LocalStack
     from seatlease_cli.procs import free_port
 

@@ -5,21 +5,21 @@ lingering one (taken back); 202 with a place in the license's wait queue for
 ``"queue": true`` on a full license that has one. With ``borrow_seconds`` the seat is
 borrowed: no heartbeats until ``lease_expires_at``, which the token's ``exp`` carries
 (with ``borrowed: true``).
-The seat rules live in shared/seatlease/lua/acquire.lua; the HTTP mapping in
-shared/seatlease/http.py.
+The seat rules live in shared/seatlease/seats/lua/acquire.lua; the HTTP mapping in
+shared/seatlease/api/http.py.
 """
 
 from typing import Any
 
 import functions_framework
 
+from seatlease.api.http import Call, endpoint
+from seatlease.api.runtime import seat_engine
+from seatlease.api.schemas import AcquireRequest
+from seatlease.api.tenantlimits import rate_limit
+from seatlease.api.tokens import signer
 from seatlease.clock import rfc3339
-from seatlease.engine import QueuePlace
-from seatlease.http import Call, endpoint
-from seatlease.runtime import seat_engine
-from seatlease.schemas import AcquireRequest
-from seatlease.tenantlimits import rate_limit
-from seatlease.tokens import signer
+from seatlease.seats.engine import QueuePlace, SeatRequest
 
 
 @functions_framework.http
@@ -27,18 +27,20 @@ from seatlease.tokens import signer
 def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
     sign = signer()  # before the seat is taken: no key, no seat
     lease = seat_engine().acquire(
-        call.tenant_id,
-        body.license_id,
-        body.client_id,
-        body.lease_seconds,
-        body.metadata,
-        request_id=body.request_id,
-        borrow_seconds=body.borrow_seconds,
-        rate_limit=rate_limit(call.tenant_id),
-        user=body.user,
-        host=body.host,
-        queue=body.queue,
-        ticket=body.ticket,
+        SeatRequest(
+            tenant_id=call.tenant_id,
+            license_id=body.license_id,
+            client_id=body.client_id,
+            lease_seconds=body.lease_seconds,
+            metadata=body.metadata,
+            request_id=body.request_id,
+            borrow_seconds=body.borrow_seconds,
+            rate_limit=rate_limit(call.tenant_id),
+            user=body.user,
+            host=body.host,
+            queue=body.queue,
+            ticket=body.ticket,
+        )
     )
     if isinstance(lease, QueuePlace):  # a full license with a queue: a place in line
         call.log.update(outcome="queued", position=lease.position)

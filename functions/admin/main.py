@@ -1,14 +1,14 @@
 """admin: operator actions over HTTP (HTTP Cloud Function, entry point ``admin``).
 
 ``POST`` a JSON object ``{"action": "status" | "revoke" | "license.update" | ...}``; the
-actions, their fields and answers are in docs/admin.md and live in shared/seatlease/admin.py (the
+actions, their fields and answers are in docs/admin.md and live in shared/seatlease/admin/ (the
 ``seatlease`` CLI runs the same code when it talks to the database directly).
 
 Authentication is Cloud Run IAM's job: the function is deployed without
 ``allUsers`` invoker, so Cloud Run has already checked the caller's Google identity token
 (``roles/run.invoker``) before this code runs, and the function trusts its caller. The
 local stack serves it unauthenticated on loopback only. Errors use the same body and
-statuses as the client functions (shared/seatlease/http.py).
+statuses as the client functions (shared/seatlease/api/http.py).
 """
 
 from typing import Any
@@ -17,7 +17,7 @@ import functions_framework
 from flask import Request
 
 from seatlease import admin as actions
-from seatlease.http import AnyObject, Call, endpoint, identity_email
+from seatlease.api.http import AnyObject, Call, endpoint, identity_email
 
 _LOGGED = ("action", "tenant_id", "license_id", "session_id", "prefix")  # never a key
 

@@ -16,9 +16,9 @@ import functions_framework
 from cloudevents.http import CloudEvent
 from werkzeug.exceptions import ServiceUnavailable
 
-from seatlease.audit import MalformedMessage, decode_events, decode_pubsub_data, store
 from seatlease.config import Readiness
 from seatlease.errors import NotConfigured
+from seatlease.events.audit import MalformedMessage, decode_events, decode_pubsub_data, store
 from seatlease.logs import log
 
 # Cold start: a missing database setting is said once, as one CRITICAL line.

@@ -1,19 +1,19 @@
 """heartbeat: keep a lease alive (HTTP Cloud Function, entry point ``heartbeat``).
 
 410 ``session_expired`` (with ``reason`` ``expired`` or ``unknown``) tells the client to
-acquire again. The rules live in shared/seatlease/lua/heartbeat.lua.
+acquire again. The rules live in shared/seatlease/seats/lua/heartbeat.lua.
 """
 
 from typing import Any
 
 import functions_framework
 
+from seatlease.api.http import Call, endpoint
+from seatlease.api.runtime import seat_engine
+from seatlease.api.schemas import SessionRequest
+from seatlease.api.tenantlimits import rate_limit
+from seatlease.api.tokens import signer
 from seatlease.clock import rfc3339
-from seatlease.http import Call, endpoint
-from seatlease.runtime import seat_engine
-from seatlease.schemas import SessionRequest
-from seatlease.tenantlimits import rate_limit
-from seatlease.tokens import signer
 
 
 @functions_framework.http

@@ -3,10 +3,10 @@ entry point ``keys``; public, no API key).
 
 ``GET /keys`` answers ``{"keys": [JWK, ...]}``: every Ed25519 key that may have signed a
 live lease token, plus any newer key published before it signs
-(shared/seatlease/signingkeys.py has the rule). Cached by clients and proxies for
+(shared/seatlease/api/signingkeys.py has the rule). Cached by clients and proxies for
 ``JWKS_MAX_AGE_SECONDS`` (300 s); ``ETag`` / ``If-None-Match`` answer ``304``. In the cloud
 this function reads only the key secret's metadata, never a private key
-(shared/seatlease/secretmanager.py).
+(shared/seatlease/api/secretmanager.py).
 """
 
 import hashlib
@@ -18,9 +18,9 @@ from typing import Any
 import functions_framework
 from flask import Response
 
-from seatlease.http import ApiError, Readiness, json_error, to_api_error
+from seatlease.api.http import ApiError, Readiness, json_error, to_api_error
+from seatlease.api.tokens import keyring
 from seatlease.logs import log
-from seatlease.tokens import keyring
 
 MEDIA_TYPE = "application/jwk-set+json"  # RFC 7517 section 8.5
 MAX_AGE = int(os.environ.get("JWKS_MAX_AGE_SECONDS", "300"))

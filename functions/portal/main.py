@@ -1,11 +1,11 @@
 """portal: a tenant's own view of its seats (HTTP Cloud Function, entry point ``portal``;
 public, authenticated by a tenant admin key).
 
-``GET`` serves the page (shared/seatlease/static/portal.*, assembled and given its
-Content-Security-Policy by shared/seatlease/portal_page.py). ``POST`` a JSON object
+``GET`` serves the page (shared/seatlease/portal/static/portal.*, assembled and given its
+Content-Security-Policy by shared/seatlease/portal/page.py). ``POST`` a JSON object
 ``{"action": "status" | "revoke" | "usage" | "keys.list" | "keys.create" | "keys.revoke",
 ...}`` with ``Authorization: Bearer <tenant admin key>``; the actions live in
-shared/seatlease/portal.py and run the operator's implementations bound to the key's
+shared/seatlease/portal/actions.py and run the operator's implementations bound to the key's
 tenant. A seat key is a 403; calls are limited per key (429); every parsed action is
 recorded with the key's prefix in ``portal_actions``.
 """
@@ -15,10 +15,10 @@ from typing import Any
 import functions_framework
 from flask import Request, Response
 
-from seatlease import portal as actions
-from seatlease.auth import ADMIN
-from seatlease.http import AnyObject, ApiError, Call, endpoint, json_error, to_api_error
-from seatlease.portal_page import page
+from seatlease.api.auth import ADMIN
+from seatlease.api.http import AnyObject, ApiError, Call, endpoint, json_error, to_api_error
+from seatlease.portal import actions
+from seatlease.portal.page import page
 
 
 def _line(call: Call, status: int) -> tuple[str, str]:

@@ -5,16 +5,16 @@ checks the token, so only the scheduler's service account can invoke it.
 200 with the run's counts; 503 ``backend_unavailable`` when Redis or Pub/Sub cannot be
 reached (nothing is lost: what was not published stays in the outbox for the next run).
 Each run logs one ``reaper run`` line with its counts (the monitoring's log-based metrics
-read it). The logic lives in shared/seatlease/reaper.py.
+read it). The logic lives in shared/seatlease/events/reaper.py.
 """
 
 from typing import Any
 
 import functions_framework
 
+from seatlease.api.http import Call, endpoint
 from seatlease.errors import EventsNotPublished
-from seatlease.http import Call, endpoint
-from seatlease.reaper import default_reaper
+from seatlease.events.reaper import default_reaper
 
 
 def _line(call: Call, status: int) -> tuple[str, str]:

@@ -5,11 +5,11 @@ from typing import Any
 
 import functions_framework
 
-from seatlease.http import Call, endpoint
-from seatlease.runtime import seat_engine
-from seatlease.schemas import SessionRequest
-from seatlease.tenantlimits import rate_limit
-from seatlease.tokens import signer
+from seatlease.api.http import Call, endpoint
+from seatlease.api.runtime import seat_engine
+from seatlease.api.schemas import SessionRequest
+from seatlease.api.tenantlimits import rate_limit
+from seatlease.api.tokens import signer
 
 
 @functions_framework.http

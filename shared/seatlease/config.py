@@ -13,7 +13,7 @@ says so at cold start instead of failing each request its own way.
 
 "Deployed" is Cloud Run (Cloud Functions gen2 runs on it), which sets ``K_SERVICE``.
 Off it, the runtime's development defaults apply: Redis on 127.0.0.1:6379 and SQLite
-under ``.seatlease/`` (``seatlease.redisconn``, ``seatlease.db``). A deployed function
+under ``.seatlease/`` (``seatlease.seats.redisconn``, ``seatlease.records.db``). A deployed function
 never falls back on them: a Redis on its own loopback does not exist, and a SQLite file
 per instance would be a second, diverging source of truth.
 """

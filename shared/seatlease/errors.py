@@ -2,7 +2,7 @@
 
 The runtime raises these and nothing else for a caller's mistake or a backend outage;
 each caller maps them once: the HTTP boundary to a status, code and body
-(``seatlease.http.to_api_error``), the CLI to an exit code (``seatlease_cli.exit_code``).
+(``seatlease.api.http.to_api_error``), the CLI to an exit code (``seatlease_cli.exit_code``).
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ class EventsNotPublished(SeatError):
         self.retry_after_seconds = retry_after_seconds
 
 
-# -- the database's answers (raised by seatlease.store, re-exported there) --------------
+# -- the database's answers (raised by seatlease.records.store, re-exported there) --------------
 
 
 class StoreError(SeatError):

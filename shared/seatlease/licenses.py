@@ -1,5 +1,5 @@
 """A license's configuration, as the database stores it and the seat engine caches it in
-Redis: the one shape both ``seatlease.store`` and ``seatlease.engine`` speak."""
+Redis: the one shape both ``seatlease.records.store`` and ``seatlease.seats.engine`` speak."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class LicenseConfig:
     suspended: bool = False
     max_borrow_seconds: int = 0  # 0: borrowing is off
     linger_seconds: int = 0  # 0: a release frees the seat at once
-    # The license policy as acquire.lua reads it (seatlease.policy.LicensePolicy's
+    # The license policy as acquire.lua reads it (seatlease.seats.policy.LicensePolicy's
     # redis_form()); "" for none: acquire then takes the path it always took.
     policy: str = ""
 

@@ -3,7 +3,7 @@ on (dead-lettered after its retries, e.g. during a long Cloud SQL outage).
 ``seatlease audit prune``: delete raw events older than the retention (the rollups stay).
 
 Pulls from the dead-letter subscription in batches, decodes each message exactly as the
-audit function does (seatlease.audit), inserts the events idempotently (a message that was
+audit function does (seatlease.events.audit), inserts the events idempotently (a message that was
 partly or fully stored before adds nothing twice) and acknowledges a batch only once its
 events are committed. A malformed message (not JSON, invalid events) cannot be fixed by
 retrying: it is acknowledged and reported with its id and a preview of its data. If the
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from seatlease_cli import EXIT_NOT_FOUND, EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
+from seatlease_cli.exits import EXIT_NOT_FOUND, EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
 from seatlease_cli.output import add_json_flag
 
 PULL_BATCH = 100  # messages per pull (each up to 100 events)
@@ -96,12 +96,12 @@ def _age(value: str) -> timedelta:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from seatlease import store
     from seatlease.clock import iso_utc
+    from seatlease.records import event_log
     from seatlease_cli.backend import require_database
 
     require_database("audit prune")
-    pruned = store.prune_events(datetime.now(UTC) - args.older_than)
+    pruned = event_log.prune_events(datetime.now(UTC) - args.older_than)
     result = {
         "horizon": iso_utc(pruned.horizon),
         "events_deleted": pruned.events_deleted,
@@ -160,7 +160,7 @@ def _check_database() -> None:
     """Fail before pulling anything when the database is unreachable."""
     from sqlalchemy import text
 
-    from seatlease.store import transaction
+    from seatlease.records.store import transaction
 
     with transaction() as conn:
         conn.execute(text("SELECT 1"))
@@ -191,8 +191,8 @@ def replay(path: str, limit: int | None = None, subscriber: Any = None) -> Repla
     from google.api_core import exceptions as gexc
     from google.cloud import pubsub_v1
 
-    from seatlease import audit
     from seatlease.errors import BackendUnavailable
+    from seatlease.events import audit
 
     _check_database()
     owned = subscriber is None

@@ -16,7 +16,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
-    from seatlease import db, store
+    from seatlease.records import db, store
     from seatlease_cli.backend import require_database
 
     require_database("db upgrade")

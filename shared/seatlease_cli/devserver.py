@@ -71,7 +71,7 @@ class _BoundedReads:
     (63 MiB for four, tests/test_http_limits.py). Here that costs one 64 KiB piece at a
     time, and past 1 MiB the stream ends, so werkzeug stops and closes the connection
     (it closes every one after its answer anyway). A request's own body is at most
-    16 KiB (seatlease.http.MAX_BODY_BYTES); request and header lines go through
+    16 KiB (seatlease.api.http.MAX_BODY_BYTES); request and header lines go through
     ``readline``, untouched."""
 
     def __init__(self, stream: Any) -> None:

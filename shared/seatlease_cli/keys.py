@@ -9,7 +9,7 @@ folder, as the next ``<n>.pem`` (signs at once); in Secret Manager, as a new ver
 public key is published in the secret's annotations at once and which signs from
 ``--activate-in`` seconds later (600 by default: every JWKS cache has seen it by then).
 Until then and for the longest token lifetime after, the previous key stays in the JWKS
-(seatlease/signingkeys.py). The private key is never printed.
+(seatlease/api/signingkeys.py). The private key is never printed.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from seatlease_cli import EXIT_USAGE, CommandError
+from seatlease_cli.exits import EXIT_USAGE, CommandError
 from seatlease_cli.output import add_json_flag, emit
 
 DEFAULT_ACTIVATE_IN = 600
@@ -81,7 +81,7 @@ def _when(seconds: float) -> str:
 
 
 def cmd_rotate(args: argparse.Namespace) -> int:
-    from seatlease import secretmanager, signingkeys
+    from seatlease.api import secretmanager, signingkeys
 
     kind, where = _source(args)
     if kind == "dir":
@@ -114,7 +114,7 @@ def cmd_rotate(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from seatlease import secretmanager, signingkeys
+    from seatlease.api import secretmanager, signingkeys
 
     kind, where = _source(args)
     if kind == "dir":

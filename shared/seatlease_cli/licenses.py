@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from seatlease.engine import CONFIG_TTL_SECONDS
 from seatlease.licenses import LICENSE_FIELDS
+from seatlease.seats.engine import CONFIG_TTL_SECONDS
 from seatlease_cli.backend import EXIT_CACHE_STALE, backend_for, common_parent, warn_if_stale
 from seatlease_cli.output import emit
 

@@ -32,13 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from seatlease_cli.localstate import STATE_DIR, STATE_FILE
 from seatlease_cli.procs import MissingTool, Proc, start_pubsub_emulator, start_redis
 
 if TYPE_CHECKING:
     from google.cloud import pubsub_v1
 
-STATE_DIR = Path(".seatlease")
-STATE_FILE = STATE_DIR / "local.json"
 PROJECT = "seatlease-local"
 DEMO_TENANT = "demo"
 # The license the README's tour uses by hand: leases long enough to acquire one with curl,
@@ -168,7 +167,7 @@ class LocalStack:
         os.environ.setdefault("SEATLEASE_ISSUER", self.base_url)
         if os.environ.get("SIGNING_KEYS_DIR") or os.environ.get("SIGNING_KEY_SECRET"):
             return
-        from seatlease.signingkeys import next_key_file
+        from seatlease.api.signingkeys import next_key_file
 
         folder = (STATE_DIR / "signing-keys").resolve()
         if not list(folder.glob("*.pem")):
@@ -178,7 +177,7 @@ class LocalStack:
         self.say(f"  signing keys: {STATE_DIR / 'signing-keys'} (seatlease keys rotate --dir)")
 
     def _prepare_database(self) -> None:
-        from seatlease import store
+        from seatlease.records import store
 
         store.upgrade()
 
@@ -263,8 +262,9 @@ class LocalStack:
         return (set(names["topics"]) - topics) | (set(names["subscriptions"]) - subscriptions)
 
     def _seed(self) -> dict[str, str]:
-        from seatlease import runtime, store
+        from seatlease.api import runtime
         from seatlease.apikeys import hash_key, well_formed
+        from seatlease.records import store
 
         try:
             store.create_tenant(DEMO_TENANT, "Demo tenant")
@@ -350,8 +350,8 @@ class LocalStack:
         so in one WARNING line. Returns ``["dead letters"]`` when it stored any."""
         from seatlease.errors import BackendUnavailable
         from seatlease.logs import log
-        from seatlease_cli import CommandError
         from seatlease_cli.audit import replay
+        from seatlease_cli.exits import CommandError
 
         hold = f"projects/{PROJECT}/subscriptions/{os.environ['PUBSUB_TOPIC']}-dead-letter-hold"
         try:

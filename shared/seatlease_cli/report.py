@@ -1,5 +1,5 @@
 """``seatlease report usage``: peak seats, denials, lease durations, endings and lost
-leases of one tenant's licenses, from the usage rollups (shared/seatlease/reports.py), as a
+leases of one tenant's licenses, from the usage rollups (shared/seatlease/records/reports/), as a
 table, CSV or JSON, and optionally a PNG chart of seats in use per period (the average as a
 line, the peak as a lighter band) against the seat limit, up to now.
 
@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from seatlease.clock import iso_utc
-from seatlease_cli import EXIT_USAGE, CommandError
 from seatlease_cli.backend import backend_for, common_parent
+from seatlease_cli.exits import EXIT_USAGE, CommandError
 from seatlease_cli.output import table
 
 if TYPE_CHECKING:
-    from seatlease.reports import Timeline, Window
+    from seatlease.records.reports import Timeline, Window
 
 SECTIONS = ("usage", "durations", "outcomes")
 USAGE_COLUMNS = (
@@ -220,7 +220,7 @@ def chart_input(
     """The ``report.usage`` answer (with ``timelines``) back into what ``draw_chart``
     takes: ``reports.Timeline`` objects, the ``reports.Window`` and configured seats."""
     from seatlease.admin import parse_time as when
-    from seatlease.reports import Timeline, Window
+    from seatlease.records.reports import Timeline, Window
 
     if any(len(p) < 4 for t in timelines for p in t["points"]):  # before average_seats
         raise CommandError(

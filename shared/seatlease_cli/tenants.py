@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from seatlease.auth import LOCAL_TTL
-from seatlease.tenantlimits import DEFAULT_RATE_LIMIT
+from seatlease.api.auth import LOCAL_TTL
+from seatlease.api.tenantlimits import DEFAULT_RATE_LIMIT
 from seatlease_cli.backend import backend_for, common_parent, warn_if_stale
 from seatlease_cli.output import emit
 
@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
         help="revoke a key by its prefix",
         description="Revoke an API key by its prefix (sl_xxxxxxxx). The database and the "
         "shared Redis cache forget it at once; running function instances keep their "
-        f"in-process copy for at most {LOCAL_TTL:.0f} s (seatlease.auth.LOCAL_TTL), so the key "
+        f"in-process copy for at most {LOCAL_TTL:.0f} s (seatlease.api.auth.LOCAL_TTL), so the key "
         f"stops working everywhere within {LOCAL_TTL:.0f} s.",
     )
     revoke.add_argument("prefix", metavar="PREFIX")

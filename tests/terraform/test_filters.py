@@ -36,9 +36,9 @@ from http_support import acquire, heartbeat, log_lines, new_license, new_tenant,
 from test_stack_wiring import _terraform
 from tfconfig import FUNCTIONS_DIR, MODULES, attr, blocks, expr, load
 
-from seatlease import redisconn
-from seatlease.keys import LicenseKeys
-from seatlease.redisconn import get_redis
+from seatlease.seats import redisconn
+from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.redisconn import get_redis
 
 MON = MODULES / "monitoring"
 RESOURCE_RE = re.compile(r'^resource "(\w+)" "(\w+)" \{\n(.*?)^\}\n', re.S | re.M)

@@ -817,10 +817,10 @@ def test_log_metrics_only_use_fields_the_code_logs():
     seats = MON.resource("google_logging_metric", "seats_used")
     assert attr(seats, "value_extractor") == "EXTRACT(jsonPayload.seats_used)"
     denials = MON.resource("google_logging_metric", "denials")
-    # The outcome a denied acquire logs is its error code (shared/seatlease/http.py): take it from
+    # The outcome a denied acquire logs is its error code (shared/seatlease/api/http.py): take it from
     # the code, so the metric cannot drift from what the functions write.
     from seatlease.errors import NoSeatsAvailable
-    from seatlease.http import to_api_error
+    from seatlease.api.http import to_api_error
 
     denied = to_api_error(NoSeatsAvailable(2, 2, 5)).code
     assert denied == "no_seats_available"

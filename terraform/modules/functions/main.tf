@@ -12,7 +12,7 @@
 #   admin      var.admin_invokers only           x        x
 #   portal     anyone (tenant admin key in code)  x        x
 #
-# The signing key (lease tokens, seatlease/signingkeys.py): "sign" functions read the
+# The signing key (lease tokens, seatlease/api/signingkeys.py): "sign" functions read the
 # payload of the one version that signs (secretAccessor) and the versions' metadata;
 # "publish" (the JWKS) reads only the metadata and the public halves in the secret's
 # annotations (viewer: no payload). No other function can read the secret.

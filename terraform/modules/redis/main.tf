@@ -5,7 +5,7 @@
 #   * AUTH + in-transit encryption (SERVER_AUTHENTICATION, port 6378): chosen at
 #     creation time, cannot be added later without recreating the instance.
 #   * The server certificate rotates every 180 days with a brief disconnect: the
-#     client retries with backoff (shared/seatlease/redisconn.py). The CA itself is
+#     client retries with backoff (shared/seatlease/seats/redisconn.py). The CA itself is
 #     valid 10 years and a new one is published 5 years in; server_ca_certs then lists
 #     both, and the functions get every one of them (REDIS_CA_CERT), so the switch to
 #     the new CA needs no redeploy.

@@ -1,0 +1,174 @@
+"""Seats in use: ``status`` (FlexNet's ``lmstat -a``), ``revoke`` (``lmremove``) and
+Redis ``capacity``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import model_validator
+
+from seatlease.admin.common import Action, license_rows, require_license
+from seatlease.admin.licenses import license_view
+from seatlease.clock import rfc3339, server_time_ms
+from seatlease.errors import AmbiguousLicense, NotFound, SessionNotLive
+from seatlease.fields import Identifier
+from seatlease.logs import log
+from seatlease.records import store
+
+
+class Status(Action):
+    action: Literal["status"]
+    tenant_id: Identifier | None = None
+    license_id: Identifier | None = None
+
+    @model_validator(mode="after")
+    def _license_needs_tenant(self) -> Status:
+        if self.license_id is not None and self.tenant_id is None:
+            raise ValueError("license_id needs tenant_id")
+        return self
+
+
+class Capacity(Action):
+    action: Literal["capacity"]
+
+
+class Revoke(Action):
+    action: Literal["revoke"]
+    tenant_id: Identifier | None = None  # absent: the one tenant that has license_id
+    license_id: Identifier
+    session_id: Identifier
+
+
+def _lease_view(lease: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    metadata = lease["metadata"] if isinstance(lease["metadata"], dict) else {}
+    return {
+        "session_id": lease["session_id"],
+        "client_id": lease["client_id"],
+        "user": metadata.get("user"),
+        "host": metadata.get("host"),
+        "metadata": metadata,
+        "acquired_at": rfc3339(int(lease["acquired_at_ms"])),
+        "expires_at": rfc3339(lease["expires_at_ms"]),
+        "expires_in_seconds": max(0, round((lease["expires_at_ms"] - now_ms) / 1000)),
+        "lease_seconds": lease["lease_seconds"],
+        # Borrowed: no heartbeats until it expires. Lingering: released by its client,
+        # the seat held for that client alone until it expires.
+        "borrowed": bool(lease.get("borrowed")),
+        "lingering": bool(lease.get("lingering")),
+    }
+
+
+def _waiting_view(ticket: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    held = ticket["held_since_ms"]
+    return {
+        "position": ticket["position"],
+        "client_id": ticket["client_id"],
+        "user": ticket["user"],
+        "host": ticket["host"],
+        "waiting_seconds": max(0, round((now_ms - ticket["joined_at_ms"]) / 1000)),
+        "expires_in_seconds": max(0, round((ticket["expires_at_ms"] - now_ms) / 1000)),
+        # a freed seat waits for this ticket (until expires_in_seconds)
+        "seat_held": held is not None,
+    }
+
+
+def _status(req: Status) -> tuple[int, dict[str, Any]]:
+    """``lmstat -a``: each license with its seats in use and its live leases."""
+    from seatlease.api.runtime import seat_engine
+
+    if req.license_id is not None and req.tenant_id is not None:
+        rows = [require_license(req.tenant_id, req.license_id)]
+    else:
+        rows = license_rows(req.tenant_id)
+    engine = seat_engine()
+    now_ms = server_time_ms(engine.redis)  # the clock the lease deadlines are on
+    licenses = []
+    for row in rows:
+        view = license_view(row)
+        leases = engine.live_leases(view["tenant_id"], view["license_id"])
+        entry = {
+            **view,
+            "seats_used": len(leases),
+            "overage_in_use": len(leases) > view["seats"],
+            "leases": [_lease_view(lease, now_ms) for lease in leases],
+        }
+        if view["policy"] and view["policy"]["queue"]:
+            entry["queue"] = [
+                _waiting_view(ticket, now_ms)
+                for ticket in engine.waiting(view["tenant_id"], view["license_id"])
+            ]
+        licenses.append(entry)
+    return 200, {"at": rfc3339(now_ms), "licenses": licenses}
+
+
+def _license_tenant(tenant_id: str | None, license_id: str) -> str:
+    """The tenant a request means: the one given (which must have the license), else the
+    only tenant with a license of that id. Several: 400 ``ambiguous_license`` listing
+    them (``tenants``), so the caller can name one."""
+    if tenant_id is not None:
+        require_license(tenant_id, license_id)
+        return tenant_id
+    found = store.tenants_with_license(license_id)
+    if not found:
+        raise NotFound(f"license {license_id!r} not found in any tenant")
+    if len(found) > 1:
+        raise AmbiguousLicense(license_id, found)
+    return found[0]
+
+
+def _capacity(_req: Capacity) -> tuple[int, dict[str, Any]]:
+    """Redis used and maximum memory and what holds it (seatlease/seats/capacity.py)."""
+    from seatlease.api.runtime import seat_engine
+    from seatlease.seats.capacity import capacity
+
+    return 200, capacity(seat_engine().redis)
+
+
+def _revoke(req: Revoke) -> tuple[int, dict[str, Any]]:
+    """``lmremove``: end a live lease now, recorded as ``lease.revoked``; the client's
+    next heartbeat answers 410."""
+    from seatlease.api.runtime import seat_engine
+
+    tenant_id = _license_tenant(req.tenant_id, req.license_id)
+    engine = seat_engine()
+    before = next(
+        (
+            lease
+            for lease in engine.live_leases(tenant_id, req.license_id)
+            if lease["session_id"] == req.session_id
+        ),
+        None,
+    )
+    result = engine.release(tenant_id, req.license_id, req.session_id, revoke=True)
+    if not result.released:
+        raise SessionNotLive(
+            f"session {req.session_id!r} holds no seat on {tenant_id}/{req.license_id} "
+            "(unknown, released, expired or already revoked)"
+        )
+    body: dict[str, Any] = {
+        "revoked": True,
+        "tenant_id": tenant_id,
+        "license_id": req.license_id,
+        "session_id": req.session_id,
+        "seats_used": result.seats_used,
+        "seats_total": result.seats_total,
+    }
+    if before is not None:
+        lease = _lease_view(before, before["expires_at_ms"])
+        body.update({k: lease[k] for k in ("client_id", "user", "host", "metadata", "acquired_at")})
+    log(
+        "NOTICE",
+        "admin: lease revoked",
+        tenant_id=tenant_id,
+        license_id=req.license_id,
+        session_id=req.session_id,
+        client_id=body.get("client_id"),
+    )
+    return 200, body
+
+
+HANDLERS = {
+    Status: _status,
+    Capacity: _capacity,
+    Revoke: _revoke,
+}

@@ -1,0 +1,31 @@
+"""Process-wide objects every function shares, built on first use and kept across
+invocations (a Cloud Functions instance serves many requests)."""
+
+from __future__ import annotations
+
+from seatlease.licenses import LicenseConfig
+from seatlease.seats.engine import SeatEngine
+from seatlease.seats.redisconn import get_redis
+
+_engines: dict[int, SeatEngine] = {}
+
+
+def load_license_config(tenant_id: str, license_id: str) -> LicenseConfig | None:
+    """Read-through source of the Redis config cache: the database (imported lazily, so
+    the client-facing functions load SQLAlchemy only on a cache miss)."""
+    from seatlease.records import store
+
+    return store.license_config(tenant_id, license_id)
+
+
+def seat_engine() -> SeatEngine:
+    client = get_redis()
+    engine = _engines.get(id(client))
+    if engine is None:
+        engine = _engines[id(client)] = SeatEngine(client, load_license_config)
+    return engine
+
+
+def refresh_license_cache(tenant_id: str, license_id: str) -> None:
+    """After an admin change: write the database's view of the license into Redis now."""
+    seat_engine().cache_config(tenant_id, license_id, load_license_config(tenant_id, license_id))

@@ -1,0 +1,90 @@
+"""Request bodies of the HTTP contract (docs/design.md, api/openapi.yaml), validated by
+pydantic, from the field types of ``seatlease.fields``.
+
+Strict: unknown fields are rejected, types are not coerced ("5" is not an integer).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from seatlease.fields import (
+    MAX_LEASE_SECONDS,
+    METADATA_MAX_BYTES,
+    HostName,
+    Identifier,
+    MetadataValue,
+    Nonce,
+    UserName,
+    check_metadata_text,
+)
+from seatlease.licenses import MAX_BORROW_SECONDS
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class AcquireRequest(_Body):
+    license_id: Identifier
+    client_id: Identifier
+    lease_seconds: Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)] | None = None
+    metadata: dict[str, MetadataValue] | None = None
+    # The call's idempotency key: a repeat with the same request_id is answered with the
+    # first run's reply for REPLY_TTL_SECONDS (engine.py). Optional: the server makes one.
+    request_id: Identifier | None = None
+    nonce: Nonce | None = None
+    # A borrowed seat: no heartbeats until it expires (at most the license's
+    # max_borrow_seconds, which acquire.lua checks; this is every license's ceiling).
+    borrow_seconds: Annotated[int, Field(ge=1, le=MAX_BORROW_SECONDS)] | None = None
+    # Who is asking (FlexNet's user and host names): judged by the license's policy and
+    # recorded in the lease's metadata as "user" and "host".
+    user: UserName | None = None
+    host: HostName | None = None
+    # On a full license with a queue: wait in line (202 and a ticket) instead of a 409.
+    queue: bool = False
+    ticket: Identifier | None = None  # the place in line a previous 202 gave
+
+    @field_validator("borrow_seconds")
+    @classmethod
+    def _not_with_lease_seconds(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("lease_seconds") is not None:
+            raise ValueError("not with lease_seconds (a borrow has its own length)")
+        return value
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _flat(cls, value: object) -> object:
+        # Checked before the type so a nested value gets one clear error, instead of one
+        # per member of the MetadataValue union ("metadata.a.str", "metadata.a.int", ...).
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, dict | list):
+                    kind = "an object" if isinstance(item, dict) else "an array"
+                    raise ValueError(
+                        f"metadata must be flat: {key!r} is {kind} "
+                        "(values are strings, numbers, booleans or null)"
+                    )
+        check_metadata_text(value)
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _small_enough(cls, value: dict[str, MetadataValue] | None) -> dict | None:
+        if value is not None:
+            size = len(json.dumps(value, separators=(",", ":")).encode())
+            if size > METADATA_MAX_BYTES:
+                raise ValueError(f"metadata is {size} bytes, at most {METADATA_MAX_BYTES}")
+        return value
+
+
+class SessionRequest(_Body):
+    """heartbeat and release."""
+
+    license_id: Identifier
+    session_id: Identifier
+    request_id: Identifier | None = None  # as in AcquireRequest
+    nonce: Nonce | None = None

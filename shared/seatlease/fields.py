@@ -1,0 +1,104 @@
+"""The field types every room validates with: identifiers, user and host names, nonces,
+metadata text, the longest lease, and a pydantic error turned into the contract's
+``invalid_request``. The HTTP request bodies built from them are in ``api/schemas.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+from pydantic import (
+    AfterValidator,
+    StringConstraints,
+    ValidationError,
+)
+
+from seatlease.errors import InvalidRequest
+
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:@-]{1,128}$"
+Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
+MetadataValue = str | int | float | bool | None
+METADATA_MAX_BYTES = 4096
+MAX_LEASE_SECONDS = 7 * 24 * 3600  # no license may allow more; each license sets its own max
+NONCE_MAX_CHARS = 128
+USER_MAX_CHARS = 128  # `user` and `host` on acquire, and the users a license policy names
+
+
+def _nonce_text(value: str) -> str:
+    if problem := text_problem(value):
+        raise ValueError(f"nonce {problem}")
+    return value
+
+
+# Echoed in the answer's signed token, so that a product can refuse a replayed grant.
+Nonce = Annotated[
+    str, StringConstraints(min_length=1, max_length=NONCE_MAX_CHARS), AfterValidator(_nonce_text)
+]
+
+
+def user_text(field: str) -> Callable[[str], str]:
+    """A validator for a user or host name: any text but what ``text_problem`` refuses
+    (it reaches the audit log's JSON)."""
+
+    def check(value: str) -> str:
+        if problem := text_problem(value):
+            raise ValueError(f"{field} {problem}")
+        return value
+
+    return check
+
+
+UserName = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=USER_MAX_CHARS),
+    AfterValidator(user_text("user")),
+]
+HostName = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=USER_MAX_CHARS),
+    AfterValidator(user_text("host")),
+]
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored as JSON text in PostgreSQL (``jsonb`` refuses the NUL
+    character and an unpaired UTF-16 surrogate, which JSON's ``\\u`` escapes can carry),
+    or None. Checked at the door so a client's metadata can never stall the audit trail."""
+    if "\x00" in text:
+        return "contains the NUL character (\\u0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains an unpaired surrogate (not valid Unicode)"
+    return None
+
+
+def check_metadata_text(value: object) -> None:
+    """Raise ValueError when a key or string value of a metadata object has a
+    ``text_problem``."""
+    if not isinstance(value, dict):
+        return
+    for key, item in value.items():
+        for what, text in (("key", key), ("value", item)):
+            if isinstance(text, str) and (problem := text_problem(text)):
+                shown = ascii(key)[:40]
+                raise ValueError(f"metadata {what} of {shown} {problem}")
+
+
+def invalid_request(exc: ValidationError, what: str = "request") -> InvalidRequest:
+    """A pydantic failure as the contract's 400: ``details`` names each field and its
+    problem, and the message sums them up (``Invalid request: seats: ...``). A rule on the
+    whole body (``field`` ``body``) is stated without a field name. One wording for the
+    client functions and the admin actions (``what``: ``revoke request``, ...)."""
+    details = []
+    for err in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        problem = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+        if err["type"] == "value_error" and "error" in err.get("ctx", {}):
+            problem = str(err["ctx"]["error"])  # our validators' sentence, no "Value error, "
+        details.append({"field": where, "problem": problem})
+    summary = "; ".join(
+        d["problem"] if d["field"] == "body" else f"{d['field']}: {d['problem']}" for d in details
+    )
+    return InvalidRequest(f"Invalid {what}: {summary}.", details=details)

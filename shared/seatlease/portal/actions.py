@@ -1,0 +1,213 @@
+"""The tenant portal's actions: what a customer's IT admin does with a tenant admin key
+(``functions/portal``). Every action is bound to the key's tenant and runs the operator's
+implementation of it (``seatlease.admin``) with that tenant filled in, so there is one
+status, one revoke, one usage report and one key store.
+
+A request is ``{"action": "<name>", ...fields}``:
+
+- ``status`` (``license_id``?): the tenant's licenses, seats in use and live leases;
+- ``revoke`` (``license_id``, ``session_id``): end a live lease now (``lease.revoked``);
+- ``usage`` (``days`` 1..``MAX_USAGE_DAYS``, ``license_id``?, ``period``?): the usage
+  report with each license's timeline, over the last ``days`` days up to the next whole
+  hour (``period`` ``hour``) or day (``day``);
+- ``keys.list``, ``keys.create`` (``label``?), ``keys.revoke`` (``prefix``): the tenant's
+  **seat** keys; a new key is in the answer once (only its hash is stored). Admin keys are
+  the vendor's to issue and revoke (``seatlease apikey``), never the portal's.
+
+Another tenant's license, session or key is ``NotFound``: the same answer as one that does
+not exist, since every lookup is made within the key's tenant. Each action is recorded
+(``record``) in ``portal_actions`` with the admin key's prefix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from seatlease import admin, clock
+from seatlease.admin import keys as admin_keys
+from seatlease.admin import reports as admin_reports
+from seatlease.admin import seats as admin_seats
+from seatlease.admin.common import KeyPrefix, Label
+from seatlease.api.auth import SEAT
+from seatlease.fields import Identifier
+from seatlease.logs import log
+from seatlease.records import store
+from seatlease.seats import ratelimit
+from seatlease.seats.redisconn import get_redis
+
+MAX_USAGE_DAYS = 90
+RATE_LIMIT_ENV = "PORTAL_RATE_LIMIT"  # calls per key per minute
+DEFAULT_RATE_LIMIT = 120
+RATE_PERIOD_SECONDS = 60
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Status(_Action):
+    action: Literal["status"]
+    license_id: Identifier | None = None
+
+
+class Revoke(_Action):
+    action: Literal["revoke"]
+    license_id: Identifier
+    session_id: Identifier
+
+
+class Usage(_Action):
+    action: Literal["usage"]
+    days: Annotated[int, Field(ge=1, le=MAX_USAGE_DAYS)] = 7
+    license_id: Identifier | None = None
+    period: Literal["hour", "day"] | None = None  # default: hour up to 7 days, else day
+
+    def bucket(self) -> str:
+        return self.period or ("hour" if self.days <= 7 else "day")
+
+
+class KeysList(_Action):
+    action: Literal["keys.list"]
+
+
+class KeysCreate(_Action):
+    action: Literal["keys.create"]
+    label: Label = ""
+
+
+class KeysRevoke(_Action):
+    action: Literal["keys.revoke"]
+    prefix: KeyPrefix
+
+
+MODELS: dict[str, type[_Action]] = {
+    "status": Status,
+    "revoke": Revoke,
+    "usage": Usage,
+    "keys.list": KeysList,
+    "keys.create": KeysCreate,
+    "keys.revoke": KeysRevoke,
+}
+ACTIONS = tuple(MODELS)
+
+
+def parse(data: Any) -> _Action:
+    """Validate a request object; bad input raises ``InvalidRequest`` naming each field."""
+    return admin.parse_action(data, MODELS)
+
+
+def limit(key_prefix: str) -> None:
+    """Count one call of this admin key; ``RateLimited`` over the per-minute limit."""
+    allowed = int(os.environ.get(RATE_LIMIT_ENV) or DEFAULT_RATE_LIMIT)
+    ratelimit.hit(get_redis(), "portal", key_prefix, allowed, RATE_PERIOD_SECONDS)
+
+
+# -- the actions: the operator's implementations, bound to the key's tenant --------------
+
+
+def _status(tenant_id: str, req: Status) -> tuple[int, dict[str, Any]]:
+    status, body = admin.execute(
+        admin_seats.Status(action="status", tenant_id=tenant_id, license_id=req.license_id)
+    )
+    return status, {"tenant_id": tenant_id, **body}
+
+
+def _revoke(tenant_id: str, req: Revoke) -> tuple[int, dict[str, Any]]:
+    return admin.execute(
+        admin_seats.Revoke(
+            action="revoke",
+            tenant_id=tenant_id,
+            license_id=req.license_id,
+            session_id=req.session_id,
+        )
+    )
+
+
+def _usage(tenant_id: str, req: Usage) -> tuple[int, dict[str, Any]]:
+    period = req.bucket()
+    now = clock.now()
+    if period == "hour":
+        until = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    else:
+        until = now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    status, body = admin.execute(
+        admin_reports.ReportUsage(
+            action="report.usage",
+            tenant_id=tenant_id,
+            license_id=req.license_id,
+            since=until - timedelta(days=req.days),
+            until=until,
+            period=period,
+            timelines=True,
+        )
+    )
+    return status, {**body, "days": req.days}
+
+
+def _keys_list(tenant_id: str, _req: KeysList) -> tuple[int, dict[str, Any]]:
+    return 200, {"api_keys": admin.api_key_views(tenant_id, scope=SEAT)}
+
+
+def _keys_create(tenant_id: str, req: KeysCreate) -> tuple[int, dict[str, Any]]:
+    status, body = admin.execute(
+        admin_keys.ApiKeyCreate(action="apikey.create", tenant_id=tenant_id, label=req.label)
+    )
+    return status, body  # "key" is in this answer only: the store keeps its hash
+
+
+def _keys_revoke(tenant_id: str, req: KeysRevoke) -> tuple[int, dict[str, Any]]:
+    return 200, admin.revoke_api_key(req.prefix, tenant_id=tenant_id, scope=SEAT)
+
+
+HANDLERS: dict[type[_Action], Callable[[str, Any], tuple[int, dict[str, Any]]]] = {
+    Status: _status,
+    Revoke: _revoke,
+    Usage: _usage,
+    KeysList: _keys_list,
+    KeysCreate: _keys_create,
+    KeysRevoke: _keys_revoke,
+}
+
+
+def execute(tenant_id: str, request: _Action) -> tuple[int, dict[str, Any]]:
+    """Run one validated action for the key's tenant: ``(status, JSON body)``."""
+    return HANDLERS[type(request)](tenant_id, request)
+
+
+def targets(request: _Action) -> dict[str, str | None]:
+    """What the action names, for its audit row and log line (never a key)."""
+    return {
+        "license_id": getattr(request, "license_id", None),
+        "session_id": getattr(request, "session_id", None),
+        "target_prefix": getattr(request, "prefix", None),
+    }
+
+
+def record(
+    tenant_id: str, key_prefix: str, request: _Action, status: int, created: str | None = None
+) -> None:
+    """The action's row in the audit trail (``portal_actions``). A database that cannot
+    take it does not undo the action: the row's content goes to an ERROR log line
+    instead, which the logs keep."""
+    fields = targets(request)
+    if created:  # keys.create: the new key's prefix
+        fields["target_prefix"] = created
+    action = request.action  # type: ignore[attr-defined]
+    try:
+        store.record_portal_action(tenant_id, key_prefix, action, status, **fields)
+    except Exception as exc:
+        log(
+            "ERROR",
+            "portal: action not recorded in portal_actions",
+            tenant_id=tenant_id,
+            key_prefix=key_prefix,
+            action=action,
+            status=status,
+            error=type(exc).__name__,
+            **fields,
+        )

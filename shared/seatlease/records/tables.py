@@ -1,0 +1,234 @@
+"""The relational schema (SQLAlchemy Core). Alembic migrations in
+shared/seatlease/records/migrations/
+create it; keep both in step (tests/test_store.py compares them).
+
+On PostgreSQL ``lease_events`` is partitioned by month on ``occurred_at`` (migration 0003,
+``seatlease.records.rollups``): its unique key includes the partition key there (``(event_id,
+occurred_at)``) and ``id`` (from a sequence) is not a key; on SQLite it is one table with
+``event_id`` unique. The usage rollups (``usage_rollups``, ``usage_minute_rollups``,
+``usage_client_rollups``) and
+the leases (``usage_leases``: both ends of each lease) are plain tables on both,
+maintained with every event insert (``seatlease.records.rollups``)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    false,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+ID = String(128)
+QUEUE_OUTCOMES = "type IN ('queue.granted', 'queue.left')"
+
+tenants = Table(
+    "tenants",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("name", String(256), nullable=False, server_default=""),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # Calls per second on acquire, heartbeat and release; 0 is no limit (migration 0007;
+    # the default, seatlease.api.tenantlimits.DEFAULT_RATE_LIMIT, is sized in docs/operations.md).
+    Column("rate_limit_per_second", Integer, nullable=False, server_default="500"),
+    CheckConstraint("rate_limit_per_second BETWEEN 0 AND 1000000", name="ck_tenants_rate_limit"),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("key_id", Integer, primary_key=True, autoincrement=True),
+    Column("tenant_id", ID, ForeignKey("tenants.tenant_id"), nullable=False, index=True),
+    Column("prefix", String(16), nullable=False, unique=True),  # shown to humans
+    Column("key_hash", String(64), nullable=False, unique=True),  # sha256 hex of the key
+    Column("label", String(256), nullable=False, server_default=""),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    # Migration 0009: 'seat' takes seats (every older key), 'admin' runs the tenant's portal.
+    Column("scope", String(16), nullable=False, server_default="seat"),
+    CheckConstraint("scope IN ('seat', 'admin')", name="ck_api_keys_scope"),
+)
+
+licenses = Table(
+    "licenses",
+    metadata,
+    Column("tenant_id", ID, ForeignKey("tenants.tenant_id"), primary_key=True),
+    Column("license_id", ID, primary_key=True),
+    Column("seats", Integer, nullable=False),
+    Column("lease_seconds", Integer, nullable=False, server_default="360"),
+    Column("max_lease_seconds", Integer, nullable=False, server_default="3600"),
+    Column("overage_percent", Integer, nullable=False, server_default="0"),
+    Column("suspended", Boolean, nullable=False, server_default=false()),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # Borrowing and linger (migration 0004): 0 is off; at most 30 days and one day.
+    Column("max_borrow_seconds", Integer, nullable=False, server_default="0"),
+    Column("linger_seconds", Integer, nullable=False, server_default="0"),
+    # The license policy (migration 0006; seatlease.seats.policy checks it): NULL for none.
+    Column("policy", JSON, nullable=True),
+    CheckConstraint("seats >= 0", name="ck_licenses_seats"),
+    CheckConstraint("lease_seconds >= 1", name="ck_licenses_lease"),
+    CheckConstraint("max_lease_seconds >= lease_seconds", name="ck_licenses_max_lease"),
+    CheckConstraint("overage_percent BETWEEN 0 AND 1000", name="ck_licenses_overage"),
+    CheckConstraint("max_borrow_seconds BETWEEN 0 AND 2592000", name="ck_licenses_max_borrow"),
+    CheckConstraint("linger_seconds BETWEEN 0 AND 86400", name="ck_licenses_linger"),
+)
+
+lease_events = Table(
+    "lease_events",
+    metadata,
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    # Unique on SQLite; unique with occurred_at (the partition key) on PostgreSQL.
+    Column("event_id", String(64), nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("tenant_id", ID, nullable=False),
+    Column("license_id", ID, nullable=False),
+    Column("session_id", ID, nullable=True),
+    Column("client_id", ID, nullable=True),
+    Column("occurred_at", DateTime(timezone=True), nullable=False),
+    Column("seats_used", Integer, nullable=True),
+    Column("seats_total", Integer, nullable=True),
+    Column("count", Integer, nullable=False, server_default="1"),  # >1 only for lease.denied
+    Column("metadata", JSON().with_variant(JSONB(), "postgresql"), nullable=True),
+    Column("received_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_lease_events_license_time", "tenant_id", "license_id", "occurred_at"),
+    # Migration 0010: the wait queue's outcomes alone, for the per-user report (a few
+    # rows a day where the license has a queue; the other events cost no entry).
+    Index(
+        "ix_lease_events_queue",
+        "tenant_id",
+        "license_id",
+        "occurred_at",
+        postgresql_where=text(QUEUE_OUTCOMES),
+        sqlite_where=text(QUEUE_OUTCOMES),
+    ),
+)
+
+
+def _period_counters() -> list[Column]:
+    """The counters of one license's period (hour or minute) that the usage rollups keep:
+    the same in both tables (seatlease.records.rollups explains each and why they commute).
+    A function, not a list: a Column belongs to one table."""
+    return [
+        Column("acquired", Integer, nullable=False, server_default="0"),
+        Column("borrowed", Integer, nullable=False, server_default="0"),  # hourly: 0005
+        Column("released", Integer, nullable=False, server_default="0"),
+        Column("reclaimed", Integer, nullable=False, server_default="0"),
+        Column("revoked", Integer, nullable=False, server_default="0"),
+        Column("denials", BigInteger, nullable=False, server_default="0"),
+        Column("net", Integer, nullable=False, server_default="0"),
+        Column("dsec_ms", BigInteger, nullable=False, server_default="0"),
+        Column("max_used", Integer, nullable=True),
+        Column("last_at", DateTime(timezone=True), nullable=True),
+        Column("last_id", String(64), nullable=True),
+        Column("last_used", Integer, nullable=True),
+        Column("last_total", Integer, nullable=True),
+    ]
+
+
+# Per license and UTC hour: what the usage reports read (seatlease.records.rollups explains each
+# column and why they commute). Outlives the raw events (``seatlease audit prune``).
+usage_rollups = Table(
+    "usage_rollups",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("license_id", ID, primary_key=True),
+    Column("hour", DateTime(timezone=True), primary_key=True),
+    *_period_counters(),
+)
+
+# The same per license and UTC minute (migration 0008), for minute periods: kept
+# ``rollups.MINUTE_RETENTION`` (14 days), pruned by ``seatlease audit prune``.
+usage_minute_rollups = Table(
+    "usage_minute_rollups",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("license_id", ID, primary_key=True),
+    Column("minute", DateTime(timezone=True), primary_key=True),
+    *_period_counters(),
+)
+
+# Per license, client and UTC day of acquisition: leases acquired, and of those the ones
+# whose ending is stored (count, reclaimed, total and longest duration).
+usage_client_rollups = Table(
+    "usage_client_rollups",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("license_id", ID, primary_key=True),
+    Column("client_id", ID, primary_key=True),  # '' when the acquire had none
+    Column("day", DateTime(timezone=True), primary_key=True),
+    Column("acquired", Integer, nullable=False, server_default="0"),
+    Column("ended", Integer, nullable=False, server_default="0"),
+    Column("reclaimed", Integer, nullable=False, server_default="0"),
+    Column("total_ms", BigInteger, nullable=False, server_default="0"),
+    Column("max_ms", BigInteger, nullable=True),
+)
+
+# One row per lease (session): its acquire and its first ending, each filled when its
+# event arrives (in any order). Both set = the lease is counted in usage_client_rollups;
+# the reports read it for the window's partial days, and the per-user report for the
+# whole window. Pruned with the raw events.
+usage_leases = Table(
+    "usage_leases",
+    metadata,
+    Column("session_id", ID, primary_key=True),
+    Column("tenant_id", ID, nullable=False),
+    Column("license_id", ID, nullable=False),
+    Column("client_id", ID, nullable=True),  # the acquire's
+    Column("acquired_at", DateTime(timezone=True), nullable=True),
+    Column("ended_at", DateTime(timezone=True), nullable=True),
+    Column("end_type", String(32), nullable=True),
+    # The acquire's ``metadata.user`` when it is a string (migration 0010), else NULL:
+    # what the per-user report groups by. Filled with acquired_at, from the same event.
+    Column("user_name", Text, nullable=True),
+    Index(
+        "ix_usage_leases_acquired",
+        "tenant_id",
+        "license_id",
+        "acquired_at",
+        postgresql_where=text("acquired_at IS NOT NULL"),
+        sqlite_where=text("acquired_at IS NOT NULL"),
+    ),
+)
+
+# One row (id 1): events older than ``pruned_before`` were pruned and are not stored again.
+audit_retention = Table(
+    "audit_retention",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("pruned_before", DateTime(timezone=True), nullable=False),
+    Column("pruned_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+# What each tenant admin did through the portal (migration 0009): one row per action,
+# refused ones included, with the admin key's prefix (its public id, never the key).
+portal_actions = Table(
+    "portal_actions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("tenant_id", ID, nullable=False),
+    Column("key_prefix", String(16), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("status", Integer, nullable=False),
+    Column("license_id", ID, nullable=True),
+    Column("session_id", ID, nullable=True),
+    Column("target_prefix", String(16), nullable=True),  # keys.create / keys.revoke
+    Index("ix_portal_actions_tenant_at", "tenant_id", "at"),
+)

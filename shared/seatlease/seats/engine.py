@@ -1,0 +1,576 @@
+"""The seat engine: acquire, heartbeat, release and revoke, one EVALSHA each.
+
+All seat rules live in the Lua scripts (shared/seatlease/seats/lua/); this class picks the
+keys, passes
+the arguments and turns the script's reply into a result or a domain error. The only
+extra round trips happen when a license's configuration is not cached in Redis yet: the
+engine loads it through ``config_loader`` (the database), caches it, and calls again.
+
+A lease may be *borrowed* (``borrow_seconds``: no heartbeats until it ends) and, on a
+license with ``linger_seconds``, a client's release leaves its seat *lingering*: held for
+that client alone until the linger ends (docs/design.md, "Borrowing and linger").
+
+Every seat call is exactly-once in effect and in its reply: it carries a request id (the
+client's, or one made here), and its script keeps the reply for ``REPLY_TTL_SECONDS``
+(to twice that), compactly, in the license's reply hashes (lua/_lib.lua, ``remember``).
+redis-py re-sends a script whose reply timed out (Redis stalled, or a TLS certificate
+rotation dropped the connection); the repeat, and a client's own retry with the same
+request id, are answered from the first run. When Redis does not answer at all the call
+raises ``CallOutcomeUnknown`` naming the request id to repeat.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from seatlease.clock import server_time_ms
+from seatlease.errors import (
+    CallOutcomeUnknown,
+    InvalidRequest,
+    LeaseTooLong,
+    LicenseNotFound,
+    LicenseSuspended,
+    NoSeatsAvailable,
+    SessionExpired,
+    TenantRateLimited,
+    UserDenied,
+    UserLimitReached,
+)
+from seatlease.licenses import LicenseConfig  # also importable from here, as before
+from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.scripts import SeatScripts
+
+CONFIG_TTL_SECONDS = 600  # admin changes refresh the cache at once; the TTL bounds drift
+NEGATIVE_TTL_SECONDS = 30  # "no such license" is cached briefly against 404 storms
+# How long a seat call's reply answers a repeat of its request id, at least: a repeat comes
+# at most the client's retry window (seatlease_client's defaults: 6 attempts of 10 s and
+# the pauses between them, 68 s from the first send to the last) plus redis-py's retries
+# of the script on the server (4 tries of 2 + 2 s timeouts and 1 s pauses, 19 s) after
+# the first run: 87 s (tests/test_reply_store.py computes both from the code). A reply
+# lives between this and twice this (lua/_lib.lua, ``remember``: two generations).
+REPLY_TTL_SECONDS = 90
+_REPLY_TTL_MS = REPLY_TTL_SECONDS * 1000
+
+
+ConfigLoader = Callable[[str, str], LicenseConfig | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    session_id: str
+    license_id: str
+    client_id: str
+    created: bool  # False: the client already held this live lease (extended)
+    expires_at_ms: int
+    lease_seconds: int
+    seats_used: int
+    seats_total: int
+    seat_limit: int
+    borrowed: bool = False  # lease_seconds is then the borrow's length
+    now_ms: int = 0  # when the script ran, on the Redis clock (a token's iat)
+
+    @property
+    def overage(self) -> bool:
+        return self.seats_used > self.seats_total
+
+    @property
+    def heartbeat_interval_seconds(self) -> int:
+        return heartbeat_interval(self.lease_seconds, self.borrowed)
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePlace:
+    """An acquire with ``queue`` on a full license: a place in its wait queue. The client
+    keeps it by calling acquire again (same client_id, this ticket) within the license's
+    ``queue_ticket_seconds``; ``retry_after_seconds`` says when."""
+
+    license_id: str
+    client_id: str
+    position: int  # 1: the head
+    ticket: str
+    retry_after_seconds: int
+    seats_used: int
+    seats_total: int
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    session_id: str
+    expires_at_ms: int
+    lease_seconds: int
+    borrowed: bool = False  # the deadline did not move: a borrow ends when it ends
+    now_ms: int = 0  # when the script ran, on the Redis clock
+    client_id: str | None = None
+
+    @property
+    def heartbeat_interval_seconds(self) -> int:
+        return heartbeat_interval(self.lease_seconds, self.borrowed)
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    released: bool
+    seats_used: int
+    seats_total: int
+    lingering: bool = False  # released, and the seat stays held for its client (linger)
+    now_ms: int = 0  # when the script ran, on the Redis clock
+
+
+def heartbeat_interval(lease_seconds: int, borrowed: bool = False) -> int:
+    """About a third of the lease: two heartbeats can be missed before the seat is lost.
+    A borrowed lease needs none: its interval is the whole borrow."""
+    if borrowed:
+        return max(1, lease_seconds)
+    return max(1, lease_seconds // 3)
+
+
+def _flag(reply: list, index: int) -> bool:
+    """A script reply's 0/1 flag; absent in a reply stored before the flag existed (a
+    repeat answered from the reply key across a deploy)."""
+    return len(reply) > index and int(reply[index]) == 1
+
+
+def borrow_too_long(max_borrow_seconds: int) -> InvalidRequest:
+    """The 400 for a borrow beyond the license's maximum, naming the field and the max."""
+    if max_borrow_seconds <= 0:
+        problem = "borrowing is off for this license (max_borrow_seconds is 0)"
+    else:
+        problem = f"may be at most {max_borrow_seconds} (max_borrow_seconds) for this license"
+    return InvalidRequest(
+        f"Invalid request: borrow_seconds: {problem}.",
+        max_borrow_seconds=max_borrow_seconds,
+        details=[{"field": "borrow_seconds", "problem": problem}],
+    )
+
+
+def with_identity(
+    metadata: dict[str, Any] | None, user: str | None, host: str | None
+) -> dict[str, Any]:
+    """The lease's metadata with the request's ``user`` and ``host`` (they win over the
+    metadata's own keys of those names): how they reach status, events and reports."""
+    merged = dict(metadata or {})
+    if user is not None:
+        merged["user"] = user
+    if host is not None:
+        merged["host"] = host
+    return merged
+
+
+def new_session_id() -> str:
+    """24 random characters of [A-Za-z0-9_-] (about 143.9 bits), never starting with "-":
+    operators type session ids after options (``seatlease revoke --session ID``), where
+    a leading dash reads as an option (argparse: "expected one argument")."""
+    return _no_leading_dash(18)
+
+
+def _event_prefix() -> str:
+    return secrets.token_hex(8)
+
+
+def new_request_id() -> str:
+    return _no_leading_dash(12)  # quoted to operators in 503 answers, like session ids
+
+
+def _no_leading_dash(nbytes: int) -> str:
+    while True:
+        token = secrets.token_urlsafe(nbytes)
+        if token[0] != "-":
+            return token
+
+
+# -- each script's KEYS and ARGV, in one place (the engine and bench/redis_cost.py) -------
+
+
+def acquire_call(
+    tenant_id: str,
+    license_id: str,
+    client_id: str,
+    *,
+    lease_seconds: int | None = None,
+    metadata_json: str = "{}",
+    request_id: str,
+    session_id: str | None = None,
+    event_prefix: str | None = None,
+    borrow_seconds: int | None = None,
+    rate_limit: int = 0,
+    user: str | None = None,
+    queue: bool = False,
+    ticket: str | None = None,
+) -> tuple[list[str], list[Any]]:
+    """acquire.lua's KEYS and ARGV (documented in its header). ``rate_limit``: the
+    tenant's calls per second (0: none, as for an operator's call)."""
+    keys = LicenseKeys.of(tenant_id, license_id)
+    return [
+        *keys.lease_keys,
+        keys.denials,
+        keys.replies[0],
+        keys.rate,
+        keys.replies[1],
+        *keys.policy_keys,
+    ], [
+        tenant_id,
+        license_id,
+        client_id,
+        session_id or new_session_id(),
+        lease_seconds or 0,
+        metadata_json,
+        event_prefix or _event_prefix(),
+        _REPLY_TTL_MS,
+        borrow_seconds or 0,
+        rate_limit,
+        keys.reply_field("acquire", client_id, request_id),
+        user or "",
+        1 if queue else 0,
+        ticket or "",
+        new_request_id(),  # a new place in line's ticket
+    ]
+
+
+def heartbeat_call(
+    tenant_id: str, license_id: str, session_id: str, *, request_id: str, rate_limit: int = 0
+) -> tuple[list[str], list[Any]]:
+    """heartbeat.lua's KEYS and ARGV."""
+    keys = LicenseKeys.of(tenant_id, license_id)
+    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1]], [
+        tenant_id,
+        license_id,
+        session_id,
+        _event_prefix(),
+        _REPLY_TTL_MS,
+        rate_limit,
+        keys.reply_field("heartbeat", session_id, request_id),
+    ]
+
+
+def release_call(
+    tenant_id: str,
+    license_id: str,
+    session_id: str,
+    *,
+    request_id: str,
+    revoke: bool = False,
+    rate_limit: int = 0,
+) -> tuple[list[str], list[Any]]:
+    """release.lua's KEYS and ARGV (``revoke``: an operator's ``lease.revoked``)."""
+    keys = LicenseKeys.of(tenant_id, license_id)
+    event = "lease.revoked" if revoke else "lease.released"
+    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1]], [
+        tenant_id,
+        license_id,
+        session_id,
+        _event_prefix(),
+        event,
+        _REPLY_TTL_MS,
+        rate_limit,
+        keys.reply_field(event, session_id, request_id),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class SeatRequest:
+    """One acquire, as the engine takes it: who asks for a seat of which license, for how
+    long, and how. Fields after ``client_id`` are optional.
+
+    ``lease_seconds``: None for the license's own length. ``metadata``: a flat object kept
+    with the lease and its events. ``request_id``: the call's idempotency key (a repeat is
+    answered from the first run); None makes one. ``borrow_seconds``: a borrowed seat, no
+    heartbeats until it ends (not with ``lease_seconds``). ``rate_limit``: the tenant's
+    calls per second (0: none, as for an operator's call). ``user``/``host``: who asks,
+    judged by the license's policy and recorded in the lease's metadata. ``queue``: wait in
+    the license's queue rather than be refused; ``ticket``: the place a previous call gave.
+    """
+
+    tenant_id: str
+    license_id: str
+    client_id: str
+    lease_seconds: int | None = None
+    metadata: dict[str, Any] | None = None
+    request_id: str | None = None
+    borrow_seconds: int | None = None
+    rate_limit: int = 0
+    user: str | None = None
+    host: str | None = None
+    queue: bool = False
+    ticket: str | None = None
+
+
+class SeatEngine:
+    def __init__(self, redis: Any, config_loader: ConfigLoader) -> None:
+        self.redis = redis
+        self.scripts = SeatScripts(redis)
+        self.config_loader = config_loader
+
+    # -- license configuration cache -------------------------------------------------
+
+    def cache_config(self, tenant_id: str, license_id: str, config: LicenseConfig | None) -> None:
+        """Write (or, with None, negatively cache) a license's configuration in Redis."""
+        key = LicenseKeys.of(tenant_id, license_id).cfg
+        if config is None:
+            mapping: dict[str, Any] = {"exists": 0}
+            ttl = NEGATIVE_TTL_SECONDS
+        else:
+            mapping = {
+                "exists": 1,
+                "seats": config.seats,
+                "lease_seconds": config.lease_seconds,
+                "max_lease_seconds": config.max_lease_seconds,
+                "overage_percent": config.overage_percent,
+                "suspended": int(config.suspended),
+                "max_borrow_seconds": config.max_borrow_seconds,
+                "linger_seconds": config.linger_seconds,
+            }
+            if config.policy:  # absent for a license without one: acquire reads nil
+                form = json.loads(config.policy)  # seatlease.seats.policy's redis_form()
+                mapping["policy"] = json.dumps(form["policy"], separators=(",", ":"))
+                mapping.update({f"u:{user}": fact for user, fact in form["users"].items()})
+            ttl = CONFIG_TTL_SECONDS
+        keys = LicenseKeys.of(tenant_id, license_id)
+        pipe = self.redis.pipeline(transaction=False)  # one slot
+        pipe.delete(key)
+        if not json.loads(mapping.get("policy", "{}")).get("q"):
+            # no queue (any more): its tickets go, they would never be served
+            for queue_key in (keys.queue, keys.tickets, keys.ticket_deadlines):
+                pipe.delete(queue_key)  # one key a DEL: a cluster pipeline takes no more
+        pipe.hset(key, mapping=mapping)
+        pipe.expire(key, ttl)
+        pipe.execute()
+
+    def _fill_config(self, keys: LicenseKeys) -> None:
+        self.cache_config(
+            keys.tenant_id, keys.license_id, self.config_loader(keys.tenant_id, keys.license_id)
+        )
+
+    def _run(
+        self, script: Any, keys: LicenseKeys, key_list: list[str], args: list[Any], request_id: str
+    ) -> list:
+        try:
+            reply = script(keys=key_list, args=args)
+            if reply[0] == "missing":
+                self._fill_config(keys)
+                reply = script(keys=key_list, args=args)
+        except (RedisTimeoutError, RedisConnectionError) as exc:
+            # redis-py already re-sent it (safe: the reply key answers a repeat); the
+            # script may still run when Redis resumes. Only the request id can tell.
+            raise CallOutcomeUnknown(request_id) from exc
+        if reply[0] in ("not_found", "missing"):
+            raise LicenseNotFound(f"license {keys.license_id!r} not found")
+        if reply[0] == "rate_limited":
+            raise TenantRateLimited(max(1, math.ceil(int(reply[1]) / 1000)))
+        return reply
+
+    # -- seat operations -----------------------------------------------------------
+
+    def acquire(self, request: SeatRequest) -> Lease | QueuePlace:
+        """Take a seat (or extend, take back or convert this client's lease: acquire.lua's
+        header). ``request.queue``: on a full license with a queue, a ``QueuePlace``
+        instead of ``NoSeatsAvailable`` (only then is the answer not a ``Lease``); over
+        the tenant's ``rate_limit``, ``TenantRateLimited`` and nothing changed."""
+        tenant_id, license_id, client_id = request.tenant_id, request.license_id, request.client_id
+        lease_seconds, borrow_seconds = request.lease_seconds, request.borrow_seconds
+        user, host = request.user, request.host
+        if borrow_seconds and lease_seconds:
+            raise InvalidRequest(
+                "Invalid request: borrow_seconds: not with lease_seconds (a borrow has its "
+                "own length).",
+                details=[{"field": "borrow_seconds", "problem": "not with lease_seconds"}],
+            )
+        request_id = request.request_id or new_request_id()
+        metadata = with_identity(request.metadata, user, host)
+        key_list, args = acquire_call(
+            tenant_id,
+            license_id,
+            client_id,
+            lease_seconds=lease_seconds,
+            metadata_json=json.dumps(metadata, separators=(",", ":")),
+            request_id=request_id,
+            borrow_seconds=borrow_seconds,
+            rate_limit=request.rate_limit,
+            user=user,
+            queue=request.queue,
+            ticket=request.ticket,
+        )
+        reply = self._run(
+            self.scripts.acquire, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
+        )
+        status = reply[0]
+        if status == "suspended":
+            raise LicenseSuspended(f"license {license_id!r} is suspended")
+        if status == "lease_too_long":
+            raise LeaseTooLong(int(reply[1]))
+        if status == "borrow_too_long":
+            raise borrow_too_long(int(reply[1]))
+        if status == "denied":
+            used, seats, _limit, retry_ms = (int(x) for x in reply[1:5])
+            raise NoSeatsAvailable(used, seats, max(1, math.ceil(retry_ms / 1000)))
+        if status == "queued":
+            return QueuePlace(
+                license_id=license_id,
+                client_id=client_id,
+                position=int(reply[1]),
+                ticket=reply[2],
+                retry_after_seconds=max(1, math.ceil(int(reply[3]) / 1000)),
+                seats_used=int(reply[4]),
+                seats_total=int(reply[5]),
+            )
+        if status == "user_required":
+            raise InvalidRequest(
+                "Invalid request: user: required on this license (its policy judges users).",
+                details=[{"field": "user", "problem": "required by the license's policy"}],
+            )
+        if status == "user_denied":
+            raise UserDenied(user or "")
+        if status == "user_limit":
+            retry_s = max(1, math.ceil(int(reply[3]) / 1000)) if len(reply) > 3 else 1
+            raise UserLimitReached(user or "", int(reply[1]), int(reply[2]), retry_s)
+        session_id, deadline, lease_ms, used, seats, limit = reply[1:7]
+        return Lease(
+            session_id=session_id,
+            license_id=license_id,
+            client_id=client_id,
+            created=status == "acquired",
+            expires_at_ms=int(deadline),
+            lease_seconds=int(lease_ms) // 1000,
+            seats_used=int(used),
+            seats_total=int(seats),
+            seat_limit=int(limit),
+            borrowed=_flag(reply, 8),
+            now_ms=int(reply[7]),
+        )
+
+    def heartbeat(
+        self,
+        tenant_id: str,
+        license_id: str,
+        session_id: str,
+        request_id: str | None = None,
+        rate_limit: int = 0,
+    ) -> Renewal:
+        """Extend a live lease. Over ``rate_limit`` only an early heartbeat is refused
+        (``TenantRateLimited``): one on schedule passes (heartbeat.lua's header)."""
+        request_id = request_id or new_request_id()
+        key_list, args = heartbeat_call(
+            tenant_id, license_id, session_id, request_id=request_id, rate_limit=rate_limit
+        )
+        reply = self._run(
+            self.scripts.heartbeat,
+            LicenseKeys.of(tenant_id, license_id),
+            key_list,
+            args,
+            request_id,
+        )
+        if reply[0] != "ok":
+            raise SessionExpired(reply[0])  # 'expired' or 'unknown'
+        return Renewal(
+            session_id,
+            int(reply[1]),
+            int(reply[2]) // 1000,
+            _flag(reply, 4),
+            now_ms=int(reply[3]),
+            client_id=reply[5] if len(reply) > 5 else None,
+        )
+
+    def release(
+        self,
+        tenant_id: str,
+        license_id: str,
+        session_id: str,
+        *,
+        revoke: bool = False,
+        request_id: str | None = None,
+        rate_limit: int = 0,
+    ) -> Release:
+        """End a lease now. ``revoke=True`` records it as an operator's ``lease.revoked``."""
+        request_id = request_id or new_request_id()
+        key_list, args = release_call(
+            tenant_id,
+            license_id,
+            session_id,
+            request_id=request_id,
+            revoke=revoke,
+            rate_limit=rate_limit,
+        )
+        reply = self._run(
+            self.scripts.release, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
+        )
+        return Release(
+            reply[0] == "released",
+            int(reply[1]),
+            int(reply[2]),
+            _flag(reply, 3),
+            now_ms=int(reply[4]) if len(reply) > 4 else 0,
+        )
+
+    # -- read side (status / lmstat) -----------------------------------------------
+
+    def server_time_ms(self) -> int:
+        return server_time_ms(self.redis)
+
+    def live_leases(self, tenant_id: str, license_id: str) -> list[dict[str, Any]]:
+        """The license's live leases, soonest deadline first (reads, never writes). A
+        lingering lease is one: its seat is held (``lingering``: only its client can take
+        it back before ``expires_at_ms``)."""
+        keys = LicenseKeys.of(tenant_id, license_id)
+        now_ms = self.server_time_ms()
+        pipe = self.redis.pipeline(transaction=False)  # both keys share one slot
+        pipe.zrange(keys.leases, 0, -1, withscores=True)
+        pipe.hgetall(keys.sessions)
+        scored, records = pipe.execute()
+        leases = []
+        for session_id, deadline in scored:
+            raw = records.get(session_id)
+            if deadline <= now_ms or raw is None:
+                continue
+            rec = json.loads(raw)
+            leases.append(
+                {
+                    "session_id": session_id,
+                    "client_id": rec["c"],
+                    "acquired_at_ms": rec["a"],
+                    "expires_at_ms": int(deadline),
+                    "lease_seconds": rec["l"] // 1000,
+                    "metadata": json.loads(rec["m"]),
+                    "borrowed": bool(rec.get("b")),
+                    "lingering": bool(rec.get("lg")),
+                }
+            )
+        return leases
+
+    def waiting(self, tenant_id: str, license_id: str) -> list[dict[str, Any]]:
+        """The license's wait queue in order (reads, never writes): tickets whose time ran
+        out are left out (the next acquire drops them). ``held_since_ms``: a freed seat
+        is held for this ticket since then."""
+        keys = LicenseKeys.of(tenant_id, license_id)
+        now_ms = self.server_time_ms()
+        pipe = self.redis.pipeline(transaction=False)  # one slot
+        pipe.zrange(keys.queue, 0, -1)
+        pipe.hgetall(keys.tickets)
+        pipe.zrange(keys.ticket_deadlines, 0, -1, withscores=True)
+        order, records, ends = pipe.execute()
+        ends = dict(ends)
+        waiting = []
+        for client_id in order:
+            raw = records.get(client_id)
+            if raw is None or ends.get(client_id, 0) <= now_ms:
+                continue
+            rec = json.loads(raw)
+            metadata = json.loads(rec.get("m") or "{}")
+            waiting.append(
+                {
+                    "position": len(waiting) + 1,
+                    "client_id": client_id,
+                    "user": rec.get("u") or None,
+                    "host": metadata.get("host") if isinstance(metadata, dict) else None,
+                    "joined_at_ms": int(rec["j"]),
+                    "expires_at_ms": int(ends[client_id]),
+                    "held_since_ms": int(rec["o"]) if rec.get("o") else None,
+                }
+            )
+        return waiting

@@ -1,0 +1,145 @@
+"""Redis key layout.
+
+Every key one script touches carries the same hash tag ``{shard}``, so each script runs
+on one Redis Cluster slot (no CROSSSLOT errors on Memorystore for Redis Cluster). A
+license lives in shard ``crc32("<tenant>/<license>") mod 256``; per shard there is one
+deadline index (ZSET) and one outbox (STREAM), which the reaper reads without SCAN.
+Identifiers are restricted to ``A-Z a-z 0-9 . _ : @ -``, so ``/`` and ``|`` are safe
+separators and no id can smuggle in a ``{``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+
+SHARDS = 256
+PREFIX = "sl"
+
+
+def license_key(tenant_id: str, license_id: str) -> str:
+    return f"{tenant_id}/{license_id}"
+
+
+def shard_of(tenant_id: str, license_id: str) -> int:
+    return zlib.crc32(license_key(tenant_id, license_id).encode()) % SHARDS
+
+
+def shard_prefix(shard: int) -> str:
+    return f"{PREFIX}:{{{shard}}}"
+
+
+def deadlines_key(shard: int) -> str:
+    return f"{shard_prefix(shard)}:deadlines"
+
+
+def outbox_key(shard: int) -> str:
+    return f"{shard_prefix(shard)}:outbox"
+
+
+def denials_key(shard: int) -> str:
+    return f"{shard_prefix(shard)}:denials"
+
+
+def reaper_lock_key(shard: int) -> str:
+    return f"{shard_prefix(shard)}:reaper-lock"
+
+
+def rate_key(shard: int, tenant_id: str) -> str:
+    """A tenant's call budget in one shard (lua/_ratelimit.lua): in the slot of the
+    license keys it guards, so the seat script stays in one slot."""
+    return f"{shard_prefix(shard)}:rate:{tenant_id}"
+
+
+def tenant_rate_cache_key(tenant_id: str) -> str:
+    """The cached rate limit of a tenant (seatlease/api/tenantlimits.py), read by single
+    commands."""
+    return f"{PREFIX}:tenant-rate:{tenant_id}"
+
+
+def api_key_cache_key(key_hash: str) -> str:
+    return f"{PREFIX}:apikey:{key_hash}"
+
+
+@dataclass(frozen=True, slots=True)
+class LicenseKeys:
+    """All Redis keys of one license (one shard, one hash tag)."""
+
+    tenant_id: str
+    license_id: str
+    shard: int
+    cfg: str
+    leases: str
+    sessions: str
+    clients: str
+    deadlines: str
+    outbox: str
+    denials: str
+    rate: str  # the tenant's call budget in this shard
+    replies: tuple[str, str]  # the reply hashes of generations 0 and 1 (lua/_lib.lua)
+    # The license policy's and the wait queue's state (acquire.lua only, _policy.lua)
+    users: str  # HASH "u:<user>" / "g:<group>" -> the session ids held, "qseq" -> counter
+    queue: str  # ZSET client_id -> join sequence (FIFO order)
+    tickets: str  # HASH client_id -> JSON ticket record
+    ticket_deadlines: str  # ZSET client_id -> when its ticket (or its hold) runs out
+
+    @classmethod
+    def of(cls, tenant_id: str, license_id: str) -> LicenseKeys:
+        return _license_keys(cls, tenant_id, license_id)
+
+    @classmethod
+    def build(cls, tenant_id: str, license_id: str) -> LicenseKeys:
+        shard = shard_of(tenant_id, license_id)
+        base = f"{shard_prefix(shard)}:{license_key(tenant_id, license_id)}"
+        return cls(
+            tenant_id=tenant_id,
+            license_id=license_id,
+            shard=shard,
+            cfg=f"{base}:cfg",
+            leases=f"{base}:leases",
+            sessions=f"{base}:sessions",
+            clients=f"{base}:clients",
+            deadlines=deadlines_key(shard),
+            outbox=outbox_key(shard),
+            denials=denials_key(shard),
+            rate=rate_key(shard, tenant_id),
+            replies=(f"{base}:replies:0", f"{base}:replies:1"),
+            users=f"{base}:users",
+            queue=f"{base}:queue",
+            tickets=f"{base}:tickets",
+            ticket_deadlines=f"{base}:ticket-deadlines",
+        )
+
+    @staticmethod
+    def reply_field(call: str, subject: str, request_id: str) -> str:
+        """A seat call's field in the license's reply hashes (lua/_lib.lua, ``replay``):
+        a 72-bit digest of the operation, the client (acquire) or session (heartbeat,
+        release) and the request id, so two callers that pick the same request id never
+        read each other's answer. 12 characters, whatever the ids' lengths (a collision
+        within one license's replies of one generation: about n^2 / 2^73, 1e-10 at a
+        million replies)."""
+        digest = hashlib.blake2b(f"{call}|{subject}|{request_id}".encode(), digest_size=9)
+        return base64.urlsafe_b64encode(digest.digest()).decode()
+
+    @property
+    def lease_keys(self) -> list[str]:
+        """KEYS[1..6] of heartbeat.lua and release.lua (acquire.lua adds denials)."""
+        return [self.cfg, self.leases, self.sessions, self.clients, self.deadlines, self.outbox]
+
+    @property
+    def policy_keys(self) -> list[str]:
+        """KEYS[9..12] of acquire.lua: the policy's and the queue's state."""
+        return [self.users, self.queue, self.tickets, self.ticket_deadlines]
+
+
+@lru_cache(maxsize=65_536)  # the hot path builds the same few key sets over and over
+def _license_keys(cls: type[LicenseKeys], tenant_id: str, license_id: str) -> LicenseKeys:
+    return cls.build(tenant_id, license_id)
+
+
+def rate_limit_key(scope: str, who: str, window: int) -> str:
+    """One fixed window's counter of ``who``'s calls to ``scope`` (seatlease/seats/ratelimit.py)."""
+    return f"{PREFIX}:rl:{scope}:{who}:{window}"

@@ -1,0 +1,370 @@
+-- _lib.lua: helpers shared by every seat script. shared/seatlease/seats/scripts.py prepends this file
+-- to each script before registering it, so a script is still one EVALSHA.
+--
+-- Key layout (all keys of one call share the hash tag {shard}, see shared/seatlease/seats/keys.py):
+--   leases    ZSET  session_id -> deadline (ms, Redis server time); live iff deadline > now
+--   sessions  HASH  session_id -> JSON {"c": client_id, "a": acquired_ms, "l": lease_ms,
+--                   "m": metadata JSON text, "t": the license's seats at acquire,
+--                   "b": 1 when borrowed (no heartbeats; "l" is the borrow's length),
+--                   "lg": 1 while lingering (released by its client, the seat still held
+--                   for that client until the deadline; "b" and "lg" are absent otherwise)}
+--   clients   HASH  client_id -> session_id (re-acquire by the same client returns its lease,
+--                   a lingering one included)
+--   deadlines ZSET  per shard: "<tenant>/<license>|<session_id>" -> deadline (the reaper's index)
+--   outbox    STREAM per shard: one entry per lease event, field "e" = the event's JSON as
+--             published (emit below is the one place its shape is written); the reaper
+--             drains it to Pub/Sub without decoding it
+--   cfg       HASH  cached license configuration (exists, seats, lease_seconds, ...,
+--                   policy: only for a license with a policy, see _policy.lua)
+--   replies:0, replies:1  HASH  the license's stored replies of two generations (replay and
+--             remember below)
+--   rate      string per shard and tenant: the tenant's rate budget (_ratelimit.lua)
+
+-- Milliseconds from the Redis server clock: function instances' clocks differ.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- An integral number as the text redis.call and concatenation would make of it, formatted
+-- with '%d'. A Lua number handed to redis.call is formatted by Redis with '%.17g', one
+-- concatenated (an event's JSON) by Lua with '%.14g': glibc's float printing, and an
+-- acquire did about ten of them. For an integer under 1e14 in magnitude the three texts are
+-- the same; any other number, zero included (-0 prints as "-0"), is returned as it is, to
+-- be formatted as before. A value used twice (the deadline) is passed through once.
+-- (bench/lua_int_format.py: about 0.1 us a number saved; a per-call cache of the texts
+-- cost more than it saved.)
+local format = string.format
+local function int_arg(n)
+  if n % 1 == 0 and n < 1e14 and n > -1e14 and n ~= 0 then return format('%d', n) end
+  return n
+end
+
+-- RFC 3339 UTC with milliseconds ("2026-11-22T12:00:00.000Z") for ms since the epoch;
+-- Redis's Lua has no os.date. Days to a civil date: H. Hinnant's civil_from_days.
+local function rfc3339(ms)
+  local floor = math.floor  -- (15 uses: a local is about 0.15 us faster a call)
+  local secs = floor(ms / 1000)
+  local days = floor(secs / 86400)
+  local rem = secs - days * 86400
+  local z = days + 719468
+  local era = floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524)
+    - floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+  local mp = floor((5 * doy + 2) / 153)
+  local day = doy - floor((153 * mp + 2) / 5) + 1
+  local month = mp < 10 and mp + 3 or mp - 9
+  local year = yoe + era * 400 + (month <= 2 and 1 or 0)
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', year, month, day,
+    floor(rem / 3600), floor(rem % 3600 / 60), rem % 60, ms % 1000)
+end
+
+-- Event ids are "<prefix>-<n>": the prefix is random per call (from Python), n counts
+-- the events this call wrote, so ids stay unique even if Redis loses its data.
+local event_seq = 0
+
+-- The events of one call share its `now`: format it once.
+local last_at, last_text
+local function occurred(at)
+  if at ~= last_at then last_at, last_text = at, rfc3339(at) end
+  return last_text
+end
+
+local function text_or_null(v) if v == nil then return 'null' end return '"' .. v .. '"' end
+local function number_or_null(v) if v == nil then return 'null' end return int_arg(v) end
+
+-- Appends one lease event to the shard's outbox, as the JSON the reaper publishes and the
+-- audit function stores (docs/design.md, "Events"): the one place its shape is written.
+-- `e` holds type, tenant_id, license_id and, when known, session_id, client_id,
+-- seats_used, seats_total, count; `at` is its time in ms; `meta` the metadata object's
+-- JSON text (json.dumps in engine.py), spliced in as it is. The JSON is concatenated, not
+-- cjson-encoded (half the cost, measured): every text field is an identifier of
+-- [A-Za-z0-9._:@-] (checked at the HTTP door and by the admin actions) or a constant, so
+-- nothing needs escaping, and cjson would round the metadata's numbers.
+local function emit(outbox, prefix, at, e, meta)
+  event_seq = event_seq + 1
+  if meta == nil or meta == '' then meta = '{}' end
+  redis.call('XADD', outbox, '*', 'e', '{"event_id":"' .. prefix .. '-' .. int_arg(event_seq)
+    .. '","type":"' .. e.type .. '","tenant_id":"' .. e.tenant_id
+    .. '","license_id":"' .. e.license_id .. '","session_id":' .. text_or_null(e.session_id)
+    .. ',"client_id":' .. text_or_null(e.client_id) .. ',"occurred_at":"' .. occurred(at)
+    .. '","seats_used":' .. number_or_null(e.seats_used)
+    .. ',"seats_total":' .. number_or_null(e.seats_total) .. ',"count":' .. int_arg(e.count or 1)
+    .. ',"metadata":' .. meta .. '}')
+end
+
+-- Idempotency: a seat call carries a request id; its reply is kept for a repeat of the
+-- call (redis-py re-sending after a socket timeout, a client retrying after a lost reply),
+-- which is answered from it: a script that ran twice still changed things once and told
+-- the caller what the first run did.
+--
+-- Replies live in the license's two reply hashes, one per *generation* of `ttl` ms
+-- (generation g = floor(now / ttl), hash g mod 2): the field is a digest of the call, its
+-- client or session and the request id (Python's, 12 characters), the value the reply
+-- packed by pack_reply. A hash expires at the end of the generation after its own, so a
+-- reply lives between `ttl` and 2 x `ttl` and nothing needs a sweep; a small hash stays a
+-- listpack (about 90 bytes a reply, a large one about 110: docs/operations.md). `slot` is
+-- {hash 0, hash 1, field}, made by reply_slot from the script's KEYS and ARGV.
+local function reply_slot(hash0, hash1, field) return {hash0, hash1, field} end
+
+-- A reply as short text, about half its JSON: the status word (one letter for the known
+-- ones), then each element with a one-character prefix saying what it is: ' ' a number in
+-- hexadecimal; '@' a time (ms) in hexadecimal from EPOCH; '^' a later time from the
+-- reply's first one, or "'" for the first time minus the number after it (a deadline and
+-- the lease's start: now = deadline - lease); '"' the same number as the element before
+-- (seats and limit); '~' a string. Replies hold numbers, identifiers and status words,
+-- which contain none of the prefixes; anything else is kept as JSON ('[').
+-- (STATUS_LETTER and LETTER_STATUS, the known words' letters, are made where they are
+-- used, by pack_any and unpack_reply: the common replies' packing needs neither, and a
+-- table built at the top would be built on every call.)
+local FIRST_TIME = 1e12  -- a number this large is a time in ms (2001 on)
+local EPOCH = 1790000000000  -- 2026-09-21: times until 2028-11 take 9 hex digits
+
+-- Hexadecimal, as string.format writes it in C (base 36, a loop in Lua, was 8 bytes
+-- shorter a reply and 1.3 us slower).
+local function hex(n)
+  if n < 0 then return string.format('-%x', -n) end
+  return string.format('%x', n)
+end
+
+local function from_hex(text)
+  if string.sub(text, 1, 1) == '-' then return -tonumber(string.sub(text, 2), 16) end
+  return tonumber(text, 16)
+end
+
+-- Any reply, element by element.
+local function pack_any(reply)
+  local STATUS_LETTER = {acquired = 'A', renewed = 'R', denied = 'D', ok = 'O',
+    expired = 'E', unknown = 'U', released = 'L', gone = 'G'}
+  local parts = {STATUS_LETTER[reply[1]] or reply[1]}
+  local first_time, after_first
+  for i = 2, #reply do
+    local v = reply[i]
+    if type(v) == 'number' and v == math.floor(v) and math.abs(v) < 2 ^ 53 then
+      if v == reply[i - 1] then
+        parts[i] = '"'
+      elseif first_time and v >= FIRST_TIME then
+        if after_first and v == first_time - after_first then
+          parts[i] = "'"
+        else
+          parts[i] = '^' .. hex(v - first_time)
+        end
+      elseif not first_time and v >= FIRST_TIME then
+        first_time = v
+        parts[i] = '@' .. hex(v - EPOCH)
+      else
+        parts[i] = ' ' .. hex(v)
+      end
+      if first_time and i > 2 and reply[i - 1] == first_time and after_first == nil then
+        after_first = v
+      end
+    elseif type(v) == 'string' and not string.find(v, "[ @^'\"~%[]") then
+      parts[i] = '~' .. v
+    else
+      return '[' .. string.sub(cjson.encode(reply), 2)
+    end
+  end
+  return table.concat(parts)
+end
+
+-- The common replies in a few string.formats: the text pack_any makes of them, byte for
+-- byte (tests/test_reply_store.py checks it), at about half its cost
+-- (bench/lua_pack_reply.py). Each applies only when every element is what these shapes
+-- hold, checked here: an identifier of [A-Za-z0-9_-], a time (ms) from EPOCH on, or an
+-- integer in [0, FIRST_TIME); nil otherwise, and pack_any packs it.
+
+-- {'acquired' | 'renewed', session_id, deadline, lease_ms, used, seats, limit, now,
+-- borrowed}: '~session' '@deadline' ' lease', then used, seats and limit each ' n' or '"'
+-- (the same as the one before), now as "'" (deadline - lease) or '^' from the deadline,
+-- and ' borrowed'.
+local function pack_lease_reply(letter, r)
+  local sid, deadline, lease, used, seats, limit, now, borrowed =
+    r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]
+  if type(sid) ~= 'string' or type(deadline) ~= 'number' or type(lease) ~= 'number'
+      or type(used) ~= 'number' or type(seats) ~= 'number' or type(limit) ~= 'number'
+      or type(now) ~= 'number' or type(borrowed) ~= 'number' then return nil end
+  if deadline % 1 ~= 0 or lease % 1 ~= 0 or used % 1 ~= 0 or seats % 1 ~= 0
+      or limit % 1 ~= 0 or now % 1 ~= 0 or borrowed % 1 ~= 0 then return nil end
+  if deadline < EPOCH or deadline >= 2 ^ 53 or now < FIRST_TIME or now >= 2 ^ 53
+      or lease < 0 or lease >= FIRST_TIME or used < 0 or used >= FIRST_TIME
+      or seats < 0 or seats >= FIRST_TIME or limit < 0 or limit >= FIRST_TIME
+      or borrowed < 0 or borrowed >= FIRST_TIME then return nil end
+  if not string.find(sid, '^[%w_%-]*$') then return nil end
+  local start = "'"
+  if now ~= deadline - lease then start = '^' .. hex(now - deadline) end
+  return format('%s~%s@%x %x', letter, sid, deadline - EPOCH, lease)
+    .. (used == lease and '"' or format(' %x', used))
+    .. (seats == used and '"' or format(' %x', seats))
+    .. (limit == seats and '"' or format(' %x', limit))
+    .. start .. format(' %x', borrowed)
+end
+
+-- {'ok', deadline, lease_ms, now, borrowed, client_id}
+local function pack_ok_reply(r)
+  local deadline, lease, now, borrowed, client = r[2], r[3], r[4], r[5], r[6]
+  if type(deadline) ~= 'number' or type(lease) ~= 'number' or type(now) ~= 'number'
+      or type(borrowed) ~= 'number' or type(client) ~= 'string' then return nil end
+  if deadline % 1 ~= 0 or lease % 1 ~= 0 or now % 1 ~= 0 or borrowed % 1 ~= 0 then
+    return nil
+  end
+  if deadline < EPOCH or deadline >= 2 ^ 53 or now < FIRST_TIME or now >= 2 ^ 53
+      or lease < 0 or lease >= FIRST_TIME or borrowed < 0 or borrowed >= FIRST_TIME then
+    return nil
+  end
+  if not string.find(client, '^[%w_%-]*$') then return nil end
+  local start = "'"
+  if now ~= deadline - lease then start = '^' .. hex(now - deadline) end
+  return format('O@%x %x%s %x~%s', deadline - EPOCH, lease, start, borrowed, client)
+end
+
+-- {'released' | 'gone', used, seats, lingering, now}
+local function pack_release_reply(letter, r)
+  local used, seats, lingering, now = r[2], r[3], r[4], r[5]
+  if type(used) ~= 'number' or type(seats) ~= 'number' or type(lingering) ~= 'number'
+      or type(now) ~= 'number' then return nil end
+  if used % 1 ~= 0 or seats % 1 ~= 0 or lingering % 1 ~= 0 or now % 1 ~= 0 then
+    return nil
+  end
+  if used < 0 or used >= FIRST_TIME or seats < 0 or seats >= FIRST_TIME or lingering < 0
+      or lingering >= FIRST_TIME or now < EPOCH or now >= 2 ^ 53 then return nil end
+  return format('%s %x', letter, used)
+    .. (seats == used and '"' or format(' %x', seats))
+    .. (lingering == seats and '"' or format(' %x', lingering))
+    .. format('@%x', now - EPOCH)
+end
+
+local function pack_reply(reply)
+  local status, n, text = reply[1], #reply, nil
+  if n == 9 and status == 'acquired' then
+    text = pack_lease_reply('A', reply)
+  elseif n == 6 and status == 'ok' then
+    text = pack_ok_reply(reply)
+  elseif n == 9 and status == 'renewed' then
+    text = pack_lease_reply('R', reply)
+  elseif n == 5 and status == 'released' then
+    text = pack_release_reply('L', reply)
+  elseif n == 5 and status == 'gone' then
+    text = pack_release_reply('G', reply)
+  end
+  return text or pack_any(reply)
+end
+
+local function unpack_reply(text)
+  if string.sub(text, 1, 1) == '[' then return cjson.decode(text) end
+  local LETTER_STATUS = {A = 'acquired', R = 'renewed', D = 'denied', O = 'ok',
+    E = 'expired', U = 'unknown', L = 'released', G = 'gone'}
+  local first = string.find(text, "[ @^'\"~]") or #text + 1
+  local word = string.sub(text, 1, first - 1)
+  local reply = {LETTER_STATUS[word] or word}
+  local first_time, after_first
+  for prefix, body in string.gmatch(string.sub(text, first), "([ @^'\"~])([^ @^'\"~]*)") do
+    local v
+    if prefix == '~' then
+      v = body
+    elseif prefix == '"' then
+      v = reply[#reply]
+    elseif prefix == '@' then
+      v = EPOCH + from_hex(body)
+      first_time = v
+    elseif prefix == '^' then
+      v = first_time + from_hex(body)
+    elseif prefix == "'" then
+      v = first_time - after_first
+    else
+      v = from_hex(body)
+    end
+    if first_time and #reply > 1 and reply[#reply] == first_time and after_first == nil
+        and type(v) == 'number' then
+      after_first = v
+    end
+    reply[#reply + 1] = v
+  end
+  return reply
+end
+
+local function replay(slot)
+  local stored = redis.call('HGET', slot[1], slot[3]) or redis.call('HGET', slot[2], slot[3])
+  if stored then return unpack_reply(stored) end
+  return nil
+end
+
+-- `now`: the call's server time (ms), read once by the script (a second TIME here cost a
+-- redis.call a call). The reply's generation is the one of `now`, so it lives more than
+-- `ttl` from the call's own time, which a repeat of the call follows (it comes within
+-- `ttl` of the first send), and at most 2 x `ttl`.
+local function remember(slot, ttl_ms, now, reply)
+  local ttl = tonumber(ttl_ms)
+  local generation = math.floor(now / ttl)
+  local hash = slot[generation % 2 + 1]
+  redis.call('HSET', hash, slot[3], pack_reply(reply))
+  redis.call('PEXPIREAT', hash, int_arg((generation + 2) * ttl))
+  return reply
+end
+
+-- Live leases of a license at `now`.
+local function live_count(leases, now)
+  return redis.call('ZCOUNT', leases, '(' .. int_arg(now), '+inf')
+end
+
+-- Removes one lease from every structure that knows it. Returns its record, or nil
+-- when the session was unknown.
+local function drop_lease(leases, sessions, clients, deadlines, lk, sid)
+  local raw = redis.call('HGET', sessions, sid)
+  redis.call('ZREM', leases, sid)
+  redis.call('HDEL', sessions, sid)
+  redis.call('ZREM', deadlines, lk .. '|' .. sid)
+  if not raw then return nil end
+  local rec = cjson.decode(raw)
+  if redis.call('HGET', clients, rec.c) == sid then
+    redis.call('HDEL', clients, rec.c)
+  end
+  return rec
+end
+
+-- Ends the lease `sid` (its deadline has passed) and records lease.reclaimed, or
+-- lease.released for a lingering lease: its client did release it, and the seat it kept
+-- for that client is free only now.
+local function reclaim(k, lk, tenant, license, sid, now, total, prefix)
+  local rec = drop_lease(k.leases, k.sessions, k.clients, k.deadlines, lk, sid)
+  if rec then
+    -- The config cache may have expired while the lease was held (heartbeats do not
+    -- refresh it): fall back to the seat count recorded when the lease was taken.
+    if total == '' then total = rec.t or '' end
+    local etype = 'lease.reclaimed'
+    if rec.lg then etype = 'lease.released' end
+    emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant,
+      license_id = license, session_id = sid, client_id = rec.c,
+      seats_used = live_count(k.leases, now), seats_total = tonumber(total)}, rec.m)
+  end
+  return rec
+end
+
+-- Reclaims at most `limit` expired leases of one license; returns how many.
+local function reclaim_expired(k, lk, tenant, license, now, total, prefix, limit)
+  local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', int_arg(now), 'LIMIT', '0',
+    int_arg(limit))
+  for _, sid in ipairs(expired) do
+    reclaim(k, lk, tenant, license, sid, now, total, prefix)
+  end
+  return #expired
+end
+
+-- The license's configuration from its cache hash, or nil when not cached.
+-- Returns 'not_found' for a cached negative entry (license does not exist).
+-- (HMGET of the known fields: cheaper than HGETALL plus a Lua loop.)
+-- A cache entry written before borrowing and linger existed lacks their fields: off.
+-- `policy` is the license policy's JSON text (_policy.lua), nil for a license without one.
+local function load_config(cfg_key)
+  local v = redis.call('HMGET', cfg_key, 'exists', 'seats', 'lease_seconds',
+    'max_lease_seconds', 'overage_percent', 'suspended', 'max_borrow_seconds',
+    'linger_seconds', 'policy')
+  if not v[1] then return nil end
+  if v[1] ~= '1' then return 'not_found' end
+  local seats = tonumber(v[2])
+  return {seats = seats, lease_ms = tonumber(v[3]) * 1000, max_lease_ms = tonumber(v[4]) * 1000,
+          limit = math.floor(seats * (100 + tonumber(v[5])) / 100), suspended = v[6],
+          max_borrow_ms = (tonumber(v[7]) or 0) * 1000, linger_ms = (tonumber(v[8]) or 0) * 1000,
+          policy = v[9] or nil}
+end
