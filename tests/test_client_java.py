@@ -36,6 +36,7 @@ TESTS = [
     "queued_waiters_get_the_seat_in_the_order_they_joined",
     "waiting_in_line_gives_up_at_the_timeout",
     "typed_errors_of_a_license_policy",
+    "a_full_queue_is_queue_full",
     "a_borrowed_seat",
     "pinned_keys_from_the_deployment_verify_and_others_are_refused",
     "a_suspended_license_is_license_suspended_until_it_is_resumed",

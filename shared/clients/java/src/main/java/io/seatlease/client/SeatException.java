@@ -121,6 +121,13 @@ public class SeatException extends RuntimeException {
         public int sessions() { return intField("sessions", -1); }
     }
 
+    /** 409 queue_full: no seat, and the license's wait queue already holds queue_max clients. */
+    public static class QueueFull extends NoSeatsAvailable {
+        private static final long serialVersionUID = 1L;
+        public QueueFull(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        public int queueMax() { return intField("queue_max", -1); }
+    }
+
     /** Waiting, and no seat came free in time. */
     public static class SeatWaitTimeout extends NoSeatsAvailable {
         private static final long serialVersionUID = 1L;
@@ -227,8 +234,11 @@ public class SeatException extends RuntimeException {
                         : new LicenseSuspended(status, code, message, body, retryAfterHeader);
             case 404: return new LicenseNotFound(status, code, message, body, retryAfterHeader);
             case 409:
-                return code.equals("user_limit_reached")
-                        ? new UserLimitReached(status, code, message, body, retryAfterHeader)
+                if (code.equals("user_limit_reached")) {
+                    return new UserLimitReached(status, code, message, body, retryAfterHeader);
+                }
+                return code.equals("queue_full")
+                        ? new QueueFull(status, code, message, body, retryAfterHeader)
                         : new NoSeatsAvailable(status, code, message, body, retryAfterHeader);
             case 410: return new SessionExpired(status, code, message, body, retryAfterHeader);
             default:

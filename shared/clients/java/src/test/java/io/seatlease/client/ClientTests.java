@@ -542,6 +542,23 @@ public final class ClientTests {
         }
     }
 
+    static void aFullQueueIsQueueFull() throws Exception {
+        needStack();
+        license("j-queue-full", "{\"seats\": 1, \"lease_seconds\": 30, \"policy\": {\"queue\": true, \"queue_max\": 1}}");
+        SeatClient client = client(false, 0.01);
+        Answer held = client.acquire("j-queue-full", "a");
+        check(held.sessionId() != null, held);
+        Answer place = client.acquire("j-queue-full", "b", new SeatClient.AcquireOptions().queue(true));
+        check(place.status() == 202 && place.queued(), place);
+        SeatException.QueueFull full = expect(SeatException.QueueFull.class,
+                () -> client.acquire("j-queue-full", "c", new SeatClient.AcquireOptions().queue(true)));
+        check(full instanceof SeatException.NoSeatsAvailable && full.status() == 409
+                && full.code().equals("queue_full") && full.queueMax() == 1 && full.retryAfterSeconds() >= 1);
+        SeatException.NoSeatsAvailable plain = expect(SeatException.NoSeatsAvailable.class,
+                () -> client.acquire("j-queue-full", "d"));
+        check(!(plain instanceof SeatException.QueueFull));
+    }
+
     static void aBorrowedSeat() throws Exception {
         needStack();
         license("j-borrow", "{\"seats\": 1, \"lease_seconds\": 60, \"max_borrow_seconds\": 86400}");
@@ -620,6 +637,7 @@ public final class ClientTests {
         tests.put("queued_waiters_get_the_seat_in_the_order_they_joined", ClientTests::queuedWaitersGetTheSeatInTheOrderTheyJoined);
         tests.put("waiting_in_line_gives_up_at_the_timeout", ClientTests::waitingInLineGivesUpAtTheTimeout);
         tests.put("typed_errors_of_a_license_policy", ClientTests::typedErrorsOfALicensePolicy);
+        tests.put("a_full_queue_is_queue_full", ClientTests::aFullQueueIsQueueFull);
         tests.put("a_borrowed_seat", ClientTests::aBorrowedSeat);
         tests.put("pinned_keys_from_the_deployment_verify_and_others_are_refused", ClientTests::pinnedKeysFromTheDeploymentVerifyAndOthersAreRefused);
         tests.put("a_suspended_license_is_license_suspended_until_it_is_resumed", ClientTests::aSuspendedLicenseIsLicenseSuspendedUntilItIsResumed);
