@@ -36,15 +36,19 @@ from seatlease.errors import (
     CallOutcomeUnknown,
     InvalidRequest,
     LeaseTooLong,
+    LicenseExpired,
     LicenseNotFound,
+    LicenseNotStarted,
     LicenseSuspended,
     NoSeatsAvailable,
+    NotEntitled,
     SessionExpired,
     TenantRateLimited,
     UserDenied,
     UserLimitReached,
+    VersionNotEntitled,
 )
-from seatlease.licenses import LicenseConfig  # also importable from here, as before
+from seatlease.licenses import LicenseConfig, epoch_ms  # LicenseConfig: importable here too
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.scripts import SeatScripts
 
@@ -64,6 +68,46 @@ ConfigLoader = Callable[[str, str], LicenseConfig | None]
 
 
 @dataclass(frozen=True, slots=True)
+class Terms:
+    """A license's term, entitlements and version range as a seat answer carries them
+    (only for a license that has some): what the lease token's ``lexp``, ``ent`` and
+    ``maxv`` say."""
+
+    expires_at_ms: int = 0  # 0: no end
+    ends_at_ms: int = 0  # expires_at + grace: when the license stops (0: no end)
+    in_grace: bool = False  # past expires_at, before its end
+    cut: bool = False  # the deadline was cut to the license's end
+    entitlements: tuple[str, ...] = ()
+    max_version: str | None = None
+
+    @classmethod
+    def from_reply(cls, reply: list, start: int) -> Terms | None:
+        """The reply's tail (lua/_lib.lua, ``terms_tail``) from ``start``; None without."""
+        if len(reply) < start + 5:
+            return None
+        flags = int(reply[start + 2])
+        ent = reply[start + 3]
+        return cls(
+            expires_at_ms=int(reply[start]),
+            ends_at_ms=int(reply[start + 1]),
+            in_grace=bool(flags & 1),
+            cut=bool(flags & 2),
+            entitlements=tuple(ent.split(",")) if ent else (),
+            max_version=reply[start + 4] or None,
+        )
+
+    def claims(self) -> dict[str, Any]:
+        """The lease token's claims for them: ``ent`` (always, with terms), ``lexp``
+        (epoch seconds of the end, when there is one), ``maxv`` (when set)."""
+        claims: dict[str, Any] = {"ent": list(self.entitlements)}
+        if self.ends_at_ms:
+            claims["lexp"] = self.ends_at_ms // 1000
+        if self.max_version:
+            claims["maxv"] = self.max_version
+        return claims
+
+
+@dataclass(frozen=True, slots=True)
 class Lease:
     session_id: str
     license_id: str
@@ -76,6 +120,7 @@ class Lease:
     seat_limit: int
     borrowed: bool = False  # lease_seconds is then the borrow's length
     now_ms: int = 0  # when the script ran, on the Redis clock (a token's iat)
+    terms: Terms | None = None  # the license's term and entitlements, when it has some
 
     @property
     def overage(self) -> bool:
@@ -109,6 +154,7 @@ class Renewal:
     borrowed: bool = False  # the deadline did not move: a borrow ends when it ends
     now_ms: int = 0  # when the script ran, on the Redis clock
     client_id: str | None = None
+    terms: Terms | None = None  # the license's term and entitlements, when it has some
 
     @property
     def heartbeat_interval_seconds(self) -> int:
@@ -122,6 +168,23 @@ class Release:
     seats_total: int
     lingering: bool = False  # released, and the seat stays held for its client (linger)
     now_ms: int = 0  # when the script ran, on the Redis clock
+
+
+def _terms_fields(config: LicenseConfig) -> dict[str, Any]:
+    """The cfg hash's fields for a license with terms (lua/_lib.lua, ``load_terms``)."""
+    fields: dict[str, Any] = {"terms": 1}
+    if config.starts_at is not None:
+        fields["starts"] = epoch_ms(config.starts_at)
+    if config.expires_at is not None:
+        fields["exp"] = epoch_ms(config.expires_at)
+        fields["fin"] = config.ends_at_ms
+        if config.on_expiry == "keep_leases":
+            fields["keep"] = 1
+    if config.entitlements:
+        fields["ent"] = " ".join(config.entitlements)
+    if config.max_version:
+        fields["maxv"] = config.max_version
+    return fields
 
 
 def heartbeat_interval(lease_seconds: int, borrowed: bool = False) -> int:
@@ -204,6 +267,8 @@ def acquire_call(
     user: str | None = None,
     queue: bool = False,
     ticket: str | None = None,
+    entitlements: tuple[str, ...] | list[str] | None = None,
+    version: str | None = None,
 ) -> tuple[list[str], list[Any]]:
     """acquire.lua's KEYS and ARGV (documented in its header). ``rate_limit``: the
     tenant's calls per second (0: none, as for an operator's call)."""
@@ -231,6 +296,8 @@ def acquire_call(
         1 if queue else 0,
         ticket or "",
         new_request_id(),  # a new place in line's ticket
+        " ".join(entitlements or ()),
+        version or "",
     ]
 
 
@@ -300,6 +367,10 @@ class SeatRequest:
     host: str | None = None
     queue: bool = False
     ticket: str | None = None
+    # what the product needs: entitlement names the license must all have, and its
+    # version (dotted numbers), at most the license's max_version
+    entitlements: tuple[str, ...] = ()
+    version: str | None = None
 
 
 class SeatEngine:
@@ -327,6 +398,8 @@ class SeatEngine:
                 "max_borrow_seconds": config.max_borrow_seconds,
                 "linger_seconds": config.linger_seconds,
             }
+            if config.has_terms:  # absent without: acquire and heartbeat skip them
+                mapping.update(_terms_fields(config))
             if config.policy:  # absent for a license without one: acquire reads nil
                 form = json.loads(config.policy)  # seatlease.seats.policy's redis_form()
                 mapping["policy"] = json.dumps(form["policy"], separators=(",", ":"))
@@ -341,7 +414,20 @@ class SeatEngine:
                 pipe.delete(queue_key)  # one key a DEL: a cluster pipeline takes no more
         pipe.hset(key, mapping=mapping)
         pipe.expire(key, ttl)
+        # The license's place in its shard's notice index (the reaper's license.expiring
+        # and license.expired, lua/notices.lua): a license without an end leaves it; one
+        # with an end is due at once when its end changed (arm_notice.lua), and stays
+        # where it is when not, so notices already sent are not sent again.
+        ends = config is not None and config.expires_at is not None
+        if not ends:
+            pipe.zrem(keys.notices, keys.license_key)
+            pipe.delete(keys.notice)
         pipe.execute()
+        if config is not None and config.expires_at is not None:
+            self.scripts.arm_notice(
+                keys=[keys.notice, keys.notices],
+                args=[keys.license_key, epoch_ms(config.expires_at), config.grace_seconds * 1000],
+            )
 
     def _fill_config(self, keys: LicenseKeys) -> None:
         self.cache_config(
@@ -396,6 +482,8 @@ class SeatEngine:
             user=user,
             queue=request.queue,
             ticket=request.ticket,
+            entitlements=request.entitlements,
+            version=request.version,
         )
         reply = self._run(
             self.scripts.acquire, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
@@ -403,6 +491,14 @@ class SeatEngine:
         status = reply[0]
         if status == "suspended":
             raise LicenseSuspended(f"license {license_id!r} is suspended")
+        if status == "not_started":
+            raise LicenseNotStarted(int(reply[1]))
+        if status == "license_expired":
+            raise LicenseExpired(int(reply[1]), int(reply[2]))
+        if status == "not_entitled":
+            raise NotEntitled(reply[1].split())
+        if status == "version_not_entitled":
+            raise VersionNotEntitled(request.version or "", reply[1])
         if status == "lease_too_long":
             raise LeaseTooLong(int(reply[1]))
         if status == "borrow_too_long":
@@ -443,6 +539,7 @@ class SeatEngine:
             seat_limit=int(limit),
             borrowed=_flag(reply, 8),
             now_ms=int(reply[7]),
+            terms=Terms.from_reply(reply, 9),
         )
 
     def heartbeat(
@@ -466,6 +563,8 @@ class SeatEngine:
             args,
             request_id,
         )
+        if reply[0] == "license_expired":
+            raise LicenseExpired(int(reply[1]), int(reply[2]))
         if reply[0] != "ok":
             raise SessionExpired(reply[0])  # 'expired' or 'unknown'
         return Renewal(
@@ -475,6 +574,7 @@ class SeatEngine:
             _flag(reply, 4),
             now_ms=int(reply[3]),
             client_id=reply[5] if len(reply) > 5 else None,
+            terms=Terms.from_reply(reply, 6),
         )
 
     def release(
