@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,8 +48,10 @@ from seatlease.errors import (
     VersionNotEntitled,
 )
 from seatlease.licenses import LicenseConfig, epoch_ms  # LicenseConfig: importable here too
+from seatlease.seats.ids import new_event_prefix, new_request_id, new_session_id
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.scripts import SeatScripts
+from seatlease.seats.terms import Terms, cache_fields
 
 CONFIG_TTL_SECONDS = 600  # admin changes refresh the cache at once; the TTL bounds drift
 NEGATIVE_TTL_SECONDS = 30  # "no such license" is cached briefly against 404 storms
@@ -65,46 +66,6 @@ _REPLY_TTL_MS = REPLY_TTL_SECONDS * 1000
 
 
 ConfigLoader = Callable[[str, str], LicenseConfig | None]
-
-
-@dataclass(frozen=True, slots=True)
-class Terms:
-    """A license's term, entitlements and version range as a seat answer carries them
-    (only for a license that has some): what the lease token's ``lexp``, ``ent`` and
-    ``maxv`` say."""
-
-    expires_at_ms: int = 0  # 0: no end
-    ends_at_ms: int = 0  # expires_at + grace: when the license stops (0: no end)
-    in_grace: bool = False  # past expires_at, before its end
-    cut: bool = False  # the deadline was cut to the license's end
-    entitlements: tuple[str, ...] = ()
-    max_version: str | None = None
-
-    @classmethod
-    def from_reply(cls, reply: list, start: int) -> Terms | None:
-        """The reply's tail (lua/_lib.lua, ``terms_tail``) from ``start``; None without."""
-        if len(reply) < start + 5:
-            return None
-        flags = int(reply[start + 2])
-        ent = reply[start + 3]
-        return cls(
-            expires_at_ms=int(reply[start]),
-            ends_at_ms=int(reply[start + 1]),
-            in_grace=bool(flags & 1),
-            cut=bool(flags & 2),
-            entitlements=tuple(ent.split(",")) if ent else (),
-            max_version=reply[start + 4] or None,
-        )
-
-    def claims(self) -> dict[str, Any]:
-        """The lease token's claims for them: ``ent`` (always, with terms), ``lexp``
-        (epoch seconds of the end, when there is one), ``maxv`` (when set)."""
-        claims: dict[str, Any] = {"ent": list(self.entitlements)}
-        if self.ends_at_ms:
-            claims["lexp"] = self.ends_at_ms // 1000
-        if self.max_version:
-            claims["maxv"] = self.max_version
-        return claims
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,23 +131,6 @@ class Release:
     now_ms: int = 0  # when the script ran, on the Redis clock
 
 
-def _terms_fields(config: LicenseConfig) -> dict[str, Any]:
-    """The cfg hash's fields for a license with terms (lua/_lib.lua, ``load_terms``)."""
-    fields: dict[str, Any] = {"terms": 1}
-    if config.starts_at is not None:
-        fields["starts"] = epoch_ms(config.starts_at)
-    if config.expires_at is not None:
-        fields["exp"] = epoch_ms(config.expires_at)
-        fields["fin"] = config.ends_at_ms
-        if config.on_expiry == "keep_leases":
-            fields["keep"] = 1
-    if config.entitlements:
-        fields["ent"] = " ".join(config.entitlements)
-    if config.max_version:
-        fields["maxv"] = config.max_version
-    return fields
-
-
 def heartbeat_interval(lease_seconds: int, borrowed: bool = False) -> int:
     """About a third of the lease: two heartbeats can be missed before the seat is lost.
     A borrowed lease needs none: its interval is the whole borrow."""
@@ -227,28 +171,6 @@ def with_identity(
     return merged
 
 
-def new_session_id() -> str:
-    """24 random characters of [A-Za-z0-9_-] (about 143.9 bits), never starting with "-":
-    operators type session ids after options (``seatlease revoke --session ID``), where
-    a leading dash reads as an option (argparse: "expected one argument")."""
-    return _no_leading_dash(18)
-
-
-def _event_prefix() -> str:
-    return secrets.token_hex(8)
-
-
-def new_request_id() -> str:
-    return _no_leading_dash(12)  # quoted to operators in 503 answers, like session ids
-
-
-def _no_leading_dash(nbytes: int) -> str:
-    while True:
-        token = secrets.token_urlsafe(nbytes)
-        if token[0] != "-":
-            return token
-
-
 # -- each script's KEYS and ARGV, in one place (the engine and bench/redis_cost.py) -------
 
 
@@ -287,7 +209,7 @@ def acquire_call(
         session_id or new_session_id(),
         lease_seconds or 0,
         metadata_json,
-        event_prefix or _event_prefix(),
+        event_prefix or new_event_prefix(),
         _REPLY_TTL_MS,
         borrow_seconds or 0,
         rate_limit,
@@ -310,7 +232,7 @@ def heartbeat_call(
         tenant_id,
         license_id,
         session_id,
-        _event_prefix(),
+        new_event_prefix(),
         _REPLY_TTL_MS,
         rate_limit,
         keys.reply_field("heartbeat", session_id, request_id),
@@ -333,7 +255,7 @@ def release_call(
         tenant_id,
         license_id,
         session_id,
-        _event_prefix(),
+        new_event_prefix(),
         event,
         _REPLY_TTL_MS,
         rate_limit,
@@ -399,7 +321,7 @@ class SeatEngine:
                 "linger_seconds": config.linger_seconds,
             }
             if config.has_terms:  # absent without: acquire and heartbeat skip them
-                mapping.update(_terms_fields(config))
+                mapping.update(cache_fields(config))
             if config.policy:  # absent for a license without one: acquire reads nil
                 form = json.loads(config.policy)  # seatlease.seats.policy's redis_form()
                 mapping["policy"] = json.dumps(form["policy"], separators=(",", ":"))

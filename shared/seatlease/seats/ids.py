@@ -1,0 +1,27 @@
+"""The ids a seat call makes: session ids, request ids, event id prefixes."""
+
+from __future__ import annotations
+
+import secrets
+
+
+def new_session_id() -> str:
+    """24 random characters of [A-Za-z0-9_-] (about 143.9 bits), never starting with "-":
+    operators type session ids after options (``seatlease revoke --session ID``), where
+    a leading dash reads as an option (argparse: "expected one argument")."""
+    return _no_leading_dash(18)
+
+
+def new_event_prefix() -> str:
+    return secrets.token_hex(8)
+
+
+def new_request_id() -> str:
+    return _no_leading_dash(12)  # quoted to operators in 503 answers, like session ids
+
+
+def _no_leading_dash(nbytes: int) -> str:
+    while True:
+        token = secrets.token_urlsafe(nbytes)
+        if token[0] != "-":
+            return token
