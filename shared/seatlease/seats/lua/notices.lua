@@ -48,7 +48,9 @@ for i = 3, #ARGV do
         local etype = 'license.expired'
         if due <= #thresholds then
           etype = 'license.expiring'
-          meta = meta .. ',"threshold_days":' .. int_arg(math.floor(thresholds[due] / 86400000))
+          local d = thresholds[due] / 86400000
+          if d % 1 == 0 then d = int_arg(d) else d = string.format('%.6g', d) end
+          meta = meta .. ',"threshold_days":' .. d
         end
         emit(outbox, prefix, now, {type = etype, tenant_id = string.sub(member, 1, slash - 1),
           license_id = string.sub(member, slash + 1)}, meta .. '}')
