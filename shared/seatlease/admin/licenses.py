@@ -183,8 +183,8 @@ def license_view(row: dict[str, Any]) -> dict[str, Any]:
 def term_view(config: LicenseConfig, now: datetime | None = None) -> dict[str, Any]:
     """The license's term, entitlements and version range, and where it stands now:
     ``term_state`` is ``perpetual``, ``not_started``, ``active``, ``in_grace`` or
-    ``expired``; ``expires_in_days`` counts whole days to ``expires_at`` (negative
-    after it)."""
+    ``expired``; ``expires_in_days`` counts days to ``expires_at``, rounded up (0 or
+    negative from it on)."""
     now = now or clock.now()
     expires = config.expires_at and clock.utc(config.expires_at)
     starts = config.starts_at and clock.utc(config.starts_at)
@@ -209,7 +209,7 @@ def term_view(config: LicenseConfig, now: datetime | None = None) -> dict[str, A
     view["term_state"] = state
     if expires is not None:
         view["grace_ends_at"] = iso_time(expires + timedelta(seconds=config.grace_seconds))
-        view["expires_in_days"] = (expires - now) // timedelta(days=1)
+        view["expires_in_days"] = -((now - expires) // timedelta(days=1))  # rounded up
     return view
 
 
