@@ -20,7 +20,6 @@ from seatlease.errors import (
     SessionExpired,
     VersionNotEntitled,
 )
-from seatlease.licenses import LicenseConfig
 from seatlease.seats.engine import SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys, outbox_key
 
@@ -29,9 +28,7 @@ T = "acme"
 
 def at(engine: SeatEngine, seconds: float) -> datetime:
     """The Redis clock's now plus ``seconds``, as a license setting."""
-    return datetime.fromtimestamp(engine.server_time_ms() / 1000, UTC) + timedelta(
-        seconds=seconds
-    )
+    return datetime.fromtimestamp(engine.server_time_ms() / 1000, UTC) + timedelta(seconds=seconds)
 
 
 def until(engine: SeatEngine, moment: datetime) -> None:
@@ -102,9 +99,7 @@ def test_grace_then_expiry_with_end_leases(seat_engine, configs):
 
 def test_keep_leases_lets_held_leases_live_on_and_grants_nothing_new(seat_engine, configs):
     expires = at(seat_engine, 1.0)
-    configs.add(
-        T, "keep", seats=3, lease_seconds=4, expires_at=expires, on_expiry="keep_leases"
-    )
+    configs.add(T, "keep", seats=3, lease_seconds=4, expires_at=expires, on_expiry="keep_leases")
     lease = seat_engine.acquire(SeatRequest(T, "keep", "c1"))
     assert not lease.terms.cut  # keep_leases: the deadline is the lease's own
     until(seat_engine, expires + timedelta(seconds=0.5))
@@ -176,7 +171,7 @@ def test_entitlements_and_versions(seat_engine, configs):
             seat_engine.acquire(SeatRequest(T, "pro", "c3", version=version))
         assert above.value.max_version == "2026.4"
     for version in ("2026.3.99", "2025.12", "2026.4"):
-        assert seat_engine.acquire(SeatRequest(T, f"pro", f"v{version}", version=version))
+        assert seat_engine.acquire(SeatRequest(T, "pro", f"v{version}", version=version))
     assert len(seat_engine.live_leases(T, "pro")) == 4
     # a license without entitlements lacks every one; any version is fine on it
     configs.add(T, "bare", seats=1)

@@ -34,9 +34,7 @@ def days(seconds: float) -> str:
 
 
 def at(engine: SeatEngine, seconds: float) -> datetime:
-    return datetime.fromtimestamp(engine.server_time_ms() / 1000, UTC) + timedelta(
-        seconds=seconds
-    )
+    return datetime.fromtimestamp(engine.server_time_ms() / 1000, UTC) + timedelta(seconds=seconds)
 
 
 def until(engine: SeatEngine, moment: datetime) -> None:
@@ -120,7 +118,8 @@ def test_a_late_start_sends_only_the_latest_notice_and_a_renewal_starts_afresh(
     ]
     # the term cleared: the license leaves the index, nothing more is sent
     engine.cache_config("acme", "late", replace(renewed, expires_at=None))
-    assert redis_client.zscore(notices_key(LicenseKeys.of("acme", "late").shard), "acme/late") is None
+    shard = LicenseKeys.of("acme", "late").shard
+    assert redis_client.zscore(notices_key(shard), "acme/late") is None
 
 
 def test_runs_touch_only_the_due_licenses(redis_client, engine, thresholds):
