@@ -48,7 +48,7 @@ from seatlease.errors import (
     VersionNotEntitled,
 )
 from seatlease.licenses import LicenseConfig, epoch_ms  # LicenseConfig: importable here too
-from seatlease.seats.ids import new_event_prefix, new_request_id, new_session_id
+from seatlease.seats.ids import new_event_prefix, new_request_id, new_session_id, with_identity
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.scripts import SeatScripts
 from seatlease.seats.terms import Terms, cache_fields
@@ -89,7 +89,8 @@ class Lease:
 
     @property
     def heartbeat_interval_seconds(self) -> int:
-        return heartbeat_interval(self.lease_seconds, self.borrowed)
+        cut = self.expires_at_ms - self.now_ms if self.terms and self.terms.cut else None
+        return heartbeat_interval(self.lease_seconds, self.borrowed, cut)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +120,8 @@ class Renewal:
 
     @property
     def heartbeat_interval_seconds(self) -> int:
-        return heartbeat_interval(self.lease_seconds, self.borrowed)
+        cut = self.expires_at_ms - self.now_ms if self.terms and self.terms.cut else None
+        return heartbeat_interval(self.lease_seconds, self.borrowed, cut)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,11 +133,16 @@ class Release:
     now_ms: int = 0  # when the script ran, on the Redis clock
 
 
-def heartbeat_interval(lease_seconds: int, borrowed: bool = False) -> int:
+def heartbeat_interval(
+    lease_seconds: int, borrowed: bool = False, cut_ms: int | None = None
+) -> int:
     """About a third of the lease: two heartbeats can be missed before the seat is lost.
-    A borrowed lease needs none: its interval is the whole borrow."""
+    A borrowed lease needs none: its interval is the whole borrow. A lease cut to its
+    license's end (``cut_ms`` away) comes back by then, to learn whether it was renewed."""
     if borrowed:
         return max(1, lease_seconds)
+    if cut_ms is not None:
+        return max(1, min(lease_seconds // 3, -(-cut_ms // 1000)))
     return max(1, lease_seconds // 3)
 
 
@@ -156,19 +163,6 @@ def borrow_too_long(max_borrow_seconds: int) -> InvalidRequest:
         max_borrow_seconds=max_borrow_seconds,
         details=[{"field": "borrow_seconds", "problem": problem}],
     )
-
-
-def with_identity(
-    metadata: dict[str, Any] | None, user: str | None, host: str | None
-) -> dict[str, Any]:
-    """The lease's metadata with the request's ``user`` and ``host`` (they win over the
-    metadata's own keys of those names): how they reach status, events and reports."""
-    merged = dict(metadata or {})
-    if user is not None:
-        merged["user"] = user
-    if host is not None:
-        merged["host"] = host
-    return merged
 
 
 # -- each script's KEYS and ARGV, in one place (the engine and bench/redis_cost.py) -------

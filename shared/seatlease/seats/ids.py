@@ -1,8 +1,10 @@
-"""The ids a seat call makes: session ids, request ids, event id prefixes."""
+"""What a seat call makes before it runs: session ids, request ids, event id prefixes,
+and the lease's metadata with who asks."""
 
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 
 def new_session_id() -> str:
@@ -25,3 +27,16 @@ def _no_leading_dash(nbytes: int) -> str:
         token = secrets.token_urlsafe(nbytes)
         if token[0] != "-":
             return token
+
+
+def with_identity(
+    metadata: dict[str, Any] | None, user: str | None, host: str | None
+) -> dict[str, Any]:
+    """The lease's metadata with the request's ``user`` and ``host`` (they win over the
+    metadata's own keys of those names): how they reach status, events and reports."""
+    merged = dict(metadata or {})
+    if user is not None:
+        merged["user"] = user
+    if host is not None:
+        merged["host"] = host
+    return merged

@@ -54,13 +54,19 @@ export interface Identity {
   host?: string;
 }
 
+/** What the product needs: every entitlement named must be the license's (else `NotEntitled`), `version` at most its max_version (else `VersionNotEntitled`). */
+export interface Needs {
+  entitlements?: string[];
+  version?: string;
+}
+
 /** A place in a license's wait queue: `queue: true` asks for one, `ticket` (from a 202) keeps it. */
 export interface QueuePlace {
   queue?: boolean;
   ticket?: string;
 }
 
-export interface AcquireOptions extends CallOptions, Identity, QueuePlace {
+export interface AcquireOptions extends CallOptions, Identity, Needs, QueuePlace {
   leaseSeconds?: number;
   metadata?: Json;
 }
@@ -274,8 +280,8 @@ export class SeatClient {
    * `retry_after_seconds` to keep the place.
    */
   acquire(licenseId: string, clientId: string, options: AcquireOptions = {}): Promise<Json> {
-    const { user, host, queue, ticket } = options;
-    return this.call("acquire", acquireBody(licenseId, clientId, options.leaseSeconds, options.metadata, { user, host, queue, ticket }), options);
+    const { user, host, queue, ticket, entitlements, version } = options;
+    return this.call("acquire", acquireBody(licenseId, clientId, options.leaseSeconds, options.metadata, { user, host, queue, ticket, entitlements, version }), options);
   }
 
   /** POST /heartbeat (retried); throws `SessionExpired` when the seat is gone. */
@@ -346,8 +352,8 @@ export class SeatClient {
   }
 }
 
-/** The acquire body; `fields` (user, host, queue, ticket) are sent when set. */
-export function acquireBody(licenseId: string, clientId: string, leaseSeconds?: number, metadata?: Json, fields: Identity & QueuePlace = {}): Json {
+/** The acquire body; `fields` (user, host, entitlements, version, queue, ticket) are sent when set. */
+export function acquireBody(licenseId: string, clientId: string, leaseSeconds?: number, metadata?: Json, fields: Identity & Needs & QueuePlace = {}): Json {
   const body: Json = { license_id: licenseId, client_id: clientId };
   if (leaseSeconds !== undefined) body["lease_seconds"] = leaseSeconds;
   if (metadata !== undefined) body["metadata"] = metadata;
