@@ -257,3 +257,23 @@ def test_http_a_license_without_terms_answers_as_before(acme: Tenant):
     body = acquire(acme, lic, "ws-1").get_json()
     assert not {"license_expires_at", "in_grace", "entitlements"} & set(body)
     assert not {"ent", "lexp", "maxv"} & set(claims(body["lease_token"]))
+
+
+def test_cli_status_shows_the_term(stack, capsys):
+    store.create_tenant("acme")
+    now = datetime.now(UTC)
+    store.create_license("acme", "grace", seats=1, expires_at=now - timedelta(days=1),
+                         grace_seconds=3 * 86400, entitlements=["pro"], max_version="7")  # fmt: skip
+    store.create_license("acme", "gone", seats=1, expires_at=now - timedelta(days=10))
+    store.create_license("acme", "year", seats=1, expires_at=now + timedelta(days=364, hours=1))
+    store.create_license("acme", "plain", seats=1)
+    code, out, err = run(capsys, "status", "--tenant", "acme")
+    assert code == 0, err
+    sections = {part.split(":", 1)[0]: part for part in out.split("\n\n")}
+    grace = sections["acme/grace"]
+    assert "term: in grace: expired" in grace and "(IN GRACE: renew before it stops)" in grace
+    assert "entitlements: pro" in grace and "versions up to 7" in grace
+    assert "(EXPIRED: no new seats)" in sections["acme/gone"]
+    ends = (now + timedelta(days=364, hours=1)).date().isoformat()
+    assert f"term: expires {ends} (in 365 days)" in sections["acme/year"]
+    assert "term" not in sections["acme/plain"]

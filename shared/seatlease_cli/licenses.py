@@ -156,28 +156,13 @@ def _term_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def term_text(lic: dict[str, Any]) -> str:
-    """One line for ``license show``: ``expires 2027-11-25 (in 364 days), grace 7 d,
-    end_leases``; ``perpetual`` without an end."""
-    parts = []
-    if lic.get("starts_at"):
-        parts.append(f"starts {lic['starts_at']}")
+    """One line for ``license show``: the server's ``term_text`` (``expires 2027-11-25
+    (in 364 days)``), then the grace and what happens at the end."""
+    parts = [lic.get("term_text") or "perpetual"]
     if lic.get("expires_at"):
-        when = lic["expires_at"][:10]
-        left = lic.get("expires_in_days")
-        state = lic.get("term_state")
-        if state == "in_grace":
-            parts.append(f"expired {when}, IN GRACE until {lic['grace_ends_at']}")
-        elif state == "expired":
-            parts.append(f"EXPIRED {when}")
-        else:
-            parts.append(f"expires {when} (in {left} day{'s' if left != 1 else ''})")
         if lic.get("grace_seconds"):
             parts.append(f"grace {lic['grace_seconds']} s")
         parts.append(lic.get("on_expiry", "end_leases"))
-    else:
-        parts.append("perpetual")
-    if lic.get("term_state") == "not_started":
-        parts.append("NOT STARTED")
     return ", ".join(parts)
 
 
@@ -370,7 +355,7 @@ def _shown(lic: dict[str, Any]) -> dict[str, Any]:
 
 
 # shown as the one "term" line
-TERM_DETAILS = ("starts_at", "grace_ends_at", "expires_in_days", "term_state")
+TERM_DETAILS = ("starts_at", "grace_ends_at", "expires_in_days", "term_state", "term_text")
 
 
 def _print_change(args: argparse.Namespace, body: dict[str, Any], verb: str) -> int:

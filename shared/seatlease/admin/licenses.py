@@ -210,7 +210,28 @@ def term_view(config: LicenseConfig, now: datetime | None = None) -> dict[str, A
     if expires is not None:
         view["grace_ends_at"] = iso_time(expires + timedelta(seconds=config.grace_seconds))
         view["expires_in_days"] = -((now - expires) // timedelta(days=1))  # rounded up
+    view["term_text"] = term_text(view)
     return view
+
+
+def term_text(view: dict[str, Any]) -> str:
+    """The term in words, as ``license show``, ``status`` and the portal say it:
+    ``expires 2027-11-25 (in 364 days)``, ``in grace: expired 2026-11-20, stops
+    2026-11-27``, ``expired 2026-10-01``, ``starts 2027-01-01``, or ``perpetual``."""
+    parts = []
+    state, expires = view["term_state"], (view.get("expires_at") or "")[:10]
+    if state == "not_started":
+        parts.append(f"starts {(view['starts_at'] or '')[:10]}")
+    if state == "in_grace":
+        parts.append(f"in grace: expired {expires}, stops {view['grace_ends_at'][:10]}")
+    elif state == "expired":
+        parts.append(f"expired {expires}")
+    elif expires:
+        days = view["expires_in_days"]
+        parts.append(f"expires {expires} (in {days} day{'' if days == 1 else 's'})")
+    elif state != "not_started":
+        parts.append("perpetual")
+    return ", ".join(parts)
 
 
 def _policy_view(stored: Any) -> dict[str, Any] | None:
