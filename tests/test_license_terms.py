@@ -262,8 +262,10 @@ def test_http_a_license_without_terms_answers_as_before(acme: Tenant):
 def test_cli_status_shows_the_term(stack, capsys):
     store.create_tenant("acme")
     now = datetime.now(UTC)
-    store.create_license("acme", "grace", seats=1, expires_at=now - timedelta(days=1),
-                         grace_seconds=3 * 86400, entitlements=["pro"], max_version="7")  # fmt: skip
+    store.create_license(
+        "acme", "grace", seats=1, expires_at=now - timedelta(days=1),
+        grace_seconds=3 * 86400, entitlements=["pro"], max_version="7",
+    )  # fmt: skip
     store.create_license("acme", "gone", seats=1, expires_at=now - timedelta(days=10))
     store.create_license("acme", "year", seats=1, expires_at=now + timedelta(days=364, hours=1))
     store.create_license("acme", "plain", seats=1)
