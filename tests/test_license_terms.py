@@ -69,7 +69,7 @@ def test_create_show_update_renew_and_clear(stack, admin):
     assert lic["term_state"] == "active" and lic["expires_in_days"] > 300
     # the cache has them at once
     cfg = get_redis().hgetall(LicenseKeys.of("acme", "cad").cfg)
-    assert cfg["terms"] == "1" and cfg["ent"] == "pro render.gpu" and cfg["keep"] == "1"
+    assert cfg["terms"] == "1" and cfg["entc"] == "pro,render.gpu" and cfg["keep"] == "1"
     # renew: a year from the later of now and the current end
     renewed = post(
         admin, "license.update", tenant_id="acme", license_id="cad",

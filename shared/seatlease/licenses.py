@@ -59,6 +59,14 @@ def version_key(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+def version_text(version: str) -> str:
+    """A dotted version as text that compares as the version does (byte by byte, as
+    Lua's ``<`` compares strings): eight parts of nine digits, zero-padded (2026.4 ->
+    "000002026000000004000000000..."), so the seat scripts compare with one ``>``."""
+    parts = version.split(".")
+    return "".join(p.zfill(9) for p in parts) + "000000000" * (8 - len(parts))
+
+
 @dataclass(frozen=True, slots=True)
 class LicenseConfig:
     seats: int

@@ -47,7 +47,7 @@ from seatlease.errors import (
     UserLimitReached,
     VersionNotEntitled,
 )
-from seatlease.licenses import LicenseConfig, epoch_ms  # LicenseConfig: importable here too
+from seatlease.licenses import LicenseConfig, epoch_ms, version_text  # LicenseConfig: here too
 from seatlease.seats.ids import new_event_prefix, new_request_id, new_session_id, with_identity
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.scripts import SeatScripts
@@ -213,7 +213,7 @@ def acquire_call(
         ticket or "",
         new_request_id(),  # a new place in line's ticket
         " ".join(entitlements or ()),
-        version or "",
+        version_text(version) if version else "",
     ]
 
 

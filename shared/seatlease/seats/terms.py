@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from seatlease.licenses import LicenseConfig, epoch_ms
+from seatlease.licenses import LicenseConfig, epoch_ms, version_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,10 @@ def cache_fields(config: LicenseConfig) -> dict[str, Any]:
         if config.on_expiry == "keep_leases":
             fields["keep"] = 1
     if config.entitlements:
-        fields["ent"] = " ".join(config.entitlements)
+        # padded with spaces for a plain find of " name ", and as the answer lists them
+        fields["ent"] = f" {' '.join(config.entitlements)} "
+        fields["entc"] = ",".join(config.entitlements)
     if config.max_version:
         fields["maxv"] = config.max_version
+        fields["maxk"] = version_text(config.max_version)
     return fields

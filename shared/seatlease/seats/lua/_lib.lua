@@ -235,9 +235,41 @@ local function pack_release_reply(letter, r)
     .. format('@%x', now - EPOCH)
 end
 
+-- The tail terms_tail adds (expires, end, flags, entitlements, max_version) after element
+-- `i`, as pack_any packs it: `first` the reply's first time, `now` the time packed as "'"
+-- (the first time minus the element after it); nil when an element is not what it holds.
+local function pack_terms_tail(r, i, first, now)
+  local parts = {}
+  local prev = r[i]
+  for j = i + 1, i + 3 do
+    local v = r[j]
+    if type(v) ~= 'number' or v % 1 ~= 0 or v < 0 or v >= 2 ^ 53 then return nil end
+    if v == prev then
+      parts[#parts + 1] = '"'
+    elseif v >= FIRST_TIME then
+      parts[#parts + 1] = v == now and "'" or '^' .. hex(v - first)
+    else
+      parts[#parts + 1] = format(' %x', v)
+    end
+    prev = v
+  end
+  local ent, maxv = r[i + 4], r[i + 5]
+  if type(ent) ~= 'string' or type(maxv) ~= 'string' or string.find(ent, "[ @^'\"~%[]")
+      or string.find(maxv, "[ @^'\"~%[]") then return nil end
+  return table.concat(parts) .. '~' .. ent .. '~' .. maxv
+end
+
 local function pack_reply(reply)
   local status, n, text = reply[1], #reply, nil
-  if n == 9 and status == 'acquired' then
+  if n == 14 and (status == 'acquired' or status == 'renewed') then
+    text = pack_lease_reply(status == 'acquired' and 'A' or 'R', reply)
+    local tail = text and pack_terms_tail(reply, 9, reply[3], reply[3] - reply[4])
+    text = tail and text .. tail
+  elseif n == 11 and status == 'ok' then
+    text = pack_ok_reply(reply)
+    local tail = text and pack_terms_tail(reply, 6, reply[2], reply[2] - reply[3])
+    text = tail and text .. tail
+  elseif n == 9 and status == 'acquired' then
     text = pack_lease_reply('A', reply)
   elseif n == 6 and status == 'ok' then
     text = pack_ok_reply(reply)
@@ -386,13 +418,14 @@ end
 --   exp     expires_at in ms; fin: exp + grace, when the license stops (nil: perpetual)
 --   keep    true: on_expiry keep_leases (held leases live on after fin)
 --   ent     ' a b ' (the names, space padded, for a plain find); entc the same 'a,b'
---   maxv    the highest version entitled ('' for any)
+--   maxv    the highest version entitled ('' for any); maxk the same as comparable text
+--           (seatlease.licenses.version_text: one string comparison decides)
 local function load_terms(cfg_key)
-  local v = redis.call('HMGET', cfg_key, 'starts', 'exp', 'fin', 'keep', 'ent', 'maxv')
-  local ent = v[5] or ''
+  local v = redis.call('HMGET', cfg_key, 'starts', 'exp', 'fin', 'keep', 'ent', 'entc',
+    'maxv', 'maxk')
   return {starts = tonumber(v[1]), exp = tonumber(v[2]), fin = tonumber(v[3]),
-          keep = v[4] == '1', ent = ' ' .. ent .. ' ', entc = string.gsub(ent, ' ', ','),
-          maxv = v[6] or ''}
+          keep = v[4] == '1', ent = v[5] or '', entc = v[6] or '', maxv = v[7] or '',
+          maxk = v[8]}
 end
 
 -- The reply's tail for a license with terms: expires_at and its end (0: none), flags

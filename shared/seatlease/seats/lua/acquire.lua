@@ -15,7 +15,7 @@
 -- ARGV[12] user ('' for none)   ARGV[13] 1 to wait in the queue   ARGV[14] the ticket
 -- the caller holds ('' for none)   ARGV[15] ticket for a new place in line (random)
 -- ARGV[16] the entitlements the product needs, space separated ('' for none)
--- ARGV[17] the product's version, dotted numbers ('' for none)
+-- ARGV[17] the product's version as comparable text (version_text; '' for none)
 --
 -- A license with terms (cfg 'terms', load_terms in _lib.lua): nothing is granted before
 -- `starts` or from `fin` (expires_at + grace) on; with end_leases no deadline goes past
@@ -57,17 +57,6 @@ local user = ARGV[12] or ''
 local done = replay(reply_key)
 if done then return done end
 
--- Is dotted version `v` above `max`? Part by part, as numbers; a missing part is 0.
-local function version_above(v, max)
-  local a, b = {}, {}
-  for p in string.gmatch(v, '%d+') do a[#a + 1] = tonumber(p) end
-  for p in string.gmatch(max, '%d+') do b[#b + 1] = tonumber(p) end
-  for i = 1, math.max(#a, #b) do
-    local x, y = a[i] or 0, b[i] or 0
-    if x ~= y then return x > y end
-  end
-  return false
-end
 
 local cfg = load_config(k.cfg)
 if cfg == nil then return {'missing'} end
@@ -85,13 +74,17 @@ if cfg.terms or wants ~= '' or version ~= '' then
   if T.starts and now < T.starts then return {'not_started', T.starts} end
   if T.fin and now >= T.fin then return {'license_expired', T.exp, T.fin} end
   if wants ~= '' then
-    local missing = {}
+    local missing = nil  -- (a table only for a refusal)
     for name in string.gmatch(wants, '%S+') do
-      if not string.find(T.ent, ' ' .. name .. ' ', 1, true) then missing[#missing + 1] = name end
+      if not string.find(T.ent, ' ' .. name .. ' ', 1, true) then
+        missing = missing or {}
+        missing[#missing + 1] = name
+      end
     end
-    if #missing > 0 then return {'not_entitled', table.concat(missing, ' ')} end
+    if missing then return {'not_entitled', table.concat(missing, ' ')} end
   end
-  if version ~= '' and T.maxv ~= '' and version_above(version, T.maxv) then
+  -- both as comparable text (seatlease.licenses.version_text): part by part, as numbers
+  if version ~= '' and T.maxk and version > T.maxk then
     return {'version_not_entitled', T.maxv}
   end
   if not cfg.terms then T = nil end  -- a license without terms answers as it always did
