@@ -57,7 +57,7 @@ def _lookup(key_hash: str) -> str:
         found = store.key_for_hash(key_hash)
         entry = _NO_TENANT if found is None else f"{found[1]} {found[0]}"
         redis.set(cache_key, entry, ex=REDIS_TTL if entry != _NO_TENANT else NEGATIVE_TTL)
-    _local.put(key_hash, entry)
+    _local.put(key_hash, entry, LOCAL_TTL)  # read now: a test may shorten it
     return entry
 
 
