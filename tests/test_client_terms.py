@@ -71,3 +71,28 @@ def test_term_entitlements_typed_errors_and_the_end(client_functions):
         assert ended.value.expired_at
         assert lost.wait(5), "the lease is lost at the license's end"
         assert reasons[0] == "license_expired" and lease.lost
+
+
+def test_the_async_client_sends_what_the_product_needs(client_functions):
+    import asyncio
+
+    from seatlease_client import AsyncSeatClient
+
+    make_license("py-async", seats=1, entitlements=["pro"], max_version="2026.4")
+    client = AsyncSeatClient(
+        client_functions.url, client_functions.api_key, backoff=0.05, handle_sigterm=False
+    )
+
+    async def story() -> None:
+        with pytest.raises(NotEntitled):
+            async with client.lease("py-async", client_id="a-1", entitlements=["cloud"]):
+                pass
+        with pytest.raises(VersionNotEntitled):
+            async with client.lease("py-async", client_id="a-1", version="2027"):
+                pass
+        async with client.lease(
+            "py-async", client_id="a-1", entitlements=["pro"], version="2026.4"
+        ) as lease:
+            assert lease.entitlements == ["pro"] and lease.max_version == "2026.4"
+
+    asyncio.run(story())
