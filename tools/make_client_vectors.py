@@ -195,9 +195,7 @@ def terms_cases(heartbeat_request: dict, heartbeat_answer: dict) -> list[dict[st
     token = lease_token(**TERMS_CLAIMS)
     return [
         acquire_case("terms_good", "ok", token, answer=TERMS_ANSWER),
-        acquire_case(
-            "terms_in_grace_good", "ok", token, answer={**TERMS_ANSWER, "in_grace": True}
-        ),
+        acquire_case("terms_in_grace_good", "ok", token, answer={**TERMS_ANSWER, "in_grace": True}),
         {
             "name": "terms_heartbeat_good",
             "function": "heartbeat",
