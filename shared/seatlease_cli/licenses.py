@@ -26,9 +26,8 @@ LIST_COLUMNS = (
     "max_borrow_seconds",
     "linger_seconds",
     "suspended",
-    "expires_at",
-    "term_state",
 )
+TERM_COLUMNS = ("expires_at", "term_state")  # listed when some license has a term
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 CACHE_NOTE = (
     f"The change is written to the database, then to the Redis config cache so the next "
@@ -411,5 +410,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.expiring is not None:
         fields["expiring_within_seconds"] = args.expiring
     body = backend_for(args).call("license.list", **fields)
-    emit(body if args.json else body["licenses"], args.json, LIST_COLUMNS)
+    termed = any(lic.get("term_state", "perpetual") != "perpetual" for lic in body["licenses"])
+    columns = LIST_COLUMNS + TERM_COLUMNS if termed or args.expiring else LIST_COLUMNS
+    emit(body if args.json else body["licenses"], args.json, columns)
     return 0
