@@ -16,13 +16,14 @@ import functions_framework
 from cloudevents.http import CloudEvent
 from werkzeug.exceptions import ServiceUnavailable
 
+from seatlease.api.startup import wait_for_backends
 from seatlease.config import Readiness
 from seatlease.errors import NotConfigured
 from seatlease.events.audit import MalformedMessage, decode_events, decode_pubsub_data, store
 from seatlease.logs import log
 
 # Cold start: a missing database setting is said once, as one CRITICAL line.
-READINESS = Readiness("audit", ("database",))
+READINESS = Readiness("audit", ("database",), wait_for_backends)
 
 
 @functions_framework.cloud_event

@@ -36,6 +36,7 @@ from pydantic import BaseModel, RootModel, ValidationError
 from werkzeug.exceptions import ClientDisconnected
 
 from seatlease.api import auth
+from seatlease.api.startup import wait_for_backends
 from seatlease.clock import rfc3339
 from seatlease.config import Readiness
 from seatlease.errors import (
@@ -467,7 +468,7 @@ def endpoint(
     """
 
     def decorate(handler: Handler) -> Callable[[Request], Response]:
-        readiness = Readiness(name, needs)  # at import: the instance's cold start
+        readiness = Readiness(name, needs, wait_for_backends)  # at import: the cold start
 
         @functools.wraps(handler)
         def entry_point(request: Request) -> Response:
