@@ -217,13 +217,14 @@ def term_view(config: LicenseConfig, now: datetime | None = None) -> dict[str, A
 def term_text(view: dict[str, Any]) -> str:
     """The term in words, as ``license show``, ``status`` and the portal say it:
     ``expires 2027-11-25 (in 364 days)``, ``in grace: expired 2026-11-20, stops
-    2026-11-27``, ``expired 2026-10-01``, ``starts 2027-01-01``, or ``perpetual``."""
+    2026-11-27 00:00 UTC``, ``expired 2026-10-01``, ``starts 2027-01-01``, or ``perpetual``."""
     parts = []
     state, expires = view["term_state"], (view.get("expires_at") or "")[:10]
     if state == "not_started":
         parts.append(f"starts {(view['starts_at'] or '')[:10]}")
     if state == "in_grace":
-        parts.append(f"in grace: expired {expires}, stops {view['grace_ends_at'][:10]}")
+        stops = view["grace_ends_at"][:16].replace("T", " ")  # to the minute: a short grace
+        parts.append(f"in grace: expired {expires}, stops {stops} UTC")
     elif state == "expired":
         parts.append(f"expired {expires}")
     elif expires:
