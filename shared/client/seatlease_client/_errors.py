@@ -41,6 +41,44 @@ class LicenseSuspended(SeatError):
     """403: the vendor suspended this license."""
 
 
+class LicenseNotStarted(LicenseSuspended):
+    """403 ``license_not_started``: the license's term begins at ``starts_at`` (RFC 3339;
+    a ``LicenseSuspended``, so code written for a refused license handles it)."""
+
+    @property
+    def starts_at(self) -> str | None:
+        value = self.body.get("starts_at")
+        return value if isinstance(value, str) else None
+
+
+class LicenseExpired(LicenseSuspended):
+    """403 ``license_expired``: the license's term and grace ended at ``expired_at``
+    (acquire; a heartbeat too when the license ends its leases: the seat is gone)."""
+
+    @property
+    def expired_at(self) -> str | None:
+        value = self.body.get("expired_at")
+        return value if isinstance(value, str) else None
+
+
+class NotEntitled(LicenseSuspended):
+    """403 ``not_entitled``: the license lacks ``missing_entitlements``."""
+
+    @property
+    def missing_entitlements(self) -> list[str]:
+        value = self.body.get("missing_entitlements")
+        return [str(v) for v in value] if isinstance(value, list) else []
+
+
+class VersionNotEntitled(LicenseSuspended):
+    """403 ``version_not_entitled``: the version asked for is above ``max_version``."""
+
+    @property
+    def max_version(self) -> str | None:
+        value = self.body.get("max_version")
+        return value if isinstance(value, str) else None
+
+
 class LicenseNotFound(SeatError):
     """404: no such license for this API key's tenant."""
 
@@ -167,18 +205,18 @@ _ERRORS: dict[int, type[SeatError]] = {
 }
 
 
-# The codes with a class of their own, beside their status's class: (status, class).
-_BY_CODE: dict[str, tuple[int, type[SeatError]]] = {
-    "queue_full": (409, QueueFull),
+# 403s told apart by their code (any other 403 is a LicenseSuspended)
+_CODES: dict[str, type[SeatError]] = {
+    "license_not_started": LicenseNotStarted,
+    "license_expired": LicenseExpired,
+    "not_entitled": NotEntitled,
+    "version_not_entitled": VersionNotEntitled,
 }
 
-
-def _error_class(status: int, code: object) -> type[SeatError]:
-    """The exception class of an error answer: the code's own, else the status's."""
-    own = _BY_CODE.get(code) if isinstance(code, str) else None
-    if own is not None and own[0] == status:
-        return own[1]
-    return _ERRORS.get(status, SeatError)
+# 409s told apart by their code (any other 409 is a NoSeatsAvailable)
+_CONFLICT_CODES: dict[str, type[SeatError]] = {
+    "queue_full": QueueFull,
+}
 
 
 def _retry_after_header(value: str | None) -> float | None:

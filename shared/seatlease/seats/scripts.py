@@ -23,6 +23,8 @@ SCRIPT_NAMES = (
     "flush_denials",
     "cache_config",
     "sweep_tickets",
+    "arm_notice",
+    "notices",
 )
 
 # Helpers only some scripts need, placed between _lib.lua and the script: the seat calls
@@ -53,3 +55,5 @@ class SeatScripts:
         self.flush_denials: Script = client.register_script(script_source("flush_denials"))
         self.cache_config: Script = client.register_script(script_source("cache_config"))
         self.sweep_tickets: Script = client.register_script(script_source("sweep_tickets"))
+        self.arm_notice: Script = client.register_script(script_source("arm_notice"))
+        self.notices: Script = client.register_script(script_source("notices"))

@@ -247,8 +247,24 @@ export class TokenVerifier {
     if (fn === "acquire" && claims["sub"] !== request["client_id"]) problems.push("client_id");
     if (fn !== "release" && !sameDeadline(reply, claims)) problems.push("lease_expires_at");
     if (fn === "release" && claims["released"] !== reply["released"]) problems.push("released");
+    if (fn !== "release") problems.push(...termProblems(reply, claims));
     if (problems.length) throw new TokenMismatch(status, "token_mismatch", `The token disagrees with the answer (${problems.join(", ")}).`);
   }
+}
+
+/** The answer's term fields against the token's `ent`, `lexp` and `maxv` (a token without them: nothing to compare). */
+function termProblems(reply: Json, claims: Claims): string[] {
+  const problems: string[] = [];
+  if ("ent" in claims && JSON.stringify(claims["ent"]) !== JSON.stringify(reply["entitlements"])) problems.push("entitlements");
+  if ("lexp" in claims) {
+    const text = reply["license_grace_ends_at"];
+    const lexp = claims["lexp"];
+    const ends = typeof text === "string" ? parseTime(text) : undefined;
+    const gap = ends === undefined || typeof lexp !== "number" || !Number.isInteger(lexp) ? -1 : ends / 1000 - lexp;
+    if (!(gap >= 0 && gap < 1.001)) problems.push("license_grace_ends_at");
+  }
+  if ("maxv" in claims && claims["maxv"] !== reply["max_version"]) problems.push("max_version");
+  return problems;
 }
 
 /** `exp` is the deadline rounded down to a second. */
