@@ -70,8 +70,8 @@ class _BoundedReads:
     32 MiB body whole made the server hold about 15 MB per connection while it did
     (63 MiB for four, tests/test_http_limits.py). Here that costs one 64 KiB piece at a
     time, and past 1 MiB the stream ends, so werkzeug stops and closes the connection
-    (it closes every one after its answer anyway). A request's own body is at most
-    16 KiB (seatlease.api.http.MAX_BODY_BYTES); request and header lines go through
+    (it closes every one after its answer anyway). The request's own body does not go
+    through here (``RequestHandler.make_environ``); request and header lines go through
     ``readline``, untouched."""
 
     def __init__(self, stream: Any) -> None:
@@ -82,7 +82,10 @@ class _BoundedReads:
         if self._left <= 0:
             return b""
         want = DRAIN_PIECE if size is None or size < 0 else min(size, DRAIN_PIECE)
-        data = self._stream.read(min(want, self._left))
+        # What has arrived, never waiting for more: werkzeug drains only while the socket
+        # is readable, and a slow client (Content-Length 10, 3 bytes sent) must not hold
+        # the thread until it sends the rest.
+        data = self._stream.read1(min(want, self._left))
         self._left -= len(data)
         return data
 
@@ -96,6 +99,17 @@ class RequestHandler(WSGIRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.rfile = _BoundedReads(self.rfile)  # type: ignore[assignment]
+
+    def make_environ(self) -> dict[str, Any]:
+        """The request's own body is read from the connection as it is (each function
+        bounds its body: seatlease.api.bodies); only werkzeug's drain after the answer
+        goes through ``_BoundedReads``."""
+        bounded = self.rfile
+        self.rfile = bounded._stream  # type: ignore[attr-defined]
+        try:
+            return super().make_environ()
+        finally:
+            self.rfile = bounded
 
 
 def make_server(host: str, port: int, app: Any) -> BaseWSGIServer:

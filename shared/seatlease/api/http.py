@@ -35,7 +35,7 @@ from flask import Request, Response
 from pydantic import BaseModel, RootModel, ValidationError
 from werkzeug.exceptions import ClientDisconnected
 
-from seatlease.api import auth
+from seatlease.api import auth, bodies
 from seatlease.config import Readiness
 from seatlease.errors import (
     AmbiguousLicense,
@@ -320,6 +320,9 @@ def read_body(request: Request) -> bytes:
     limit = declared if declared is not None else MAX_BODY_BYTES + 1
     chunks: list[bytes] = []
     size = 0
+    failure: ApiError | None = None
+    # A slow client: past BODY_READ_SECONDS its connection's reads end (a 408).
+    watch = bodies.WATCHDOG.arm(request.environ, bodies.BODY_READ_SECONDS)
     try:
         while size < limit:
             chunk = stream.read(limit - size)
@@ -328,9 +331,16 @@ def read_body(request: Request) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
     except (ClientDisconnected, OSError):  # a reset, a timeout, gunicorn's NoMoreData
-        raise BodyCutShort(declared) from None
+        failure = BodyCutShort(declared)
     except Exception:  # the WSGI server's own parse errors: gunicorn's InvalidChunkSize...
-        raise ApiError(400, "invalid_request", "The body's chunking is malformed.") from None
+        failure = ApiError(400, "invalid_request", "The body's chunking is malformed.")
+    if bodies.WATCHDOG.disarm(watch):
+        error = bodies.timed_out()
+        timeout = ApiError(error.status, error.code, error.message)
+        timeout.outcome = error.outcome
+        raise timeout
+    if failure is not None:
+        raise failure
     if size > MAX_BODY_BYTES:
         raise _too_large()
     if declared is not None and size < declared:
@@ -401,6 +411,22 @@ def _leave_the_rest_unread(request: Request) -> None:
     request.stream = io.BytesIO()
 
 
+def guard_bodies(
+    name: str, body_methods: tuple[str, ...] = ("POST",), read_max_bytes: int | None = None
+) -> None:
+    """Put the function's app (functions-framework runs its module inside the app's
+    context) behind ``seatlease.api.bodies.guard``: bodies of other methods are never
+    read; with ``read_max_bytes`` the body is read there, bounded, before the framework
+    would read it whole. Outside an app (an import by a test or a tool), nothing."""
+    from flask import current_app, has_app_context
+
+    if has_app_context():
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        app.wsgi_app = bodies.guard(  # type: ignore[method-assign]
+            app.wsgi_app, name, body_methods=body_methods, read_max_bytes=read_max_bytes
+        )
+
+
 def _identify(call: Call, request: Request, scope: str) -> None:
     caller = auth.identify(request.headers.get("Authorization"), scope)
     call.tenant_id, call.key_prefix = caller.tenant_id, caller.prefix
@@ -431,6 +457,7 @@ def endpoint(
 
     def decorate(handler: Handler) -> Callable[[Request], Response]:
         readiness = Readiness(name, needs)  # at import: the instance's cold start
+        guard_bodies(name, ("POST",) if model is not None else ())
 
         @functools.wraps(handler)
         def entry_point(request: Request) -> Response:
