@@ -5,6 +5,7 @@ metadata text, the longest lease, and a pydantic error turned into the contract'
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 from typing import Annotated
 
@@ -48,6 +49,16 @@ def user_text(field: str) -> Callable[[str], str]:
         return value
 
     return check
+
+
+def policy_name(user: str) -> str:
+    """The form of a user name a license's policy compares (deny lists, per-user limits,
+    group reservations): NFKC-normalised, case-folded, trimmed, so ``Mallory``,
+    ``mallory `` and a fullwidth ``ｍａｌｌｏｒｙ`` are one user. Only the policy sees
+    it: the lease's metadata, status, events and reports keep the name as sent. A name
+    of spaces alone is no name ('')."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", user).casefold())
+    return folded.strip()
 
 
 def control_problem(text: str) -> str | None:

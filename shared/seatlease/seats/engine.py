@@ -32,6 +32,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from seatlease.clock import server_time_ms
+from seatlease.fields import policy_name
 from seatlease.errors import (
     CallOutcomeUnknown,
     InvalidRequest,
@@ -393,7 +394,7 @@ class SeatEngine:
             request_id=request_id,
             borrow_seconds=borrow_seconds,
             rate_limit=request.rate_limit,
-            user=user,
+            user=policy_name(user) if user else None,  # the metadata keeps it as sent
             queue=request.queue,
             ticket=request.ticket,
         )
@@ -566,7 +567,10 @@ class SeatEngine:
                 {
                     "position": len(waiting) + 1,
                     "client_id": client_id,
-                    "user": rec.get("u") or None,
+                    # as sent (the ticket's own is the policy's form of it)
+                    "user": (metadata.get("user") if isinstance(metadata, dict) else None)
+                    or rec.get("u")
+                    or None,
                     "host": metadata.get("host") if isinstance(metadata, dict) else None,
                     "joined_at_ms": int(rec["j"]),
                     "expires_at_ms": int(ends[client_id]),
