@@ -512,7 +512,9 @@ def endpoint(
             if authenticate:
                 fields["tenant_id"] = call.tenant_id or None
             log(severity, message, **{**fields, "latency_ms": latency_ms, **call.log})
-            return json_response(status, body, headers)
+            # Every answer is this caller's alone, and some carry secrets (a new API key,
+            # lease tokens): no cache on the way may keep one.
+            return json_response(status, body, {"Cache-Control": "no-store", **headers})
 
         # Everything imported so far lives as long as the instance: keep it out of the
         # garbage collector's generations, so the first full collection does not stall
