@@ -9,10 +9,12 @@ function is loaded through ``functions_framework.create_app``, exactly as in the
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
 from werkzeug.serving import make_server as werkzeug_server
@@ -35,6 +37,56 @@ def _not_found(environ: dict[str, Any], start_response: Any) -> list[bytes]:
     return [body]
 
 
+# The functions Cloud Run IAM guards in the cloud, served here without authentication: a
+# web page the operator's browser opens must not reach them by DNS rebinding (its name
+# resolving to 127.0.0.1: the browser then sends that name as Host, and its own origin).
+LOOPBACK_ONLY = frozenset({"admin", "reaper", "audit"})
+
+
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_request(environ: dict[str, Any]) -> bool:
+    """Is the ``Host`` a loopback name or address (any port), and the ``Origin``, when a
+    browser sends one, a loopback origin?"""
+    host = environ.get("HTTP_HOST", "")
+    try:
+        name = urlsplit(f"//{host}").hostname
+    except ValueError:
+        return False
+    if not _is_loopback(name):
+        return False
+    origin = environ.get("HTTP_ORIGIN")
+    if origin is None:
+        return True
+    try:
+        return _is_loopback(urlsplit(origin).hostname)
+    except ValueError:
+        return False
+
+
+def _forbidden(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    body = json.dumps(
+        {
+            "error": {
+                "code": "forbidden",
+                "message": "The local stack's operator functions answer only requests to a "
+                "loopback host (127.0.0.1, localhost, ::1) from no or a loopback origin.",
+            }
+        }
+    ).encode()
+    start_response("403 Forbidden", [("Content-Type", "application/json")])
+    return [body]
+
+
 def create_app(names: list[str] | None = None, functions_dir: Path = FUNCTIONS_DIR) -> Any:
     """One WSGI app routing ``/<name>[/...]`` to that function's functions-framework app."""
     import functions_framework
@@ -49,6 +101,8 @@ def create_app(names: list[str] | None = None, functions_dir: Path = FUNCTIONS_D
         target = mounts.get(name)
         if target is None:
             return _not_found(environ, start_response)
+        if name in LOOPBACK_ONLY and not loopback_request(environ):
+            return _forbidden(environ, start_response)
         environ = {**environ, "PATH_INFO": "/" + rest}
         environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + "/" + name
         return target(environ, start_response)
