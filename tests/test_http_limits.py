@@ -492,7 +492,9 @@ def test_eight_parallel_32_mib_bodies_on_routes_that_need_none_do_not_grow_the_s
     with PeakRss(server.pid) as rss:
         answers = _eight(server)
     # docs/operations.md records these (run with -s)
-    print(f"\n{server.kind}: RSS {rss.baseline / 2**20:.0f} MiB, peak +{rss.growth / 2**20:.1f} MiB")
+    print(
+        f"\n{server.kind}: RSS {rss.baseline / 2**20:.0f} MiB, peak +{rss.growth / 2**20:.1f} MiB"
+    )
     assert rss.growth < 16 * 2**20, f"server grew {rss.growth / 2**20:.1f} MiB"
     statuses = sorted(a.status for a in answers)
     assert statuses.count(413) == 2, statuses  # the audit: over its cap, never read

@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001  (fullwidth letters on purpose: they are what the rule is about)
 """Issue 31, item 8: a license's policy compares user names in one form (NFKC,
 case-folded, trimmed: seatlease.fields.policy_name), so case, surrounding spaces and
 compatibility characters (fullwidth letters, ligatures) do not walk past a deny list, a
@@ -7,7 +8,8 @@ redis-server and the real Redis Cluster (seat_engine), and through the acquire f
 from __future__ import annotations
 
 import pytest
-from http_support import Tenant, acquire as http_acquire, error_of, new_license
+from http_support import Tenant, error_of, new_license
+from http_support import acquire as http_acquire
 
 from seatlease.errors import NoSeatsAvailable, UserDenied, UserLimitReached
 from seatlease.fields import policy_name

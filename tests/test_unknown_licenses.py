@@ -66,7 +66,9 @@ def test_a_license_made_by_the_admin_is_served_at_once(acme: Tenant) -> None:
     assert acquire(acme, "cad", "ws-1").status_code == 201  # the set is cached: {cad}
     error_of(acquire(acme, "cam", "ws-1"), 404, "license_not_found")
     admin.execute(
-        admin.parse({"action": "license.create", "tenant_id": "acme", "license_id": "cam", "seats": 1})
+        admin.parse(
+            {"action": "license.create", "tenant_id": "acme", "license_id": "cam", "seats": 1}
+        )
     )
     assert acquire(acme, "cam", "ws-1").status_code == 201
 

@@ -15,8 +15,8 @@ import functions_framework
 
 from seatlease.api.http import Call, endpoint
 from seatlease.api.runtime import seat_engine
-from seatlease.api.tenantlicenses import require_license
 from seatlease.api.schemas import AcquireRequest
+from seatlease.api.tenantlicenses import require_license
 from seatlease.api.tenantlimits import rate_limit
 from seatlease.api.tokens import signer
 from seatlease.clock import rfc3339

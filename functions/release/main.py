@@ -7,8 +7,8 @@ import functions_framework
 
 from seatlease.api.http import Call, endpoint
 from seatlease.api.runtime import seat_engine
-from seatlease.api.tenantlicenses import require_license
 from seatlease.api.schemas import SessionRequest
+from seatlease.api.tenantlicenses import require_license
 from seatlease.api.tenantlimits import rate_limit
 from seatlease.api.tokens import signer
 

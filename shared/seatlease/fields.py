@@ -54,7 +54,7 @@ def user_text(field: str) -> Callable[[str], str]:
 def policy_name(user: str) -> str:
     """The form of a user name a license's policy compares (deny lists, per-user limits,
     group reservations): NFKC-normalised, case-folded, trimmed, so ``Mallory``,
-    ``mallory `` and a fullwidth ``ｍａｌｌｏｒｙ`` are one user. Only the policy sees
+    ``mallory `` and its fullwidth letters (U+FF4D...) are one user. Only the policy sees
     it: the lease's metadata, status, events and reports keep the name as sent. A name
     of spaces alone is no name ('')."""
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", user).casefold())

@@ -50,7 +50,7 @@ class BodyError(Exception):
 
 
 class _Watch:
-    __slots__ = ("sock", "done", "fired")
+    __slots__ = ("done", "fired", "sock")
 
     def __init__(self, sock: Any) -> None:
         self.sock, self.done, self.fired = sock, False, False

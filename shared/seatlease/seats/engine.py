@@ -32,7 +32,6 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from seatlease.clock import server_time_ms
-from seatlease.fields import policy_name
 from seatlease.errors import (
     CallOutcomeUnknown,
     InvalidRequest,
@@ -45,6 +44,7 @@ from seatlease.errors import (
     UserDenied,
     UserLimitReached,
 )
+from seatlease.fields import policy_name
 from seatlease.licenses import LicenseConfig  # also importable from here, as before
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.scripts import SeatScripts
