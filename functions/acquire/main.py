@@ -88,5 +88,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
             expires_at_ms=lease.expires_at_ms,
             nonce=body.nonce,
             **({"borrowed": True} if lease.borrowed else {}),
+            # the machine it was taken for: a client refuses a borrowed token elsewhere
+            **({"cnf": {"machine": body.fingerprint}} if body.fingerprint else {}),
         ),
     }

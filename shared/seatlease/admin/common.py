@@ -11,7 +11,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 from seatlease import apikeys
 from seatlease.clock import utc
 from seatlease.errors import NotFound
-from seatlease.fields import MAX_LEASE_SECONDS  # Label: also importable from here
+from seatlease.fields import MAX_LEASE_SECONDS
 from seatlease.licenses import MAX_BORROW_SECONDS, MAX_LINGER_SECONDS
 from seatlease.records import store
 

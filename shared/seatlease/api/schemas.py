@@ -9,7 +9,14 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
 
 from seatlease.fields import (
     MAX_LEASE_SECONDS,
@@ -22,6 +29,11 @@ from seatlease.fields import (
     check_metadata_text,
 )
 from seatlease.licenses import MAX_BORROW_SECONDS
+
+# The machine a client runs on: the lowercase hex SHA-256 of its stable machine id
+# (docs/client.md, "Borrowed seats stay on their machine"). A lease token carries it as
+# cnf.machine; the clients refuse a borrowed token on another machine.
+Fingerprint = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 
 
 class _Body(BaseModel):
@@ -47,6 +59,7 @@ class AcquireRequest(_Body):
     # On a full license with a queue: wait in line (202 and a ticket) instead of a 409.
     queue: bool = False
     ticket: Identifier | None = None  # the place in line a previous 202 gave
+    fingerprint: Fingerprint | None = None
 
     @field_validator("borrow_seconds")
     @classmethod
