@@ -13,6 +13,7 @@ import { basename, dirname, join, resolve } from "node:path";
 
 import type { Json, SeatClient } from "./client.js";
 import { MalformedToken, TokenMismatch } from "./errors.js";
+import { thisMachine } from "./machine.js";
 import { parseTime } from "./time.js";
 import { TokenVerifier, newNonce, type Claims } from "./verify.js";
 
@@ -78,7 +79,8 @@ async function save(path: string, document: Json): Promise<void> {
 }
 
 export async function borrowSeat(client: SeatClient, licenseId: string, clientId: string, seconds: number, path: string, metadata?: Json): Promise<BorrowedSeat> {
-  const request: Json = { license_id: licenseId, client_id: clientId, borrow_seconds: seconds, nonce: newNonce() };
+  // fingerprint: the seat is bound to this machine; a copy of the file verifies nowhere else
+  const request: Json = { license_id: licenseId, client_id: clientId, borrow_seconds: seconds, nonce: newNonce(), fingerprint: thisMachine(client.machineId) };
   if (metadata !== undefined) request["metadata"] = metadata;
   const answer = await client.call("acquire", request);
   const jwks = await client.fetchJwks();
@@ -106,6 +108,7 @@ export async function loadBorrowedSeat(client: SeatClient, path: string): Promis
     pinnedKeys: client.pinnedKeys,
     tenantId: client.tenantId ?? null,
     leewaySeconds: client.tokenLeewaySeconds,
+    machineFingerprint: thisMachine(client.machineId),
   });
   const claims = await verifier.check("acquire", request, answer, 0);
   if (claims["borrowed"] !== true || answer["borrowed"] !== true) throw new TokenMismatch(0, "token_mismatch", "The saved seat is not a borrowed one.");
