@@ -63,7 +63,7 @@ def license_ids(tenant_id: str) -> frozenset[str] | None:
             _local.put(tenant_id, hit[0])  # the last known set, until the database is back
             return hit[0]
         ids = frozenset(stored)
-        pipe = redis.pipeline(transaction=True)  # one key
+        pipe = redis.pipeline(transaction=False)  # one key (a cluster pipeline: no MULTI)
         pipe.sadd(cache_key, COMPLETE, *ids)
         pipe.expire(cache_key, REDIS_TTL)
         pipe.execute()
