@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loops", type=int, default=20_000)
     parser.add_argument("--samples", type=int, default=9)
     args = parser.parse_args(argv)
-    lib = (resources.files("seatlease") / "lua" / "_lib.lua").read_text()
+    lib = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
     server = start_redis()
     try:
         client = connect(server.url, socket_timeout=120)

@@ -691,7 +691,7 @@ def truncations(name: str) -> list[tuple[str, str]]:
     statement of ``<name>.lua``, then the whole script. A step is the statement the next
     cut adds (with any block it opens)."""
     full = script_source(name)
-    lines = (resources.files("seatlease") / "lua" / f"{name}.lua").read_text().split("\n")
+    lines = (resources.files("seatlease.seats") / "lua" / f"{name}.lua").read_text().split("\n")
     head = full[: len(full) - len("\n".join(lines))]  # _lib.lua and the separator
     cuts = [i for i, line in enumerate(lines) if _STATEMENT.match(line)]
     variants = []
@@ -748,7 +748,7 @@ def profile(eng: SeatEngine, hot: int, reps: int, calls: int) -> None:
     sessions = fill_license(eng, PROFILED, hot, "p")
     sids = list(sessions.values())
     k = keys.LicenseKeys.of(TENANT, PROFILED)
-    lib = (resources.files("seatlease") / "lua" / "_lib.lua").read_text()
+    lib = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
     now = int(time.time() * 1000)
     record = json.dumps({"c": "client", "a": now, "l": 360000, "m": META})
     micro_keys = [k.leases, k.cfg]
@@ -760,7 +760,7 @@ def profile(eng: SeatEngine, hot: int, reps: int, calls: int) -> None:
         event_prefix="p" * 16,
     )  # fmt: skip
     preludes = "\n".join(
-        (resources.files("seatlease") / "lua" / f"{part}.lua").read_text()
+        (resources.files("seatlease.seats") / "lua" / f"{part}.lua").read_text()
         for part in ("_lib", *PRELUDES["acquire"])
     )
     counts = f"{len(acquire_keys)} keys + {len(acquire_args)} args"

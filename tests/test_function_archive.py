@@ -342,10 +342,13 @@ def test_every_library_a_function_can_import_is_in_its_archive_lock(
     with zipfile.ZipFile(_build_cli(name, outside_tmp)) as zf:
         pins = _pins(zf.read("requirements.txt").decode())
     reached, imports = _imports_reached(REPO / "functions" / name / "main.py")
-    assert REPO / "shared" / "seatlease" / "http.py" in reached or name in ("audit", "reaper")
+    assert REPO / "shared" / "seatlease" / "api" / "http.py" in reached or name in (
+        "audit",
+        "reaper",
+    )
     needed = {_distribution_of(module, module_distributions) for module in imports} - {None}
     assert "functions-framework" in needed and needed <= set(pins), sorted(needed - set(pins))
-    publishes = REPO / "shared" / "seatlease" / "pubsub.py" in reached
+    publishes = REPO / "shared" / "seatlease" / "events" / "pubsub.py" in reached
     assert publishes == ("google-cloud-pubsub" in needed)
     assert publishes == (name in builder.PUBLISHING_FUNCTIONS) == (name == "reaper")
     # ... and nothing that only publishing needs: the OpenTelemetry SDK stays out

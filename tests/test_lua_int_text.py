@@ -21,7 +21,7 @@ return {'' .. n, '' .. int_arg(n), redis.call('GET', KEYS[1]), redis.call('GET',
 
 @pytest.fixture
 def probe(redis_client):
-    lib = (resources.files("seatlease") / "lua" / "_lib.lua").read_text()
+    lib = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
     script = redis_client.register_script(lib + PROBE)
 
     def run(number: float) -> list[str]:

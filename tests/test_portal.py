@@ -256,7 +256,6 @@ def test_a_revoked_admin_key_is_refused_within_the_cache_ttl(acme: Tenant, monke
     copy, which must lapse within LOCAL_TTL. LOCAL_TTL is shortened to 1 s so the test
     waits it out instead of 15 s; the mechanism is the same."""
     monkeypatch.setattr(auth, "LOCAL_TTL", 1.0)
-    monkeypatch.setattr(auth._local, "ttl_seconds", 1.0)  # the cache took it at import
     admin = admin_of(acme)
     assert ask(admin, "status").status_code == 200  # cached in this process
     key_hash = store.revoke_api_key(admin.prefix)

@@ -28,7 +28,7 @@ return cjson.encode(replay(slot))
 
 @pytest.fixture
 def round_trip(redis_client):
-    lib = (resources.files("seatlease") / "lua" / "_lib.lua").read_text()
+    lib = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
     return redis_client.register_script(lib + ROUND_TRIP)
 
 
@@ -78,7 +78,7 @@ return {text, pack_any(reply), unpack_reply(text), own or false}
 
 @pytest.fixture
 def pack_both(redis_client):
-    lib = (resources.files("seatlease") / "lua" / "_lib.lua").read_text()
+    lib = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
     return redis_client.register_script(lib + PACK_BOTH)
 
 

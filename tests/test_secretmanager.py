@@ -149,7 +149,7 @@ def test_the_secret_manager_client_is_not_imported_by_the_folder_path() -> None:
     import sys
 
     program = (
-        "import sys; from seatlease import tokens;"
+        "import sys; from seatlease.api import tokens;"
         "tokens.signer(); print('google.cloud.secretmanager' in sys.modules)"
     )
     out = subprocess.run(

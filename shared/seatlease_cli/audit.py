@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from seatlease_cli import EXIT_NOT_FOUND, EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
+from seatlease_cli.exits import EXIT_NOT_FOUND, EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
 from seatlease_cli.output import add_json_flag
 
 PULL_BATCH = 100  # messages per pull (each up to 100 events)

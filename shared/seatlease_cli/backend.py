@@ -16,7 +16,7 @@ the local stack's folder):
 
 Both call ``Backend.call(action, **fields)`` and get the admin function's JSON answer, or a
 ``CommandError`` carrying its error object: in-process the exit code comes from the domain
-error (``seatlease_cli.exit_code``), over HTTP from the status the function answered
+error (``seatlease_cli.exits.exit_code``), over HTTP from the status the function answered
 (which ``seatlease.api.http`` derived from the same error).
 """
 
@@ -32,7 +32,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Protocol
 
-from seatlease_cli import (
+from seatlease_cli.exits import (
     EXIT_CONFLICT,
     EXIT_FAILED,
     EXIT_NOT_FOUND,
@@ -243,7 +243,7 @@ def local_stack_state(*, others: bool = True) -> dict[str, Any] | None:
     (exit 5) when the file is there but that stack no longer runs (its process is gone
     or its port is closed), so nothing ever falls back to another backend. ``others``:
     the message also names the other backends (not for ``seatlease demo``)."""
-    from seatlease_cli.localstack import STATE_FILE
+    from seatlease_cli.localstate import STATE_FILE
     from seatlease_cli.procs import port_open
 
     try:

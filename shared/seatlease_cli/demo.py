@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from seatlease_cli import EXIT_USAGE, CommandError
 from seatlease_cli.backend import HttpBackend, local_stack_state
+from seatlease_cli.exits import EXIT_USAGE, CommandError
 from seatlease_cli.output import table
 from seatlease_cli.report import human_duration
 from seatlease_client import NoSeatsAvailable, SeatClient

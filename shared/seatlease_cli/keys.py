@@ -20,7 +20,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from seatlease_cli import EXIT_USAGE, CommandError
+from seatlease_cli.exits import EXIT_USAGE, CommandError
 from seatlease_cli.output import add_json_flag, emit
 
 DEFAULT_ACTIVATE_IN = 600

@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any
 
-from seatlease_cli import EXIT_FAILED, CommandError
+from seatlease_cli.exits import EXIT_FAILED, CommandError
 
 
 def register(subparsers: Any) -> None:

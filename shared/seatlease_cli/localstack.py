@@ -32,13 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from seatlease_cli.localstate import STATE_DIR, STATE_FILE
 from seatlease_cli.procs import MissingTool, Proc, start_pubsub_emulator, start_redis
 
 if TYPE_CHECKING:
     from google.cloud import pubsub_v1
 
-STATE_DIR = Path(".seatlease")
-STATE_FILE = STATE_DIR / "local.json"
 PROJECT = "seatlease-local"
 DEMO_TENANT = "demo"
 # The license the README's tour uses by hand: leases long enough to acquire one with curl,
@@ -351,8 +350,8 @@ class LocalStack:
         so in one WARNING line. Returns ``["dead letters"]`` when it stored any."""
         from seatlease.errors import BackendUnavailable
         from seatlease.logs import log
-        from seatlease_cli import CommandError
         from seatlease_cli.audit import replay
+        from seatlease_cli.exits import CommandError
 
         hold = f"projects/{PROJECT}/subscriptions/{os.environ['PUBSUB_TOPIC']}-dead-letter-hold"
         try:

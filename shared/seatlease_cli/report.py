@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from seatlease.clock import iso_utc
-from seatlease_cli import EXIT_USAGE, CommandError
 from seatlease_cli.backend import backend_for, common_parent
+from seatlease_cli.exits import EXIT_USAGE, CommandError
 from seatlease_cli.output import table
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from seatlease_cli import EXIT_USAGE, CommandError
 from seatlease_cli.backend import backend_for, common_parent
+from seatlease_cli.exits import EXIT_USAGE, CommandError
 from seatlease_cli.output import emit, table
 
 LICENSE_COLUMNS = ("tenant_id", "license_id", "used", "limit", "overage", "suspended")

@@ -98,10 +98,10 @@ def _lookup(key_hash: str) -> str:
         entry = _NO_TENANT if found is None else f"{found[1]} {found[0]}"
         redis.set(cache_key, entry, ex=REDIS_TTL if entry != _NO_TENANT else NEGATIVE_TTL)
     if entry == _NO_TENANT:
-        _unknown.put(key_hash, entry)
+        _unknown.put(key_hash, entry, LOCAL_TTL)  # read now: a test may shorten it
     else:
         _unknown.pop(key_hash)
-        _local.put(key_hash, entry)
+        _local.put(key_hash, entry, LOCAL_TTL)
     return entry
 
 

@@ -56,7 +56,7 @@ def rate_limit(tenant_id: str) -> int:
 
 
 def _remember(tenant_id: str, limit: int) -> None:
-    _local.put(tenant_id, limit)
+    _local.put(tenant_id, limit, LOCAL_TTL)
 
 
 def forget(tenant_id: str) -> None:

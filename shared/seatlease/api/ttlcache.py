@@ -39,9 +39,11 @@ class TTLCache(Generic[V]):
             self._entries.move_to_end(key)
         return entry[0], entry[1] > time.monotonic()
 
-    def put(self, key: str, value: V) -> None:
+    def put(self, key: str, value: V, ttl_seconds: float | None = None) -> None:
+        """Hold ``value`` for ``ttl_seconds`` (default: the cache's own)."""
+        ttl = self.ttl_seconds if ttl_seconds is None else ttl_seconds
         with self._lock:
-            self._entries[key] = (value, time.monotonic() + self.ttl_seconds)
+            self._entries[key] = (value, time.monotonic() + ttl)
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)

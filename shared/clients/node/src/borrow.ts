@@ -11,11 +11,24 @@ import { randomBytes } from "node:crypto";
 import { open, readFile, rename, rm } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 
-import type { Json, SeatClient } from "./client.js";
 import { MalformedToken, TokenMismatch } from "./errors.js";
 import { thisMachine } from "./machine.js";
 import { parseTime } from "./time.js";
-import { TokenVerifier, newNonce, type Claims } from "./verify.js";
+import type { CallOptions, CallPlan, Json } from "./transport.js";
+import { TokenVerifier, newNonce, type Claims, type PinnedKey, type SignedFunction } from "./verify.js";
+
+/** What borrowing, loading and returning a seat ask of the client (`SeatClient` is one). */
+export interface BorrowClient {
+  readonly baseUrl: string;
+  readonly pinnedKeys: readonly PinnedKey[];
+  readonly tenantId: string | undefined;
+  readonly tokenLeewaySeconds: number;
+  /** This machine's id for binding borrowed seats (undefined: the system's). */
+  readonly machineId: string | undefined;
+  call(fn: SignedFunction, body: Json, plan?: CallPlan): Promise<Json>;
+  fetchJwks(): Promise<unknown>;
+  release(licenseId: string, sessionId: string, options?: CallOptions): Promise<Json>;
+}
 
 export const BORROWED_FORMAT = "seatlease-borrowed-seat/1";
 
@@ -31,9 +44,9 @@ export class BorrowedSeat {
   readonly token: string;
   /** The verified token's claims (exp, aud, sub, borrowed, ...). */
   readonly claims: Claims;
-  readonly #client: SeatClient;
+  readonly #client: BorrowClient;
 
-  constructor(client: SeatClient, path: string, answer: Json, claims: Claims) {
+  constructor(client: BorrowClient, path: string, answer: Json, claims: Claims) {
     this.#client = client;
     this.path = path;
     this.licenseId = String(answer["license_id"]);
@@ -78,7 +91,7 @@ async function save(path: string, document: Json): Promise<void> {
   }
 }
 
-export async function borrowSeat(client: SeatClient, licenseId: string, clientId: string, seconds: number, path: string, metadata?: Json): Promise<BorrowedSeat> {
+export async function borrowSeat(client: BorrowClient, licenseId: string, clientId: string, seconds: number, path: string, metadata?: Json): Promise<BorrowedSeat> {
   // fingerprint: the seat is bound to this machine; a copy of the file verifies nowhere else
   const request: Json = { license_id: licenseId, client_id: clientId, borrow_seconds: seconds, nonce: newNonce(), fingerprint: thisMachine(client.machineId) };
   if (metadata !== undefined) request["metadata"] = metadata;
@@ -93,7 +106,7 @@ export async function borrowSeat(client: SeatClient, licenseId: string, clientId
   }
 }
 
-export async function loadBorrowedSeat(client: SeatClient, path: string): Promise<BorrowedSeat> {
+export async function loadBorrowedSeat(client: BorrowClient, path: string): Promise<BorrowedSeat> {
   let request: Json, answer: Json, jwks: unknown;
   try {
     const document = JSON.parse(await readFile(path, "utf8")) as Json;

@@ -8,13 +8,12 @@ import { randomUUID } from "node:crypto";
 import { BorrowedSeat, borrowSeat, loadBorrowedSeat } from "./borrow.js";
 import { BackendUnavailable, NoSeatsAvailable, SeatError, errorFromAnswer } from "./errors.js";
 import { Keeper, Lease, type LeaseOptions } from "./lease.js";
+import { acquireBody, sleep, type CallOptions, type CallPlan, type Identity, type Json, type Logger, type QueuePlace } from "./transport.js";
 import { TokenVerifier, newNonce, type PinnedKey, type SignedFunction } from "./verify.js";
 
 export const VERSION = "0.1.0";
 
-export type Json = Record<string, unknown>;
-/** Where the client's log lines go (default: nowhere). */
-export type Logger = (level: "info" | "warn", message: string) => void;
+export type { CallOptions, Identity, Json, Logger, QueuePlace };
 
 export interface ClientOptions {
   /** Milliseconds per HTTP request (default 10000). */
@@ -45,23 +44,6 @@ export interface ClientOptions {
   logger?: Logger;
 }
 
-export interface CallOptions {
-  /** Abort the call (and its retries): it rejects with the signal's reason. */
-  signal?: AbortSignal;
-}
-
-/** Who asks for a seat (FlexNet's user and host names); a license whose policy has a per-user limit, reserved seats or a deny list requires `user`. */
-export interface Identity {
-  user?: string;
-  host?: string;
-}
-
-/** A place in a license's wait queue: `queue: true` asks for one, `ticket` (from a 202) keeps it. */
-export interface QueuePlace {
-  queue?: boolean;
-  ticket?: string;
-}
-
 export interface AcquireOptions extends CallOptions, Identity, QueuePlace {
   leaseSeconds?: number;
   metadata?: Json;
@@ -72,27 +54,6 @@ interface Answer {
   statusText: string;
   headers: Headers;
   text: string;
-}
-
-interface CallPlan extends CallOptions {
-  retries?: number;
-  budgetMs?: number;
-}
-
-/** A pause that an abort ends early (rejecting with the signal's reason). */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 function uniform(low: number, high: number): number {
@@ -348,15 +309,6 @@ export class SeatClient {
   loadBorrowed(path: string): Promise<BorrowedSeat> {
     return loadBorrowedSeat(this, path);
   }
-}
-
-/** The acquire body; `fields` (user, host, queue, ticket) are sent when set. */
-export function acquireBody(licenseId: string, clientId: string, leaseSeconds?: number, metadata?: Json, fields: Identity & QueuePlace = {}): Json {
-  const body: Json = { license_id: licenseId, client_id: clientId };
-  if (leaseSeconds !== undefined) body["lease_seconds"] = leaseSeconds;
-  if (metadata !== undefined) body["metadata"] = metadata;
-  for (const [name, value] of Object.entries(fields)) if (value !== undefined) body[name] = value;
-  return body;
 }
 
 export { BackendUnavailable, NoSeatsAvailable };

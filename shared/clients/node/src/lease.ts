@@ -3,10 +3,20 @@
  * heartbeat, or one re-acquire while the seat is lost, per step, on a timer).
  */
 
-import type { Identity, Json, QueuePlace, SeatClient } from "./client.js";
-import { acquireBody, sleep } from "./client.js";
 import { BackendUnavailable, NoSeatsAvailable, SeatError, SeatWaitTimeout, SessionExpired } from "./errors.js";
 import { parseTime } from "./time.js";
+import { acquireBody, sleep, type CallPlan, type Identity, type Json, type Logger, type QueuePlace } from "./transport.js";
+import type { SignedFunction } from "./verify.js";
+
+/** What a `Keeper` asks of its client (`SeatClient` is one): calls, pacing and the log. */
+export interface LeaseClient {
+  readonly maxBackoffMs: number;
+  readonly log: Logger;
+  call(fn: SignedFunction, body: Json, plan?: CallPlan): Promise<Json>;
+  waitPause(denied: NoSeatsAvailable): number;
+  backoffDelay(attempt: number, retryAfterSeconds: number | undefined, capMs: number): number;
+  releaseQuietly(licenseId: string, sessionId: string, budgetMs?: number): Promise<void>;
+}
 
 export type OnLost = (lease: Lease, reason: string) => void;
 export type OnRegained = (lease: Lease) => void;
@@ -92,7 +102,7 @@ function uniform(low: number, high: number): number {
 export class Keeper {
   readonly lease: Lease;
   started = false;
-  private readonly client: SeatClient;
+  private readonly client: LeaseClient;
   private readonly options: LeaseOptions;
   private readonly forget: (keeper: Keeper) => void;
   private stopped = false;
@@ -103,7 +113,7 @@ export class Keeper {
   private closing: Promise<void> | undefined;
   private place: QueuePlace = {}; // queue and ticket while waiting in line
 
-  constructor(client: SeatClient, licenseId: string, options: LeaseOptions, forget: (keeper: Keeper) => void) {
+  constructor(client: LeaseClient, licenseId: string, options: LeaseOptions, forget: (keeper: Keeper) => void) {
     this.client = client;
     this.options = options;
     this.forget = forget;
