@@ -78,8 +78,10 @@ class Watchdog:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="body-watchdog", daemon=True)
                 self._thread.start()
-            heapq.heappush(self._heap, (time.monotonic() + seconds, next(self._seq), watch))
-            self._cond.notify()
+            entry = (time.monotonic() + seconds, next(self._seq), watch)
+            heapq.heappush(self._heap, entry)
+            if self._heap[0] is entry:  # sooner than what the thread waits for: wake it
+                self._cond.notify()
         return watch
 
     def disarm(self, watch: _Watch | None) -> bool:
