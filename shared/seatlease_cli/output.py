@@ -4,7 +4,8 @@ Everything the CLI prints passes ``visible`` (``main`` wraps stdout and stderr i
 ``VisibleControls``): a control character in a key label, a user or a host name (which
 customers and their end users choose) is shown as ``\x1b``, never sent to the
 operator's terminal, where an escape sequence could retitle it, clear it or rewrite what
-it shows. Only newline and tab pass as they are. JSON output escapes them itself.
+it shows. Only newline, tab and CSV's line end (CR LF) pass as they are. JSON output
+escapes them itself.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ _SHOWN = {
 
 
 def visible(text: str) -> str:
-    """``text`` with every control character but newline and tab written out (``\\x1b``)."""
-    return text.translate(_SHOWN)
+    """``text`` with every control character but newline and tab written out (``\\x1b``);
+    a carriage return right before a newline (CSV's line end) stays."""
+    return "\r\n".join(part.translate(_SHOWN) for part in text.split("\r\n"))
 
 
 class VisibleControls:
