@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml shared/client/pyproject.toml requirements-terraform.txt
 
 install: $(STAMP)
 
+# `make run PORT=8091` when 8080 is taken (the printed URLs, curl and portal link follow).
 run: install
-	$(VENV)/bin/seatlease local
+	$(VENV)/bin/seatlease local$(if $(PORT), --port $(PORT))
 
 lint: install
 	$(PY) -m ruff check .
@@ -89,14 +90,20 @@ bench: install
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .seatlease
 
-# The Node and Go clients (shared/clients/node, shared/clients/go): `make test` builds and
-# tests both against the functions the test suite serves (tests/test_client_node.py,
-# tests/test_client_go.py), `make lint` type-checks and vets them. Their tools are
-# installed here when missing: Go from Debian (golang-go, 1.19+) and Node.js from Debian
-# (nodejs, npm) with apt-get, as root (CI); the Node package's dev dependencies (typescript,
-# @types/node) by `npm ci` from its package-lock.json. Go needs no modules at all.
+# The clients (shared/clients/{node,go,c,java}): `make test` builds and tests each against
+# the functions the test suite serves (tests/test_client_{node,go,c,java}.py, and
+# tests/test_client_holds.py for every client's ./hold), `make lint` type-checks and vets
+# them and builds the C library and the Java client with warnings as errors. Their tools
+# are installed here when missing, from Debian with apt-get, as root (CI): Go (golang-go,
+# 1.19+), Node.js (nodejs, npm), the C toolchain and libraries (cmake, a C/C++ compiler,
+# pkg-config, libcurl4-openssl-dev, libsodium-dev, libcjson-dev, valgrind), and Java
+# (openjdk-17-jdk-headless, libgoogle-gson-java); the Node package's dev dependencies
+# (typescript, @types/node) by `npm ci` from its package-lock.json. Go needs no modules;
+# the C and Java clients need nothing beyond these packages.
 NODE_CLIENT := shared/clients/node
 GO_CLIENT := shared/clients/go
+C_CLIENT := shared/clients/c
+JAVA_CLIENT := shared/clients/java
 .PHONY: clients clients-tools clients-lint client-vectors
 test: clients
 lint: clients-lint
@@ -104,10 +111,20 @@ lint: clients-lint
 clients-tools:
 	@missing=""; command -v go >/dev/null || missing="golang-go"; \
 	command -v node >/dev/null && command -v npm >/dev/null || missing="$$missing nodejs npm"; \
+	command -v cmake >/dev/null || missing="$$missing cmake"; \
+	command -v cc >/dev/null && command -v c++ >/dev/null || missing="$$missing gcc g++"; \
+	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
+	command -v valgrind >/dev/null || missing="$$missing valgrind"; \
+	for pair in libcurl:libcurl4-openssl-dev libsodium:libsodium-dev libcjson:libcjson-dev; do \
+	  pkg-config --exists "$${pair%%:*}" 2>/dev/null || missing="$$missing $${pair#*:}"; \
+	done; \
+	command -v javac >/dev/null || missing="$$missing openjdk-17-jdk-headless"; \
+	[ -f /usr/share/java/gson.jar ] || missing="$$missing libgoogle-gson-java"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "install$$missing (apt-get, as root): the clients' tests need them" >&2; exit 1; fi; \
 	  echo "apt-get install$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    -o DPkg::Lock::Timeout=600 $$missing >/dev/null; \
 	fi
 
 $(NODE_CLIENT)/node_modules/.package-lock.json: $(NODE_CLIENT)/package-lock.json | clients-tools
@@ -120,6 +137,11 @@ clients-lint: clients
 	cd $(GO_CLIENT) && GOFLAGS=-mod=mod GOPROXY=off go vet ./...
 	@unformatted="$$(cd $(GO_CLIENT) && gofmt -l .)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt -l: $$unformatted" >&2; exit 1; fi
+# libseatlease, its tests and examples with -Wall -Wextra -Werror (C11, C++17); the Java
+# client, tests and example with javac -Xlint:all -Werror.
+	cmake -S $(C_CLIENT) -B $(C_CLIENT)/build-lint -DSEATLEASE_WERROR=ON >/dev/null
+	cmake --build $(C_CLIENT)/build-lint -j2 >/dev/null
+	$(JAVA_CLIENT)/build.sh >/dev/null
 
 # The token test vectors every client runs (shared/clients/testdata/vectors.json), written
 # from the server's signing code.

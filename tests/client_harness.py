@@ -18,6 +18,11 @@ Control routes (no API key; the test server only):
     header, when given), not run.
 ``POST /_test/outage`` ``{"seconds": 3}``
     every function request is answered ``503`` (no ``Retry-After``) for that long.
+``POST /_test/revoke`` ``{"license_id", "session_id"}``
+    revokes a lease as an operator does (``seatlease revoke``): its next heartbeat answers 410.
+``POST /_test/suspend`` ``{"license_id", "suspended": true}``
+    suspends (or, with false, resumes) a license as an operator does: acquires and
+    heartbeats answer ``403 license_suspended``.
 ``GET /_test/log``
     ``[{"path", "request_id", "status"}]`` of every function request so far.
 ``GET /_test/live?license_id=L``
@@ -123,6 +128,22 @@ class ControlGate:
         elif action == "outage":
             with self.lock:
                 self.outage_until = time.monotonic() + float(body["seconds"])
+        elif action == "revoke":
+            revoke = admin.parse(
+                {
+                    "action": "revoke",
+                    "tenant_id": TENANT,
+                    "license_id": body["license_id"],
+                    "session_id": body["session_id"],
+                }
+            )
+            result = admin.execute(revoke)[1]
+        elif action == "suspend":
+            change = "license.suspend" if body.get("suspended", True) else "license.resume"
+            suspend = admin.parse(
+                {"action": change, "tenant_id": TENANT, "license_id": body["license_id"]}
+            )
+            result = admin.execute(suspend)[1]
         elif action == "log":
             with self.lock:
                 result = list(self.log)

@@ -323,6 +323,24 @@ def test_license_errors(stack, capsys, argv, code, words):
     assert cad["seats"] == 3 and cad["suspended"] is False  # nothing changed
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["license", "show", "--tenant", "acm", "--license", "cad"],
+        ["license", "update", "--tenant", "acm", "--license", "cad", "--seats", "4"],
+        ["license", "suspend", "--tenant", "acm", "--license", "cad"],
+        ["status", "--tenant", "acm", "--license", "cad"],
+    ],
+)
+def test_an_unknown_tenant_is_named_not_the_license(stack, capsys, argv):
+    """A mistyped tenant ("acm" for "acme") used to say the license was not found."""
+    setup_license(capsys)
+    got, out, err = run(capsys, *argv)
+    line = one_line_error(err)
+    assert got == 3 and out == ""
+    assert "tenant 'acm' not found" in line.lower() and "license" not in line
+
+
 def test_license_changes_reach_the_next_acquire_at_once(stack, capsys, clients):
     key = setup_license(capsys, seats=1)
     assert acquire(clients, key, "c1").status_code == 201
@@ -680,6 +698,42 @@ def test_a_stale_state_file_whose_port_another_program_took(nothing_configured, 
         code, _, err = run(capsys, "status")
     assert code == cli.EXIT_UNAVAILABLE
     assert "is not running" in one_line_error(err)
+
+
+def test_a_subfolder_finds_the_stack_of_its_parent_folder(stack, capsys, tmp_path):
+    """The CLI run from docs/ while the stack started at the project's root runs: it finds
+    ../.seatlease/local.json as git finds .git (it used to say "start the local stack
+    ... in this folder", inviting a second stack)."""
+    import os
+
+    from http_support import serving
+
+    from seatlease_cli import devserver
+
+    setup_license(capsys)
+    docs = tmp_path / "docs" / "deeper"
+    docs.mkdir(parents=True)
+    state = tmp_path / ".seatlease" / "local.json"
+    state.parent.mkdir()
+    with serving(devserver.create_app(["admin"]), quiet=True) as url:
+        state.write_text(json.dumps({"base_url": url, "pid": os.getpid()}))
+        proc = cli_process(docs, "license", "list", "--tenant", "acme", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert [lic["license_id"] for lic in json.loads(proc.stdout)["licenses"]] == ["cad"]
+    # Stopped: the message names the folder it found, not "this folder".
+    proc = cli_process(docs, "status")
+    assert proc.returncode == cli.EXIT_UNAVAILABLE
+    line = one_line_error(proc.stderr)
+    assert f"the local stack in {state.parent} is not running" in line
+    assert f"start it with `make run` (or `seatlease local`) in {tmp_path}" in line
+
+
+def test_no_stack_anywhere_names_the_folders_searched(nothing_configured, capsys, monkeypatch):
+    (nothing_configured / "docs").mkdir()
+    monkeypatch.chdir(nothing_configured / "docs")
+    code, _, err = run(capsys, "status")
+    assert code == cli.EXIT_USAGE
+    assert "no .seatlease/local.json in this folder or its parents" in one_line_error(err)
 
 
 def test_db_upgrade_and_replay_need_database_url(nothing_configured, capsys):

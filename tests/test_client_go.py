@@ -2,8 +2,9 @@
 (``go test -race``: the token vectors, the lease life, a stalled server, borrow, typed
 errors, the wait queue served in join order, the policy's errors, and no goroutine left
 running) run as a subprocess against
-tests/client_harness.py's server on real Redis and PostgreSQL; the hold example; and the
-module built with no network."""
+tests/client_harness.py's server on real Redis and PostgreSQL; and the
+module built with no network. Its ``hold`` is checked with every client's in
+tests/test_client_holds.py."""
 
 from __future__ import annotations
 
@@ -76,43 +77,6 @@ def test_the_go_client_passes_its_tests_with_race_detection(go_tool, client_func
         "TestTypedErrorsOfALicensePolicy",
     ):
         assert name in passed, output[-4000:]
-
-
-def test_the_go_hold_example_holds_a_verified_seat_until_stdin_closes(go_tool, client_functions):
-    post_json(
-        f"{client_functions.url}/_test/license", {"license_id": "go-hold", "lease_seconds": 2}
-    )
-    example = subprocess.Popen(
-        [
-            "go",
-            "run",
-            "./examples/hold",
-            client_functions.url,
-            client_functions.api_key,
-            "go-hold",
-            "pc-1",
-        ],
-        cwd=GO_DIR,
-        env=offline_env(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert example.stdout is not None and example.stdin is not None
-        line = json.loads(example.stdout.readline() or "{}")
-        assert set(line) == {"session_id", "seats_used", "verified"}, line
-        assert (line["seats_used"], line["verified"]) == (1, True)
-        _, live = post_json(f"{client_functions.url}/_test/live?license_id=go-hold", {})
-        assert live == [{"session_id": line["session_id"], "client_id": "pc-1"}]
-        example.stdin.close()
-        assert example.wait(timeout=60) == 0, example.stderr.read() if example.stderr else ""
-    finally:
-        example.kill()
-        example.wait()
-    _, live = post_json(f"{client_functions.url}/_test/live?license_id=go-hold", {})
-    assert live == []
 
 
 def test_the_go_module_builds_without_network_and_needs_nothing_but_the_standard_library(

@@ -1,8 +1,9 @@
 """The Node client (shared/clients/node) against the served functions: its own test
 programs (``node --test``: the token vectors, the lease life, a stalled server, borrow,
 typed errors, the wait queue served in join order, the policy's errors) run as a
-subprocess against tests/client_harness.py's server on real Redis and PostgreSQL; the
-hold example; and the package ``npm pack`` makes."""
+subprocess against tests/client_harness.py's server on real Redis and PostgreSQL; and the
+package ``npm pack`` makes. Its ``hold`` is checked with every client's in
+tests/test_client_holds.py."""
 
 from __future__ import annotations
 
@@ -57,43 +58,6 @@ def test_the_node_client_passes_its_tests_against_the_served_functions(
     )
     assert int(summary["fail"]) == 0 and int(summary["skipped"]) == 0
     assert int(summary["pass"]) >= 40, summary  # every vector and every life-cycle test ran
-
-
-def test_the_node_hold_example_holds_a_verified_seat_until_stdin_closes(
-    node_package, client_functions
-):
-    post_json(
-        f"{client_functions.url}/_test/license", {"license_id": "node-hold", "lease_seconds": 2}
-    )
-    example = subprocess.Popen(
-        [
-            "node",
-            "examples/hold.mjs",
-            client_functions.url,
-            client_functions.api_key,
-            "node-hold",
-            "pc-1",
-        ],
-        cwd=NODE_DIR,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert example.stdout is not None and example.stdin is not None
-        line = json.loads(example.stdout.readline())
-        assert set(line) == {"session_id", "seats_used", "verified"}
-        assert (line["seats_used"], line["verified"]) == (1, True)
-        _, live = post_json(f"{client_functions.url}/_test/live?license_id=node-hold", {})
-        assert live == [{"session_id": line["session_id"], "client_id": "pc-1"}]
-        example.stdin.close()
-        assert example.wait(timeout=20) == 0, example.stderr.read() if example.stderr else ""
-    finally:
-        example.kill()
-        example.wait()
-    _, live = post_json(f"{client_functions.url}/_test/live?license_id=node-hold", {})
-    assert live == []
 
 
 def test_npm_pack_makes_a_package_without_runtime_dependencies(node_package, tmp_path):

@@ -99,7 +99,22 @@ def test_local_stack_runs_the_whole_story(tmp_path, monkeypatch):
         # carol's denial is the reaper's aggregate lease.denied row.
         (outcome,) = story["report"]["outcomes"]
         assert (outcome["acquired"], outcome["released"], outcome["reclaimed"]) == (3, 2, 1)
-        assert outcome["denials"] >= 1 and outcome["revoked"] == 0
+        assert outcome["revoked"] == 0
+        # The summary's "denied N" is the story's: one line per denial carol met (the
+        # client's own wait loop used to be denied unseen: "denied 2", one line).
+        told = [line for line in said if "carol is denied" in line or "denied again" in line]
+        assert outcome["denials"] == story["denials"] == len(told) >= 1
+        assert any(f"denied {len(told)} (seatlease report usage" in line for line in said)
+
+        # Carol asks again only once Retry-After has passed (she once asked at once).
+        def seconds(line: str) -> float:  # "[  8.1s] ..."
+            return float(line[1 : line.index("s]")])
+
+        at = [seconds(line) for line in told]
+        first_wait = story["denied"].retry_after_seconds
+        assert all(later >= at[0] + first_wait - 0.5 for later in at[1:]), told
+        got = next(line for line in said if "carol gets bob's seat" in line)
+        assert seconds(got) >= at[0] + first_wait - 0.5
         assert sorted(d["client_id"].split("-")[0] for d in story["report"]["durations"]) == [
             "alice", "bob", "carol",
         ]  # fmt: skip
@@ -153,3 +168,59 @@ def test_a_busy_port_is_refused(busy, capsys):
         s.listen()
         code = main(["local", "--port", str(s.getsockname()[1])])
     assert code == 1 and "in use" in capsys.readouterr().err
+
+
+def test_a_port_taken_after_the_check_fails_first_naming_the_flags(tmp_path, monkeypatch):
+    """Another program takes the port between `seatlease local`'s check and its bind
+    (another stack starting at the same moment): the stack says so naming --port and
+    PORT=, before starting anything (it used to start Redis, the database and the
+    emulator, then exit with werkzeug's "start the server with a different port")."""
+    import socket
+
+    from seatlease_cli.localstack import PortInUse
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    lines: list[str] = []
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        stack = LocalStack(port=port, say=lines.append)
+        with pytest.raises(PortInUse) as raised:
+            stack.start()
+    message = str(raised.value)
+    assert f"port {port} is in use" in message
+    assert "--port N" in message and "make run PORT=N" in message
+    assert stack.procs == [] and lines == []  # nothing started, nothing said
+    assert not (tmp_path / ".seatlease").exists()
+    stack.stop()
+
+
+def test_make_run_passes_the_port():
+    """`make run PORT=8091` is `seatlease local --port 8091` (make run took no port)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for argv, want in ((["PORT=8091"], "seatlease local --port 8091"), ([], "seatlease local")):
+        proc = subprocess.run(["make", "-n", "-s", "run", *argv], cwd=root,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip().splitlines()[-1].endswith(want), proc.stdout
+
+
+def test_the_banner_uses_the_chosen_port_everywhere():
+    """Every URL, the curl and the portal link the stack prints use its port, and the
+    first line says which port that is (the README's examples say 8080)."""
+    from seatlease_cli.localstack import banner
+
+    base = LocalStack(port=8091).base_url
+    assert base == "http://127.0.0.1:8091"
+    text = banner({"base_url": base, "api_key": "k", "license_id": DEMO_LICENSE,
+                   "tenant_id": DEMO_TENANT, "portal_url": f"{base}/portal#key=a"})  # fmt: skip
+    first = text.strip().splitlines()[0]
+    assert "on port 8091" in first and f"use {base}" in first
+    rest = text.replace(first, "")
+    assert "8080" not in rest
+    assert f"curl -s -X POST {base}/acquire" in rest and f"{base}/portal#key=a" in rest
+    assert "8080" not in banner({"base_url": "http://127.0.0.1:8080", "api_key": "k",
+                                 "license_id": DEMO_LICENSE, "tenant_id": DEMO_TENANT,
+                                 "portal_url": "p"}).replace("127.0.0.1:8080/", "")  # fmt: skip

@@ -215,7 +215,7 @@ def test_usage_covers_a_bounded_window_with_timelines(acme: Tenant) -> None:
             _event("e3", "lease.released", "s1", start + timedelta(minutes=70), 1),
         ]
     )
-    week = ask(admin, "usage").get_json()
+    week = ask(admin, "usage", period="hour").get_json()
     assert (week["days"], week["period"], week["tenant_id"]) == (7, "hour", "acme")
     since, until = (week[k] for k in ("since", "until"))
     assert until > since and until.endswith(":00:00Z")
@@ -225,9 +225,45 @@ def test_usage_covers_a_bounded_window_with_timelines(acme: Tenant) -> None:
     peaks = {at: used for at, used, *_rest in line["points"]}
     assert max(peaks.values()) == 2
     assert peaks[start.isoformat().replace("+00:00", "Z")] == 2
-    month = ask(admin, "usage", days=30).get_json()
+    month = ask(admin, "usage", days=30, period="day").get_json()
     assert (month["days"], month["period"]) == (30, "day")
     assert month["until"].endswith("T00:00:00Z")
+
+
+def test_usage_draws_exact_steps_for_a_short_history(acme: Tenant) -> None:
+    """Issue 34, item 9: without a period, a window of at most 1,500 changes is answered
+    as exact steps (one per change, up to now), as the CLI's --by auto; more, by hour."""
+    new_license(acme, "cad", seats=4)
+    admin = admin_of(acme)
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
+    event_log.insert_events(
+        [
+            _event("e1", "lease.acquired", "s1", start + timedelta(minutes=5), 1),
+            _event("e2", "lease.acquired", "s2", start + timedelta(minutes=10), 2),
+            _event("e3", "lease.released", "s1", start + timedelta(minutes=70), 1),
+        ]
+    )
+    for days in (7, 30):
+        body = ask(admin, "usage", days=days).get_json()
+        assert (body["days"], body["period"]) == (days, "exact")
+        (line,) = body["timelines"]
+        iso = lambda t: t.isoformat().replace("+00:00", "Z")  # noqa: E731
+        assert line["steps"] == [
+            {"at": body["since"], "seats": 0},
+            {"at": iso(start + timedelta(minutes=5)), "seats": 1},
+            {"at": iso(start + timedelta(minutes=10)), "seats": 2},
+            {"at": iso(start + timedelta(minutes=70)), "seats": 1},
+        ]
+        assert line["end"] <= iso(datetime.now(UTC)) and line["end_level"] == 1
+    assert ask(admin, "usage", period="exact").get_json()["period"] == "exact"
+    busy = start + timedelta(minutes=80)
+    kinds = ("lease.acquired", "lease.released")
+    busy_events = [
+        _event(f"b{n}", kinds[n % 2], f"b{n // 2}", busy + timedelta(seconds=n), 3 - n % 2)
+        for n in range(1498)
+    ]
+    event_log.insert_events(busy_events)
+    assert ask(admin, "usage").get_json()["period"] == "hour"  # 1,501 changes
 
 
 def test_seat_keys_are_created_shown_once_and_revoked(acme: Tenant) -> None:

@@ -2,18 +2,19 @@
 (selenium), on the page the local stack serves (``LocalStack`` on a free port, its own
 redis-server and SQLite database). A client takes a seat with lease metadata chosen to
 break out of the page; the tenant admin signs in by pasting the key, sees the lease, the
-usage chart and the seat keys, frees the seat through the confirmation dialog and sees it
-gone. Screenshots at desktop and phone width go to ``$PORTAL_SCREENSHOTS`` (a temporary
-folder when unset; docs/images/ holds the committed ones).
+usage charts and the seat keys, frees the seat through the confirmation dialog and sees it
+gone. Each license has its own usage chart, readable at desktop and phone width. The
+pictures in docs/images/ are made by tools/portal_screenshots.py from an ordinary demo,
+which is checked here too.
 
 ``make test`` installs chromium and chromium-driver first (``make browser``); where they
 cannot be installed, this test skips saying so."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from http_support import post_json
 
 from seatlease.records import db, event_log, store
 from seatlease.seats import redisconn
-from seatlease_cli.localstack import DEMO_LICENSE, DEMO_TENANT, LocalStack
+from seatlease_cli.localstack import DEMO_LICENSE, DEMO_LICENSES, DEMO_TENANT, LocalStack
 from seatlease_cli.procs import free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -109,10 +110,16 @@ def _week_of_usage() -> None:
     event_log.insert_events(events)
 
 
-def _shots() -> Path:
-    folder = Path(os.environ.get("PORTAL_SCREENSHOTS") or Path.cwd() / "screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+REPO = Path(__file__).resolve().parent.parent
+
+
+def screenshots_tool():
+    spec = importlib.util.spec_from_file_location(
+        "portal_screenshots", REPO / "tools" / "portal_screenshots.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _no_alert(driver) -> None:
@@ -154,9 +161,9 @@ def test_a_tenant_admin_sees_and_frees_a_seat_in_chromium(stack, browser) -> Non
     _no_alert(browser)
     seats = browser.find_element(By.CSS_SELECTOR, f'[data-license="{DEMO_LICENSE}"] .seats')
     assert seats.text == "1 / 2 seats in use"
-    # The chart (SVG drawn by the page) and the tenant's seat keys.
-    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#chart svg polyline")))
-    assert DEMO_LICENSE in browser.find_element(By.ID, "legend").text
+    # The license's chart (SVG drawn by the page) and the tenant's seat keys.
+    chart_css = f'#charts figure[data-license="{DEMO_LICENSE}"] svg polyline.used'
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, chart_css)))
     keys = wait.until(
         ready.presence_of_element_located((By.CSS_SELECTOR, "#keys tbody tr[data-prefix]"))
     )
@@ -164,20 +171,14 @@ def test_a_tenant_admin_sees_and_frees_a_seat_in_chromium(stack, browser) -> Non
     # The key lives in this tab's sessionStorage, nowhere else.
     stored = browser.execute_script("return [sessionStorage.length, localStorage.length]")
     assert stored == [1, 0] and browser.get_cookies() == []
-    shots = _shots()
-    time.sleep(0.3)  # fonts and the meter settle
-    assert browser.save_screenshot(str(shots / "portal-desktop.png"))
-
     # A phone's screen (Chromium's device emulation: a window cannot be made that narrow).
     browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
     wait.until(lambda d: d.execute_script("return window.innerWidth") == PHONE["width"])
-    time.sleep(0.3)
     overflow = browser.execute_script(
         "const root = document.documentElement; return root.scrollWidth - root.clientWidth"
     )
     assert overflow == 0, f"the page scrolls sideways by {overflow}px at phone width"
     assert row.find_element(By.CSS_SELECTOR, ".user").is_displayed()
-    assert browser.save_screenshot(str(shots / "portal-phone.png"))
     browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
     # Free the seat: a confirmation first; Cancel keeps it, Yes frees it.
@@ -228,3 +229,122 @@ def test_the_make_run_link_signs_in_and_leaves_the_address_bar(stack, browser) -
     wait.until(ready.visibility_of_element_located((By.ID, "licenses")))
     wait.until(lambda d: "Organisation demo" in d.find_element(By.ID, "tenant").text)
     assert "#key=" not in browser.current_url and stack["admin_key"] not in browser.current_url
+
+
+# -- issue 34, items 9 and 10: a chart per license, readable on a phone; the pictures -----
+
+# Per chart: the license, the period, the number of changes, the polyline's vertices, its
+# box, the limit line's height and the seats in use at the top of the chart's y labels;
+# per text label: its text, its rendered font size (CSS px times the SVG's scale) and box.
+CHARTS_JS = """
+return [...document.querySelectorAll('#charts figure')].map((figure) => {
+  const chart = figure.querySelector('svg');
+  const scale = chart.getBoundingClientRect().width / chart.viewBox.baseVal.width;
+  const used = figure.querySelector('polyline.used');
+  const box = used.getBoundingClientRect();
+  const limit = figure.querySelector('line.limit');
+  return {
+    license: figure.dataset.license, period: figure.dataset.period,
+    changes: Number(figure.dataset.changes),
+    vertices: used.getAttribute('points').trim().split(/\\s+/).length,
+    ys: used.getAttribute('points').trim().split(/\\s+/).map((p) => Number(p.split(',')[1])),
+    xs: used.getAttribute('points').trim().split(/\\s+/).map((p) => Number(p.split(',')[0])),
+    box: [box.left, box.top, box.width, box.height], right: chart.getBoundingClientRect().right,
+    chart_width: chart.getBoundingClientRect().width,
+    limit_y: limit ? Number(limit.getAttribute('y1')) : null,
+    key: figure.querySelector('.key').innerText,
+    labels: [...chart.querySelectorAll('text')].map((t) => [
+      t.textContent, parseFloat(getComputedStyle(t).fontSize) * scale,
+      t.getBoundingClientRect().height]),
+  };
+});
+"""
+
+
+def test_each_license_has_its_own_readable_chart(stack, browser) -> None:
+    """Two licenses whose usage coincides: each has its own chart, its own seat limit
+    line, its steps (exact: a week of a few changes), labels of at least 11 px at 1280 and
+    390 px, and the times' zone said (it used to be one chart, one limit line in the last
+    license's colour, the lines hiding one another, labels of about 4 px on a phone)."""
+    screenshots_tool().week_of_usage(DEMO_TENANT, list(DEMO_LICENSES))
+    wait = WebDriverWait(browser, 20)
+    browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "America/New_York"})
+    browser.get(stack["portal_url"])
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#charts figure")) == 2)
+    note = browser.find_element(By.ID, "usage-note").text
+    assert "a step at each change" in note
+    assert "Times in America/New_York (UTC-05:00)" in note
+    browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "UTC"})
+    for width in (DESKTOP[0], PHONE["width"]):
+        if width == PHONE["width"]:
+            browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+            wait.until(lambda d: d.execute_script("return window.innerWidth") == PHONE["width"])
+        browser.find_element(By.CSS_SELECTOR, "[data-days='7']").click()  # redraw
+        wait.until(lambda d: "Times in UTC." in d.find_element(By.ID, "usage-note").text)
+        charts = browser.execute_script(CHARTS_JS)
+        assert [c["license"] for c in charts] == sorted(DEMO_LICENSES), width
+        for chart in charts:
+            where = (width, chart["license"])
+            assert chart["period"] == "exact", where
+            # The start, then each change: two vertices per step, one at each end.
+            assert chart["changes"] >= 10 and chart["vertices"] == 2 * chart["changes"], where
+            _left, _top, box_width, box_height = chart["box"]
+            # Drawn across its chart, which takes the section's width (about 900 px on a
+            # desktop, 340 on a phone).
+            assert chart["chart_width"] > (800 if width == DESKTOP[0] else 320), where
+            assert box_width > 0.8 * chart["chart_width"] and box_height > 40, where
+            assert chart["right"] <= width, where  # not cut at the screen's edge
+            # Its own limit line, at its own seats (2): the week's peak (2) reaches it.
+            assert chart["limit_y"] is not None and min(chart["ys"]) == chart["limit_y"], where
+            assert "seat limit (2)" in chart["key"], where
+            sizes = [size for _text, size, _height in chart["labels"]]
+            assert len(sizes) >= 4 and min(sizes) >= 11, (where, chart["labels"])
+            assert min(height for *_rest, height in chart["labels"]) >= 11, where
+    overflow = browser.execute_script(
+        "const root = document.documentElement; return root.scrollWidth - root.clientWidth"
+    )
+    assert overflow == 0
+
+
+def test_a_few_minutes_of_use_in_a_week_are_drawn_wide(stack, browser) -> None:
+    """The README tour's first hour: a minute of use in the 7-day window. The chart starts
+    just before the first change (and says so) instead of squeezing the minute into the
+    last pixel at the right edge."""
+    now = datetime.now(UTC)
+    common = {"tenant_id": DEMO_TENANT, "license_id": DEMO_LICENSE, "metadata": {},
+              "seats_total": 2}  # fmt: skip
+    story = [("a", "lease.acquired", 120, 1), ("b", "lease.acquired", 100, 2),
+             ("a", "lease.released", 80, 1), ("b", "lease.released", 60, 0)]  # fmt: skip
+    event_log.insert_events([
+        {**common, "event_id": f"{session}-{ago}", "type": kind, "session_id": session,
+         "client_id": f"laptop-{session}", "occurred_at": now - timedelta(seconds=ago),
+         "seats_used": used}
+        for session, kind, ago, used in story
+    ])  # fmt: skip
+    wait = WebDriverWait(browser, 20)
+    browser.get(stack["portal_url"])
+    figure = f'#charts figure[data-license="{DEMO_LICENSE}"]'
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, figure)))
+    (chart,) = [c for c in browser.execute_script(CHARTS_JS) if c["license"] == DEMO_LICENSE]
+    assert chart["period"] == "exact" and chart["changes"] == 5
+    changes = [x for x, y0, y1 in zip(chart["xs"], chart["ys"], chart["ys"][1:], strict=False)
+               if y0 != y1]  # fmt: skip
+    spread = (max(changes) - min(changes)) / chart["chart_width"]
+    assert spread > 0.25, chart["xs"]  # a minute of four changes, not one pixel
+    assert "since just before the first use" in browser.find_element(By.ID, "usage-note").text
+
+
+def test_the_readme_picture_is_an_ordinary_demo(tmp_path) -> None:
+    """The portal's pictures (tools/portal_screenshots.py) show ordinary names, never the
+    browser test's hostile strings (the README's picture once showed
+    ``<img src=x onerror=alert(1)>`` as a user name); the committed ones too."""
+    tool = screenshots_tool()
+    texts = tool.render(tmp_path / "shots", tmp_path)
+    committed = {name: tool.read_page_text(REPO / "docs" / "images" / name) for name in texts}
+    for name, text in [*texts.items(), *((f"docs/images/{n}", t) for n, t in committed.items())]:
+        for word in ("laptop-1", "ann", "pc-7", "Organisation demo"):
+            assert word in text, (name, word)
+        for hostile in ("<img", "onerror", "alert(", "<script"):
+            assert hostile not in text, (name, hostile)
+    assert "seat limit (2)" in texts["portal-desktop.png"]
+    assert (tmp_path / "shots" / "portal-phone.png").read_bytes()[:4] == b"\x89PNG"

@@ -249,7 +249,7 @@ def test_cli_json_flag_is_format_json(acme, capsys):
     body = json.loads(by_flag)
     assert (body["license_id"], body["since"], body["until"]) == ("cad", f"{DAY}T00:00:00Z", None)
     assert "timelines" not in body
-    expected = usage_report(Window(T, "cad", since=at("00:00")), "hour").as_dict()
+    expected = usage_report(Window(T, "cad", since=at("00:00")), "auto").as_dict()
     assert body == expected  # the report of shared/seatlease/records/reports/, verbatim
     code, _, err = run(capsys, "--json", "--format", "csv")
     assert code == 2 and err == "seatlease: --json conflicts with --format csv\n"

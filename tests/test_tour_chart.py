@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import importlib.util
 from datetime import UTC, datetime
-from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
-from seatlease_cli.report import AVERAGE_LABEL, PEAK_LABEL, read_chart_series
+from seatlease_cli.report import LIMIT_LABEL, STEPS_LABEL, read_chart_series
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.usefixtures("restore_environment")
@@ -29,6 +28,8 @@ def when(text: str) -> datetime:
 
 
 def test_the_tour_chart_shows_the_hold_as_it_was(tmp_path):
+    """Ten seconds of use are drawn as ten seconds (exact steps: a change at each acquire
+    and release), not as whole minutes of the peak band, and the chart ends at now."""
     tool = tour_chart()
     began = datetime.now(UTC)
     out = tmp_path / "usage.png"
@@ -37,27 +38,24 @@ def test_the_tour_chart_shows_the_hold_as_it_was(tmp_path):
     assert "Seats in use (peak and average) and denials per minute" in done.stdout
     (line,) = read_chart_series(out)
     assert line["license_id"] == "demo-app"
-    assert set(line["labels"]) >= {AVERAGE_LABEL, f"{PEAK_LABEL} (per minute)", "seats (limit)"}
+    assert set(line["labels"]) == {STEPS_LABEL, LIMIT_LABEL}
     edges = [when(e) for e in line["edges"]]
-    # One point per minute (the hold is about 10 s long: one or two minutes), nothing
-    # drawn after now: neither the last period nor the axis.
-    assert 1 <= len(line["peak"]) == len(line["average"]) == len(edges) - 1 <= 2
-    assert all((b - a).total_seconds() <= 60 for a, b in pairwise(edges))
-    assert began.replace(second=0, microsecond=0) <= edges[0] and edges[-1] <= ended
-    assert when(line["xlim"][1]) <= ended
-    assert max(line["peak"]) == 2  # both laptops at once
-    # laptop-1 about 8.5 s, laptop-2 about 6.5 s: 15 seat-seconds over at most two minutes
-    seconds = [
-        average * (b - a).total_seconds()
-        for average, (a, b) in zip(line["average"], pairwise(edges), strict=True)
-    ]
-    assert sum(seconds) == pytest.approx(15, abs=2.5)
-    assert all(a <= p for a, p in zip(line["average"], line["peak"], strict=True))
+    # 0 before the first acquire (the report starts at the first event: 1), 2 while both
+    # laptops hold, then 1, then 0 up to now.
+    assert line["steps"] == [1, 2, 1, 0]
+    assert began <= edges[0] and edges[-1] <= ended
+    assert when(line["xlim"][1]) == edges[-1]  # the axis ends at now, the last step too
+    spans = list(zip(line["steps"], edges, edges[1:], strict=False))  # edges: one more
+    held = {n: (b - a).total_seconds() for n, a, b in spans}
+    assert held[2] == pytest.approx(tool.HOLD_SECONDS, abs=1.0)
+    seat_seconds = sum(n * (b - a).total_seconds() for n, a, b in spans)
+    assert seat_seconds == pytest.approx(15, abs=2.5)  # laptop-1 8.5 s, laptop-2 6.5 s
+    assert line["overlaps"] == []
 
 
 def test_the_readme_shows_the_committed_picture():
     readme = (REPO / "README.md").read_text()
     assert "![" in readme and "docs/usage-chart.png" in readme
     (line,) = read_chart_series(REPO / "docs" / "usage-chart.png")
-    assert line["license_id"] == "demo-app" and max(line["peak"]) == 2
-    assert len(line["average"]) == len(line["peak"]) >= 1
+    assert line["license_id"] == "demo-app" and max(line["steps"]) == 2
+    assert line["steps"][-1] == 0 and line["overlaps"] == []

@@ -19,7 +19,7 @@ from sqlalchemy import Engine, inspect, select
 from seatlease import clock
 from seatlease.errors import InvalidRequest
 from seatlease.records import db, event_log, partitions, reports, store
-from seatlease.records.reports import Window, resolve_period, usage_report
+from seatlease.records.reports import Window, bucket_period, resolve_period, usage_report
 from seatlease.records.tables import usage_minute_rollups, usage_rollups
 from seatlease.seats.engine import SeatRequest
 from seatlease_cli import main
@@ -185,11 +185,13 @@ def test_minute_periods_average_and_nothing_after_now(database, fixed_now):
 
 
 def test_auto_picks_the_finest_period_under_1500_points(database, fixed_now):
+    """Beyond 1,500 changes (exact steps: tests/test_exact_steps.py), ``auto`` buckets."""
     held(database)
 
     def auto(since: timedelta | None, until: timedelta | None = None) -> str:
         window = Window(T, None, since and NOW - since, until and NOW - until)
-        return resolve_period(window, "auto")
+        assert resolve_period(window, "auto") == "exact"  # five changes
+        return bucket_period(window)
 
     assert auto(timedelta(hours=24)) == "minute"  # 1,440 minutes
     assert auto(timedelta(hours=26)) == "hour"  # 1,560 minutes
@@ -198,8 +200,9 @@ def test_auto_picks_the_finest_period_under_1500_points(database, fixed_now):
     assert auto(timedelta(days=20), timedelta(days=19, hours=23)) == "hour"  # minutes gone
     assert auto(None) == "minute"  # the history: since 12:10 today
     assert auto(timedelta(hours=1), -timedelta(days=400)) == "minute"  # ends at now
-    assert resolve_period(Window("nobody"), "auto") == "hour"  # no events: nothing to size
-    assert usage_report(Window(T, "cad", since=NOW - timedelta(hours=1)), "auto").period == "minute"
+    assert bucket_period(Window("nobody")) == "hour"  # no events: nothing to size
+    report = usage_report(Window(T, "cad", since=NOW - timedelta(hours=1)), "auto")
+    assert (report.period, report.usage_period) == ("exact", "minute")
 
 
 def test_minute_periods_refuse_what_the_minute_rollups_no_longer_hold(database, fixed_now):
@@ -216,7 +219,7 @@ def test_minute_periods_refuse_what_the_minute_rollups_no_longer_hold(database, 
     assert event_log.insert_events([ancient]) == 1
     with pytest.raises(InvalidRequest, match="since must be"):  # the history is older
         usage_report(Window(T), "minute")
-    assert usage_report(Window(T), "auto").period == "hour"
+    assert usage_report(Window(T), "auto").usage_period == "hour"
 
 
 def test_prune_deletes_minute_rollups_after_14_days(database, fixed_now):
@@ -253,8 +256,10 @@ def test_cli_by_minute_and_auto(database, fixed_now, capsys, monkeypatch):
     base = ["report", "usage", "--tenant", T, "--since", "2026-11-24T12:09Z", "--json"]
     assert main([*base, "--section", "usage"]) == 0
     body = json.loads(capsys.readouterr().out)
-    # 12:09 to 12:29: without until, a report runs to the last event
-    assert body["period"] == "minute" and len(body["usage"]) == 21
+    # 12:09 to 12:29: without until, a report runs to the last event; five changes:
+    # exact steps (in the timelines, for a chart), the usage rows per minute
+    assert (body["period"], body["usage_period"]) == ("exact", "minute")
+    assert len(body["usage"]) == 21
     assert body["usage"][1]["average_seats"] == 1.0
     assert main([*base, "--by", "hour"]) == 0
     assert json.loads(capsys.readouterr().out)["period"] == "hour"
@@ -279,13 +284,13 @@ def test_the_chart_draws_the_average_and_the_peak_up_to_now(database, fixed_now,
     held(database)
     window = Window(T, "cad", since=datetime(2026, 11, 24, 12, 9, tzinfo=UTC),
                     until=datetime(2026, 11, 24, 18, 0, tzinfo=UTC))  # fmt: skip
-    report = usage_report(window, "auto")
+    report = usage_report(window, "minute")  # exact steps: tests/test_exact_steps.py
     drawn = draw_chart(report.timelines, window, tmp_path / "c.png", now=NOW)
     (cad,) = drawn
     assert cad["license_id"] == "cad" and cad["labels"] >= {
         "average seats in use",
         "peak seats in use (per period)",
-        "seats (limit)",
+        "seat limit",
     }
     assert cad["xlim"][1] == NOW  # the window runs to 18:00; the axis stops at now
     assert cad["edges"][0] == window.since and cad["edges"][-1] == NOW

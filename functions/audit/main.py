@@ -17,13 +17,14 @@ from cloudevents.http import CloudEvent
 from werkzeug.exceptions import ServiceUnavailable
 
 from seatlease.api.http import guard_bodies
+from seatlease.api.startup import wait_for_backends
 from seatlease.config import Readiness
 from seatlease.errors import NotConfigured
 from seatlease.events.audit import MalformedMessage, decode_events, decode_pubsub_data, store
 from seatlease.logs import log
 
 # Cold start: a missing database setting is said once, as one CRITICAL line.
-READINESS = Readiness("audit", ("database",))
+READINESS = Readiness("audit", ("database",), wait_for_backends)
 # A Pub/Sub push carries one message of at most 10 MB, its data base64-encoded in a JSON
 # envelope: at most about 13.4 MB. The body is read here, bounded in size and time,
 # before functions-framework would read it whole (413, 408, 400 for bad chunking: the

@@ -11,6 +11,13 @@ says so at cold start instead of failing each request its own way.
 ``database`` ``CLOUD_SQL_INSTANCE`` with ``DB_NAME``, ``DB_USER`` and ``DB_PASSWORD``
              (or ``DB_IAM_AUTH=1``), or ``DATABASE_URL``, when deployed.
 
+Deployed, a configured function also waits at cold start, up to ``STARTUP_WAIT_SECONDS``
+(default 120), until its first backend answers (``wait_for_backends``): with Direct VPC
+egress a new instance may not reach Redis or Cloud SQL for a minute or more, and until the
+import ends functions-framework does not listen, so Cloud Run's startup probe sends it no
+calls that would answer 503 (``seatlease.api.startup``, handed to ``Readiness`` as its
+``wait``).
+
 "Deployed" is Cloud Run (Cloud Functions gen2 runs on it), which sets ``K_SERVICE``.
 Off it, the runtime's development defaults apply: Redis on 127.0.0.1:6379 and SQLite
 under ``.seatlease/`` (``seatlease.seats.redisconn``, ``seatlease.records.db``). A deployed function
@@ -83,7 +90,12 @@ class Readiness:
     revision in the cloud, but may be completed in place locally); once complete, a
     call costs one attribute test."""
 
-    def __init__(self, function: str, needs: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        function: str,
+        needs: tuple[str, ...],
+        wait: Callable[[str, tuple[str, ...]], object] | None = None,
+    ) -> None:
         self.function, self.needs = function, needs
         self.missing = missing(needs)
         if self.missing:
@@ -94,6 +106,8 @@ class Readiness:
                 function=function,
                 missing=self.missing,
             )
+        elif _deployed() and wait is not None:
+            wait(function, needs)  # the cold start waits for its backends (api/startup.py)
 
     def check(self) -> None:
         if self.missing:

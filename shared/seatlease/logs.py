@@ -74,13 +74,22 @@ def configure(level: str | int | None = None, stream: str = "stdout") -> None:
     """Install the JSON handler on the ``seatlease`` logger (replacing an earlier one).
 
     ``level``: a severity name or number; default ``LOG_LEVEL`` from the environment,
-    else INFO. ``stream``: ``"stdout"`` (Cloud Functions, the local stack) or
+    else INFO, and at most INFO on Cloud Run (``K_SERVICE`` set), where the monitoring
+    counts INFO lines. ``stream``: ``"stdout"`` (Cloud Functions, the local stack) or
     ``"stderr"`` (the CLI). Records do not propagate to the root logger: a host that
     configured root logging would otherwise print each line twice.
     """
     global _handler
+    raised = None
     if level is None:
         level = os.environ.get("LOG_LEVEL", "INFO")
+        if os.environ.get("K_SERVICE") and _LEVEL.get(level.strip().upper(), 0) > logging.INFO:
+            # Deployed (Cloud Run sets K_SERVICE): the request lines and the reaper's
+            # "reaper run" line are INFO, and the log-based metrics count them (the 5xx
+            # ratio's denominator, the "no successful reaper run" alert). Above INFO they
+            # would vanish and the alerts with them: a deployed function never runs above
+            # INFO.
+            raised, level = level, "INFO"
     if isinstance(level, str):
         level = _LEVEL.get(level.strip().upper(), logging.INFO)
     handler = _CurrentStream(stream)
@@ -91,6 +100,12 @@ def configure(level: str | int | None = None, stream: str = "stdout") -> None:
     LOGGER.setLevel(level)
     LOGGER.propagate = False
     _handler = handler
+    if raised is not None:
+        log(
+            "WARNING",
+            f"LOG_LEVEL={raised} ignored: INFO is the highest level a deployed function "
+            "runs at (the monitoring's log-based metrics read INFO lines)",
+        )
 
 
 def log(severity: str, message: str, **fields: Any) -> None:

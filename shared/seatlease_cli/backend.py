@@ -8,8 +8,9 @@ the local stack's folder):
    Cloud Run IAM checks it before the function runs.
 2. ``DATABASE_URL`` (or ``CLOUD_SQL_INSTANCE``) and ``REDIS_URL`` both set: run the same
    code in-process against them (an operator inside the VPC, or the tests).
-3. a ``seatlease local`` (``make run``) started from this folder, as recorded in
-   ``.seatlease/local.json``: its admin function on loopback, so a second terminal sees
+3. a ``seatlease local`` (``make run``) started from this folder or a parent folder, as
+   recorded in its ``.seatlease/local.json`` (the nearest one, as git finds ``.git``):
+   its admin function on loopback, so a second terminal sees
    the local stack's own private Redis and database. A recorded stack that is no longer
    running is an error (exit 5) that says to start it, never a fall-back.
 4. nothing of the above: an error (exit 2) that lists these three ways.
@@ -30,6 +31,7 @@ import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 from typing import Any, Protocol
 
 from seatlease_cli.exits import (
@@ -186,13 +188,14 @@ def add_backend_flags(parser: argparse.ArgumentParser, dest: str = "admin_url") 
         default=None,
         help=f"talk to the deployed admin function at URL (default: ${ADMIN_URL_ENV}; "
         "unset: DATABASE_URL and REDIS_URL directly if both are set, else the local stack "
-        "started in this folder)",
+        "started in this folder or a parent folder)",
     )
 
 
 # What to do when no backend is configured: the three ways, in one line.
 HOW_TO_CHOOSE = (
-    "start the local stack with `make run` (or `seatlease local`) in this folder, or set "
+    "start the local stack with `make run` (or `seatlease local`) in the project's folder "
+    "(the CLI finds it from there or any folder below), or set "
     "DATABASE_URL and REDIS_URL to work on them directly, or pass --admin-url URL (or set "
     f"{ADMIN_URL_ENV}) for the deployed admin function"
 )
@@ -213,10 +216,14 @@ def backend_for(args: argparse.Namespace) -> Backend:
         raise CommandError(
             f"{have} is set but {lack} is not: working on them directly needs both (there "
             "is no default); or start the local stack with `make run` (or `seatlease "
-            f"local`) in this folder, or pass --admin-url URL (or set {ADMIN_URL_ENV})",
+            f"local`) in the project's folder, or pass --admin-url URL (or set {ADMIN_URL_ENV})",
             EXIT_USAGE,
         )
-    raise CommandError(f"no backend to work on: {HOW_TO_CHOOSE}", EXIT_USAGE)
+    raise CommandError(
+        "no backend to work on (no .seatlease/local.json in this folder or its parents): "
+        + HOW_TO_CHOOSE,
+        EXIT_USAGE,
+    )
 
 
 def direct_settings() -> tuple[bool, bool]:
@@ -237,17 +244,43 @@ def require_database(command: str) -> None:
         )
 
 
-def local_stack_state(*, others: bool = True) -> dict[str, Any] | None:
-    """What ``seatlease local`` started from this folder wrote to
-    ``.seatlease/local.json``: None when there is no such file; a ``CommandError``
-    (exit 5) when the file is there but that stack no longer runs (its process is gone
-    or its port is closed), so nothing ever falls back to another backend. ``others``:
-    the message also names the other backends (not for ``seatlease demo``)."""
+def find_state_file(start: Path | None = None) -> Path | None:
+    """The ``.seatlease/local.json`` of this folder or the nearest parent folder that has
+    one (as git finds ``.git``): the CLI run from ``docs/`` finds the stack started at the
+    project's root. None when no folder up to the root has one."""
     from seatlease_cli.localstate import STATE_FILE
+
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / STATE_FILE).is_file():
+            return folder / STATE_FILE
+    return None
+
+
+def _shown(state_file: Path) -> str:
+    """The stack's folder as a person reads it: ``./.seatlease`` here, else its path."""
+    folder = state_file.parent
+    try:
+        relative = folder.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return str(folder)
+    return f"./{relative}"
+
+
+def local_stack_state(*, others: bool = True) -> dict[str, Any] | None:
+    """What ``seatlease local`` wrote to ``.seatlease/local.json`` in this folder or the
+    nearest parent that has one (``find_state_file``): None when there is none; a
+    ``CommandError`` (exit 5) when the file is there but that stack no longer runs (its
+    process is gone or its port is closed), so nothing ever falls back to another
+    backend. ``others``: the message also names the other backends (not for
+    ``seatlease demo``)."""
     from seatlease_cli.procs import port_open
 
+    state_file = find_state_file()
+    if state_file is None:
+        return None
     try:
-        state = json.loads(STATE_FILE.read_text())
+        state = json.loads(state_file.read_text())
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
@@ -257,10 +290,12 @@ def local_stack_state(*, others: bool = True) -> dict[str, Any] | None:
     pid = state.get("pid") if isinstance(state, dict) else None
     if port and port_open(port) and (not isinstance(pid, int) or _alive(pid)):
         return state
+    where = _shown(state_file)
     raise CommandError(
-        f"the local stack in ./{STATE_FILE.parent} is not running ({STATE_FILE} is left "
-        "from an earlier run); start it with `make run` (or `seatlease local`) in this "
-        "folder" + (", or set DATABASE_URL and REDIS_URL, or pass --admin-url" if others else ""),
+        f"the local stack in {where} is not running ({where}/{state_file.name} is left "
+        "from an earlier run); start it with `make run` (or `seatlease local`) in "
+        + ("this folder" if where.startswith("./.") else str(state_file.parent.parent))
+        + (", or set DATABASE_URL and REDIS_URL, or pass --admin-url" if others else ""),
         EXIT_UNAVAILABLE,
     )
 
@@ -276,8 +311,8 @@ def _alive(pid: int) -> bool:
 
 
 def running_local_stack_admin_url() -> str:
-    """The admin URL of the ``seatlease local`` started from this folder; "" when none
-    was started here, a ``CommandError`` when it was but is not running any more."""
+    """The admin URL of the ``seatlease local`` started from this folder or a parent; ""
+    when none was, a ``CommandError`` when it was but is not running any more."""
     state = local_stack_state()
     return f"{state['base_url']}/admin" if state else ""
 

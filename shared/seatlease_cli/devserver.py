@@ -166,9 +166,10 @@ class RequestHandler(WSGIRequestHandler):
             self.rfile = bounded
 
 
-def make_server(host: str, port: int, app: Any) -> BaseWSGIServer:
-    """A threaded werkzeug server for ``app`` with ``RequestHandler`` (`seatlease local`)."""
-    return werkzeug_server(host, port, app, threaded=True, request_handler=RequestHandler)
+def make_server(host: str, port: int, app: Any, fd: int | None = None) -> BaseWSGIServer:
+    """A threaded werkzeug server for ``app`` with ``RequestHandler`` (`seatlease local`);
+    ``fd``: a socket already bound and listening (the stack takes its port first)."""
+    return werkzeug_server(host, port, app, threaded=True, request_handler=RequestHandler, fd=fd)
 
 
 def main() -> None:

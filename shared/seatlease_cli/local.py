@@ -16,7 +16,12 @@ def register(subparsers: Any) -> None:
         "local",
         help="run Redis, the database, the Pub/Sub emulator and every function locally",
     )
-    local.add_argument("--port", type=int, default=8080, help="port for all functions")
+    local.add_argument(
+        "--port",
+        type=int,
+        default=8080,
+        help="port for all functions (default 8080; `make run PORT=N` passes it)",
+    )
     local.add_argument(
         "--reaper-interval", type=float, default=5.0, help="seconds between reaper runs"
     )
@@ -47,11 +52,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_local(args: argparse.Namespace) -> int:
-    from seatlease_cli.localstack import LocalStack, banner
+    from seatlease_cli.localstack import LocalStack, PortInUse, banner
     from seatlease_cli.procs import MissingTool, port_open
 
     if port_open(args.port):
-        raise CommandError(f"port {args.port} is in use: pick another with --port", EXIT_FAILED)
+        raise CommandError(str(PortInUse(args.port)), EXIT_FAILED)
     stack = LocalStack(
         port=args.port,
         reaper_interval=args.reaper_interval,
@@ -67,6 +72,8 @@ def cmd_local(args: argparse.Namespace) -> int:
         stopped.wait()
     except KeyboardInterrupt:
         pass
+    except PortInUse as exc:  # taken between the check above and the bind
+        raise CommandError(str(exc), EXIT_FAILED) from None
     except MissingTool as exc:
         hint = " (or run with --no-pubsub)" if "emulator" in str(exc) or "java" in str(exc) else ""
         raise CommandError(f"{exc}{hint}") from None

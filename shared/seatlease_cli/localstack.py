@@ -22,8 +22,10 @@ dead-lettered once the database answers: a database outage loses no event.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import socket
 import threading
 import time
 import urllib.request
@@ -91,9 +93,23 @@ HEAL_INTERVAL = 1.0  # seconds between the supervisor's checks (a poll and two l
 REPLAY_INTERVAL = 5.0
 
 
+class PortInUse(Exception):
+    """The stack's port is taken: said before anything is started."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(
+            f"port {port} is in use: pick another with --port N "
+            f"(`seatlease local --port N`, or `make run PORT=N`)"
+        )
+        self.port = port
+
+
+DEFAULT_PORT = 8080
+
+
 @dataclass
 class LocalStack:
-    port: int = 8080
+    port: int = DEFAULT_PORT
     reaper_interval: float = 5.0
     pubsub: bool = True
     say: Callable[[str], None] = print
@@ -108,6 +124,7 @@ class LocalStack:
     _heal_lock: threading.Lock = field(default_factory=threading.Lock)
     _pubsub_admin: tuple[Any, Any] | None = None
     _next_replay: float = 0.0
+    _listener: socket.socket | None = None
 
     @property
     def base_url(self) -> str:
@@ -120,7 +137,24 @@ class LocalStack:
         self.say(f"  {what}: ok ({time.monotonic() - started:.1f} s)")
         return result
 
+    def _bind(self) -> None:
+        """Take the port before starting anything: another program (or another stack
+        starting at the same moment) that holds it is ``PortInUse``, said at once, not
+        after Redis, the database and the emulator have started."""
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug does
+        try:
+            listener.bind(("127.0.0.1", self.port))
+            listener.listen(128)
+        except OSError as exc:
+            listener.close()
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUse(self.port) from None
+            raise
+        self._listener = listener
+
     def start(self) -> dict[str, Any]:
+        self._bind()
         STATE_DIR.mkdir(exist_ok=True)
         # The functions' JSON log lines (a reaper run every few seconds) would scroll the
         # banner away: warnings and errors only, unless LOG_LEVEL says otherwise.
@@ -187,7 +221,8 @@ class LocalStack:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log lines
         from seatlease_cli.devserver import create_app, make_server
 
-        self.server = make_server("127.0.0.1", self.port, create_app())
+        assert self._listener is not None  # start() bound it first
+        self.server = make_server("127.0.0.1", self.port, create_app(), fd=self._listener.fileno())
         threading.Thread(target=self.server.serve_forever, name="http", daemon=True).start()
 
     def _pubsub_names(self) -> dict[str, dict[str, Any]]:
@@ -403,6 +438,10 @@ class LocalStack:
         self.stop_event.set()
         if self.server is not None:
             self.server.shutdown()
+            self.server.server_close()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         with self._heal_lock:
             for proc in reversed(self.procs):
                 proc.stop()
@@ -410,10 +449,18 @@ class LocalStack:
             self.services.clear()
 
 
+def _port_note(base: str) -> str:
+    """On another port than the README's examples use, say so once."""
+    port = base.rsplit(":", 1)[-1]
+    if port == str(DEFAULT_PORT):
+        return ""
+    return f" on port {port} (where the README says 127.0.0.1:{DEFAULT_PORT}, use {base})"
+
+
 def banner(state: dict[str, Any]) -> str:
     base, key, lic = state["base_url"], state["api_key"], state["license_id"]
     return f"""
-seatlease is running locally.
+seatlease is running locally{_port_note(base)}.
 
   client API  {base}/acquire  {base}/heartbeat  {base}/release
   public keys {base}/keys (JWKS: verifies the lease tokens)
@@ -433,11 +480,11 @@ Try it:
        -d '{{"license_id": "{lic}", "client_id": "laptop-1", "metadata": {{"user": "ann"}}}}'
 
   seatlease demo        # three clients, two seats, one crash: watch the seat come back
-  seatlease status      # who holds what (like lmstat -a), from this folder
+  seatlease status      # who holds what (like lmstat -a), from this folder or below
 
 Logs: warnings and errors only; `LOG_LEVEL=INFO make run` shows every request.
 Press Ctrl-C to stop everything this command started.
 """
 
 
-__all__ = ["LocalStack", "MissingTool", "banner"]
+__all__ = ["LocalStack", "MissingTool", "PortInUse", "banner"]

@@ -31,7 +31,7 @@ SECTIONS = ("usage", "durations", "outcomes")
 USAGE_COLUMNS = (
     "license_id", "period_start", "peak_seats", "average_seats", "seats_total", "denials",
 )  # fmt: skip
-PERIOD_CHOICES = ("auto", "minute", "hour", "day")
+PERIOD_CHOICES = ("auto", "exact", "minute", "hour", "day")
 DURATION_COLUMNS = (
     "license_id", "client_id", "leases", "average", "max", "total", "reclaimed", "open",
 )  # fmt: skip
@@ -65,9 +65,11 @@ def register(subparsers: Any) -> None:
         "--by",
         choices=(*PERIOD_CHOICES, "user"),
         default="auto",
-        help="period: auto (default: the finest that keeps the chart under 1,500 points), "
-        "minute, hour or day; or user: leases, seat time and time queued per license and "
-        "user (any window within the retention)",
+        help="period: auto (default: exact when the window holds at most 1,500 changes, "
+        "else the finest period that keeps the chart under 1,500 points), exact (the "
+        "chart steps at each change of seats in use; the table is per the period auto "
+        "would pick otherwise), minute, hour or day; or user: leases, seat time and time "
+        "queued per license and user (any window within the retention)",
     )
     usage.add_argument(
         "--format",
@@ -208,10 +210,15 @@ def cmd_usage(args: argparse.Namespace) -> int:
         print(render_table(data, sections))
     if args.chart is not None:
         lines, window, seats = chart_input(data, timelines or [])
-        draw_chart(lines, window, args.chart, seats, period=data["period"])
+        draw_chart(lines, window, args.chart, seats, period=_usage_period(data))
         if fmt == "table":
             print(f"\nchart written to {args.chart}")
     return 0
+
+
+def _usage_period(data: dict[str, Any]) -> str:
+    """The usage rows' period: ``usage_period`` (the bucketed one under ``exact``)."""
+    return str(data.get("usage_period") or data["period"])
 
 
 def chart_input(
@@ -244,6 +251,10 @@ def chart_input(
             ],
             denials=[(when(at), int(count)) for at, count in t["denials"]],
             end=when(t["end"]) if t.get("end") else None,
+            end_level=int(t.get("end_level") or 0),
+            steps=None
+            if t.get("steps") is None
+            else [(when(step["at"]), int(step["seats"])) for step in t["steps"]],
         )
         for t in timelines
     ]
@@ -255,7 +266,7 @@ def _rows(data: dict[str, Any], section: str, *, readable: bool) -> tuple[list[d
     if section == "usage":
         rows = data["usage"]
         if readable:
-            fmt = "%Y-%m-%d" if data["period"] == "day" else "%Y-%m-%d %H:%M"
+            fmt = "%Y-%m-%d" if _usage_period(data) == "day" else "%Y-%m-%d %H:%M"
             rows = [
                 {**r, "period_start": datetime.fromisoformat(r["period_start"]).strftime(fmt)}
                 for r in rows
@@ -292,7 +303,7 @@ def render_table(data: dict[str, Any], sections: tuple[str, ...]) -> str:
     until = data["until"] or "last event"
     parts = [f"Usage of tenant {scope}, {since} to {until} (UTC)"]
     titles = {
-        "usage": f"Seats in use (peak and average) and denials per {data['period']}",
+        "usage": f"Seats in use (peak and average) and denials per {_usage_period(data)}",
         "durations": "Lease durations per client (leases acquired in the window)",
         "outcomes": "How leases ended",
     }
@@ -322,8 +333,12 @@ def render_csv(data: dict[str, Any], sections: tuple[str, ...]) -> str:
 
 # -- the chart -------------------------------------------------------------------------
 
+STEPS_LABEL = "seats in use"
 AVERAGE_LABEL = "average seats in use"
 PEAK_LABEL = "peak seats in use"
+LIMIT_LABEL = "seat limit"
+DENIED_LABEL = "requests refused (no seat free)"
+BLUE, GREY, RED = "#1f6fb4", "#444444", "#d62728"
 
 
 def draw_chart(
@@ -334,17 +349,21 @@ def draw_chart(
     now: datetime | None = None,
     period: str = "period",
 ) -> list[dict[str, Any]]:
-    """One subplot per license: the average seats in use per period (a step line), the
-    peak per period (a lighter band under it), the seat count in force (dashed step;
-    before the first event that recorded it, the license's configured ``seats``) and
-    denials (red markers sized by count), with a legend saying which is which. Nothing
-    is drawn after now: the last period stops at its timeline's ``end`` and the x axis at
-    the window's end or now, whichever is first. Matplotlib is imported here (Agg
-    backend, no display) so the rest of the CLI does not pay for it.
+    """One subplot per license, from the window's start to its end or now, whichever is
+    first (a lease still held is drawn up to now). With exact steps (``period``
+    ``exact``): the seats in use at every moment, a step at each change. Otherwise, per
+    period: the average seats in use (a step line) and the peak (a lighter band under
+    it). Also the seat limit (dashed step; before the first event that recorded it, the
+    license's configured ``seats``) and refused requests (red markers sized by count, at
+    their own time with exact steps, else mid-period). One legend for the whole figure,
+    under the panels, so it never covers a panel or its title. Matplotlib is imported
+    here (Agg backend, no display) so the rest of the CLI does not pay for it.
 
     Returns what was drawn, read back from the figure's artists, per license:
-    ``license_id``, ``edges`` (period boundaries, aware UTC), ``average`` and ``peak``
-    (one value per period), ``xlim`` (the x axis's ends) and ``labels`` (the legend's)."""
+    ``license_id``, ``edges`` (period or step boundaries, aware UTC), ``average`` and
+    ``peak`` (one value per period) or ``steps`` (seats in use per step), ``denials``
+    (the markers' times), ``xlim`` (the x axis's ends), ``labels`` (the legend's),
+    ``title`` and ``overlaps`` (what the legend covers: nothing)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -353,54 +372,86 @@ def draw_chart(
 
     if not lines:
         raise CommandError("nothing to chart: no lease events in the window")
-    start, end = _chart_span(lines, window, now or datetime.now(UTC))
+    from seatlease import clock
+
+    start, end = _chart_span(lines, window, now or clock.now())
     pad = (end - start) * 0.02
+    bucket = PERIODS_SECONDS.get(period)
 
     fig, axes = plt.subplots(
-        len(lines), 1, figsize=(11, 2.6 * len(lines) + 0.8), sharex=True, squeeze=False
+        len(lines),
+        1,
+        figsize=(11, 2.6 * len(lines) + 1.2),
+        sharex=True,
+        squeeze=False,
+        layout="constrained",
     )
     for ax, line in zip(axes[:, 0], lines, strict=True):
-        edges, peaks, averages, totals = _series(line, start, end, seats)
-        ax.stairs(peaks, edges, baseline=0, fill=True, color="#1f6fb4", alpha=0.18,
-                  label=f"{PEAK_LABEL} (per {period})")  # fmt: skip
-        ax.stairs(averages, edges, baseline=None, color="#1f6fb4", linewidth=1.8,
-                  label=AVERAGE_LABEL)  # fmt: skip
-        ax.stairs(totals, edges, baseline=None, color="#444444", linestyle="--",
-                  linewidth=1.2, label="seats (limit)")  # fmt: skip
+        if line.steps is not None:
+            edges, values = _step_series(line, start, end)
+            ax.stairs(values, edges, baseline=0, fill=True, color=BLUE, alpha=0.18)
+            ax.stairs(values, edges, baseline=None, color=BLUE, linewidth=1.8,
+                      label=STEPS_LABEL)  # fmt: skip
+            peaks, averages = values, values
+        else:
+            edges, peaks, averages = _period_series(line, start, end)
+            ax.stairs(peaks, edges, baseline=0, fill=True, color=BLUE, alpha=0.18,
+                      label=f"{PEAK_LABEL} (per {period})")  # fmt: skip
+            ax.stairs(averages, edges, baseline=None, color=BLUE, linewidth=1.8,
+                      label=AVERAGE_LABEL)  # fmt: skip
+        totals = _limits(line, edges, seats)
+        ax.stairs(totals, edges, baseline=None, color=GREY, linestyle="--", linewidth=1.2,
+                  label=LIMIT_LABEL)  # fmt: skip
         known = [t for t in totals if t == t]  # NaN: unknown
         top = max([*peaks, *known, 1])
+        refused = 0
         if line.denials:
             counts = [c for _t, c in line.denials]
+            refused = sum(counts)
             biggest = max(counts)
             sizes = [30 + 170 * c / biggest for c in counts]
-            ax.scatter([t for t, _c in line.denials], [top * 1.08] * len(counts), s=sizes,
-                       marker="v", color="#d62728", zorder=3,
-                       label=f"denials ({sum(counts)} in {len(counts)} reaper runs)")  # fmt: skip
+            if line.steps is not None or bucket is None:
+                times = [t for t, _c in line.denials]
+            else:  # a period's count: its middle, never after the axis's end
+                times = [min(t + timedelta(seconds=bucket / 2), end) for t, _c in line.denials]
+            ax.scatter(times, [top * 1.08] * len(counts), s=sizes, marker="v", color=RED,
+                       zorder=3, label=DENIED_LABEL)  # fmt: skip
             if len(counts) <= 12:
-                for when, count in line.denials:
+                for when, count in zip(times, counts, strict=True):
                     ax.annotate(str(count), (when, top * 1.08), textcoords="offset points",
-                                xytext=(0, 8), ha="center", fontsize=8,
-                                color="#d62728")  # fmt: skip
-        ax.set_ylim(0, top * 1.25)
+                                xytext=(0, 8), ha="center", fontsize=8, color=RED)  # fmt: skip
+        ax.set_ylim(0, top * 1.3)
         ax.set_xlim(start - pad, end)
         ax.set_ylabel("seats")
         ax.yaxis.get_major_locator().set_params(integer=True)
         limit = f" of {known[-1]:.0f}" if known else ""
         spans = [(b - a).total_seconds() for a, b in pairwise(edges)]
         overall = sum(a * s for a, s in zip(averages, spans, strict=True)) / (sum(spans) or 1)
-        ax.set_title(f"{line.license_id}: peak {max(peaks, default=0)}{limit} seats in use, "
-                     f"{overall:.2f} on average", loc="left", fontsize=10)  # fmt: skip
+        title = (f"{line.license_id}: at most {max(peaks, default=0)}{limit} seats in use, "
+                 f"{overall:.2f} on average")  # fmt: skip
+        if refused:
+            title += f"; {refused} request{'s' if refused != 1 else ''} refused"
+        ax.set_title(title, loc="left", fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(loc="upper right", fontsize=8, frameon=False, ncol=4,
-                  bbox_to_anchor=(1.0, 1.18))  # fmt: skip
+    handles: dict[str, Any] = {}
+    for ax in axes[:, 0]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    # "outside": the constrained layout gives the legend a row of its own under the panels.
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=4,
+               fontsize=9, frameon=False)  # fmt: skip
     bottom = axes[-1, 0]
     locator = mdates.AutoDateLocator(minticks=4, maxticks=10)
     bottom.xaxis.set_major_locator(locator)
     bottom.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))
     bottom.set_xlabel("time (UTC)")
     fig.suptitle(f"Seats in use, tenant {window.tenant_id}", x=0.01, ha="left", fontsize=12)
-    fig.tight_layout()
-    drawn = [_read_back(ax, line.license_id) for ax, line in zip(axes[:, 0], lines, strict=True)]
+    fig.canvas.draw()  # the layout, as saved
+    overlaps = _legend_overlaps(fig, axes[:, 0])
+    drawn = [
+        {**_read_back(ax, line.license_id, fig), "overlaps": overlaps}
+        for ax, line in zip(axes[:, 0], lines, strict=True)
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     # What was drawn goes into the PNG too (a text chunk): a test, or a reader of the
     # picture, can check the series without reading pixels (read_chart_series).
@@ -410,6 +461,31 @@ def draw_chart(
     return drawn
 
 
+PERIODS_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+def _legend_overlaps(fig: Any, axes: Any) -> list[str]:
+    """What the figure's legend covers, by name (a panel, its title, tick labels, the
+    x label, the figure title): nothing, when it is laid out right."""
+    renderer = fig.canvas.get_renderer()
+    legend = fig.legends[0].get_window_extent(renderer)
+    parts = {"figure title": fig._suptitle}
+    for i, ax in enumerate(axes):
+        parts[f"panel {i}"] = ax
+        parts[f"panel {i} title"] = ax.title
+        parts[f"panel {i} x label"] = ax.xaxis.label
+        for j, tick in enumerate(ax.get_xticklabels()):
+            if tick.get_text():
+                parts[f"panel {i} tick {j}"] = tick
+    return sorted(
+        name
+        for name, artist in parts.items()
+        if artist is not None
+        and (box := artist.get_window_extent(renderer)).width > 0
+        and legend.overlaps(box)
+    )
+
+
 SERIES_KEY = "seatlease-series"
 
 
@@ -417,6 +493,7 @@ def _series_json(drawn: dict[str, Any]) -> dict[str, Any]:
     return {
         **drawn,
         "edges": [iso_utc(e) for e in drawn.get("edges", [])],
+        "denials": [iso_utc(d) for d in drawn.get("denials", [])],
         "xlim": [iso_utc(x) for x in drawn["xlim"]],
         "labels": sorted(drawn["labels"]),
     }
@@ -432,56 +509,89 @@ def read_chart_series(path: Path) -> list[dict[str, Any]]:
 
 
 def _chart_span(lines: list[Any], window: Any, now: datetime) -> tuple[datetime, datetime]:
-    """The x axis: from ``since`` (else the first point) to the window's end or now,
-    whichever is first (without ``until``: where the last point stops)."""
+    """The x axis: from ``since`` (else the first point or step) to the window's end or
+    now, whichever is first: a lease still held is drawn up to now, not to the last
+    event."""
     starts = [window.since] if window.since else []
     for line in lines:
-        if not window.since:
-            starts += [p[0] for p in line.points[:1]] + [d[0] for d in line.denials[:1]]
+        if window.since:
+            continue
+        starts += [d[0] for d in line.denials[:1]]
+        if line.steps is not None:  # exact: from the first change, not its minute's start
+            starts += [s[0] for s in line.steps[:1]]
+        else:
+            starts += [p[0] for p in line.points[:1]]
     start = min(starts) if starts else now
-    ends = [line.end for line in lines if line.end is not None]
-    if window.until is not None:
-        end = min(window.until, now)
-    elif ends:
-        end = max(ends)
-    else:  # only a level carried into an open-ended window
-        end = now
+    end = min(window.until, now) if window.until is not None else now
     if end <= start:
         end = start + timedelta(minutes=1)
     return start, end
 
 
-def _series(
-    line: Any, start: datetime, end: datetime, seats: dict[str, int] | None
-) -> tuple[list[datetime], list[int], list[float], list[float]]:
-    """Period edges (the first from ``start``, the last at the line's end) with each
-    period's peak, average and seat count in force; a line without points is its level
-    carried from ``start`` to ``end``."""
+def _step_series(line: Any, start: datetime, end: datetime) -> tuple[list[datetime], list[int]]:
+    """Exact steps clipped to the axis: edges (each change, then ``end``) and the seats
+    in use from each edge to the next; the last level holds to ``end``."""
+    edges: list[datetime] = []
+    values: list[int] = []
+    for at, seats in line.steps or [(start, line.start_level)]:
+        at = max(at, start)
+        if at >= end:
+            break
+        if edges and at == edges[-1]:
+            values[-1] = seats
+        else:
+            edges.append(at)
+            values.append(seats)
+    if not edges:
+        edges, values = [start], [line.end_level]
+    edges.append(end)
+    return edges, values
+
+
+def _period_series(
+    line: Any, start: datetime, end: datetime
+) -> tuple[list[datetime], list[int], list[float]]:
+    """Period edges (the first from ``start``) with each period's peak and average; after
+    the last period (its timeline's ``end``) the level then held (``end_level``) up to
+    ``end``; a line without points is its level carried from ``start`` to ``end``."""
+    if not line.points:
+        return [start, end], [line.start_level], [float(line.start_level)]
+    edges = [max(line.points[0][0], start), *(p[0] for p in line.points[1:])]
+    peaks = [p[1] for p in line.points]
+    averages = [p[3] for p in line.points]
+    stop = min(line.end or end, end)
+    edges.append(stop)
+    if stop < end:  # held on after the last event: drawn up to now
+        edges.append(end)
+        peaks.append(line.end_level)
+        averages.append(float(line.end_level))
+    return edges, peaks, averages
+
+
+def _limits(line: Any, edges: list[datetime], seats: dict[str, int] | None) -> list[float]:
+    """The seat count in force over each span between ``edges``: the last one recorded
+    at or before the span's start (period points), else the first known (or the
+    configured ``seats``)."""
+    recorded = [(p[0], p[2]) for p in line.points if p[2] is not None]
     total = line.start_total
     if total is None:
-        known = [p[2] for p in line.points if p[2] is not None]
-        total = known[0] if known else (seats or {}).get(line.license_id)
-    if not line.points:
-        level = float(line.start_level)
-        limit = float("nan") if total is None else float(total)
-        return [start, end], [line.start_level], [level], [limit]
-    edges = [max(line.points[0][0], start), *(p[0] for p in line.points[1:])]
-    edges.append(min(line.end or end, end))
-    peaks, averages, totals = [], [], []
-    for _at, peak, point_total, average in line.points:
-        total = point_total if point_total is not None else total
-        peaks.append(peak)
-        averages.append(average)
-        totals.append(float("nan") if total is None else float(total))
-    return edges, peaks, averages, totals
+        total = recorded[0][1] if recorded else (seats or {}).get(line.license_id)
+    out, i = [], 0
+    for at in edges[:-1]:
+        while i < len(recorded) and recorded[i][0] <= at:
+            total = recorded[i][1]
+            i += 1
+        out.append(float("nan") if total is None else float(total))
+    return out
 
 
-def _read_back(ax: Any, license_id: str) -> dict[str, Any]:
+def _read_back(ax: Any, license_id: str, fig: Any) -> dict[str, Any]:
     """The series one subplot shows, from its artists (not from the data given to it)."""
     import matplotlib.dates as mdates
+    from matplotlib.collections import PathCollection
     from matplotlib.patches import StepPatch
 
-    found: dict[str, Any] = {"license_id": license_id, "xlim": None}
+    found: dict[str, Any] = {"license_id": license_id, "xlim": None, "denials": []}
     for patch in ax.patches:
         if not isinstance(patch, StepPatch):
             continue
@@ -492,7 +602,13 @@ def _read_back(ax: Any, license_id: str) -> dict[str, Any]:
             found["edges"] = [mdates.num2date(e, tz=UTC) for e in edges]
         elif label == AVERAGE_LABEL:
             found["average"] = [float(v) for v in values]
+        elif label == STEPS_LABEL:
+            found["steps"] = [float(v) for v in values]
+            found["edges"] = [mdates.num2date(e, tz=UTC) for e in edges]
+    for collection in ax.collections:
+        if isinstance(collection, PathCollection) and collection.get_label() == DENIED_LABEL:
+            found["denials"] = [mdates.num2date(x, tz=UTC) for x, _y in collection.get_offsets()]
     found["xlim"] = tuple(mdates.num2date(x, tz=UTC) for x in ax.get_xlim())
-    legend = ax.get_legend()
-    found["labels"] = {t.get_text() for t in legend.get_texts()} if legend else set()
+    found["labels"] = {t.get_text() for legend in fig.legends for t in legend.get_texts()}
+    found["title"] = ax.get_title(loc="left")
     return found

@@ -232,7 +232,9 @@ def test_the_functions_of_the_envs_fit(tmp_path):
     defaults = {fn: d["max_instances"] for fn, d in FUNCTIONS.locals["defaults"].items()}
     assert set(defaults) == set(function_folders())
     tfvars = (TF / "envs" / "prod" / "terraform.tfvars.example").read_text()
-    overrides = dict(re.findall(r"^\s*(\w+)\s*=\s*\{[^}]*max_instances\s*=\s*(\d+)", tfvars, re.M))
+    overrides = dict(
+        re.findall(r"^[ \t]*(\w+)[ \t]*=[ \t]*\{[^}\n]*max_instances\s*=\s*(\d+)", tfvars, re.M)
+    )
     assert overrides, "envs/prod's example sets max_instances"
     prod = {**defaults, **{fn: int(n) for fn, n in overrides.items()}}
     for case in (defaults, prod):

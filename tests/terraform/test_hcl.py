@@ -55,7 +55,7 @@ ENV_SIZES = {
         "redis_tier": "BASIC",
         "redis_memory_size_gb": 1,
         "redis_persistence_enabled": False,
-        "sql_tier": "db-g1-small",
+        "sql_tier": "db-custom-1-3840",
         "sql_availability_type": "ZONAL",
         "sql_point_in_time_recovery": False,
         "sql_backup_retained_count": 7,

@@ -68,8 +68,11 @@ def iso_time(value: datetime | None) -> str | None:
 
 
 def require_license(tenant_id: str, license_id: str) -> dict[str, Any]:
+    """The license's row; ``NotFound`` naming the tenant when the tenant does not exist
+    (a mistyped tenant is not a missing license), else naming the license."""
     row = store.get_license(tenant_id, license_id)
     if row is None:
+        store.get_tenant(tenant_id)  # NotFound: "tenant 'acm' not found"
         raise NotFound(f"license {license_id!r} not found for tenant {tenant_id!r}")
     return row
 

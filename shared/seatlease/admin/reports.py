@@ -30,8 +30,10 @@ class ReportUsage(Action):
     license_id: Identifier | None = None
     since: OptionalTime = None  # inclusive
     until: OptionalTime = None  # exclusive
-    # auto: the finest period keeping a chart under reports.AUTO_POINTS points
-    period: Literal["auto", "minute", "hour", "day"] = "auto"
+    # exact: the step function of seats in use, one point per change (timelines' steps);
+    # auto: exact for at most reports.AUTO_POINTS changes, else the finest period keeping
+    # a chart under that many points
+    period: Literal["auto", "exact", "minute", "hour", "day"] = "auto"
     timelines: bool = False  # also seats in use per period (peak, average), for a chart
 
     @model_validator(mode="after")
@@ -107,8 +109,10 @@ def _timeline_view(line: Timeline, seats: dict[str, int]) -> dict[str, Any]:
     """A ``reports.Timeline`` as JSON; points are compact ``[period start, peak seats,
     seats_total, average seats]`` and denials ``[period start, count]`` arrays, one per
     period (the report's bounds keep them few); ``end``: where the last point stops
-    (never after now)."""
-    return {
+    (never after now), ``end_level`` the seats in use there. With the ``exact`` period,
+    ``steps``: ``{"at", "seats"}`` at the start and at each change (the last holds to
+    ``end``), and denials at their own time."""
+    view = {
         "license_id": line.license_id,
         "seats": seats.get(line.license_id),
         "start_level": line.start_level,
@@ -116,7 +120,11 @@ def _timeline_view(line: Timeline, seats: dict[str, int]) -> dict[str, Any]:
         "points": [[iso_utc(at), peak, total, average] for at, peak, total, average in line.points],
         "denials": [[iso_utc(at), count] for at, count in line.denials],
         "end": iso_utc(line.end) if line.end else None,
+        "end_level": line.end_level,
     }
+    if line.steps is not None:
+        view["steps"] = [{"at": iso_utc(at), "seats": seats} for at, seats in line.steps]
+    return view
 
 
 HANDLERS = {

@@ -36,6 +36,7 @@ from pydantic import BaseModel, RootModel, ValidationError
 from werkzeug.exceptions import ClientDisconnected
 
 from seatlease.api import auth, bodies
+from seatlease.api.startup import wait_for_backends
 from seatlease.config import Readiness
 from seatlease.errors import (
     AmbiguousLicense,
@@ -456,7 +457,7 @@ def endpoint(
     """
 
     def decorate(handler: Handler) -> Callable[[Request], Response]:
-        readiness = Readiness(name, needs)  # at import: the instance's cold start
+        readiness = Readiness(name, needs, wait_for_backends)  # at import: the cold start
         guard_bodies(name, ("POST",) if model is not None else ())
 
         @functools.wraps(handler)

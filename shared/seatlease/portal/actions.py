@@ -9,7 +9,9 @@ A request is ``{"action": "<name>", ...fields}``:
 - ``revoke`` (``license_id``, ``session_id``): end a live lease now (``lease.revoked``);
 - ``usage`` (``days`` 1..``MAX_USAGE_DAYS``, ``license_id``?, ``period``?): the usage
   report with each license's timeline, over the last ``days`` days up to the next whole
-  hour (``period`` ``hour``) or day (``day``);
+  hour (``period`` ``hour`` or ``exact``) or day (``day``); without ``period``, exact
+  steps when the window holds at most 1,500 changes (as ``--by auto``), else hours up to
+  7 days and days beyond;
 - ``keys.list``, ``keys.create`` (``label``?), ``keys.revoke`` (``prefix``): the tenant's
   **seat** keys; a new key is in the answer once (only its hash is stored). Admin keys are
   the vendor's to issue and revoke (``seatlease apikey``), never the portal's.
@@ -65,10 +67,15 @@ class Usage(_Action):
     action: Literal["usage"]
     days: Annotated[int, Field(ge=1, le=MAX_USAGE_DAYS)] = 7
     license_id: Identifier | None = None
-    period: Literal["hour", "day"] | None = None  # default: hour up to 7 days, else day
+    # default: exact steps when the window holds at most reports.AUTO_POINTS changes (as
+    # the CLI's --by auto), else hour up to 7 days, else day
+    period: Literal["exact", "hour", "day"] | None = None
 
     def bucket(self) -> str:
-        return self.period or ("hour" if self.days <= 7 else "day")
+        """The period of the window's bounds (whole hours or days): hours for exact."""
+        if self.period in ("hour", "day"):
+            return self.period
+        return "hour" if self.days <= 7 or self.period == "exact" else "day"
 
 
 class KeysList(_Action):
@@ -129,18 +136,26 @@ def _revoke(tenant_id: str, req: Revoke) -> tuple[int, dict[str, Any]]:
 
 
 def _usage(tenant_id: str, req: Usage) -> tuple[int, dict[str, Any]]:
-    period = req.bucket()
+    bucket = req.bucket()
     now = clock.now()
-    if period == "hour":
+    if bucket == "hour":
         until = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     else:
         until = now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    since = until - timedelta(days=req.days)
+    period = req.period or bucket
+    if req.period is None:
+        from seatlease.records import reports
+
+        window = reports.Window(tenant_id, req.license_id, since, until)
+        if reports.resolve_period(window, reports.AUTO) == reports.EXACT:
+            period = reports.EXACT
     status, body = admin.execute(
         admin_reports.ReportUsage(
             action="report.usage",
             tenant_id=tenant_id,
             license_id=req.license_id,
-            since=until - timedelta(days=req.days),
+            since=since,
             until=until,
             period=period,
             timelines=True,

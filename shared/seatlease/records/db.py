@@ -5,8 +5,14 @@
 - ``CLOUD_SQL_INSTANCE`` (``project:region:instance``): the Cloud SQL Python Connector over
   private IP, as ``DB_USER`` with ``DB_PASSWORD``, or IAM database auth if ``DB_IAM_AUTH=1``.
 - else ``DATABASE_URL``: any SQLAlchemy URL; ``postgresql://`` and ``postgres://`` use pg8000.
-- else SQLite in ``.seatlease/seatlease.db`` under the working directory, for a local run
+- else SQLite in ``.seatlease/seatlease.records.db`` under the working directory, for a local run
   with nothing configured.
+
+PostgreSQL pools (Cloud SQL and ``DATABASE_URL``): ``DB_POOL_SIZE`` connections kept,
+``DB_MAX_OVERFLOW`` more opened in a burst (default 5 and 5), ``DB_POOL_TIMEOUT`` seconds
+a call waits for a free one (default 30; then 503). Terraform sets them per function from
+its concurrency, with no overflow, so that every instance of every function at its
+maximum fits the instance's connection limit (terraform/README.md).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from seatlease.errors import BackendUnavailable
 
@@ -30,7 +37,7 @@ _engines: dict[str, Engine] = {}
 def database_url() -> str:
     url = os.environ.get("DATABASE_URL", "").strip()
     if not url:
-        path = Path.cwd() / ".seatlease" / "seatlease.db"
+        path = Path.cwd() / ".seatlease" / "seatlease.records.db"
         return f"sqlite:///{path}"
     for plain in ("postgresql://", "postgres://"):
         if url.startswith(plain):
@@ -52,7 +59,18 @@ def _cloud_sql_engine(instance: str) -> Engine:
             kwargs["password"] = os.environ["DB_PASSWORD"]
         return connector.connect(instance, "pg8000", **kwargs)
 
-    return _no_delay(create_engine("postgresql+pg8000://", creator=creator, pool_pre_ping=True))
+    return _no_delay(
+        create_engine("postgresql+pg8000://", creator=creator, pool_pre_ping=True, **_pool())
+    )
+
+
+def _pool() -> dict[str, int]:
+    """The pool's bounds from the environment: what one instance may hold open."""
+    return {
+        "pool_size": int(os.environ.get("DB_POOL_SIZE", "5")),
+        "max_overflow": int(os.environ.get("DB_MAX_OVERFLOW", "5")),
+        "pool_timeout": int(os.environ.get("DB_POOL_TIMEOUT", "30")),
+    }
 
 
 def _no_delay(engine: Engine) -> Engine:
@@ -87,7 +105,7 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    kwargs: dict[str, Any] = {"pool_pre_ping": True, "pool_size": 5, "max_overflow": 5}
+    kwargs: dict[str, Any] = {"pool_pre_ping": True, **_pool()}
     if url.startswith("postgresql+pg8000"):
         kwargs["connect_args"] = {"timeout": 5}
         return _no_delay(create_engine(url, **kwargs))
@@ -125,6 +143,8 @@ def transaction(engine: Engine | None = None) -> Iterator[Connection]:
     except (TimeoutError, ConnectionError) as exc:
         # pg8000's socket gave up (its timeout, or the server went away) mid-statement:
         # raised as is, not wrapped by SQLAlchemy.
+        raise BackendUnavailable("database") from exc
+    except PoolTimeout as exc:  # every connection of the pool (DB_POOL_SIZE) stayed busy
         raise BackendUnavailable("database") from exc
     except (OperationalError, DBAPIError) as exc:
         if isinstance(exc, IntegrityError):

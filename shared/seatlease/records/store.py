@@ -339,6 +339,9 @@ def update_license(
     with transaction(engine) as conn:
         current = _license_row(conn, tenant_id, license_id)
         if current is None:
+            tenant = select(tenants.c.tenant_id).where(tenants.c.tenant_id == tenant_id)
+            if conn.execute(tenant).first() is None:  # a mistyped tenant is not a missing license
+                raise NotFound(f"tenant {tenant_id!r} not found")
             raise NotFound(f"license {license_id!r} not found for {tenant_id!r}")
         validate_license({**current, **changes})
         if changes:

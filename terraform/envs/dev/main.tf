@@ -1,5 +1,6 @@
-# seatlease, dev environment: cheapest shapes (Basic Redis, zonal shared-core Cloud SQL,
-# no PITR), no deletion protection so that the stack can be destroyed.
+# seatlease, dev environment: cheap shapes (Basic Redis, zonal 1 vCPU / 3.75 GB Cloud SQL,
+# the smallest tier whose 100 connections hold the functions' pools; no PITR), no
+# deletion protection so that the stack can be destroyed.
 #
 # Everything is built and wired in modules/stack. This file only chooses the dev sizes
 # (edit them here, where they are reviewed: terraform.tfvars is not in git).
@@ -20,7 +21,7 @@ module "seatlease" {
   redis_tier                 = "BASIC"
   redis_memory_size_gb       = 1
   redis_persistence_enabled  = false
-  sql_tier                   = "db-g1-small"
+  sql_tier                   = "db-custom-1-3840"
   sql_availability_type      = "ZONAL"
   sql_point_in_time_recovery = false
   sql_backup_retained_count  = 7

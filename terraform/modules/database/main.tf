@@ -124,6 +124,13 @@ resource "google_sql_database_instance" "this" {
       name  = "pgaudit.log"
       value = "ddl,role"
     }
+    dynamic "database_flags" {
+      for_each = var.max_connections == null ? [] : [var.max_connections]
+      content {
+        name  = "max_connections"
+        value = tostring(database_flags.value)
+      }
+    }
   }
 
   # Private IP needs the private services access peering first (and on destroy the

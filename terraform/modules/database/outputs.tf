@@ -22,3 +22,8 @@ output "db_user" {
   description = "Name of the built-in database user (DB_USER when password auth is used)."
   value       = google_sql_user.app.name
 }
+
+output "max_connections" {
+  description = "max_connections of the instance: var.max_connections, else Cloud SQL's default for the tier (connections.tf); null for a tier whose default is not known here."
+  value       = local.max_connections
+}

@@ -41,8 +41,14 @@ variable "database_version" {
 
 variable "tier" {
   type        = string
-  description = "Machine tier, e.g. db-custom-2-7680 (what envs/prod uses) or db-g1-small (envs/dev)."
+  description = "Machine tier, e.g. db-custom-2-7680 (what envs/prod uses) or db-custom-1-3840 (envs/dev). Its max_connections (connections.tf) must hold the functions' pools: the functions module fails the plan otherwise."
   default     = "db-custom-1-3840"
+}
+
+variable "max_connections" {
+  type        = number
+  description = "Sets the max_connections flag (changing it restarts the instance). null: Cloud SQL's default for the tier's memory, which connections.tf knows for db-f1-micro, db-g1-small and db-custom-* tiers."
+  default     = null
 }
 
 variable "availability_type" {

@@ -47,3 +47,8 @@ output "max_instance_counts" {
   description = "max_instance_count of every function by name (defaults merged with function_settings): what the Direct VPC egress subnet is sized for."
   value       = { for fn, s in local.settings : fn => s.max_instances }
 }
+
+output "sql_connections" {
+  description = "Cloud SQL connections each function that uses the database may hold at its maximum instance count (max_instances x DB_POOL_SIZE), by name; sql_pool.tf fails the plan when their sum exceeds sql_max_connections less sql_reserved_connections."
+  value       = local.sql_connections
+}

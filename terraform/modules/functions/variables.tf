@@ -95,6 +95,17 @@ variable "db_password_secret_id" {
   description = "Short name of the Secret Manager secret with the database password (DB_PASSWORD)."
 }
 
+variable "sql_max_connections" {
+  type        = number
+  description = "max_connections of the Cloud SQL instance (the database module's max_connections output): with sql_reserved_connections, the budget the functions' pools must fit (sql_pool.tf). null (an unknown tier) fails the plan."
+}
+
+variable "sql_reserved_connections" {
+  type        = number
+  description = "Connections of sql_max_connections the functions leave free: PostgreSQL's 3 superuser-reserved slots, Cloud SQL's own maintenance connections and the operators' sessions through the Auth Proxy (seatlease db upgrade, reports)."
+  default     = 10
+}
+
 variable "db_iam_auth" {
   type        = bool
   description = "Connect with IAM database authentication (DB_IAM_AUTH=1, one IAM database user per function service account) instead of the password. The IAM users then need GRANTs on the schema, see terraform/README.md."
@@ -118,12 +129,12 @@ variable "pubsub_service_agent_email" {
 
 variable "log_level" {
   type        = string
-  description = "LOG_LEVEL of every function."
+  description = "LOG_LEVEL of every function: DEBUG or INFO. Not WARNING or ERROR: the request lines and the reaper's \"reaper run\" line are INFO, and the log-based metrics count them (the 5xx ratio's denominator, the \"no successful reaper run\" alert)."
   default     = "INFO"
 
   validation {
-    condition     = contains(["DEBUG", "INFO", "WARNING", "ERROR"], var.log_level)
-    error_message = "log_level must be DEBUG, INFO, WARNING or ERROR."
+    condition     = contains(["DEBUG", "INFO"], var.log_level)
+    error_message = "log_level must be DEBUG or INFO: above INFO the request lines and the reaper's run line, which the monitoring's log-based metrics count, are not written (the \"no successful reaper run\" alert would fire forever and the 5xx ratio lose its denominator)."
   }
 }
 

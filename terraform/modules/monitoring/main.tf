@@ -34,6 +34,12 @@ locals {
     channels = var.notification_channels
   }
 
+  # Thresholds as percentages in alert texts. Terraform's numbers are exact decimals in
+  # Terraform's numbers are wide binary floats printed in full: 0.02 * 100 renders as
+  # 1.99999... with 150 digits. Six significant digits ("%.6g") give "2", "70", "2.5".
+  error_ratio_percent        = format("%.6g", var.error_ratio_threshold * 100)
+  redis_memory_ratio_percent = format("%.6g", var.redis_memory_ratio_threshold * 100)
+
   redis_memory_filter = (var.redis_is_cluster
     ? "metric.type=\"redis.googleapis.com/cluster/memory/maximum_utilization\" AND resource.type=\"redis.googleapis.com/Cluster\""
     : "metric.type=\"redis.googleapis.com/stats/memory/usage_ratio\" AND resource.type=\"redis_instance\" AND resource.labels.instance_id=\"${var.redis_instance_id}\""
@@ -321,7 +327,7 @@ locals {
       documentation = "The audit function failed to store some lease events after every retry; they wait in subscription ${var.dead_letter_subscription_name} (kept 7 days). Fix the cause, then replay them to the seat-events topic."
     }
     redis_memory = {
-      title         = "Redis memory above ${var.redis_memory_ratio_threshold * 100}%"
+      title         = "Redis memory above ${local.redis_memory_ratio_percent}%"
       condition     = "Redis memory usage ratio above ${var.redis_memory_ratio_threshold}"
       filter        = local.redis_memory_filter
       threshold     = var.redis_memory_ratio_threshold
@@ -474,7 +480,7 @@ resource "google_monitoring_alert_policy" "client_5xx" {
 
   documentation {
     mime_type = "text/markdown"
-    content   = "More than ${var.error_ratio_threshold * 100}% of acquire/heartbeat/release requests fail with 5xx for 5 minutes (503 backend_unavailable: Redis or Cloud SQL unreachable; 500: a bug)."
+    content   = "More than ${local.error_ratio_percent}% of acquire/heartbeat/release requests fail with 5xx for 5 minutes (503 backend_unavailable: Redis or Cloud SQL unreachable; 500: a bug)."
   }
 
   alert_strategy {
@@ -553,39 +559,48 @@ locals {
       plot_type = "LINE"
     },
   ]
-}
 
-resource "google_monitoring_dashboard" "seatlease" {
-  project = var.project_id
+  # The tiles as the Monitoring API returns them: it drops fields at their zero value
+  # (xPos = 0, yPos = 0, groupByFields = []), so a dashboard sent with them differs from
+  # the one read back and every plan shows a change (hashicorp/terraform-provider-google
+  # #16173). Each is therefore sent only when non-zero or non-empty.
   dashboard_json = jsonencode({
     displayName = "${var.name}: seats"
     mosaicLayout = {
       columns = 12
-      tiles = [for i, c in local.dashboard_charts : {
-        xPos   = (i % 2) * 6
-        yPos   = floor(i / 2) * 4
-        width  = 6
-        height = 4
-        widget = {
-          title = c.title
-          xyChart = {
-            dataSets = [{
-              plotType = c.plot_type
-              timeSeriesQuery = {
-                timeSeriesFilter = {
-                  filter = c.filter
-                  aggregation = {
-                    alignmentPeriod    = "60s"
-                    perSeriesAligner   = c.aligner
-                    crossSeriesReducer = c.reducer
-                    groupByFields      = c.group_by
+      tiles = [for i, c in local.dashboard_charts : merge(
+        { for k, v in { xPos = (i % 2) * 6, yPos = floor(i / 2) * 4 } : k => v if v != 0 },
+        {
+          width  = 6
+          height = 4
+          widget = {
+            title = c.title
+            xyChart = {
+              dataSets = [{
+                plotType = c.plot_type
+                timeSeriesQuery = {
+                  timeSeriesFilter = {
+                    filter = c.filter
+                    aggregation = merge(
+                      {
+                        alignmentPeriod    = "60s"
+                        perSeriesAligner   = c.aligner
+                        crossSeriesReducer = c.reducer
+                      },
+                      { for k, v in { groupByFields = c.group_by } : k => v if length(v) > 0 },
+                    )
                   }
                 }
-              }
-            }]
+              }]
+            }
           }
-        }
-      }]
+        },
+      )]
     }
   })
+}
+
+resource "google_monitoring_dashboard" "seatlease" {
+  project        = var.project_id
+  dashboard_json = local.dashboard_json
 }

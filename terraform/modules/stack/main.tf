@@ -108,6 +108,7 @@ module "database" {
   private_services_range_name    = module.network.private_services_range_name
   private_services_connection    = module.network.private_services_connection
   tier                           = var.sql_tier
+  max_connections                = var.sql_max_connections
   availability_type              = var.sql_availability_type
   backups_enabled                = true # in every environment; PITR is the choice
   point_in_time_recovery_enabled = var.sql_point_in_time_recovery
@@ -143,6 +144,7 @@ module "functions" {
   signing_key_secret_id      = module.secrets.signing_key_secret_id
   secret_versions            = module.secrets.secret_versions
   db_iam_auth                = var.db_iam_auth
+  sql_max_connections        = module.database.max_connections
   pubsub_topic_name          = module.pubsub.topic_name
   pubsub_service_agent_email = module.pubsub.pubsub_service_agent_email
   log_level                  = var.log_level

@@ -64,8 +64,14 @@ variable "redis_persistence_enabled" {
 
 variable "sql_tier" {
   type        = string
-  description = "Cloud SQL machine tier, e.g. db-custom-2-7680 (prod) or db-g1-small (dev)."
+  description = "Cloud SQL machine tier, e.g. db-custom-2-7680 (prod) or db-custom-1-3840 (dev). Its max_connections (by memory) must hold every function's pool at its maximum instance count: the plan fails otherwise (see terraform/README.md)."
   default     = "db-custom-2-7680"
+}
+
+variable "sql_max_connections" {
+  type        = number
+  description = "Set Cloud SQL's max_connections flag (changing it restarts the instance); null keeps the tier's default (by memory), which the connection budget of the functions then uses."
+  default     = null
 }
 
 variable "sql_availability_type" {

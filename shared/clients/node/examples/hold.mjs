@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // Hold one seat until standard input closes:
-//   node examples/hold.mjs URL API_KEY LICENSE_ID CLIENT_ID
+//   ./hold URL API_KEY LICENSE_ID CLIENT_ID   (or, built: node examples/hold.mjs ...)
 // Acquires (verifying the signed token against the deployment's JWKS), prints one JSON
-// line {"session_id", "seats_used", "verified"}, heartbeats in the background, and when
+// line {"session_id", "seats_used", "seats_total", "verified"}, heartbeats in the background, and when
 // stdin closes (Ctrl-D, or the parent closing the pipe) releases the seat and exits 0.
 import { SeatClient } from "seatlease-client";
 
@@ -20,7 +20,7 @@ const lease = await client.lease(licenseId, {
   clientId,
   onLost: (_, reason) => console.error(`seat lost (${reason}); asking again`),
 });
-console.log(JSON.stringify({ session_id: lease.sessionId, seats_used: lease.seatsUsed, verified: lease.token !== undefined }));
+console.log(JSON.stringify({ session_id: lease.sessionId, seats_used: lease.seatsUsed, seats_total: lease.seatsTotal, verified: lease.token !== undefined }));
 
 process.stdin.resume(); // keeps the process alive; the lease's timers never do
 process.stdin.on("end", async () => {

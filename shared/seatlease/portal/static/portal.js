@@ -208,74 +208,169 @@ async function freeSeat(license, lease) {
   });
 }
 
-// -- usage chart ------------------------------------------------------------------------
+// -- usage charts: one small chart per license, drawn at the width it is shown ---------
 
-function drawChart(body) {
-  const width = 640;
-  const height = 220;
-  const pad = { left: 36, right: 12, top: 12, bottom: 28 };
-  const since = Date.parse(body.since);
-  const until = Date.parse(body.until);
-  const lines = body.timelines || [];
-  let top = 1;
-  for (const line of lines) {
-    top = Math.max(top, line.seats ?? 0, line.start_level ?? 0);
-    for (const [, used, total] of line.points) top = Math.max(top, used ?? 0, total ?? 0);
+let lastUsage = null;
+const CHART_HEIGHT = 150;
+const LABEL_PX = 12; // the charts' text, in CSS pixels at every width (the SVG is not scaled)
+
+function zoneLabel(at = new Date()) {
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  const minutes = -at.getTimezoneOffset();
+  if (minutes === 0 && /^(Etc\/)?(UTC|GMT|Universal|Zulu)$/.test(zone)) return "UTC";
+  const sign = minutes < 0 ? "-" : "+";
+  const hours = String(Math.floor(Math.abs(minutes) / 60)).padStart(2, "0");
+  const rest = String(Math.abs(minutes) % 60).padStart(2, "0");
+  return `${zone} (UTC${sign}${hours}:${rest})`;
+}
+
+// The seats in use as step vertices [time, seats] from `since` to `end`: with exact steps
+// one step per change; otherwise each period's peak from its start to the next period's,
+// then the level held after the last period (`end_level`).
+function stepVertices(line, exact, since, end) {
+  const vertices = [];
+  const hold = (t, v) => {
+    const at = Math.min(Math.max(t, since), end);
+    if (vertices.length) vertices.push([at, vertices[vertices.length - 1][1]]);
+    vertices.push([at, v]);
+  };
+  if (exact) {
+    for (const step of line.steps) hold(Date.parse(step.at), step.seats);
+  } else {
+    hold(since, line.start_level ?? 0);
+    for (const [start, peak] of line.points) hold(Date.parse(start), peak ?? 0);
+    if (line.end) hold(Date.parse(line.end), line.end_level ?? 0);
   }
-  const x = (t) => pad.left + ((t - since) / (until - since)) * (width - pad.left - pad.right);
-  const y = (v) => height - pad.bottom - (v / top) * (height - pad.top - pad.bottom);
+  if (vertices.length === 0) vertices.push([since, line.start_level ?? 0]);
+  vertices.push([end, vertices[vertices.length - 1][1]]);
+  return vertices;
+}
+
+// Where the time axis is labelled: local midnights (every few days, at most `most`
+// labels) for spans of days, else evenly spaced times.
+const DAY_MS = 86400000;
+function tickTimes(since, end, most) {
+  if (end - since <= 2 * DAY_MS) {
+    return Array.from({ length: most }, (_, i) => since + ((end - since) * (i + 0.5)) / most);
+  }
+  const midnights = [];
+  const day = new Date(since);
+  day.setHours(24, 0, 0, 0);
+  for (; day.getTime() < end; day.setDate(day.getDate() + 1)) midnights.push(day.getTime());
+  const every = Math.max(1, Math.ceil(midnights.length / most));
+  return midnights.filter((_, i) => i % every === 0);
+}
+
+function tickLabel(t, span) {
+  const options = span <= DAY_MS ? {} : { month: "short", day: "numeric" };
+  if (span <= 2 * DAY_MS) Object.assign(options, { hour: "2-digit", minute: "2-digit" });
+  if (span <= 10 * 60000) options.second = "2-digit";
+  return new Date(t).toLocaleString(undefined, options);
+}
+
+// Where the charts' time axis starts: the window's start, or, with exact steps, a little
+// before the first change when all of the window's use came in its second half (a demo's
+// minute of use in a 7-day window would be one pixel wide at the right edge).
+function axisStart(body) {
+  const since = Date.parse(body.since);
+  const end = Math.max(since + 1, Math.min(Date.parse(body.until), Date.now()));
+  if (body.period !== "exact") return since;
+  let first = end;
+  for (const line of body.timelines || []) {
+    const steps = Array.isArray(line.steps) ? line.steps : [];
+    if (steps.length && steps[0].seats > 0) return since; // seats held from the start
+    if (steps.length > 1) first = Math.min(first, Date.parse(steps[1].at));
+  }
+  if (first >= end || end - first > (end - since) / 2) return since; // use in most of it
+  return Math.max(since, first - Math.max(60000, (end - first) * 0.1));
+}
+
+function licenseChart(line, body, width, since) {
+  const exact = body.period === "exact" && Array.isArray(line.steps);
+  const end = Math.max(since + 1, Math.min(Date.parse(body.until), Date.now()));
+  const vertices = stepVertices(line, exact, since, end);
+  const seats = line.seats ?? line.start_total ?? null;
+  const most = Math.max(0, ...vertices.map(([, v]) => v));
+  const top = Math.max(1, most, seats ?? 0);
+  const pad = { left: 30, right: 10, top: 10, bottom: 24 };
+  const x = (t) => pad.left + ((t - since) / (end - since)) * (width - pad.left - pad.right);
+  const y = (v) => CHART_HEIGHT - pad.bottom - (v / top) * (CHART_HEIGHT - pad.top - pad.bottom);
+  const title = `${line.license_id}: seats in use, last ${body.days} days`;
   const chart = svg("svg", {
-    viewBox: `0 0 ${width} ${height}`,
+    viewBox: `0 0 ${width} ${CHART_HEIGHT}`,
+    width,
+    height: CHART_HEIGHT,
     role: "img",
-    "aria-labelledby": "chart-title",
+    "aria-label": title,
   });
-  chart.append(svg("title", { id: "chart-title" }, `Peak seats in use, last ${body.days} days`));
-  for (const v of [0, Math.ceil(top / 2), top]) {
+  for (const v of [...new Set([0, Math.ceil(top / 2), top])]) {
     chart.append(svg("line", { class: "grid", x1: pad.left, x2: width - pad.right, y1: y(v), y2: y(v) }));
     chart.append(svg("text", { x: pad.left - 6, y: y(v) + 4, "text-anchor": "end" }, String(v)));
   }
   chart.append(svg("line", { class: "axis", x1: pad.left, x2: width - pad.right, y1: y(0), y2: y(0) }));
-  const fmt = (t) => new Date(t).toLocaleDateString(undefined, { month: "short", day: "numeric" });
-  chart.append(svg("text", { x: pad.left, y: height - 8 }, fmt(since)));
-  chart.append(svg("text", { x: width - pad.right, y: height - 8, "text-anchor": "end" }, fmt(until)));
-  const legend = [];
-  lines.forEach((line, i) => {
-    const colour = `c${i % 6}`;
-    // A step line: each period holds its peak from its start to the next period's.
-    let level = line.start_level ?? 0;
-    const steps = [[since, level]];
-    for (const [start, used] of line.points) {
-      const t = Date.parse(start);
-      steps.push([t, level]);
-      level = used ?? level;
-      steps.push([t, level]);
-    }
-    steps.push([until, level]);
-    const points = steps.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
-    chart.append(svg("polyline", { class: `used ${colour}`, points }));
-    if (line.seats != null) {
-      chart.append(
-        svg("line", {
-          class: `total ${colour}`,
-          x1: pad.left,
-          x2: width - pad.right,
-          y1: y(line.seats),
-          y2: y(line.seats),
-        }),
-      );
-    }
-    legend.push(el("li", { class: colour }, `${line.license_id} (${line.seats ?? "?"} seats)`));
-  });
-  if (lines.length === 0) {
-    chart.append(svg("text", { x: width / 2, y: height / 2, "text-anchor": "middle" }, "No usage recorded."));
+  for (const t of tickTimes(since, end, width < 480 ? 3 : 7)) {
+    const at = x(t);
+    if (at < pad.left + 18 || at > width - pad.right - 18) continue; // no label cut in half
+    chart.append(svg("text", { x: at, y: CHART_HEIGHT - 6, "text-anchor": "middle" }, tickLabel(t, end - since)));
   }
-  $("chart").replaceChildren(chart);
-  $("legend").replaceChildren(...legend);
-  $("usage-period").textContent = body.period;
+  const points = vertices.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+  const base = `${x(end).toFixed(1)},${y(0).toFixed(1)} ${x(since).toFixed(1)},${y(0).toFixed(1)}`;
+  chart.append(svg("polygon", { class: "used-fill", points: `${points} ${base}` }));
+  chart.append(svg("polyline", { class: "used", points }));
+  if (seats != null) {
+    chart.append(svg("line", { class: "limit", x1: pad.left, x2: width - pad.right, y1: y(seats), y2: y(seats) }));
+  }
+  const changes = exact ? line.steps.length : line.points.length;
+  return el(
+    "figure",
+    { class: "usage-chart", data: { license: line.license_id, period: body.period, changes: String(changes) } },
+    el(
+      "figcaption",
+      {},
+      el("strong", {}, line.license_id),
+      el("span", { class: "muted" }, ` at most ${most}${seats != null ? ` of ${seats}` : ""} seats in use`),
+    ),
+    chart,
+    el(
+      "ul",
+      { class: "key" },
+      el("li", { class: "key-used" }, exact ? "seats in use" : `peak seats in use per ${body.period}`),
+      seats != null ? el("li", { class: "key-limit" }, `seat limit (${seats})`) : "",
+    ),
+  );
 }
 
+function drawCharts(body) {
+  lastUsage = body;
+  const box = $("charts");
+  const width = Math.max(240, Math.floor(box.clientWidth || 600));
+  const lines = body.timelines || [];
+  const start = axisStart(body);
+  if (lines.length === 0) {
+    box.replaceChildren(el("p", { class: "muted" }, "No usage recorded."));
+  } else {
+    box.replaceChildren(...lines.map((line) => licenseChart(line, body, width, start)));
+  }
+  const from =
+    start > Date.parse(body.since)
+      ? ` since just before the first use (${new Date(start).toLocaleString(undefined, {
+          month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" })})`
+      : "";
+  const what =
+    body.period === "exact"
+      ? `Seats in use, a step at each change${from}`
+      : `Peak seats in use per ${body.period}`;
+  $("usage-note").textContent = `${what}; the dashed line is the seats you have. Times in ${zoneLabel()}.`;
+}
+
+let resizing = 0;
+window.addEventListener("resize", () => {
+  cancelAnimationFrame(resizing);
+  resizing = requestAnimationFrame(() => lastUsage && drawCharts(lastUsage));
+});
+
 async function loadUsage() {
-  drawChart(await call("usage", { days: usageDays }));
+  drawCharts(await call("usage", { days: usageDays }));
 }
 
 // -- seat keys --------------------------------------------------------------------------

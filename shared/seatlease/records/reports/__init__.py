@@ -26,16 +26,27 @@ not events); ``seatlease status`` shows Redis's live count. Same-millisecond eve
 different Lua calls have no known order; the one with the larger event id counts as
 last (within one call, event ids are numbered in order).
 
-Buckets are UTC minutes, hours or days (``auto``: the finest that gives at most
-``AUTO_POINTS`` buckets; minutes only within ``MINUTE_RETENTION``, the minute rollups'
-life), from ``since`` (or a license's first event) to ``until`` (exclusive) or, without
-``until``, to the tenant's last event in the window, and never past now: a bucket that
-starts after now is not reported, the current one counts up to now. When ``since`` falls
-inside a bucket, the first bucket covers the part from ``since`` on. A bucket's
-*average* is its seat-seconds over that covered, elapsed part (``since`` or its start to
-``until``, its end or now, whichever is first). A license appears when it has events in
-the window or holds seats at its start. ``seats_total`` is the seat count the last event
-recorded, carried forward.
+*Exact steps* (``period`` ``exact``): the level itself, one point at each change: the
+level at the window's start (or 0 at a license's first event, without ``since``), then
+``seats_used`` of each event that carries it, in the order above, from the raw events of
+the window up to its end or now, whichever is first (the last level holds to there: a
+lease still held is drawn up to now). Denials are then at their ``lease.denied`` event's
+own time. ``auto`` picks it when the window's hours hold at most ``AUTO_POINTS`` leases
+started and ended (the hourly rollups' counts: no raw event is read to decide) and its
+raw events are all kept (not pruned), and falls back to periods if the steps still pass
+the bounds; the usage rows are per the period auto would otherwise pick
+(``usage_period``).
+
+Buckets are UTC minutes, hours or days (``auto`` without exact steps: the finest that
+gives at most ``AUTO_POINTS`` buckets; minutes only within ``MINUTE_RETENTION``, the
+minute rollups' life), from ``since`` (or a license's first event) to ``until``
+(exclusive) or, without ``until``, to the tenant's last event in the window, and never
+past now: a bucket that starts after now is not reported, the current one counts up to
+now. When ``since`` falls inside a bucket, the first bucket covers the part from
+``since`` on. A bucket's *average* is its seat-seconds over that covered, elapsed part
+(``since`` or its start to ``until``, its end or now, whichever is first). A license
+appears when it has events in the window or holds seats at its start. ``seats_total`` is
+the seat count the last event recorded, carried forward.
 
 *Denials* are ``lease.denied`` events, each the count of one reaper run (the seat
 scripts only increment a counter), so they land in the bucket of that run.
@@ -53,16 +64,16 @@ leases acquired in the window with the durations of those whose first ending is 
 summed by the database from ``usage_leases`` (its ``user_name``), and the wait queue's
 outcomes in the window from ``lease_events`` (a partial index holds them alone).
 
-Bounds: a report covers at most ``MAX_PERIODS`` buckets per license and ``MAX_ROWS``
-license-buckets (a 400 naming the limit otherwise), and times between ``MIN_TIME`` and
-``MAX_TIME``. Raw events and leases older than the retention (``seatlease audit prune``)
-are gone: a window edge inside such an hour (or day, for durations) reads only whole
-hours (days) from the rollups.
-"""
+Bounds: a report covers at most ``MAX_PERIODS`` buckets (or exact steps) per license and
+``MAX_ROWS`` license-buckets (or exact steps in all; a 400 naming the limit otherwise),
+and times between ``MIN_TIME`` and ``MAX_TIME``. Raw events and leases older than the
+retention (``seatlease audit prune``) are gone: a window edge inside such an hour (or
+day, for durations) reads only whole hours (days) from the rollups."""
 
 from seatlease.records.reports.model import (
     AUTO,
     AUTO_POINTS,
+    EXACT,
     MAX_PERIODS,
     MAX_ROWS,
     PERIODS,
@@ -75,6 +86,7 @@ from seatlease.records.reports.model import (
     Window,
 )
 from seatlease.records.reports.usage import (
+    bucket_period,
     lease_durations,
     minute_horizon,
     outcomes,
@@ -88,6 +100,7 @@ from seatlease.records.reports.users import UserUsage, user_usage
 __all__ = [
     "AUTO",
     "AUTO_POINTS",
+    "EXACT",
     "MAX_PERIODS",
     "MAX_ROWS",
     "PERIODS",
@@ -99,6 +112,7 @@ __all__ = [
     "UsageReport",
     "UserUsage",
     "Window",
+    "bucket_period",
     "lease_durations",
     "minute_horizon",
     "outcomes",

@@ -21,8 +21,11 @@ PERIODS: dict[str, timedelta] = {
     "hour": timedelta(hours=1),
     "day": timedelta(days=1),
 }
-AUTO = "auto"  # the finest period that keeps a chart under AUTO_POINTS points
+AUTO = "auto"  # exact steps, else the finest period that keeps a chart under AUTO_POINTS
 AUTO_POINTS = 1_500
+# The step function of seats in use, one point per change, from the raw events: what
+# ``auto`` picks for a window of at most AUTO_POINTS changes.
+EXACT = "exact"
 HOUR = PERIODS["hour"]
 DAY = PERIODS["day"]
 MIN_TIME = datetime(1970, 1, 1, tzinfo=UTC)
@@ -118,7 +121,12 @@ class Timeline:
     server): the level at the window's start, then ``(period start, peak, seat count,
     average seats)``; denials as ``(period start, count)`` for the periods that had some;
     ``end``: where the last point stops (its period's end, ``until`` or now, whichever is
-    first: a chart draws nothing after it)."""
+    first: a chart draws nothing after it); ``end_level``: the seats in use there.
+
+    With the ``exact`` period, also ``steps``: ``(at, seats in use)`` at the window's
+    start (or the license's first event) and at each change, the last one holding to
+    ``end`` (the window's end or now, whichever is first), and ``denials`` at each
+    ``lease.denied`` event's own time."""
 
     license_id: str
     start_level: int = 0
@@ -126,16 +134,19 @@ class Timeline:
     points: list[tuple[datetime, int, int | None, float]] = field(default_factory=list)
     denials: list[tuple[datetime, int]] = field(default_factory=list)
     end: datetime | None = None
+    end_level: int = 0
+    steps: list[tuple[datetime, int]] | None = None
 
 
 @dataclass
 class UsageReport:
     window: Window
-    period: str
+    period: str  # "exact": steps in the timelines, the usage rows per ``usage_period``
     usage: list[PeriodUsage]
     durations: list[ClientDurations]
     outcomes: list[LicenseOutcomes]
     timelines: list[Timeline] = field(default_factory=list)  # not in as_dict: on request
+    usage_period: str = ""  # the usage rows' period (the bucketed one under "exact")
 
     def as_dict(self) -> dict[str, Any]:
         def iso(value: datetime | None) -> str | None:
@@ -147,6 +158,7 @@ class UsageReport:
             "since": iso(self.window.since),
             "until": iso(self.window.until),
             "period": self.period,
+            "usage_period": self.usage_period or self.period,
             "usage": [{**fields_of(u), "period_start": iso(u.period_start)} for u in self.usage],
             "durations": [fields_of(d) for d in self.durations],
             "outcomes": [
@@ -197,3 +209,11 @@ def limit_statements(conn: Connection) -> None:
     socket timeout cuts the connection."""
     if conn.dialect.name == "postgresql":
         conn.execute(text(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}"))
+
+
+def first_hour(conn: Connection, window: Window) -> datetime | None:
+    """The first hour with events of the window's tenant (and license), from the hourly
+    rollups (their primary key's order: one index probe per license)."""
+    sql = f"SELECT MIN(hour) FROM usage_rollups WHERE {window.scope()}"
+    first = conn.execute(text(sql), window.params()).scalar()
+    return None if first is None else as_time(first)

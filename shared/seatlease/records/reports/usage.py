@@ -19,6 +19,7 @@ from seatlease.records.reports.model import (
     BORROWED,
     DENIED,
     ENDINGS,
+    EXACT,
     MAX_PERIODS,
     MAX_ROWS,
     PERIODS,
@@ -29,13 +30,14 @@ from seatlease.records.reports.model import (
     Timeline,
     UsageReport,
     Window,
-    as_time,
     bind_times,
     ceil,
+    first_hour,
     floor,
     limit_statements,
     ms,
 )
+from seatlease.records.reports.steps import estimate_changes, exact_horizon, exact_steps
 from seatlease.records.rollups import MINUTE_RETENTION
 from seatlease.records.store import transaction
 
@@ -299,7 +301,7 @@ def _check_minutes(conn: Connection, window: Window, now: datetime) -> None:
     """Minute periods only where the minute rollups are kept: a window from a ``since``
     within the retention, or without ``since`` a history that starts within it."""
     horizon = minute_horizon(now)
-    start = window.since if window.since is not None else _first_hour(conn, window)
+    start = window.since if window.since is not None else first_hour(conn, window)
     if start is not None and start < horizon:
         raise InvalidRequest(
             f"Minute periods cover the last {MINUTE_RETENTION.days} days only (minute "
@@ -309,26 +311,31 @@ def _check_minutes(conn: Connection, window: Window, now: datetime) -> None:
         )
 
 
-def _first_hour(conn: Connection, window: Window) -> datetime | None:
-    """The first hour with events of the window's tenant (and license), from the hourly
-    rollups (their primary key's order: one index probe per license)."""
-    sql = f"SELECT MIN(hour) FROM usage_rollups WHERE {window.scope()}"
-    first = conn.execute(text(sql), window.params()).scalar()
-    return None if first is None else as_time(first)
-
-
 def resolve_period(window: Window, period: str, engine: Engine | None = None) -> str:
-    """``auto``: the finest period that gives at most ``AUTO_POINTS`` periods from the
-    window's start (``since``, else the first event) to its end (``until``, else now;
-    never after now), minutes only within their retention; other periods as they are."""
+    """``auto``: ``exact`` when the window holds at most ``AUTO_POINTS`` changes of seats
+    in use (``estimate_changes``, from the hourly rollups) and its raw events are all
+    kept, else the bucketed period ``bucket_period`` picks; other periods as they are."""
     if period != AUTO:
         return period
+    now = clock.now()
+    with transaction(engine) as conn:
+        limit_statements(conn)
+        if exact_horizon(conn, window) is None:
+            if estimate_changes(conn, window, now) <= AUTO_POINTS:
+                return EXACT
+    return bucket_period(window, engine)
+
+
+def bucket_period(window: Window, engine: Engine | None = None) -> str:
+    """The finest period that gives at most ``AUTO_POINTS`` periods from the window's
+    start (``since``, else the first event) to its end (``until``, else now; never after
+    now), minutes only within their retention."""
     now = clock.now()
     start = window.since
     if start is None:
         with transaction(engine) as conn:
             limit_statements(conn)
-            start = _first_hour(conn, window)
+            start = first_hour(conn, window)
         if start is None:
             return "hour"  # no events: nothing to size
     end = min(window.until or now, now)
@@ -416,12 +423,14 @@ def _walk(
         )
         timeline.points.append((bucket, peak, total, average))
         timeline.end = hi
+        timeline.end_level = level
         if denials:
             timeline.denials.append((bucket, denials))
         counts.lost += lost
         bucket = end
     if line.segments:
         out.outcomes.append(counts)
+    timeline.end_level = level
     out.timelines.append(timeline)
 
 
@@ -442,8 +451,9 @@ def outcomes(window: Window, engine: Engine | None = None) -> list[LicenseOutcom
 
 
 def timelines(window: Window, engine: Engine | None = None, period: str = "hour") -> list[Timeline]:
-    """Per license, the peak seats in use per period (for charts)."""
-    return _compute(window, resolve_period(window, period, engine), engine).timelines
+    """Per license, the peak seats in use per period (for charts); with ``exact`` (or
+    ``auto`` picking it), also the steps."""
+    return usage_report(window, period, engine).timelines
 
 
 def lease_durations(window: Window, engine: Engine | None = None) -> list[ClientDurations]:
@@ -544,15 +554,41 @@ def _edge_leases(conn: Connection, window: Window, lo: datetime, hi: datetime) -
 
 def usage_report(window: Window, period: str = "hour", engine: Engine | None = None) -> UsageReport:
     """The whole report; ``period`` may be ``auto`` (``resolve_period``), the report says
-    which period it chose."""
+    which period it chose. ``exact``: the usage rows per the period ``bucket_period``
+    picks (``usage_period``), and each timeline's steps from the raw events (``auto``
+    takes that period instead when the steps pass the bounds)."""
+    requested = period
     period = resolve_period(window, period, engine)
-    computed = _compute(window, period, engine)
+    usage_period = bucket_period(window, engine) if period == EXACT else period
+    now = clock.now()
+    if period == EXACT:  # refuse before any work
+        with transaction(engine) as conn:
+            limit_statements(conn)
+            horizon = exact_horizon(conn, window)
+        if horizon is not None:
+            raise InvalidRequest(
+                f"Exact steps need the raw events, kept from {iso_utc(horizon)} on "
+                "(seatlease audit prune): since must be that or later; use period=hour "
+                "for older windows.",
+                limit=iso_utc(horizon),
+            )
+    computed = _compute(window, usage_period, engine)
+    if period == EXACT:
+        try:
+            with transaction(engine) as conn:
+                limit_statements(conn)
+                exact_steps(conn, window, now, computed.timelines)
+        except InvalidRequest:
+            if requested != AUTO:
+                raise
+            period = usage_period  # more changes than the rollups counted: periods after all
     report = UsageReport(
         window=window,
         period=period,
         usage=computed.usage,
         durations=lease_durations(window, engine),
         outcomes=computed.outcomes,
+        usage_period=usage_period,
     )
     report.timelines = computed.timelines  # the same walk: a chart costs no second one
     return report

@@ -1,9 +1,9 @@
 // Command hold holds one seat until its standard input closes:
 //
-//	go run ./examples/hold URL API_KEY LICENSE_ID CLIENT_ID
+//	./hold URL API_KEY LICENSE_ID CLIENT_ID   (or go run ./examples/hold ...)
 //
 // It acquires (verifying the signed token against the deployment's JWKS), prints one
-// JSON line {"session_id", "seats_used", "verified"}, heartbeats in the background, and
+// JSON line {"session_id", "seats_used", "seats_total", "verified"}, heartbeats in the background, and
 // when stdin closes (Ctrl-D, or the parent closing the pipe) releases the seat and exits 0.
 package main
 
@@ -40,7 +40,7 @@ func main() {
 		logger.Fatal(err)
 	}
 	state := lease.State()
-	line, _ := json.Marshal(map[string]any{"session_id": state.SessionID, "seats_used": state.SeatsUsed, "verified": state.Token != ""})
+	line, _ := json.Marshal(map[string]any{"session_id": state.SessionID, "seats_used": state.SeatsUsed, "seats_total": state.SeatsTotal, "verified": state.Token != ""})
 	fmt.Println(string(line))
 
 	io.Copy(io.Discard, os.Stdin) // until stdin closes

@@ -1,0 +1,686 @@
+/* The client of libseatlease: options, HTTP (libcurl), retries, the plain calls. */
+#define _POSIX_C_SOURCE 200809L
+#include "internal.h"
+
+#include <curl/curl.h>
+#include <math.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SL_MAX_BODY (1024 * 1024) /* a bigger answer is refused (invalid_response) */
+
+seatlease_code seatlease_global_init(void) {
+    if (sodium_init() < 0) {
+        return SEATLEASE_ERR_NO_MEMORY;
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        return SEATLEASE_ERR_NO_MEMORY;
+    }
+    return SEATLEASE_OK;
+}
+
+void seatlease_global_cleanup(void) { curl_global_cleanup(); }
+
+void seatlease_options_init(seatlease_options *o) {
+    if (o == NULL) {
+        return;
+    }
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->timeout_seconds = 10;
+    o->retries = 5;
+    o->backoff_seconds = 0.5;
+    o->max_backoff_seconds = 30;
+    o->max_wait_poll_seconds = 30;
+    o->release_timeout_seconds = 5;
+    o->token_leeway_seconds = 60;
+}
+
+void seatlease_acquire_options_init(seatlease_acquire_options *o) {
+    if (o != NULL) {
+        memset(o, 0, sizeof *o);
+        o->struct_size = sizeof *o;
+    }
+}
+
+void sl_log(seatlease_client *client, int level, const char *format, ...) {
+    if (client->options.log == NULL) {
+        return;
+    }
+    char message[512];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(message, sizeof message, format, args);
+    va_end(args);
+    client->options.log(client->options.log_user_data, level, message);
+}
+
+/* -- HTTP ------------------------------------------------------------------------------- */
+
+typedef struct {
+    char *data;
+    size_t length, capacity;
+    int too_big;
+    double retry_after; /* the Retry-After header in seconds; -1: none */
+    sl_stopper *stopper;
+} sl_exchange;
+
+static size_t on_body(char *chunk, size_t size, size_t count, void *user) {
+    sl_exchange *exchange = user;
+    size_t bytes = size * count;
+    if (exchange->length + bytes > SL_MAX_BODY) {
+        exchange->too_big = 1;
+        return 0; /* ends the transfer */
+    }
+    if (exchange->length + bytes + 1 > exchange->capacity) {
+        size_t capacity = exchange->capacity ? exchange->capacity : 4096;
+        while (capacity < exchange->length + bytes + 1) {
+            capacity *= 2;
+        }
+        char *grown = realloc(exchange->data, capacity);
+        if (grown == NULL) {
+            return 0;
+        }
+        exchange->data = grown;
+        exchange->capacity = capacity;
+    }
+    memcpy(exchange->data + exchange->length, chunk, bytes);
+    exchange->length += bytes;
+    exchange->data[exchange->length] = '\0';
+    return bytes;
+}
+
+static size_t on_header(char *line, size_t size, size_t count, void *user) {
+    sl_exchange *exchange = user;
+    size_t bytes = size * count;
+    static const char name[] = "retry-after:";
+    if (bytes > sizeof name && bytes < 64) {
+        char copy[64];
+        memcpy(copy, line, bytes);
+        copy[bytes] = '\0';
+        int matches = 1;
+        for (size_t i = 0; i + 1 < sizeof name; i++) {
+            char c = copy[i];
+            if (c >= 'A' && c <= 'Z') {
+                c = (char)(c - 'A' + 'a');
+            }
+            if (c != name[i]) {
+                matches = 0;
+                break;
+            }
+        }
+        if (matches) {
+            char *end = NULL;
+            double seconds = strtod(copy + sizeof name - 1, &end);
+            /* integer seconds; an HTTP date from a proxy is ignored */
+            if (end != copy + sizeof name - 1 && seconds >= 0 && seconds < 86400) {
+                exchange->retry_after = seconds;
+            }
+        }
+    }
+    return bytes;
+}
+
+static int on_progress(void *user, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d) {
+    (void)a, (void)b, (void)c, (void)d;
+    sl_exchange *exchange = user;
+    return exchange->stopper != NULL && atomic_load(&exchange->stopper->stop);
+}
+
+/* One request. On success *status and the body (exchange->data, may be NULL). */
+static seatlease_code http_exchange(seatlease_client *client, const char *url, const char *body,
+                                    int with_key, double timeout, sl_stopper *stopper,
+                                    sl_exchange *exchange, long *status, seatlease_error **error) {
+    memset(exchange, 0, sizeof *exchange);
+    exchange->retry_after = -1;
+    exchange->stopper = stopper;
+    CURL *curl = curl_easy_init();
+    if (curl == NULL) {
+        return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "curl_easy_init failed.");
+    }
+    struct curl_slist *headers = NULL, *grown;
+    char authorization[1100];
+    const char *lines[] = {"Content-Type: application/json", "Accept: application/json",
+                           "Expect:", NULL};
+    for (int i = 0; lines[i] != NULL; i++) {
+        if ((grown = curl_slist_append(headers, lines[i])) == NULL) {
+            goto no_memory;
+        }
+        headers = grown;
+    }
+    if (with_key) {
+        snprintf(authorization, sizeof authorization, "Authorization: Bearer %s", client->api_key);
+        grown = curl_slist_append(headers, authorization);
+        sodium_memzero(authorization, sizeof authorization);
+        if (grown == NULL) {
+            goto no_memory;
+        }
+        headers = grown;
+    }
+    long timeout_ms = (long)(timeout * 1000);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, "seatlease-c/" SEATLEASE_VERSION);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms > 1 ? timeout_ms : 1L);
+    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L); /* the key never reaches another host */
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, exchange);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, exchange);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, exchange);
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    if (client->loopback) {
+        curl_easy_setopt(curl, CURLOPT_NOPROXY, "*"); /* proxies from the environment, never for loopback */
+    }
+    if (body != NULL) {
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    CURLcode result = curl_easy_perform(curl);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    if (result == CURLE_OK) {
+        return SEATLEASE_OK;
+    }
+    free(exchange->data);
+    exchange->data = NULL;
+    if (exchange->too_big) {
+        return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)*status, "invalid_response",
+                       "%s answered more than %d bytes.", url, SL_MAX_BODY);
+    }
+    if (stopper != NULL && atomic_load(&stopper->stop)) {
+        return sl_fail(error, SEATLEASE_ERR_CANCELLED, 0, "cancelled", "The call was cancelled.");
+    }
+    return sl_fail(error, SEATLEASE_ERR_BACKEND_UNAVAILABLE, 0, "network_error", "%s: %s", url,
+                   curl_easy_strerror(result));
+
+no_memory:
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
+}
+
+/* A fetched answer decoded: a 2xx JSON object, else the typed error. */
+static seatlease_code decode_answer(const char *url, long status, sl_exchange *exchange,
+                                    cJSON **payload, seatlease_error **error) {
+    cJSON *decoded = sl_parse_object(exchange->data, exchange->length);
+    if (status >= 300 || status < 200) {
+        seatlease_code code = sl_error_from_answer(error, (int)status, decoded,
+                                                   exchange->retry_after);
+        cJSON_Delete(decoded);
+        return code;
+    }
+    if (decoded == NULL) {
+        return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
+                       "%s answered something that is not a JSON object.", url);
+    }
+    *payload = decoded;
+    return SEATLEASE_OK;
+}
+
+static seatlease_code fetch_jwks(void *context, char **document, seatlease_error **error) {
+    seatlease_client *client = context;
+    sl_exchange exchange;
+    long status = 0;
+    seatlease_code code = http_exchange(client, client->jwks_url, NULL, 0,
+                                        client->options.timeout_seconds, NULL, &exchange, &status,
+                                        error);
+    if (code != SEATLEASE_OK) {
+        return code;
+    }
+    cJSON *payload = NULL;
+    code = decode_answer(client->jwks_url, status, &exchange, &payload, error);
+    cJSON_Delete(payload);
+    if (code != SEATLEASE_OK) {
+        free(exchange.data);
+        return code;
+    }
+    *document = exchange.data;
+    return SEATLEASE_OK;
+}
+
+/* -- the client ----------------------------------------------------------------------------- */
+
+seatlease_code seatlease_client_new(const char *base_url, const char *api_key,
+                                    const seatlease_options *options, seatlease_client **out,
+                                    seatlease_error **error) {
+    if (out == NULL || base_url == NULL || api_key == NULL) {
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "base_url, api_key and client are required.");
+    }
+    *out = NULL;
+    seatlease_options defaults;
+    seatlease_options_init(&defaults);
+    if (options == NULL) {
+        options = &defaults;
+    }
+    if (options->struct_size != sizeof(seatlease_options)) {
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "seatlease_options: call seatlease_options_init first.");
+    }
+    if (strlen(api_key) > 1000 || strpbrk(api_key, "\r\n") != NULL) {
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "The API key is not a key.");
+    }
+    CURLU *parsed = curl_url();
+    char *scheme = NULL, *host = NULL;
+    int bad = parsed == NULL || curl_url_set(parsed, CURLUPART_URL, base_url, 0) != CURLUE_OK ||
+              curl_url_get(parsed, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+              curl_url_get(parsed, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+              (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) || host[0] == '\0';
+    int loopback = !bad && (strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 ||
+                            strcmp(host, "[::1]") == 0);
+    curl_free(scheme);
+    curl_free(host);
+    curl_url_cleanup(parsed);
+    if (bad) {
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "base_url must be an http:// or https:// URL.");
+    }
+    seatlease_client *client = calloc(1, sizeof *client);
+    if (client == NULL) {
+        return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
+    }
+    client->options = *options;
+    client->options.pinned_keys = NULL;
+    client->options.pinned_key_count = 0;
+    client->options.tenant_id = NULL;
+    client->options.jwks_url = NULL;
+    client->loopback = loopback;
+    seatlease_options *o = &client->options;
+    if (o->timeout_seconds <= 0) o->timeout_seconds = 10;
+    if (o->backoff_seconds <= 0) o->backoff_seconds = 0.5;
+    if (o->max_backoff_seconds <= 0) o->max_backoff_seconds = 30;
+    if (o->max_wait_poll_seconds <= 0) o->max_wait_poll_seconds = 30;
+    if (o->release_timeout_seconds <= 0) o->release_timeout_seconds = 5;
+    if (o->retries < 0) o->retries = 0;
+    size_t length = strlen(base_url);
+    while (length > 0 && base_url[length - 1] == '/') {
+        length--;
+    }
+    client->base_url = malloc(length + 1);
+    client->api_key = sl_strdup(api_key);
+    if (client->base_url != NULL) {
+        memcpy(client->base_url, base_url, length);
+        client->base_url[length] = '\0';
+    }
+    if (options->jwks_url != NULL) {
+        client->jwks_url = sl_strdup(options->jwks_url);
+    } else if (client->base_url != NULL) {
+        client->jwks_url = malloc(length + 6);
+        if (client->jwks_url != NULL) {
+            snprintf(client->jwks_url, length + 6, "%s/keys", client->base_url);
+        }
+    }
+    if (client->base_url == NULL || client->api_key == NULL || client->jwks_url == NULL) {
+        seatlease_client_free(client);
+        return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
+    }
+    if (options->verify || options->pinned_key_count > 0) {
+        double leeway = options->token_leeway_seconds < 0 ? 0 : options->token_leeway_seconds;
+        seatlease_code code = sl_verifier_new(fetch_jwks, client, options->pinned_keys,
+                                              options->pinned_key_count, options->tenant_id,
+                                              leeway, &client->verifier, error);
+        if (code != SEATLEASE_OK) {
+            seatlease_client_free(client);
+            return code;
+        }
+    }
+    *out = client;
+    return SEATLEASE_OK;
+}
+
+void seatlease_client_free(seatlease_client *client) {
+    if (client == NULL) {
+        return;
+    }
+    sl_verifier_free(client->verifier);
+    if (client->api_key != NULL) {
+        sodium_memzero(client->api_key, strlen(client->api_key));
+    }
+    free(client->api_key);
+    free(client->base_url);
+    free(client->jwks_url);
+    free(client);
+}
+
+/* -- calls ------------------------------------------------------------------------------ */
+
+/* The shape of a 2xx: wrong types are an invalid_response, never a crash later. */
+static seatlease_code check_shape(const char *fn, const cJSON *reply, long status,
+                                  seatlease_error **error) {
+    if (status == 202) {
+        if (sl_json_string(reply, "ticket") == NULL) {
+            return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
+                           "The %s answer (202) has no ticket.", fn);
+        }
+        return SEATLEASE_OK;
+    }
+    static const char *const numbers[] = {"seats_used", "seats_total", "lease_seconds",
+                                          "heartbeat_interval_seconds", NULL};
+    for (int i = 0; numbers[i] != NULL; i++) {
+        const cJSON *item = cJSON_GetObjectItemCaseSensitive(reply, numbers[i]);
+        if (item != NULL && !cJSON_IsNumber(item)) {
+            return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
+                           "The %s answer's %s is not a number.", fn, numbers[i]);
+        }
+    }
+    if (strcmp(fn, "release") == 0) {
+        if (!cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(reply, "released"))) {
+            return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
+                           "The release answer has no released flag.");
+        }
+        return SEATLEASE_OK;
+    }
+    double deadline;
+    if (sl_json_string(reply, "session_id") == NULL ||
+        sl_parse_time(sl_json_string(reply, "lease_expires_at"), &deadline) != 0) {
+        return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
+                       "The %s answer has no session_id or lease_expires_at.", fn);
+    }
+    return SEATLEASE_OK;
+}
+
+static seatlease_code send_once(seatlease_client *client, const char *fn, const cJSON *body,
+                                const char *text, double timeout, sl_stopper *stopper,
+                                cJSON **reply, int *status_out, seatlease_error **error) {
+    char url[2100];
+    snprintf(url, sizeof url, "%s/%s", client->base_url, fn);
+    sl_exchange exchange;
+    long status = 0;
+    seatlease_code code = http_exchange(client, url, text, 1, timeout, stopper, &exchange,
+                                        &status, error);
+    if (code != SEATLEASE_OK) {
+        return code;
+    }
+    cJSON *payload = NULL;
+    code = decode_answer(url, status, &exchange, &payload, error);
+    free(exchange.data);
+    if (code != SEATLEASE_OK) {
+        return code;
+    }
+    code = check_shape(fn, payload, status, error);
+    /* A place in the wait queue (202) grants nothing: it carries no token to check. */
+    if (code == SEATLEASE_OK && client->verifier != NULL && status != 202) {
+        code = sl_verifier_check(client->verifier, fn, body, payload, (int)status, NULL, error);
+    }
+    if (code != SEATLEASE_OK) {
+        cJSON_Delete(payload);
+        return code;
+    }
+    *reply = payload;
+    *status_out = (int)status;
+    return SEATLEASE_OK;
+}
+
+double sl_backoff_delay(seatlease_client *client, int attempt, double retry_after,
+                        double ceiling) {
+    if (attempt < 0) {
+        attempt = 0;
+    }
+    if (attempt > 60) {
+        attempt = 60;
+    }
+    double delay = fmin(ceiling, client->options.backoff_seconds * pow(2, attempt));
+    delay = sl_uniform(delay / 2, delay);
+    return retry_after > delay ? retry_after : delay;
+}
+
+double sl_wait_pause(seatlease_client *client, const seatlease_error *denied) {
+    double pause = denied != NULL && denied->retry_after > 0 ? denied->retry_after : 1;
+    if (pause > client->options.max_wait_poll_seconds) {
+        pause = client->options.max_wait_poll_seconds;
+    }
+    return sl_uniform(pause, pause * 1.2);
+}
+
+seatlease_code sl_call(seatlease_client *client, const char *fn, cJSON *body, int retries,
+                       double budget, sl_stopper *stopper, cJSON **reply, int *status,
+                       seatlease_error **error) {
+    char request_id[40], nonce[32];
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(body, "request_id"))) {
+        sl_new_request_id(request_id);
+        if (!cJSON_AddStringToObject(body, "request_id", request_id)) {
+            return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
+        }
+    }
+    if (client->verifier != NULL && cJSON_GetObjectItemCaseSensitive(body, "nonce") == NULL) {
+        sl_new_nonce(nonce);
+        if (!cJSON_AddStringToObject(body, "nonce", nonce)) {
+            return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
+        }
+    }
+    char *text = cJSON_PrintUnformatted(body);
+    if (text == NULL) {
+        return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
+    }
+    if (retries < 0) {
+        retries = client->options.retries;
+    }
+    double give_up = budget > 0 ? sl_mono_now() + budget : 0;
+    seatlease_code code;
+    for (int attempt = 0;; attempt++) {
+        double timeout = client->options.timeout_seconds;
+        if (give_up > 0) {
+            timeout = fmin(timeout, give_up - sl_mono_now());
+            if (timeout < 0.05) {
+                timeout = 0.05;
+            }
+        }
+        seatlease_error *failed = NULL;
+        code = send_once(client, fn, body, text, timeout, stopper, reply, status, &failed);
+        if (code != SEATLEASE_ERR_BACKEND_UNAVAILABLE || attempt >= retries) {
+            if (error != NULL) {
+                *error = failed;
+            } else {
+                seatlease_error_free(failed);
+            }
+            break;
+        }
+        double delay = sl_backoff_delay(client, attempt, failed->backend_retry_after,
+                                        client->options.max_backoff_seconds);
+        if (give_up > 0 && sl_mono_now() + delay > give_up) {
+            if (error != NULL) {
+                *error = failed;
+            } else {
+                seatlease_error_free(failed);
+            }
+            break;
+        }
+        sl_log(client, SEATLEASE_LOG_INFO, "seatlease: %s failed (%s); retry in %.2f s", fn,
+               failed->message, delay);
+        seatlease_error_free(failed);
+        if (sl_sleep(stopper, delay)) {
+            code = sl_fail(error, SEATLEASE_ERR_CANCELLED, 0, "cancelled", "The call was cancelled.");
+            break;
+        }
+    }
+    cJSON_free(text);
+    return code;
+}
+
+seatlease_code sl_acquire_body(const char *license_id, const char *client_id,
+                               int lease_seconds, int borrow_seconds, const char *metadata_json,
+                               const char *user, const char *host, int queue,
+                               const char *ticket, const char *request_id, cJSON **out,
+                               seatlease_error **error) {
+    if (license_id == NULL || client_id == NULL) {
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "license_id and client_id are required.");
+    }
+    cJSON *body = cJSON_CreateObject();
+    int ok = body != NULL && cJSON_AddStringToObject(body, "license_id", license_id) &&
+             cJSON_AddStringToObject(body, "client_id", client_id);
+    if (ok && lease_seconds > 0) ok = cJSON_AddNumberToObject(body, "lease_seconds", lease_seconds) != NULL;
+    if (ok && borrow_seconds > 0) ok = cJSON_AddNumberToObject(body, "borrow_seconds", borrow_seconds) != NULL;
+    if (ok && user != NULL) ok = cJSON_AddStringToObject(body, "user", user) != NULL;
+    if (ok && host != NULL) ok = cJSON_AddStringToObject(body, "host", host) != NULL;
+    if (ok && queue) ok = cJSON_AddTrueToObject(body, "queue") != NULL;
+    if (ok && ticket != NULL) ok = cJSON_AddStringToObject(body, "ticket", ticket) != NULL;
+    if (ok && request_id != NULL) ok = cJSON_AddStringToObject(body, "request_id", request_id) != NULL;
+    if (!ok) {
+        cJSON_Delete(body);
+        return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
+    }
+    if (metadata_json != NULL) {
+        cJSON *metadata = sl_parse_object(metadata_json, strlen(metadata_json));
+        if (metadata == NULL) {
+            cJSON_Delete(body);
+            return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "metadata_json must be a JSON object.");
+        }
+        cJSON_AddItemToObject(body, "metadata", metadata);
+    }
+    *out = body;
+    return SEATLEASE_OK;
+}
+
+/* -- answers ---------------------------------------------------------------------------- */
+
+struct seatlease_answer {
+    cJSON *json;
+    char *text;
+    int status;
+};
+
+static seatlease_code answer_of(cJSON *reply, int status, seatlease_answer **out,
+                                seatlease_error **error) {
+    seatlease_answer *answer = calloc(1, sizeof *answer);
+    char *printed = cJSON_PrintUnformatted(reply);
+    char *text = printed ? sl_strdup(printed) : NULL;
+    if (printed) {
+        cJSON_free(printed);
+    }
+    if (answer == NULL || text == NULL) {
+        free(answer);
+        free(text);
+        cJSON_Delete(reply);
+        return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
+    }
+    answer->json = reply;
+    answer->text = text;
+    answer->status = status;
+    *out = answer;
+    return SEATLEASE_OK;
+}
+
+static seatlease_code plain_call(seatlease_client *client, const char *fn, cJSON *body,
+                                 seatlease_answer **answer, seatlease_error **error) {
+    cJSON *reply = NULL;
+    int status = 0;
+    seatlease_code code = sl_call(client, fn, body, -1, 0, NULL, &reply, &status, error);
+    cJSON_Delete(body);
+    if (code != SEATLEASE_OK) {
+        return code;
+    }
+    if (answer == NULL) {
+        cJSON_Delete(reply);
+        return SEATLEASE_OK;
+    }
+    return answer_of(reply, status, answer, error);
+}
+
+seatlease_code seatlease_acquire(seatlease_client *client, const char *license_id,
+                                 const char *client_id, const seatlease_acquire_options *o,
+                                 seatlease_answer **answer, seatlease_error **error) {
+    if (answer != NULL) {
+        *answer = NULL;
+    }
+    if (client == NULL) {
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "client is NULL.");
+    }
+    seatlease_acquire_options defaults;
+    seatlease_acquire_options_init(&defaults);
+    if (o == NULL) {
+        o = &defaults;
+    }
+    if (o->struct_size != sizeof *o) {
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "seatlease_acquire_options: call seatlease_acquire_options_init first.");
+    }
+    cJSON *body = NULL;
+    seatlease_code code = sl_acquire_body(license_id, client_id, o->lease_seconds,
+                                          o->borrow_seconds, o->metadata_json, o->user, o->host,
+                                          o->queue, o->ticket, o->request_id, &body, error);
+    if (code != SEATLEASE_OK) {
+        return code;
+    }
+    return plain_call(client, "acquire", body, answer, error);
+}
+
+static seatlease_code session_call(seatlease_client *client, const char *fn,
+                                   const char *license_id, const char *session_id,
+                                   seatlease_answer **answer, seatlease_error **error) {
+    if (answer != NULL) {
+        *answer = NULL;
+    }
+    if (client == NULL || license_id == NULL || session_id == NULL) {
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "client, license_id and session_id are required.");
+    }
+    cJSON *body = cJSON_CreateObject();
+    if (body == NULL || !cJSON_AddStringToObject(body, "license_id", license_id) ||
+        !cJSON_AddStringToObject(body, "session_id", session_id)) {
+        cJSON_Delete(body);
+        return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
+    }
+    return plain_call(client, fn, body, answer, error);
+}
+
+seatlease_code seatlease_heartbeat(seatlease_client *client, const char *license_id,
+                                   const char *session_id, seatlease_answer **answer,
+                                   seatlease_error **error) {
+    return session_call(client, "heartbeat", license_id, session_id, answer, error);
+}
+
+seatlease_code seatlease_release(seatlease_client *client, const char *license_id,
+                                 const char *session_id, seatlease_answer **answer,
+                                 seatlease_error **error) {
+    return session_call(client, "release", license_id, session_id, answer, error);
+}
+
+static const char *answer_text(const seatlease_answer *a, const char *name) {
+    const char *value = a ? sl_json_string(a->json, name) : NULL;
+    return value ? value : "";
+}
+
+static int answer_flag(const seatlease_answer *a, const char *name) {
+    return a != NULL && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a->json, name));
+}
+
+const char *seatlease_answer_session_id(const seatlease_answer *a) { return answer_text(a, "session_id"); }
+int seatlease_answer_seats_used(const seatlease_answer *a) { return a ? sl_json_int(a->json, "seats_used", 0) : 0; }
+int seatlease_answer_seats_total(const seatlease_answer *a) { return a ? sl_json_int(a->json, "seats_total", 0) : 0; }
+int seatlease_answer_lease_seconds(const seatlease_answer *a) { return a ? sl_json_int(a->json, "lease_seconds", 0) : 0; }
+int seatlease_answer_heartbeat_interval_seconds(const seatlease_answer *a) { return a ? sl_json_int(a->json, "heartbeat_interval_seconds", 0) : 0; }
+int seatlease_answer_released(const seatlease_answer *a) { return answer_flag(a, "released"); }
+int seatlease_answer_borrowed(const seatlease_answer *a) { return answer_flag(a, "borrowed"); }
+int seatlease_answer_queued(const seatlease_answer *a) { return answer_flag(a, "queued"); }
+int seatlease_answer_position(const seatlease_answer *a) { return a ? sl_json_int(a->json, "position", 0) : 0; }
+const char *seatlease_answer_ticket(const seatlease_answer *a) { return answer_text(a, "ticket"); }
+int seatlease_answer_retry_after_seconds(const seatlease_answer *a) { return a ? sl_json_int(a->json, "retry_after_seconds", 0) : 0; }
+int seatlease_answer_status(const seatlease_answer *a) { return a ? a->status : 0; }
+const char *seatlease_answer_json(const seatlease_answer *a) { return a ? a->text : "{}"; }
+
+double seatlease_answer_expires_at(const seatlease_answer *a) {
+    double seconds = 0;
+    if (a == NULL || sl_parse_time(sl_json_string(a->json, "lease_expires_at"), &seconds) != 0) {
+        return 0;
+    }
+    return seconds;
+}
+
+const char *seatlease_answer_token(const seatlease_answer *a) {
+    const char *token = answer_text(a, "lease_token");
+    return token[0] ? token : answer_text(a, "release_token");
+}
+
+void seatlease_answer_free(seatlease_answer *answer) {
+    if (answer == NULL) {
+        return;
+    }
+    cJSON_Delete(answer->json);
+    free(answer->text);
+    free(answer);
+}
+
+void seatlease_string_free(char *text) { free(text); }

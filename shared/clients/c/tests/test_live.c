@@ -1,0 +1,732 @@
+/* libseatlease against the real served functions (acquire, heartbeat, release, keys on
+ * real Redis and PostgreSQL), started by tests/test_client_c.py, which passes
+ * SEATLEASE_TEST_URL and SEATLEASE_TEST_API_KEY; its /_test/ routes create licenses,
+ * flush Redis, revoke a lease, stall or fail the next request, and show the request log
+ * and live seats. Without them these tests skip (the pytest run fails on any skip). The
+ * same tests as the Go client's live_test.go. */
+#define _POSIX_C_SOURCE 200809L
+#include "harness.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NEED_STACK()                                                                      \
+    do {                                                                                  \
+        if (served_url() == NULL || served_key() == NULL)                                 \
+            SKIP("SEATLEASE_TEST_URL not set: run through pytest tests/test_client_c.py"); \
+    } while (0)
+
+static seatlease_client *client_with(const char *url, const char *key, int verify,
+                                     double timeout, int retries, double backoff,
+                                     double max_wait_poll) {
+    seatlease_options options;
+    seatlease_options_init(&options);
+    options.verify = verify;
+    options.tenant_id = verify ? "acme" : NULL;
+    if (timeout > 0) options.timeout_seconds = timeout;
+    if (retries >= 0) options.retries = retries;
+    if (backoff > 0) options.backoff_seconds = backoff;
+    if (max_wait_poll > 0) options.max_wait_poll_seconds = max_wait_poll;
+    seatlease_client *client = NULL;
+    seatlease_error *error = NULL;
+    if (seatlease_client_new(url, key, &options, &client, &error) != SEATLEASE_OK) {
+        fprintf(stderr, "client: %s\n", seatlease_error_message(error));
+        seatlease_error_free(error);
+        return NULL;
+    }
+    return client;
+}
+
+static seatlease_client *served_client(int verify, double backoff) {
+    return client_with(served_url(), served_key(), verify, 0, -1, backoff, 0);
+}
+
+typedef struct {
+    pthread_mutex_t mu;
+    int lost, regained;
+    char reasons[256];
+} watcher;
+
+static void on_lost(seatlease_lease *lease, const char *reason, void *user_data) {
+    (void)lease;
+    watcher *w = user_data;
+    pthread_mutex_lock(&w->mu);
+    w->lost++;
+    strncat(w->reasons, reason, sizeof w->reasons - strlen(w->reasons) - 2);
+    strcat(w->reasons, ",");
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void on_regained(seatlease_lease *lease, void *user_data) {
+    (void)lease;
+    watcher *w = user_data;
+    pthread_mutex_lock(&w->mu);
+    w->regained++;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int regained_once(void *context) {
+    watcher *w = context;
+    pthread_mutex_lock(&w->mu);
+    int done = w->regained == 1;
+    pthread_mutex_unlock(&w->mu);
+    return done;
+}
+
+static int only_live_seat(const char *license_id, const char *session_id, const char *client_id) {
+    cJSON *seats = live(license_id);
+    int ok = cJSON_GetArraySize(seats) == 1;
+    if (ok) {
+        cJSON *seat = cJSON_GetArrayItem(seats, 0);
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(seat, "session_id");
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(seat, "client_id");
+        ok = cJSON_IsString(s) && strcmp(s->valuestring, session_id) == 0 &&
+             (client_id == NULL || (cJSON_IsString(c) && strcmp(c->valuestring, client_id) == 0));
+    }
+    cJSON_Delete(seats);
+    return ok;
+}
+
+static void lease_life_past_three_leases_a_redis_flush_and_a_revoke(void) {
+    NEED_STACK();
+    make_license("c-life", "{\"seats\": 2, \"lease_seconds\": 2}");
+    seatlease_client *client = served_client(1, 0.05);
+    CHECK(client != NULL);
+    watcher w = {PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "ws-1";
+    o.metadata_json = "{\"user\": \"ann\"}";
+    o.on_lost = on_lost;
+    o.on_regained = on_regained;
+    o.user_data = &w;
+    seatlease_lease *lease = NULL;
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-life", &o, &lease, &error), SEATLEASE_OK);
+    seatlease_lease_info first, now;
+    seatlease_lease_get_info(lease, &first);
+    char *token = seatlease_lease_token(lease);
+    CHECK(token != NULL && strlen(token) > 40);
+    seatlease_string_free(token);
+    CHECK(first.session_id[0] && first.verified && first.lease_seconds == 2 &&
+          first.seats_used == 1 && first.seats_total == 2 && !first.lost);
+    cJSON *before = requests("/heartbeat");
+    int beats_before = cJSON_GetArraySize(before);
+    cJSON_Delete(before);
+    sleep_seconds(6.5); /* three and a quarter leases of 2 s */
+    seatlease_lease_get_info(lease, &now);
+    CHECK(only_live_seat("c-life", first.session_id, "ws-1"));
+    CHECK(strcmp(now.session_id, first.session_id) == 0 && !now.lost &&
+          now.expires_at - first.expires_at >= 4);
+    cJSON *after = requests("/heartbeat");
+    int beats = cJSON_GetArraySize(after) - beats_before;
+    cJSON_Delete(after);
+    CHECK(beats >= 8 && beats <= 14);
+
+    /* an operator revokes the lease: the next heartbeat answers 410, a new seat at once */
+    char revoke[256];
+    snprintf(revoke, sizeof revoke, "{\"license_id\": \"c-life\", \"session_id\": \"%s\"}",
+             first.session_id);
+    cJSON_Delete(control("revoke", revoke));
+    CHECK(eventually(5, regained_once, &w));
+    pthread_mutex_lock(&w.mu);
+    int lost = w.lost;
+    pthread_mutex_unlock(&w.mu);
+    CHECK(lost == 1);
+    seatlease_lease_info again;
+    seatlease_lease_get_info(lease, &again);
+    CHECK(!again.lost && strcmp(again.session_id, first.session_id) != 0);
+    CHECK(only_live_seat("c-life", again.session_id, "ws-1"));
+
+    /* Redis forgets every seat: 410 "unknown", and the seat is regained again */
+    cJSON_Delete(control("flush", "{}"));
+    sleep_seconds(0.1);
+    double deadline = now_seconds() + 5;
+    for (;;) {
+        pthread_mutex_lock(&w.mu);
+        int done = w.regained == 2;
+        pthread_mutex_unlock(&w.mu);
+        if (done) break;
+        CHECK(now_seconds() < deadline);
+        sleep_seconds(0.05);
+    }
+    CHECK(strcmp(w.reasons, "unknown,unknown,") == 0);
+    seatlease_lease_info third;
+    seatlease_lease_get_info(lease, &third);
+    CHECK(only_live_seat("c-life", third.session_id, "ws-1"));
+    CHECK_CODE(seatlease_lease_release(lease, &error), SEATLEASE_OK);
+    CHECK_CODE(seatlease_lease_release(lease, &error), SEATLEASE_OK); /* once */
+    seatlease_lease_get_info(lease, &third);
+    CHECK(third.released && live_count("c-life") == 0);
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+}
+
+static void a_stalled_server_answers_the_retry_from_the_first_run(void) {
+    NEED_STACK();
+    make_license("c-stall", "{\"seats\": 2, \"lease_seconds\": 60}");
+    seatlease_client *client = client_with(served_url(), served_key(), 1, 0.5, -1, 0.05, 0);
+    CHECK(client != NULL);
+    cJSON_Delete(control("stall", "{\"path\": \"/acquire\", \"seconds\": 1.5}"));
+    seatlease_answer *answer = NULL;
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-stall", "pc-1", NULL, &answer, &error), SEATLEASE_OK);
+    cJSON *acquires = requests("/acquire");
+    int n = cJSON_GetArraySize(acquires);
+    const char *first_id = cJSON_GetObjectItem(cJSON_GetArrayItem(acquires, n - 2), "request_id")->valuestring;
+    const char *second_id = cJSON_GetObjectItem(cJSON_GetArrayItem(acquires, n - 1), "request_id")->valuestring;
+    int first_status = cJSON_GetObjectItem(cJSON_GetArrayItem(acquires, n - 2), "status")->valueint;
+    int second_status = cJSON_GetObjectItem(cJSON_GetArrayItem(acquires, n - 1), "status")->valueint;
+    int same_id = strcmp(first_id, second_id) == 0 && strlen(first_id) == 32;
+    cJSON_Delete(acquires);
+    CHECK(same_id);
+    /* both attempts were answered 201 (created): the retry was told what the first did */
+    CHECK(first_status == 201 && second_status == 201);
+    CHECK(seatlease_answer_seats_used(answer) == 1);
+    CHECK(only_live_seat("c-stall", seatlease_answer_session_id(answer), "pc-1"));
+    cJSON_Delete(control("stall", "{\"path\": \"/release\", \"seconds\": 1.5}"));
+    seatlease_answer *released = NULL;
+    CHECK_CODE(seatlease_release(client, "c-stall", seatlease_answer_session_id(answer), &released, &error),
+               SEATLEASE_OK);
+    CHECK(seatlease_answer_released(released) && seatlease_answer_seats_used(released) == 0);
+    CHECK(strlen(seatlease_answer_token(released)) > 40); /* a verified release token */
+    seatlease_answer_free(released);
+    seatlease_answer_free(answer);
+    seatlease_client_free(client);
+}
+
+static void a_retry_of_your_own_with_the_same_request_id_takes_one_seat(void) {
+    NEED_STACK();
+    make_license("c-once", "{\"seats\": 3, \"lease_seconds\": 60}");
+    /* No retries of the client's own, a timeout shorter than the stalled answer: the
+     * product's retry carries the request_id of the acquire that timed out. */
+    seatlease_client *client = client_with(served_url(), served_key(), 1, 0.5, 0, 0.05, 0);
+    CHECK(client != NULL);
+    seatlease_acquire_options o;
+    seatlease_acquire_options_init(&o);
+    o.request_id = "c-once-request-0001";
+    o.user = "ann";
+    o.host = "pc-ann";
+    cJSON_Delete(control("stall", "{\"path\": \"/acquire\", \"seconds\": 1.5}"));
+    seatlease_answer *answer = NULL;
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-once", "pc-1", &o, &answer, &error),
+               SEATLEASE_ERR_BACKEND_UNAVAILABLE);
+    CHECK(seatlease_error_status(error) == 0 && strcmp(seatlease_error_server_code(error), "network_error") == 0);
+    seatlease_error_free(error);
+    CHECK(answer == NULL);
+    CHECK(live_count("c-once") == 1); /* the first attempt took the seat */
+    CHECK_CODE(seatlease_acquire(client, "c-once", "pc-1", &o, &answer, &error), SEATLEASE_OK);
+    CHECK(seatlease_answer_status(answer) == 201 && seatlease_answer_seats_used(answer) == 1);
+    CHECK(only_live_seat("c-once", seatlease_answer_session_id(answer), "pc-1"));
+    cJSON *acquires = requests("/acquire");
+    int n = cJSON_GetArraySize(acquires);
+    int statuses = cJSON_GetObjectItem(cJSON_GetArrayItem(acquires, n - 1), "status")->valueint;
+    const char *id = cJSON_GetObjectItem(cJSON_GetArrayItem(acquires, n - 1), "request_id")->valuestring;
+    int same = strcmp(id, "c-once-request-0001") == 0;
+    cJSON_Delete(acquires);
+    CHECK(statuses == 201 && same);
+    CHECK_CODE(seatlease_release(client, "c-once", seatlease_answer_session_id(answer), NULL, NULL), SEATLEASE_OK);
+    seatlease_answer_free(answer);
+    seatlease_client_free(client);
+}
+
+static void typed_errors(void) {
+    NEED_STACK();
+    make_license("c-full", "{\"seats\": 1, \"lease_seconds\": 60}");
+    seatlease_client *wrong = client_with(served_url(), "sl_wrong_key", 0, 0, -1, 0.01, 0);
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(wrong, "c-full", "a", NULL, NULL, &error), SEATLEASE_ERR_UNAUTHENTICATED);
+    CHECK(seatlease_error_status(error) == 401 && strstr(seatlease_error_message(error), served_key()) == NULL);
+    CHECK(strcmp(seatlease_error_server_code(error), "unauthenticated") == 0);
+    seatlease_error_free(error);
+    seatlease_client_free(wrong);
+    seatlease_client *client = served_client(0, 0.01);
+    CHECK_CODE(seatlease_acquire(client, "no-such-license", "a", NULL, NULL, &error), SEATLEASE_ERR_LICENSE_NOT_FOUND);
+    CHECK(seatlease_error_status(error) == 404);
+    seatlease_error_free(error);
+    seatlease_acquire_options bad;
+    seatlease_acquire_options_init(&bad);
+    bad.lease_seconds = 999999;
+    CHECK_CODE(seatlease_acquire(client, "c-full", "a", &bad, NULL, &error), SEATLEASE_ERR_INVALID_REQUEST);
+    CHECK(seatlease_error_status(error) == 400);
+    seatlease_error_free(error);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "a";
+    seatlease_lease *held = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-full", &o, &held, NULL), SEATLEASE_OK);
+    CHECK_CODE(seatlease_acquire(client, "c-full", "b", NULL, NULL, &error), SEATLEASE_ERR_NO_SEATS_AVAILABLE);
+    CHECK(seatlease_error_status(error) == 409 && seatlease_error_seats_used(error) == 1 &&
+          seatlease_error_seats_total(error) == 1 && seatlease_error_retry_after_seconds(error) >= 1);
+    seatlease_error_free(error);
+    seatlease_lease_info info;
+    seatlease_lease_get_info(held, &info);
+    seatlease_answer *gone = NULL;
+    CHECK_CODE(seatlease_heartbeat(client, "c-full", "no-such-session-00000000", &gone, &error),
+               SEATLEASE_ERR_SESSION_EXPIRED);
+    CHECK(seatlease_error_status(error) == 410 && strcmp(seatlease_error_reason(error), "unknown") == 0);
+    seatlease_error_free(error);
+    double started = now_seconds();
+    seatlease_lease_options waiting = o;
+    waiting.client_id = "b";
+    waiting.wait = 1;
+    waiting.wait_timeout_seconds = 0.3;
+    seatlease_lease *never = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-full", &waiting, &never, &error), SEATLEASE_ERR_SEAT_WAIT_TIMEOUT);
+    CHECK(never == NULL && strcmp(seatlease_error_server_code(error), "seat_wait_timeout") == 0);
+    CHECK(now_seconds() - started < 3);
+    seatlease_error_free(error);
+    CHECK_CODE(seatlease_lease_release(held, NULL), SEATLEASE_OK);
+    CHECK(live_count("c-full") == 0);
+    seatlease_lease_free(held);
+    seatlease_client_free(client);
+}
+
+static void a_500_is_an_http_error_not_retried(void) {
+    NEED_STACK();
+    make_license("c-500", "{\"seats\": 1}");
+    seatlease_client *client = served_client(0, 0.01);
+    cJSON *log = requests("/acquire");
+    int before = cJSON_GetArraySize(log);
+    cJSON_Delete(log);
+    cJSON_Delete(control("fail", "{\"path\": \"/acquire\", \"status\": 500}"));
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-500", "a", NULL, NULL, &error), SEATLEASE_ERR_HTTP);
+    CHECK(seatlease_error_status(error) == 500 && strcmp(seatlease_error_server_code(error), "internal") == 0);
+    seatlease_error_free(error);
+    log = requests("/acquire");
+    int after = cJSON_GetArraySize(log);
+    cJSON_Delete(log);
+    CHECK(after == before + 1);
+    seatlease_client_free(client);
+}
+
+static void a_503_with_retry_after_is_retried_no_sooner_with_the_same_request_id(void) {
+    NEED_STACK();
+    make_license("c-503", "{\"seats\": 1}");
+    seatlease_client *client = served_client(0, 0.01);
+    cJSON_Delete(control("fail", "{\"path\": \"/acquire\", \"status\": 503, \"retry_after\": 1}"));
+    double started = now_seconds();
+    seatlease_answer *answer = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-503", "a", NULL, &answer, NULL), SEATLEASE_OK);
+    CHECK(now_seconds() - started >= 1.0);
+    CHECK(seatlease_answer_seats_used(answer) == 1);
+    cJSON *acquires = requests("/acquire");
+    int n = cJSON_GetArraySize(acquires);
+    cJSON *failed = cJSON_GetArrayItem(acquires, n - 2), *served = cJSON_GetArrayItem(acquires, n - 1);
+    int ok = cJSON_GetObjectItem(failed, "status")->valueint == 503 &&
+             cJSON_GetObjectItem(served, "status")->valueint == 201 &&
+             strcmp(cJSON_GetObjectItem(failed, "request_id")->valuestring,
+                    cJSON_GetObjectItem(served, "request_id")->valuestring) == 0;
+    cJSON_Delete(acquires);
+    CHECK(ok);
+    seatlease_answer_free(answer);
+    seatlease_client_free(client);
+}
+
+typedef struct {
+    seatlease_lease *lease;
+    double delay;
+    seatlease_code code;
+} delayed_release;
+
+static void *release_later(void *argument) {
+    delayed_release *r = argument;
+    sleep_seconds(r->delay);
+    r->code = seatlease_lease_release(r->lease, NULL);
+    return NULL;
+}
+
+static void waiting_gets_the_seat_released_meanwhile(void) {
+    NEED_STACK();
+    make_license("c-wait", "{\"seats\": 1, \"lease_seconds\": 60}");
+    /* Retry-After is ~60 s here: max_wait_poll paces the wait */
+    seatlease_client *client = client_with(served_url(), served_key(), 0, 0, -1, 0, 0.3);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "a";
+    seatlease_lease *first = NULL, *second = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-wait", &o, &first, NULL), SEATLEASE_OK);
+    delayed_release r = {first, 0.5, SEATLEASE_ERR_ARGUMENT};
+    pthread_t thread;
+    pthread_create(&thread, NULL, release_later, &r);
+    double started = now_seconds();
+    o.client_id = "b";
+    o.wait = 1;
+    o.wait_timeout_seconds = 10;
+    seatlease_code code = seatlease_lease_acquire(client, "c-wait", &o, &second, NULL);
+    pthread_join(thread, NULL);
+    CHECK_CODE(code, SEATLEASE_OK);
+    CHECK_CODE(r.code, SEATLEASE_OK);
+    CHECK(now_seconds() - started >= 0.45);
+    seatlease_lease_info info;
+    seatlease_lease_get_info(second, &info);
+    CHECK(only_live_seat("c-wait", info.session_id, "b"));
+    seatlease_lease_free(second);
+    seatlease_lease_free(first);
+    CHECK(live_count("c-wait") == 0);
+    seatlease_client_free(client);
+}
+
+static void an_unreachable_url_is_backend_unavailable(void) {
+    NEED_STACK();
+    /* port 9 (discard) on loopback: nothing listens there in the test environment */
+    seatlease_client *client = client_with("http://127.0.0.1:9", served_key(), 0, 0, 2, 0.01, 0);
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "lic", "a", NULL, NULL, &error), SEATLEASE_ERR_BACKEND_UNAVAILABLE);
+    CHECK(seatlease_error_status(error) == 0 && strcmp(seatlease_error_server_code(error), "network_error") == 0);
+    CHECK(strstr(seatlease_error_message(error), served_key()) == NULL);
+    seatlease_error_free(error);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "a";
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_ERR_BACKEND_UNAVAILABLE);
+    CHECK(lease == NULL);
+    seatlease_client_free(client);
+}
+
+typedef struct {
+    atomic_int called;
+    seatlease_code code;
+} closer;
+
+static void release_when_lost(seatlease_lease *lease, const char *reason, void *user_data) {
+    (void)reason;
+    closer *c = user_data;
+    c->code = seatlease_lease_release(lease, NULL);
+    atomic_store(&c->called, 1);
+}
+
+static int closer_called(void *context) { return atomic_load(&((closer *)context)->called); }
+
+static void release_from_the_on_lost_callback(void) {
+    NEED_STACK();
+    make_license("c-callback", "{\"seats\": 1, \"lease_seconds\": 2}");
+    seatlease_client *client = served_client(0, 0.05);
+    closer c = {0, SEATLEASE_ERR_ARGUMENT};
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "ws-1";
+    o.on_lost = release_when_lost;
+    o.user_data = &c;
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-callback", &o, &lease, NULL), SEATLEASE_OK);
+    cJSON_Delete(control("flush", "{}"));
+    CHECK(eventually(5, closer_called, &c));
+    CHECK_CODE(c.code, SEATLEASE_OK);
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    CHECK(info.released && info.lost);
+    sleep_seconds(1.5); /* no re-acquire after the release */
+    CHECK(live_count("c-callback") == 0);
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+}
+
+static int lease_lost(void *context) {
+    seatlease_lease_info info;
+    seatlease_lease_get_info(context, &info);
+    return info.lost;
+}
+
+static int lease_held(void *context) { return !lease_lost(context); }
+
+static void an_outage_longer_than_the_lease_marks_it_lost_then_regains(void) {
+    NEED_STACK();
+    make_license("c-outage", "{\"seats\": 1, \"lease_seconds\": 2}");
+    seatlease_client *client = served_client(0, 0.05);
+    watcher w = {PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "ws-1";
+    o.on_lost = on_lost;
+    o.on_regained = on_regained;
+    o.user_data = &w;
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-outage", &o, &lease, NULL), SEATLEASE_OK);
+    seatlease_lease_info old, info;
+    seatlease_lease_get_info(lease, &old);
+    cJSON_Delete(control("outage", "{\"seconds\": 3}"));
+    CHECK(eventually(3, lease_lost, lease));
+    seatlease_lease_get_info(lease, &info);
+    CHECK(strcmp(info.lost_reason, "unreachable") == 0);
+    CHECK(eventually(5, lease_held, lease));
+    pthread_mutex_lock(&w.mu);
+    int ok = strcmp(w.reasons, "unreachable,") == 0 && w.regained == 1;
+    pthread_mutex_unlock(&w.mu);
+    CHECK(ok);
+    seatlease_lease_get_info(lease, &info);
+    CHECK(strcmp(info.session_id, old.session_id) != 0);
+    CHECK(only_live_seat("c-outage", info.session_id, "ws-1"));
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+}
+
+/* -- the wait queue ------------------------------------------------------------------------ */
+
+static int queue_length(const char *license_id) {
+    char action[256];
+    snprintf(action, sizeof action, "queue?license_id=%s", license_id);
+    cJSON *queue = control(action, NULL);
+    int n = cJSON_GetArraySize(queue);
+    cJSON_Delete(queue);
+    return n;
+}
+
+static void queued_ids(const char *license_id, char *out, size_t size) {
+    char action[256];
+    snprintf(action, sizeof action, "queue?license_id=%s", license_id);
+    cJSON *queue = control(action, NULL), *ticket;
+    out[0] = '\0';
+    cJSON_ArrayForEach(ticket, queue) {
+        const char *id = cJSON_GetObjectItem(ticket, "client_id")->valuestring;
+        if (out[0]) strncat(out, ",", size - strlen(out) - 1);
+        strncat(out, id, size - strlen(out) - 1);
+    }
+    cJSON_Delete(queue);
+}
+
+typedef struct {
+    seatlease_client *client;
+    const char *name;
+    char user[32], host[32];
+    seatlease_lease *lease;
+    seatlease_code code;
+    pthread_mutex_t *mu;
+    char *order;
+} waiter;
+
+static void *wait_in_line(void *argument) {
+    waiter *w = argument;
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = w->name;
+    o.user = w->user;
+    o.host = w->host;
+    o.wait = 1;
+    o.wait_timeout_seconds = 30;
+    w->code = seatlease_lease_acquire(w->client, "c-queue", &o, &w->lease, NULL);
+    pthread_mutex_lock(w->mu);
+    if (w->order[0]) strcat(w->order, ",");
+    strcat(w->order, w->name);
+    pthread_mutex_unlock(w->mu);
+    return NULL;
+}
+
+typedef struct {
+    const char *license_id;
+    int n;
+} queue_wait;
+
+static int queue_has(void *context) {
+    queue_wait *q = context;
+    return queue_length(q->license_id) == q->n;
+}
+
+static void queued_waiters_get_the_seat_in_the_order_they_joined(void) {
+    NEED_STACK();
+    /* a hold of 3 s: the queue's retry_after_seconds is at most a third of it */
+    make_license("c-queue", "{\"seats\": 1, \"lease_seconds\": 30, \"policy\": {\"queue\": true, \"queue_hold_seconds\": 3}}");
+    seatlease_client *client = served_client(1, 0); /* a 202 carries no token */
+    seatlease_acquire_options ao;
+    seatlease_acquire_options_init(&ao);
+    ao.user = "hal";
+    seatlease_answer *holder = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-queue", "holder", &ao, &holder, NULL), SEATLEASE_OK);
+    static const char *names[] = {"w1", "w2", "w3"};
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    char order[64] = "";
+    waiter waiters[3];
+    pthread_t threads[3];
+    for (int i = 0; i < 3; i++) {
+        waiters[i] = (waiter){client, names[i], "", "", NULL, SEATLEASE_ERR_ARGUMENT, &mu, order};
+        snprintf(waiters[i].user, sizeof waiters[i].user, "user-%s", names[i]);
+        snprintf(waiters[i].host, sizeof waiters[i].host, "pc-%s", names[i]);
+        pthread_create(&threads[i], NULL, wait_in_line, &waiters[i]);
+        queue_wait q = {"c-queue", i + 1};
+        CHECK(eventually(5, queue_has, &q));
+    }
+    cJSON *queue = control("queue?license_id=c-queue", NULL);
+    for (int i = 0; i < 3; i++) {
+        cJSON *ticket = cJSON_GetArrayItem(queue, i);
+        CHECK(strcmp(cJSON_GetObjectItem(ticket, "client_id")->valuestring, names[i]) == 0);
+        CHECK(strcmp(cJSON_GetObjectItem(ticket, "user")->valuestring, waiters[i].user) == 0);
+        CHECK(strcmp(cJSON_GetObjectItem(ticket, "host")->valuestring, waiters[i].host) == 0);
+    }
+    cJSON_Delete(queue);
+    sleep_seconds(2.5); /* they keep their places: each comes back with its ticket */
+    char ids[64];
+    queued_ids("c-queue", ids, sizeof ids);
+    CHECK(strcmp(ids, "w1,w2,w3") == 0);
+    cJSON *log = control("log", NULL), *entry;
+    int polls = 0;
+    cJSON_ArrayForEach(entry, log) {
+        polls += cJSON_GetObjectItem(entry, "status")->valueint == 202;
+    }
+    cJSON_Delete(log);
+    CHECK(polls >= 6);
+    CHECK_CODE(seatlease_release(client, "c-queue", seatlease_answer_session_id(holder), NULL, NULL), SEATLEASE_OK);
+    seatlease_answer_free(holder);
+    const char *expected_order[] = {"w1", "w1,w2", "w1,w2,w3"};
+    const char *expected_queue[] = {"w2,w3", "w3", ""};
+    for (int i = 0; i < 3; i++) {
+        pthread_join(threads[i], NULL);
+        CHECK_CODE(waiters[i].code, SEATLEASE_OK);
+        pthread_mutex_lock(&mu);
+        int in_order = strcmp(order, expected_order[i]) == 0;
+        pthread_mutex_unlock(&mu);
+        CHECK(in_order);
+        seatlease_lease_info info;
+        seatlease_lease_get_info(waiters[i].lease, &info);
+        CHECK(info.verified);
+        CHECK(only_live_seat("c-queue", info.session_id, names[i]));
+        queued_ids("c-queue", ids, sizeof ids);
+        CHECK(strcmp(ids, expected_queue[i]) == 0);
+        seatlease_lease_free(waiters[i].lease);
+    }
+    CHECK(live_count("c-queue") == 0);
+    seatlease_client_free(client);
+}
+
+static void waiting_in_line_gives_up_at_the_timeout(void) {
+    NEED_STACK();
+    make_license("c-queue-timeout", "{\"seats\": 1, \"lease_seconds\": 30, \"policy\": {\"queue\": true, \"queue_hold_seconds\": 3}}");
+    seatlease_client *client = served_client(0, 0);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "a";
+    seatlease_lease *held = NULL, *never = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-queue-timeout", &o, &held, NULL), SEATLEASE_OK);
+    o.client_id = "b";
+    o.wait = 1;
+    o.wait_timeout_seconds = 1.5;
+    double started = now_seconds();
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-queue-timeout", &o, &never, &error), SEATLEASE_ERR_SEAT_WAIT_TIMEOUT);
+    CHECK(strcmp(seatlease_error_server_code(error), "seat_wait_timeout") == 0);
+    seatlease_error_free(error);
+    double took = now_seconds() - started;
+    CHECK(took >= 1.4 && took <= 5);
+    char ids[64];
+    queued_ids("c-queue-timeout", ids, sizeof ids);
+    CHECK(strcmp(ids, "b") == 0);
+    seatlease_acquire_options ao;
+    seatlease_acquire_options_init(&ao);
+    ao.queue = 1;
+    seatlease_answer *place = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-queue-timeout", "c", &ao, &place, NULL), SEATLEASE_OK);
+    CHECK(seatlease_answer_status(place) == 202 && seatlease_answer_queued(place) &&
+          seatlease_answer_position(place) == 2 && seatlease_answer_ticket(place)[0] &&
+          seatlease_answer_retry_after_seconds(place) >= 1 && !seatlease_answer_session_id(place)[0]);
+    seatlease_answer_free(place);
+    seatlease_lease_free(held);
+    seatlease_client_free(client);
+}
+
+static void typed_errors_of_a_license_policy(void) {
+    NEED_STACK();
+    make_license("c-policy", "{\"seats\": 3, \"lease_seconds\": 60, \"policy\": {\"max_per_user\": 1, \"deny_users\": [\"mallory\"]}}");
+    seatlease_client *client = served_client(0, 0.01);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "ann-1";
+    o.user = "ann";
+    o.host = "pc-1";
+    seatlease_lease *ann = NULL, *none = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-policy", &o, &ann, NULL), SEATLEASE_OK);
+    seatlease_acquire_options ao;
+    seatlease_acquire_options_init(&ao);
+    ao.user = "ann";
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-policy", "ann-2", &ao, NULL, &error), SEATLEASE_ERR_USER_LIMIT_REACHED);
+    CHECK(seatlease_error_status(error) == 409 && strcmp(seatlease_error_server_code(error), "user_limit_reached") == 0);
+    CHECK(seatlease_error_retry_after_seconds(error) >= 50);
+    CHECK(strstr(seatlease_error_body_json(error), "\"max_per_user\":1") != NULL);
+    seatlease_error_free(error);
+    o.client_id = "ann-2";
+    o.wait = 1;
+    o.wait_timeout_seconds = 0.3;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-policy", &o, &none, NULL), SEATLEASE_ERR_SEAT_WAIT_TIMEOUT);
+    o.client_id = "m-1";
+    o.user = "mallory";
+    o.wait = 0;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-policy", &o, &none, &error), SEATLEASE_ERR_USER_DENIED);
+    CHECK(seatlease_error_status(error) == 403 && strcmp(seatlease_error_server_code(error), "user_denied") == 0);
+    seatlease_error_free(error);
+    CHECK_CODE(seatlease_acquire(client, "c-policy", "x-1", NULL, NULL, NULL), SEATLEASE_ERR_INVALID_REQUEST);
+    CHECK(only_live_seat("c-policy", "", NULL) == 0 && live_count("c-policy") == 1);
+    seatlease_lease_free(ann);
+    seatlease_client_free(client);
+}
+
+static void a_borrowed_seat(void) {
+    NEED_STACK();
+    make_license("c-borrow", "{\"seats\": 1, \"lease_seconds\": 60, \"max_borrow_seconds\": 86400}");
+    seatlease_client *client = served_client(1, 0.01);
+    seatlease_acquire_options ao;
+    seatlease_acquire_options_init(&ao);
+    ao.borrow_seconds = 3600;
+    seatlease_answer *seat = NULL;
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-borrow", "laptop", &ao, &seat, &error), SEATLEASE_OK);
+    CHECK(seatlease_answer_borrowed(seat) && seatlease_answer_expires_at(seat) > 0);
+    CHECK_CODE(seatlease_acquire(client, "c-borrow", "desk", NULL, NULL, NULL), SEATLEASE_ERR_NO_SEATS_AVAILABLE);
+    ao.borrow_seconds = 86400 * 30;
+    CHECK_CODE(seatlease_acquire(client, "c-borrow", "other", &ao, NULL, NULL), SEATLEASE_ERR_INVALID_REQUEST);
+    seatlease_answer *back = NULL;
+    CHECK_CODE(seatlease_release(client, "c-borrow", seatlease_answer_session_id(seat), &back, NULL), SEATLEASE_OK);
+    CHECK(seatlease_answer_released(back) && live_count("c-borrow") == 0);
+    seatlease_answer_free(back);
+    seatlease_answer_free(seat);
+    seatlease_client_free(client);
+}
+
+static void a_suspended_license_is_license_suspended_until_it_is_resumed(void) {
+    NEED_STACK();
+    make_license("c-suspend", "{\"seats\": 2, \"lease_seconds\": 30}");
+    seatlease_client *client = served_client(1, 0.05);
+    cJSON_Delete(control("suspend", "{\"license_id\": \"c-suspend\", \"suspended\": true}"));
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-suspend", "ws-1", NULL, NULL, &error), SEATLEASE_ERR_LICENSE_SUSPENDED);
+    CHECK(seatlease_error_status(error) == 403 && strcmp(seatlease_error_server_code(error), "license_suspended") == 0);
+    seatlease_error_free(error);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "ws-1";
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-suspend", &o, &lease, NULL), SEATLEASE_ERR_LICENSE_SUSPENDED);
+    CHECK(lease == NULL && live_count("c-suspend") == 0);
+    cJSON_Delete(control("suspend", "{\"license_id\": \"c-suspend\", \"suspended\": false}"));
+    CHECK_CODE(seatlease_lease_acquire(client, "c-suspend", &o, &lease, NULL), SEATLEASE_OK);
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    CHECK(only_live_seat("c-suspend", info.session_id, "ws-1"));
+    seatlease_lease_free(lease);
+    CHECK(live_count("c-suspend") == 0);
+    seatlease_client_free(client);
+}
+
+int main(int argc, char **argv) {
+    static const test_case tests[] = {
+        {"lease_life_past_three_leases_a_redis_flush_and_a_revoke", lease_life_past_three_leases_a_redis_flush_and_a_revoke},
+        {"a_stalled_server_answers_the_retry_from_the_first_run", a_stalled_server_answers_the_retry_from_the_first_run},
+        {"a_retry_of_your_own_with_the_same_request_id_takes_one_seat", a_retry_of_your_own_with_the_same_request_id_takes_one_seat},
+        {"typed_errors", typed_errors},
+        {"a_500_is_an_http_error_not_retried", a_500_is_an_http_error_not_retried},
+        {"a_503_with_retry_after_is_retried_no_sooner_with_the_same_request_id", a_503_with_retry_after_is_retried_no_sooner_with_the_same_request_id},
+        {"waiting_gets_the_seat_released_meanwhile", waiting_gets_the_seat_released_meanwhile},
+        {"an_unreachable_url_is_backend_unavailable", an_unreachable_url_is_backend_unavailable},
+        {"release_from_the_on_lost_callback", release_from_the_on_lost_callback},
+        {"an_outage_longer_than_the_lease_marks_it_lost_then_regains", an_outage_longer_than_the_lease_marks_it_lost_then_regains},
+        {"queued_waiters_get_the_seat_in_the_order_they_joined", queued_waiters_get_the_seat_in_the_order_they_joined},
+        {"waiting_in_line_gives_up_at_the_timeout", waiting_in_line_gives_up_at_the_timeout},
+        {"typed_errors_of_a_license_policy", typed_errors_of_a_license_policy},
+        {"a_borrowed_seat", a_borrowed_seat},
+        {"a_suspended_license_is_license_suspended_until_it_is_resumed", a_suspended_license_is_license_suspended_until_it_is_resumed},
+    };
+    return run_tests("live", tests, sizeof tests / sizeof tests[0], argc, argv);
+}

@@ -1,0 +1,239 @@
+package io.seatlease.client;
+
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+
+/**
+ * Every error of the client: the HTTP status (0 when no answer came back), the server's
+ * machine code and its message; {@link #body()} is the answer's {@code error} object. The
+ * nested classes are the kinds ({@code catch (SeatException.NoSeatsAvailable e)}); a
+ * {@link SeatWaitTimeout} and a {@link UserLimitReached} are also a {@link NoSeatsAvailable},
+ * a {@link UserDenied} is also a {@link LicenseSuspended}, every token failure is a {@link
+ * TokenException}. Any other status (a 500, a redirect) is a plain SeatException, not retried.
+ * The API key never appears in a message.
+ */
+public class SeatException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    private final int status;
+    private final String code;
+    private final transient JsonObject body;
+    private final double retryAfterHeader;
+
+    public SeatException(int status, String code, String message, JsonObject body, double retryAfterHeader) {
+        super(message);
+        this.status = status;
+        this.code = code;
+        this.body = body == null ? new JsonObject() : body;
+        this.retryAfterHeader = retryAfterHeader;
+    }
+
+    public SeatException(int status, String code, String message) {
+        this(status, code, message, null, -1);
+    }
+
+    /** The HTTP status; 0 when no answer came back. */
+    public int status() { return status; }
+    /** The server's machine code ("no_seats_available", "network_error", "token_expired"). */
+    public String code() { return code; }
+    /** The answer's "error" object (a copy). */
+    public JsonObject body() { return body.deepCopy(); }
+
+    int intField(String name, int fallback) {
+        JsonElement value = body.get(name);
+        if (value != null && value.isJsonPrimitive() && value.getAsJsonPrimitive().isNumber()) {
+            double number = value.getAsDouble();
+            if (number == Math.rint(number) && Math.abs(number) < Integer.MAX_VALUE) {
+                return (int) number;
+            }
+        }
+        return fallback;
+    }
+
+    /** A denial's seats in use and in all (409); -1 when absent. */
+    public int seatsUsed() { return intField("seats_used", -1); }
+    public int seatsTotal() { return intField("seats_total", -1); }
+
+    /** When a seat may come free (409), at least 1. */
+    public int retryAfterSeconds() {
+        int header = retryAfterHeader > 0 ? (int) retryAfterHeader : 1;
+        int seconds = intField("retry_after_seconds", header);
+        return Math.max(seconds, 1);
+    }
+
+    /** A 503's hint in seconds (body, then header), -1 without one. */
+    double backendRetryAfter() {
+        JsonElement value = body.get("retry_after_seconds");
+        if (value != null && value.isJsonPrimitive() && value.getAsJsonPrimitive().isNumber()
+                && value.getAsDouble() >= 0 && value.getAsDouble() < 86400) {
+            return value.getAsDouble(); // a hint beyond a day is no hint
+        }
+        return retryAfterHeader;
+    }
+
+    double retryAfterHeader() { return retryAfterHeader; }
+
+    @Override
+    public String toString() {
+        return getClass().getSimpleName() + ": " + (status != 0 ? status + " " : "") + code + ": " + getMessage();
+    }
+
+    /** 400: a bad identifier, a lease or borrow longer than the license allows. */
+    public static class InvalidRequest extends SeatException {
+        private static final long serialVersionUID = 1L;
+        public InvalidRequest(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+    }
+
+    /** 401: API key missing, unknown or revoked. */
+    public static class Unauthenticated extends SeatException {
+        private static final long serialVersionUID = 1L;
+        public Unauthenticated(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+    }
+
+    /** 403: the license is suspended. */
+    public static class LicenseSuspended extends SeatException {
+        private static final long serialVersionUID = 1L;
+        public LicenseSuspended(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+    }
+
+    /** 403 user_denied: the license's policy refuses this user any seat. */
+    public static class UserDenied extends LicenseSuspended {
+        private static final long serialVersionUID = 1L;
+        public UserDenied(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+    }
+
+    /** 404: no such license for this key's tenant. */
+    public static class LicenseNotFound extends SeatException {
+        private static final long serialVersionUID = 1L;
+        public LicenseNotFound(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+    }
+
+    /** 409: every seat (plus any overage) is in use. */
+    public static class NoSeatsAvailable extends SeatException {
+        private static final long serialVersionUID = 1L;
+        public NoSeatsAvailable(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+    }
+
+    /** 409 user_limit_reached: the user holds the license's max_per_user leases. */
+    public static class UserLimitReached extends NoSeatsAvailable {
+        private static final long serialVersionUID = 1L;
+        public UserLimitReached(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        public int maxPerUser() { return intField("max_per_user", -1); }
+        public int sessions() { return intField("sessions", -1); }
+    }
+
+    /** Waiting, and no seat came free in time. */
+    public static class SeatWaitTimeout extends NoSeatsAvailable {
+        private static final long serialVersionUID = 1L;
+        public SeatWaitTimeout(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+    }
+
+    /** 410: the session holds no seat; reason "expired" or "unknown". */
+    public static class SessionExpired extends SeatException {
+        private static final long serialVersionUID = 1L;
+        public SessionExpired(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        public String reason() {
+            JsonElement reason = body().get("reason");
+            return reason != null && reason.isJsonPrimitive() ? reason.getAsString() : "unknown";
+        }
+    }
+
+    /** Unreachable (status 0, code network_error), or 503/429/502/504 through every retry. */
+    public static class BackendUnavailable extends SeatException {
+        private static final long serialVersionUID = 1L;
+        public BackendUnavailable(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+    }
+
+    /** A 2xx that is not the expected JSON (truncated, wrong types, too big). */
+    public static class InvalidResponse extends SeatException {
+        private static final long serialVersionUID = 1L;
+        public InvalidResponse(int s, String m) { super(s, "invalid_response", m, null, -1); }
+    }
+
+    /** The answer's signed token failed verification: the answer never counts. */
+    public static class TokenException extends SeatException {
+        private static final long serialVersionUID = 1L;
+        public TokenException(int s, String c, String m) { super(s, c, m, null, -1); }
+    }
+
+    public static class TokenMissing extends TokenException {
+        private static final long serialVersionUID = 1L;
+        public TokenMissing(int s, String m) { super(s, "token_missing", m); }
+    }
+
+    public static class MalformedToken extends TokenException {
+        private static final long serialVersionUID = 1L;
+        public MalformedToken(int s, String m) { super(s, "token_malformed", m); }
+    }
+
+    public static class UnknownKeyId extends TokenException {
+        private static final long serialVersionUID = 1L;
+        public UnknownKeyId(int s, String m) { super(s, "token_unknown_kid", m); }
+    }
+
+    public static class UntrustedKey extends TokenException {
+        private static final long serialVersionUID = 1L;
+        public UntrustedKey(int s, String m) { super(s, "token_untrusted_key", m); }
+    }
+
+    public static class BadSignature extends TokenException {
+        private static final long serialVersionUID = 1L;
+        public BadSignature(int s, String m) { super(s, "token_bad_signature", m); }
+    }
+
+    public static class WrongAudience extends TokenException {
+        private static final long serialVersionUID = 1L;
+        public WrongAudience(int s, String m) { super(s, "token_wrong_audience", m); }
+    }
+
+    public static class TokenExpired extends TokenException {
+        private static final long serialVersionUID = 1L;
+        public TokenExpired(int s, String m) { super(s, "token_expired", m); }
+    }
+
+    public static class TokenReplayed extends TokenException {
+        private static final long serialVersionUID = 1L;
+        public TokenReplayed(int s, String m) { super(s, "token_replayed", m); }
+    }
+
+    public static class TokenMismatch extends TokenException {
+        private static final long serialVersionUID = 1L;
+        public TokenMismatch(int s, String m) { super(s, "token_mismatch", m); }
+    }
+
+    /** The typed error of an HTTP error answer. */
+    static SeatException fromAnswer(int status, JsonObject payload, double retryAfterHeader) {
+        JsonObject body = null;
+        if (payload != null && payload.get("error") != null && payload.get("error").isJsonObject()) {
+            body = payload.getAsJsonObject("error");
+        }
+        String code = Json.string(body, "code");
+        boolean backend = status == 429 || status == 502 || status == 503 || status == 504;
+        if (code == null || code.isEmpty()) {
+            code = backend ? "backend_unavailable" : "http_error";
+        }
+        String message = Json.string(body, "message");
+        if (message == null || message.isEmpty()) {
+            message = "HTTP " + status;
+        }
+        if (status >= 300 && status < 400) {
+            return new SeatException(status, "redirected", "The server answered a redirect (" + status + "): use the final URL.");
+        }
+        switch (status) {
+            case 400: return new InvalidRequest(status, code, message, body, retryAfterHeader);
+            case 401: return new Unauthenticated(status, code, message, body, retryAfterHeader);
+            case 403:
+                return code.equals("user_denied")
+                        ? new UserDenied(status, code, message, body, retryAfterHeader)
+                        : new LicenseSuspended(status, code, message, body, retryAfterHeader);
+            case 404: return new LicenseNotFound(status, code, message, body, retryAfterHeader);
+            case 409:
+                return code.equals("user_limit_reached")
+                        ? new UserLimitReached(status, code, message, body, retryAfterHeader)
+                        : new NoSeatsAvailable(status, code, message, body, retryAfterHeader);
+            case 410: return new SessionExpired(status, code, message, body, retryAfterHeader);
+            default:
+                return backend ? new BackendUnavailable(status, code, message, body, retryAfterHeader)
+                        : new SeatException(status, code, message, body, retryAfterHeader);
+        }
+    }
+}

@@ -1,0 +1,103 @@
+"""A tiny fake server of bad answers for the C and Java clients' "bad server answers"
+tests (tests/test_client_c.py, tests/test_client_java.py): never the real functions.
+Each scenario is a base URL, ``<server>/<scenario>``; its ``/acquire``, ``/heartbeat``,
+``/release`` and ``/keys`` answer as listed in ``SCENARIOS`` whatever is asked. The
+clients' own suites (shared/clients/c/tests/test_bad_answers.c, the Java BadAnswers
+tests) name the scenarios and the typed error each must give; they read the server's URL
+from ``SEATLEASE_BAD_URL``."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from http_support import serving
+from werkzeug.wrappers import Request, Response
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _jwt_shaped() -> str:
+    """A JWT's shape with a kid no JWKS here has (its signature is 64 zero bytes)."""
+    header = _b64(json.dumps({"alg": "EdDSA", "kid": "1", "typ": "seatlease-lease+jwt"}).encode())
+    claims = _b64(json.dumps({"iss": "x", "aud": "acme/lic", "sid": "s"}).encode())
+    return f"{header}.{claims}.{_b64(bytes(64))}"
+
+
+GRANT = {
+    "session_id": "c2Vzc2lvbi0wMDAwMDAwMDAx",
+    "license_id": "lic",
+    "client_id": "pc-1",
+    "lease_expires_at": "2100-01-01T00:00:00.000Z",
+    "lease_seconds": 60,
+    "heartbeat_interval_seconds": 20,
+    "seats_used": 1,
+    "seats_total": 2,
+}
+HUGE = b'{"session_id": "' + b"a" * (5 * 1024 * 1024) + b'"}'
+
+# scenario: (status, body of acquire/heartbeat/release, body of /keys)
+SCENARIOS: dict[str, tuple[int, bytes, bytes]] = {
+    "truncated": (201, b'{"session_id": "c2Vzc2lvbi0w', b'{"keys": []}'),
+    "wrong_types": (
+        201,
+        json.dumps({**GRANT, "session_id": 7, "seats_used": "one"}).encode(),
+        b'{"keys": []}',
+    ),
+    "not_an_object": (201, b"[1, 2, 3]", b'{"keys": []}'),
+    "empty": (201, b"", b'{"keys": []}'),
+    "html": (200, b"<html><body>Welcome to the captive portal</body></html>", b""),
+    "no_token": (201, json.dumps(GRANT).encode(), b'{"keys": []}'),
+    "token_not_a_string": (201, json.dumps({**GRANT, "lease_token": 12}).encode(), b""),
+    "huge": (201, HUGE, b'{"keys": []}'),
+    "huge_error": (409, HUGE, b'{"keys": []}'),
+    "error_wrong_types": (409, b'{"error": {"code": 5, "message": ["x"]}}', b""),
+    "error_not_json": (400, b"Bad Request", b""),
+    "jwks_not_a_key_set": (
+        201,
+        json.dumps({**GRANT, "lease_token": _jwt_shaped()}).encode(),
+        b'{"keys": 5}',
+    ),
+    "jwks_truncated": (
+        201,
+        json.dumps({**GRANT, "lease_token": _jwt_shaped()}).encode(),
+        b'{"keys": [{"kty": "OKP", ',
+    ),
+    "release_wrong_types": (200, b'{"released": "yes", "seats_used": 0}', b""),
+    "deep_nesting": (201, b"[" * 100000 + b"]" * 100000, b""),
+    "absurd_numbers": (
+        503,
+        b'{"error": {"code": "backend_unavailable", "retry_after_seconds": 1e300}}',
+        b"",
+    ),
+    "absurd_numbers_409": (
+        409,
+        b'{"error": {"code": "no_seats_available", "seats_used": -1e300, "seats_total": 1e300,'
+        b' "retry_after_seconds": 1e300}}',
+        b"",
+    ),
+}
+
+
+def app(environ, start_response):
+    request = Request(environ)
+    _, scenario, function = [*request.path.split("/"), "", ""][:3]
+    if scenario not in SCENARIOS:
+        return Response("no such scenario", status=404)(environ, start_response)
+    status, body, keys = SCENARIOS[scenario]
+    if function == "keys":
+        answer = Response(keys, status=200, mimetype="application/json")
+    else:
+        answer = Response(body, status=status, mimetype="application/json")
+    return answer(environ, start_response)
+
+
+@contextmanager
+def bad_server() -> Iterator[str]:
+    """The fake server's URL while it runs."""
+    with serving(app, quiet=True) as url:
+        yield url
