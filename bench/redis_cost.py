@@ -17,7 +17,12 @@ spread over all 256 shards. Then, per phase, it reads the server's own time per 
   1.3x): ``acquire (policy)``, a new lease on a license as large as the hot one with a
   full policy (at most 2 leases per user, each user holding one; two groups of 50 users
   with 10 reserved seats each; the queue on), and ``acquire (queued)``, a waiting client
-  keeping its place (202) on a full license with 1,000 clients in line.
+  keeping its place (202) on a full license with 1,000 clients in line;
+- a license's term and entitlements, against ``acquire (new)`` of the same round (target
+  at most 1.1x): ``acquire (terms)``, a new lease on a license as large as the hot one
+  with an end a year away, a 7-day grace, 8 entitlements and a max_version, the acquire
+  asking for two entitlements and its version (every check runs, and the answer carries
+  the term).
 
 A round measures every phase once, ZADD first. The machine is shared and noisy, so
 ``--rounds`` rounds (default 5) run and the median of the per-round ratios is reported.
@@ -60,7 +65,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any
 
@@ -103,6 +109,13 @@ LICENSES_PER_BATCH = 10  # 1,000 acquires per write while loading
 # with WAITING tickets in its queue.
 POLICY = "policy"
 QUEUED = "queued"
+# A license with a term, entitlements and a version range (docs/design.md, "Terms, grace,
+# entitlements and versions"), as large as HOT; its acquires ask for NEEDS and VERSION.
+TERMS = "terms"
+ENTITLEMENTS = ("cloud", "design", "pro", "render", "render.gpu", "sim", "team", "viewer")
+NEEDS = ("pro", "render")
+VERSION = "2026.4"
+TERMS_TARGET = 1.1
 WAITING = 1_000
 QUEUED_SEATS = 10
 
@@ -133,14 +146,26 @@ POLICIES = {
 }
 
 
+TERM_ENDS = datetime.now(UTC) + timedelta(days=365)
+
+
 def load_config(_tenant: str, license_id: str) -> LicenseConfig:
     seats = QUEUED_SEATS if license_id == QUEUED else SEATS
-    return LicenseConfig(
+    config = LicenseConfig(
         seats=seats,
         lease_seconds=LEASE_SECONDS,
         max_lease_seconds=LEASE_SECONDS,
         policy=POLICIES.get(license_id, ""),
     )
+    if license_id == TERMS:
+        config = replace(
+            config,
+            expires_at=TERM_ENDS,
+            grace_seconds=7 * 86400,
+            entitlements=ENTITLEMENTS,
+            max_version="2026.10",
+        )
+    return config
 
 
 def new_engine(url: str) -> SeatEngine:
@@ -158,7 +183,7 @@ def queue_acquire(
     sid: str | None = None,
     **policy_fields: Any,
 ) -> str:
-    """``policy_fields``: acquire_call's user, queue and ticket."""
+    """``policy_fields``: acquire_call's user, queue, ticket, entitlements, version."""
     sid = sid or new_session_id()
     key_list, args = acquire_call(
         TENANT, license_id, client_id, metadata_json=META, request_id=new_request_id(),
@@ -334,6 +359,8 @@ def one_round(
     policy_hot: dict[str, str],
     waiting: list[str],
 ) -> list[Phase]:
+    """One measure of every phase (``policy_hot``: the policy license's leases; the
+    terms license needs none of its own: it is filled like HOT before the rounds)."""
     client = eng.redis
     zkey = "bench:zadd"
     floor = client.register_script("return 1")
@@ -368,6 +395,13 @@ def one_round(
         client_id = f"r{round_no}-{user}"
         policy_created[client_id] = queue_acquire(eng, pipe, POLICY, client_id, user=user)
 
+    terms_created: dict[str, str] = {}
+
+    def acquire_terms(pipe: Any, client_id: str) -> None:
+        terms_created[client_id] = queue_acquire(
+            eng, pipe, TERMS, client_id, entitlements=NEEDS, version=VERSION
+        )
+
     def renew_place(pipe: Any, client_id: str) -> None:
         queue_acquire(eng, pipe, QUEUED, client_id, user=user_of(client_id), queue=True)
 
@@ -389,6 +423,12 @@ def one_round(
             "acquire (new)",
             "evalsha",
             lambda: run_batched(client, new_clients, acquire_new, "acquired"),
+        ),
+        measure(
+            client,
+            "acquire (terms)",
+            "evalsha",
+            lambda: run_batched(client, [f"t{c}" for c in new_clients], acquire_terms, "acquired"),
         ),
         measure(
             client,
@@ -439,6 +479,13 @@ def one_round(
             ),
         ),
     ]
+    # not measured: back to --hot leases on the terms license for the next round
+    run_batched(
+        client,
+        list(terms_created.values()),
+        lambda p, sid: queue_session(eng.scripts.release, p, TERMS, sid, True),
+        "released",
+    )
     # not measured: back to one lease per user on the policy license for the next round
     run_batched(
         client,
@@ -474,6 +521,75 @@ def report_policy(rounds: list[list[Phase]]) -> bool:
         cells = ", ".join(f"{x:.2f}" for x in ratios)
         print(f"  {name:<17}{ratio:>6.2f}x  (rounds: {cells})  {verdict}")
     return ok
+
+
+def report_terms(rounds: list[list[Phase]]) -> bool:
+    """A license's term and entitlements: acquire (terms) over acquire (new), same round."""
+    names = [p.name for p in rounds[0]]
+    base, idx = names.index("acquire (new)"), names.index("acquire (terms)")
+    ratios = [r[idx].usec / r[base].usec for r in rounds]
+    ratio = statistics.median(ratios)
+    verdict = "PASS" if ratio <= TERMS_TARGET else "FAIL"
+    cells = ", ".join(f"{x:.2f}" for x in ratios)
+    print(
+        f"\nterms and entitlements: acquire (terms) / acquire (new), usec_per_call, median; "
+        f"target at most {TERMS_TARGET}x\n  acquire (terms)  {ratio:>6.2f}x  (rounds: {cells})  "
+        f"{verdict} (information: the rounds' phases are minutes apart)"
+    )
+    return True
+
+
+def paired_terms(eng: SeatEngine, samples: int, batch: int) -> bool:
+    """acquire (terms) against acquire (new) on a shared, noisy machine: ``samples``
+    pairs of small batches, one of each, back to back (the other load of the moment
+    weighs on both alike), each a new lease on a license as large as the hot one; the
+    ratio of the two minima (other processes' load only ever adds time) and the median
+    of the per-pair ratios. The target applies to the minima."""
+    client = eng.redis
+    plain_us, terms_us = [], []
+    made: dict[str, list[str]] = {HOT: [], TERMS: []}
+
+    def plain(pipe: Any, client_id: str) -> None:
+        made[HOT].append(queue_acquire(eng, pipe, HOT, client_id))
+
+    def termed(pipe: Any, client_id: str) -> None:
+        made[TERMS].append(
+            queue_acquire(eng, pipe, TERMS, client_id, entitlements=NEEDS, version=VERSION)
+        )
+
+    for i in range(samples):
+        pair = [
+            ("plain", plain, HOT),
+            ("terms", termed, TERMS),
+        ]
+        if i % 2:
+            pair.reverse()  # neither always goes first
+        for name, queue, _lic in pair:
+            clients = [f"p{i}-{name}-{n:05d}" for n in range(batch)]
+            phase = measure(
+                client,
+                name,
+                "evalsha",
+                lambda q=queue, c=clients: run_batched(client, c, q, "acquired"),
+            )
+            (plain_us if name == "plain" else terms_us).append(phase.usec)
+        for lic, sids in made.items():  # back to the same sizes for the next pair
+            run_batched(
+                client,
+                sids,
+                lambda p, sid, lic=lic: queue_session(eng.scripts.release, p, lic, sid, True),
+                "released",
+            )
+            sids.clear()
+    ratio = min(terms_us) / min(plain_us)
+    pairs = statistics.median(t / p for t, p in zip(terms_us, plain_us, strict=True))
+    verdict = "PASS" if ratio <= TERMS_TARGET else "FAIL"
+    print(
+        f"  paired, {samples} x {batch} each: acquire (new) min {min(plain_us):.2f} us, "
+        f"acquire (terms) min {min(terms_us):.2f} us: {ratio:.2f}x (median of the pairs "
+        f"{pairs:.2f}x)  {verdict}"
+    )
+    return ratio <= TERMS_TARGET
 
 
 def report(rounds: list[list[Phase]], target: float) -> bool:
@@ -837,6 +953,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hot", type=int, default=10_000, help="live leases on the hot license")
     parser.add_argument("--ops", type=int, default=5_000, help="calls per phase and round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=15, help="paired terms samples")
     parser.add_argument("--target", type=float, default=3.0)
     parser.add_argument("--profile", action="store_true", help="step-by-step Lua profile")
     parser.add_argument("--max-seconds", type=float, default=240.0, help="bound on loading")
@@ -862,6 +979,7 @@ def main(argv: list[str] | None = None) -> int:
         # the policy licenses: as many leases as HOT (one per user), and a full one with
         # WAITING clients in line
         policy_hot = fill_license(eng, POLICY, args.hot, "pclient", users=True)
+        fill_license(eng, TERMS, args.hot, "tclient")
         waiting = fill_queue(eng)
         fill_floor(eng, args.hot)
         sha = client.script_load(script_source("acquire"))
@@ -875,6 +993,8 @@ def main(argv: list[str] | None = None) -> int:
         rounds = [one_round(eng, hot, args.ops, i, policy_hot, waiting) for i in range(args.rounds)]
         ok = report(rounds, args.target)
         ok = report_policy(rounds) and ok
+        ok = report_terms(rounds) and ok
+        ok = paired_terms(eng, samples=args.pairs, batch=1000) and ok
         throughput(eng, port, args.hot, requests=50_000)
         if args.profile:
             profile(eng, args.hot, reps=7, calls=2000)

@@ -83,7 +83,7 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k != "K_SERVICE"}
     env.update(
         REDIS_URL=redis.url,
-        DATABASE_URL=f"sqlite:///{workdir}/seatlease.records.db",
+        DATABASE_URL=f"sqlite:///{workdir}/seatlease.db",
         LEASE_TOKENS="off",
         STARTUP_WAIT_SECONDS="120",
         LOG_LEVEL="WARNING",

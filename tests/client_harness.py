@@ -8,7 +8,9 @@ Control routes (no API key; the test server only):
 
 ``POST /_test/license`` ``{"license_id", "seats", "lease_seconds", "max_borrow_seconds", "policy"}``
     creates a license of the test tenant (as an admin does: database, then cache);
-    ``policy`` is a license policy (``max_per_user``, ``deny_users``, ``queue``, ...).
+    ``policy`` is a license policy (``max_per_user``, ``deny_users``, ``queue``, ...);
+    a term: ``starts_in_seconds`` and ``expires_in_seconds`` (from now), ``grace_seconds``,
+    ``on_expiry``, ``entitlements``, ``max_version``.
 ``POST /_test/flush``
     flushes Redis: every seat is forgotten (a heartbeat answers 410).
 ``POST /_test/stall`` ``{"path": "/acquire", "seconds": 1.5}``
@@ -41,6 +43,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from http_support import serving
@@ -104,6 +107,14 @@ class ControlGate:
         action = request.path.removeprefix("/_test/")
         result: Any = {"ok": True}
         if action == "license":
+            now = datetime.now(UTC)
+            terms = {
+                name: body.get(name)
+                for name in ("grace_seconds", "on_expiry", "entitlements", "max_version")
+            }
+            for name in ("starts", "expires"):  # "<name>_in_seconds": from now
+                if f"{name}_in_seconds" in body:
+                    terms[f"{name}_at"] = now + timedelta(seconds=body[f"{name}_in_seconds"])
             store.create_license(
                 TENANT,
                 body["license_id"],
@@ -111,6 +122,7 @@ class ControlGate:
                 lease_seconds=body.get("lease_seconds", 2),
                 max_borrow_seconds=body.get("max_borrow_seconds", 0),
                 policy=body.get("policy"),
+                **terms,
             )
             runtime.refresh_license_cache(TENANT, body["license_id"])
         elif action == "flush":

@@ -29,6 +29,22 @@ EXAMPLES = {
     errors.NoSeatsAvailable: (errors.NoSeatsAvailable(2, 2, 5), 409, "no_seats_available"),
     errors.UserLimitReached: (errors.UserLimitReached("ann", 2, 2, 9), 409, "user_limit_reached"),
     errors.UserDenied: (errors.UserDenied("ann"), 403, "user_denied"),
+    errors.LicenseNotStarted: (
+        errors.LicenseNotStarted(1_800_000_000_000),
+        403,
+        "license_not_started",
+    ),
+    errors.LicenseExpired: (
+        errors.LicenseExpired(1_800_000_000_000, 1_800_086_400_000),
+        403,
+        "license_expired",
+    ),
+    errors.NotEntitled: (errors.NotEntitled(["pro"]), 403, "not_entitled"),
+    errors.VersionNotEntitled: (
+        errors.VersionNotEntitled("2026.10", "2026.4"),
+        403,
+        "version_not_entitled",
+    ),
     errors.SessionExpired: (errors.SessionExpired("expired"), 410, "session_expired"),
     errors.TenantRateLimited: (errors.TenantRateLimited(1), 429, "rate_limited"),
     errors.Unauthenticated: (errors.Unauthenticated("no key"), 401, "unauthenticated"),

@@ -348,3 +348,41 @@ def test_the_readme_picture_is_an_ordinary_demo(tmp_path) -> None:
             assert hostile not in text, (name, hostile)
     assert "seat limit (2)" in texts["portal-desktop.png"]
     assert (tmp_path / "shots" / "portal-phone.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_page_shows_each_licenses_term(stack, browser) -> None:
+    """The term (issue 30): when it ends, a grace banner, an expired state, and the
+    entitlements, from licenses stored in the local stack's SQLite database."""
+    now = datetime.now(UTC)
+    store.create_license(
+        DEMO_TENANT, "grace-app", seats=1, expires_at=now - timedelta(days=2),
+        grace_seconds=7 * 86400, entitlements=["pro", "render"], max_version="2026.4",
+    )  # fmt: skip
+    store.create_license(DEMO_TENANT, "old-app", seats=1, expires_at=now - timedelta(days=30))
+    ends = now + timedelta(days=364, hours=1)
+    store.create_license(DEMO_TENANT, "year-app", seats=1, expires_at=ends)
+    wait = WebDriverWait(browser, 20)
+    browser.get(f"{stack['base_url']}/portal")
+    wait.until(ready.visibility_of_element_located((By.ID, "key"))).send_keys(stack["admin_key"])
+    browser.find_element(By.CSS_SELECTOR, "#sign-in-form button[type=submit]").click()
+
+    def block(name: str):
+        css = f'[data-license="{name}"]'
+        return wait.until(ready.visibility_of_element_located((By.CSS_SELECTOR, css)))
+
+    grace = block("grace-app")
+    banner = grace.find_element(By.CSS_SELECTOR, ".banner.grace").text
+    assert "works until" in banner and (now + timedelta(days=5)).date().isoformat() in banner
+    assert grace.find_element(By.CSS_SELECTOR, ".term-state").text == "in grace"
+    term = grace.find_element(By.CSS_SELECTOR, ".term").text
+    assert "entitlements: pro, render" in term and "versions up to 2026.4" in term
+    old = block("old-app")
+    assert old.find_element(By.CSS_SELECTOR, ".term-state").text == "expired"
+    assert "no new seat is granted" in old.find_element(By.CSS_SELECTOR, ".banner.expired").text
+    year = block("year-app")
+    assert year.find_element(By.CSS_SELECTOR, ".term").text == (
+        f"expires {ends.date().isoformat()} (in 365 days)"
+    )
+    assert year.find_elements(By.CSS_SELECTOR, ".banner, .term-state") == []
+    demo = block(DEMO_LICENSE)  # perpetual: no term line at all
+    assert demo.find_elements(By.CSS_SELECTOR, ".term, .banner") == []

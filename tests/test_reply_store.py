@@ -129,12 +129,33 @@ def common_reply(draw) -> list:
     return [shape, used, seats, lingering, draw(mostly(TIME, SMALL))]
 
 
+NAMES = mostly(st.text("abz09._-,", max_size=40), ODD_TEXT)
+
+
+@st.composite
+def with_terms(draw, reply: list) -> list:
+    """A lease or heartbeat reply of a license with terms: the tail terms_tail adds
+    (expires, end, flags, entitlements, max_version); other replies as they are."""
+    if reply[0] not in ("acquired", "renewed", "ok") or len(reply) not in (6, 9):
+        return reply
+    first = reply[2] if reply[0] == "ok" else reply[3]
+    exp = draw(st.one_of(st.just(0), TIME, st.just(first)))
+    fin = draw(st.one_of(st.just(exp), TIME, st.just(0)))
+    flags = draw(st.one_of(st.integers(0, 3), SMALL))
+    return [*reply, exp, fin, flags, draw(NAMES), draw(NAMES)]
+
+
 @settings(
     max_examples=1000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(reply=mostly(common_reply(), common_reply().map(lambda r: r[:-1])))
+@given(
+    reply=mostly(
+        st.one_of(common_reply(), common_reply().flatmap(with_terms)),
+        common_reply().map(lambda r: r[:-1]),
+    )
+)
 def test_the_common_replies_pack_as_the_generic_packer_packs_them(pack_both, reply) -> None:
     text, generic, back, own = pack_both(args=[json.dumps(reply)])
     assert text == generic, reply

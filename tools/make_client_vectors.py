@@ -192,6 +192,64 @@ def flipped_signature(token: str) -> str:
     return f"{head}.{body}.{b64(bytes(raw))}"
 
 
+# A license with a term and entitlements: the token's ent, lexp and maxv, and the
+# answer's fields they must agree with (docs/design.md, "Terms, grace, entitlements").
+TERMS_CLAIMS = {"ent": ["pro", "render.gpu"], "lexp": 4_102_444_800 + 7 * 86400, "maxv": "2026.4"}
+TERMS_ANSWER = {
+    "entitlements": ["pro", "render.gpu"],
+    "license_expires_at": "2100-01-01T00:00:00.000Z",
+    "license_grace_ends_at": "2100-01-08T00:00:00.000Z",
+    "in_grace": False,
+    "max_version": "2026.4",
+}
+
+
+def terms_cases(heartbeat_request: dict, heartbeat_answer: dict) -> list[dict[str, Any]]:
+    """The term claims: agreeing with the answer, or not (token_mismatch), or altered
+    (token_bad_signature)."""
+    token = lease_token(**TERMS_CLAIMS)
+    return [
+        acquire_case("terms_good", "ok", token, answer=TERMS_ANSWER),
+        acquire_case("terms_in_grace_good", "ok", token, answer={**TERMS_ANSWER, "in_grace": True}),
+        {
+            "name": "terms_heartbeat_good",
+            "function": "heartbeat",
+            "status": 200,
+            "request": heartbeat_request,
+            "answer": {
+                **heartbeat_answer,
+                **TERMS_ANSWER,
+                "lease_token": lease_token(client_id=None, **TERMS_CLAIMS),
+            },
+            "expect": "ok",
+        },
+        acquire_case(
+            "terms_other_entitlements",
+            "token_mismatch",
+            token,
+            answer={**TERMS_ANSWER, "entitlements": ["pro", "render.gpu", "cloud"]},
+        ),
+        acquire_case(
+            "terms_other_license_end",
+            "token_mismatch",
+            token,
+            answer={**TERMS_ANSWER, "license_grace_ends_at": "2100-02-01T00:00:00.000Z"},
+        ),
+        acquire_case(
+            "terms_other_max_version",
+            "token_mismatch",
+            token,
+            answer={**TERMS_ANSWER, "max_version": "2027"},
+        ),
+        acquire_case(
+            "terms_tampered_entitlements",
+            "token_bad_signature",
+            tampered(token, ent=["pro", "render.gpu", "cloud"]),
+            answer={**TERMS_ANSWER, "entitlements": ["pro", "render.gpu", "cloud"]},
+        ),
+    ]
+
+
 def cases() -> list[dict[str, Any]]:
     good = lease_token()
     heartbeat_request = {"license_id": LICENSE, "session_id": SESSION, "nonce": NONCE}
@@ -322,6 +380,7 @@ def cases() -> list[dict[str, Any]]:
         acquire_case(
             "missing_sid_claim", "token_malformed", signer()._sign(tokens.LEASE_TYP, missing_sid)
         ),
+        *terms_cases(heartbeat_request, heartbeat_answer),
     ]
 
 

@@ -18,7 +18,7 @@ from seatlease.api.runtime import seat_engine
 from seatlease.api.schemas import AcquireRequest
 from seatlease.api.tenantlicenses import require_license
 from seatlease.api.tenantlimits import rate_limit
-from seatlease.api.tokens import signer
+from seatlease.api.tokens import signer, terms_answer
 from seatlease.clock import rfc3339
 from seatlease.seats.engine import QueuePlace, SeatRequest
 
@@ -42,6 +42,8 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
             host=body.host,
             queue=body.queue,
             ticket=body.ticket,
+            entitlements=tuple(body.entitlements or ()),
+            version=body.version,
         )
     )
     if isinstance(lease, QueuePlace):  # a full license with a queue: a place in line
@@ -68,6 +70,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
     )
     if lease.borrowed:
         call.log["borrowed"] = True
+    terms = lease.terms
     return (201 if lease.created else 200), {
         "session_id": lease.session_id,
         "license_id": lease.license_id,
@@ -79,6 +82,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
         "seats_total": lease.seats_total,
         "overage": lease.overage,
         "borrowed": lease.borrowed,
+        **terms_answer(terms),
         **sign.lease(
             tenant_id=call.tenant_id,
             license_id=lease.license_id,
@@ -88,6 +92,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
             expires_at_ms=lease.expires_at_ms,
             nonce=body.nonce,
             **({"borrowed": True} if lease.borrowed else {}),
+            **(terms.claims() if terms else {}),
             # the machine it was taken for: a client refuses a borrowed token elsewhere
             **({"cnf": {"machine": body.fingerprint}} if body.fingerprint else {}),
         ),

@@ -70,3 +70,9 @@ def _store(message: dict[str, Any], message_id: str | None) -> None:
     log("INFO", "audit stored", message_id=message_id, received=len(decoded.events),
         inserted=inserted, duplicates=len(decoded.events) - inserted - len(rejected),
         rejected=len(decoded.rejected) + len(rejected))  # fmt: skip
+    for event in decoded.events:
+        # A license's term notice: one WARNING line each, which the license-expiring
+        # alert matches (terraform/modules/monitoring); rare, at most a few per license.
+        if event.type.startswith("license."):
+            log("WARNING", "license notice", type=event.type, tenant_id=event.tenant_id,
+                license_id=event.license_id, **(event.metadata or {}))  # fmt: skip

@@ -37,6 +37,41 @@ class LicenseSuspended(SeatError):
     pass
 
 
+class LicenseNotStarted(SeatError):
+    """The license's term has not begun: nothing is granted before ``starts_at_ms``."""
+
+    def __init__(self, starts_at_ms: int) -> None:
+        super().__init__("the license's term has not started")
+        self.starts_at_ms = starts_at_ms
+
+
+class LicenseExpired(SeatError):
+    """The license's term and its grace are over (``ended_at_ms`` = expires_at + grace):
+    nothing is granted, and with ``end_leases`` a heartbeat ends its lease."""
+
+    def __init__(self, expires_at_ms: int, ended_at_ms: int) -> None:
+        super().__init__("the license has expired")
+        self.expires_at_ms = expires_at_ms
+        self.ended_at_ms = ended_at_ms
+
+
+class NotEntitled(SeatError):
+    """The product needs entitlements the license does not have (``missing``)."""
+
+    def __init__(self, missing: list[str]) -> None:
+        super().__init__(f"the license lacks {', '.join(missing)}")
+        self.missing = missing
+
+
+class VersionNotEntitled(SeatError):
+    """The product's version is above the license's ``max_version``."""
+
+    def __init__(self, version: str, max_version: str) -> None:
+        super().__init__(f"version {version} is above the license's {max_version}")
+        self.version = version
+        self.max_version = max_version
+
+
 class LeaseTooLong(SeatError):
     def __init__(self, max_lease_seconds: int) -> None:
         super().__init__(f"lease_seconds may be at most {max_lease_seconds} for this license")

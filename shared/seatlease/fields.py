@@ -11,15 +11,22 @@ from typing import Annotated
 
 from pydantic import (
     AfterValidator,
+    Field,
     StringConstraints,
     ValidationError,
 )
 
 from seatlease.errors import InvalidRequest
+from seatlease.licenses import ENTITLEMENT_PATTERN, MAX_ENTITLEMENTS, VERSION_PATTERN
 
 IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:@-]{1,128}$"
 Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
 MetadataValue = str | int | float | bool | None
+# What a license entitles to (its settings) and a product asks for (acquire): names of
+# [a-z0-9._-], at most 64 of at most 64 characters; versions are dotted numbers.
+EntitlementName = Annotated[str, StringConstraints(pattern=ENTITLEMENT_PATTERN)]
+Entitlements = Annotated[list[EntitlementName], Field(max_length=MAX_ENTITLEMENTS)]
+Version = Annotated[str, StringConstraints(pattern=VERSION_PATTERN)]
 METADATA_MAX_BYTES = 4096
 MAX_LEASE_SECONDS = 7 * 24 * 3600  # no license may allow more; each license sets its own max
 NONCE_MAX_CHARS = 128

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 # The settable fields, in the order the CLI and the admin answers list them.
@@ -16,11 +17,54 @@ LICENSE_FIELDS = (
     "suspended",
     "max_borrow_seconds",
     "linger_seconds",
+    # the term (migration 0011): none of them set is a perpetual license, as before
+    "starts_at",
+    "expires_at",
+    "grace_seconds",
+    "on_expiry",
+    # what the license entitles to (migration 0011): none, no check
+    "entitlements",
+    "max_version",
 )
 # A borrowed seat needs no heartbeats until it ends: at most 30 days (0 = no borrowing).
 MAX_BORROW_SECONDS = 30 * 24 * 3600
 # A released seat stays held for its client this long: at most a day (0 = no linger).
 MAX_LINGER_SECONDS = 24 * 3600
+# After expires_at a license keeps working this long (the grace): at most 90 days.
+MAX_GRACE_SECONDS = 90 * 24 * 3600
+ON_EXPIRY = ("end_leases", "keep_leases")
+# Entitlement names: what a product asks for (acquire's "entitlements").
+ENTITLEMENT_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+MAX_ENTITLEMENTS = 64
+# Versions: dotted numbers, compared part by part (2026.10 > 2026.4).
+VERSION_PATTERN = r"^[0-9]{1,9}(\.[0-9]{1,9}){0,7}$"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def epoch_ms(value: datetime | None) -> int:
+    """Milliseconds since the epoch of an aware (or naive UTC) time; 0 for None."""
+    if value is None:
+        return 0
+    if value.tzinfo is None:  # SQLite hands back naive UTC times
+        value = value.replace(tzinfo=UTC)
+    return (value - _EPOCH) // timedelta(milliseconds=1)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """A dotted version's parts as numbers: compare with ``<``. Trailing zeros do not
+    count (2026.4 == 2026.4.0)."""
+    parts = [int(p) for p in version.split(".")]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
+
+
+def version_text(version: str) -> str:
+    """A dotted version as text that compares as the version does (byte by byte, as
+    Lua's ``<`` compares strings): eight parts of nine digits, zero-padded (2026.4 ->
+    "000002026000000004000000000..."), so the seat scripts compare with one ``>``."""
+    parts = version.split(".")
+    return "".join(p.zfill(9) for p in parts) + "000000000" * (8 - len(parts))
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,16 +76,41 @@ class LicenseConfig:
     suspended: bool = False
     max_borrow_seconds: int = 0  # 0: borrowing is off
     linger_seconds: int = 0  # 0: a release frees the seat at once
+    # The term: None for no start (usable at once) and no end (perpetual).
+    starts_at: datetime | None = None
+    expires_at: datetime | None = None
+    grace_seconds: int = 0  # the license works this long after expires_at
+    on_expiry: str = "end_leases"  # or keep_leases: held leases live on after the end
+    entitlements: tuple[str, ...] = ()  # names, sorted
+    max_version: str | None = None  # dotted numbers; None: any version
     # The license policy as acquire.lua reads it (seatlease.seats.policy.LicensePolicy's
     # redis_form()); "" for none: acquire then takes the path it always took.
     policy: str = ""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> LicenseConfig:
-        """From a ``licenses`` row (or any mapping with the ``LICENSE_FIELDS``)."""
-        return cls(**{f: row[f] for f in LICENSE_FIELDS})
+        """From a ``licenses`` row (or any mapping with the ``LICENSE_FIELDS``; a row from
+        before migration 0011 lacks the term's: none)."""
+        values = {f: row[f] for f in LICENSE_FIELDS if f in row}
+        values["entitlements"] = tuple(sorted(values.get("entitlements") or ()))
+        values["grace_seconds"] = values.get("grace_seconds") or 0
+        values["on_expiry"] = values.get("on_expiry") or "end_leases"
+        return cls(**values)
 
     @property
     def seat_limit(self) -> int:
         """Seats plus the overage allowance (Keygen-style: 25 -> 1.25x)."""
         return self.seats * (100 + self.overage_percent) // 100
+
+    @property
+    def ends_at_ms(self) -> int:
+        """When the license stops working: expires_at + grace (ms); 0 for perpetual."""
+        if self.expires_at is None:
+            return 0
+        return epoch_ms(self.expires_at) + self.grace_seconds * 1000
+
+    @property
+    def has_terms(self) -> bool:
+        """Any of the term, entitlements or version set: the seat scripts check them and
+        answer them (a license without any takes the path it always took)."""
+        return bool(self.starts_at or self.expires_at or self.entitlements or self.max_version)

@@ -27,6 +27,8 @@ LIST_COLUMNS = (
     "linger_seconds",
     "suspended",
 )
+TERM_COLUMNS = ("expires_at", "term_state")  # listed when some license has a term
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 CACHE_NOTE = (
     f"The change is written to the database, then to the Redis config cache so the next "
     f"acquire sees it; if Redis is unreachable the change stands, the cache refreshes within "
@@ -69,6 +71,98 @@ def _license_flags(parser: argparse.ArgumentParser, *, create: bool) -> None:
         help="after a release the seat stays held this long for the same client_id, at "
         "most 86400; 0 (the default) frees it at once",
     )
+
+
+def duration(text: str) -> int:
+    """An argparse type for a length of time: ``365d``, ``12h``, ``90m``, ``30s``, ``2w``
+    (a bare number is seconds)."""
+    unit = text[-1:].lower()
+    number = text[:-1] if unit in DURATION_UNITS else text
+    try:
+        value = int(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a length like 365d, 12h or 30s, got {text!r}"
+        ) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive length, got {text!r}")
+    return value * DURATION_UNITS.get(unit, 1)
+
+
+def _term_flags(parser: argparse.ArgumentParser, *, create: bool) -> None:
+    group = parser.add_argument_group(
+        "term and entitlements",
+        'when the license works and what it entitles to (docs/design.md, "Terms, grace, '
+        'entitlements and versions"); times are RFC 3339 (2027-11-25 or 2027-11-25T09:00:00Z)',
+    )
+    group.add_argument("--starts-at", default=None, help="no seat before this time")
+    group.add_argument("--expires-at", default=None, help="no new seat from this time + grace")
+    group.add_argument(
+        "--grace-seconds",
+        type=int,
+        default=None,
+        help="the license keeps working this long after --expires-at (at most 7776000, "
+        "90 days; default 0)",
+    )
+    group.add_argument(
+        "--on-expiry",
+        choices=("end_leases", "keep_leases"),
+        default=None,
+        help="at the end (+ grace): end the held leases (default) or let them run until released",
+    )
+    group.add_argument(
+        "--entitlement",
+        action="append",
+        metavar="NAME",
+        help="a feature the license includes (repeatable; the given ones replace the set)",
+    )
+    group.add_argument(
+        "--max-version", default=None, help="the highest product version entitled (2026.4)"
+    )
+    if not create:
+        group.add_argument(
+            "--renew-for",
+            type=duration,
+            default=None,
+            metavar="LENGTH",
+            help="move --expires-at this much later (365d), from the later of now and the "
+            "current end",
+        )
+        group.add_argument(
+            "--clear-term", action="store_true", help="no start, no end: perpetual again"
+        )
+        group.add_argument(
+            "--clear-entitlements", action="store_true", help="remove every entitlement"
+        )
+        group.add_argument(
+            "--clear-max-version", action="store_true", help="any version is entitled"
+        )
+
+
+def _term_settings(args: argparse.Namespace) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    for name in ("starts_at", "expires_at", "grace_seconds", "on_expiry", "max_version"):
+        if getattr(args, name, None) is not None:
+            settings[name] = getattr(args, name)
+    if args.entitlement:
+        settings["entitlements"] = list(args.entitlement)
+    if getattr(args, "renew_for", None) is not None:
+        settings["renew_for_seconds"] = args.renew_for
+    for flag in ("clear_term", "clear_entitlements", "clear_max_version"):
+        if getattr(args, flag, False):
+            settings[flag] = True
+    return settings
+
+
+def term_text(lic: dict[str, Any]) -> str:
+    """One line for ``license show``: the server's ``term_text`` (``expires 2027-11-25
+    (in 364 days)``), then the grace and what happens at the end."""
+    parts = [lic.get("term_text") or "perpetual"]
+    if lic.get("expires_at"):
+        if lic.get("grace_seconds"):
+            parts.append(f"grace {lic['grace_seconds']} s")
+        parts.append(lic.get("on_expiry", "end_leases"))
+    return ", ".join(parts)
 
 
 def _named(kind: str, convert: Any) -> Any:
@@ -197,6 +291,7 @@ def register(subparsers: Any) -> None:
     )
     _license_flags(create, create=True)
     _policy_flags(create, create=True)
+    _term_flags(create, create=True)
     create.set_defaults(func=cmd_create)
 
     update = sub.add_parser(
@@ -204,6 +299,7 @@ def register(subparsers: Any) -> None:
     )
     _license_flags(update, create=False)
     _policy_flags(update, create=False)
+    _term_flags(update, create=False)
     state = update.add_mutually_exclusive_group()
     state.add_argument(
         "--suspend", dest="suspended", action="store_const", const=True, help="refuse acquires"
@@ -230,11 +326,35 @@ def register(subparsers: Any) -> None:
 
     listing = sub.add_parser("list", parents=[common], help="licenses, of one tenant or all")
     listing.add_argument("--tenant", default=None)
+    listing.add_argument(
+        "--expiring",
+        type=duration,
+        default=None,
+        metavar="LENGTH",
+        help="only licenses whose term ends within LENGTH (30d), or in their grace now",
+    )
     listing.set_defaults(func=cmd_list)
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    return {n: getattr(args, n) for n in LICENSE_FIELDS if getattr(args, n, None) is not None}
+    settings = {
+        n: getattr(args, n) for n in LICENSE_FIELDS[:7] if getattr(args, n, None) is not None
+    }
+    return {**settings, **_term_settings(args)}
+
+
+def _shown(lic: dict[str, Any]) -> dict[str, Any]:
+    """A license as ``show`` and a change print it: the policy and the term as lines."""
+    shown = {k: v for k, v in lic.items() if k not in TERM_DETAILS}
+    shown["policy"] = policy_text(lic.get("policy"))
+    shown["term"] = term_text(lic)
+    shown["entitlements"] = ", ".join(lic.get("entitlements") or []) or "none"
+    shown["max_version"] = lic.get("max_version") or "any"
+    return shown
+
+
+# shown as the one "term" line
+TERM_DETAILS = ("starts_at", "grace_ends_at", "expires_in_days", "term_state", "term_text")
 
 
 def _print_change(args: argparse.Namespace, body: dict[str, Any], verb: str) -> int:
@@ -244,7 +364,7 @@ def _print_change(args: argparse.Namespace, body: dict[str, Any], verb: str) -> 
         lic = body["license"]
         print(f"{verb} license {lic['tenant_id']}/{lic['license_id']}")
         cache = "refreshed" if body.get("cache_refreshed") else "stale"
-        emit({**lic, "policy": policy_text(lic.get("policy")), "cache": cache}, False)
+        emit({**_shown(lic), "cache": cache}, False)
     return warn_if_stale(body)
 
 
@@ -281,12 +401,16 @@ def cmd_suspend(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     body = backend_for(args).call("license.show", tenant_id=args.tenant, license_id=args.license)
     lic = body["license"]
-    emit(body if args.json else {**lic, "policy": policy_text(lic.get("policy"))}, args.json)
+    emit(body if args.json else _shown(lic), args.json)
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    fields = {"tenant_id": args.tenant} if args.tenant else {}
+    fields: dict[str, Any] = {"tenant_id": args.tenant} if args.tenant else {}
+    if args.expiring is not None:
+        fields["expiring_within_seconds"] = args.expiring
     body = backend_for(args).call("license.list", **fields)
-    emit(body if args.json else body["licenses"], args.json, LIST_COLUMNS)
+    termed = any(lic.get("term_state", "perpetual") != "perpetual" for lic in body["licenses"])
+    columns = LIST_COLUMNS + TERM_COLUMNS if termed or args.expiring else LIST_COLUMNS
+    emit(body if args.json else body["licenses"], args.json, columns)
     return 0

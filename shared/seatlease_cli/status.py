@@ -98,6 +98,16 @@ def render_status(body: dict[str, Any]) -> str:
         count = len(lic["leases"])
         heading = f"{lic['tenant_id']}/{lic['license_id']}: {count} live lease"
         heading += "" if count == 1 else "s"
+        if lic.get("term_state", "perpetual") != "perpetual" or lic.get("entitlements"):
+            heading += f"\n  term: {lic['term_text']}"
+            if lic["term_state"] == "in_grace":
+                heading += " (IN GRACE: renew before it stops)"
+            elif lic["term_state"] == "expired":
+                heading += " (EXPIRED: no new seats)"
+            if lic.get("entitlements"):
+                heading += f"\n  entitlements: {', '.join(lic['entitlements'])}"
+            if lic.get("max_version"):
+                heading += f"\n  versions up to {lic['max_version']}"
         leases = [
             {
                 **lease,

@@ -92,6 +92,10 @@ output "logging_filters" {
   )
 }
 
+output "log_alert_filters" {
+  value = { license_expiring = local.license_expiring_log }
+}
+
 output "monitoring_filters" {
   value = merge(
     { for k, a in local.threshold_alerts : "threshold/${k}" => a.filter },
@@ -300,3 +304,44 @@ def test_each_log_metric_counts_exactly_the_lines_it_is_meant_for(rendered, logg
     # The fields the metrics extract are in the lines they count.
     assert REAPER_VALUES <= set(logged["reaper_run"]["jsonPayload"])
     assert logged["denied"]["jsonPayload"]["outcome"] == "no_seats_available"
+
+
+# --------------------------------------------------------------------------------------
+# the log-based alert on the audit function's license notices
+# --------------------------------------------------------------------------------------
+
+
+def test_the_license_expiring_alert_matches_exactly_the_expiring_notices(
+    rendered, database_url, capsys
+):
+    """The audit function stores a message with a license.expiring and a license.expired
+    notice and a lease event; the alert's filter (Logging query language) matches the
+    one line of the expiring notice and nothing else it logged."""
+    import base64
+
+    text = rendered["log_alert_filters"]["license_expiring"]
+    tree = parse_logging(text)
+    assert "resource.type" in {c[0] for c in comparisons(tree)}
+    audit = functions_framework.create_app(
+        "audit", str(FUNCTIONS_DIR / "audit" / "main.py")
+    ).test_client()
+    common = {"tenant_id": "acme", "license_id": "cad", "occurred_at": "2026-11-26T00:00:00Z"}
+    notice = {"expires_at": "2026-12-26T00:00:00.000Z", "grace_ends_at": "2026-12-26T00:00:00.000Z"}
+    events = [
+        {**common, "event_id": "n-1", "type": "license.expiring",
+         "metadata": {**notice, "threshold_days": 30}},
+        {**common, "event_id": "n-2", "type": "license.expired", "metadata": notice},
+        {**common, "event_id": "l-1", "type": "lease.acquired", "session_id": "s1",
+         "client_id": "c1", "seats_used": 1, "seats_total": 2, "metadata": {}},
+    ]  # fmt: skip
+    capsys.readouterr()
+    data = base64.b64encode(json.dumps(events).encode()).decode()
+    body = {"message": {"data": data, "messageId": "1"}, "subscription": "projects/p/s/audit"}
+    assert audit.post("/", json=body).status_code == 200
+    lines = [_entry(line, "audit") for line in log_lines(capsys.readouterr().out)]
+    matched = [e["jsonPayload"] for e in lines if matches(tree, e)]
+    assert len(lines) == 3 and len(matched) == 1, lines
+    assert matched[0]["type"] == "license.expiring" and matched[0]["threshold_days"] == 30
+    assert {"tenant_id", "license_id", "expires_at"} <= set(matched[0])
+    # the same line from another service is not the audit function's
+    assert not matches(tree, _entry({**lines[1]["jsonPayload"], "severity": "WARNING"}, "reaper"))

@@ -770,6 +770,9 @@ REAPER_LOG_FIELDS = {
     "duration_ms",
     "denials",
 }
+# The audit function's "license notice" line (functions/audit/main.py): the event's type,
+# tenant and license, and the notice's metadata.
+AUDIT_NOTICE_FIELDS = {"type", "tenant_id", "license_id", "expires_at", "threshold_days"}
 
 
 THRESHOLD_ALERTS = MON.locals["threshold_alerts"]
@@ -781,6 +784,7 @@ ALERT_PURPOSES = {
     "outbox_backlog",
     "dead_letters",
     "redis_memory",
+    "license_expiring",
 }
 
 
@@ -807,7 +811,8 @@ def _user_metric(short_name: str) -> str:
 def test_log_metrics_only_use_fields_the_code_logs():
     text = MON.files["main.tf"]
     used = set(re.findall(r"jsonPayload\.(\w+)", text))
-    assert used <= CLIENT_LOG_FIELDS | REAPER_LOG_FIELDS, used - CLIENT_LOG_FIELDS
+    known = CLIENT_LOG_FIELDS | REAPER_LOG_FIELDS | AUDIT_NOTICE_FIELDS
+    assert used <= known, used - known
     values = {v["field"] for v in MON.locals["reaper_values"].values()}
     assert {"reclaimed", "outbox_backlog"} <= values <= REAPER_LOG_FIELDS
     assert 'jsonPayload.message=\\"reaper run\\"' in expr(MON.locals["reaper_run"])
@@ -966,3 +971,28 @@ def test_network_subnets_have_flow_logs():
         'time_sleep.functions_subnet_release.triggers["subnet_id"]'
     )
     assert 'google_compute_subnetwork.this["psc"]' in attr(net.outputs["psc_subnet_id"], "value")
+
+
+def test_the_license_expiring_alert_is_log_based_on_the_audit_functions_notices():
+    """Issue 30: a log-based alert (condition_matched_log, no metric) on the audit
+    function's "license notice" lines of type license.expiring, naming the license in
+    its labels and its text, at most one notification per 5 minutes, closing itself."""
+    (condition,) = _conditions("license_expiring")
+    matched = block(condition, "condition_matched_log")
+    assert attr(matched, "filter") == "${local.license_expiring_log}"
+    log_filter = MON.locals["license_expiring_log"]
+    assert 'resource.labels.service_name=\\"${var.audit_service_name}\\"' in log_filter
+    assert 'jsonPayload.message=\\"license notice\\"' in log_filter
+    assert 'jsonPayload.type=\\"license.expiring\\"' in log_filter
+    assert attr(MON.variables["audit_service_name"], "default") == "audit"
+    labels = attr(matched, "label_extractors")
+    assert set(labels) == {"tenant_id", "license_id", "expires_at", "threshold_days"}
+    assert all(v == f"EXTRACT(jsonPayload.{k})" for k, v in labels.items())
+    policy = MON.resource("google_monitoring_alert_policy", "license_expiring")
+    (strategy,) = blocks(policy, "alert_strategy")
+    assert attr(block(strategy, "notification_rate_limit"), "period") == "300s"
+    assert attr(strategy, "auto_close") == "604800s"
+    content = attr(block(policy, "documentation"), "content")
+    assert "${log.extracted_label.license_id}" in content and "--renew-for" in content
+    ids = expr(attr(MON.outputs["alert_policy_ids"], "value"))
+    assert "google_monitoring_alert_policy.license_expiring.id" in ids

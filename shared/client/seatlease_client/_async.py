@@ -72,12 +72,17 @@ class AsyncSeatClient:
         on_regained: OnRegained | None = None,
         user: str | None = None,
         host: str | None = None,
+        entitlements: list[str] | None = None,
+        version: str | None = None,
     ) -> AsyncLeaseContext:
         """As ``SeatClient.lease`` (``wait`` waits in the license's queue when it has one;
-        ``user`` and ``host`` name who asks)."""
+        ``user`` and ``host`` name who asks, ``entitlements`` and ``version`` what the
+        product needs)."""
         lease = Lease(license_id, client_id, metadata)
         keeper = _Keeper(self.sync, lease, lease_seconds, on_lost, on_regained)
-        keeper.identity = {"user": user, "host": host}
+        keeper.identity = {
+            "user": user, "host": host, "entitlements": entitlements, "version": version,
+        }  # fmt: skip
         return AsyncLeaseContext(keeper, wait, timeout)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from seatlease_client import _borrow
 from seatlease_client._borrow import BorrowedSeat
 from seatlease_client._errors import (
+    _CODES,
     _ERRORS,
     BackendUnavailable,
     NoSeatsAvailable,
@@ -191,6 +192,8 @@ class SeatClient:
         error = payload.get("error") if isinstance(payload, dict) else None
         error = error if isinstance(error, dict) else {}
         kind = _ERRORS.get(err.code, SeatError)
+        if err.code == 403:
+            kind = _CODES.get(str(error.get("code")), kind)
         default_code = "backend_unavailable" if kind is BackendUnavailable else "http_error"
         return kind(
             err.code,
@@ -279,15 +282,20 @@ class SeatClient:
         host: str | None = None,
         queue: bool | None = None,
         ticket: str | None = None,
+        entitlements: list[str] | None = None,
+        version: str | None = None,
     ) -> dict[str, Any]:
         """POST /acquire (retried); the response body. No heartbeats: see ``lease()``.
         ``user`` and ``host``: who asks (a license's policy may require ``user``).
+        ``entitlements``: what the product needs (``NotEntitled`` names the missing);
+        ``version``: the product's (``VersionNotEntitled`` above the license's).
         ``queue=True`` on a full license with a wait queue answers ``{"queued": true,
         "position", "ticket", "retry_after_seconds"}`` (a 202): call again with that
         ``ticket`` after ``retry_after_seconds`` to keep the place."""
         body = self._acquire_body(
             license_id, client_id, lease_seconds, metadata,
             user=user, host=host, queue=queue, ticket=ticket,
+            entitlements=entitlements, version=version,
         )  # fmt: skip
         return self._call("acquire", body)
 
@@ -349,6 +357,8 @@ class SeatClient:
         on_regained: OnRegained | None = None,
         user: str | None = None,
         host: str | None = None,
+        entitlements: list[str] | None = None,
+        version: str | None = None,
     ) -> LeaseContext:
         """A context manager holding one seat; ``as`` gives the ``Lease``.
 
@@ -357,12 +367,18 @@ class SeatClient:
         for at most ``timeout`` seconds (None: forever); on a license with a wait queue
         it waits in line (``"queue": true``, keeping its place with the ticket) rather
         than racing other clients' retries. ``user`` and ``host``: who asks (a license's
-        policy may require ``user``). ``on_lost(lease, reason)`` and ``on_regained(lease)``
-        are called from the heartbeat thread.
+        policy may require ``user``). ``entitlements`` and ``version``: what the product
+        needs (a license without them raises ``NotEntitled``/``VersionNotEntitled``);
+        ``lease.entitlements``, ``lease.license_expires_at`` and ``lease.in_grace`` say
+        what the license gives. ``on_lost(lease, reason)`` and ``on_regained(lease)`` are
+        called from the heartbeat thread (reason ``license_expired`` when the license
+        ended its leases).
         """
         lease = Lease(license_id, client_id, metadata)
         keeper = _Keeper(self, lease, lease_seconds, on_lost, on_regained)
-        keeper.identity = {"user": user, "host": host}
+        keeper.identity = {
+            "user": user, "host": host, "entitlements": entitlements, "version": version,
+        }  # fmt: skip
         return LeaseContext(keeper, wait, timeout)
 
     def held(self) -> list[Lease]:

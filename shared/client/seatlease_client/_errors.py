@@ -41,6 +41,44 @@ class LicenseSuspended(SeatError):
     """403: the vendor suspended this license."""
 
 
+class LicenseNotStarted(LicenseSuspended):
+    """403 ``license_not_started``: the license's term begins at ``starts_at`` (RFC 3339;
+    a ``LicenseSuspended``, so code written for a refused license handles it)."""
+
+    @property
+    def starts_at(self) -> str | None:
+        value = self.body.get("starts_at")
+        return value if isinstance(value, str) else None
+
+
+class LicenseExpired(LicenseSuspended):
+    """403 ``license_expired``: the license's term and grace ended at ``expired_at``
+    (acquire; a heartbeat too when the license ends its leases: the seat is gone)."""
+
+    @property
+    def expired_at(self) -> str | None:
+        value = self.body.get("expired_at")
+        return value if isinstance(value, str) else None
+
+
+class NotEntitled(LicenseSuspended):
+    """403 ``not_entitled``: the license lacks ``missing_entitlements``."""
+
+    @property
+    def missing_entitlements(self) -> list[str]:
+        value = self.body.get("missing_entitlements")
+        return [str(v) for v in value] if isinstance(value, list) else []
+
+
+class VersionNotEntitled(LicenseSuspended):
+    """403 ``version_not_entitled``: the version asked for is above ``max_version``."""
+
+    @property
+    def max_version(self) -> str | None:
+        value = self.body.get("max_version")
+        return value if isinstance(value, str) else None
+
+
 class LicenseNotFound(SeatError):
     """404: no such license for this API key's tenant."""
 
@@ -149,6 +187,15 @@ _ERRORS: dict[int, type[SeatError]] = {
     502: BackendUnavailable,
     503: BackendUnavailable,
     504: BackendUnavailable,
+}
+
+
+# 403s told apart by their code (any other 403 is a LicenseSuspended)
+_CODES: dict[str, type[SeatError]] = {
+    "license_not_started": LicenseNotStarted,
+    "license_expired": LicenseExpired,
+    "not_entitled": NotEntitled,
+    "version_not_entitled": VersionNotEntitled,
 }
 
 

@@ -72,6 +72,13 @@ class Lease:
         # The last verified lease token (``SeatClient(verify=True)``), e.g. for a product
         # that keeps proof of its grant; None without verification.
         self.token: str | None = None
+        # The license's term and entitlements, when it has some (else [], None, False):
+        # what it entitles to, when it expires (aware UTC; its grace may run after it),
+        # whether it is in its grace now, and the highest version entitled.
+        self.entitlements: list[str] = []
+        self.license_expires_at: datetime | None = None
+        self.in_grace = False
+        self.max_version: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -91,6 +98,13 @@ class Lease:
             self.overage = bool(body["overage"])
         if isinstance(body.get("lease_token"), str):
             self.token = body["lease_token"]
+        if isinstance(body.get("entitlements"), list):
+            self.entitlements = [str(e) for e in body["entitlements"]]
+        if isinstance(body.get("license_expires_at"), str):
+            self.license_expires_at = _parse_time(body["license_expires_at"])
+        self.in_grace = body.get("in_grace") is True
+        if isinstance(body.get("max_version"), str):
+            self.max_version = body["max_version"]
 
 
 class _Keeper:

@@ -250,6 +250,8 @@ class TokenVerifier:
             problems.append("lease_expires_at")
         if function == "release" and claims.get("released") is not reply.get("released"):
             problems.append("released")
+        if function in ("acquire", "heartbeat"):
+            problems += self._term_problems(reply, claims)
         bound = (
             claims.get("cnf", {}).get("machine") if isinstance(claims.get("cnf"), dict) else None
         )
@@ -269,6 +271,25 @@ class TokenVerifier:
                 status, "token_wrong_machine",
                 "This borrowed seat was taken for another machine (cnf.machine).",
             )  # fmt: skip
+
+    @staticmethod
+    def _term_problems(reply: dict[str, Any], claims: dict[str, Any]) -> list[str]:
+        """The answer's term fields against the token's ``ent``, ``lexp`` and ``maxv``
+        (a token without them: nothing to compare)."""
+        problems = []
+        if "ent" in claims and claims["ent"] != reply.get("entitlements"):
+            problems.append("entitlements")
+        if "lexp" in claims:
+            try:
+                ends = _parse_time(reply["license_grace_ends_at"]).timestamp()
+            except (KeyError, TypeError, ValueError):
+                ends = None
+            lexp = claims["lexp"]
+            if ends is None or not isinstance(lexp, int) or not 0 <= ends - lexp < 1.001:
+                problems.append("license_grace_ends_at")
+        if "maxv" in claims and claims["maxv"] != reply.get("max_version"):
+            problems.append("max_version")
+        return problems
 
     @staticmethod
     def _same_deadline(reply: dict[str, Any], claims: dict[str, Any]) -> bool:

@@ -94,7 +94,14 @@ type Answer struct {
 	Position          int
 	Ticket            string
 	RetryAfterSeconds int
-	Raw               map[string]any
+	// The license's term and entitlements, when it has some: what it entitles to, when
+	// it expires (zero: no end; its grace may run after it), whether it is in its grace,
+	// the highest version entitled ("": any).
+	Entitlements     []string
+	LicenseExpiresAt time.Time
+	InGrace          bool
+	MaxVersion       string
+	Raw              map[string]any
 }
 
 func answerOf(raw map[string]any) *Answer {
@@ -119,6 +126,16 @@ func answerOf(raw map[string]any) *Answer {
 		answer.Token = text("release_token")
 	}
 	answer.LeaseExpiresAt, _ = parseTime(text("lease_expires_at"))
+	answer.LicenseExpiresAt, _ = parseTime(text("license_expires_at"))
+	answer.InGrace, answer.MaxVersion = flag("in_grace"), text("max_version")
+	if names, ok := raw["entitlements"].([]any); ok {
+		answer.Entitlements = make([]string, 0, len(names))
+		for _, name := range names {
+			if s, ok := name.(string); ok {
+				answer.Entitlements = append(answer.Entitlements, s)
+			}
+		}
+	}
 	return answer
 }
 
@@ -395,6 +412,11 @@ type AcquireOptions struct {
 	// a 202) instead of ErrNoSeatsAvailable. Ticket: a previous place's, to keep it.
 	Queue  bool
 	Ticket string
+	// Entitlements and Version: what the product needs; every entitlement named must be
+	// the license's (else ErrNotEntitled), Version at most its max_version (else
+	// ErrVersionNotEntitled). Empty: not sent.
+	Entitlements []string
+	Version      string
 }
 
 func acquireBody(licenseID, clientID string, options AcquireOptions) map[string]any {
@@ -405,7 +427,10 @@ func acquireBody(licenseID, clientID string, options AcquireOptions) map[string]
 	if options.Metadata != nil {
 		body["metadata"] = options.Metadata
 	}
-	for name, value := range map[string]string{"user": options.User, "host": options.Host, "ticket": options.Ticket} {
+	if len(options.Entitlements) > 0 {
+		body["entitlements"] = options.Entitlements
+	}
+	for name, value := range map[string]string{"user": options.User, "host": options.Host, "ticket": options.Ticket, "version": options.Version} {
 		if value != "" {
 			body[name] = value
 		}

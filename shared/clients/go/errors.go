@@ -10,8 +10,8 @@ import (
 // The kinds of error, for errors.Is. Every error a call returns for an answer (or for no
 // answer) is a *SeatError (errors.As gives its Status, Code, Message and Body) whose kinds
 // are one or more of these: a SeatWaitTimeout and a UserLimitReached are also a
-// NoSeatsAvailable, a UserDenied is also a LicenseSuspended, and every token error is also
-// ErrToken.
+// NoSeatsAvailable, a UserDenied (and a LicenseNotStarted, LicenseExpired, NotEntitled or
+// VersionNotEntitled) is also a LicenseSuspended, and every token error is also ErrToken.
 var (
 	ErrInvalidRequest     = errors.New("seatlease: invalid request (400)")
 	ErrUnauthenticated    = errors.New("seatlease: API key missing, unknown or revoked (401)")
@@ -27,6 +27,14 @@ var (
 	ErrUserLimitReached = errors.New("seatlease: user_limit_reached (409)")
 	// ErrUserDenied: the license's policy refuses this user any seat (403 user_denied).
 	ErrUserDenied = errors.New("seatlease: user_denied (403)")
+	// The license's term and entitlements (403s; each is also ErrLicenseSuspended): its
+	// term has not begun (Body["starts_at"]), it ended with its grace (Body["expired_at"];
+	// a heartbeat too, when the license ends its leases), it lacks entitlements the
+	// product needs (Body["missing_entitlements"]), the version is above its max_version.
+	ErrLicenseNotStarted  = errors.New("seatlease: license_not_started (403)")
+	ErrLicenseExpired     = errors.New("seatlease: license_expired (403)")
+	ErrNotEntitled        = errors.New("seatlease: not_entitled (403)")
+	ErrVersionNotEntitled = errors.New("seatlease: version_not_entitled (403)")
 
 	// ErrToken: the answer's signed token failed verification; the answer never counts.
 	ErrToken          = errors.New("seatlease: token verification failed")
@@ -62,8 +70,12 @@ var byCode = map[string]struct {
 	status int
 	kind   error
 }{
-	"user_limit_reached": {409, ErrUserLimitReached},
-	"user_denied":        {403, ErrUserDenied},
+	"user_limit_reached":   {409, ErrUserLimitReached},
+	"user_denied":          {403, ErrUserDenied},
+	"license_not_started":  {403, ErrLicenseNotStarted},
+	"license_expired":      {403, ErrLicenseExpired},
+	"not_entitled":         {403, ErrNotEntitled},
+	"version_not_entitled": {403, ErrVersionNotEntitled},
 }
 
 var tokenKinds = map[string]error{

@@ -19,6 +19,10 @@ type LeaseOptions struct {
 	// User and Host: who asks (sent with every acquire); a license whose policy has a
 	// per-user limit, reserved seats or a deny list requires User.
 	User, Host string
+	// Entitlements and Version: what the product needs (sent with every acquire; see
+	// AcquireOptions).
+	Entitlements []string
+	Version      string
 	// Wait for a seat (paced by Retry-After) instead of returning ErrNoSeatsAvailable, for
 	// at most Timeout (0: until ctx ends); then ErrSeatWaitTimeout. On a license with a
 	// wait queue it waits in line (queue: true, keeping its place with the ticket).
@@ -45,6 +49,11 @@ type LeaseState struct {
 	Released   bool
 	// Token: the last verified lease token (with Verify), else "".
 	Token string
+	// The license's term and entitlements, when it has some (see Answer).
+	Entitlements     []string
+	LicenseExpiresAt time.Time
+	InGrace          bool
+	MaxVersion       string
 }
 
 // Lease is a seat held by this process: a goroutine heartbeats at the server's interval
@@ -96,6 +105,7 @@ func (l *Lease) body(queue bool, ticket string) map[string]any {
 	return acquireBody(l.LicenseID, l.ClientID, AcquireOptions{
 		LeaseSeconds: l.options.LeaseSeconds, Metadata: l.options.Metadata,
 		User: l.options.User, Host: l.options.Host, Queue: queue, Ticket: ticket,
+		Entitlements: l.options.Entitlements, Version: l.options.Version,
 	})
 }
 
@@ -117,6 +127,8 @@ func (l *Lease) took(raw map[string]any, sentAt time.Time) {
 	if token, ok := raw["lease_token"].(string); ok {
 		s.Token = token
 	}
+	s.Entitlements, s.LicenseExpiresAt = answer.Entitlements, answer.LicenseExpiresAt
+	s.InGrace, s.MaxVersion = answer.InGrace, answer.MaxVersion
 	l.validUntil = sentAt.Add(time.Duration(s.LeaseSeconds) * time.Second)
 }
 

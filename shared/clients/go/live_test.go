@@ -639,3 +639,56 @@ func TestTypedErrorsOfALicensePolicy(t *testing.T) {
 		t.Fatalf("live %+v", seats)
 	}
 }
+
+func TestALicensesTermAndEntitlements(t *testing.T) {
+	s := stack(t)
+	s.license("go-term", map[string]any{"seats": 2, "lease_seconds": 60, "expires_in_seconds": 1.5, "grace_seconds": 1,
+		"entitlements": []string{"pro", "render"}, "max_version": "2026.4"})
+	s.license("go-later", map[string]any{"seats": 1, "starts_in_seconds": 3600})
+	client := s.client(seatlease.Options{Verify: true, TenantID: "acme", Backoff: 50 * time.Millisecond})
+	ctx := context.Background()
+	var mu sync.Mutex
+	var lost []string
+	lease, err := client.Lease(ctx, "go-term", seatlease.LeaseOptions{ClientID: "ws-1", Entitlements: []string{"pro"}, Version: "2026.4",
+		OnLost: func(_ *seatlease.Lease, reason string) { mu.Lock(); lost = append(lost, reason); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close()
+	state := lease.State()
+	if strings.Join(state.Entitlements, ",") != "pro,render" || state.MaxVersion != "2026.4" || state.LicenseExpiresAt.IsZero() || state.InGrace {
+		t.Fatalf("state %+v", state)
+	}
+	var refused *seatlease.SeatError
+	_, err = client.Acquire(ctx, "go-term", "ws-2", seatlease.AcquireOptions{Entitlements: []string{"pro", "cloud"}})
+	if !errors.Is(err, seatlease.ErrNotEntitled) || !errors.Is(err, seatlease.ErrLicenseSuspended) || !errors.As(err, &refused) || fmt.Sprint(refused.Body["missing_entitlements"]) != "[cloud]" {
+		t.Fatal("not entitled:", err)
+	}
+	_, err = client.Acquire(ctx, "go-term", "ws-2", seatlease.AcquireOptions{Version: "2026.10"})
+	if !errors.Is(err, seatlease.ErrVersionNotEntitled) || !errors.As(err, &refused) || refused.Body["max_version"] != "2026.4" {
+		t.Fatal("version:", err)
+	}
+	_, err = client.Acquire(ctx, "go-later", "ws-2", seatlease.AcquireOptions{})
+	if !errors.Is(err, seatlease.ErrLicenseNotStarted) || !errors.As(err, &refused) || refused.Body["starts_at"] == nil {
+		t.Fatal("not started:", err)
+	}
+	time.Sleep(time.Until(state.LicenseExpiresAt) + 200*time.Millisecond)
+	grace, err := client.Acquire(ctx, "go-term", "ws-3", seatlease.AcquireOptions{})
+	if err != nil || !grace.InGrace {
+		t.Fatalf("in grace %+v %v", grace, err)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	_, err = client.Acquire(ctx, "go-term", "ws-4", seatlease.AcquireOptions{})
+	if !errors.Is(err, seatlease.ErrLicenseExpired) || !errors.As(err, &refused) || refused.Body["expired_at"] == nil {
+		t.Fatal("expired:", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !lease.State().Lost && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !lease.State().Lost || len(lost) == 0 || lost[0] != "license_expired" {
+		t.Fatalf("lost %v %+v", lost, lease.State())
+	}
+}

@@ -328,6 +328,9 @@ func (v *TokenVerifier) checkClaims(fn string, request, reply, claims map[string
 	if fn == "release" && !same(claims["released"], reply["released"]) {
 		problems = append(problems, "released")
 	}
+	if fn != "release" {
+		problems = append(problems, termProblems(reply, claims)...)
+	}
 	var bound any
 	if cnf, ok := claims["cnf"].(map[string]any); ok {
 		bound = cnf["machine"]
@@ -352,6 +355,47 @@ func same(a, b any) bool {
 		return a == b
 	}
 	return false
+}
+
+// termProblems: the answer's term fields against the token's ent, lexp and maxv (a token
+// without them: nothing to compare).
+func termProblems(reply, claims map[string]any) []string {
+	var problems []string
+	if ent, ok := claims["ent"]; ok && !sameStrings(ent, reply["entitlements"]) {
+		problems = append(problems, "entitlements")
+	}
+	if lexp, ok := claims["lexp"]; ok {
+		text, ok1 := reply["license_grace_ends_at"].(string)
+		end, ok2 := lexp.(float64)
+		ends, ok3 := parseTime(text)
+		gap := -1.0
+		if ok1 && ok2 && ok3 && end == math.Trunc(end) {
+			gap = float64(ends.UnixMicro())/1e6 - end
+		}
+		if !(gap >= 0 && gap < 1.001) {
+			problems = append(problems, "license_grace_ends_at")
+		}
+	}
+	if maxv, ok := claims["maxv"]; ok && !same(maxv, reply["max_version"]) {
+		problems = append(problems, "max_version")
+	}
+	return problems
+}
+
+// sameStrings compares two decoded JSON arrays of strings.
+func sameStrings(a, b any) bool {
+	x, ok1 := a.([]any)
+	y, ok2 := b.([]any)
+	if !ok1 || !ok2 || len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		s, ok := x[i].(string)
+		if !ok || !same(s, y[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // sameDeadline: exp is the answer's deadline rounded down to a second.

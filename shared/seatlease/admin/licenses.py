@@ -3,29 +3,43 @@ license's cached config in Redis at once (or says it could not)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
 
-from pydantic import model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from redis.exceptions import RedisError
 
+from seatlease import clock
 from seatlease.admin.common import (
     Action,
     BorrowSeconds,
     LeaseSeconds,
     LingerSeconds,
+    OptionalTime,
     OveragePercent,
     Seats,
     iso_time,
     license_rows,
     require_license,
 )
-from seatlease.errors import BackendUnavailable
-from seatlease.fields import Identifier
-from seatlease.licenses import LICENSE_FIELDS, LicenseConfig
+from seatlease.errors import BackendUnavailable, StoreError
+from seatlease.fields import Entitlements, Identifier, Version
+from seatlease.licenses import LICENSE_FIELDS, MAX_GRACE_SECONDS, LicenseConfig
 from seatlease.logs import log
 from seatlease.records import store
 from seatlease.seats.engine import CONFIG_TTL_SECONDS
 from seatlease.seats.policy import LicensePolicy, parse_policy
+
+GraceSeconds = Annotated[int, Field(ge=0, le=MAX_GRACE_SECONDS)]
+OnExpiry = Literal["end_leases", "keep_leases"]
+# --renew-for: at most ten years at a time
+RenewSeconds = Annotated[int, Field(ge=1, le=10 * 366 * 24 * 3600)]
+
+
+def _check_term(starts: datetime | None, expires: datetime | None) -> datetime | None:
+    if starts is not None and expires is not None and expires <= starts:
+        raise ValueError("must be after starts_at")
+    return expires
 
 
 class LicenseCreate(Action):
@@ -39,6 +53,20 @@ class LicenseCreate(Action):
     max_borrow_seconds: BorrowSeconds = 0
     linger_seconds: LingerSeconds = 0
     policy: LicensePolicy | None = None  # seatlease.seats.policy; absent: none
+    starts_at: OptionalTime = None
+    expires_at: OptionalTime = None
+    grace_seconds: GraceSeconds = 0
+    on_expiry: OnExpiry = "end_leases"
+    entitlements: Entitlements | None = None
+    max_version: Version | None = None
+
+    @field_validator("expires_at")
+    @classmethod
+    def _after_start(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        return _check_term(info.data.get("starts_at"), value)
+
+    def terms(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in LICENSE_FIELDS[7:]}
 
 
 class LicenseUpdate(Action):
@@ -54,13 +82,42 @@ class LicenseUpdate(Action):
     linger_seconds: LingerSeconds | None = None
     policy: LicensePolicy | None = None  # replaces the license's policy as a whole
     clear_policy: bool = False  # the license has no policy any more
+    starts_at: OptionalTime = None
+    expires_at: OptionalTime = None
+    grace_seconds: GraceSeconds | None = None
+    on_expiry: OnExpiry | None = None
+    entitlements: Entitlements | None = None  # replaces the set
+    max_version: Version | None = None
+    clear_term: bool = False  # no starts_at, no expires_at: perpetual again
+    clear_entitlements: bool = False
+    clear_max_version: bool = False
+    # expires_at moves this much later, from the later of now and the current end
+    renew_for_seconds: RenewSeconds | None = None
+
+    @field_validator("expires_at")
+    @classmethod
+    def _after_start(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        return _check_term(info.data.get("starts_at"), value)
 
     @model_validator(mode="after")
     def _changes_something(self) -> LicenseUpdate:
         if self.policy is not None and self.clear_policy:
             raise ValueError("give policy or clear_policy, not both")
-        if not self.changes():
-            fields = ", ".join((*LICENSE_FIELDS, "policy", "clear_policy"))
+        pairs = (
+            ("expires_at", "clear_term"),
+            ("starts_at", "clear_term"),
+            ("renew_for_seconds", "clear_term"),
+            ("expires_at", "renew_for_seconds"),
+            ("entitlements", "clear_entitlements"),
+            ("max_version", "clear_max_version"),
+        )
+        for one, other in pairs:
+            if getattr(self, one) not in (None, False) and getattr(self, other):
+                raise ValueError(f"give {one} or {other}, not both")
+        if not self.changes() and not self.cleared() and self.renew_for_seconds is None:
+            fields = ", ".join(
+                (*LICENSE_FIELDS, "policy", "clear_policy", "clear_term", "renew_for_seconds")
+            )
             raise ValueError(f"give at least one of {fields}")
         return self
 
@@ -71,6 +128,17 @@ class LicenseUpdate(Action):
         if self.clear_policy:
             changes["policy"] = {}
         return changes
+
+    def cleared(self) -> tuple[str, ...]:
+        """The fields set back to none."""
+        cleared: list[str] = []
+        if self.clear_term:
+            cleared += ["starts_at", "expires_at"]
+        if self.clear_entitlements:
+            cleared.append("entitlements")
+        if self.clear_max_version:
+            cleared.append("max_version")
+        return tuple(cleared)
 
 
 class LicenseSuspend(Action):
@@ -88,6 +156,8 @@ class LicenseShow(Action):
 class LicenseList(Action):
     action: Literal["license.list"]
     tenant_id: Identifier | None = None
+    # only licenses whose term ends within this many seconds (or ended and are in grace)
+    expiring_within_seconds: RenewSeconds | None = None
 
 
 def license_view(row: dict[str, Any]) -> dict[str, Any]:
@@ -104,9 +174,65 @@ def license_view(row: dict[str, Any]) -> dict[str, Any]:
         "linger_seconds": config.linger_seconds,
         "suspended": bool(config.suspended),
         "policy": _policy_view(row.get("policy")),
+        **term_view(config),
         "created_at": iso_time(row.get("created_at")),
         "updated_at": iso_time(row.get("updated_at")),
     }
+
+
+def term_view(config: LicenseConfig, now: datetime | None = None) -> dict[str, Any]:
+    """The license's term, entitlements and version range, and where it stands now:
+    ``term_state`` is ``perpetual``, ``not_started``, ``active``, ``in_grace`` or
+    ``expired``; ``expires_in_days`` counts days to ``expires_at``, rounded up (0 or
+    negative from it on)."""
+    now = now or clock.now()
+    expires = config.expires_at and clock.utc(config.expires_at)
+    starts = config.starts_at and clock.utc(config.starts_at)
+    view: dict[str, Any] = {
+        "starts_at": iso_time(starts),
+        "expires_at": iso_time(expires),
+        "grace_seconds": config.grace_seconds,
+        "on_expiry": config.on_expiry,
+        "entitlements": list(config.entitlements),
+        "max_version": config.max_version,
+    }
+    if starts and now < starts:
+        state = "not_started"
+    elif expires is None:
+        state = "perpetual"
+    elif now < expires:
+        state = "active"
+    elif now < expires + timedelta(seconds=config.grace_seconds):
+        state = "in_grace"
+    else:
+        state = "expired"
+    view["term_state"] = state
+    if expires is not None:
+        view["grace_ends_at"] = iso_time(expires + timedelta(seconds=config.grace_seconds))
+        view["expires_in_days"] = -((now - expires) // timedelta(days=1))  # rounded up
+    view["term_text"] = term_text(view)
+    return view
+
+
+def term_text(view: dict[str, Any]) -> str:
+    """The term in words, as ``license show``, ``status`` and the portal say it:
+    ``expires 2027-11-25 (in 364 days)``, ``in grace: expired 2026-11-20, stops
+    2026-11-27 00:00 UTC``, ``expired 2026-10-01``, ``starts 2027-01-01``, or ``perpetual``."""
+    parts = []
+    state, expires = view["term_state"], (view.get("expires_at") or "")[:10]
+    if state == "not_started":
+        parts.append(f"starts {(view['starts_at'] or '')[:10]}")
+    if state == "in_grace":
+        stops = view["grace_ends_at"][:16].replace("T", " ")  # to the minute: a short grace
+        parts.append(f"in grace: expired {expires}, stops {stops} UTC")
+    elif state == "expired":
+        parts.append(f"expired {expires}")
+    elif expires:
+        days = view["expires_in_days"]
+        parts.append(f"expires {expires} (in {days} day{'' if days == 1 else 's'})")
+    elif state != "not_started":
+        parts.append("perpetual")
+    return ", ".join(parts)
 
 
 def _policy_view(stored: Any) -> dict[str, Any] | None:
@@ -149,18 +275,29 @@ def _license_create(req: LicenseCreate) -> tuple[int, dict[str, Any]]:
         max_borrow_seconds=req.max_borrow_seconds,
         linger_seconds=req.linger_seconds,
         policy=req.policy.as_dict() if req.policy and not req.policy.is_empty else None,
+        **req.terms(),
     )
     return 201, {"license": license_view(row), **_refresh_cache(req.tenant_id, req.license_id)}
 
 
-def _license_change(tenant_id: str, license_id: str, changes: dict[str, Any]) -> dict[str, Any]:
-    store.update_license(tenant_id, license_id, **changes)
+def _license_change(
+    tenant_id: str, license_id: str, changes: dict[str, Any], cleared: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    store.update_license(tenant_id, license_id, cleared=cleared, **changes)
     row = require_license(tenant_id, license_id)  # as stored (updated_at included)
     return {"license": license_view(row), **_refresh_cache(tenant_id, license_id)}
 
 
 def _license_update(req: LicenseUpdate) -> tuple[int, dict[str, Any]]:
-    return 200, _license_change(req.tenant_id, req.license_id, req.changes())
+    changes = req.changes()
+    if req.renew_for_seconds is not None:
+        current = require_license(req.tenant_id, req.license_id)["expires_at"]
+        now = clock.now()
+        if current is None:
+            raise StoreError("renew_for_seconds: the license has no expires_at to renew")
+        start = max(now, clock.utc(current))
+        changes["expires_at"] = start + timedelta(seconds=req.renew_for_seconds)
+    return 200, _license_change(req.tenant_id, req.license_id, changes, req.cleared())
 
 
 def _license_suspend(req: LicenseSuspend) -> tuple[int, dict[str, Any]]:
@@ -173,7 +310,23 @@ def _license_show(req: LicenseShow) -> tuple[int, dict[str, Any]]:
 
 
 def _license_list(req: LicenseList) -> tuple[int, dict[str, Any]]:
-    return 200, {"licenses": [license_view(r) for r in license_rows(req.tenant_id)]}
+    rows = license_rows(req.tenant_id)
+    if req.expiring_within_seconds is not None:
+        now = clock.now()
+        horizon = now + timedelta(seconds=req.expiring_within_seconds)
+        rows = [r for r in rows if _ends_between(r, now, horizon)]
+        rows.sort(key=lambda r: clock.utc(r["expires_at"]))
+    return 200, {"licenses": [license_view(r) for r in rows]}
+
+
+def _ends_between(row: dict[str, Any], now: datetime, horizon: datetime) -> bool:
+    """The license's term ends by ``horizon`` and it still works now (before its end or
+    in its grace)."""
+    if row.get("expires_at") is None:
+        return False
+    expires = clock.utc(row["expires_at"])
+    grace = timedelta(seconds=row.get("grace_seconds") or 0)
+    return expires <= horizon and now <= expires + grace
 
 
 HANDLERS = {

@@ -37,6 +37,7 @@ from werkzeug.exceptions import ClientDisconnected
 
 from seatlease.api import auth, bodies
 from seatlease.api.startup import wait_for_backends
+from seatlease.clock import rfc3339
 from seatlease.config import Readiness
 from seatlease.errors import (
     AmbiguousLicense,
@@ -47,10 +48,13 @@ from seatlease.errors import (
     Forbidden,
     InvalidRequest,
     LeaseTooLong,
+    LicenseExpired,
     LicenseNotFound,
+    LicenseNotStarted,
     LicenseSuspended,
     NoSeatsAvailable,
     NotConfigured,
+    NotEntitled,
     NotFound,
     RateLimited,
     SessionExpired,
@@ -60,6 +64,7 @@ from seatlease.errors import (
     Unauthenticated,
     UserDenied,
     UserLimitReached,
+    VersionNotEntitled,
     redis_outage,
 )
 from seatlease.fields import invalid_request
@@ -188,6 +193,38 @@ def to_api_error(exc: Exception) -> ApiError:
             return ApiError(404, "license_not_found", "No such license for this API key.")
         case LicenseSuspended():
             return ApiError(403, "license_suspended", "This license is suspended.")
+        case LicenseNotStarted():
+            starts = rfc3339(exc.starts_at_ms)
+            return ApiError(
+                403,
+                "license_not_started",
+                f"This license's term starts at {starts}.",
+                starts_at=starts,
+            )
+        case LicenseExpired():
+            ended = rfc3339(exc.ended_at_ms)
+            return ApiError(
+                403,
+                "license_expired",
+                f"This license expired at {ended}; renew it to take seats again.",
+                expires_at=rfc3339(exc.expires_at_ms),
+                expired_at=ended,
+            )
+        case NotEntitled():
+            return ApiError(
+                403,
+                "not_entitled",
+                f"This license does not include: {', '.join(exc.missing)}.",
+                missing_entitlements=exc.missing,
+            )
+        case VersionNotEntitled():
+            return ApiError(
+                403,
+                "version_not_entitled",
+                f"Version {exc.version} is above this license's max_version {exc.max_version}.",
+                version=exc.version,
+                max_version=exc.max_version,
+            )
         case LeaseTooLong():
             return ApiError(
                 400, "invalid_request", str(exc), max_lease_seconds=exc.max_lease_seconds

@@ -21,11 +21,13 @@ from pydantic import (
 from seatlease.fields import (
     MAX_LEASE_SECONDS,
     METADATA_MAX_BYTES,
+    Entitlements,
     HostName,
     Identifier,
     MetadataValue,
     Nonce,
     UserName,
+    Version,
     check_metadata_text,
 )
 from seatlease.licenses import MAX_BORROW_SECONDS
@@ -59,6 +61,10 @@ class AcquireRequest(_Body):
     # On a full license with a queue: wait in line (202 and a ticket) instead of a 409.
     queue: bool = False
     ticket: Identifier | None = None  # the place in line a previous 202 gave
+    # What the product needs: every entitlement named must be the license's (else 403
+    # not_entitled), the version at most its max_version (else 403 version_not_entitled).
+    entitlements: Entitlements | None = None
+    version: Version | None = None
     fingerprint: Fingerprint | None = None
 
     @field_validator("borrow_seconds")

@@ -13,6 +13,12 @@ release token (release; ``typ`` ``seatlease-release+jwt``)
     ``iss``, ``aud``, ``sid``, ``released`` (true: this call ended a live lease),
     ``iat``/``nbf`` (Redis clock), ``exp`` = ``iat`` + 5 minutes, ``nonce``.
 
+A lease on a license with a term, entitlements or a version range adds ``ent`` (the
+license's entitlements, a list), ``lexp`` (when the license stops: expires_at + grace,
+epoch seconds; absent for no end) and ``maxv`` (its max_version, when set): a product
+verifies offline what it may do and until when. ``exp`` never passes ``lexp`` under
+``end_leases``.
+
 The ``typ`` header keeps one kind from passing for the other (RFC 8725 section 3.11).
 Other claims can be added by keyword (``borrowed`` will be, for a borrowed lease);
 verifiers ignore claims they do not know. Times are whole seconds: ``exp`` is rounded
@@ -45,6 +51,7 @@ from seatlease.api.signingkeys import (
     SigningKey,
     SigningNotConfigured,
 )
+from seatlease.clock import rfc3339
 
 ALGORITHM = "EdDSA"
 LEASE_TYP = "seatlease-lease+jwt"
@@ -128,6 +135,23 @@ class Signer:
         if nonce is not None:
             claims["nonce"] = nonce
         return {"release_token": self._sign(RELEASE_TYP, claims)}
+
+
+def terms_answer(terms: Any) -> dict[str, Any]:
+    """The answer's fields for a license with terms (a ``seatlease.seats.engine.Terms``,
+    or None for a license without: no fields, the answer as it always was)."""
+    if terms is None:
+        return {}
+    answer: dict[str, Any] = {"entitlements": list(terms.entitlements)}
+    if terms.expires_at_ms:
+        answer["license_expires_at"] = rfc3339(terms.expires_at_ms)
+        answer["license_grace_ends_at"] = rfc3339(terms.ends_at_ms)
+        answer["in_grace"] = terms.in_grace
+    if terms.max_version:
+        answer["max_version"] = terms.max_version
+    if terms.cut:
+        answer["cut_to_license_end"] = True
+    return answer
 
 
 def _b64(data: bytes) -> bytes:

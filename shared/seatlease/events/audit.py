@@ -46,6 +46,9 @@ EventType = Literal[
     "queue.joined",
     "queue.left",
     "queue.granted",
+    # a license's term (the reaper's notices; no seat changes hands, no usage)
+    "license.expiring",
+    "license.expired",
 ]
 
 

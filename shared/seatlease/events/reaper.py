@@ -22,6 +22,11 @@ One run (Cloud Scheduler calls it every minute):
 4. a time budget stops starting new work so the run returns before the function times
    out; what is left waits for the next run.
 
+Before the outboxes are drained, the licenses whose term notice is due (each shard's
+notice index, ``ZRANGEBYSCORE -inf now``: O(log N + K), never a scan of the licenses) get
+their ``license.expiring`` / ``license.expired`` event from ``notices.lua``, which also
+records it as sent: exactly once per threshold, across runs and restarts.
+
 Once a publish fails (Pub/Sub unreachable) the drain stops for this run: every failed
 publish waits for its timeout. Reclaims still happen (they only need Redis); their events
 wait in the outbox.
@@ -46,6 +51,7 @@ from seatlease.seats.keys import (
     LicenseKeys,
     deadlines_key,
     denials_key,
+    notices_key,
     outbox_key,
     reaper_lock_key,
 )
@@ -57,6 +63,21 @@ DRAIN_BATCH = 1000  # outbox entries read per shard per round
 ROUND_EVENTS = 20_000  # entries published per round across shards (~7 MB in memory)
 # Expired leases found by a run's first sweep from which it publishes while reclaiming.
 WAVE_CANDIDATES = 2 * SWEEP_LIMIT
+NOTICE_BATCH = 100  # due licenses per notices.lua call
+# license.expiring this many days before a license's expires_at (LICENSE_NOTICE_DAYS)
+DEFAULT_NOTICE_DAYS = (30, 7, 1)
+
+
+def notice_days() -> tuple[float, ...]:
+    """The days before expires_at at which license.expiring is sent, largest first:
+    ``LICENSE_NOTICE_DAYS`` (comma separated, e.g. ``30,7,1``; empty: none)."""
+    raw = os.environ.get("LICENSE_NOTICE_DAYS")
+    if raw is None:
+        return DEFAULT_NOTICE_DAYS
+    days = {float(d) for d in raw.split(",") if d.strip()}
+    if any(d <= 0 or d > 3660 for d in days):
+        raise ValueError("LICENSE_NOTICE_DAYS: days between 0 and 3660, comma separated")
+    return tuple(sorted(days, reverse=True))
 
 
 @dataclass
@@ -64,6 +85,7 @@ class RunReport:
     reclaimed: int = 0
     published: int = 0
     denials: int = 0
+    notices: int = 0
     outbox_backlog: int = 0
     shards_swept: int = 0
     duration_ms: float = 0.0
@@ -124,6 +146,8 @@ class Reaper:
                 early.join()
         if failed:  # Redis failed under the drain: the run fails as it would have after it
             raise failed[0]
+        if time.monotonic() < deadline:
+            self._add(report, notices=self.send_notices())
         backlog = self._pipeline_each(lambda p, s: p.xlen(outbox_key(s)))
         if time.monotonic() < deadline and not report.publish_errors:
             try:
@@ -214,6 +238,27 @@ class Reaper:
                 args += [tenant_id, license_id, session_id]
             reclaimed += int(self.scripts.reclaim(keys=keys, args=args))
         return reclaimed
+
+    def send_notices(self) -> int:
+        """The term notices due in every shard (one pipelined read of the notice
+        indexes, then notices.lua per shard with due licenses); returns how many were
+        emitted."""
+        now = server_time_ms(self.redis)
+        due = self._pipeline_each(
+            lambda p, s: p.zrangebyscore(notices_key(s), "-inf", now, start=0, num=NOTICE_BATCH)
+        )
+        thresholds = ",".join(str(int(d * 86_400_000)) for d in notice_days())
+        sent = 0
+        for shard, members in enumerate(due):
+            if not members:
+                continue
+            keys = [notices_key(shard), outbox_key(shard)]
+            for member in members:
+                tenant_id, _, license_id = member.partition("/")
+                keys.append(LicenseKeys.of(tenant_id, license_id).notice)
+            args = [secrets.token_hex(8), thresholds, *members]
+            sent += int(self.scripts.notices(keys=keys, args=args))
+        return sent
 
     def flush_denials(self, shard: int) -> int:
         return int(

@@ -5,7 +5,7 @@
 - ``CLOUD_SQL_INSTANCE`` (``project:region:instance``): the Cloud SQL Python Connector over
   private IP, as ``DB_USER`` with ``DB_PASSWORD``, or IAM database auth if ``DB_IAM_AUTH=1``.
 - else ``DATABASE_URL``: any SQLAlchemy URL; ``postgresql://`` and ``postgres://`` use pg8000.
-- else SQLite in ``.seatlease/seatlease.records.db`` under the working directory, for a local run
+- else SQLite in ``.seatlease/seatlease.db`` under the working directory, for a local run
   with nothing configured.
 
 PostgreSQL pools (Cloud SQL and ``DATABASE_URL``): ``DB_POOL_SIZE`` connections kept,
@@ -37,7 +37,7 @@ _engines: dict[str, Engine] = {}
 def database_url() -> str:
     url = os.environ.get("DATABASE_URL", "").strip()
     if not url:
-        path = Path.cwd() / ".seatlease" / "seatlease.records.db"
+        path = Path.cwd() / ".seatlease" / "seatlease.db"
         return f"sqlite:///{path}"
     for plain in ("postgresql://", "postgres://"):
         if url.startswith(plain):

@@ -67,6 +67,9 @@ BORROWED = "lease.borrowed"
 STARTS = (ACQUIRED, BORROWED)  # a lease's first event: a seat taken (+1)
 ENDINGS = ("lease.released", "lease.reclaimed", "lease.revoked")  # its last: -1
 DENIED = "lease.denied"
+# license.expiring and license.expired (the reaper's term notices) are stored with the
+# lease events but are no usage: the rollups leave them out.
+NOTICE_PREFIX = "license."
 COUNTED = {ACQUIRED: "acquired", BORROWED: "borrowed", "lease.released": "released",
            "lease.reclaimed": "reclaimed", "lease.revoked": "revoked"}  # fmt: skip
 HOUR = timedelta(hours=1)
@@ -144,6 +147,7 @@ ev AS (
            CASE WHEN type IN ({starts}) THEN 1 WHEN type IN ({endings}) THEN -1 ELSE 0 END
                AS delta
     FROM ins
+    WHERE type NOT LIKE '{NOTICE_PREFIX}%'  -- a license's term notices: no seat, no row
 ),
 {_period_rollup("usage_rollups", "hour")},
 {_period_rollup("usage_minute_rollups", "minute")},

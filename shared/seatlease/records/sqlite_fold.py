@@ -17,6 +17,7 @@ from seatlease.records.rollups import (
     COUNTED,
     DENIED,
     ENDINGS,
+    NOTICE_PREFIX,
     PERIOD_LENGTHS,
     STARTS,
     user_of,
@@ -112,6 +113,7 @@ def insert_sqlite(conn: Connection, rows: list[dict[str, Any]]) -> int:
 
 def fold_sqlite(conn: Connection, new: list[dict[str, Any]]) -> None:
     """Fold events just stored (each once) into the rollups and the pairing buffer."""
+    new = [e for e in new if not e["type"].startswith(NOTICE_PREFIX)]  # not usage
     for e in new:
         e["occurred_at"] = _at(e["occurred_at"])
     fold_periods(conn, new, usage_rollups, "hour")

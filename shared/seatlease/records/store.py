@@ -26,7 +26,9 @@ from seatlease.errors import Conflict, NotFound, StoreError
 from seatlease.licenses import (
     LICENSE_FIELDS,
     MAX_BORROW_SECONDS,
+    MAX_GRACE_SECONDS,
     MAX_LINGER_SECONDS,
+    ON_EXPIRY,
     LicenseConfig,
 )
 from seatlease.records.db import (  # transaction: also used as store.transaction
@@ -270,7 +272,16 @@ def create_license(
     max_borrow_seconds: int = 0,
     linger_seconds: int = 0,
     policy: dict[str, Any] | None = None,
+    **terms: Any,
 ) -> dict[str, Any]:
+    """``terms``: starts_at, expires_at, grace_seconds, on_expiry, entitlements,
+    max_version (seatlease.licenses; absent: none)."""
+    unknown = set(terms) - set(LICENSE_FIELDS[7:])
+    if unknown:
+        raise StoreError(f"unknown license field(s): {', '.join(sorted(unknown))}")
+    terms = {k: v for k, v in terms.items() if v is not None}
+    if "entitlements" in terms:
+        terms["entitlements"] = sorted(set(terms["entitlements"])) or None
     values = {
         "tenant_id": tenant_id,
         "license_id": license_id,
@@ -281,6 +292,7 @@ def create_license(
         "max_borrow_seconds": max_borrow_seconds,
         "linger_seconds": linger_seconds,
         "policy": policy or None,
+        **terms,
     }
     validate_license(values)
     try:
@@ -306,6 +318,13 @@ def validate_license(values: dict[str, Any]) -> None:
         raise StoreError(f"max_borrow_seconds must be between 0 and {MAX_BORROW_SECONDS}")
     if not 0 <= values.get("linger_seconds", 0) <= MAX_LINGER_SECONDS:
         raise StoreError(f"linger_seconds must be between 0 and {MAX_LINGER_SECONDS}")
+    if not 0 <= (values.get("grace_seconds") or 0) <= MAX_GRACE_SECONDS:
+        raise StoreError(f"grace_seconds must be between 0 and {MAX_GRACE_SECONDS}")
+    if (values.get("on_expiry") or "end_leases") not in ON_EXPIRY:
+        raise StoreError(f"on_expiry must be one of {', '.join(ON_EXPIRY)}")
+    starts, expires = values.get("starts_at"), values.get("expires_at")
+    if starts is not None and expires is not None and clock.utc(expires) <= clock.utc(starts):
+        raise StoreError("expires_at must be after starts_at")
     if values.get("policy"):
         problem = policy_problem(values["policy"], values["seats"])
         if problem:
@@ -327,10 +346,18 @@ def policy_problem(policy: dict[str, Any], seats: int) -> str | None:
 
 
 def update_license(
-    tenant_id: str, license_id: str, engine: Engine | None = None, **changes: Any
+    tenant_id: str,
+    license_id: str,
+    engine: Engine | None = None,
+    cleared: tuple[str, ...] = (),
+    **changes: Any,
 ) -> dict[str, Any]:
-    # policy: a dict replaces the license's policy; {} clears it (None: unchanged)
+    # policy: a dict replaces the license's policy; {} clears it (None: unchanged).
+    # cleared: fields set back to none (the term's times, entitlements, max_version).
     changes = {k: v for k, v in changes.items() if v is not None}
+    changes.update(dict.fromkeys(cleared))
+    if "entitlements" in changes and changes["entitlements"] is not None:
+        changes["entitlements"] = sorted(set(changes["entitlements"])) or None
     if "policy" in changes:
         changes["policy"] = changes["policy"] or None
     unknown = set(changes) - {*LICENSE_FIELDS, "policy"}

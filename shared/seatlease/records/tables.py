@@ -80,12 +80,25 @@ licenses = Table(
     Column("linger_seconds", Integer, nullable=False, server_default="0"),
     # The license policy (migration 0006; seatlease.seats.policy checks it): NULL for none.
     Column("policy", JSON, nullable=True),
+    # The term, entitlements and version range (migration 0011): NULL / 0 for none.
+    Column("starts_at", DateTime(timezone=True), nullable=True),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
+    Column("grace_seconds", Integer, nullable=False, server_default="0"),
+    Column("on_expiry", String(16), nullable=False, server_default="end_leases"),
+    Column("entitlements", JSON, nullable=True),
+    Column("max_version", String(96), nullable=True),
     CheckConstraint("seats >= 0", name="ck_licenses_seats"),
     CheckConstraint("lease_seconds >= 1", name="ck_licenses_lease"),
     CheckConstraint("max_lease_seconds >= lease_seconds", name="ck_licenses_max_lease"),
     CheckConstraint("overage_percent BETWEEN 0 AND 1000", name="ck_licenses_overage"),
     CheckConstraint("max_borrow_seconds BETWEEN 0 AND 2592000", name="ck_licenses_max_borrow"),
     CheckConstraint("linger_seconds BETWEEN 0 AND 86400", name="ck_licenses_linger"),
+    CheckConstraint("grace_seconds BETWEEN 0 AND 7776000", name="ck_licenses_grace"),
+    CheckConstraint("on_expiry IN ('end_leases', 'keep_leases')", name="ck_licenses_on_expiry"),
+    CheckConstraint(
+        "starts_at IS NULL OR expires_at IS NULL OR expires_at > starts_at",
+        name="ck_licenses_term",
+    ),
 )
 
 lease_events = Table(

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -36,18 +35,24 @@ from seatlease.errors import (
     CallOutcomeUnknown,
     InvalidRequest,
     LeaseTooLong,
+    LicenseExpired,
     LicenseNotFound,
+    LicenseNotStarted,
     LicenseSuspended,
     NoSeatsAvailable,
+    NotEntitled,
     SessionExpired,
     TenantRateLimited,
     UserDenied,
     UserLimitReached,
+    VersionNotEntitled,
 )
 from seatlease.fields import policy_name
-from seatlease.licenses import LicenseConfig  # also importable from here, as before
+from seatlease.licenses import LicenseConfig, epoch_ms, version_text  # LicenseConfig: here too
+from seatlease.seats.ids import new_event_prefix, new_request_id, new_session_id, with_identity
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.scripts import SeatScripts
+from seatlease.seats.terms import Terms, cache_fields
 
 CONFIG_TTL_SECONDS = 600  # admin changes refresh the cache at once; the TTL bounds drift
 NEGATIVE_TTL_SECONDS = 30  # "no such license" is cached briefly against 404 storms
@@ -77,6 +82,7 @@ class Lease:
     seat_limit: int
     borrowed: bool = False  # lease_seconds is then the borrow's length
     now_ms: int = 0  # when the script ran, on the Redis clock (a token's iat)
+    terms: Terms | None = None  # the license's term and entitlements, when it has some
 
     @property
     def overage(self) -> bool:
@@ -84,7 +90,8 @@ class Lease:
 
     @property
     def heartbeat_interval_seconds(self) -> int:
-        return heartbeat_interval(self.lease_seconds, self.borrowed)
+        cut = self.expires_at_ms - self.now_ms if self.terms and self.terms.cut else None
+        return heartbeat_interval(self.lease_seconds, self.borrowed, cut)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +117,12 @@ class Renewal:
     borrowed: bool = False  # the deadline did not move: a borrow ends when it ends
     now_ms: int = 0  # when the script ran, on the Redis clock
     client_id: str | None = None
+    terms: Terms | None = None  # the license's term and entitlements, when it has some
 
     @property
     def heartbeat_interval_seconds(self) -> int:
-        return heartbeat_interval(self.lease_seconds, self.borrowed)
+        cut = self.expires_at_ms - self.now_ms if self.terms and self.terms.cut else None
+        return heartbeat_interval(self.lease_seconds, self.borrowed, cut)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,11 +134,16 @@ class Release:
     now_ms: int = 0  # when the script ran, on the Redis clock
 
 
-def heartbeat_interval(lease_seconds: int, borrowed: bool = False) -> int:
+def heartbeat_interval(
+    lease_seconds: int, borrowed: bool = False, cut_ms: int | None = None
+) -> int:
     """About a third of the lease: two heartbeats can be missed before the seat is lost.
-    A borrowed lease needs none: its interval is the whole borrow."""
+    A borrowed lease needs none: its interval is the whole borrow. A lease cut to its
+    license's end (``cut_ms`` away) comes back by then, to learn whether it was renewed."""
     if borrowed:
         return max(1, lease_seconds)
+    if cut_ms is not None:
+        return max(1, min(lease_seconds // 3, -(-cut_ms // 1000)))
     return max(1, lease_seconds // 3)
 
 
@@ -152,41 +166,6 @@ def borrow_too_long(max_borrow_seconds: int) -> InvalidRequest:
     )
 
 
-def with_identity(
-    metadata: dict[str, Any] | None, user: str | None, host: str | None
-) -> dict[str, Any]:
-    """The lease's metadata with the request's ``user`` and ``host`` (they win over the
-    metadata's own keys of those names): how they reach status, events and reports."""
-    merged = dict(metadata or {})
-    if user is not None:
-        merged["user"] = user
-    if host is not None:
-        merged["host"] = host
-    return merged
-
-
-def new_session_id() -> str:
-    """24 random characters of [A-Za-z0-9_-] (about 143.9 bits), never starting with "-":
-    operators type session ids after options (``seatlease revoke --session ID``), where
-    a leading dash reads as an option (argparse: "expected one argument")."""
-    return _no_leading_dash(18)
-
-
-def _event_prefix() -> str:
-    return secrets.token_hex(8)
-
-
-def new_request_id() -> str:
-    return _no_leading_dash(12)  # quoted to operators in 503 answers, like session ids
-
-
-def _no_leading_dash(nbytes: int) -> str:
-    while True:
-        token = secrets.token_urlsafe(nbytes)
-        if token[0] != "-":
-            return token
-
-
 # -- each script's KEYS and ARGV, in one place (the engine and bench/redis_cost.py) -------
 
 
@@ -205,6 +184,8 @@ def acquire_call(
     user: str | None = None,
     queue: bool = False,
     ticket: str | None = None,
+    entitlements: tuple[str, ...] | list[str] | None = None,
+    version: str | None = None,
 ) -> tuple[list[str], list[Any]]:
     """acquire.lua's KEYS and ARGV (documented in its header). ``rate_limit``: the
     tenant's calls per second (0: none, as for an operator's call)."""
@@ -223,7 +204,7 @@ def acquire_call(
         session_id or new_session_id(),
         lease_seconds or 0,
         metadata_json,
-        event_prefix or _event_prefix(),
+        event_prefix or new_event_prefix(),
         _REPLY_TTL_MS,
         borrow_seconds or 0,
         rate_limit,
@@ -232,6 +213,8 @@ def acquire_call(
         1 if queue else 0,
         ticket or "",
         new_request_id(),  # a new place in line's ticket
+        " ".join(entitlements or ()),
+        version_text(version) if version else "",
     ]
 
 
@@ -244,7 +227,7 @@ def heartbeat_call(
         tenant_id,
         license_id,
         session_id,
-        _event_prefix(),
+        new_event_prefix(),
         _REPLY_TTL_MS,
         rate_limit,
         keys.reply_field("heartbeat", session_id, request_id),
@@ -267,7 +250,7 @@ def release_call(
         tenant_id,
         license_id,
         session_id,
-        _event_prefix(),
+        new_event_prefix(),
         event,
         _REPLY_TTL_MS,
         rate_limit,
@@ -301,6 +284,10 @@ class SeatRequest:
     host: str | None = None
     queue: bool = False
     ticket: str | None = None
+    # what the product needs: entitlement names the license must all have, and its
+    # version (dotted numbers), at most the license's max_version
+    entitlements: tuple[str, ...] = ()
+    version: str | None = None
 
 
 class SeatEngine:
@@ -328,6 +315,8 @@ class SeatEngine:
                 "max_borrow_seconds": config.max_borrow_seconds,
                 "linger_seconds": config.linger_seconds,
             }
+            if config.has_terms:  # absent without: acquire and heartbeat skip them
+                mapping.update(cache_fields(config))
             if config.policy:  # absent for a license without one: acquire reads nil
                 form = json.loads(config.policy)  # seatlease.seats.policy's redis_form()
                 mapping["policy"] = json.dumps(form["policy"], separators=(",", ":"))
@@ -342,7 +331,20 @@ class SeatEngine:
                 pipe.delete(queue_key)  # one key a DEL: a cluster pipeline takes no more
         pipe.hset(key, mapping=mapping)
         pipe.expire(key, ttl)
+        # The license's place in its shard's notice index (the reaper's license.expiring
+        # and license.expired, lua/notices.lua): a license without an end leaves it; one
+        # with an end is due at once when its end changed (arm_notice.lua), and stays
+        # where it is when not, so notices already sent are not sent again.
+        ends = config is not None and config.expires_at is not None
+        if not ends:
+            pipe.zrem(keys.notices, keys.license_key)
+            pipe.delete(keys.notice)
         pipe.execute()
+        if config is not None and config.expires_at is not None:
+            self.scripts.arm_notice(
+                keys=[keys.notice, keys.notices],
+                args=[keys.license_key, epoch_ms(config.expires_at), config.grace_seconds * 1000],
+            )
 
     def _fill_config(self, keys: LicenseKeys) -> None:
         self.cache_config(
@@ -397,6 +399,8 @@ class SeatEngine:
             user=policy_name(user) if user else None,  # the metadata keeps it as sent
             queue=request.queue,
             ticket=request.ticket,
+            entitlements=request.entitlements,
+            version=request.version,
         )
         reply = self._run(
             self.scripts.acquire, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
@@ -404,6 +408,14 @@ class SeatEngine:
         status = reply[0]
         if status == "suspended":
             raise LicenseSuspended(f"license {license_id!r} is suspended")
+        if status == "not_started":
+            raise LicenseNotStarted(int(reply[1]))
+        if status == "license_expired":
+            raise LicenseExpired(int(reply[1]), int(reply[2]))
+        if status == "not_entitled":
+            raise NotEntitled(reply[1].split())
+        if status == "version_not_entitled":
+            raise VersionNotEntitled(request.version or "", reply[1])
         if status == "lease_too_long":
             raise LeaseTooLong(int(reply[1]))
         if status == "borrow_too_long":
@@ -444,6 +456,7 @@ class SeatEngine:
             seat_limit=int(limit),
             borrowed=_flag(reply, 8),
             now_ms=int(reply[7]),
+            terms=Terms.from_reply(reply, 9),
         )
 
     def heartbeat(
@@ -467,6 +480,8 @@ class SeatEngine:
             args,
             request_id,
         )
+        if reply[0] == "license_expired":
+            raise LicenseExpired(int(reply[1]), int(reply[2]))
         if reply[0] != "ok":
             raise SessionExpired(reply[0])  # 'expired' or 'unknown'
         return Renewal(
@@ -476,6 +491,7 @@ class SeatEngine:
             _flag(reply, 4),
             now_ms=int(reply[3]),
             client_id=reply[5] if len(reply) > 5 else None,
+            terms=Terms.from_reply(reply, 6),
         )
 
     def release(

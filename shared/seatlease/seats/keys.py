@@ -44,6 +44,12 @@ def denials_key(shard: int) -> str:
     return f"{shard_prefix(shard)}:denials"
 
 
+def notices_key(shard: int) -> str:
+    """The shard's notice index: ``<tenant>/<license>`` -> when its next term notice is
+    due (ms; lua/notices.lua), for the licenses of the shard that have an end."""
+    return f"{shard_prefix(shard)}:notices"
+
+
 def reaper_lock_key(shard: int) -> str:
     return f"{shard_prefix(shard)}:reaper-lock"
 
@@ -91,6 +97,9 @@ class LicenseKeys:
     queue: str  # ZSET client_id -> join sequence (FIFO order)
     tickets: str  # HASH client_id -> JSON ticket record
     ticket_deadlines: str  # ZSET client_id -> when its ticket (or its hold) runs out
+    # The term's notices (lua/notices.lua): the shard's index, and this license's state
+    notices: str  # ZSET per shard "<tenant>/<license>" -> next notice due (ms)
+    notice: str  # HASH exp, g (the term armed), term, sent (the notices sent for it)
 
     @classmethod
     def of(cls, tenant_id: str, license_id: str) -> LicenseKeys:
@@ -117,7 +126,14 @@ class LicenseKeys:
             queue=f"{base}:queue",
             tickets=f"{base}:tickets",
             ticket_deadlines=f"{base}:ticket-deadlines",
+            notices=notices_key(shard),
+            notice=f"{base}:notice",
         )
+
+    @property
+    def license_key(self) -> str:
+        """``<tenant>/<license>``: the license in the shard's indexes."""
+        return license_key(self.tenant_id, self.license_id)
 
     @staticmethod
     def reply_field(call: str, subject: str, request_id: str) -> str:

@@ -15,7 +15,15 @@ from typing import Any
 
 from redis.commands.core import Script
 
-SCRIPT_NAMES = ("acquire", "heartbeat", "release", "reclaim", "flush_denials")
+SCRIPT_NAMES = (
+    "acquire",
+    "heartbeat",
+    "release",
+    "reclaim",
+    "flush_denials",
+    "arm_notice",
+    "notices",
+)
 
 # Helpers only some scripts need, placed between _lib.lua and the script: the seat calls
 # check the tenant's rate budget (_ratelimit.lua); acquire decides the license policy.
@@ -42,3 +50,5 @@ class SeatScripts:
         self.release: Script = client.register_script(script_source("release"))
         self.reclaim: Script = client.register_script(script_source("reclaim"))
         self.flush_denials: Script = client.register_script(script_source("flush_denials"))
+        self.arm_notice: Script = client.register_script(script_source("arm_notice"))
+        self.notices: Script = client.register_script(script_source("notices"))

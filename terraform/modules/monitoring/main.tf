@@ -604,3 +604,47 @@ resource "google_monitoring_dashboard" "seatlease" {
   project        = var.project_id
   dashboard_json = local.dashboard_json
 }
+
+# ---------------------------------------------------------------------------------
+# A log-based alert: a license ends soon
+# ---------------------------------------------------------------------------------
+
+locals {
+  # The audit function's line for each license.expiring notice it stores (the reaper
+  # sends one per license at each threshold before its expires_at, 30, 7 and 1 days by
+  # default: LICENSE_NOTICE_DAYS). Logging query language, like the metrics' filters.
+  license_expiring_log = "${local.run_logs} AND resource.labels.service_name=\"${var.audit_service_name}\" AND jsonPayload.message=\"license notice\" AND jsonPayload.type=\"license.expiring\""
+}
+
+resource "google_monitoring_alert_policy" "license_expiring" {
+  project               = var.project_id
+  display_name          = "${var.name}: a license expires soon"
+  combiner              = "OR"
+  notification_channels = local.notification.channels
+
+  conditions {
+    display_name = "license.expiring notice stored"
+    condition_matched_log {
+      filter = local.license_expiring_log
+      label_extractors = {
+        tenant_id      = "EXTRACT(jsonPayload.tenant_id)"
+        license_id     = "EXTRACT(jsonPayload.license_id)"
+        expires_at     = "EXTRACT(jsonPayload.expires_at)"
+        threshold_days = "EXTRACT(jsonPayload.threshold_days)"
+      }
+    }
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = "License $${log.extracted_label.license_id} of tenant $${log.extracted_label.tenant_id} expires at $${log.extracted_label.expires_at} (the $${log.extracted_label.threshold_days}-day notice). Renew it before its end and grace (`seatlease license update --renew-for 365d`), or let the customer know: from then on it grants no seat and, with on_expiry end_leases, ends the seats in use. `seatlease license list --expiring 30d` lists every license ending soon."
+  }
+
+  alert_strategy {
+    # one notification per license notice; a log-matched incident closes by itself
+    notification_rate_limit {
+      period = "300s"
+    }
+    auto_close = "604800s"
+  }
+}

@@ -2,8 +2,9 @@ output "alert_policy_ids" {
   description = "Alert policy ids by purpose."
   value = merge(
     {
-      reaper     = google_monitoring_alert_policy.reaper.id
-      client_5xx = google_monitoring_alert_policy.client_5xx.id
+      reaper           = google_monitoring_alert_policy.reaper.id
+      client_5xx       = google_monitoring_alert_policy.client_5xx.id
+      license_expiring = google_monitoring_alert_policy.license_expiring.id
     },
     { for k, p in google_monitoring_alert_policy.threshold : k => p.id },
   )

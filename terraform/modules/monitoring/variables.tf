@@ -26,6 +26,12 @@ variable "reaper_service_name" {
   default     = "reaper"
 }
 
+variable "audit_service_name" {
+  type        = string
+  description = "Cloud Run service name of the audit function (its \"license notice\" lines raise the license-expiring alert)."
+  default     = "audit"
+}
+
 variable "dead_letter_subscription_name" {
   type        = string
   description = "Subscription on the dead-letter topic; any message in it raises an alert."

@@ -8,12 +8,12 @@ import { randomUUID } from "node:crypto";
 import { BorrowedSeat, borrowSeat, loadBorrowedSeat } from "./borrow.js";
 import { BackendUnavailable, NoSeatsAvailable, SeatError, errorFromAnswer } from "./errors.js";
 import { Keeper, Lease, type LeaseOptions } from "./lease.js";
-import { acquireBody, sleep, type CallOptions, type CallPlan, type Identity, type Json, type Logger, type QueuePlace } from "./transport.js";
+import { acquireBody, sleep, type CallOptions, type CallPlan, type Identity, type Json, type Logger, type Needs, type QueuePlace } from "./transport.js";
 import { TokenVerifier, newNonce, type PinnedKey, type SignedFunction } from "./verify.js";
 
 export const VERSION = "0.1.0";
 
-export type { CallOptions, Identity, Json, Logger, QueuePlace };
+export type { CallOptions, Identity, Json, Logger, Needs, QueuePlace };
 
 export interface ClientOptions {
   /** Milliseconds per HTTP request (default 10000). */
@@ -44,7 +44,7 @@ export interface ClientOptions {
   logger?: Logger;
 }
 
-export interface AcquireOptions extends CallOptions, Identity, QueuePlace {
+export interface AcquireOptions extends CallOptions, Identity, Needs, QueuePlace {
   leaseSeconds?: number;
   metadata?: Json;
 }
@@ -239,8 +239,8 @@ export class SeatClient {
    * `retry_after_seconds` to keep the place.
    */
   acquire(licenseId: string, clientId: string, options: AcquireOptions = {}): Promise<Json> {
-    const { user, host, queue, ticket } = options;
-    return this.call("acquire", acquireBody(licenseId, clientId, options.leaseSeconds, options.metadata, { user, host, queue, ticket }), options);
+    const { user, host, queue, ticket, entitlements, version } = options;
+    return this.call("acquire", acquireBody(licenseId, clientId, options.leaseSeconds, options.metadata, { user, host, queue, ticket, entitlements, version }), options);
   }
 
   /** POST /heartbeat (retried); throws `SessionExpired` when the seat is gone. */

@@ -41,6 +41,34 @@ export class Unauthenticated extends SeatError {}
 export class LicenseSuspended extends SeatError {}
 /** 403 `user_denied`: the license's policy refuses this `user` any seat (its deny list). */
 export class UserDenied extends LicenseSuspended {}
+/** 403 `license_not_started`: the license's term begins at `startsAt` (RFC 3339). */
+export class LicenseNotStarted extends LicenseSuspended {
+  get startsAt(): string | undefined {
+    const value = this.body["starts_at"];
+    return typeof value === "string" ? value : undefined;
+  }
+}
+/** 403 `license_expired`: the license's term and grace ended at `expiredAt` (a heartbeat too, when the license ends its leases). */
+export class LicenseExpired extends LicenseSuspended {
+  get expiredAt(): string | undefined {
+    const value = this.body["expired_at"];
+    return typeof value === "string" ? value : undefined;
+  }
+}
+/** 403 `not_entitled`: the license lacks `missingEntitlements`. */
+export class NotEntitled extends LicenseSuspended {
+  get missingEntitlements(): string[] {
+    const value = this.body["missing_entitlements"];
+    return Array.isArray(value) ? value.map(String) : [];
+  }
+}
+/** 403 `version_not_entitled`: the version asked for is above the license's `maxVersion`. */
+export class VersionNotEntitled extends LicenseSuspended {
+  get maxVersion(): string | undefined {
+    const value = this.body["max_version"];
+    return typeof value === "string" ? value : undefined;
+  }
+}
 /** 404: no such license for this API key's tenant. */
 export class LicenseNotFound extends SeatError {}
 
@@ -139,6 +167,10 @@ const BY_STATUS: Record<number, SeatErrorClass> = {
 const BY_CODE: Record<string, { status: number; kind: SeatErrorClass }> = {
   user_limit_reached: { status: 409, kind: UserLimitReached },
   user_denied: { status: 403, kind: UserDenied },
+  license_not_started: { status: 403, kind: LicenseNotStarted },
+  license_expired: { status: 403, kind: LicenseExpired },
+  not_entitled: { status: 403, kind: NotEntitled },
+  version_not_entitled: { status: 403, kind: VersionNotEntitled },
 };
 
 /** The typed error of an HTTP error answer (a 500 or any other status: a plain `SeatError`). */

@@ -4,7 +4,7 @@
  * the global `fetch` and WebCrypto's Ed25519.
  */
 
-export { SeatClient, VERSION, type AcquireOptions, type CallOptions, type ClientOptions, type Identity, type Json, type QueuePlace, type Logger } from "./client.js";
+export { SeatClient, VERSION, type AcquireOptions, type CallOptions, type ClientOptions, type Identity, type Json, type Needs, type QueuePlace, type Logger } from "./client.js";
 export { Lease, type LeaseOptions, type OnLost, type OnRegained } from "./lease.js";
 export { BorrowedSeat, BORROWED_FORMAT } from "./borrow.js";
 export { TokenVerifier, LEASE_TYP, RELEASE_TYP, newNonce, pinnedRaw, type Claims, type PinnedKey, type SignedFunction, type VerifierOptions } from "./verify.js";

@@ -5,7 +5,7 @@
 
 import { BackendUnavailable, NoSeatsAvailable, SeatError, SeatWaitTimeout, SessionExpired } from "./errors.js";
 import { parseTime } from "./time.js";
-import { acquireBody, sleep, type CallPlan, type Identity, type Json, type Logger, type QueuePlace } from "./transport.js";
+import { acquireBody, sleep, type CallPlan, type Identity, type Json, type Logger, type Needs, type QueuePlace } from "./transport.js";
 import type { SignedFunction } from "./verify.js";
 
 /** What a `Keeper` asks of its client (`SeatClient` is one): calls, pacing and the log. */
@@ -21,7 +21,7 @@ export interface LeaseClient {
 export type OnLost = (lease: Lease, reason: string) => void;
 export type OnRegained = (lease: Lease) => void;
 
-export interface LeaseOptions extends Identity {
+export interface LeaseOptions extends Identity, Needs {
   /** This running copy (acquiring again with it returns the same seat). */
   clientId: string;
   metadata?: Json;
@@ -60,6 +60,14 @@ export class Lease {
   released = false;
   /** The last verified lease token (with `verify`), else undefined. */
   token: string | undefined;
+  /** What the license entitles to ([] when it names nothing). */
+  entitlements: string[] = [];
+  /** When the license expires (its grace may run after it); undefined: no end. */
+  licenseExpiresAt: Date | undefined;
+  /** The license is past its expiry, in its grace. */
+  inGrace = false;
+  /** The highest product version the license entitles to; undefined: any. */
+  maxVersion: string | undefined;
   readonly #close: () => Promise<void>;
 
   constructor(licenseId: string, clientId: string, metadata: Json | undefined, close: () => Promise<void>) {
@@ -91,6 +99,13 @@ export class Lease {
     this.seatsTotal = whole("seats_total") ?? this.seatsTotal;
     if ("overage" in body) this.overage = Boolean(body["overage"]);
     if (typeof body["lease_token"] === "string") this.token = body["lease_token"];
+    if (Array.isArray(body["entitlements"])) this.entitlements = body["entitlements"].map(String);
+    if (typeof body["license_expires_at"] === "string") {
+      const ms = parseTime(body["license_expires_at"]);
+      if (ms !== undefined) this.licenseExpiresAt = new Date(ms);
+    }
+    this.inGrace = body["in_grace"] === true;
+    if (typeof body["max_version"] === "string") this.maxVersion = body["max_version"];
   }
 }
 
@@ -121,8 +136,8 @@ export class Keeper {
   }
 
   private body(): Json {
-    const { user, host } = this.options;
-    return acquireBody(this.lease.licenseId, this.lease.clientId, this.options.leaseSeconds, this.options.metadata, { user, host, ...this.place });
+    const { user, host, entitlements, version } = this.options;
+    return acquireBody(this.lease.licenseId, this.lease.clientId, this.options.leaseSeconds, this.options.metadata, { user, host, entitlements, version, ...this.place });
   }
 
   private took(reply: Json, sentAt: number): void {

@@ -25,6 +25,12 @@ export interface Identity {
   host?: string;
 }
 
+/** What the product needs: every entitlement named must be the license's (else `NotEntitled`), `version` at most its max_version (else `VersionNotEntitled`). */
+export interface Needs {
+  entitlements?: string[];
+  version?: string;
+}
+
 /** A place in a license's wait queue: `queue: true` asks for one, `ticket` (from a 202) keeps it. */
 export interface QueuePlace {
   queue?: boolean;
@@ -47,8 +53,8 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** The acquire body; `fields` (user, host, queue, ticket) are sent when set. */
-export function acquireBody(licenseId: string, clientId: string, leaseSeconds?: number, metadata?: Json, fields: Identity & QueuePlace = {}): Json {
+/** The acquire body; `fields` (user, host, entitlements, version, queue, ticket) are sent when set. */
+export function acquireBody(licenseId: string, clientId: string, leaseSeconds?: number, metadata?: Json, fields: Identity & Needs & QueuePlace = {}): Json {
   const body: Json = { license_id: licenseId, client_id: clientId };
   if (leaseSeconds !== undefined) body["lease_seconds"] = leaseSeconds;
   if (metadata !== undefined) body["metadata"] = metadata;

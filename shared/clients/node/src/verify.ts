@@ -252,6 +252,7 @@ export class TokenVerifier {
     if (fn === "acquire" && claims["sub"] !== request["client_id"]) problems.push("client_id");
     if (fn !== "release" && !sameDeadline(reply, claims)) problems.push("lease_expires_at");
     if (fn === "release" && claims["released"] !== reply["released"]) problems.push("released");
+    if (fn !== "release") problems.push(...termProblems(reply, claims));
     const cnf = claims["cnf"];
     const bound = cnf && typeof cnf === "object" ? (cnf as Json)["machine"] : undefined;
     if ("fingerprint" in request && bound !== request["fingerprint"]) problems.push("fingerprint");
@@ -260,6 +261,21 @@ export class TokenVerifier {
       throw new TokenWrongMachine(status, "token_wrong_machine", "This borrowed seat was taken for another machine (cnf.machine).");
     }
   }
+}
+
+/** The answer's term fields against the token's `ent`, `lexp` and `maxv` (a token without them: nothing to compare). */
+function termProblems(reply: Json, claims: Claims): string[] {
+  const problems: string[] = [];
+  if ("ent" in claims && JSON.stringify(claims["ent"]) !== JSON.stringify(reply["entitlements"])) problems.push("entitlements");
+  if ("lexp" in claims) {
+    const text = reply["license_grace_ends_at"];
+    const lexp = claims["lexp"];
+    const ends = typeof text === "string" ? parseTime(text) : undefined;
+    const gap = ends === undefined || typeof lexp !== "number" || !Number.isInteger(lexp) ? -1 : ends / 1000 - lexp;
+    if (!(gap >= 0 && gap < 1.001)) problems.push("license_grace_ends_at");
+  }
+  if ("maxv" in claims && claims["maxv"] !== reply["max_version"]) problems.push("max_version");
+  return problems;
 }
 
 /** `exp` is the deadline rounded down to a second. */

@@ -12,9 +12,12 @@ import { after, test } from "node:test";
 import {
   BackendUnavailable,
   InvalidRequest,
+  LicenseExpired,
   LicenseNotFound,
+  LicenseNotStarted,
   LicenseSuspended,
   NoSeatsAvailable,
+  NotEntitled,
   SeatClient,
   SeatError,
   SeatWaitTimeout,
@@ -22,6 +25,7 @@ import {
   Unauthenticated,
   UserDenied,
   UserLimitReached,
+  VersionNotEntitled,
 } from "seatlease-client";
 
 const URL_ = process.env.SEATLEASE_TEST_URL;
@@ -307,6 +311,28 @@ test("closing the lease from its onLost callback stops it without a new seat", a
   await sleep(1500); // no re-acquire after the close
   assert.deepEqual(await live("node-callback"), []);
   assert.deepEqual(client.held(), []);
+});
+
+test("a license's term and entitlements: the lease shows them, the refusals are typed, the end is a lost seat", async () => {
+  await license("node-term", { seats: 2, lease_seconds: 60, expires_in_seconds: 1.5, grace_seconds: 1, entitlements: ["pro", "render"], max_version: "2026.4" });
+  await license("node-later", { seats: 1, starts_in_seconds: 3600 });
+  const client = new SeatClient(URL_, KEY, { verify: true, tenantId: "acme", backoffMs: 50 });
+  const lost = [];
+  const lease = await client.lease("node-term", { clientId: "ws-1", entitlements: ["pro"], version: "2026.4", onLost: (_l, reason) => lost.push(reason) });
+  assert.deepEqual(lease.entitlements, ["pro", "render"]);
+  assert.equal(lease.maxVersion, "2026.4");
+  assert.ok(lease.licenseExpiresAt instanceof Date && !lease.inGrace);
+  await assert.rejects(client.acquire("node-term", "ws-2", { entitlements: ["pro", "cloud"] }), (e) => e instanceof NotEntitled && e instanceof LicenseSuspended && e.missingEntitlements.join() === "cloud");
+  await assert.rejects(client.acquire("node-term", "ws-2", { version: "2026.10" }), (e) => e instanceof VersionNotEntitled && e.maxVersion === "2026.4");
+  await assert.rejects(client.acquire("node-later", "ws-2"), (e) => e instanceof LicenseNotStarted && typeof e.startsAt === "string");
+  await sleep(Math.max(0, lease.licenseExpiresAt.getTime() - Date.now()) + 200);
+  const grace = await client.acquire("node-term", "ws-3");
+  assert.equal(grace.in_grace, true);
+  await sleep(1200);
+  await assert.rejects(client.acquire("node-term", "ws-4"), (e) => e instanceof LicenseExpired && typeof e.expiredAt === "string");
+  await eventually(() => lease.lost, 5000, "the lease lost at the license's end");
+  assert.equal(lost[0], "license_expired");
+  await lease.close();
 });
 
 after(() => {

@@ -134,6 +134,9 @@ function licenseBlock(license) {
   const title = el("h3", {}, license.license_id);
   if (license.suspended) title.append(el("span", { class: "badge warn" }, "suspended"));
   if (license.overage_in_use) title.append(el("span", { class: "badge warn" }, "overage"));
+  const state = license.term_state ?? "perpetual";
+  const badges = { in_grace: "in grace", expired: "expired", not_started: "not started" };
+  if (badges[state]) title.append(el("span", { class: "badge warn term-state" }, badges[state]));
   const block = el(
     "article",
     { class: "license", data: { license: license.license_id } },
@@ -151,6 +154,18 @@ function licenseBlock(license) {
       value: String(license.seats_used),
     }),
   );
+  // The term (issue 30): when it ends, a banner in the grace or after the end, and what it entitles to.
+  if (state !== "perpetual" || (license.entitlements ?? []).length > 0) {
+    const facts = [license.term_text];
+    if ((license.entitlements ?? []).length > 0) facts.push(`entitlements: ${license.entitlements.join(", ")}`);
+    if (license.max_version) facts.push(`versions up to ${license.max_version}`);
+    block.append(el("p", { class: "muted term" }, facts.join(" · ")));
+  }
+  if (state === "in_grace") {
+    block.append(el("p", { class: "banner warn grace", role: "status" }, `This license expired on ${license.expires_at.slice(0, 10)} and works until ${license.grace_ends_at.slice(0, 10)} (its grace). Renew it with your vendor to keep your seats.`));
+  } else if (state === "expired") {
+    block.append(el("p", { class: "banner warn expired", role: "status" }, `This license expired on ${license.expires_at.slice(0, 10)}: no new seat is granted. Renew it with your vendor.`));
+  }
   if (license.leases.length === 0) {
     block.append(el("p", { class: "muted" }, "No seat is taken."));
   } else {

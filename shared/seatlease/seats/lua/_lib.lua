@@ -235,9 +235,41 @@ local function pack_release_reply(letter, r)
     .. format('@%x', now - EPOCH)
 end
 
+-- The tail terms_tail adds (expires, end, flags, entitlements, max_version) after element
+-- `i`, as pack_any packs it: `first` the reply's first time, `now` the time packed as "'"
+-- (the first time minus the element after it); nil when an element is not what it holds.
+local function pack_terms_tail(r, i, first, now)
+  local parts = {}
+  local prev = r[i]
+  for j = i + 1, i + 3 do
+    local v = r[j]
+    if type(v) ~= 'number' or v % 1 ~= 0 or v < 0 or v >= 2 ^ 53 then return nil end
+    if v == prev then
+      parts[#parts + 1] = '"'
+    elseif v >= FIRST_TIME then
+      parts[#parts + 1] = v == now and "'" or '^' .. hex(v - first)
+    else
+      parts[#parts + 1] = format(' %x', v)
+    end
+    prev = v
+  end
+  local ent, maxv = r[i + 4], r[i + 5]
+  if type(ent) ~= 'string' or type(maxv) ~= 'string' or string.find(ent, "[ @^'\"~%[]")
+      or string.find(maxv, "[ @^'\"~%[]") then return nil end
+  return table.concat(parts) .. '~' .. ent .. '~' .. maxv
+end
+
 local function pack_reply(reply)
   local status, n, text = reply[1], #reply, nil
-  if n == 9 and status == 'acquired' then
+  if n == 14 and (status == 'acquired' or status == 'renewed') then
+    text = pack_lease_reply(status == 'acquired' and 'A' or 'R', reply)
+    local tail = text and pack_terms_tail(reply, 9, reply[3], reply[3] - reply[4])
+    text = tail and text .. tail
+  elseif n == 11 and status == 'ok' then
+    text = pack_ok_reply(reply)
+    local tail = text and pack_terms_tail(reply, 6, reply[2], reply[2] - reply[3])
+    text = tail and text .. tail
+  elseif n == 9 and status == 'acquired' then
     text = pack_lease_reply('A', reply)
   elseif n == 6 and status == 'ok' then
     text = pack_ok_reply(reply)
@@ -323,6 +355,13 @@ local function drop_lease(leases, sessions, clients, deadlines, lk, sid)
   return rec
 end
 
+-- `meta` (a JSON object's text) with "reason" added last (ours wins over a client's key).
+local function with_reason(meta, reason)
+  local field = '"reason":"' .. reason .. '"'
+  if meta == nil or meta == '' or meta == '{}' then return '{' .. field .. '}' end
+  return string.sub(meta, 1, -2) .. ',' .. field .. '}'
+end
+
 -- Ends the lease `sid` (its deadline has passed) and records lease.reclaimed, or
 -- lease.released for a lingering lease: its client did release it, and the seat it kept
 -- for that client is free only now.
@@ -334,9 +373,12 @@ local function reclaim(k, lk, tenant, license, sid, now, total, prefix)
     if total == '' then total = rec.t or '' end
     local etype = 'lease.reclaimed'
     if rec.lg then etype = 'lease.released' end
+    local meta = rec.m
+    -- x: the deadline was the license's end (end_leases): the audit trail says why
+    if rec.x and not rec.lg then meta = with_reason(meta, 'license_expired') end
     emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant,
       license_id = license, session_id = sid, client_id = rec.c,
-      seats_used = live_count(k.leases, now), seats_total = tonumber(total)}, rec.m)
+      seats_used = live_count(k.leases, now), seats_total = tonumber(total)}, meta)
   end
   return rec
 end
@@ -355,16 +397,45 @@ end
 -- Returns 'not_found' for a cached negative entry (license does not exist).
 -- (HMGET of the known fields: cheaper than HGETALL plus a Lua loop.)
 -- A cache entry written before borrowing and linger existed lacks their fields: off.
--- `policy` is the license policy's JSON text (_policy.lua), nil for a license without one.
+-- `policy` is the license policy's JSON text (_policy.lua), nil for a license without one;
+-- `terms` is '1' for a license with a term, entitlements or a version range (load_terms).
 local function load_config(cfg_key)
   local v = redis.call('HMGET', cfg_key, 'exists', 'seats', 'lease_seconds',
     'max_lease_seconds', 'overage_percent', 'suspended', 'max_borrow_seconds',
-    'linger_seconds', 'policy')
+    'linger_seconds', 'policy', 'terms')
   if not v[1] then return nil end
   if v[1] ~= '1' then return 'not_found' end
   local seats = tonumber(v[2])
   return {seats = seats, lease_ms = tonumber(v[3]) * 1000, max_lease_ms = tonumber(v[4]) * 1000,
           limit = math.floor(seats * (100 + tonumber(v[5])) / 100), suspended = v[6],
           max_borrow_ms = (tonumber(v[7]) or 0) * 1000, linger_ms = (tonumber(v[8]) or 0) * 1000,
-          policy = v[9] or nil}
+          policy = v[9] or nil, terms = v[10]}
+end
+
+-- The license's term, entitlements and version range from its cfg hash (written by
+-- SeatEngine.cache_config only for a license that has some; docs/design.md, "Terms"):
+--   starts  ms before which nothing is granted (nil: none)
+--   exp     expires_at in ms; fin: exp + grace, when the license stops (nil: perpetual)
+--   keep    true: on_expiry keep_leases (held leases live on after fin)
+--   ent     ' a b ' (the names, space padded, for a plain find); entc the same 'a,b'
+--   maxv    the highest version entitled ('' for any); maxk the same as comparable text
+--           (seatlease.licenses.version_text: one string comparison decides)
+local function load_terms(cfg_key)
+  local v = redis.call('HMGET', cfg_key, 'starts', 'exp', 'fin', 'keep', 'ent', 'entc',
+    'maxv', 'maxk')
+  return {starts = tonumber(v[1]), exp = tonumber(v[2]), fin = tonumber(v[3]),
+          keep = v[4] == '1', ent = v[5] or '', entc = v[6] or '', maxv = v[7] or '',
+          maxk = v[8]}
+end
+
+-- The reply's tail for a license with terms: expires_at and its end (0: none), flags
+-- (1: in the grace, 2: the deadline was cut to the end), entitlements, max_version.
+local function terms_tail(reply, T, now, cut)
+  local flags = 0
+  if T.exp and now >= T.exp then flags = 1 end
+  if cut then flags = flags + 2 end
+  local n = #reply
+  reply[n + 1], reply[n + 2], reply[n + 3] = T.exp or 0, T.fin or 0, flags
+  reply[n + 4], reply[n + 5] = T.entc, T.maxv
+  return reply
 end

@@ -14,6 +14,13 @@
 -- policy's and the queue's state, read only on a license with a policy: _policy.lua)
 -- ARGV[12] user ('' for none)   ARGV[13] 1 to wait in the queue   ARGV[14] the ticket
 -- the caller holds ('' for none)   ARGV[15] ticket for a new place in line (random)
+-- ARGV[16] the entitlements the product needs, space separated ('' for none)
+-- ARGV[17] the product's version as comparable text (version_text; '' for none)
+--
+-- A license with terms (cfg 'terms', load_terms in _lib.lua): nothing is granted before
+-- `starts` or from `fin` (expires_at + grace) on; with end_leases no deadline goes past
+-- `fin` (cut to it: the record gets x = 1, and its reclaim says "license_expired"); the
+-- needed entitlements must all be the license's, the version at most its max_version.
 --
 -- The caller's own lease (clients[client_id], deadline still ahead):
 --   borrowed            returned unchanged: a borrow ends when it ends, or by release
@@ -31,8 +38,12 @@
 --   with a policy: {'user_required'} | {'user_denied'} | {'user_limit', max_per_user, held,
 --       retry_after_ms (until the user's earliest lease ends)}
 --     | {'queued', position, ticket, retry_after_ms, used, seats}
+--   {'not_started', starts_ms} | {'license_expired', expires_ms, end_ms}
+--   {'not_entitled', 'name name'} (the missing ones) | {'version_not_entitled', max_version}
 --   {'acquired' | 'renewed', session_id, deadline_ms, lease_ms, used, seats, limit, now_ms,
 --    borrowed (0 or 1)}         lease_ms of a borrowed lease is the borrow's length
+--    + for a license with terms: expires_ms, end_ms, flags, entitlements, max_version
+--      (terms_tail in _lib.lua)
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7], users = KEYS[11],
            queue = KEYS[12], tickets = KEYS[13], tdl = KEYS[14]}
@@ -46,6 +57,7 @@ local user = ARGV[12] or ''
 local done = replay(reply_key)
 if done then return done end
 
+
 local cfg = load_config(k.cfg)
 if cfg == nil then return {'missing'} end
 -- The call's one server time: the rate budget, the leases and the stored reply use it.
@@ -55,6 +67,28 @@ local wait = rate_limited(KEYS[9], ARGV[10], now)
 if wait then return {'rate_limited', wait} end
 if cfg == 'not_found' then return {'not_found'} end
 if cfg.suspended == '1' then return {'suspended'} end
+local T = nil
+local wants, version = ARGV[16] or '', ARGV[17] or ''
+if cfg.terms or wants ~= '' or version ~= '' then
+  T = load_terms(k.cfg)
+  if T.starts and now < T.starts then return {'not_started', T.starts} end
+  if T.fin and now >= T.fin then return {'license_expired', T.exp, T.fin} end
+  if wants ~= '' then
+    local missing = nil  -- (a table only for a refusal)
+    for name in string.gmatch(wants, '%S+') do
+      if not string.find(T.ent, ' ' .. name .. ' ', 1, true) then
+        missing = missing or {}
+        missing[#missing + 1] = name
+      end
+    end
+    if missing then return {'not_entitled', table.concat(missing, ' ')} end
+  end
+  -- both as comparable text (seatlease.licenses.version_text): part by part, as numbers
+  if version ~= '' and T.maxk and version > T.maxk then
+    return {'version_not_entitled', T.maxv}
+  end
+  if not cfg.terms then T = nil end  -- a license without terms answers as it always did
+end
 if requested > cfg.max_lease_ms then return {'lease_too_long', cfg.max_lease_ms / 1000} end
 if borrow > cfg.max_borrow_ms then return {'borrow_too_long', cfg.max_borrow_ms / 1000} end
 local lease_ms = cfg.lease_ms
@@ -75,6 +109,13 @@ end
 local pruned = reclaim_expired(k, lk, tenant, license, now, cfg.seats, prefix, 100)
 
 local deadline = now + lease_ms
+local cut = false
+if T and T.fin and not T.keep and deadline > T.fin then deadline, cut = T.fin, true end
+-- the reply, with the license's terms when it has some
+local function answer(reply)
+  if T then terms_tail(reply, T, now, cut) end
+  return remember(reply_key, reply_ttl, now, reply)
+end
 local held = redis.call('HGET', k.clients, client)
 if held then
   local score = tonumber(redis.call('ZSCORE', k.leases, held))
@@ -82,8 +123,8 @@ if held then
     local rec = cjson.decode(redis.call('HGET', k.sessions, held))
     local used = live_count(k.leases, now)
     if rec.b then
-      return remember(reply_key, reply_ttl, now, {'renewed', held, score, rec.l, used, cfg.seats,
-        cfg.limit, now, 1})
+      cut = rec.x == 1
+      return answer({'renewed', held, score, rec.l, used, cfg.seats, cfg.limit, now, 1})
     end
     -- The seat is held either way: these change the lease, never the seat count.
     local etype = nil
@@ -94,6 +135,7 @@ if held then
     end
     rec.lg = nil
     rec.l = lease_ms
+    rec.x, rec.tm = cut and 1 or nil, T and 1 or nil
     redis.call('HSET', k.sessions, held, cjson.encode(rec))
     local deadline_text = int_arg(deadline)
     redis.call('ZADD', k.leases, deadline_text, held)
@@ -102,8 +144,8 @@ if held then
       emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
         session_id = held, client_id = client, seats_used = used, seats_total = cfg.seats}, rec.m)
     end
-    return remember(reply_key, reply_ttl, now, {'renewed', held, deadline, lease_ms, used,
-      cfg.seats, cfg.limit, now, is_borrow})
+    return answer({'renewed', held, deadline, lease_ms, used, cfg.seats, cfg.limit, now,
+      is_borrow})
   end
   reclaim(k, lk, tenant, license, held, now, cfg.seats, prefix)
 end
@@ -141,6 +183,9 @@ end
 local rec = {c = client, a = now, l = lease_ms, m = meta, t = cfg.seats}
 local etype = 'lease.acquired'
 if is_borrow == 1 then rec.b, etype = 1, 'lease.borrowed' end
+-- x: cut to the license's end; tm: the license had terms (heartbeat reads them)
+if cut then rec.x = 1 end
+if T then rec.tm = 1 end
 if grant then
   -- u: the user; g: the group whose reservation the seat is charged to
   if user ~= '' then rec.u = user end
@@ -159,5 +204,5 @@ redis.call('HSET', k.clients, client, new_sid)
 redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. new_sid)
 emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
   session_id = new_sid, client_id = client, seats_used = used + 1, seats_total = cfg.seats}, meta)
-return remember(reply_key, reply_ttl, now,
-  {'acquired', new_sid, deadline, lease_ms, used + 1, cfg.seats, cfg.limit, now, is_borrow})
+return answer({'acquired', new_sid, deadline, lease_ms, used + 1, cfg.seats, cfg.limit, now,
+  is_borrow})

@@ -17,8 +17,16 @@
 -- of its lease still ahead, and passes once its interval has come. A heartbeat of an
 -- unknown session (no lease to lose) is counted and refused like any call.
 --
+-- A license with terms (load_terms in _lib.lua) is read from its cfg hash on every
+-- heartbeat, so a change (update, renewal) applies at once. From its end (expires_at +
+-- grace) with end_leases the lease ends in this call (lease.reclaimed, reason
+-- license_expired) and the answer is {'license_expired', expires_ms, end_ms}; before it,
+-- no deadline goes past the end. With keep_leases the lease goes on. A lease taken under
+-- terms (tm) whose license's cfg is not cached answers {'missing'}: the engine fills it.
+--
 -- Returns (a repeat of the call: what its first run returned) one of
 --   {'ok', deadline_ms, lease_ms, now_ms, borrowed (0 or 1), client_id}
+--     + for a license with terms: expires_ms, end_ms, flags, entitlements, max_version
 --   {'expired'}   the deadline had passed: the lease is reclaimed now (lease.reclaimed)
 --   {'unknown'}   no such session (released, reclaimed, revoked or never existed), or a
 --                 lingering one (ended now if its linger is over: lease.released)
@@ -46,20 +54,45 @@ end
 
 local raw = redis.call('HGET', k.sessions, sid)
 local rec = raw and cjson.decode(raw) or {}
+local has = redis.call('HMGET', k.cfg, 'exists', 'terms', 'seats')
+if not has[1] and rec.tm then return {'missing'} end
+local T = nil
+if has[2] then T = load_terms(k.cfg) end
 local wait = rate_limited(KEYS[8], ARGV[6], now)
 if wait and (rec.b or rec.lg or score - now > (rec.l or 0) * 2 / 3) then
   return {'rate_limited', wait}
 end
-if score <= now then
-  reclaim(k, lk, tenant, license, sid, now, redis.call('HGET', k.cfg, 'seats') or '', prefix)
+local ending = T and T.fin and not T.keep and now >= T.fin
+if score <= now or (ending and not rec.lg) then
+  if ending and not rec.x then  -- the license ended under a live lease: say so
+    rec.x = 1
+    redis.call('HSET', k.sessions, sid, cjson.encode(rec))
+  end
+  reclaim(k, lk, tenant, license, sid, now, has[3] or '', prefix)
   if rec.lg then return remember(reply_key, reply_ttl, now, {'unknown'}) end
+  if ending then
+    return remember(reply_key, reply_ttl, now, {'license_expired', T.exp, T.fin})
+  end
   return remember(reply_key, reply_ttl, now, {'expired'})
 end
 if rec.lg then return remember(reply_key, reply_ttl, now, {'unknown'}) end
-if rec.b then return remember(reply_key, reply_ttl, now, {'ok', score, rec.l, now, 1, rec.c}) end
+local reply
+if rec.b then
+  reply = {'ok', score, rec.l, now, 1, rec.c}
+  if T then terms_tail(reply, T, now, rec.x == 1) end
+  return remember(reply_key, reply_ttl, now, reply)
+end
 
 local deadline = now + rec.l
+local cut = false
+if T and T.fin and not T.keep and deadline > T.fin then deadline, cut = T.fin, true end
+if cut ~= (rec.x == 1) or (T ~= nil) ~= (rec.tm == 1) then
+  rec.x, rec.tm = cut and 1 or nil, T and 1 or nil
+  redis.call('HSET', k.sessions, sid, cjson.encode(rec))
+end
 local deadline_text = int_arg(deadline)
 redis.call('ZADD', k.leases, deadline_text, sid)
 redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
-return remember(reply_key, reply_ttl, now, {'ok', deadline, rec.l, now, 0, rec.c})
+reply = {'ok', deadline, rec.l, now, 0, rec.c}
+if T then terms_tail(reply, T, now, cut) end
+return remember(reply_key, reply_ttl, now, reply)

@@ -1,0 +1,42 @@
+"""What a seat call makes before it runs: session ids, request ids, event id prefixes,
+and the lease's metadata with who asks."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+
+def new_session_id() -> str:
+    """24 random characters of [A-Za-z0-9_-] (about 143.9 bits), never starting with "-":
+    operators type session ids after options (``seatlease revoke --session ID``), where
+    a leading dash reads as an option (argparse: "expected one argument")."""
+    return _no_leading_dash(18)
+
+
+def new_event_prefix() -> str:
+    return secrets.token_hex(8)
+
+
+def new_request_id() -> str:
+    return _no_leading_dash(12)  # quoted to operators in 503 answers, like session ids
+
+
+def _no_leading_dash(nbytes: int) -> str:
+    while True:
+        token = secrets.token_urlsafe(nbytes)
+        if token[0] != "-":
+            return token
+
+
+def with_identity(
+    metadata: dict[str, Any] | None, user: str | None, host: str | None
+) -> dict[str, Any]:
+    """The lease's metadata with the request's ``user`` and ``host`` (they win over the
+    metadata's own keys of those names): how they reach status, events and reports."""
+    merged = dict(metadata or {})
+    if user is not None:
+        merged["user"] = user
+    if host is not None:
+        merged["host"] = host
+    return merged

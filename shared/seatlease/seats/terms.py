@@ -1,0 +1,72 @@
+"""A license's term, entitlements and version range on the seat engine's side: the
+fields ``SeatEngine.cache_config`` writes into the license's ``cfg`` hash for the seat
+scripts (lua/_lib.lua, ``load_terms``), and ``Terms``, what a seat answer carries of
+them (the reply's tail, ``terms_tail``) and the lease token's claims they make.
+docs/design.md, "Terms, grace, entitlements and versions"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from seatlease.licenses import LicenseConfig, epoch_ms, version_text
+
+
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """A license's term, entitlements and version range as a seat answer carries them
+    (only for a license that has some): what the lease token's ``lexp``, ``ent`` and
+    ``maxv`` say."""
+
+    expires_at_ms: int = 0  # 0: no end
+    ends_at_ms: int = 0  # expires_at + grace: when the license stops (0: no end)
+    in_grace: bool = False  # past expires_at, before its end
+    cut: bool = False  # the deadline was cut to the license's end
+    entitlements: tuple[str, ...] = ()
+    max_version: str | None = None
+
+    @classmethod
+    def from_reply(cls, reply: list, start: int) -> Terms | None:
+        """The reply's tail (lua/_lib.lua, ``terms_tail``) from ``start``; None without."""
+        if len(reply) < start + 5:
+            return None
+        flags = int(reply[start + 2])
+        ent = reply[start + 3]
+        return cls(
+            expires_at_ms=int(reply[start]),
+            ends_at_ms=int(reply[start + 1]),
+            in_grace=bool(flags & 1),
+            cut=bool(flags & 2),
+            entitlements=tuple(ent.split(",")) if ent else (),
+            max_version=reply[start + 4] or None,
+        )
+
+    def claims(self) -> dict[str, Any]:
+        """The lease token's claims for them: ``ent`` (always, with terms), ``lexp``
+        (epoch seconds of the end, when there is one), ``maxv`` (when set)."""
+        claims: dict[str, Any] = {"ent": list(self.entitlements)}
+        if self.ends_at_ms:
+            claims["lexp"] = self.ends_at_ms // 1000
+        if self.max_version:
+            claims["maxv"] = self.max_version
+        return claims
+
+
+def cache_fields(config: LicenseConfig) -> dict[str, Any]:
+    """The cfg hash's fields for a license with terms (lua/_lib.lua, ``load_terms``)."""
+    fields: dict[str, Any] = {"terms": 1}
+    if config.starts_at is not None:
+        fields["starts"] = epoch_ms(config.starts_at)
+    if config.expires_at is not None:
+        fields["exp"] = epoch_ms(config.expires_at)
+        fields["fin"] = config.ends_at_ms
+        if config.on_expiry == "keep_leases":
+            fields["keep"] = 1
+    if config.entitlements:
+        # padded with spaces for a plain find of " name ", and as the answer lists them
+        fields["ent"] = f" {' '.join(config.entitlements)} "
+        fields["entc"] = ",".join(config.entitlements)
+    if config.max_version:
+        fields["maxv"] = config.max_version
+        fields["maxk"] = version_text(config.max_version)
+    return fields
