@@ -20,7 +20,7 @@ from procs import start_postgres, start_redis_cluster
 from sqlalchemy import create_engine, text
 
 from seatlease import logs
-from seatlease.api import auth, tenantlimits
+from seatlease.api import auth, tenantlicenses, tenantlimits
 from seatlease.records import db
 from seatlease.seats import redisconn
 from seatlease.seats.engine import LicenseConfig, SeatEngine
@@ -97,6 +97,7 @@ def redis_url(redis_server: Proc, monkeypatch: pytest.MonkeyPatch) -> Iterator[s
     client.close()
     monkeypatch.setenv("REDIS_URL", redis_server.url)
     redisconn.reset()
+    tenantlicenses.forget_all()  # this process's copies of what Redis held
     yield redis_server.url
     redisconn.reset()
 

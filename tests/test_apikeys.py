@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import string
+import time
 
 import pytest
 from http_support import Tenant, acquire, error_of, new_license
@@ -109,3 +110,65 @@ def test_legacy_keys_work_only_while_allowed(acme: Tenant, monkeypatch: pytest.M
     error_of(acquire(old, "cad", "ws-1"), 401, "unauthenticated")
     monkeypatch.setenv(apikeys.LEGACY_ENV, "1")
     assert acquire(old, "cad", "ws-1").status_code == 201
+
+
+# -- forged keys with a valid checksum (issue 31, item 4) --------------------------------
+
+
+def test_a_flood_of_forged_keys_reaches_the_database_at_a_bounded_rate(acme: Tenant) -> None:
+    """2,000 never-issued keys with valid checksums: the database sees at most the
+    instance's lookup budget, the rest are 429 before any query; the live key goes on."""
+    from seatlease.api import auth
+
+    auth.forget_all()
+    assert acquire(acme, "cad", "ws-1").status_code == 201  # the live key, cached
+    statements: list[str] = []
+
+    def count(_conn, _cursor, statement, *_args) -> None:
+        statements.append(statement)
+
+    engine = db.get_engine()
+    event.listen(engine, "before_cursor_execute", count)
+    started = time.monotonic()
+    statuses: list[int] = []
+    try:
+        for n in range(2_000):
+            key, prefix = apikeys.generate()
+            response = acquire(Tenant("acme", key, prefix), "cad", "ws-1")
+            statuses.append(response.status_code)
+            if response.status_code == 429:
+                error = error_of(response, 429, "rate_limited")
+                assert response.headers["Retry-After"] == "1" and error["retry_after_seconds"] == 1
+            if n % 100 == 0:  # the live key meanwhile: served, no query of its own
+                assert acquire(acme, "cad", "ws-1").status_code == 200
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    elapsed = time.monotonic() - started
+    assert set(statuses) == {401, 429}
+    budget = auth.LOOKUPS_PER_SECOND * (elapsed + 1)
+    assert statuses.count(401) <= budget and len(statements) <= budget, (len(statements), elapsed)
+    assert statuses.count(429) >= 2_000 - budget
+
+
+def test_forged_keys_never_evict_a_live_key_from_the_instance(acme: Tenant) -> None:
+    """More unknown keys than the in-process cache holds (their negative entries already
+    in Redis, as another instance's flood leaves them): the live key stays cached."""
+    from seatlease.api import auth
+    from seatlease.seats.keys import api_key_cache_key
+
+    auth.forget_all()
+    assert acquire(acme, "cad", "ws-1").status_code == 201
+    live_hash = apikeys.hash_key(acme.key)
+    forged = [apikeys.generate()[0] for _ in range(auth._LOCAL_MAX + 1)]
+    redis = get_redis()
+    pipe = redis.pipeline(transaction=False)
+    for key in forged:
+        pipe.set(api_key_cache_key(apikeys.hash_key(key)), "-", ex=60)
+    pipe.execute()
+    for key in forged:
+        with pytest.raises(auth.Unauthenticated):
+            auth.identify(f"Bearer {key}")
+    assert auth.cached_locally(live_hash)
+    redis.delete(api_key_cache_key(live_hash))  # only this process's copy can answer now
+    assert auth.identify(acme.auth["Authorization"]).tenant_id == "acme"
+    assert not redis.exists(api_key_cache_key(live_hash))

@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from http_support import (
     acquire,
+    call,
     error_of,
     heartbeat,
     live_sessions,
@@ -755,3 +756,73 @@ def test_async_client_borrows_loads_and_returns_early(served, tmp_path) -> None:
     assert offline and again.session_id == seat.session_id
     assert answer["released"] is True and not path.exists()
     assert runtime.seat_engine().live_leases("acme", "cad") == []
+
+
+# -- a borrowed seat stays on its machine (issue 31, item 11) ----------------------------
+
+
+def test_a_borrowed_seat_verifies_only_on_the_machine_that_borrowed_it(served, tmp_path) -> None:
+    """borrow -> copy the file -> return early -> borrow again: the copy is worth nothing
+    on another machine, whose fingerprint the token does not name."""
+    from seatlease_client import TokenWrongMachine
+    from seatlease_client._machine import fingerprint
+
+    url, key, _ = served
+    path, copy = tmp_path / "seat.json", tmp_path / "copied.json"
+    laptop = seat_client(url, key, machine_id="laptop-machine-id")
+    seat = laptop.borrow("cad", "laptop-17", 3600, path=path)
+    assert seat.claims["cnf"] == {"machine": fingerprint("laptop-machine-id")}
+    assert json.loads(path.read_text())["request"]["fingerprint"] == fingerprint(
+        "laptop-machine-id"
+    )
+    copy.write_text(path.read_text())
+    desktop = seat_client(url, key, machine_id="desktop-machine-id")
+    with pytest.raises(TokenWrongMachine) as refused:
+        desktop.load_borrowed(copy)
+    assert refused.value.code == "token_wrong_machine"
+    # The same machine still loads it (docs/client.md says what that allows).
+    assert seat_client(url, key, machine_id="LAPTOP-machine-id ").load_borrowed(copy).session_id
+    # With no machine_id the client reads the system's own (/etc/machine-id here): not
+    # the laptop's.
+    with pytest.raises(TokenWrongMachine):
+        seat_client(url, key).load_borrowed(copy)
+
+
+def test_a_saved_seat_without_its_machine_does_not_load(served, tmp_path) -> None:
+    """A heartbeat's token of a borrowed lease carries no machine: written into a file
+    with a request of its own, it still does not pass as a borrowed seat."""
+    from seatlease_client import TokenWrongMachine
+
+    url, key, _ = served
+    path = tmp_path / "seat.json"
+    laptop = seat_client(url, key, machine_id="laptop-machine-id")
+    laptop.borrow("cad", "laptop-17", 3600, path=path)
+    saved = json.loads(path.read_text())
+    nonce = "my-own-nonce-0001"
+    beat = call(
+        "heartbeat",
+        {"license_id": "cad", "session_id": saved["answer"]["session_id"], "nonce": nonce},
+        headers={"Authorization": f"Bearer {key}"},
+    ).get_json()
+    request = {k: v for k, v in saved["request"].items() if k != "fingerprint"}
+    forged = {
+        **saved,
+        "request": {**request, "nonce": nonce},
+        "answer": {**saved["answer"], "lease_token": beat["lease_token"]},
+    }
+    path.write_text(json.dumps(forged))
+    with pytest.raises(TokenWrongMachine):
+        seat_client(url, key, machine_id="desktop-machine-id").load_borrowed(path)
+
+
+def test_acquire_refuses_a_malformed_fingerprint(acme) -> None:
+    new_license(acme, "cad", seats=1, max_borrow_seconds=DAY)
+    for bad in ("ABC", "g" * 64, "A" * 64, "a" * 63, 7):
+        answer = acquire(acme, "cad", "ws-1", borrow_seconds=60, fingerprint=bad)
+        assert error_of(answer, 400, "invalid_request")["details"][0]["field"] == "fingerprint"
+    good = acquire(acme, "cad", "ws-1", borrow_seconds=60, fingerprint="a" * 64)
+    assert good.status_code == 201
+    claims = json.loads(
+        base64.urlsafe_b64decode(good.get_json()["lease_token"].split(".")[1] + "==")
+    )
+    assert claims["cnf"] == {"machine": "a" * 64} and claims["borrowed"] is True

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from seatlease_client import TokenError
+from seatlease_client._machine import fingerprint
 from seatlease_client._verify import TokenVerifier
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,6 +45,7 @@ def test_the_vectors_cover_every_kind_of_bad_token() -> None:
         "token_expired",
         "token_replayed",
         "token_mismatch",
+        "token_wrong_machine",
     }
     names = {case["name"] for case in CASES}
     assert {"alg_none", "hs256_public_key_as_secret", "forged_same_kid", "tampered_claims"} <= names
@@ -52,12 +54,21 @@ def test_the_vectors_cover_every_kind_of_bad_token() -> None:
 def verifier_for(case: dict[str, Any]) -> TokenVerifier:
     jwks = json.dumps(case.get("jwks", VECTORS["jwks"])).encode()
     pinned = VECTORS["pinned"] if case.get("pinned", True) else None
+    machine = case.get("machine_id")
     return TokenVerifier(
         lambda: jwks,
         pinned_keys=pinned,
         tenant_id=case.get("tenant_id", VECTORS["tenant_id"]),
         leeway=case.get("leeway", VECTORS["leeway"]),
+        machine_fingerprint=None if machine is None else fingerprint(machine),
     )
+
+
+def test_the_python_client_computes_each_machines_fingerprint() -> None:
+    assert len(VECTORS["machines"]) >= 4
+    for machine in VECTORS["machines"]:
+        assert fingerprint(machine["machine_id"]) == machine["fingerprint"]
+        assert len(machine["fingerprint"]) == 64
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])

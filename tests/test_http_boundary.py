@@ -51,6 +51,7 @@ EXAMPLES = {
     errors.Unauthenticated: (errors.Unauthenticated("no key"), 401, "unauthenticated"),
     errors.Forbidden: (errors.Forbidden("This is a seat key."), 403, "forbidden"),
     errors.RateLimited: (errors.RateLimited(60, 60, 7), 429, "rate_limited"),
+    errors.KeyLookupsLimited: (errors.KeyLookupsLimited(50), 429, "rate_limited"),
     errors.BackendUnavailable: (errors.BackendUnavailable("redis"), 503, "backend_unavailable"),
     errors.CallOutcomeUnknown: (errors.CallOutcomeUnknown("req-1"), 503, "backend_unavailable"),
     errors.EventsNotPublished: (

@@ -39,6 +39,7 @@ from seatlease_cli.procs import Proc, free_port, port_open, wait_until
 REPO = Path(__file__).resolve().parent.parent
 LICENSE = "cad"
 FUNCTIONS = ("acquire", "heartbeat", "release", "admin")
+SERVED = (*FUNCTIONS, "keys", "portal", "reaper", "audit")
 BIG = 32 * 1024 * 1024  # the issue's hostile body
 BLOCK = b" " * (64 * 1024)
 
@@ -56,7 +57,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def werkzeug_app() -> Any:
-    return devserver.create_app(list(FUNCTIONS))
+    return devserver.create_app(list(SERVED))
 
 
 def _worker_pid(master: int) -> int:
@@ -80,7 +81,7 @@ def gunicorn_server(
         "PYTHONUNBUFFERED": "1",  # each JSON line reaches the file as it is logged
     }
     env.pop("CLOUD_SQL_INSTANCE", None)
-    app = f"seatlease_cli.devserver:create_app({list(FUNCTIONS)!r})"
+    app = f"seatlease_cli.devserver:create_app({list(SERVED)!r})"
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
@@ -145,8 +146,9 @@ def head(
     key: str | None = None,
     length: int | None = None,
     chunked: bool = False,
+    method: str = "POST",
 ) -> bytes:
-    lines = [f"POST /{function} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json"]
+    lines = [f"{method} /{function} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json"]
     if key is not None:
         lines.append(f"Authorization: Bearer {key}")
     if length is not None:
@@ -163,11 +165,15 @@ class Answer:
     sent: int  # body bytes the client had sent when the answer came (or it gave up)
 
 
-def read_answer(sock: socket.socket, sent: int, timeout: float = 30) -> Answer:
+def read_answer(
+    sock: socket.socket, sent: int, timeout: float = 30, json_only: bool = True
+) -> Answer:
     sock.settimeout(timeout)
     response = http.client.HTTPResponse(sock)
     response.begin()
     raw = response.read()
+    if not json_only and response.getheader("Content-Type") != "application/json":
+        return Answer(response.status, {"content_type": response.getheader("Content-Type")}, sent)
     assert response.getheader("Content-Type") == "application/json", raw[:300]
     return Answer(response.status, json.loads(raw), sent)
 
@@ -397,7 +403,7 @@ def test_concurrent_unauthenticated_32_mib_bodies_do_not_grow_the_server(
     assert all(a.sent < BIG // 4 for a in answers), [a.sent for a in answers]
 
 
-def send_whole(port: int, request_head: bytes, size: int) -> Answer:
+def send_whole(port: int, request_head: bytes, size: int, json_only: bool = True) -> Answer:
     """A blunt client (curl -d @file, most HTTP libraries): the whole body, then the
     answer. It stops only when the server closes the connection on it."""
     sent = 0
@@ -409,7 +415,7 @@ def send_whole(port: int, request_head: bytes, size: int) -> Answer:
                 sent += len(BLOCK)
         except (BrokenPipeError, ConnectionResetError):
             pass  # closed on us: the answer is already here
-        return read_answer(sock, sent)
+        return read_answer(sock, sent, json_only=json_only)
 
 
 def test_concurrent_unauthenticated_32_mib_bodies_sent_whole_do_not_grow_the_server(
@@ -456,3 +462,134 @@ def test_bodies_up_to_the_cap_still_work_on_a_real_server(server: Server, acme: 
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
         sock.sendall(head("acquire", key=acme.key, length=len(over)) + over)
         assert_error(read_answer(sock, len(over)), 413, "payload_too_large")
+
+
+# -- bodies on routes that need none (issue 31, items 5 and 6) ---------------------------
+
+# The functions and methods that take no body, and the audit, which bounds its own.
+NO_BODY = [("keys", "GET"), ("portal", "GET"), ("reaper", "POST"), ("keys", "GET")]
+
+
+def _eight(server: Server) -> list[Answer]:
+    """The issue's attack: eight parallel 32 MiB bodies on the public routes that need
+    none (and the audit, whose cap is under 32 MiB), sent whole."""
+    targets = [*NO_BODY, ("audit", "POST"), ("portal", "GET"), ("keys", "GET"), ("audit", "POST")]
+
+    def one(target: str) -> Answer:
+        function, method = target.split(" ")
+        return send_whole(server.port, head(function, length=BIG, method=method), BIG, False)
+
+    return concurrently(one, [f"{f} {m}" for f, m in targets])
+
+
+def test_eight_parallel_32_mib_bodies_on_routes_that_need_none_do_not_grow_the_server(
+    server: Server, acme: Tenant
+) -> None:
+    for function, method in [*NO_BODY, ("audit", "POST")]:  # warm: imports, pools, threads
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            sock.sendall(head(function, length=0, method=method))
+            read_answer(sock, 0, json_only=False)
+    with PeakRss(server.pid) as rss:
+        answers = _eight(server)
+    # docs/operations.md records these (run with -s)
+    print(
+        f"\n{server.kind}: RSS {rss.baseline / 2**20:.0f} MiB, peak +{rss.growth / 2**20:.1f} MiB"
+    )
+    assert rss.growth < 16 * 2**20, f"server grew {rss.growth / 2**20:.1f} MiB"
+    statuses = sorted(a.status for a in answers)
+    assert statuses.count(413) == 2, statuses  # the audit: over its cap, never read
+    assert statuses.count(200) >= 5, statuses  # keys and the portal's page: served
+
+
+def test_audit_content_length_over_its_cap_is_413_before_the_body(
+    server: Server, acme: Tenant
+) -> None:
+    answer = send_until_answered(server.port, head("audit", length=BIG), BIG)
+    assert_error(answer, 413, "payload_too_large")
+    assert answer.sent < BIG // 4
+
+
+def test_audit_chunked_body_over_its_cap_is_413_while_it_streams(
+    server: Server, acme: Tenant
+) -> None:
+    answer = send_until_answered(server.port, head("audit", chunked=True), BIG, chunked=True)
+    assert_error(answer, 413, "payload_too_large")
+    assert answer.sent < 20 * 2**20
+
+
+@pytest.mark.parametrize("chunks", [b"zz\r\nab\r\n0\r\n\r\n", b"4\r\nabcdefgh\r\n0\r\n\r\n"])
+def test_malformed_chunked_body_to_audit_is_a_json_400_without_a_traceback(
+    server: Server, acme: Tenant, chunks: bytes
+) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(head("audit", chunked=True) + chunks)
+        answer = read_answer(sock, len(chunks))
+    assert_error(answer, 400, "invalid_request")
+    time.sleep(0.2)
+    assert "Traceback" not in server.output()
+
+
+def test_a_valid_push_still_reaches_the_audit_chunked_or_not(server: Server, acme: Tenant) -> None:
+    import base64
+
+    envelope = json.dumps(
+        {"message": {"data": base64.b64encode(b"[]").decode(), "messageId": "m-1",
+                     "publishTime": "2026-11-26T00:00:00Z"},
+         "subscription": "projects/p/subscriptions/s"}
+    ).encode()  # fmt: skip
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(head("audit", length=len(envelope)) + envelope)
+        assert read_answer(sock, len(envelope), json_only=False).status == 200
+    chunked = f"{len(envelope):x}\r\n".encode() + envelope + b"\r\n0\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(head("audit", chunked=True) + chunked)
+        assert read_answer(sock, len(envelope), json_only=False).status == 200
+
+
+def _closed_after(sock: socket.socket, limit: float) -> float:
+    """Seconds until the server closes the connection (the client keeps it open and
+    sends nothing more); ``limit`` if it does not."""
+    started = time.monotonic()
+    sock.settimeout(limit)
+    try:
+        while sock.recv(65536):
+            pass
+    except TimeoutError:
+        return limit
+    except ConnectionResetError:
+        pass
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize(("function", "method"), NO_BODY[:3])
+def test_a_slow_body_on_a_route_that_needs_none_holds_nothing(
+    server: Server, acme: Tenant, function: str, method: str
+) -> None:
+    """Content-Length 10, 3 bytes sent, then silence: answered at once, and the server
+    lets the connection go within its drain bound (gunicorn's 5 s), not when the client
+    gives up."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        started = time.monotonic()
+        sock.sendall(head(function, length=10, method=method) + b"abc")
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        assert response.status < 500 or function == "reaper"
+        response.read()
+        assert time.monotonic() - started < 3
+        assert _closed_after(sock, 15) < 7
+
+
+def test_a_slow_body_where_one_is_needed_is_408_in_bounded_time(
+    server: Server, acme: Tenant
+) -> None:
+    from seatlease.api.bodies import BODY_READ_SECONDS
+
+    for function in ("acquire", "audit"):
+        key = acme.key if function == "acquire" else None
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            started = time.monotonic()
+            sock.sendall(head(function, key=key, length=100) + b'{"lic')
+            answer = read_answer(sock, 5, timeout=BODY_READ_SECONDS + 10)
+            took = time.monotonic() - started
+        assert_error(answer, 408, "request_timeout")
+        assert BODY_READ_SECONDS - 0.5 < took < BODY_READ_SECONDS + 3, took

@@ -42,6 +42,21 @@ DEADLINE_MS = 4_102_444_800_250  # 2100-01-01T00:00:00.250Z: exp is rounded down
 DEADLINE = "2100-01-01T00:00:00.250Z"
 EXPIRED_ISSUED_MS = 1_577_836_800_000  # 2020-01-01T00:00:00Z
 DECADES = 1_000_000_000  # a leeway of ~31 years: "expired, but within the leeway"
+# Machine ids as the systems give them (Linux machine-id, macOS IOPlatformUUID, Windows
+# MachineGuid, one with the whitespace a file ends with) and their fingerprints.
+MACHINE_IDS = [
+    "4c4c4544004a3510804fb4c04f4e4d32",
+    "8E3F1C2A-5B6D-4E7F-9A0B-1C2D3E4F5A6B",
+    "{d3f1a2b4-5c6d-7e8f-9a0b-1c2d3e4f5a6b}",
+    "4c4c4544004a3510804fb4c04f4e4d32\n",
+]
+LAPTOP, DESKTOP = MACHINE_IDS[0], MACHINE_IDS[1]
+
+
+def fingerprint(machine_id: str) -> str:
+    """What every client sends as acquire's ``fingerprint`` (docs/client.md): the
+    lowercase hex SHA-256 of "seatlease-machine/1:" + the id, trimmed and lowercased."""
+    return hashlib.sha256(f"seatlease-machine/1:{machine_id.strip().lower()}".encode()).hexdigest()
 
 
 def private_key(label: str) -> Ed25519PrivateKey:
@@ -271,6 +286,7 @@ def cases() -> list[dict[str, Any]]:
         },
         acquire_case("acquire_good_second_key", "ok", lease_token(kid="2")),
         acquire_case("borrowed_good", "ok", lease_token(borrowed=True), answer={"borrowed": True}),
+        *machine_cases(),
         acquire_case(
             "expired_within_leeway",
             "ok",
@@ -368,6 +384,50 @@ def cases() -> list[dict[str, Any]]:
     ]
 
 
+def machine_cases() -> list[dict[str, Any]]:
+    """A borrowed seat bound to the machine it was borrowed on. ``machine_id``: the id of
+    the machine the client runs on (it checks a borrowed token against its fingerprint,
+    as when loading a saved borrowed seat); absent: a live answer, no machine check."""
+    bound = {"license_id": LICENSE, "client_id": CLIENT, "nonce": NONCE, "borrow_seconds": 600}
+    bound["fingerprint"] = fingerprint(LAPTOP)
+    cnf = {"cnf": {"machine": fingerprint(LAPTOP)}}
+    borrowed = {"borrowed": True}
+    return [
+        acquire_case(
+            "borrowed_on_its_machine", "ok", lease_token(borrowed=True, **cnf),
+            answer=borrowed, request=bound, machine_id=LAPTOP,
+        ),
+        acquire_case(
+            "borrowed_on_its_machine_id_as_read_from_a_file", "ok",
+            lease_token(borrowed=True, **cnf), answer=borrowed, request=bound,
+            machine_id=MACHINE_IDS[3],
+        ),
+        acquire_case(
+            "borrowed_copied_to_another_machine", "token_wrong_machine",
+            lease_token(borrowed=True, **cnf), answer=borrowed, request=bound,
+            machine_id=DESKTOP,
+        ),
+        acquire_case(
+            "borrowed_without_a_machine_loaded_on_one", "token_wrong_machine",
+            lease_token(borrowed=True), answer=borrowed, machine_id=LAPTOP,
+        ),
+        acquire_case(
+            "bound_request_token_without_its_machine", "token_mismatch",
+            lease_token(borrowed=True), answer=borrowed, request=bound,
+        ),
+        acquire_case(
+            "bound_request_token_for_another_machine", "token_mismatch",
+            lease_token(borrowed=True, cnf={"machine": fingerprint(DESKTOP)}),
+            answer=borrowed, request=bound,
+        ),
+        acquire_case(
+            "live_lease_with_a_machine", "ok", lease_token(**cnf),
+            request={k: v for k, v in bound.items() if k != "borrow_seconds"},
+            machine_id=DESKTOP,
+        ),
+    ]  # fmt: skip
+
+
 def document() -> str:
     doc = {
         "format": FORMAT,
@@ -377,12 +437,19 @@ def document() -> str:
             "each case: jwks (the JWKS the client fetches), pinned (the vendor keys "
             "pinned: the JWKs' x), tenant_id, leeway (seconds); a case may override "
             "them (pinned false: nothing pinned; tenant_id null: any tenant). expect: "
-            "ok, or the error code the client raises."
+            "ok, or the error code the client raises. machine_id (some cases): the id of "
+            "the machine the client runs on, whose fingerprint a borrowed token's "
+            "cnf.machine must be (as when a saved borrowed seat is loaded). machines: "
+            "machine ids and their fingerprints, the lowercase hex SHA-256 of "
+            "'seatlease-machine/1:' + the id trimmed and lowercased (UTF-8); the id is "
+            "Linux /etc/machine-id (else /var/lib/dbus/machine-id), macOS IOPlatformUUID, "
+            "Windows MachineGuid."
         ),
         "jwks": JWKS,
         "pinned": PINNED,
         "tenant_id": TENANT,
         "leeway": 60,
+        "machines": [{"machine_id": m, "fingerprint": fingerprint(m)} for m in MACHINE_IDS],
         "cases": cases(),
     }
     return json.dumps(doc, indent=1) + "\n"

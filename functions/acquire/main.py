@@ -16,6 +16,7 @@ import functions_framework
 from seatlease.api.http import Call, endpoint
 from seatlease.api.runtime import seat_engine
 from seatlease.api.schemas import AcquireRequest
+from seatlease.api.tenantlicenses import require_license
 from seatlease.api.tenantlimits import rate_limit
 from seatlease.api.tokens import signer, terms_answer
 from seatlease.clock import rfc3339
@@ -25,6 +26,7 @@ from seatlease.seats.engine import QueuePlace, SeatRequest
 @functions_framework.http
 @endpoint("acquire", AcquireRequest, needs=("signing", "redis", "database"))
 def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
+    require_license(call.tenant_id, body.license_id)  # an unknown id: 404, no lookup
     sign = signer()  # before the seat is taken: no key, no seat
     lease = seat_engine().acquire(
         SeatRequest(
@@ -91,5 +93,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
             nonce=body.nonce,
             **({"borrowed": True} if lease.borrowed else {}),
             **(terms.claims() if terms else {}),
+            # the machine it was taken for: a client refuses a borrowed token elsewhere
+            **({"cnf": {"machine": body.fingerprint}} if body.fingerprint else {}),
         ),
     }

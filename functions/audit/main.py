@@ -16,6 +16,7 @@ import functions_framework
 from cloudevents.http import CloudEvent
 from werkzeug.exceptions import ServiceUnavailable
 
+from seatlease.api.http import guard_bodies
 from seatlease.api.startup import wait_for_backends
 from seatlease.config import Readiness
 from seatlease.errors import NotConfigured
@@ -24,6 +25,12 @@ from seatlease.logs import log
 
 # Cold start: a missing database setting is said once, as one CRITICAL line.
 READINESS = Readiness("audit", ("database",), wait_for_backends)
+# A Pub/Sub push carries one message of at most 10 MB, its data base64-encoded in a JSON
+# envelope: at most about 13.4 MB. The body is read here, bounded in size and time,
+# before functions-framework would read it whole (413, 408, 400 for bad chunking: the
+# contract's JSON errors; Pub/Sub retries any of them, then dead-letters).
+MAX_PUSH_BODY_BYTES = 14 * 1024 * 1024
+guard_bodies("audit", ("POST",), read_max_bytes=MAX_PUSH_BODY_BYTES)
 
 
 @functions_framework.cloud_event

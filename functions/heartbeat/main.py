@@ -11,6 +11,7 @@ import functions_framework
 from seatlease.api.http import Call, endpoint
 from seatlease.api.runtime import seat_engine
 from seatlease.api.schemas import SessionRequest
+from seatlease.api.tenantlicenses import require_license
 from seatlease.api.tenantlimits import rate_limit
 from seatlease.api.tokens import signer, terms_answer
 from seatlease.clock import rfc3339
@@ -19,6 +20,7 @@ from seatlease.clock import rfc3339
 @functions_framework.http
 @endpoint("heartbeat", SessionRequest, needs=("signing", "redis", "database"))
 def heartbeat(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
+    require_license(call.tenant_id, body.license_id)  # an unknown id: 404, no lookup
     sign = signer()  # before the lease is extended: no key, no change
     renewal = seat_engine().heartbeat(
         call.tenant_id,

@@ -18,13 +18,14 @@ from typing import Any
 import functions_framework
 from flask import Response
 
-from seatlease.api.http import ApiError, Readiness, json_error, to_api_error
+from seatlease.api.http import ApiError, Readiness, guard_bodies, json_error, to_api_error
 from seatlease.api.tokens import keyring
 from seatlease.logs import log
 
 MEDIA_TYPE = "application/jwk-set+json"  # RFC 7517 section 8.5
 MAX_AGE = int(os.environ.get("JWKS_MAX_AGE_SECONDS", "300"))
 READINESS = Readiness("keys", ("signing_keys",))  # cold start: a missing key source said once
+guard_bodies("keys", ())  # no method takes a body: one sent is never read
 
 
 @functions_framework.http

@@ -8,6 +8,7 @@ import functions_framework
 from seatlease.api.http import Call, endpoint
 from seatlease.api.runtime import seat_engine
 from seatlease.api.schemas import SessionRequest
+from seatlease.api.tenantlicenses import require_license
 from seatlease.api.tenantlimits import rate_limit
 from seatlease.api.tokens import signer
 
@@ -15,6 +16,7 @@ from seatlease.api.tokens import signer
 @functions_framework.http
 @endpoint("release", SessionRequest, needs=("signing", "redis", "database"))
 def release(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
+    require_license(call.tenant_id, body.license_id)  # an unknown id: 404, no lookup
     sign = signer()  # before the seat is given back: no key, no change
     engine = seat_engine()
     result = engine.release(

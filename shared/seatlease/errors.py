@@ -167,6 +167,17 @@ class RateLimited(SeatError):
         self.retry_after_seconds = retry_after_seconds
 
 
+class KeyLookupsLimited(RateLimited):
+    """This instance's database lookups of API keys no cache knows are spent for now (a
+    flood of forged keys): ``retry_after_seconds`` until the next."""
+
+    def __init__(self, per_second: int) -> None:
+        SeatError.__init__(
+            self, f"at most {per_second} lookups of unseen API keys per second on this instance"
+        )
+        self.limit, self.period_seconds, self.retry_after_seconds = per_second, 1, 1
+
+
 class BackendUnavailable(SeatError):
     """Redis, the database or Pub/Sub cannot be reached; the caller should retry."""
 

@@ -5,6 +5,7 @@ metadata text, the longest lease, and a pydantic error turned into the contract'
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 from typing import Annotated
 
@@ -46,14 +47,46 @@ Nonce = Annotated[
 
 def user_text(field: str) -> Callable[[str], str]:
     """A validator for a user or host name: any text but what ``text_problem`` refuses
-    (it reaches the audit log's JSON)."""
+    (it reaches the audit log's JSON) and control characters (``control_problem``: it
+    reaches operators' terminals)."""
 
     def check(value: str) -> str:
-        if problem := text_problem(value):
+        if problem := text_problem(value) or control_problem(value):
             raise ValueError(f"{field} {problem}")
         return value
 
     return check
+
+
+def policy_name(user: str) -> str:
+    """The form of a user name a license's policy compares (deny lists, per-user limits,
+    group reservations): NFKC-normalised, case-folded, trimmed, so ``Mallory``,
+    ``mallory `` and its fullwidth letters (U+FF4D...) are one user. Only the policy sees
+    it: the lease's metadata, status, events and reports keep the name as sent. A name
+    of spaces alone is no name ('')."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", user).casefold())
+    return folded.strip()
+
+
+def control_problem(text: str) -> str | None:
+    """Why ``text`` may not be a name people read (a user, a host, a label): it holds a
+    C0 or C1 control character or DEL (NUL included), which a terminal would act on (an
+    escape sequence can retitle, clear or rewrite an operator's screen); or None."""
+    for char in text:
+        code = ord(char)
+        if code < 0x20 or 0x7F <= code <= 0x9F:
+            return f"contains a control character (U+{code:04X})"
+    return None
+
+
+def _label_text(value: str) -> str:
+    if problem := text_problem(value) or control_problem(value):
+        raise ValueError(problem)
+    return value
+
+
+# A tenant's name, an API key's label: shown in operators' tables and the portal.
+Label = Annotated[str, StringConstraints(max_length=256), AfterValidator(_label_text)]
 
 
 UserName = Annotated[

@@ -90,6 +90,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     # and stdout must stay clean for --json and `apikey create | tail`: they go to stderr,
     # and only when LOG_LEVEL asks for them (seatlease local sets its own, for the stack).
     logs.configure(os.environ.get("LOG_LEVEL", "CRITICAL"), stream="stderr")
+    from seatlease_cli.output import VisibleControls
+
+    # Whatever a command prints (tables, messages, errors quoting a label or a user),
+    # control characters reach the terminal as text (seatlease_cli/output.py).
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = VisibleControls(out), VisibleControls(err)  # type: ignore[assignment]
+    try:
+        return _run(args)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or EXIT_OK)
     except CommandError as exc:

@@ -9,10 +9,12 @@ function is loaded through ``functions_framework.create_app``, exactly as in the
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
 from werkzeug.serving import make_server as werkzeug_server
@@ -35,6 +37,56 @@ def _not_found(environ: dict[str, Any], start_response: Any) -> list[bytes]:
     return [body]
 
 
+# The functions Cloud Run IAM guards in the cloud, served here without authentication: a
+# web page the operator's browser opens must not reach them by DNS rebinding (its name
+# resolving to 127.0.0.1: the browser then sends that name as Host, and its own origin).
+LOOPBACK_ONLY = frozenset({"admin", "reaper", "audit"})
+
+
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_request(environ: dict[str, Any]) -> bool:
+    """Is the ``Host`` a loopback name or address (any port), and the ``Origin``, when a
+    browser sends one, a loopback origin?"""
+    host = environ.get("HTTP_HOST", "")
+    try:
+        name = urlsplit(f"//{host}").hostname
+    except ValueError:
+        return False
+    if not _is_loopback(name):
+        return False
+    origin = environ.get("HTTP_ORIGIN")
+    if origin is None:
+        return True
+    try:
+        return _is_loopback(urlsplit(origin).hostname)
+    except ValueError:
+        return False
+
+
+def _forbidden(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    body = json.dumps(
+        {
+            "error": {
+                "code": "forbidden",
+                "message": "The local stack's operator functions answer only requests to a "
+                "loopback host (127.0.0.1, localhost, ::1) from no or a loopback origin.",
+            }
+        }
+    ).encode()
+    start_response("403 Forbidden", [("Content-Type", "application/json")])
+    return [body]
+
+
 def create_app(names: list[str] | None = None, functions_dir: Path = FUNCTIONS_DIR) -> Any:
     """One WSGI app routing ``/<name>[/...]`` to that function's functions-framework app."""
     import functions_framework
@@ -49,6 +101,8 @@ def create_app(names: list[str] | None = None, functions_dir: Path = FUNCTIONS_D
         target = mounts.get(name)
         if target is None:
             return _not_found(environ, start_response)
+        if name in LOOPBACK_ONLY and not loopback_request(environ):
+            return _forbidden(environ, start_response)
         environ = {**environ, "PATH_INFO": "/" + rest}
         environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + "/" + name
         return target(environ, start_response)
@@ -70,8 +124,8 @@ class _BoundedReads:
     32 MiB body whole made the server hold about 15 MB per connection while it did
     (63 MiB for four, tests/test_http_limits.py). Here that costs one 64 KiB piece at a
     time, and past 1 MiB the stream ends, so werkzeug stops and closes the connection
-    (it closes every one after its answer anyway). A request's own body is at most
-    16 KiB (seatlease.api.http.MAX_BODY_BYTES); request and header lines go through
+    (it closes every one after its answer anyway). The request's own body does not go
+    through here (``RequestHandler.make_environ``); request and header lines go through
     ``readline``, untouched."""
 
     def __init__(self, stream: Any) -> None:
@@ -82,7 +136,10 @@ class _BoundedReads:
         if self._left <= 0:
             return b""
         want = DRAIN_PIECE if size is None or size < 0 else min(size, DRAIN_PIECE)
-        data = self._stream.read(min(want, self._left))
+        # What has arrived, never waiting for more: werkzeug drains only while the socket
+        # is readable, and a slow client (Content-Length 10, 3 bytes sent) must not hold
+        # the thread until it sends the rest.
+        data = self._stream.read1(min(want, self._left))
         self._left -= len(data)
         return data
 
@@ -96,6 +153,17 @@ class RequestHandler(WSGIRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.rfile = _BoundedReads(self.rfile)  # type: ignore[assignment]
+
+    def make_environ(self) -> dict[str, Any]:
+        """The request's own body is read from the connection as it is (each function
+        bounds its body: seatlease.api.bodies); only werkzeug's drain after the answer
+        goes through ``_BoundedReads``."""
+        bounded = self.rfile
+        self.rfile = bounded._stream  # type: ignore[attr-defined]
+        try:
+            return super().make_environ()
+        finally:
+            self.rfile = bounded
 
 
 def make_server(host: str, port: int, app: Any, fd: int | None = None) -> BaseWSGIServer:

@@ -1,11 +1,47 @@
-"""Printing for the CLI: a readable table by default, JSON with ``--json``."""
+"""Printing for the CLI: a readable table by default, JSON with ``--json``.
+
+Everything the CLI prints passes ``visible`` (``main`` wraps stdout and stderr in
+``VisibleControls``): a control character in a key label, a user or a host name (which
+customers and their end users choose) is shown as ``\x1b``, never sent to the
+operator's terminal, where an escape sequence could retitle it, clear it or rewrite what
+it shows. Only newline, tab and CSV's line end (CR LF) pass as they are. JSON output
+escapes them itself.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TextIO
+
+# C0 controls but newline and tab, DEL, and the C1 controls (U+0080..U+009F: a terminal
+# may read U+009B as CSI, the start of an escape sequence).
+_SHOWN = {
+    code: f"\\x{code:02x}"
+    for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))
+    if chr(code) not in "\n\t"
+}
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character but newline and tab written out (``\\x1b``);
+    a carriage return right before a newline (CSV's line end) stays."""
+    return "\r\n".join(part.translate(_SHOWN) for part in text.split("\r\n"))
+
+
+class VisibleControls:
+    """A text stream that writes what it is given through ``visible``."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(visible(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, encoding, fileno, ...
+        return getattr(self.stream, name)
 
 
 def _cell(value: Any) -> str:
@@ -15,7 +51,7 @@ def _cell(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, datetime):
         return value.isoformat(timespec="seconds")
-    return str(value)
+    return visible(str(value))  # before the widths are measured
 
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from seatlease_client._errors import MalformedToken, TokenMismatch
 from seatlease_client._lease import _parse_time
+from seatlease_client._machine import this_machine
 
 if TYPE_CHECKING:
     from seatlease_client._client import SeatClient
@@ -115,6 +116,9 @@ def borrow(
         "client_id": client_id,
         "borrow_seconds": seconds,
         "nonce": new_nonce(),  # kept in the file: the token must carry it
+        # the seat is bound to this machine: the token carries it, and a copy of the
+        # file verifies nowhere else
+        "fingerprint": this_machine(client._machine_id),
     }
     if metadata is not None:
         request["metadata"] = metadata
@@ -142,7 +146,9 @@ def load(client: SeatClient, path: Any) -> BorrowedSeat:
     """The borrowed seat saved at ``path``, verified offline (no request is sent):
     signature (the saved JWKS within the client's pinned keys), audience, session,
     client, nonce, ``exp`` (``TokenExpired`` once the borrow has ended, beyond the
-    client's leeway) and the ``borrowed`` claim. Any failure raises a ``TokenError``."""
+    client's leeway), the ``borrowed`` claim and the machine (``TokenWrongMachine`` when
+    ``cnf.machine`` is not this machine's fingerprint). Any failure raises a
+    ``TokenError``."""
     from seatlease_client._verify import TokenVerifier
 
     path = os.fspath(path)
@@ -162,6 +168,7 @@ def load(client: SeatClient, path: Any) -> BorrowedSeat:
         pinned_keys=client._pinned_keys,
         tenant_id=client._tenant_id,
         leeway=client._token_leeway,
+        machine_fingerprint=this_machine(client._machine_id),
     )
     claims = verifier.check("acquire", request, answer, 0)
     if claims.get("borrowed") is not True or answer.get("borrowed") is not True:

@@ -98,6 +98,7 @@ class SeatClient:
         pinned_keys: Sequence[Any] | None = None,
         tenant_id: str | None = None,
         token_leeway: float = 60.0,
+        machine_id: str | None = None,
         jwks_url: str | None = None,
     ) -> None:
         parts = urllib.parse.urlsplit(base_url)
@@ -122,6 +123,7 @@ class SeatClient:
         # Kept for verifying a saved borrowed seat offline (load_borrowed).
         self._pinned_keys = list(pinned_keys or ())
         self._tenant_id, self._token_leeway = tenant_id, token_leeway
+        self._machine_id = machine_id  # None: the system's (seatlease_client._machine)
         if verify or pinned_keys:
             self._verifier = _token_verifier(self._fetch_jwks, pinned_keys, tenant_id, token_leeway)
 

@@ -186,6 +186,11 @@ class TokenReplayed(TokenError):
     """The token does not carry the nonce of this request: a recorded answer replayed."""
 
 
+class TokenWrongMachine(TokenError):
+    """A borrowed seat's token names another machine (``cnf.machine``): the file was
+    copied from the machine that borrowed it."""
+
+
 class TokenMismatch(TokenError):
     """The token is valid but not for this answer: another kind (``typ``), session or
     client, or a deadline or ``released`` other than the answer's."""

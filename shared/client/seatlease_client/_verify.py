@@ -45,6 +45,7 @@ from seatlease_client._errors import (
     TokenMismatch,
     TokenMissing,
     TokenReplayed,
+    TokenWrongMachine,
     UnknownKeyId,
     UntrustedKey,
     WrongAudience,
@@ -108,7 +109,9 @@ class TokenVerifier:
     proxies and timeouts apply). ``pinned_keys``: the vendor's public keys; when given,
     only tokens signed by one of them pass. ``tenant_id``: the expected tenant in ``aud``
     (else any tenant with the right license). ``leeway``: seconds of clock difference
-    allowed on ``exp``, ``nbf`` and ``iat``.
+    allowed on ``exp``, ``nbf`` and ``iat``. ``machine_fingerprint``: this machine's
+    (``_machine``), for a borrowed seat loaded from its file: a borrowed token must name
+    it in ``cnf.machine`` (``TokenWrongMachine`` otherwise).
     """
 
     def __init__(
@@ -120,8 +123,10 @@ class TokenVerifier:
         leeway: float = 60.0,
         jwks_ttl: float = 300.0,
         min_refetch: float = 10.0,
+        machine_fingerprint: str | None = None,
     ) -> None:
         self._fetch = fetch_jwks
+        self.machine_fingerprint = machine_fingerprint
         self.pinned = frozenset(pinned_raw(k) for k in pinned_keys or ())
         self.tenant_id, self.leeway = tenant_id, leeway
         self.jwks_ttl, self.min_refetch = jwks_ttl, min_refetch
@@ -247,10 +252,24 @@ class TokenVerifier:
             problems.append("released")
         if function in ("acquire", "heartbeat"):
             problems += self._term_problems(reply, claims)
+        bound = (
+            claims.get("cnf", {}).get("machine") if isinstance(claims.get("cnf"), dict) else None
+        )
+        if "fingerprint" in request and bound != request["fingerprint"]:
+            problems.append("fingerprint")
         if problems:
             raise TokenMismatch(
                 status, "token_mismatch",
                 f"The token disagrees with the answer ({', '.join(problems)}).",
+            )  # fmt: skip
+        if (
+            self.machine_fingerprint is not None
+            and claims.get("borrowed") is True
+            and bound != self.machine_fingerprint
+        ):
+            raise TokenWrongMachine(
+                status, "token_wrong_machine",
+                "This borrowed seat was taken for another machine (cnf.machine).",
             )  # fmt: skip
 
     @staticmethod

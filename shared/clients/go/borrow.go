@@ -97,7 +97,12 @@ func save(path string, document borrowedFile) error {
 // Acquiring with the same clientID while it lasts returns it unchanged. Pin the vendor's
 // keys (Options.PinnedKeys): without them the saved JWKS is the only anchor.
 func (c *Client) Borrow(ctx context.Context, licenseID, clientID string, seconds int, path string, metadata map[string]any) (*BorrowedSeat, error) {
-	request := map[string]any{"license_id": licenseID, "client_id": clientID, "borrow_seconds": seconds, "nonce": NewNonce()}
+	machine, err := thisMachine(c.opts.MachineID)
+	if err != nil {
+		return nil, err
+	}
+	// fingerprint: the seat is bound to this machine; a copy of the file verifies nowhere else
+	request := map[string]any{"license_id": licenseID, "client_id": clientID, "borrow_seconds": seconds, "nonce": NewNonce(), "fingerprint": machine}
 	if metadata != nil {
 		request["metadata"] = metadata
 	}
@@ -124,7 +129,8 @@ func (c *Client) Borrow(ctx context.Context, licenseID, clientID string, seconds
 // LoadBorrowed returns the borrowed seat saved at path, its token verified offline (no
 // request is sent): signature (the saved JWKS within the pinned keys), audience,
 // session, client, nonce, exp (ErrTokenExpired once the borrow has ended, beyond the
-// leeway) and the borrowed claim. Any failure is a token error.
+// leeway), the borrowed claim and the machine (ErrTokenWrongMachine when cnf.machine is
+// not this machine's fingerprint). Any failure is a token error.
 func (c *Client) LoadBorrowed(ctx context.Context, path string) (*BorrowedSeat, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -134,8 +140,13 @@ func (c *Client) LoadBorrowed(ctx context.Context, path string) (*BorrowedSeat, 
 	if json.Unmarshal(raw, &document) != nil || document.Format != BorrowedFormat || document.Request == nil || document.Answer == nil {
 		return nil, tokenError(0, "token_malformed", path+" is not a saved borrowed seat.")
 	}
+	machine, err := thisMachine(c.opts.MachineID)
+	if err != nil {
+		return nil, err
+	}
 	verifier, err := NewTokenVerifier(func(context.Context) ([]byte, error) { return document.JWKS, nil }, VerifierOptions{
 		PinnedKeys: c.opts.PinnedKeys, TenantID: c.opts.TenantID, Leeway: c.opts.TokenLeeway,
+		MachineFingerprint: machine,
 	})
 	if err != nil {
 		return nil, err

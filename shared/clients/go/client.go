@@ -52,6 +52,9 @@ type Options struct {
 	TokenLeeway time.Duration
 	// JWKSURL: the deployment's keys (default <baseURL>/keys).
 	JWKSURL string
+	// MachineID: this machine's id for binding borrowed seats (default: the system's,
+	// MachineID()).
+	MachineID string
 	// HTTPClient to send with (default: a client of its own, proxies from the
 	// environment, redirects not followed so that the API key never reaches another host).
 	HTTPClient *http.Client

@@ -51,6 +51,9 @@ var (
 	ErrTokenExpired   = errors.New("seatlease: token_expired")
 	ErrTokenReplayed  = errors.New("seatlease: token_replayed")
 	ErrTokenMismatch  = errors.New("seatlease: token_mismatch")
+	// ErrTokenWrongMachine: a borrowed seat's token names another machine (cnf.machine):
+	// the file was copied from the machine that borrowed it.
+	ErrTokenWrongMachine = errors.New("seatlease: token_wrong_machine")
 )
 
 var byStatus = map[int]error{
@@ -90,6 +93,7 @@ var tokenKinds = map[string]error{
 	"token_expired":        ErrTokenExpired,
 	"token_replayed":       ErrTokenReplayed,
 	"token_mismatch":       ErrTokenMismatch,
+	"token_wrong_machine":  ErrTokenWrongMachine,
 }
 
 // SeatError is an error answer from seatlease: HTTP Status (0 when no answer came back),

@@ -15,12 +15,16 @@ import (
 // from the server's signing code): each case gives this client's verifier its expected
 // outcome, "ok" or the error code.
 type vectorFile struct {
-	Format   string            `json:"format"`
-	JWKS     json.RawMessage   `json:"jwks"`
-	Pinned   []string          `json:"pinned"`
-	TenantID string            `json:"tenant_id"`
-	Leeway   float64           `json:"leeway"`
-	Cases    []json.RawMessage `json:"cases"`
+	Format   string          `json:"format"`
+	JWKS     json.RawMessage `json:"jwks"`
+	Pinned   []string        `json:"pinned"`
+	TenantID string          `json:"tenant_id"`
+	Leeway   float64         `json:"leeway"`
+	Machines []struct {
+		MachineID   string `json:"machine_id"`
+		Fingerprint string `json:"fingerprint"`
+	} `json:"machines"`
+	Cases []json.RawMessage `json:"cases"`
 }
 
 type vectorCase struct {
@@ -34,6 +38,8 @@ type vectorCase struct {
 	Pinned   *bool           `json:"pinned"`
 	Leeway   *float64        `json:"leeway"`
 	TenantID *string         `json:"tenant_id"`
+	// MachineID: the machine the client runs on (a borrowed token must name it).
+	MachineID *string `json:"machine_id"`
 	// HasTenantID: the case sets tenant_id (null: any tenant).
 	HasTenantID bool `json:"-"`
 }
@@ -69,6 +75,9 @@ func verifierFor(t *testing.T, vectors vectorFile, c vectorCase, now func() time
 	if c.Leeway != nil {
 		options.Leeway = time.Duration(*c.Leeway) * time.Second
 	}
+	if c.MachineID != nil {
+		options.MachineFingerprint = seatlease.Fingerprint(*c.MachineID)
+	}
 	if c.HasTenantID {
 		options.TenantID = "" // null: any tenant
 		if c.TenantID != nil {
@@ -80,6 +89,18 @@ func verifierFor(t *testing.T, vectors vectorFile, c vectorCase, now func() time
 		t.Fatal(err)
 	}
 	return verifier
+}
+
+func TestEveryMachineFingerprint(t *testing.T) {
+	vectors := loadVectors(t)
+	if len(vectors.Machines) < 4 {
+		t.Fatalf("want machine examples, got %d", len(vectors.Machines))
+	}
+	for _, m := range vectors.Machines {
+		if got := seatlease.Fingerprint(m.MachineID); got != m.Fingerprint {
+			t.Errorf("Fingerprint(%q) = %s, want %s", m.MachineID, got, m.Fingerprint)
+		}
+	}
 }
 
 func TestEveryVector(t *testing.T) {

@@ -105,6 +105,9 @@ type VerifierOptions struct {
 	MinRefetch time.Duration
 	// Now: the clock (default time.Now).
 	Now func() time.Time
+	// MachineFingerprint: this machine's (Fingerprint), for a saved borrowed seat: a
+	// borrowed token must name it in cnf.machine (ErrTokenWrongMachine otherwise).
+	MachineFingerprint string
 }
 
 // TokenVerifier checks the token of each answer: an EdDSA JWT of the expected typ,
@@ -124,6 +127,7 @@ type TokenVerifier struct {
 	ttl        time.Duration
 	minRefetch time.Duration
 	now        func() time.Time
+	machine    string
 
 	mu        sync.Mutex
 	keys      map[string]ed25519.PublicKey
@@ -155,6 +159,7 @@ func NewTokenVerifier(fetch func(ctx context.Context) ([]byte, error), options V
 	if options.Now != nil {
 		v.now = options.Now
 	}
+	v.machine = options.MachineFingerprint
 	return v, nil
 }
 
@@ -326,8 +331,18 @@ func (v *TokenVerifier) checkClaims(fn string, request, reply, claims map[string
 	if fn != "release" {
 		problems = append(problems, termProblems(reply, claims)...)
 	}
+	var bound any
+	if cnf, ok := claims["cnf"].(map[string]any); ok {
+		bound = cnf["machine"]
+	}
+	if wanted, ok := request["fingerprint"]; ok && !same(bound, wanted) {
+		problems = append(problems, "fingerprint")
+	}
 	if len(problems) > 0 {
 		return tokenError(status, "token_mismatch", fmt.Sprintf("The token disagrees with the answer (%s).", strings.Join(problems, ", ")))
+	}
+	if v.machine != "" && claims["borrowed"] == true && !same(bound, v.machine) {
+		return tokenError(status, "token_wrong_machine", "This borrowed seat was taken for another machine (cnf.machine).")
 	}
 	return nil
 }

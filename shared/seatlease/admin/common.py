@@ -22,7 +22,6 @@ LeaseSeconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)]
 OveragePercent = Annotated[int, Field(ge=0, le=1000)]
 BorrowSeconds = Annotated[int, Field(ge=0, le=MAX_BORROW_SECONDS)]  # 0: no borrowing
 LingerSeconds = Annotated[int, Field(ge=0, le=MAX_LINGER_SECONDS)]  # 0: no linger
-Label = Annotated[str, StringConstraints(max_length=256)]
 RateLimit = Annotated[int, Field(ge=0, le=MAX_RATE_LIMIT)]  # calls per second; 0: no limit
 KeyPrefix = Annotated[str, StringConstraints(pattern=rf"^{apikeys.PREFIX_PATTERN}$")]
 

@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 from redis.exceptions import RedisError
 
-from seatlease.admin.common import Action, KeyPrefix, Label, iso_time
+from seatlease.admin.common import Action, KeyPrefix, iso_time
 from seatlease.api.auth import LOCAL_TTL, REDIS_TTL
-from seatlease.fields import Identifier
+from seatlease.fields import Identifier, Label
 from seatlease.logs import log
 from seatlease.records import store
 

@@ -7,10 +7,10 @@ from typing import Any, Literal
 from pydantic import model_validator
 from redis.exceptions import RedisError
 
-from seatlease.admin.common import Action, Label, RateLimit, iso_time
+from seatlease.admin.common import Action, RateLimit, iso_time
 from seatlease.api.auth import LOCAL_TTL, REDIS_TTL
 from seatlease.errors import BackendUnavailable
-from seatlease.fields import Identifier
+from seatlease.fields import Identifier, Label
 from seatlease.logs import log
 from seatlease.records import store
 

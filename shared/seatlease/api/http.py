@@ -35,7 +35,7 @@ from flask import Request, Response
 from pydantic import BaseModel, RootModel, ValidationError
 from werkzeug.exceptions import ClientDisconnected
 
-from seatlease.api import auth
+from seatlease.api import auth, bodies
 from seatlease.api.startup import wait_for_backends
 from seatlease.clock import rfc3339
 from seatlease.config import Readiness
@@ -394,6 +394,9 @@ def read_body(request: Request) -> bytes:
     limit = declared if declared is not None else MAX_BODY_BYTES + 1
     chunks: list[bytes] = []
     size = 0
+    failure: ApiError | None = None
+    # A slow client: past BODY_READ_SECONDS its connection's reads end (a 408).
+    watch = bodies.WATCHDOG.arm(request.environ, bodies.BODY_READ_SECONDS)
     try:
         while size < limit:
             chunk = stream.read(limit - size)
@@ -402,9 +405,16 @@ def read_body(request: Request) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
     except (ClientDisconnected, OSError):  # a reset, a timeout, gunicorn's NoMoreData
-        raise BodyCutShort(declared) from None
+        failure = BodyCutShort(declared)
     except Exception:  # the WSGI server's own parse errors: gunicorn's InvalidChunkSize...
-        raise ApiError(400, "invalid_request", "The body's chunking is malformed.") from None
+        failure = ApiError(400, "invalid_request", "The body's chunking is malformed.")
+    if bodies.WATCHDOG.disarm(watch):
+        error = bodies.timed_out()
+        timeout = ApiError(error.status, error.code, error.message)
+        timeout.outcome = error.outcome
+        raise timeout
+    if failure is not None:
+        raise failure
     if size > MAX_BODY_BYTES:
         raise _too_large()
     if declared is not None and size < declared:
@@ -475,6 +485,22 @@ def _leave_the_rest_unread(request: Request) -> None:
     request.stream = io.BytesIO()
 
 
+def guard_bodies(
+    name: str, body_methods: tuple[str, ...] = ("POST",), read_max_bytes: int | None = None
+) -> None:
+    """Put the function's app (functions-framework runs its module inside the app's
+    context) behind ``seatlease.api.bodies.guard``: bodies of other methods are never
+    read; with ``read_max_bytes`` the body is read there, bounded, before the framework
+    would read it whole. Outside an app (an import by a test or a tool), nothing."""
+    from flask import current_app, has_app_context
+
+    if has_app_context():
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        app.wsgi_app = bodies.guard(  # type: ignore[method-assign]
+            app.wsgi_app, name, body_methods=body_methods, read_max_bytes=read_max_bytes
+        )
+
+
 def _identify(call: Call, request: Request, scope: str) -> None:
     caller = auth.identify(request.headers.get("Authorization"), scope)
     call.tenant_id, call.key_prefix = caller.tenant_id, caller.prefix
@@ -505,6 +531,7 @@ def endpoint(
 
     def decorate(handler: Handler) -> Callable[[Request], Response]:
         readiness = Readiness(name, needs, wait_for_backends)  # at import: the cold start
+        guard_bodies(name, ("POST",) if model is not None else ())
 
         @functools.wraps(handler)
         def entry_point(request: Request) -> Response:
@@ -559,7 +586,9 @@ def endpoint(
             if authenticate:
                 fields["tenant_id"] = call.tenant_id or None
             log(severity, message, **{**fields, "latency_ms": latency_ms, **call.log})
-            return json_response(status, body, headers)
+            # Every answer is this caller's alone, and some carry secrets (a new API key,
+            # lease tokens): no cache on the way may keep one.
+            return json_response(status, body, {"Cache-Control": "no-store", **headers})
 
         # Everything imported so far lives as long as the instance: keep it out of the
         # garbage collector's generations, so the first full collection does not stall

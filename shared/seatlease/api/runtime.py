@@ -27,5 +27,11 @@ def seat_engine() -> SeatEngine:
 
 
 def refresh_license_cache(tenant_id: str, license_id: str) -> None:
-    """After an admin change: write the database's view of the license into Redis now."""
-    seat_engine().cache_config(tenant_id, license_id, load_license_config(tenant_id, license_id))
+    """After an admin change: write the database's view of the license into Redis now,
+    and make it one of the tenant's known licenses (``tenantlicenses``)."""
+    from seatlease.api import tenantlicenses
+
+    config = load_license_config(tenant_id, license_id)
+    seat_engine().cache_config(tenant_id, license_id, config)
+    if config is not None:
+        tenantlicenses.learn(tenant_id, license_id)

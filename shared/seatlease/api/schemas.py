@@ -9,7 +9,14 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
 
 from seatlease.fields import (
     MAX_LEASE_SECONDS,
@@ -24,6 +31,11 @@ from seatlease.fields import (
     check_metadata_text,
 )
 from seatlease.licenses import MAX_BORROW_SECONDS
+
+# The machine a client runs on: the lowercase hex SHA-256 of its stable machine id
+# (docs/client.md, "Borrowed seats stay on their machine"). A lease token carries it as
+# cnf.machine; the clients refuse a borrowed token on another machine.
+Fingerprint = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 
 
 class _Body(BaseModel):
@@ -53,6 +65,7 @@ class AcquireRequest(_Body):
     # not_entitled), the version at most its max_version (else 403 version_not_entitled).
     entitlements: Entitlements | None = None
     version: Version | None = None
+    fingerprint: Fingerprint | None = None
 
     @field_validator("borrow_seconds")
     @classmethod

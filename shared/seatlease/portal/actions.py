@@ -34,9 +34,9 @@ from seatlease import admin, clock
 from seatlease.admin import keys as admin_keys
 from seatlease.admin import reports as admin_reports
 from seatlease.admin import seats as admin_seats
-from seatlease.admin.common import KeyPrefix, Label
+from seatlease.admin.common import KeyPrefix
 from seatlease.api.auth import SEAT
-from seatlease.fields import Identifier
+from seatlease.fields import Identifier, Label
 from seatlease.logs import log
 from seatlease.records import store
 from seatlease.seats import ratelimit

@@ -423,6 +423,18 @@ def license_config(
     return config
 
 
+def license_ids(tenant_id: str, engine: Engine | None = None) -> list[str]:
+    """The ids of a tenant's licenses, sorted (the seat functions' known set:
+    seatlease/api/tenantlicenses.py)."""
+    query = (
+        select(licenses.c.license_id)
+        .where(licenses.c.tenant_id == tenant_id)
+        .order_by(licenses.c.license_id)
+    )
+    with transaction(engine) as conn:
+        return [row.license_id for row in conn.execute(query)]
+
+
 def tenants_with_license(license_id: str, engine: Engine | None = None) -> list[str]:
     """The tenants that have a license with this id, sorted."""
     query = (

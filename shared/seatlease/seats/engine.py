@@ -48,6 +48,7 @@ from seatlease.errors import (
     UserLimitReached,
     VersionNotEntitled,
 )
+from seatlease.fields import policy_name
 from seatlease.licenses import LicenseConfig, epoch_ms, version_text  # LicenseConfig: here too
 from seatlease.seats.ids import new_event_prefix, new_request_id, new_session_id, with_identity
 from seatlease.seats.keys import LicenseKeys
@@ -409,7 +410,7 @@ class SeatEngine:
             request_id=request_id,
             borrow_seconds=borrow_seconds,
             rate_limit=request.rate_limit,
-            user=user,
+            user=policy_name(user) if user else None,  # the metadata keeps it as sent
             queue=request.queue,
             ticket=request.ticket,
             entitlements=request.entitlements,
@@ -595,15 +596,18 @@ class SeatEngine:
             if raw is None or ends.get(client_id, 0) <= now_ms:
                 continue
             rec = json.loads(raw)
-            host = rec.get("h")
-            if host is None and rec.get("m"):  # a ticket from before tickets kept "h"
+            # the user as sent ("s"; "u" is the policy's form of it, kept alone when the
+            # two are the same) and the host
+            user, host = rec.get("s") or rec.get("u") or None, rec.get("h")
+            if rec.get("m"):  # a ticket from before tickets kept "s" and "h"
                 metadata = json.loads(rec["m"])
-                host = metadata.get("host") if isinstance(metadata, dict) else None
+                if isinstance(metadata, dict):
+                    user, host = metadata.get("user") or user, metadata.get("host")
             waiting.append(
                 {
                     "position": len(waiting) + 1,
                     "client_id": client_id,
-                    "user": rec.get("u") or None,
+                    "user": user,
                     "host": host,
                     "joined_at_ms": int(rec["j"]),
                     "expires_at_ms": int(ends[client_id]),

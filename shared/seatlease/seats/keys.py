@@ -72,6 +72,12 @@ def tenant_rate_cache_key(tenant_id: str) -> str:
     return f"{PREFIX}:tenant-rate:{tenant_id}"
 
 
+def tenant_licenses_cache_key(tenant_id: str) -> str:
+    """The cached license ids of a tenant (seatlease/api/tenantlicenses.py), read by
+    single commands."""
+    return f"{PREFIX}:tenant-licenses:{tenant_id}"
+
+
 def api_key_cache_key(key_hash: str) -> str:
     return f"{PREFIX}:apikey:{key_hash}"
 

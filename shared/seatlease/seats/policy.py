@@ -22,7 +22,7 @@ from pydantic import (
     field_validator,
 )
 
-from seatlease.fields import IDENTIFIER_PATTERN, UserName
+from seatlease.fields import IDENTIFIER_PATTERN, UserName, policy_name
 
 MAX_GROUPS = 64
 MAX_USERS_PER_LIST = 1000
@@ -98,13 +98,15 @@ class LicensePolicy(BaseModel):
         the license's ``cfg`` hash, see ``_policy.lua``): the rules in ``policy`` and, in
         ``users``, each user's facts: ``!`` for a denied user, else the names of the
         user's groups that reserve seats, in name order (the order a lease is charged to
-        them); users with neither are absent."""
+        them); users with neither are absent. Users are keyed by ``policy_name`` (the
+        engine sends acquire's ``user`` in that form too)."""
         facts: dict[str, str] = {}
         for group in sorted(self.reserve):
             if self.reserve[group] > 0:
-                for user in dict.fromkeys(self.groups.get(group, [])):
+                members = (policy_name(u) for u in self.groups.get(group, []))
+                for user in dict.fromkeys(m for m in members if m):
                     facts[user] = f"{facts[user]} {group}" if user in facts else group
-        facts.update(dict.fromkeys(self.deny_users, "!"))
+        facts.update(dict.fromkeys((n for u in self.deny_users if (n := policy_name(u))), "!"))
         reserve = {g: n for g, n in self.reserve.items() if n > 0}
         rules = {
             "mpu": self.max_per_user,

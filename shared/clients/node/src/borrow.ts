@@ -12,6 +12,7 @@ import { open, readFile, rename, rm } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 
 import { MalformedToken, TokenMismatch } from "./errors.js";
+import { thisMachine } from "./machine.js";
 import { parseTime } from "./time.js";
 import type { CallOptions, CallPlan, Json } from "./transport.js";
 import { TokenVerifier, newNonce, type Claims, type PinnedKey, type SignedFunction } from "./verify.js";
@@ -22,6 +23,8 @@ export interface BorrowClient {
   readonly pinnedKeys: readonly PinnedKey[];
   readonly tenantId: string | undefined;
   readonly tokenLeewaySeconds: number;
+  /** This machine's id for binding borrowed seats (undefined: the system's). */
+  readonly machineId: string | undefined;
   call(fn: SignedFunction, body: Json, plan?: CallPlan): Promise<Json>;
   fetchJwks(): Promise<unknown>;
   release(licenseId: string, sessionId: string, options?: CallOptions): Promise<Json>;
@@ -89,7 +92,8 @@ async function save(path: string, document: Json): Promise<void> {
 }
 
 export async function borrowSeat(client: BorrowClient, licenseId: string, clientId: string, seconds: number, path: string, metadata?: Json): Promise<BorrowedSeat> {
-  const request: Json = { license_id: licenseId, client_id: clientId, borrow_seconds: seconds, nonce: newNonce() };
+  // fingerprint: the seat is bound to this machine; a copy of the file verifies nowhere else
+  const request: Json = { license_id: licenseId, client_id: clientId, borrow_seconds: seconds, nonce: newNonce(), fingerprint: thisMachine(client.machineId) };
   if (metadata !== undefined) request["metadata"] = metadata;
   const answer = await client.call("acquire", request);
   const jwks = await client.fetchJwks();
@@ -117,6 +121,7 @@ export async function loadBorrowedSeat(client: BorrowClient, path: string): Prom
     pinnedKeys: client.pinnedKeys,
     tenantId: client.tenantId ?? null,
     leewaySeconds: client.tokenLeewaySeconds,
+    machineFingerprint: thisMachine(client.machineId),
   });
   const claims = await verifier.check("acquire", request, answer, 0);
   if (claims["borrowed"] !== true || answer["borrowed"] !== true) throw new TokenMismatch(0, "token_mismatch", "The saved seat is not a borrowed one.");

@@ -38,6 +38,8 @@ export interface ClientOptions {
   tokenLeewaySeconds?: number;
   /** The deployment's JWKS (default `<baseUrl>/keys`). */
   jwksUrl?: string;
+  /** This machine's id for binding borrowed seats (default: the system's, see machine.ts). */
+  machineId?: string;
   /** Log lines (retries, lost and regained seats); never carries the API key. */
   logger?: Logger;
 }
@@ -77,6 +79,7 @@ export class SeatClient {
   readonly pinnedKeys: readonly PinnedKey[];
   readonly tenantId: string | undefined;
   readonly tokenLeewaySeconds: number;
+  readonly machineId: string | undefined;
   readonly log: Logger;
   readonly #apiKey: string;
   readonly #keepers = new Set<Keeper>();
@@ -101,6 +104,7 @@ export class SeatClient {
     this.pinnedKeys = [...(options.pinnedKeys ?? [])];
     this.tenantId = options.tenantId;
     this.tokenLeewaySeconds = options.tokenLeewaySeconds ?? 60;
+    this.machineId = options.machineId;
     this.log = options.logger ?? (() => {});
     if (options.verify || this.pinnedKeys.length) {
       this.verifier = new TokenVerifier(() => this.fetchJwks(), {

@@ -158,6 +158,8 @@ export class WrongAudience extends TokenError {}
 export class TokenExpired extends TokenError {}
 /** `token_replayed`: the token does not carry this request's nonce (a recorded answer). */
 export class TokenReplayed extends TokenError {}
+/** `token_wrong_machine`: a borrowed seat's token names another machine (`cnf.machine`): the file was copied. */
+export class TokenWrongMachine extends TokenError {}
 /** `token_mismatch`: valid, but for another kind, session, client, deadline or outcome. */
 export class TokenMismatch extends TokenError {}
 

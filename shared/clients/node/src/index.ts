@@ -8,4 +8,5 @@ export { SeatClient, VERSION, type AcquireOptions, type CallOptions, type Client
 export { Lease, type LeaseOptions, type OnLost, type OnRegained } from "./lease.js";
 export { BorrowedSeat, BORROWED_FORMAT } from "./borrow.js";
 export { TokenVerifier, LEASE_TYP, RELEASE_TYP, newNonce, pinnedRaw, type Claims, type PinnedKey, type SignedFunction, type VerifierOptions } from "./verify.js";
+export { fingerprint, machineId } from "./machine.js";
 export * from "./errors.js";

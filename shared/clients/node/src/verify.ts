@@ -20,6 +20,7 @@ import {
   TokenMismatch,
   TokenMissing,
   TokenReplayed,
+  TokenWrongMachine,
   UnknownKeyId,
   UntrustedKey,
   WrongAudience,
@@ -58,6 +59,8 @@ export interface VerifierOptions {
   minRefetchSeconds?: number;
   /** The clock, in milliseconds since the epoch (default `Date.now`). */
   now?: () => number;
+  /** This machine's fingerprint, for a saved borrowed seat: a borrowed token must name it in `cnf.machine`. */
+  machineFingerprint?: string;
 }
 
 export function b64urlDecode(text: string): Uint8Array {
@@ -120,6 +123,7 @@ export class TokenVerifier {
   readonly pinned: ReadonlySet<string>;
   readonly tenantId: string | null;
   readonly leeway: number;
+  readonly machineFingerprint: string | undefined;
   private readonly fetchJwks: () => Promise<unknown>;
   private readonly ttlMs: number;
   private readonly minRefetchMs: number;
@@ -137,6 +141,7 @@ export class TokenVerifier {
     this.ttlMs = (options.jwksTtlSeconds ?? 300) * 1000;
     this.minRefetchMs = (options.minRefetchSeconds ?? 10) * 1000;
     this.now = options.now ?? Date.now;
+    this.machineFingerprint = options.machineFingerprint;
   }
 
   private async refresh(): Promise<void> {
@@ -248,7 +253,13 @@ export class TokenVerifier {
     if (fn !== "release" && !sameDeadline(reply, claims)) problems.push("lease_expires_at");
     if (fn === "release" && claims["released"] !== reply["released"]) problems.push("released");
     if (fn !== "release") problems.push(...termProblems(reply, claims));
+    const cnf = claims["cnf"];
+    const bound = cnf && typeof cnf === "object" ? (cnf as Json)["machine"] : undefined;
+    if ("fingerprint" in request && bound !== request["fingerprint"]) problems.push("fingerprint");
     if (problems.length) throw new TokenMismatch(status, "token_mismatch", `The token disagrees with the answer (${problems.join(", ")}).`);
+    if (this.machineFingerprint !== undefined && claims["borrowed"] === true && bound !== this.machineFingerprint) {
+      throw new TokenWrongMachine(status, "token_wrong_machine", "This borrowed seat was taken for another machine (cnf.machine).");
+    }
   }
 }
 

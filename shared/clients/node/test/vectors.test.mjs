@@ -5,13 +5,18 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
-import { TokenError, TokenVerifier } from "seatlease-client";
+import { TokenError, TokenVerifier, fingerprint } from "seatlease-client";
 
 const vectors = JSON.parse(readFileSync(new URL("../../testdata/vectors.json", import.meta.url), "utf8"));
 
 test("the vectors file has cases", () => {
   assert.equal(vectors.format, "seatlease-client-vectors/1");
   assert.ok(vectors.cases.length >= 30);
+});
+
+test("this client computes each machine's fingerprint as the vectors say", () => {
+  assert.ok(vectors.machines.length >= 4);
+  for (const machine of vectors.machines) assert.equal(fingerprint(machine.machine_id), machine.fingerprint);
 });
 
 for (const vector of vectors.cases) {
@@ -21,6 +26,7 @@ for (const vector of vectors.cases) {
       pinnedKeys: vector.pinned === false ? [] : vectors.pinned,
       tenantId: "tenant_id" in vector ? vector.tenant_id : vectors.tenant_id,
       leewaySeconds: vector.leeway ?? vectors.leeway,
+      machineFingerprint: vector.machine_id === undefined ? undefined : fingerprint(vector.machine_id),
     });
     const check = verifier.check(vector.function, vector.request, vector.answer, vector.status);
     if (vector.expect === "ok") {

@@ -103,7 +103,7 @@ end
 -- the request's metadata. (A seat's weight, when seats get one, belongs here too.)
 local function ticket_meta(t, fields)
   local who = {}
-  if t.u and t.u ~= '' then who.user = t.u end
+  if t.s then who.user = t.s elseif t.u and t.u ~= '' then who.user = t.u end  -- as sent
   if t.h then who.host = t.h end
   if next(who) == nil then return '{' .. fields .. '}' end
   local text = cjson.encode(who)

@@ -24,7 +24,8 @@
 --             "g:<group>" held the session ids: such a list is turned into a count when
 --             first read, count_of below.)
 --   queue     ZSET client_id -> join sequence: the FIFO order
---   tickets   HASH client_id -> JSON {t: ticket, u: user, h: host, j: joined ms, e: ticket
+--   tickets   HASH client_id -> JSON {t: ticket, u: user (the policy's form of it), s:
+--             the user as sent (absent when the same), h: host, j: joined ms, e: ticket
 --             ends ms, o: ms since a seat is held for it (absent: none)}: what granting
 --             and the audit need, never the request's metadata (a few hundred bytes)
 --   tdl       ZSET client_id -> when the ticket drops out: e, or o + hold when sooner
@@ -339,11 +340,15 @@ local function define_policy()
     return math.min(10 * seats, 10000)
   end
 
-  -- The host a new ticket keeps: the request's (in its metadata), nothing else of it.
-  local function host_of(meta)
+  -- What a new ticket keeps of the request's metadata: its host, and its user as sent
+  -- (ARGV's user is the policy's form of it), nothing else.
+  local function identity_of(meta)
     local ok, m = pcall(cjson.decode, meta or '{}')
-    if ok and type(m) == 'table' and type(m.host) == 'string' then return m.host end
-    return nil
+    if not ok or type(m) ~= 'table' then return nil, nil end
+    local user, host = m.user, m.host
+    if type(user) ~= 'string' then user = nil end
+    if type(host) ~= 'string' then host = nil end
+    return user, host
   end
 
   -- The refusal of a caller who gets no seat and no place in line, saying why the seats
@@ -401,7 +406,9 @@ local function define_policy()
           return nil, {'queue_full', qmax, waiting_now, S.used0, a.seats}
         end
         local seq = redis.call('HINCRBY', k.users, 'qseq', 1)
-        t = {t = a.new_ticket, u = a.user, h = host_of(a.meta), j = now, e = now + P.qt}
+        local sent, host = identity_of(a.meta)
+        if sent == a.user then sent = nil end  -- "s" only when it differs from "u"
+        t = {t = a.new_ticket, u = a.user, s = sent, h = host, j = now, e = now + P.qt}
         redis.call('ZADD', k.queue, int_arg(seq), a.client)
         redis.call('HSET', k.tickets, a.client, cjson.encode(t))
         ticket_ends(k, a.client, t.e)

@@ -15,7 +15,8 @@
 -- left, i.e. before its interval), or the lease is borrowed (its deadline does not move)
 -- or lingering. A heartbeat on schedule always passes, uncounted: at most one per lease
 -- per interval, a load the license's seats bound. A refused one retries with two thirds
--- of its lease still ahead, and passes once its interval has come.
+-- of its lease still ahead, and passes once its interval has come. A heartbeat of an
+-- unknown session (no lease to lose) is counted and refused like any call.
 --
 -- A license with terms (load_terms in _lib.lua) is read from its cfg hash on every
 -- heartbeat, so a change (update, renewal) applies at once. From its end (expires_at +
@@ -41,14 +42,17 @@ local done = replay(reply_key)
 if done then return done end
 
 local score = tonumber(redis.call('ZSCORE', k.leases, sid))
+local now = now_ms()
 if not score then
   local cfg = load_config(k.cfg)
   if cfg == nil then return {'missing'} end
   if cfg == 'not_found' then return {'not_found'} end
+  -- No lease to lose: an unknown session's heartbeat is counted like any call.
+  local wait = rate_limited(KEYS[8], ARGV[6], now)
+  if wait then return {'rate_limited', wait} end
   return {'unknown'}
 end
 
-local now = now_ms()
 local raw = redis.call('HGET', k.sessions, sid)
 local rec = raw and cjson.decode(raw) or {}
 local has = redis.call('HMGET', k.cfg, 'exists', 'terms', 'seats')
