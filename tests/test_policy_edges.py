@@ -386,3 +386,18 @@ def test_a_swept_ticket_leaves_with_an_event_saying_why(seat_engine, configs):
     assert left["w1"]["metadata"]["user"] == "wendy" and left["w1"]["metadata"]["host"] == "pc-1"
     assert left["w2"]["metadata"]["reason"] == "ticket_expired"
     assert seat_engine.waiting("t", "lic") == []
+
+
+def test_a_ticket_shows_its_user_as_sent_and_judges_it_in_one_form(seat_engine, configs):
+    add(configs, "lic", seats=1, queue=True, deny_users=["mallory"])
+    acquire(seat_engine, "lic", "h", "hal")
+    place = seat_engine.acquire(
+        SeatRequest("t", "lic", "w1", user="Wendy", host="pc-1", queue=True)
+    )
+    assert isinstance(place, QueuePlace)
+    record = json.loads(seat_engine.redis.hget(keys.LicenseKeys.of("t", "lic").tickets, "w1"))
+    assert (record["u"], record["s"], record["h"]) == ("wendy", "Wendy", "pc-1")
+    [view] = seat_engine.waiting("t", "lic")
+    assert (view["user"], view["host"]) == ("Wendy", "pc-1")
+    [joined] = [e for e in events(seat_engine, "lic") if e["type"] == "queue.joined"]
+    assert joined["metadata"]["user"] == "Wendy"
