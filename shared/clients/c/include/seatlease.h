@@ -62,13 +62,27 @@ typedef enum seatlease_code {
     SEATLEASE_ERR_TOKEN_EXPIRED = 21,     /* token_expired */
     SEATLEASE_ERR_TOKEN_REPLAYED = 22,    /* token_replayed */
     SEATLEASE_ERR_TOKEN_MISMATCH = 23,    /* token_mismatch */
-    SEATLEASE_ERR_CANCELLED = 24          /* the lease was released while the call ran */
+    SEATLEASE_ERR_CANCELLED = 24,         /* the lease was released while the call ran */
+    SEATLEASE_ERR_LICENSE_NOT_STARTED = 25,   /* 403 license_not_started (also a suspension) */
+    SEATLEASE_ERR_LICENSE_EXPIRED = 26,       /* 403 license_expired (also a suspension) */
+    SEATLEASE_ERR_NOT_ENTITLED = 27,          /* 403 not_entitled (also a suspension) */
+    SEATLEASE_ERR_VERSION_NOT_ENTITLED = 28,  /* 403 version_not_entitled (also a suspension) */
+    SEATLEASE_ERR_TOKEN_WRONG_MACHINE = 29    /* token_wrong_machine: a borrowed token of
+                                                 another machine (cnf.machine) */
 } seatlease_code;
 
 /* A short constant name of a code ("no_seats_available"); never NULL. */
 SEATLEASE_API const char *seatlease_code_name(seatlease_code code);
-/* Nonzero for the token verification codes (SEATLEASE_ERR_TOKEN_MISSING..TOKEN_MISMATCH). */
+/* Nonzero for the token verification codes (SEATLEASE_ERR_TOKEN_MISSING..TOKEN_MISMATCH,
+ * and SEATLEASE_ERR_TOKEN_WRONG_MACHINE). */
 SEATLEASE_API int seatlease_code_is_token_error(seatlease_code code);
+/* Nonzero for the 403 kinds of a license-suspended error: LICENSE_SUSPENDED, USER_DENIED,
+ * LICENSE_NOT_STARTED, LICENSE_EXPIRED, NOT_ENTITLED, VERSION_NOT_ENTITLED. */
+SEATLEASE_API int seatlease_code_is_license_suspended(seatlease_code code);
+/* A machine's fingerprint (what acquire sends as "fingerprint" and a borrowed token's
+ * cnf.machine names): the lowercase hex SHA-256 of "seatlease-machine/1:" + the machine id
+ * trimmed and lowercased. out: 65 bytes (64 hex digits and a NUL). */
+SEATLEASE_API seatlease_code seatlease_machine_fingerprint(const char *machine_id, char out[65]);
 
 typedef struct seatlease_error seatlease_error;
 SEATLEASE_API seatlease_code seatlease_error_code(const seatlease_error *error);
