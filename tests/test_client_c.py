@@ -42,6 +42,7 @@ LIVE_TESTS = [
 ]
 OTHER_TESTS = [
     "every_vector",
+    "every_machine_fingerprint",
     "leeway_by_the_verifiers_clock",
     "pinned_key_forms",
     "times_and_urls",

@@ -20,6 +20,7 @@ GSON = Path("/usr/share/java/gson.jar")
 
 TESTS = [
     "every_vector",
+    "every_machine_fingerprint",
     "leeway_by_the_verifiers_clock",
     "pinned_key_forms",
     "every_bad_answer_is_a_typed_error",

@@ -150,7 +150,8 @@ public final class ClientTests {
         }
         double leeway = (c.has("leeway") ? c : vectors).get("leeway").getAsDouble();
         String document = Json.write(jwks);
-        return new TokenVerifier(() -> document, pins, tenant, leeway, at == null ? null : () -> at);
+        String machine = c.has("machine_id") ? Machine.fingerprint(c.get("machine_id").getAsString()) : null;
+        return new TokenVerifier(() -> document, pins, tenant, leeway, at == null ? null : () -> at, machine);
     }
 
     static void everyVector(Map<String, String> outcomes) throws Exception {
@@ -175,6 +176,18 @@ public final class ClientTests {
             outcomes.put(name, outcome.equals(expect) ? null : "want " + expect + ", got " + outcome);
         }
         check(outcomes.size() >= 30, "vectors", outcomes.size());
+    }
+
+    static void everyMachineFingerprint() throws Exception {
+        JsonObject vectors = vectors();
+        int count = 0;
+        for (JsonElement element : vectors.getAsJsonArray("machines")) {
+            JsonObject m = element.getAsJsonObject();
+            String got = Machine.fingerprint(Json.string(m, "machine_id"));
+            check(got.equals(Json.string(m, "fingerprint")), "fingerprint", Json.string(m, "machine_id"), got);
+            count++;
+        }
+        check(count >= 4, "machines", count);
     }
 
     static void leewayByTheVerifiersClock() throws Exception {
@@ -601,6 +614,7 @@ public final class ClientTests {
             everyVector(vectorOutcomes);
             check(!vectorOutcomes.values().stream().anyMatch(v -> v != null), "vectors failed");
         });
+        tests.put("every_machine_fingerprint", ClientTests::everyMachineFingerprint);
         tests.put("leeway_by_the_verifiers_clock", ClientTests::leewayByTheVerifiersClock);
         tests.put("pinned_key_forms", ClientTests::pinnedKeyForms);
         tests.put("every_bad_answer_is_a_typed_error", () -> {
