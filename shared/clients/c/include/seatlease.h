@@ -155,6 +155,8 @@ typedef struct seatlease_acquire_options {
     const char *ticket;        /* a previous place's ticket, to keep it */
     const char *request_id;    /* the same id for a retry of your own: answered exactly once
                                   (NULL: a fresh one, reused by the client's own retries) */
+    const char *fingerprint;   /* bind the seat to this machine: seatlease_machine_fingerprint
+                                  (the token's cnf.machine; NULL: not sent) */
 } seatlease_acquire_options;
 
 SEATLEASE_API void seatlease_acquire_options_init(seatlease_acquire_options *options);
@@ -174,6 +176,15 @@ SEATLEASE_API int seatlease_answer_queued(const seatlease_answer *answer);
 SEATLEASE_API int seatlease_answer_position(const seatlease_answer *answer);
 SEATLEASE_API const char *seatlease_answer_ticket(const seatlease_answer *answer);
 SEATLEASE_API int seatlease_answer_retry_after_seconds(const seatlease_answer *answer);
+/* The license's terms (signed by the token as ent, lexp, maxv): its entitlements (count 0
+ * when none), its end and its grace's end (Unix seconds, 0 when none), whether it is in its
+ * grace, and the highest product version it covers ("" when any). */
+SEATLEASE_API int seatlease_answer_entitlement_count(const seatlease_answer *answer);
+SEATLEASE_API const char *seatlease_answer_entitlement(const seatlease_answer *answer, int index);
+SEATLEASE_API double seatlease_answer_license_expires_at(const seatlease_answer *answer);
+SEATLEASE_API double seatlease_answer_license_grace_ends_at(const seatlease_answer *answer);
+SEATLEASE_API int seatlease_answer_in_grace(const seatlease_answer *answer);
+SEATLEASE_API const char *seatlease_answer_max_version(const seatlease_answer *answer);
 /* The lease_token or release_token ("" when none; verified when the client verifies). */
 SEATLEASE_API const char *seatlease_answer_token(const seatlease_answer *answer);
 /* The HTTP status and the whole answer as JSON text. */
@@ -221,6 +232,7 @@ typedef struct seatlease_lease_options {
     seatlease_lost_fn on_lost;
     seatlease_regained_fn on_regained;
     void *user_data;
+    const char *fingerprint;   /* bind every seat to this machine (NULL: not sent) */
 } seatlease_lease_options;
 
 SEATLEASE_API void seatlease_lease_options_init(seatlease_lease_options *options);
@@ -251,6 +263,14 @@ SEATLEASE_API void seatlease_lease_get_info(seatlease_lease *lease, seatlease_le
 /* The last verified lease token, a copy: free it with seatlease_string_free (NULL: none). */
 SEATLEASE_API char *seatlease_lease_token(seatlease_lease *lease);
 SEATLEASE_API void seatlease_string_free(char *text);
+/* The license's terms as the last answer gave them (its token signed them): the
+ * entitlements as a JSON array and the highest product version, copies to free with
+ * seatlease_string_free (NULL: none given); the license's end and its grace's end (Unix
+ * seconds, 0: none) and whether it is in its grace (any pointer may be NULL). */
+SEATLEASE_API char *seatlease_lease_entitlements_json(seatlease_lease *lease);
+SEATLEASE_API char *seatlease_lease_max_version(seatlease_lease *lease);
+SEATLEASE_API void seatlease_lease_license_term(seatlease_lease *lease, double *expires_at,
+                                                double *grace_ends_at, int *in_grace);
 
 /* Stop the heartbeats and release the seat within release_timeout_seconds. Once: later
  * calls return the first one's result. */

@@ -97,8 +97,8 @@ seatlease_code sl_call(seatlease_client *client, const char *fn, cJSON *body, in
 seatlease_code sl_acquire_body(const char *license_id, const char *client_id,
                                int lease_seconds, int borrow_seconds, const char *metadata_json,
                                const char *user, const char *host, int queue,
-                               const char *ticket, const char *request_id, cJSON **body,
-                               seatlease_error **error);
+                               const char *ticket, const char *request_id,
+                               const char *fingerprint, cJSON **body, seatlease_error **error);
 void sl_log(seatlease_client *client, int level, const char *format, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
