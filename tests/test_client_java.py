@@ -38,6 +38,7 @@ TESTS = [
     "waiting_in_line_gives_up_at_the_timeout",
     "typed_errors_of_a_license_policy",
     "a_borrowed_seat",
+    "a_licenses_terms_and_a_machine_bound_seat",
     "pinned_keys_from_the_deployment_verify_and_others_are_refused",
     "a_suspended_license_is_license_suspended_until_it_is_resumed",
 ]
