@@ -38,10 +38,12 @@ LIVE_TESTS = [
     "waiting_in_line_gives_up_at_the_timeout",
     "typed_errors_of_a_license_policy",
     "a_borrowed_seat",
+    "a_licenses_terms_and_a_machine_bound_seat",
     "a_suspended_license_is_license_suspended_until_it_is_resumed",
 ]
 OTHER_TESTS = [
     "every_vector",
+    "every_machine_fingerprint",
     "leeway_by_the_verifiers_clock",
     "pinned_key_forms",
     "times_and_urls",

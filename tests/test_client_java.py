@@ -20,6 +20,7 @@ GSON = Path("/usr/share/java/gson.jar")
 
 TESTS = [
     "every_vector",
+    "every_machine_fingerprint",
     "leeway_by_the_verifiers_clock",
     "pinned_key_forms",
     "every_bad_answer_is_a_typed_error",
@@ -38,6 +39,7 @@ TESTS = [
     "typed_errors_of_a_license_policy",
     "a_full_queue_is_queue_full",
     "a_borrowed_seat",
+    "a_licenses_terms_and_a_machine_bound_seat",
     "pinned_keys_from_the_deployment_verify_and_others_are_refused",
     "a_suspended_license_is_license_suspended_until_it_is_resumed",
 ]

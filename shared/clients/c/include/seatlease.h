@@ -62,13 +62,27 @@ typedef enum seatlease_code {
     SEATLEASE_ERR_TOKEN_EXPIRED = 21,     /* token_expired */
     SEATLEASE_ERR_TOKEN_REPLAYED = 22,    /* token_replayed */
     SEATLEASE_ERR_TOKEN_MISMATCH = 23,    /* token_mismatch */
-    SEATLEASE_ERR_CANCELLED = 24          /* the lease was released while the call ran */
+    SEATLEASE_ERR_CANCELLED = 24,         /* the lease was released while the call ran */
+    SEATLEASE_ERR_LICENSE_NOT_STARTED = 25,   /* 403 license_not_started (also a suspension) */
+    SEATLEASE_ERR_LICENSE_EXPIRED = 26,       /* 403 license_expired (also a suspension) */
+    SEATLEASE_ERR_NOT_ENTITLED = 27,          /* 403 not_entitled (also a suspension) */
+    SEATLEASE_ERR_VERSION_NOT_ENTITLED = 28,  /* 403 version_not_entitled (also a suspension) */
+    SEATLEASE_ERR_TOKEN_WRONG_MACHINE = 29    /* token_wrong_machine: a borrowed token of
+                                                 another machine (cnf.machine) */
 } seatlease_code;
 
 /* A short constant name of a code ("no_seats_available"); never NULL. */
 SEATLEASE_API const char *seatlease_code_name(seatlease_code code);
-/* Nonzero for the token verification codes (SEATLEASE_ERR_TOKEN_MISSING..TOKEN_MISMATCH). */
+/* Nonzero for the token verification codes (SEATLEASE_ERR_TOKEN_MISSING..TOKEN_MISMATCH,
+ * and SEATLEASE_ERR_TOKEN_WRONG_MACHINE). */
 SEATLEASE_API int seatlease_code_is_token_error(seatlease_code code);
+/* Nonzero for the 403 kinds of a license-suspended error: LICENSE_SUSPENDED, USER_DENIED,
+ * LICENSE_NOT_STARTED, LICENSE_EXPIRED, NOT_ENTITLED, VERSION_NOT_ENTITLED. */
+SEATLEASE_API int seatlease_code_is_license_suspended(seatlease_code code);
+/* A machine's fingerprint (what acquire sends as "fingerprint" and a borrowed token's
+ * cnf.machine names): the lowercase hex SHA-256 of "seatlease-machine/1:" + the machine id
+ * trimmed and lowercased. out: 65 bytes (64 hex digits and a NUL). */
+SEATLEASE_API seatlease_code seatlease_machine_fingerprint(const char *machine_id, char out[65]);
 
 typedef struct seatlease_error seatlease_error;
 SEATLEASE_API seatlease_code seatlease_error_code(const seatlease_error *error);
@@ -141,6 +155,8 @@ typedef struct seatlease_acquire_options {
     const char *ticket;        /* a previous place's ticket, to keep it */
     const char *request_id;    /* the same id for a retry of your own: answered exactly once
                                   (NULL: a fresh one, reused by the client's own retries) */
+    const char *fingerprint;   /* bind the seat to this machine: seatlease_machine_fingerprint
+                                  (the token's cnf.machine; NULL: not sent) */
 } seatlease_acquire_options;
 
 SEATLEASE_API void seatlease_acquire_options_init(seatlease_acquire_options *options);
@@ -160,6 +176,15 @@ SEATLEASE_API int seatlease_answer_queued(const seatlease_answer *answer);
 SEATLEASE_API int seatlease_answer_position(const seatlease_answer *answer);
 SEATLEASE_API const char *seatlease_answer_ticket(const seatlease_answer *answer);
 SEATLEASE_API int seatlease_answer_retry_after_seconds(const seatlease_answer *answer);
+/* The license's terms (signed by the token as ent, lexp, maxv): its entitlements (count 0
+ * when none), its end and its grace's end (Unix seconds, 0 when none), whether it is in its
+ * grace, and the highest product version it covers ("" when any). */
+SEATLEASE_API int seatlease_answer_entitlement_count(const seatlease_answer *answer);
+SEATLEASE_API const char *seatlease_answer_entitlement(const seatlease_answer *answer, int index);
+SEATLEASE_API double seatlease_answer_license_expires_at(const seatlease_answer *answer);
+SEATLEASE_API double seatlease_answer_license_grace_ends_at(const seatlease_answer *answer);
+SEATLEASE_API int seatlease_answer_in_grace(const seatlease_answer *answer);
+SEATLEASE_API const char *seatlease_answer_max_version(const seatlease_answer *answer);
 /* The lease_token or release_token ("" when none; verified when the client verifies). */
 SEATLEASE_API const char *seatlease_answer_token(const seatlease_answer *answer);
 /* The HTTP status and the whole answer as JSON text. */
@@ -207,6 +232,7 @@ typedef struct seatlease_lease_options {
     seatlease_lost_fn on_lost;
     seatlease_regained_fn on_regained;
     void *user_data;
+    const char *fingerprint;   /* bind every seat to this machine (NULL: not sent) */
 } seatlease_lease_options;
 
 SEATLEASE_API void seatlease_lease_options_init(seatlease_lease_options *options);
@@ -237,6 +263,14 @@ SEATLEASE_API void seatlease_lease_get_info(seatlease_lease *lease, seatlease_le
 /* The last verified lease token, a copy: free it with seatlease_string_free (NULL: none). */
 SEATLEASE_API char *seatlease_lease_token(seatlease_lease *lease);
 SEATLEASE_API void seatlease_string_free(char *text);
+/* The license's terms as the last answer gave them (its token signed them): the
+ * entitlements as a JSON array and the highest product version, copies to free with
+ * seatlease_string_free (NULL: none given); the license's end and its grace's end (Unix
+ * seconds, 0: none) and whether it is in its grace (any pointer may be NULL). */
+SEATLEASE_API char *seatlease_lease_entitlements_json(seatlease_lease *lease);
+SEATLEASE_API char *seatlease_lease_max_version(seatlease_lease *lease);
+SEATLEASE_API void seatlease_lease_license_term(seatlease_lease *lease, double *expires_at,
+                                                double *grace_ends_at, int *in_grace);
 
 /* Stop the heartbeats and release the seat within release_timeout_seconds. Once: later
  * calls return the first one's result. */

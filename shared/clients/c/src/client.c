@@ -505,8 +505,8 @@ seatlease_code sl_call(seatlease_client *client, const char *fn, cJSON *body, in
 seatlease_code sl_acquire_body(const char *license_id, const char *client_id,
                                int lease_seconds, int borrow_seconds, const char *metadata_json,
                                const char *user, const char *host, int queue,
-                               const char *ticket, const char *request_id, cJSON **out,
-                               seatlease_error **error) {
+                               const char *ticket, const char *request_id,
+                               const char *fingerprint, cJSON **out, seatlease_error **error) {
     if (license_id == NULL || client_id == NULL) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "license_id and client_id are required.");
     }
@@ -520,6 +520,7 @@ seatlease_code sl_acquire_body(const char *license_id, const char *client_id,
     if (ok && queue) ok = cJSON_AddTrueToObject(body, "queue") != NULL;
     if (ok && ticket != NULL) ok = cJSON_AddStringToObject(body, "ticket", ticket) != NULL;
     if (ok && request_id != NULL) ok = cJSON_AddStringToObject(body, "request_id", request_id) != NULL;
+    if (ok && fingerprint != NULL) ok = cJSON_AddStringToObject(body, "fingerprint", fingerprint) != NULL;
     if (!ok) {
         cJSON_Delete(body);
         return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
@@ -601,7 +602,8 @@ seatlease_code seatlease_acquire(seatlease_client *client, const char *license_i
     cJSON *body = NULL;
     seatlease_code code = sl_acquire_body(license_id, client_id, o->lease_seconds,
                                           o->borrow_seconds, o->metadata_json, o->user, o->host,
-                                          o->queue, o->ticket, o->request_id, &body, error);
+                                          o->queue, o->ticket, o->request_id, o->fingerprint,
+                                          &body, error);
     if (code != SEATLEASE_OK) {
         return code;
     }
@@ -658,6 +660,23 @@ int seatlease_answer_queued(const seatlease_answer *a) { return answer_flag(a, "
 int seatlease_answer_position(const seatlease_answer *a) { return a ? sl_json_int(a->json, "position", 0) : 0; }
 const char *seatlease_answer_ticket(const seatlease_answer *a) { return answer_text(a, "ticket"); }
 int seatlease_answer_retry_after_seconds(const seatlease_answer *a) { return a ? sl_json_int(a->json, "retry_after_seconds", 0) : 0; }
+int seatlease_answer_entitlement_count(const seatlease_answer *a) {
+    const cJSON *list = a ? cJSON_GetObjectItemCaseSensitive(a->json, "entitlements") : NULL;
+    return cJSON_IsArray(list) ? cJSON_GetArraySize(list) : 0;
+}
+const char *seatlease_answer_entitlement(const seatlease_answer *a, int index) {
+    const cJSON *list = a ? cJSON_GetObjectItemCaseSensitive(a->json, "entitlements") : NULL;
+    const cJSON *item = cJSON_IsArray(list) && index >= 0 ? cJSON_GetArrayItem(list, index) : NULL;
+    return cJSON_IsString(item) ? item->valuestring : "";
+}
+static double answer_time(const seatlease_answer *a, const char *name) {
+    double at;
+    return a && sl_parse_time(sl_json_string(a->json, name), &at) == 0 ? at : 0;
+}
+double seatlease_answer_license_expires_at(const seatlease_answer *a) { return answer_time(a, "license_expires_at"); }
+double seatlease_answer_license_grace_ends_at(const seatlease_answer *a) { return answer_time(a, "license_grace_ends_at"); }
+int seatlease_answer_in_grace(const seatlease_answer *a) { return answer_flag(a, "in_grace"); }
+const char *seatlease_answer_max_version(const seatlease_answer *a) { return answer_text(a, "max_version"); }
 int seatlease_answer_status(const seatlease_answer *a) { return a ? a->status : 0; }
 const char *seatlease_answer_json(const seatlease_answer *a) { return a ? a->text : "{}"; }
 

@@ -66,6 +66,10 @@ seatlease_code sl_verifier_new(sl_fetch_fn fetch, void *context, const char *con
 void sl_verifier_free(sl_verifier *verifier);
 /* For tests: a fixed clock (Unix seconds; 0: the real one). */
 void sl_verifier_set_now(sl_verifier *verifier, double now);
+/* This machine's fingerprint (seatlease_machine_fingerprint), as when a saved borrowed seat
+ * is loaded: a borrowed token must name it in cnf.machine (token_wrong_machine). NULL or
+ * "": no machine check. */
+void sl_verifier_set_machine(sl_verifier *verifier, const char *fingerprint);
 /* Check reply's token: fn is "acquire", "heartbeat" or "release"; request is the body as
  * sent (with its nonce). *claims (when claims is not NULL): the verified claims. */
 seatlease_code sl_verifier_check(sl_verifier *verifier, const char *fn, const cJSON *request,
@@ -93,8 +97,8 @@ seatlease_code sl_call(seatlease_client *client, const char *fn, cJSON *body, in
 seatlease_code sl_acquire_body(const char *license_id, const char *client_id,
                                int lease_seconds, int borrow_seconds, const char *metadata_json,
                                const char *user, const char *host, int queue,
-                               const char *ticket, const char *request_id, cJSON **body,
-                               seatlease_error **error);
+                               const char *ticket, const char *request_id,
+                               const char *fingerprint, cJSON **body, seatlease_error **error);
 void sl_log(seatlease_client *client, int level, const char *format, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

@@ -9,7 +9,7 @@
 
 struct seatlease_lease {
     seatlease_client *client;
-    char *license_id, *client_id, *metadata_json, *user, *host;
+    char *license_id, *client_id, *metadata_json, *user, *host, *fingerprint;
     int lease_seconds;
     seatlease_lost_fn on_lost;
     seatlease_regained_fn on_regained;
@@ -18,6 +18,9 @@ struct seatlease_lease {
     pthread_mutex_t mu; /* guards the fields below */
     seatlease_lease_info info;
     char *token;
+    char *entitlements_json, *max_version; /* the license's terms (NULL: none given) */
+    double license_expires_at, license_grace_ends_at;
+    int in_grace;
     double valid_until; /* monotonic: the seat lapses then without a renewal */
     int failures;
 
@@ -66,6 +69,30 @@ static void took(seatlease_lease *l, const cJSON *reply, double sent_at) {
     s->seats_used = sl_json_int(reply, "seats_used", 0);
     s->seats_total = sl_json_int(reply, "seats_total", 0);
     s->overage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "overage"));
+    const cJSON *entitlements = cJSON_GetObjectItemCaseSensitive(reply, "entitlements");
+    if (cJSON_IsArray(entitlements)) {
+        char *printed = cJSON_PrintUnformatted(entitlements);
+        char *copy = sl_strdup(printed);
+        cJSON_free(printed);
+        if (copy != NULL) {
+            free(l->entitlements_json);
+            l->entitlements_json = copy;
+        }
+    }
+    const char *max_version = sl_json_string(reply, "max_version");
+    if (max_version != NULL) {
+        char *copy = sl_strdup(max_version);
+        if (copy != NULL) {
+            free(l->max_version);
+            l->max_version = copy;
+        }
+    }
+    double term;
+    l->license_expires_at =
+        sl_parse_time(sl_json_string(reply, "license_expires_at"), &term) == 0 ? term : 0;
+    l->license_grace_ends_at =
+        sl_parse_time(sl_json_string(reply, "license_grace_ends_at"), &term) == 0 ? term : 0;
+    l->in_grace = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "in_grace"));
     const char *token = sl_json_string(reply, "lease_token");
     if (token != NULL && l->client->verifier != NULL) {
         char *copy = sl_strdup(token);
@@ -82,7 +109,8 @@ static void took(seatlease_lease *l, const cJSON *reply, double sent_at) {
 static seatlease_code lease_body(seatlease_lease *l, int queue, const char *ticket,
                                  const char *request_id, cJSON **body, seatlease_error **error) {
     return sl_acquire_body(l->license_id, l->client_id, l->lease_seconds, 0, l->metadata_json,
-                           l->user, l->host, queue, ticket, request_id, body, error);
+                           l->user, l->host, queue, ticket, request_id, l->fingerprint, body,
+                           error);
 }
 
 static seatlease_code acquire_first(seatlease_lease *l, double wait, double timeout,
@@ -357,7 +385,10 @@ static void lease_destroy(seatlease_lease *l) {
     free(l->metadata_json);
     free(l->user);
     free(l->host);
+    free(l->fingerprint);
     free(l->token);
+    free(l->entitlements_json);
+    free(l->max_version);
     seatlease_error_free(l->release_error);
     free(l);
 }
@@ -390,12 +421,13 @@ seatlease_code seatlease_lease_acquire(seatlease_client *client, const char *lic
     l->metadata_json = sl_strdup(o->metadata_json);
     l->user = sl_strdup(o->user);
     l->host = sl_strdup(o->host);
+    l->fingerprint = sl_strdup(o->fingerprint);
     l->lease_seconds = o->lease_seconds;
     l->on_lost = o->on_lost;
     l->on_regained = o->on_regained;
     l->user_data = o->user_data;
     if (!l->license_id || !l->client_id || (o->metadata_json && !l->metadata_json) ||
-        (o->user && !l->user) || (o->host && !l->host)) {
+        (o->user && !l->user) || (o->host && !l->host) || (o->fingerprint && !l->fingerprint)) {
         lease_destroy(l);
         return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
     }
@@ -429,6 +461,44 @@ char *seatlease_lease_token(seatlease_lease *lease) {
     char *copy = sl_strdup(lease->token);
     pthread_mutex_unlock(&lease->mu);
     return copy;
+}
+
+char *seatlease_lease_entitlements_json(seatlease_lease *lease) {
+    if (lease == NULL) {
+        return NULL;
+    }
+    pthread_mutex_lock(&lease->mu);
+    char *copy = sl_strdup(lease->entitlements_json);
+    pthread_mutex_unlock(&lease->mu);
+    return copy;
+}
+
+char *seatlease_lease_max_version(seatlease_lease *lease) {
+    if (lease == NULL) {
+        return NULL;
+    }
+    pthread_mutex_lock(&lease->mu);
+    char *copy = sl_strdup(lease->max_version);
+    pthread_mutex_unlock(&lease->mu);
+    return copy;
+}
+
+void seatlease_lease_license_term(seatlease_lease *lease, double *expires_at,
+                                  double *grace_ends_at, int *in_grace) {
+    if (lease == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&lease->mu);
+    if (expires_at != NULL) {
+        *expires_at = lease->license_expires_at;
+    }
+    if (grace_ends_at != NULL) {
+        *grace_ends_at = lease->license_grace_ends_at;
+    }
+    if (in_grace != NULL) {
+        *in_grace = lease->in_grace;
+    }
+    pthread_mutex_unlock(&lease->mu);
 }
 
 seatlease_code seatlease_lease_release(seatlease_lease *l, seatlease_error **error) {

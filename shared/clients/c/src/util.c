@@ -17,7 +17,8 @@ static const char *const code_names[] = {
     "seat_wait_timeout", "session_expired", "backend_unavailable", "http_error",
     "invalid_response", "token_missing", "token_malformed", "token_unknown_kid",
     "token_untrusted_key", "token_bad_signature", "token_wrong_audience", "token_expired",
-    "token_replayed", "token_mismatch", "cancelled",
+    "token_replayed", "token_mismatch", "cancelled", "license_not_started", "license_expired",
+    "not_entitled", "version_not_entitled", "token_wrong_machine",
 };
 
 const char *seatlease_code_name(seatlease_code code) {
@@ -28,7 +29,46 @@ const char *seatlease_code_name(seatlease_code code) {
 }
 
 int seatlease_code_is_token_error(seatlease_code code) {
-    return code >= SEATLEASE_ERR_TOKEN_MISSING && code <= SEATLEASE_ERR_TOKEN_MISMATCH;
+    return (code >= SEATLEASE_ERR_TOKEN_MISSING && code <= SEATLEASE_ERR_TOKEN_MISMATCH) ||
+           code == SEATLEASE_ERR_TOKEN_WRONG_MACHINE;
+}
+
+int seatlease_code_is_license_suspended(seatlease_code code) {
+    return code == SEATLEASE_ERR_LICENSE_SUSPENDED || code == SEATLEASE_ERR_USER_DENIED ||
+           (code >= SEATLEASE_ERR_LICENSE_NOT_STARTED && code <= SEATLEASE_ERR_VERSION_NOT_ENTITLED);
+}
+
+seatlease_code seatlease_machine_fingerprint(const char *machine_id, char out[65]) {
+    if (machine_id == NULL || out == NULL) {
+        return SEATLEASE_ERR_ARGUMENT;
+    }
+    static const char prefix[] = "seatlease-machine/1:";
+    const char *start = machine_id;
+    size_t length = strlen(machine_id);
+    while (length > 0 && (*start == ' ' || *start == '\t' || *start == '\n' || *start == '\r' ||
+                          *start == '\v' || *start == '\f')) {
+        start++;
+        length--;
+    }
+    while (length > 0 && (start[length - 1] == ' ' || start[length - 1] == '\t' ||
+                          start[length - 1] == '\n' || start[length - 1] == '\r' ||
+                          start[length - 1] == '\v' || start[length - 1] == '\f')) {
+        length--;
+    }
+    crypto_hash_sha256_state state;
+    unsigned char digest[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_init(&state);
+    crypto_hash_sha256_update(&state, (const unsigned char *)prefix, sizeof prefix - 1);
+    for (size_t i = 0; i < length; i++) {
+        unsigned char c = (unsigned char)start[i];
+        if (c >= 'A' && c <= 'Z') {
+            c = (unsigned char)(c - 'A' + 'a'); /* ASCII: machine ids are hex, UUIDs, GUIDs */
+        }
+        crypto_hash_sha256_update(&state, &c, 1);
+    }
+    crypto_hash_sha256_final(&state, digest);
+    sodium_bin2hex(out, 65, digest, sizeof digest);
+    return SEATLEASE_OK;
 }
 
 /* When even an error cannot be allocated: a static one, which free ignores. */
@@ -204,6 +244,14 @@ seatlease_code sl_error_from_answer(seatlease_error **out, int status, const cJS
         code = SEATLEASE_ERR_USER_LIMIT_REACHED;
     } else if (status == 403 && strcmp(server_code, "user_denied") == 0) {
         code = SEATLEASE_ERR_USER_DENIED;
+    } else if (status == 403 && strcmp(server_code, "license_not_started") == 0) {
+        code = SEATLEASE_ERR_LICENSE_NOT_STARTED;
+    } else if (status == 403 && strcmp(server_code, "license_expired") == 0) {
+        code = SEATLEASE_ERR_LICENSE_EXPIRED;
+    } else if (status == 403 && strcmp(server_code, "not_entitled") == 0) {
+        code = SEATLEASE_ERR_NOT_ENTITLED;
+    } else if (status == 403 && strcmp(server_code, "version_not_entitled") == 0) {
+        code = SEATLEASE_ERR_VERSION_NOT_ENTITLED;
     }
     const char *message = body ? sl_json_string(body, "message") : NULL;
     char fallback[64];

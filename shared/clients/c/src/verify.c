@@ -27,6 +27,7 @@ struct sl_verifier {
     sl_jwk *keys;
     size_t key_count;
     double fetched_at; /* monotonic; < 0: never */
+    char machine[65];  /* this machine's fingerprint, for a saved borrowed seat ("": none) */
 };
 
 /* base64url without padding (RFC 7515), strict: the whole text, no stray characters. */
@@ -183,6 +184,13 @@ void sl_verifier_free(sl_verifier *v) {
 
 void sl_verifier_set_now(sl_verifier *v, double now) { v->fixed_now = now; }
 
+void sl_verifier_set_machine(sl_verifier *v, const char *fingerprint) {
+    v->machine[0] = '\0';
+    if (fingerprint != NULL && strlen(fingerprint) < sizeof v->machine) {
+        strcpy(v->machine, fingerprint);
+    }
+}
+
 /* Fetch the JWKS again (v->mu held). */
 static seatlease_code refresh(sl_verifier *v, seatlease_error **error) {
     char *document = NULL;
@@ -332,6 +340,41 @@ static int same_deadline(const cJSON *reply, const cJSON *claims) {
     return gap >= 0 && gap < 1.001;
 }
 
+/* Two decoded JSON arrays of strings equal. */
+static int same_strings(const cJSON *a, const cJSON *b) {
+    if (!cJSON_IsArray(a) || !cJSON_IsArray(b) || cJSON_GetArraySize(a) != cJSON_GetArraySize(b)) {
+        return 0;
+    }
+    const cJSON *y = b->child;
+    for (const cJSON *x = a->child; x != NULL; x = x->next, y = y->next) {
+        if (!cJSON_IsString(x) || !same(x, y)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The answer's term fields against the token's ent, lexp and maxv (a token without them:
+ * nothing to compare); lexp is license_grace_ends_at rounded down to a second. */
+static void term_problems(const cJSON *reply, const cJSON *claims, char *problems) {
+    const cJSON *ent = ITEM(claims, "ent"), *lexp = ITEM(claims, "lexp"), *maxv = ITEM(claims, "maxv");
+    if (ent != NULL && !same_strings(ent, ITEM(reply, "entitlements"))) {
+        strcat(problems, " entitlements");
+    }
+    if (lexp != NULL) {
+        double ends;
+        int ok = cJSON_IsNumber(lexp) && lexp->valuedouble == trunc(lexp->valuedouble) &&
+                 sl_parse_time(sl_json_string(reply, "license_grace_ends_at"), &ends) == 0;
+        double gap = ok ? ends - lexp->valuedouble : -1;
+        if (!(gap >= 0 && gap < 1.001)) {
+            strcat(problems, " license_grace_ends_at");
+        }
+    }
+    if (maxv != NULL && !same(maxv, ITEM(reply, "max_version"))) {
+        strcat(problems, " max_version");
+    }
+}
+
 static seatlease_code check_claims(sl_verifier *v, const char *fn, const cJSON *request,
                                    const cJSON *reply, const cJSON *claims, int status,
                                    seatlease_error **error) {
@@ -355,7 +398,7 @@ static seatlease_code check_claims(sl_verifier *v, const char *fn, const cJSON *
     }
     int acquire = strcmp(fn, "acquire") == 0, release = strcmp(fn, "release") == 0;
     const cJSON *session = acquire ? ITEM(reply, "session_id") : ITEM(request, "session_id");
-    char problems[128] = "";
+    char problems[192] = "";
     if (!same(ITEM(claims, "sid"), session)) {
         strcat(problems, " session");
     }
@@ -368,9 +411,23 @@ static seatlease_code check_claims(sl_verifier *v, const char *fn, const cJSON *
     if (release && !same(ITEM(claims, "released"), ITEM(reply, "released"))) {
         strcat(problems, " released");
     }
+    if (!release) {
+        term_problems(reply, claims, problems);
+    }
+    const cJSON *cnf = ITEM(claims, "cnf");
+    const cJSON *bound = cJSON_IsObject(cnf) ? ITEM(cnf, "machine") : NULL;
+    const cJSON *wanted = ITEM(request, "fingerprint");
+    if (wanted != NULL && !same(bound, wanted)) {
+        strcat(problems, " fingerprint");
+    }
     if (problems[0] != '\0') {
         return sl_fail(error, SEATLEASE_ERR_TOKEN_MISMATCH, status, "token_mismatch",
                        "The token disagrees with the answer (%s).", problems + 1);
+    }
+    if (v->machine[0] != '\0' && cJSON_IsTrue(ITEM(claims, "borrowed")) &&
+        !(cJSON_IsString(bound) && strcmp(bound->valuestring, v->machine) == 0)) {
+        return sl_fail(error, SEATLEASE_ERR_TOKEN_WRONG_MACHINE, status, "token_wrong_machine",
+                       "This borrowed seat was taken for another machine (cnf.machine).");
     }
     return SEATLEASE_OK;
 }

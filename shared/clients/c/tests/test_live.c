@@ -685,6 +685,58 @@ static void a_borrowed_seat(void) {
     seatlease_client_free(client);
 }
 
+static void a_licenses_terms_and_a_machine_bound_seat(void) {
+    NEED_STACK();
+    make_license("c-term", "{\"seats\": 2, \"lease_seconds\": 60, \"max_borrow_seconds\": 86400, "
+                           "\"expires_in_seconds\": 3600, \"grace_seconds\": 60, "
+                           "\"entitlements\": [\"pro\", \"render\"], \"max_version\": \"2026.4\"}");
+    make_license("c-later", "{\"seats\": 1, \"starts_in_seconds\": 3600}");
+    seatlease_client *client = served_client(1, 0.01);
+    char fingerprint[65];
+    CHECK_CODE(seatlease_machine_fingerprint("4c4c4544004a3510804fb4c04f4e4d32\n", fingerprint), SEATLEASE_OK);
+    seatlease_acquire_options ao;
+    seatlease_acquire_options_init(&ao);
+    ao.borrow_seconds = 3600;
+    ao.fingerprint = fingerprint;
+    seatlease_answer *seat = NULL;
+    seatlease_error *error = NULL;
+    /* Verified: the token's ent, lexp, maxv and cnf.machine agree with the answer. */
+    CHECK_CODE(seatlease_acquire(client, "c-term", "laptop", &ao, &seat, &error), SEATLEASE_OK);
+    CHECK(seatlease_answer_borrowed(seat));
+    CHECK(seatlease_answer_entitlement_count(seat) == 2);
+    CHECK(strcmp(seatlease_answer_entitlement(seat, 0), "pro") == 0 &&
+          strcmp(seatlease_answer_entitlement(seat, 1), "render") == 0 &&
+          strcmp(seatlease_answer_entitlement(seat, 2), "") == 0);
+    CHECK(strcmp(seatlease_answer_max_version(seat), "2026.4") == 0);
+    CHECK(seatlease_answer_license_expires_at(seat) > 0 &&
+          seatlease_answer_license_grace_ends_at(seat) >= seatlease_answer_license_expires_at(seat) + 59);
+    CHECK(!seatlease_answer_in_grace(seat));
+    CHECK(strstr(seatlease_answer_token(seat), ".") != NULL);
+    seatlease_answer_free(seat);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "ws-1";
+    o.fingerprint = fingerprint;
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-term", &o, &lease, NULL), SEATLEASE_OK);
+    char *entitlements = seatlease_lease_entitlements_json(lease);
+    char *max_version = seatlease_lease_max_version(lease);
+    double expires_at = 0, grace_ends_at = 0;
+    int in_grace = -1;
+    seatlease_lease_license_term(lease, &expires_at, &grace_ends_at, &in_grace);
+    CHECK(entitlements != NULL && strcmp(entitlements, "[\"pro\",\"render\"]") == 0);
+    CHECK(max_version != NULL && strcmp(max_version, "2026.4") == 0);
+    CHECK(expires_at > 0 && grace_ends_at > expires_at && in_grace == 0);
+    seatlease_string_free(entitlements);
+    seatlease_string_free(max_version);
+    seatlease_lease_free(lease);
+    CHECK_CODE(seatlease_acquire(client, "c-later", "ws-2", NULL, NULL, &error), SEATLEASE_ERR_LICENSE_NOT_STARTED);
+    CHECK(seatlease_error_status(error) == 403 && strcmp(seatlease_error_server_code(error), "license_not_started") == 0);
+    CHECK(seatlease_code_is_license_suspended(seatlease_error_code(error)));
+    seatlease_error_free(error);
+    seatlease_client_free(client);
+}
+
 static void a_suspended_license_is_license_suspended_until_it_is_resumed(void) {
     NEED_STACK();
     make_license("c-suspend", "{\"seats\": 2, \"lease_seconds\": 30}");
@@ -726,6 +778,7 @@ int main(int argc, char **argv) {
         {"waiting_in_line_gives_up_at_the_timeout", waiting_in_line_gives_up_at_the_timeout},
         {"typed_errors_of_a_license_policy", typed_errors_of_a_license_policy},
         {"a_borrowed_seat", a_borrowed_seat},
+        {"a_licenses_terms_and_a_machine_bound_seat", a_licenses_terms_and_a_machine_bound_seat},
         {"a_suspended_license_is_license_suspended_until_it_is_resumed", a_suspended_license_is_license_suspended_until_it_is_resumed},
     };
     return run_tests("live", tests, sizeof tests / sizeof tests[0], argc, argv);

@@ -66,6 +66,15 @@ static sl_verifier *verifier_for(const cJSON *vectors, const cJSON *c, double no
         return NULL;
     }
     sl_verifier_set_now(verifier, now);
+    const char *machine_id = sl_json_string(c, "machine_id");
+    if (machine_id != NULL) {
+        char fingerprint[65];
+        if (seatlease_machine_fingerprint(machine_id, fingerprint) != SEATLEASE_OK) {
+            sl_verifier_free(verifier);
+            return NULL;
+        }
+        sl_verifier_set_machine(verifier, fingerprint);
+    }
     return verifier;
 }
 
@@ -118,6 +127,23 @@ static void every_vector(void) {
     cJSON_Delete(vectors);
     CHECK(failures == 0);
     CHECK(vector_count >= 30);
+}
+
+static void every_machine_fingerprint(void) {
+    cJSON *vectors = load_vectors();
+    CHECK(vectors != NULL);
+    const cJSON *m;
+    int count = 0;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(vectors, "machines")) {
+        char fingerprint[65];
+        CHECK_CODE(seatlease_machine_fingerprint(sl_json_string(m, "machine_id"), fingerprint),
+                   SEATLEASE_OK);
+        CHECK(strcmp(fingerprint, sl_json_string(m, "fingerprint")) == 0);
+        count++;
+    }
+    cJSON_Delete(vectors);
+    CHECK(count >= 4);
+    CHECK_CODE(seatlease_machine_fingerprint(NULL, NULL), SEATLEASE_ERR_ARGUMENT);
 }
 
 static void leeway_by_the_verifiers_clock(void) {
@@ -187,11 +213,19 @@ static void times_and_urls(void) {
     seatlease_client_free(client);
     CHECK(strcmp(seatlease_code_name(SEATLEASE_ERR_TOKEN_MISMATCH), "token_mismatch") == 0);
     CHECK(strcmp(seatlease_code_name((seatlease_code)999), "unknown") == 0);
+    CHECK(strcmp(seatlease_code_name(SEATLEASE_ERR_TOKEN_WRONG_MACHINE), "token_wrong_machine") == 0);
+    CHECK(strcmp(seatlease_code_name(SEATLEASE_ERR_VERSION_NOT_ENTITLED), "version_not_entitled") == 0);
+    CHECK(seatlease_code_is_token_error(SEATLEASE_ERR_TOKEN_WRONG_MACHINE));
+    CHECK(!seatlease_code_is_token_error(SEATLEASE_ERR_NOT_ENTITLED));
+    CHECK(seatlease_code_is_license_suspended(SEATLEASE_ERR_LICENSE_EXPIRED));
+    CHECK(seatlease_code_is_license_suspended(SEATLEASE_ERR_USER_DENIED));
+    CHECK(!seatlease_code_is_license_suspended(SEATLEASE_ERR_TOKEN_WRONG_MACHINE));
 }
 
 int main(int argc, char **argv) {
     static const test_case tests[] = {
         {"every_vector", every_vector},
+        {"every_machine_fingerprint", every_machine_fingerprint},
         {"leeway_by_the_verifiers_clock", leeway_by_the_verifiers_clock},
         {"pinned_key_forms", pinned_key_forms},
         {"times_and_urls", times_and_urls},

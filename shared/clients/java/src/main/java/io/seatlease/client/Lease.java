@@ -1,6 +1,7 @@
 package io.seatlease.client;
 
 import com.google.gson.JsonObject;
+import java.util.List;
 
 /**
  * A seat held by this process: a daemon thread heartbeats at the server's interval (at most
@@ -22,6 +23,11 @@ public final class Lease implements AutoCloseable {
     private int seatsUsed;
     private int seatsTotal;
     private boolean overage;
+    private List<String> entitlements;
+    private double licenseExpiresAt;
+    private double licenseGraceEndsAt;
+    private boolean inGrace;
+    private String maxVersion;
     private boolean lost;
     private String lostReason;
     private boolean released;
@@ -64,6 +70,14 @@ public final class Lease implements AutoCloseable {
     public int seatsUsed() { synchronized (lock) { return seatsUsed; } }
     public int seatsTotal() { synchronized (lock) { return seatsTotal; } }
     public boolean overage() { synchronized (lock) { return overage; } }
+    /** The license's terms, as the last answer gave them (and its token signed them): the
+     * entitlements (null: none given), the license's end and its grace's end (Unix seconds,
+     * 0: none), whether it is in its grace, the highest product version (null: any). */
+    public List<String> entitlements() { synchronized (lock) { return entitlements; } }
+    public double licenseExpiresAt() { synchronized (lock) { return licenseExpiresAt; } }
+    public double licenseGraceEndsAt() { synchronized (lock) { return licenseGraceEndsAt; } }
+    public boolean inGrace() { synchronized (lock) { return inGrace; } }
+    public String maxVersion() { synchronized (lock) { return maxVersion; } }
     /** True from the moment the seat is known gone until it is regained. */
     public boolean lost() { synchronized (lock) { return lost; } }
     public String lostReason() { synchronized (lock) { return lostReason; } }
@@ -74,7 +88,8 @@ public final class Lease implements AutoCloseable {
     private JsonObject body(boolean queue, String ticket, String requestId) {
         return SeatClient.acquireBody(licenseId, options.clientId, new SeatClient.AcquireOptions()
                 .leaseSeconds(options.leaseSeconds).metadata(options.metadata).user(options.user)
-                .host(options.host).queue(queue).ticket(ticket).requestId(requestId));
+                .host(options.host).queue(queue).ticket(ticket).requestId(requestId)
+                .fingerprint(options.fingerprint));
     }
 
     private void took(Answer answer, long sentAt) {
@@ -90,6 +105,15 @@ public final class Lease implements AutoCloseable {
             seatsUsed = answer.seatsUsed();
             seatsTotal = answer.seatsTotal();
             overage = answer.overage();
+            if (answer.entitlements() != null) {
+                entitlements = answer.entitlements();
+            }
+            licenseExpiresAt = answer.licenseExpiresAt();
+            licenseGraceEndsAt = answer.licenseGraceEndsAt();
+            inGrace = answer.inGrace();
+            if (answer.maxVersion() != null) {
+                maxVersion = answer.maxVersion();
+            }
             if (client.verifier != null && answer.token() != null) {
                 token = answer.token();
             }

@@ -19,6 +19,7 @@ public final class LeaseOptions {
     String user;
     String host;
     String requestId;
+    String fingerprint;
     boolean wait;
     Duration waitTimeout = Duration.ZERO;
     Listener listener = new Listener() {};
@@ -33,6 +34,8 @@ public final class LeaseOptions {
     public LeaseOptions host(String value) { host = value; return this; }
     /** The request_id of the first acquire (exactly-once retries of your own). */
     public LeaseOptions requestId(String value) { requestId = value; return this; }
+    /** Bind every seat of the lease to this machine ({@link Machine#fingerprint}): cnf.machine. */
+    public LeaseOptions fingerprint(String value) { fingerprint = value; return this; }
     /** Wait for a seat (in line on a license with a queue) for at most timeout (ZERO: for ever). */
     public LeaseOptions waitFor(Duration timeout) { wait = true; waitTimeout = timeout; return this; }
     public LeaseOptions listener(Listener value) { listener = value; return this; }

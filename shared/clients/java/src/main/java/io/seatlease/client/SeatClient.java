@@ -79,6 +79,7 @@ public final class SeatClient {
         boolean queue;
         String ticket;
         String requestId;
+        String fingerprint;
 
         public AcquireOptions leaseSeconds(int value) { leaseSeconds = value; return this; }
         /** Borrow the seat for that long (no heartbeats until it ends). */
@@ -92,6 +93,8 @@ public final class SeatClient {
         public AcquireOptions ticket(String value) { ticket = value; return this; }
         /** The id of an acquire you retry yourself: the server answers it exactly once. */
         public AcquireOptions requestId(String value) { requestId = value; return this; }
+        /** Bind the seat to this machine ({@link Machine#fingerprint}): the token's cnf.machine. */
+        public AcquireOptions fingerprint(String value) { fingerprint = value; return this; }
     }
 
     private final String baseUrl;
@@ -331,6 +334,7 @@ public final class SeatClient {
         if (o.queue) body.addProperty("queue", true);
         if (o.ticket != null) body.addProperty("ticket", o.ticket);
         if (o.requestId != null) body.addProperty("request_id", o.requestId);
+        if (o.fingerprint != null) body.addProperty("fingerprint", o.fingerprint);
         return body;
     }
 

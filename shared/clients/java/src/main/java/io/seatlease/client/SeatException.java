@@ -8,7 +8,8 @@ import com.google.gson.JsonObject;
  * machine code and its message; {@link #body()} is the answer's {@code error} object. The
  * nested classes are the kinds ({@code catch (SeatException.NoSeatsAvailable e)}); a
  * {@link SeatWaitTimeout} and a {@link UserLimitReached} are also a {@link NoSeatsAvailable},
- * a {@link UserDenied} is also a {@link LicenseSuspended}, every token failure is a {@link
+ * a {@link UserDenied}, {@link LicenseNotStarted}, {@link LicenseExpired}, {@link NotEntitled}
+ * and {@link VersionNotEntitled} are also a {@link LicenseSuspended}, every token failure is a {@link
  * TokenException}. Any other status (a 500, a redirect) is a plain SeatException, not retried.
  * The API key never appears in a message.
  */
@@ -99,6 +100,30 @@ public class SeatException extends RuntimeException {
     public static class UserDenied extends LicenseSuspended {
         private static final long serialVersionUID = 1L;
         public UserDenied(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+    }
+
+    /** 403 license_not_started: the license's term has not begun. */
+    public static class LicenseNotStarted extends LicenseSuspended {
+        private static final long serialVersionUID = 1L;
+        public LicenseNotStarted(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+    }
+
+    /** 403 license_expired: the license's term (and its grace) has ended. */
+    public static class LicenseExpired extends LicenseSuspended {
+        private static final long serialVersionUID = 1L;
+        public LicenseExpired(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+    }
+
+    /** 403 not_entitled: the license lacks an entitlement asked for. */
+    public static class NotEntitled extends LicenseSuspended {
+        private static final long serialVersionUID = 1L;
+        public NotEntitled(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+    }
+
+    /** 403 version_not_entitled: the product version is beyond the license's max_version. */
+    public static class VersionNotEntitled extends LicenseSuspended {
+        private static final long serialVersionUID = 1L;
+        public VersionNotEntitled(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** 404: no such license for this key's tenant. */
@@ -207,6 +232,12 @@ public class SeatException extends RuntimeException {
         public TokenMismatch(int s, String m) { super(s, "token_mismatch", m); }
     }
 
+    /** A borrowed token taken for another machine (or none): its cnf.machine is not this one's. */
+    public static class TokenWrongMachine extends TokenException {
+        private static final long serialVersionUID = 1L;
+        public TokenWrongMachine(int s, String m) { super(s, "token_wrong_machine", m); }
+    }
+
     /** The typed error of an HTTP error answer. */
     static SeatException fromAnswer(int status, JsonObject payload, double retryAfterHeader) {
         JsonObject body = null;
@@ -229,9 +260,14 @@ public class SeatException extends RuntimeException {
             case 400: return new InvalidRequest(status, code, message, body, retryAfterHeader);
             case 401: return new Unauthenticated(status, code, message, body, retryAfterHeader);
             case 403:
-                return code.equals("user_denied")
-                        ? new UserDenied(status, code, message, body, retryAfterHeader)
-                        : new LicenseSuspended(status, code, message, body, retryAfterHeader);
+                switch (code) {
+                    case "user_denied": return new UserDenied(status, code, message, body, retryAfterHeader);
+                    case "license_not_started": return new LicenseNotStarted(status, code, message, body, retryAfterHeader);
+                    case "license_expired": return new LicenseExpired(status, code, message, body, retryAfterHeader);
+                    case "not_entitled": return new NotEntitled(status, code, message, body, retryAfterHeader);
+                    case "version_not_entitled": return new VersionNotEntitled(status, code, message, body, retryAfterHeader);
+                    default: return new LicenseSuspended(status, code, message, body, retryAfterHeader);
+                }
             case 404: return new LicenseNotFound(status, code, message, body, retryAfterHeader);
             case 409:
                 if (code.equals("user_limit_reached")) {

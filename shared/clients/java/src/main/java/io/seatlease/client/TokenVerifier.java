@@ -3,6 +3,7 @@ package io.seatlease.client;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
+import com.google.gson.JsonPrimitive;
 import java.nio.charset.StandardCharsets;
 import java.security.GeneralSecurityException;
 import java.security.KeyFactory;
@@ -44,6 +45,7 @@ public final class TokenVerifier {
     private final String tenantId;
     private final double leeway;
     private final Supplier<Instant> clock;
+    private final String machine;
     private final long ttlNanos = 300_000_000_000L;
     private final long minRefetchNanos = 10_000_000_000L;
 
@@ -60,7 +62,18 @@ public final class TokenVerifier {
      */
     public TokenVerifier(Supplier<String> fetch, List<String> pinnedKeys, String tenantId,
                          double leewaySeconds, Supplier<Instant> clock) {
+        this(fetch, pinnedKeys, tenantId, leewaySeconds, clock, null);
+    }
+
+    /**
+     * @param machineFingerprint this machine's ({@link Machine#fingerprint}), as when a saved
+     *     borrowed seat is loaded: a borrowed token must name it in cnf.machine, else a {@link
+     *     SeatException.TokenWrongMachine} (null or empty: no machine check)
+     */
+    public TokenVerifier(Supplier<String> fetch, List<String> pinnedKeys, String tenantId,
+                         double leewaySeconds, Supplier<Instant> clock, String machineFingerprint) {
         this.fetch = fetch;
+        this.machine = machineFingerprint == null || machineFingerprint.isEmpty() ? null : machineFingerprint;
         if (pinnedKeys != null) {
             for (String key : pinnedKeys) {
                 pinned.add(pinnedKeyRaw(key));
@@ -284,9 +297,65 @@ public final class TokenVerifier {
         if (release && !Json.same(claims.get("released"), reply.get("released"))) {
             problems.add("released");
         }
+        if (!release) {
+            termProblems(reply, claims, problems);
+        }
+        JsonElement cnf = claims.get("cnf");
+        JsonElement bound = cnf != null && cnf.isJsonObject() ? cnf.getAsJsonObject().get("machine") : null;
+        if (request.has("fingerprint") && !Json.same(bound, request.get("fingerprint"))) {
+            problems.add("fingerprint");
+        }
         if (!problems.isEmpty()) {
             throw new SeatException.TokenMismatch(status, "The token disagrees with the answer (" + String.join(", ", problems) + ").");
         }
+        JsonElement borrowed = claims.get("borrowed");
+        boolean isBorrowed = borrowed != null && borrowed.isJsonPrimitive() && borrowed.getAsJsonPrimitive().isBoolean()
+                && borrowed.getAsBoolean();
+        if (machine != null && isBorrowed && !Json.same(bound, new JsonPrimitive(machine))) {
+            throw new SeatException.TokenWrongMachine(status, "This borrowed seat was taken for another machine (cnf.machine).");
+        }
+    }
+
+    /**
+     * The answer's term fields against the token's ent, lexp and maxv (a token without them:
+     * nothing to compare); lexp is license_grace_ends_at rounded down to a second.
+     */
+    private static void termProblems(JsonObject reply, JsonObject claims, List<String> problems) {
+        if (claims.has("ent") && !sameStrings(claims.get("ent"), reply.get("entitlements"))) {
+            problems.add("entitlements");
+        }
+        if (claims.has("lexp")) {
+            JsonElement lexp = claims.get("lexp");
+            Double ends = Times.parse(Json.string(reply, "license_grace_ends_at"));
+            double gap = -1;
+            if (Json.isNumber(lexp) && ends != null && lexp.getAsDouble() == Math.rint(lexp.getAsDouble())) {
+                gap = ends - lexp.getAsDouble();
+            }
+            if (!(gap >= 0 && gap < 1.001)) {
+                problems.add("license_grace_ends_at");
+            }
+        }
+        if (claims.has("maxv") && !Json.same(claims.get("maxv"), reply.get("max_version"))) {
+            problems.add("max_version");
+        }
+    }
+
+    /** Two decoded JSON arrays of strings equal. */
+    private static boolean sameStrings(JsonElement a, JsonElement b) {
+        if (a == null || b == null || !a.isJsonArray() || !b.isJsonArray()) {
+            return false;
+        }
+        JsonArray x = a.getAsJsonArray(), y = b.getAsJsonArray();
+        if (x.size() != y.size()) {
+            return false;
+        }
+        for (int i = 0; i < x.size(); i++) {
+            JsonElement item = x.get(i);
+            if (!(item.isJsonPrimitive() && item.getAsJsonPrimitive().isString()) || !Json.same(item, y.get(i))) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** exp is the answer's deadline rounded down to a second. */

@@ -150,7 +150,8 @@ public final class ClientTests {
         }
         double leeway = (c.has("leeway") ? c : vectors).get("leeway").getAsDouble();
         String document = Json.write(jwks);
-        return new TokenVerifier(() -> document, pins, tenant, leeway, at == null ? null : () -> at);
+        String machine = c.has("machine_id") ? Machine.fingerprint(c.get("machine_id").getAsString()) : null;
+        return new TokenVerifier(() -> document, pins, tenant, leeway, at == null ? null : () -> at, machine);
     }
 
     static void everyVector(Map<String, String> outcomes) throws Exception {
@@ -175,6 +176,18 @@ public final class ClientTests {
             outcomes.put(name, outcome.equals(expect) ? null : "want " + expect + ", got " + outcome);
         }
         check(outcomes.size() >= 30, "vectors", outcomes.size());
+    }
+
+    static void everyMachineFingerprint() throws Exception {
+        JsonObject vectors = vectors();
+        int count = 0;
+        for (JsonElement element : vectors.getAsJsonArray("machines")) {
+            JsonObject m = element.getAsJsonObject();
+            String got = Machine.fingerprint(Json.string(m, "machine_id"));
+            check(got.equals(Json.string(m, "fingerprint")), "fingerprint", Json.string(m, "machine_id"), got);
+            count++;
+        }
+        check(count >= 4, "machines", count);
     }
 
     static void leewayByTheVerifiersClock() throws Exception {
@@ -571,6 +584,31 @@ public final class ClientTests {
         check(client.release("j-borrow", seat.sessionId()).released() && live("j-borrow").size() == 0);
     }
 
+    static void aLicensesTermsAndAMachineBoundSeat() throws Exception {
+        needStack();
+        license("j-term", "{\"seats\": 2, \"lease_seconds\": 60, \"max_borrow_seconds\": 86400, "
+                + "\"expires_in_seconds\": 3600, \"grace_seconds\": 60, "
+                + "\"entitlements\": [\"pro\", \"render\"], \"max_version\": \"2026.4\"}");
+        license("j-later", "{\"seats\": 1, \"starts_in_seconds\": 3600}");
+        SeatClient client = client(true, 0.01);
+        String machine = Machine.fingerprint("4C4C4544004A3510804FB4C04F4E4D32\n");
+        check(machine.equals("6951dbb4a00fdf7db1ef1ec1a8e4699e3d51248259472c3c6faabbc4374562df"), machine);
+        // Verified: the token's ent, lexp, maxv and cnf.machine agree with the answer.
+        Answer seat = client.acquire("j-term", "laptop",
+                new SeatClient.AcquireOptions().borrowSeconds(3600).fingerprint(machine));
+        check(seat.borrowed() && List.of("pro", "render").equals(seat.entitlements()), seat);
+        check("2026.4".equals(seat.maxVersion()) && !seat.inGrace(), seat);
+        check(seat.licenseExpiresAt() > 0 && seat.licenseGraceEndsAt() >= seat.licenseExpiresAt() + 59, seat);
+        try (Lease lease = client.lease("j-term", new LeaseOptions("ws-1").fingerprint(machine))) {
+            check(List.of("pro", "render").equals(lease.entitlements()) && "2026.4".equals(lease.maxVersion()));
+            check(lease.licenseExpiresAt() > 0 && lease.licenseGraceEndsAt() > lease.licenseExpiresAt() && !lease.inGrace());
+        }
+        SeatException.LicenseNotStarted later = expect(SeatException.LicenseNotStarted.class,
+                () -> client.acquire("j-later", "ws-2"));
+        check(later instanceof SeatException.LicenseSuspended && later.status() == 403
+                && later.code().equals("license_not_started"), later);
+    }
+
     static void pinnedKeysFromTheDeploymentVerifyAndOthersAreRefused() throws Exception {
         needStack();
         license("j-pinned", "{\"seats\": 2, \"lease_seconds\": 60}");
@@ -618,6 +656,7 @@ public final class ClientTests {
             everyVector(vectorOutcomes);
             check(!vectorOutcomes.values().stream().anyMatch(v -> v != null), "vectors failed");
         });
+        tests.put("every_machine_fingerprint", ClientTests::everyMachineFingerprint);
         tests.put("leeway_by_the_verifiers_clock", ClientTests::leewayByTheVerifiersClock);
         tests.put("pinned_key_forms", ClientTests::pinnedKeyForms);
         tests.put("every_bad_answer_is_a_typed_error", () -> {
@@ -639,6 +678,7 @@ public final class ClientTests {
         tests.put("typed_errors_of_a_license_policy", ClientTests::typedErrorsOfALicensePolicy);
         tests.put("a_full_queue_is_queue_full", ClientTests::aFullQueueIsQueueFull);
         tests.put("a_borrowed_seat", ClientTests::aBorrowedSeat);
+        tests.put("a_licenses_terms_and_a_machine_bound_seat", ClientTests::aLicensesTermsAndAMachineBoundSeat);
         tests.put("pinned_keys_from_the_deployment_verify_and_others_are_refused", ClientTests::pinnedKeysFromTheDeploymentVerifyAndOthersAreRefused);
         tests.put("a_suspended_license_is_license_suspended_until_it_is_resumed", ClientTests::aSuspendedLicenseIsLicenseSuspendedUntilItIsResumed);
         List<String> only = List.of(args);
