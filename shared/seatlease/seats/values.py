@@ -1,0 +1,120 @@
+"""What the seat engine takes and answers: ``SeatRequest`` in; ``Lease`` (or a
+``QueuePlace`` in the wait queue), ``Renewal`` and ``Release`` out. Plain values, no I/O:
+``engine.py`` fills them from the scripts' replies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from seatlease.seats.terms import Terms
+
+
+@dataclass(frozen=True, slots=True)
+class SeatRequest:
+    """One acquire, as the engine takes it: who asks for a seat of which license, for how
+    long, and how. Fields after ``client_id`` are optional.
+
+    ``lease_seconds``: None for the license's own length. ``metadata``: a flat object kept
+    with the lease and its events. ``request_id``: the call's idempotency key (a repeat is
+    answered from the first run); None makes one. ``borrow_seconds``: a borrowed seat, no
+    heartbeats until it ends (not with ``lease_seconds``). ``rate_limit``: the tenant's
+    calls per second (0: none, as for an operator's call). ``user``/``host``: who asks,
+    judged by the license's policy and recorded in the lease's metadata. ``queue``: wait in
+    the license's queue rather than be refused; ``ticket``: the place a previous call gave.
+    """
+
+    tenant_id: str
+    license_id: str
+    client_id: str
+    lease_seconds: int | None = None
+    metadata: dict[str, Any] | None = None
+    request_id: str | None = None
+    borrow_seconds: int | None = None
+    rate_limit: int = 0
+    user: str | None = None
+    host: str | None = None
+    queue: bool = False
+    ticket: str | None = None
+    # what the product needs: entitlement names the license must all have, and its
+    # version (dotted numbers), at most the license's max_version
+    entitlements: tuple[str, ...] = ()
+    version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    session_id: str
+    license_id: str
+    client_id: str
+    created: bool  # False: the client already held this live lease (extended)
+    expires_at_ms: int
+    lease_seconds: int
+    seats_used: int
+    seats_total: int
+    seat_limit: int
+    borrowed: bool = False  # lease_seconds is then the borrow's length
+    now_ms: int = 0  # when the script ran, on the Redis clock (a token's iat)
+    terms: Terms | None = None  # the license's term and entitlements, when it has some
+
+    @property
+    def overage(self) -> bool:
+        return self.seats_used > self.seats_total
+
+    @property
+    def heartbeat_interval_seconds(self) -> int:
+        cut = self.expires_at_ms - self.now_ms if self.terms and self.terms.cut else None
+        return heartbeat_interval(self.lease_seconds, self.borrowed, cut)
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePlace:
+    """An acquire with ``queue`` on a full license: a place in its wait queue. The client
+    keeps it by calling acquire again (same client_id, this ticket) within the license's
+    ``queue_ticket_seconds``; ``retry_after_seconds`` says when."""
+
+    license_id: str
+    client_id: str
+    position: int  # 1: the head
+    ticket: str
+    retry_after_seconds: int
+    seats_used: int
+    seats_total: int
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    session_id: str
+    expires_at_ms: int
+    lease_seconds: int
+    borrowed: bool = False  # the deadline did not move: a borrow ends when it ends
+    now_ms: int = 0  # when the script ran, on the Redis clock
+    client_id: str | None = None
+    terms: Terms | None = None  # the license's term and entitlements, when it has some
+
+    @property
+    def heartbeat_interval_seconds(self) -> int:
+        cut = self.expires_at_ms - self.now_ms if self.terms and self.terms.cut else None
+        return heartbeat_interval(self.lease_seconds, self.borrowed, cut)
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    released: bool
+    seats_used: int
+    seats_total: int
+    lingering: bool = False  # released, and the seat stays held for its client (linger)
+    now_ms: int = 0  # when the script ran, on the Redis clock
+
+
+def heartbeat_interval(
+    lease_seconds: int, borrowed: bool = False, cut_ms: int | None = None
+) -> int:
+    """About a third of the lease: two heartbeats can be missed before the seat is lost.
+    A borrowed lease needs none: its interval is the whole borrow. A lease cut to its
+    license's end (``cut_ms`` away) comes back by then, to learn whether it was renewed."""
+    if borrowed:
+        return max(1, lease_seconds)
+    if cut_ms is not None:
+        return max(1, min(lease_seconds // 3, -(-cut_ms // 1000)))
+    return max(1, lease_seconds // 3)
