@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, text
 
 from seatlease import logs
 from seatlease.api import auth, tenantlicenses, tenantlimits
-from seatlease.records import db
+from seatlease.records import db, store
 from seatlease.seats import redisconn
 from seatlease.seats.engine import LicenseConfig, SeatEngine
 from seatlease_cli.procs import Proc, port_open, start_pubsub_emulator, start_redis
@@ -128,7 +128,6 @@ def postgres_url(postgres_admin_url: str) -> Iterator[str]:
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     url = postgres_admin_url.rsplit("/", 1)[0] + "/" + name
-    from seatlease.records import store
 
     engine = db.make_engine(url)
     store.upgrade(engine)
@@ -277,6 +276,20 @@ def client_functions(redis_url: str, database_url: str) -> Iterator[ClientStack]
     controls the Node and Go clients' suites drive (tests/client_harness.py)."""
     with client_stack() as served:
         yield served
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def database(request, tmp_path, monkeypatch) -> Iterator[str]:
+    """The usage reports' two databases: DATABASE_URL on the private PostgreSQL database
+    (emptied) or a new SQLite file."""
+    if request.param == "postgres":
+        yield request.getfixturevalue("database_url")
+        return
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'usage.db'}")
+    db.reset()
+    store.upgrade()
+    yield request.param
+    db.reset()
 
 
 @pytest.fixture

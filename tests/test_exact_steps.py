@@ -8,7 +8,6 @@ its legend covers nothing. On SQLite and PostgreSQL (the ``database`` fixture)."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,7 +15,7 @@ from test_usage_periods import NOW, T, event, held
 
 from seatlease import admin, clock
 from seatlease.errors import InvalidRequest
-from seatlease.records import db, event_log, reports, store
+from seatlease.records import event_log, reports, store
 from seatlease.records.reports import MAX_PERIODS, Window, resolve_period, usage_report
 from seatlease_cli import main
 from seatlease_cli.report import (
@@ -27,19 +26,6 @@ from seatlease_cli.report import (
     draw_chart,
     read_chart_series,
 )
-
-
-@pytest.fixture(params=["postgres", "sqlite"])
-def database(request, tmp_path, monkeypatch) -> Iterator[str]:
-    """DATABASE_URL on the private PostgreSQL database (emptied) or a new SQLite file."""
-    if request.param == "postgres":
-        yield request.getfixturevalue("database_url")
-        return
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'usage.db'}")
-    db.reset()
-    store.upgrade()
-    yield request.param
-    db.reset()
 
 
 @pytest.fixture

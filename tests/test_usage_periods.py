@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -44,19 +43,6 @@ def event(n: int, etype: str, when: datetime, session: str | None, used: int | N
         "metadata": {},
         **extra,
     }
-
-
-@pytest.fixture(params=["postgres", "sqlite"])
-def database(request, tmp_path, monkeypatch) -> Iterator[str]:
-    """DATABASE_URL on the private PostgreSQL database (emptied) or a new SQLite file."""
-    if request.param == "postgres":
-        yield request.getfixturevalue("database_url")
-        return
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'usage.db'}")
-    db.reset()
-    store.upgrade()
-    yield request.param
-    db.reset()
 
 
 @pytest.fixture
