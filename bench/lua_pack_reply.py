@@ -1,7 +1,8 @@
 """The reply store's packing of the common replies: ``pack_reply`` (which packs a new
 lease's or renewal's reply, a heartbeat's ``ok`` and a release's reply with their own few
-``string.format``s) against ``pack_any`` (the generic packer, element by element, which
-packed every reply before; both make the same text, tests/test_reply_store.py).
+``string.format``s; ``terms_w4``: a new lease's with a license's terms and a weight)
+against ``pack_any`` (the generic packer, element by element, which packed every reply
+before; both make the same text, tests/test_reply_store.py).
 
 Inside one EVAL on a private redis-server, a loop packs the same reply ``--loops`` times;
 a loop that only reads the reply is the floor. Prints microseconds per packing (minimum of
@@ -28,6 +29,10 @@ local replies = {
     10000000, now, 0},
   ok = {'ok', now + 360000, 360000, now, 0, 'laptop-0000123'},
   released = {'released', 10000, 10000000, 0, now},
+  -- a weight-4 lease on a license with terms (bench/redis_cost.py's terms row)
+  terms_w4 = {'acquired', 'AbCdEfGhIjKlMnOpQrStUvWx', now + 360000, 360000, 40004, 10000000,
+    10000000, now, 0, now + 31536000000, now + 32140800000, 0,
+    'cloud,design,pro,render,render.gpu,sim,team,viewer', '2026.10', 4},
 }
 local reply, text = replies[shape], nil
 for _ = 1, loops do
@@ -42,7 +47,7 @@ end
 return text
 """
 
-SHAPES = ("acquired", "ok", "released")
+SHAPES = ("acquired", "ok", "released", "terms_w4")
 MODES = ("floor", "pack_any", "pack_reply")
 
 

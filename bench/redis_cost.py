@@ -18,11 +18,13 @@ spread over all 256 shards. Then, per phase, it reads the server's own time per 
   full policy (at most 2 leases per user, each user holding one; two groups of 50 users
   with 10 reserved seats each; the queue on), and ``acquire (queued)``, a waiting client
   keeping its place (202) on a full license with 1,000 clients in line;
-- a license's term and entitlements, against ``acquire (new)`` of the same round (target
-  at most 1.1x): ``acquire (terms)``, a new lease on a license as large as the hot one
-  with an end a year away, a 7-day grace, 8 entitlements and a max_version, the acquire
-  asking for two entitlements and its version (every check runs, and the answer carries
-  the term).
+- a license's term and entitlements with a weighted lease, against ``acquire (new)`` of
+  the same round (target at most 1.1x): ``acquire (terms+w4)``, a new lease of weight 4
+  (``seats=4``: three more members in the license's ``units`` ZSET) on a license with an
+  end a year away, a 7-day grace, 8 entitlements and a max_version, holding as many
+  leases as the hot one, each of weight 4; the acquire asks for two entitlements and its
+  version (every check runs, and the answer carries the term and the weight). The rows'
+  leases are released between rounds, which takes their units with them (checked).
 
 A round measures every phase once, ZADD first. The machine is shared and noisy, so
 ``--rounds`` rounds (default 5) run and the median of the per-round ratios is reported.
@@ -110,8 +112,11 @@ LICENSES_PER_BATCH = 10  # 1,000 acquires per write while loading
 POLICY = "policy"
 QUEUED = "queued"
 # A license with a term, entitlements and a version range (docs/design.md, "Terms, grace,
-# entitlements and versions"), as large as HOT; its acquires ask for NEEDS and VERSION.
+# entitlements and versions"), holding as many leases as HOT, each of weight TERMS_WEIGHT
+# (docs/design.md, "Weighted seats"); its acquires ask for NEEDS, VERSION and TERMS_WEIGHT.
 TERMS = "terms"
+TERMS_WEIGHT = 4
+TERMS_ROW = f"acquire (terms+w{TERMS_WEIGHT})"
 ENTITLEMENTS = ("cloud", "design", "pro", "render", "render.gpu", "sim", "team", "viewer")
 NEEDS = ("pro", "render")
 VERSION = "2026.4"
@@ -194,6 +199,19 @@ def queue_acquire(
     return sid
 
 
+def queue_terms_acquire(eng: SeatEngine, pipe: Any, client_id: str) -> str:
+    """The terms row's call: a new lease of weight TERMS_WEIGHT on TERMS, asking for NEEDS
+    and VERSION."""
+    return queue_acquire(
+        eng, pipe, TERMS, client_id, entitlements=NEEDS, version=VERSION, seats=TERMS_WEIGHT
+    )
+
+
+def terms_units(eng: SeatEngine) -> int:
+    """Members of TERMS' ``units`` ZSET: (TERMS_WEIGHT - 1) for each live lease."""
+    return int(eng.redis.zcard(keys.LicenseKeys.of(TENANT, TERMS).units))
+
+
 def queue_session(script: Any, pipe: Any, license_id: str, sid: str, release: bool) -> None:
     build = release_call if release else heartbeat_call
     key_list, args = build(TENANT, license_id, sid, request_id=new_request_id())
@@ -227,14 +245,18 @@ def fill_license(
 ) -> dict[str, str]:
     """``count`` new leases on one license; returns client_id -> session_id. ``numbered``:
     session ids are 0-padded 12-digit numbers, as redis-benchmark's ``__rand_int__``.
-    ``users``: each lease names its user (``user_of``), for the policy licenses."""
+    ``users``: each lease names its user (``user_of``), for the policy licenses. The
+    terms license's leases are TERMS' own (``queue_terms_acquire``: weighted)."""
     eng.cache_config(TENANT, license_id, load_config(TENANT, license_id))
     sessions: dict[str, str] = {}
 
     def queue(pipe: Any, client_id: str) -> None:
         sid = f"{len(sessions):012d}" if numbered else None
         user = user_of(client_id) if users else None
-        sessions[client_id] = queue_acquire(eng, pipe, license_id, client_id, sid, user=user)
+        if license_id == TERMS:
+            sessions[client_id] = queue_terms_acquire(eng, pipe, client_id)
+        else:
+            sessions[client_id] = queue_acquire(eng, pipe, license_id, client_id, sid, user=user)
 
     run_batched(eng.redis, [f"{tag}-{i:07d}" for i in range(count)], queue, "acquired")
     return sessions
@@ -361,7 +383,8 @@ def one_round(
     waiting: list[str],
 ) -> list[Phase]:
     """One measure of every phase (``policy_hot``: the policy license's leases; the
-    terms license needs none of its own: it is filled like HOT before the rounds)."""
+    terms license needs none of its own: it is filled like HOT before the rounds, with
+    weighted leases)."""
     client = eng.redis
     zkey = "bench:zadd"
     floor = client.register_script("return 1")
@@ -397,11 +420,10 @@ def one_round(
         policy_created[client_id] = queue_acquire(eng, pipe, POLICY, client_id, user=user)
 
     terms_created: dict[str, str] = {}
+    terms_units_before = terms_units(eng)
 
     def acquire_terms(pipe: Any, client_id: str) -> None:
-        terms_created[client_id] = queue_acquire(
-            eng, pipe, TERMS, client_id, entitlements=NEEDS, version=VERSION
-        )
+        terms_created[client_id] = queue_terms_acquire(eng, pipe, client_id)
 
     def renew_place(pipe: Any, client_id: str) -> None:
         queue_acquire(eng, pipe, QUEUED, client_id, user=user_of(client_id), queue=True)
@@ -427,7 +449,7 @@ def one_round(
         ),
         measure(
             client,
-            "acquire (terms)",
+            TERMS_ROW,
             "evalsha",
             lambda: run_batched(client, [f"t{c}" for c in new_clients], acquire_terms, "acquired"),
         ),
@@ -480,13 +502,18 @@ def one_round(
             ),
         ),
     ]
-    # not measured: back to --hot leases on the terms license for the next round
+    # not measured: back to --hot leases on the terms license for the next round; their
+    # release takes their units with them
     run_batched(
         client,
         list(terms_created.values()),
         lambda p, sid: queue_session(eng.scripts.release, p, TERMS, sid, True),
         "released",
     )
+    if terms_units(eng) != terms_units_before:
+        raise RuntimeError(
+            f"{TERMS}: {terms_units(eng)} units after the round, {terms_units_before} before"
+        )
     # not measured: back to one lease per user on the policy license for the next round
     run_batched(
         client,
@@ -525,25 +552,26 @@ def report_policy(rounds: list[list[Phase]]) -> bool:
 
 
 def report_terms(rounds: list[list[Phase]]) -> bool:
-    """A license's term and entitlements: acquire (terms) over acquire (new), same round."""
+    """A license's term and entitlements, the lease weighted: TERMS_ROW over acquire (new),
+    same round."""
     names = [p.name for p in rounds[0]]
-    base, idx = names.index("acquire (new)"), names.index("acquire (terms)")
+    base, idx = names.index("acquire (new)"), names.index(TERMS_ROW)
     ratios = [r[idx].usec / r[base].usec for r in rounds]
     ratio = statistics.median(ratios)
     verdict = "PASS" if ratio <= TERMS_TARGET else "FAIL"
     cells = ", ".join(f"{x:.2f}" for x in ratios)
     print(
-        f"\nterms and entitlements: acquire (terms) / acquire (new), usec_per_call, median; "
-        f"target at most {TERMS_TARGET}x\n  acquire (terms)  {ratio:>6.2f}x  (rounds: {cells})  "
-        f"{verdict} (information: the rounds' phases are minutes apart)"
+        f"\nterms, entitlements and a weight of {TERMS_WEIGHT}: {TERMS_ROW} / acquire (new), "
+        f"usec_per_call, median; target at most {TERMS_TARGET}x\n  {TERMS_ROW}  {ratio:>6.2f}x"
+        f"  (rounds: {cells})  {verdict} (information: the rounds' phases are minutes apart)"
     )
     return True
 
 
 def paired_terms(eng: SeatEngine, samples: int, batch: int) -> bool:
-    """acquire (terms) against acquire (new) on a shared, noisy machine: ``samples``
-    pairs of small batches, one of each, back to back (the other load of the moment
-    weighs on both alike), each a new lease on a license as large as the hot one; the
+    """TERMS_ROW against acquire (new) on a shared, noisy machine: ``samples`` pairs of
+    small batches, one of each, back to back (the other load of the moment weighs on both
+    alike), each a new lease on a license holding as many leases as the hot one; the
     ratio of the two minima (other processes' load only ever adds time) and the median
     of the per-pair ratios. The target applies to the minima."""
     client = eng.redis
@@ -554,9 +582,7 @@ def paired_terms(eng: SeatEngine, samples: int, batch: int) -> bool:
         made[HOT].append(queue_acquire(eng, pipe, HOT, client_id))
 
     def termed(pipe: Any, client_id: str) -> None:
-        made[TERMS].append(
-            queue_acquire(eng, pipe, TERMS, client_id, entitlements=NEEDS, version=VERSION)
-        )
+        made[TERMS].append(queue_terms_acquire(eng, pipe, client_id))
 
     for i in range(samples):
         pair = [
@@ -587,7 +613,7 @@ def paired_terms(eng: SeatEngine, samples: int, batch: int) -> bool:
     verdict = "PASS" if ratio <= TERMS_TARGET else "FAIL"
     print(
         f"  paired, {samples} x {batch} each: acquire (new) min {min(plain_us):.2f} us, "
-        f"acquire (terms) min {min(terms_us):.2f} us: {ratio:.2f}x (median of the pairs "
+        f"{TERMS_ROW} min {min(terms_us):.2f} us: {ratio:.2f}x (median of the pairs "
         f"{pairs:.2f}x)  {verdict}"
     )
     return ratio <= TERMS_TARGET
@@ -603,7 +629,7 @@ def report(rounds: list[list[Phase]], target: float) -> bool:
     print("(min: lowest usec of the rounds and its ratio to the lowest ZADD; load from other")
     print(" processes only adds time, so the minimums are the least disturbed estimate)")
     print(
-        f"  {'op':<17}{'usec_per_call':>14}{'ratio':>9}{'min usec':>10}{'min ratio':>10}  verdict"
+        f"  {'op':<19}{'usec_per_call':>14}{'ratio':>9}{'min usec':>10}{'min ratio':>10}  verdict"
     )
     ok = True
     zadd_min = min(r[0].usec for r in rounds)
@@ -616,7 +642,7 @@ def report(rounds: list[list[Phase]], target: float) -> bool:
             verdict = "PASS" if ratio <= target else "FAIL"
             ok = ok and ratio <= target
         print(
-            f"  {phase.name:<17}{usec:>14.2f}{ratio:>8.2f}x{low:>10.2f}{low / zadd_min:>9.2f}x"
+            f"  {phase.name:<19}{usec:>14.2f}{ratio:>8.2f}x{low:>10.2f}{low / zadd_min:>9.2f}x"
             f"  {verdict}"
         )
     print("\nwhere the time goes (last round; commands run inside each script, per op)")
@@ -635,7 +661,8 @@ def report(rounds: list[list[Phase]], target: float) -> bool:
 
 # load_config's HMGET of the cached configuration (_lib.lua)
 CONFIG_FIELDS = ("exists", "seats", "lease_seconds", "max_lease_seconds", "overage_percent",
-                 "suspended", "max_borrow_seconds", "linger_seconds", "policy")  # fmt: skip
+                 "suspended", "max_borrow_seconds", "linger_seconds", "policy",
+                 "terms")  # fmt: skip
 
 # The Redis commands acquire.lua runs for a new lease on a license without a policy and
 # without a rate limit, in its order: (command, argument, ...), each argument a KEYS[i] of
@@ -651,7 +678,8 @@ NEW_LEASE_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("TIME",),  # now_ms: the call's one server time
     ("ZRANGEBYSCORE", "KEYS[2]", "'-inf'", "ARGV[2]", "'LIMIT'", "'0'", "'100'"),  # prune
     ("HGET", "KEYS[4]", "ARGV[3]"),  # the client's own lease (none)
-    ("ZCARD", "KEYS[2]"),  # seats used
+    ("ZCARD", "KEYS[2]"),  # seats used: the leases ...
+    ("ZCARD", "KEYS[16]"),  # ... and the weighted leases' other seats (units)
     ("ZADD", "KEYS[2]", "ARGV[4]", "ARGV[5]"),  # the lease and its deadline
     ("HSET", "KEYS[3]", "ARGV[5]", "ARGV[6]"),  # its record
     ("HSET", "KEYS[4]", "ARGV[3]", "ARGV[5]"),  # the client's lease
@@ -697,7 +725,7 @@ def floor_call(
         f'{{"event_id":"0123456789abcdef-1","type":"lease.acquired","tenant_id":"{TENANT}",'
         f'"license_id":"{license_id}","session_id":"{session_id}","client_id":"{client_id}",'
         f'"occurred_at":"2026-11-24T12:00:00.000Z","seats_used":10001,'
-        f'"seats_total":{SEATS},"count":1,"metadata":{META}}}'
+        f'"seats_total":{SEATS},"count":1,"seats":1,"metadata":{META}}}'
     )
     packed = f"A~{session_id}@4c4b40 36ee80 2711 989680\"' 0"
     return key_list, [
