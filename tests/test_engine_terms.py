@@ -181,6 +181,27 @@ def test_entitlements_and_versions(seat_engine, configs):
     assert bare.terms is None
 
 
+def test_a_cache_entry_written_before_the_terms_text_reads_the_same(seat_engine, configs):
+    """The cfg hash has the terms in one text (``terms``: T|starts|exp|...) that acquire
+    and heartbeat read with the rest of the configuration, and each on its own field; an
+    entry cached by the release before has ``terms`` '1' and the fields alone: read as
+    before, with the same answers."""
+    ends = at(seat_engine, 3600)
+    configs.add(T, "old", seats=5, expires_at=ends, entitlements=("pro", "render.gpu"),
+                max_version="2026.4")  # fmt: skip
+    new = seat_engine.acquire(SeatRequest(T, "old", "c1", entitlements=("pro",)))
+    cfg = LicenseKeys.of(T, "old").cfg
+    assert seat_engine.redis.hget(cfg, "terms").startswith("T|")
+    seat_engine.redis.hset(cfg, "terms", "1")  # as the release before wrote it
+    old = seat_engine.acquire(SeatRequest(T, "old", "c2", entitlements=("pro",)))
+    assert old.terms == new.terms and old.terms.ends_at_ms == int(ends.timestamp() * 1000)
+    assert seat_engine.heartbeat(T, "old", old.session_id).terms == new.terms
+    with pytest.raises(NotEntitled):
+        seat_engine.acquire(SeatRequest(T, "old", "c3", entitlements=("cloud",)))
+    with pytest.raises(VersionNotEntitled):
+        seat_engine.acquire(SeatRequest(T, "old", "c3", version="2026.5"))
+
+
 def test_a_repeat_is_answered_with_the_terms_of_the_first_run(seat_engine, configs):
     configs.add(T, "rep", seats=1, expires_at=at(seat_engine, 60), entitlements=("a",))
     first = seat_engine.acquire(SeatRequest(T, "rep", "c1", request_id="req-1"))

@@ -69,7 +69,13 @@ def test_create_show_update_renew_and_clear(stack, admin):
     assert lic["term_state"] == "active" and lic["expires_in_days"] > 300
     # the cache has them at once
     cfg = get_redis().hgetall(LicenseKeys.of("acme", "cad").cfg)
-    assert cfg["terms"] == "1" and cfg["entc"] == "pro,render.gpu" and cfg["keep"] == "1"
+    assert cfg["entc"] == "pro,render.gpu" and cfg["keep"] == "1"
+    # and all of them in one text the seat scripts read with the configuration
+    # (T|starts|exp|fin|keep|ent|entc|maxv|maxk)
+    text = cfg["terms"].split("|")
+    assert text[0] == "T" and text[4:] == ["1", " pro render.gpu ", "pro,render.gpu", "2026.4",
+                                           cfg["maxk"]]  # fmt: skip
+    assert text[1:4] == [cfg["starts"], cfg["exp"], cfg["fin"]]
     # renew: a year from the later of now and the current end
     renewed = post(
         admin, "license.update", tenant_id="acme", license_id="cad",

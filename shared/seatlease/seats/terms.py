@@ -53,8 +53,12 @@ class Terms:
 
 
 def cache_fields(config: LicenseConfig) -> dict[str, Any]:
-    """The cfg hash's fields for a license with terms (lua/_lib.lua, ``load_terms``)."""
-    fields: dict[str, Any] = {"terms": 1}
+    """The cfg hash's fields for a license with terms (lua/_lib.lua, ``load_terms``): each
+    on its own, and all of them in ``terms`` as one text (``terms_text``), which the seat
+    scripts read with the rest of the configuration (no second HMGET). The fields on
+    their own stay for scripts of the release before, which read them whenever ``terms``
+    is set (it used to be ``1``)."""
+    fields: dict[str, Any] = {}
     if config.starts_at is not None:
         fields["starts"] = epoch_ms(config.starts_at)
     if config.expires_at is not None:
@@ -69,4 +73,17 @@ def cache_fields(config: LicenseConfig) -> dict[str, Any]:
     if config.max_version:
         fields["maxv"] = config.max_version
         fields["maxk"] = version_text(config.max_version)
-    return fields
+    return {"terms": terms_text(fields), **fields}
+
+
+TERMS_FIELDS = ("starts", "exp", "fin", "keep", "ent", "entc", "maxv", "maxk")
+
+
+def terms_text(fields: dict[str, Any]) -> str:
+    """The fields as ``T|starts|exp|fin|keep|ent|entc|maxv|maxk`` ('' for an absent one):
+    load_terms's pattern. Every value is a number, a version or entitlement names
+    (ENTITLEMENT_PATTERN), none holding a ``|``."""
+    values = [str(fields.get(name, "")) for name in TERMS_FIELDS]
+    if any("|" in value for value in values):  # not one of the values above: never cached
+        raise ValueError(f"a license's terms cannot hold '|': {values!r}")
+    return "|".join(["T", *values])

@@ -91,7 +91,7 @@ if cfg.suspended == '1' then return {'suspended'} end
 local T = nil
 local wants, version = ARGV[16] or '', ARGV[17] or ''
 if cfg.terms or wants ~= '' or version ~= '' then
-  T = load_terms(k.cfg)
+  T = load_terms(k.cfg, cfg.terms)
   if T.starts and now < T.starts then return {'not_started', T.starts} end
   if T.fin and now >= T.fin then return {'license_expired', T.exp, T.fin} end
   if wants ~= '' then

@@ -60,7 +60,7 @@ local rec = raw and cjson.decode(raw) or {}
 local has = redis.call('HMGET', k.cfg, 'exists', 'terms', 'seats')
 if not has[1] and rec.tm then return {'missing'} end
 local T = nil
-if has[2] then T = load_terms(k.cfg) end
+if has[2] then T = load_terms(k.cfg, has[2]) end
 local wait = rate_limited(KEYS[8], ARGV[6], now)
 if wait and (rec.b or rec.lg or score - now > (rec.l or 0) * 2 / 3) then
   return {'rate_limited', wait}
