@@ -211,6 +211,45 @@ def test_a_tenant_admin_sees_and_frees_a_seat_in_chromium(stack, browser) -> Non
     assert {"status", "usage", "keys.list", "revoke"} <= set(actions)
 
 
+def test_a_lease_of_several_seats_shows_its_weight(stack, browser) -> None:
+    """A render node's lease counts 4 seats (its session record's ``w``, as the seat
+    scripts store a weighted lease): the license's leases get a Seats column, "×4" on
+    that lease and 1 on the plain one, and the seats in use count weights."""
+    import json
+
+    from seatlease.seats import keys
+
+    base, seat_key = stack["base_url"], stack["api_key"]
+    sessions = {}
+    for client in ("render-1", "laptop-1"):
+        status, lease = post_json(
+            f"{base}/acquire", {"license_id": DEMO_LICENSE, "client_id": client}, seat_key
+        )
+        assert status == 201, lease
+        sessions[client] = lease["session_id"]
+    records = keys.LicenseKeys.of(DEMO_TENANT, DEMO_LICENSE).sessions
+    redis = redisconn.get_redis()
+    record = json.loads(redis.hget(records, sessions["render-1"]))
+    redis.hset(records, sessions["render-1"], json.dumps({**record, "w": 4}))
+
+    browser.get(stack["portal_url"])
+    wait = WebDriverWait(browser, 20)
+    block_css = f'[data-license="{DEMO_LICENSE}"]'
+    row_css = f'{block_css} tr[data-session="{sessions["render-1"]}"]'
+    node = wait.until(ready.visibility_of_element_located((By.CSS_SELECTOR, row_css)))
+    heads = [th.get_attribute("textContent")
+             for th in browser.find_elements(By.CSS_SELECTOR, f"{block_css} thead th")]  # fmt: skip
+    assert heads[:3] == ["Client", "Seats", "User"], heads
+    assert node.find_element(By.CSS_SELECTOR, ".seats-weight").text == "×4"
+    plain = browser.find_element(
+        By.CSS_SELECTOR, f'{block_css} tr[data-session="{sessions["laptop-1"]}"] .seats-weight'
+    )
+    assert plain.text == "1"
+    seats = browser.find_element(By.CSS_SELECTOR, f"{block_css} .seats")
+    assert seats.text == "5 / 2 seats in use"
+    _no_alert(browser)
+
+
 def test_a_seat_key_cannot_sign_in(stack, browser) -> None:
     browser.get(f"{stack['base_url']}/portal")
     wait = WebDriverWait(browser, 20)

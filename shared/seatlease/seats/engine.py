@@ -469,6 +469,7 @@ class SeatEngine:
                     "metadata": json.loads(rec["m"]),
                     "borrowed": bool(rec.get("b")),
                     "lingering": bool(rec.get("lg")),
+                    "seats": int(rec.get("w", 1)),  # the weight; "w" absent for 1
                 }
             )
         return leases
@@ -508,6 +509,7 @@ class SeatEngine:
                     "joined_at_ms": int(rec["j"]),
                     "expires_at_ms": int(ends[client_id]),
                     "held_since_ms": int(rec["o"]) if rec.get("o") else None,
+                    "seats": int(rec.get("w", 1)),  # the seats it waits for
                 }
             )
         return waiting
