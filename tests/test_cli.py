@@ -506,7 +506,8 @@ def test_status_shows_each_leases_seats_when_one_counts_several(
     assert "acme/cad: 2 live leases holding 5 seats" in out
     header = next(line for line in lines if "SESSION_ID" in line).split()
     assert header[:3] == ["SESSION_ID", "CLIENT_ID", "SEATS"]
-    rows = {line.split()[1]: line.split()[2] for line in lines if "-cad" in line or "render-" in line}
+    rows = {line.split()[1]: line.split()[2] for line in lines
+            if "-cad" in line or "render-" in line}  # fmt: skip
     assert rows == {"render-1": "4", "ws1-cad": "1"}
 
     (lic,) = run_json(capsys, "status", "--tenant", "acme")["licenses"]
@@ -519,8 +520,15 @@ def test_status_shows_a_waiting_tickets_seats():
     """The queue's table gets a SEATS column when a ticket waits for several seats."""
     from seatlease_cli.status import render_status
 
-    lease = {"session_id": "s1", "client_id": "ws1", "user": "a", "host": "h",
-             "acquired_at": "2026-11-26T10:00:00Z", "expires_in_seconds": 30, "seats": 1}
+    lease = {
+        "session_id": "s1",
+        "client_id": "ws1",
+        "user": "a",
+        "host": "h",
+        "acquired_at": "2026-11-26T10:00:00Z",
+        "expires_in_seconds": 30,
+        "seats": 1,
+    }
     ticket = {"position": 1, "client_id": "render-2", "user": "farm", "host": "r2",
               "waiting_seconds": 12, "seat_held": False, "seats": 4}  # fmt: skip
     body = {"licenses": [{"tenant_id": "acme", "license_id": "cad", "seats_used": 1,

@@ -213,7 +213,7 @@ def test_a_tenant_admin_sees_and_frees_a_seat_in_chromium(stack, browser) -> Non
 
 def test_a_lease_of_several_seats_shows_its_weight(stack, browser) -> None:
     """A render node's lease counts 4 seats (its session record's ``w``, as the seat
-    scripts store a weighted lease): the license's leases get a Seats column, "×4" on
+    scripts store a weighted lease): the license's leases get a Seats column, "\u00d74" on
     that lease and 1 on the plain one, and the seats in use count weights."""
     import json
 
@@ -240,7 +240,7 @@ def test_a_lease_of_several_seats_shows_its_weight(stack, browser) -> None:
     heads = [th.get_attribute("textContent")
              for th in browser.find_elements(By.CSS_SELECTOR, f"{block_css} thead th")]  # fmt: skip
     assert heads[:3] == ["Client", "Seats", "User"], heads
-    assert node.find_element(By.CSS_SELECTOR, ".seats-weight").text == "×4"
+    assert node.find_element(By.CSS_SELECTOR, ".seats-weight").text == "\u00d74"  # x4
     plain = browser.find_element(
         By.CSS_SELECTOR, f'{block_css} tr[data-session="{sessions["laptop-1"]}"] .seats-weight'
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import functions_framework
 import pytest
@@ -175,14 +175,17 @@ def test_a_vanished_weighted_lease_is_lost_by_its_seats(database, fixed_now):
     ]
     assert event_log.insert_events(rows) == 2
     usage = usage_report(Window(T, "render"), "hour").usage
-    assert [(u.peak_seats, u.lost, u.seat_seconds) for u in usage] == [
-        (4, 0, 4 * 3600.0),
-        # closed as lost at the hour's end (as a plain lease is), the new one from 11:10
-        (4, 4, 4 * 3600 + 3000.0),
-        (1, 0, 3600.0),  # the level is Redis's count from there on
-        (1, 0, 3600.0),
-        (1, 0, 3600.0),
-    ][: len(usage)]
+    assert (
+        [(u.peak_seats, u.lost, u.seat_seconds) for u in usage]
+        == [
+            (4, 0, 4 * 3600.0),
+            # closed as lost at the hour's end (as a plain lease is), the new one from 11:10
+            (4, 4, 4 * 3600 + 3000.0),
+            (1, 0, 3600.0),  # the level is Redis's count from there on
+            (1, 0, 3600.0),
+            (1, 0, 3600.0),
+        ][: len(usage)]
+    )
     assert len(usage) == 2
 
 
@@ -233,9 +236,7 @@ def test_migration_0012_adds_seats_without_rewriting_the_events(migration_urls):
         with engine.connect() as conn:
             assert conn.execute(select(lease_events.c.seats)).scalars().all() == [1, 1]
             assert conn.execute(select(usage_leases.c.seats)).scalars().all() == [1]
-        event_log.insert_events(
-            [event(2, "lease.acquired", at("11:00"), "b", 3, seats=3)], engine
-        )
+        event_log.insert_events([event(2, "lease.acquired", at("11:00"), "b", 3, seats=3)], engine)
         # The raw events stored before 0012 (no rollups: inserted by hand) are read at a
         # window's edges: 10:15-10:30 one seat, the release's -1 by its default weight.
         edge = Window(T, "render", since=at("10:15"), until=at("10:45"))

@@ -14,9 +14,10 @@ event changes nothing.
   ``lease.denied`` counts. ``lease.converted`` and ``lease.lingering`` change no seat
   count (docs/design.md, "Events") and are only seen through ``seats_used``.
 - ``max_used``: the highest ``seats_used`` of the hour. Every lease event carries Redis's
-  own count of seats in use (live leases by their weights) right after it (``seats_used``), so the *level* (seats in use)
-  is never rebuilt from +1/-1 deltas: a delta stream drifts for ever when an ending never
-  reaches the log (Redis lost its data, issue 11), Redis's count does not.
+  own count of seats in use (live leases by their weights) right after it
+  (``seats_used``), so the *level* (seats in use) is never rebuilt from +1/-1 deltas: a
+  delta stream drifts for ever when an ending never reaches the log (Redis lost its
+  data, issue 11), Redis's count does not.
 - ``last_at``/``last_id``/``last_used``/``last_total``: the hour's last event (by
   ``occurred_at``, then event id: the same Lua call numbers its events in order) with its
   ``seats_used`` and ``seats_total``: the level the next hour starts from.

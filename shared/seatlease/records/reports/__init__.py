@@ -24,12 +24,12 @@ ending event. The log then expects more leases than Redis counts: at the next ev
 that license, ``seats_used`` is lower than the level before it plus the acquires minus
 the endings since. That difference is counted as *lost* (``lease.lost``) in the
 bucket where an event showed it, in seats (Redis's count is the only witness, and it
-counts weights: a vanished weight-4 lease is 4 lost), and the level follows Redis's count from there on: a
-lost lease is never counted as held beyond the next event of its license. Until that
-next event the log cannot tell a lost lease from one still heartbeating (heartbeats are
-not events); ``seatlease status`` shows Redis's live count. Same-millisecond events of
-different Lua calls have no known order; the one with the larger event id counts as
-last (within one call, event ids are numbered in order).
+counts weights: a vanished weight-4 lease is 4 lost), and the level follows Redis's
+count from there on: a lost lease is never counted as held beyond the next event of its
+license. Until that next event the log cannot tell a lost lease from one still
+heartbeating (heartbeats are not events); ``seatlease status`` shows Redis's live
+count. Same-millisecond events of different Lua calls have no known order; the one with
+the larger event id counts as last (within one call, event ids are numbered in order).
 
 *Exact steps* (``period`` ``exact``): the level itself, one point at each change: the
 level at the window's start (or 0 at a license's first event, without ``since``), then

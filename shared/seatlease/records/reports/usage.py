@@ -201,13 +201,9 @@ def _edge_events(conn: Connection, window: Window, lo: datetime, hi: datetime) -
         to_end = "round(extract(epoch FROM CAST(:hi AS timestamptz) - occurred_at) * 1000)"
     else:
         to_end = "round((julianday(:hi) - julianday(occurred_at)) * 86400000)"
-    endings = ", ".join(f"'{t}'" for t in ENDINGS)
-    starts = ", ".join(f"'{t}'" for t in STARTS)
+    ends, starts = ", ".join(f"'{t}'" for t in ENDINGS), ", ".join(f"'{t}'" for t in STARTS)
     # Weighted like the rollups' columns: a lease moves the level by its seats.
-    delta = (
-        f"(CASE WHEN type IN ({starts}) THEN seats WHEN type IN ({endings}) THEN -seats "
-        "ELSE 0 END)"
-    )
+    delta = f"(CASE WHEN type IN ({starts}) THEN seats WHEN type IN ({ends}) THEN -seats END)"
 
     def count(kind: str) -> str:
         return f"SUM(CASE WHEN type = '{kind}' THEN 1 ELSE 0 END)"
