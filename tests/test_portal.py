@@ -76,17 +76,12 @@ def test_status_shows_the_tenants_licenses_and_leases_only(acme: Tenant, beta: T
 
 
 def test_status_gives_each_lease_its_seats(acme: Tenant) -> None:
-    """The portal's lease list reads each lease's ``seats`` (its weight: a render node's
-    lease of 4, set in its session record as the seat scripts store it) and the license's
-    weighted ``seats_used``; the page draws a Seats column from them (portal.js)."""
-    import json
-
+    """The portal's lease list reads each lease's ``seats`` (a render node's lease of 4)
+    and the license's weighted ``seats_used``; the page draws a Seats column from them
+    (portal.js; tests/test_portal_browser.py)."""
     new_license(acme, "cad", seats=8)
-    node = acquire(acme, "cad", "render-1").get_json()["session_id"]
+    assert acquire(acme, "cad", "render-1", seats=4).get_json()["seats"] == 4
     acquire(acme, "cad", "laptop-1")
-    sessions = keys.LicenseKeys.of("acme", "cad").sessions
-    record = json.loads(get_redis().hget(sessions, node))
-    get_redis().hset(sessions, node, json.dumps({**record, "w": 4}))
     [cad] = ask(admin_of(acme), "status").get_json()["licenses"]
     assert cad["seats_used"] == 5
     assert {lease["client_id"]: lease["seats"] for lease in cad["leases"]} == {

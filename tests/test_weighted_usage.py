@@ -95,6 +95,46 @@ def test_the_audit_function_stores_each_events_seats(database, fixed_now):
     assert leases == {"big": 4, "one": 1}
 
 
+def test_a_weighted_lease_through_the_real_pieces(database, redis_client, pubsub):
+    """engine -> outbox -> reaper -> Pub/Sub emulator -> audit function -> database: a
+    lease of 3 seats and a plain one held about 2 s each; every lease event stores its
+    weight, ``seats_used`` peaks at 4, and the seat-seconds are about 3 x 2 + 1 x 2."""
+    import time
+
+    from seatlease.api.runtime import seat_engine
+    from seatlease.events.pubsub import Publisher
+    from seatlease.events.reaper import Reaper
+    from seatlease.seats.engine import SeatRequest
+
+    store.create_tenant(T)
+    store.create_license(T, "render", seats=4, lease_seconds=60)
+    engine = seat_engine()
+    node = engine.acquire(SeatRequest(T, "render", "node-1", seats=3))
+    time.sleep(0.005)  # two Lua calls in one millisecond have no known order in the log
+    desk = engine.acquire(SeatRequest(T, "render", "desk-1"))
+    time.sleep(2)
+    engine.release(T, "render", node.session_id)
+    time.sleep(0.005)
+    engine.release(T, "render", desk.session_id)
+    Reaper(redis_client, Publisher()).run()
+    audit = functions_framework.create_app("audit", "functions/audit/main.py").test_client()
+    for i, message in enumerate(pubsub.pull()):
+        assert push(audit, message.data, str(i)).status_code == 200
+    stored = [(e["type"], e["client_id"], e["seats"], e["seats_used"])
+              for e in event_log.list_events(T, "render")]  # fmt: skip
+    assert stored == [
+        ("lease.acquired", "node-1", 3, 3),
+        ("lease.acquired", "desk-1", 1, 4),
+        ("lease.released", "node-1", 3, 1),
+        ("lease.released", "desk-1", 1, 0),
+    ]
+    usage = usage_report(Window(T, "render"), "minute").usage
+    assert max(u.peak_seats for u in usage) == 4
+    assert sum(u.seat_seconds for u in usage) == pytest.approx(3 * 2 + 2, abs=0.5)
+    (user,) = user_usage(Window(T))
+    assert (user.leases, user.seat_seconds) == (2, pytest.approx(8, abs=0.5))
+
+
 @pytest.mark.parametrize(
     "seats, problem",
     [
