@@ -51,6 +51,11 @@ class BorrowedSeat:
         self.expires_at: datetime = _parse_time(answer["lease_expires_at"])
         self.token = str(answer["lease_token"])
         self.claims = claims  # the verified token's claims (exp, aud, sub, borrowed, ...)
+        # The seat's weight as the token signs it (its seats claim; 1 when absent). A
+        # BorrowedSeat exists only once verified, so the verify extra is installed.
+        from seatlease_client._verify import claimed_seats
+
+        self.seats = claimed_seats(claims)
 
     def __repr__(self) -> str:
         return (
