@@ -73,7 +73,7 @@ seatlease_code seatlease_machine_fingerprint(const char *machine_id, char out[65
 
 /* When even an error cannot be allocated: a static one, which free ignores. */
 static seatlease_error out_of_memory = {
-    SEATLEASE_ERR_NO_MEMORY, 0, "no_memory", "Out of memory.", "{}", "", -1, -1, -1, -1,
+    SEATLEASE_ERR_NO_MEMORY, 0, "no_memory", "Out of memory.", "{}", "", -1, -1, -1, 1, -1, -1,
 };
 
 char *sl_strdup(const char *text) {
