@@ -7,6 +7,7 @@
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -598,8 +599,17 @@ seatlease_code seatlease_acquire(seatlease_client *client, const char *license_i
     if (o == NULL) {
         o = &defaults;
     }
-    if (o->struct_size != sizeof *o) {
+    /* A caller built against an older header passes a shorter struct (before seats was
+     * appended): read what it has, the newer fields stay at their defaults. */
+    seatlease_acquire_options full;
+    if (o->struct_size < offsetof(seatlease_acquire_options, seats) || o->struct_size > sizeof *o) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "seatlease_acquire_options: call seatlease_acquire_options_init first.");
+    }
+    if (o->struct_size < sizeof *o) {
+        seatlease_acquire_options_init(&full);
+        memcpy(&full, o, o->struct_size);
+        full.struct_size = sizeof full;
+        o = &full;
     }
     cJSON *body = NULL;
     seatlease_code code = sl_acquire_body(license_id, client_id, o->lease_seconds,

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -406,8 +407,17 @@ seatlease_code seatlease_lease_acquire(seatlease_client *client, const char *lic
     if (client == NULL || license_id == NULL || o == NULL || out == NULL || o->client_id == NULL) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "client, license_id, options.client_id and lease are required.");
     }
-    if (o->struct_size != sizeof *o) {
+    /* A caller built against an older header passes a shorter struct (before seats was
+     * appended): read what it has, the newer fields stay at their defaults. */
+    seatlease_lease_options full;
+    if (o->struct_size < offsetof(seatlease_lease_options, seats) || o->struct_size > sizeof *o) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "seatlease_lease_options: call seatlease_lease_options_init first.");
+    }
+    if (o->struct_size < sizeof *o) {
+        seatlease_lease_options_init(&full);
+        memcpy(&full, o, o->struct_size);
+        full.struct_size = sizeof full;
+        o = &full;
     }
     seatlease_lease *l = calloc(1, sizeof *l);
     if (l == NULL) {

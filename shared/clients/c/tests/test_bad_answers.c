@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,6 +138,22 @@ static void weights_are_sent_and_read(void) {
     CHECK(seatlease_lease_seats(lease) == 4);
     seatlease_lease_free(lease);
     CHECK(seatlease_lease_seats(NULL) == 1 && seatlease_answer_seats(NULL) == 1);
+    /* A caller built before seats was appended passes a shorter struct: still accepted,
+     * and no seats is sent (the echo answers none: a weight of 1). */
+    seatlease_acquire_options older;
+    seatlease_acquire_options_init(&older);
+    older.seats = 5; /* beyond the older caller's struct: never read */
+    older.struct_size = offsetof(seatlease_acquire_options, seats);
+    CHECK_CODE(seatlease_acquire(client, "lic", "pc-5", &older, &answer, NULL), SEATLEASE_OK);
+    CHECK(seatlease_answer_seats(answer) == 1);
+    seatlease_answer_free(answer);
+    o.seats = 5;
+    o.struct_size = offsetof(seatlease_lease_options, seats);
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_OK);
+    CHECK(seatlease_lease_seats(lease) == 1);
+    seatlease_lease_free(lease);
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-3";
     seatlease_client_free(client);
 
     client = client_at(server, "seats_mismatch");
