@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from seatlease_client import TokenError
+from seatlease_client import TokenError, claimed_seats
 from seatlease_client._machine import fingerprint
-from seatlease_client._verify import TokenVerifier, claimed_seats
+from seatlease_client._verify import TokenVerifier
 
 REPO = Path(__file__).resolve().parent.parent
 VECTORS = json.loads((REPO / "shared" / "clients" / "testdata" / "vectors.json").read_text())

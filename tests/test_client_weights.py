@@ -30,8 +30,8 @@ from seatlease_client import (
     SeatClient,
     SeatError,
     SeatsMismatch,
+    claimed_seats,
 )
-from seatlease_client._verify import claimed_seats
 
 GRANT = {
     "session_id": "c2Vzc2lvbi0wMDAwMDAwMDAx",

@@ -82,7 +82,7 @@ from seatlease_client._errors import (
     VersionNotEntitled,
     WrongAudience,
 )
-from seatlease_client._lease import Lease
+from seatlease_client._lease import Lease, claimed_seats
 from seatlease_client._version import __version__
 
 __all__ = [
@@ -117,4 +117,5 @@ __all__ = [
     "VersionNotEntitled",
     "WrongAudience",
     "__version__",
+    "claimed_seats",
 ]

@@ -46,6 +46,14 @@ def _parse_time(value: str) -> datetime:
     return datetime.fromisoformat(f"{date}T{clock}.{micros}{zone}").astimezone(timezone.utc)
 
 
+def claimed_seats(claims: dict[str, Any]) -> int:
+    """The lease's weight a verified token signs (its ``seats`` claim; absent: 1)."""
+    seats = claims.get("seats", 1)
+    if isinstance(seats, int) and not isinstance(seats, bool) and seats >= 1:
+        return seats
+    return 1
+
+
 class Lease:
     """A seat held by this process, updated in place by heartbeats and re-acquires.
 

@@ -50,7 +50,7 @@ from seatlease_client._errors import (
     UntrustedKey,
     WrongAudience,
 )
-from seatlease_client._lease import _parse_time
+from seatlease_client._lease import _parse_time, claimed_seats  # noqa: F401 (re-exported)
 
 LEASE_TYP = "seatlease-lease+jwt"
 RELEASE_TYP = "seatlease-release+jwt"
@@ -59,12 +59,6 @@ _TYP = {"acquire": LEASE_TYP, "heartbeat": LEASE_TYP, "release": RELEASE_TYP}
 
 # A pinned key: a JWK (dict), a PEM public key, or the JWK's "x" (base64url of 32 bytes).
 PinnedKey = Union[dict, str, bytes]
-
-
-def claimed_seats(claims: dict[str, Any]) -> int:
-    """The lease's weight a verified token signs (its ``seats`` claim; absent: 1)."""
-    seats = claims.get("seats", 1)
-    return seats if isinstance(seats, int) and not isinstance(seats, bool) else 1
 
 
 def new_nonce() -> str:
