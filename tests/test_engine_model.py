@@ -4,7 +4,9 @@ is moved into the past with the server's clock, which is what waiting would do) 
 real short lease that expires by waiting. Borrowing and linger are in the model: borrowed
 leases (and a lease turned into one), releases that leave the seat lingering for its
 client, that client taking it back, and revokes; a lingering seat counts against the
-limit like any other."""
+limit like any other. Weighted seats too: a lease may count as 1 to 3 seats, the cap
+counts weights, a renewal keeps the weight and another weight for a held lease is
+refused, and every lease event carries its lease's weight."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from seatlease.errors import InvalidRequest, NoSeatsAvailable, SessionExpired
+from seatlease.errors import InvalidRequest, NoSeatsAvailable, SeatsMismatch, SessionExpired
 from seatlease.events.pubsub import outbox_events
 from seatlease.seats import redisconn
 from seatlease.seats.engine import LicenseConfig, SeatEngine, SeatRequest
@@ -73,6 +75,7 @@ class SeatModel(RuleBasedStateMachine):
         self.events = dict.fromkeys(EVENT_TYPES, 0)
         self.waited = False
         self.order: list[str] = []
+        self.weight: dict[str, int] = {}  # every session's weight (the seats it counts)
 
     def teardown(self) -> None:
         if hasattr(self, "redis"):
@@ -83,6 +86,11 @@ class SeatModel(RuleBasedStateMachine):
         """Every session ever seen, in creation order (session ids are random: drawing
         by index keeps hypothesis' data generation deterministic)."""
         return self.order
+
+    @property
+    def used(self) -> int:
+        """Seats in use: the live leases' weights."""
+        return sum(self.weight[sid] for sid in self.live)
 
     def _pick(self, data: st.DataObject, among: list[str]) -> str:
         return among[data.draw(st.integers(0, len(among) - 1))]
@@ -105,24 +113,33 @@ class SeatModel(RuleBasedStateMachine):
         for sid in list(self.expired):
             self._expire(sid)
 
-    @rule(client=CLIENTS, borrow=st.booleans())
-    def acquire(self, client: str, borrow: bool) -> None:
-        if borrow and self.config.max_borrow_seconds == 0:
+    @rule(client=CLIENTS, borrow=st.booleans(), seats=st.sampled_from([None, None, 1, 2, 3]))
+    def acquire(self, client: str, borrow: bool, seats: int | None) -> None:
+        request = SeatRequest(
+            "t", "lic", client, borrow_seconds=BORROW_SECONDS if borrow else None, seats=seats
+        )
+        if (borrow and self.config.max_borrow_seconds == 0) or (seats or 1) > self.config.seats:
             with pytest.raises(InvalidRequest):  # refused before anything changes
-                self.engine.acquire(SeatRequest("t", "lic", client, borrow_seconds=BORROW_SECONDS))
+                self.engine.acquire(request)
             return
         self._reclaim_expired()
         held = [sid for sid, c in self.live.items() if c == client]
-        limit = self.config.seat_limit
-        try:
-            lease = self.engine.acquire(
-                SeatRequest("t", "lic", client, borrow_seconds=BORROW_SECONDS if borrow else None)
-            )
-        except NoSeatsAvailable as denied:
-            assert not held and len(self.live) >= limit
-            assert denied.seats_used == len(self.live)
+        if held and seats is not None and seats != self.weight[held[0]]:
+            with pytest.raises(SeatsMismatch) as mismatch:  # a lease keeps its weight
+                self.engine.acquire(request)
+            assert mismatch.value.held_seats == self.weight[held[0]]
+            assert mismatch.value.seats == seats
             return
-        assert lease.seats_used == len(self.live) + (0 if held else 1) <= limit
+        limit = self.config.seat_limit
+        weight = self.weight[held[0]] if held else seats or 1
+        try:
+            lease = self.engine.acquire(request)
+        except NoSeatsAvailable as denied:
+            assert not held and self.used + weight > limit
+            assert denied.seats_used == self.used
+            return
+        assert lease.seats == weight
+        assert lease.seats_used == self.used + (0 if held else weight) <= limit
         if held:
             sid = held[0]
             assert not lease.created and lease.session_id == sid
@@ -137,6 +154,7 @@ class SeatModel(RuleBasedStateMachine):
         else:
             assert lease.created and lease.session_id not in self.sessions
             self.live[lease.session_id] = client
+            self.weight[lease.session_id] = weight
             self.order.append(lease.session_id)
             self.events["lease.borrowed" if borrow else "lease.acquired"] += 1
             if borrow:
@@ -160,6 +178,7 @@ class SeatModel(RuleBasedStateMachine):
             return
         assert sid in self.live and sid not in self.lingering
         assert renewal.borrowed == (sid in self.borrowed)
+        assert renewal.seats == self.weight[sid]
 
     @precondition(lambda self: self.sessions)
     @rule(data=st.data())
@@ -177,7 +196,7 @@ class SeatModel(RuleBasedStateMachine):
             self._end(sid, "lease.released")
         elif sid in self.expired:
             self._expire(sid)
-        assert result.seats_used == len(self.live)
+        assert result.seats_used == self.used
 
     @precondition(lambda self: self.sessions)
     @rule(data=st.data())
@@ -190,7 +209,7 @@ class SeatModel(RuleBasedStateMachine):
             self._end(sid, "lease.revoked")
         elif sid in self.expired:
             self._expire(sid)
-        assert result.seats_used == len(self.live)
+        assert result.seats_used == self.used
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())
@@ -201,9 +220,12 @@ class SeatModel(RuleBasedStateMachine):
         past = self.engine.server_time_ms() - 1
         self.redis.zadd(self.keys.leases, {sid: past}, xx=True)
         self.redis.zadd(self.keys.deadlines, {f"t/lic|{sid}": past}, xx=True)
+        units = {f"{sid}#{n}": past for n in range(2, self.weight[sid] + 1)}
+        if units:  # a weighted lease's other seats expire with it
+            self.redis.zadd(self.keys.units, units, xx=True)
         self.expired[sid] = self.live.pop(sid)
 
-    @precondition(lambda self: not self.waited and self.config.seat_limit > len(self.live))
+    @precondition(lambda self: not self.waited and self.config.seat_limit > self.used)
     @rule(client=st.sampled_from(["short-a", "short-b"]))
     def a_real_short_lease_expires(self, client: str) -> None:
         """Once per run: a 1-second lease really expires by waiting."""
@@ -212,6 +234,7 @@ class SeatModel(RuleBasedStateMachine):
         lease = self.engine.acquire(SeatRequest("t", "lic", client, lease_seconds=1))
         self.events["lease.acquired"] += 1
         self.order.append(lease.session_id)
+        self.weight[lease.session_id] = 1
         time.sleep(1.05)
         self.expired[lease.session_id] = client
 
@@ -221,13 +244,20 @@ class SeatModel(RuleBasedStateMachine):
             return
         rows = {row["session_id"]: row for row in self.engine.live_leases("t", "lic")}
         assert set(rows) == set(self.live)
-        assert len(rows) <= self.config.seat_limit  # lingering and borrowed seats count
+        assert {s: r["seats"] for s, r in rows.items()} == {s: self.weight[s] for s in self.live}
+        assert self.used <= self.config.seat_limit  # lingering and borrowed seats count
+        # no weighted lease's other seats outlive it (nor go before it)
+        held = [*self.live, *self.expired]
+        assert self.redis.zcard(self.keys.units) == sum(self.weight[s] - 1 for s in held)
         assert {s for s, r in rows.items() if r["borrowed"]} == self.borrowed & set(self.live)
         assert {s for s, r in rows.items() if r["lingering"]} == self.lingering & set(self.live)
         stream = self.keys.outbox
-        types = [event["type"] for event in outbox_events(self.redis, stream)]
+        events = outbox_events(self.redis, stream)
+        types = [event["type"] for event in events]
         for kind, count in self.events.items():
             assert types.count(kind) == count, kind
+        for event in events:  # each carries its lease's weight
+            assert event["seats"] == self.weight[event["session_id"]], event
 
 
 def test_engine_matches_model(redis_server):

@@ -44,6 +44,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
             ticket=body.ticket,
             entitlements=tuple(body.entitlements or ()),
             version=body.version,
+            seats=body.seats,
         )
     )
     if isinstance(lease, QueuePlace):  # a full license with a queue: a place in line
@@ -60,6 +61,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
                 "retry_after_seconds": lease.retry_after_seconds,
                 "seats_used": lease.seats_used,
                 "seats_total": lease.seats_total,
+                **({"seats": lease.seats} if lease.seats > 1 else {}),  # absent: 1
             },
             retry_after,
         )
@@ -82,6 +84,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
         "seats_total": lease.seats_total,
         "overage": lease.overage,
         "borrowed": lease.borrowed,
+        **({"seats": lease.seats} if lease.seats > 1 else {}),  # absent: 1, as before weights
         **terms_answer(terms),
         **sign.lease(
             tenant_id=call.tenant_id,
@@ -92,6 +95,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
             expires_at_ms=lease.expires_at_ms,
             nonce=body.nonce,
             **({"borrowed": True} if lease.borrowed else {}),
+            **({"seats": lease.seats} if lease.seats > 1 else {}),  # absent: 1
             **(terms.claims() if terms else {}),
             # the machine it was taken for: a client refuses a borrowed token elsewhere
             **({"cnf": {"machine": body.fingerprint}} if body.fingerprint else {}),

@@ -36,6 +36,7 @@ def heartbeat(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
         "lease_seconds": renewal.lease_seconds,
         "heartbeat_interval_seconds": renewal.heartbeat_interval_seconds,
         "borrowed": renewal.borrowed,
+        **({"seats": renewal.seats} if renewal.seats > 1 else {}),  # absent: 1
         **terms_answer(renewal.terms),
         **sign.lease(
             tenant_id=call.tenant_id,
@@ -46,6 +47,7 @@ def heartbeat(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
             expires_at_ms=renewal.expires_at_ms,
             nonce=body.nonce,
             **({"borrowed": True} if renewal.borrowed else {}),
+            **({"seats": renewal.seats} if renewal.seats > 1 else {}),  # absent: 1
             **(renewal.terms.claims() if renewal.terms else {}),
         ),
     }

@@ -91,6 +91,7 @@ class NoSeatsAvailable(SeatError):
         retry_after_seconds: int,
         seats_held: int = 0,
         seats_reserved: int = 0,
+        seats_requested: int = 1,
     ) -> None:
         super().__init__(f"all {seats_total} seats are in use")
         self.seats_used = seats_used
@@ -98,6 +99,7 @@ class NoSeatsAvailable(SeatError):
         self.retry_after_seconds = retry_after_seconds
         self.seats_held = seats_held
         self.seats_reserved = seats_reserved
+        self.seats_requested = seats_requested  # the lease asked would count as this many
 
 
 class QueueFull(SeatError):
@@ -128,16 +130,34 @@ class UserDenied(SeatError):
 
 
 class UserLimitReached(SeatError):
-    """The user already holds the license's ``max_per_user`` live leases."""
+    """The user's live leases would count more than the license's ``max_per_user`` seats
+    (``sessions``: the seats they count now, each lease its weight)."""
 
     def __init__(
-        self, user: str, max_per_user: int, sessions: int, retry_after_seconds: int = 1
+        self,
+        user: str,
+        max_per_user: int,
+        sessions: int,
+        retry_after_seconds: int = 1,
+        seats_requested: int = 1,
     ) -> None:
         super().__init__(f"user {user!r} holds {sessions} of at most {max_per_user} seats")
         self.user = user
         self.max_per_user = max_per_user
         self.sessions = sessions
         self.retry_after_seconds = retry_after_seconds  # until the user's earliest lease ends
+        self.seats_requested = seats_requested
+
+
+class SeatsMismatch(SeatError):
+    """The client holds a live lease of ``held_seats`` seats and asked for ``seats``: a
+    lease keeps its weight; release it to take another."""
+
+    def __init__(self, client_id: str, held_seats: int, seats: int) -> None:
+        super().__init__(f"client {client_id!r} holds a lease of {held_seats} seats")
+        self.client_id = client_id
+        self.held_seats = held_seats
+        self.seats = seats
 
 
 class SessionExpired(SeatError):

@@ -58,6 +58,7 @@ from seatlease.errors import (
     NotFound,
     QueueFull,
     RateLimited,
+    SeatsMismatch,
     SessionExpired,
     SessionNotLive,
     StoreError,
@@ -85,6 +86,8 @@ Body = TypeVar("Body", bound=BaseModel)
 def no_seats_message(exc: NoSeatsAvailable) -> str:
     """The 409's message, saying why the seats not in use are not the caller's."""
     retry = f"retry after {exc.retry_after_seconds} s."
+    if exc.seats_requested > 1:  # a weighted lease: free seats may not be enough
+        retry = f"this lease would count as {exc.seats_requested} seats; {retry}"
     if exc.seats_held:
         held = "a seat is" if exc.seats_held == 1 else f"{exc.seats_held} seats are"
         return (
@@ -97,6 +100,8 @@ def no_seats_message(exc: NoSeatsAvailable) -> str:
             f"{exc.seats_used} of {exc.seats_total} seats are in use; the {exc.seats_reserved} "
             f"free {free} reserved for groups this user is not in; {retry}"
         )
+    if exc.seats_used < exc.seats_total:  # free seats, fewer than the lease would count
+        return f"{exc.seats_used} of {exc.seats_total} seats are in use; {retry}"
     return f"All {exc.seats_total} seats are in use; {retry}"
 
 
@@ -190,6 +195,16 @@ def to_api_error(exc: Exception) -> ApiError:
                 seats_held=exc.seats_held,
                 seats_reserved=exc.seats_reserved,
                 retry_after_seconds=exc.retry_after_seconds,
+                **({"seats_requested": exc.seats_requested} if exc.seats_requested > 1 else {}),
+            )
+        case SeatsMismatch():
+            return ApiError(
+                409,
+                "seats_mismatch",
+                f"Client {exc.client_id!r} holds a live lease of {exc.held_seats} seats; a "
+                f"lease keeps its weight: release it to take {exc.seats}.",
+                held_seats=exc.held_seats,
+                seats=exc.seats,
             )
         case QueueFull():
             return ApiError(
@@ -216,12 +231,15 @@ def to_api_error(exc: Exception) -> ApiError:
             return ApiError(
                 409,
                 "user_limit_reached",
-                f"This user holds {exc.sessions} seats; the license allows at most "
-                f"{exc.max_per_user} per user; retry after {exc.retry_after_seconds} s.",
+                f"This user holds {exc.sessions} seats"
+                + (f" and asks {exc.seats_requested} more" if exc.seats_requested > 1 else "")
+                + f"; the license allows at most {exc.max_per_user} per user; retry after "
+                f"{exc.retry_after_seconds} s.",
                 {"Retry-After": str(exc.retry_after_seconds)},
                 max_per_user=exc.max_per_user,
                 sessions=exc.sessions,
                 retry_after_seconds=exc.retry_after_seconds,
+                **({"seats_requested": exc.seats_requested} if exc.seats_requested > 1 else {}),
             )
         case UserDenied():
             return ApiError(403, "user_denied", "This user may not take a seat on this license.")

@@ -35,6 +35,10 @@ from seatlease.licenses import MAX_BORROW_SECONDS
 # The machine a client runs on: the lowercase hex SHA-256 of its stable machine id
 # (docs/client.md, "Borrowed seats stay on their machine"). A lease token carries it as
 # cnf.machine; the clients refuse a borrowed token on another machine.
+# The most seats one lease may count as, whatever its license (acquire.lua bounds it by
+# the license's seats).
+MAX_LEASE_WEIGHT = 100_000
+
 Fingerprint = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 
 
@@ -66,6 +70,10 @@ class AcquireRequest(_Body):
     entitlements: Entitlements | None = None
     version: Version | None = None
     fingerprint: Fingerprint | None = None
+    # How many seats the lease counts as (a render node: 4): at most the license's seats,
+    # which acquire.lua checks; this is every license's ceiling. Absent: 1 for a new lease,
+    # the held lease's own for a renewal (another weight: 409 seats_mismatch).
+    seats: Annotated[int, Field(ge=1, le=MAX_LEASE_WEIGHT)] | None = None
 
     @field_validator("borrow_seconds")
     @classmethod

@@ -70,6 +70,8 @@ class EventFields(BaseModel):
     seats_used: Annotated[int, Field(ge=0, le=INT_MAX)] | None = None
     seats_total: Annotated[int, Field(ge=0, le=INT_MAX)] | None = None
     count: Annotated[int, Field(ge=1, le=INT_MAX)] = 1
+    # the lease's (or ticket's) weight: the seats it counts as (absent: 1, as before weights)
+    seats: Annotated[int, Field(ge=1, le=INT_MAX)] | None = None
     metadata: dict[str, str | int | float | bool | None] | None = None
 
 

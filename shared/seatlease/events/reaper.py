@@ -263,7 +263,7 @@ class Reaper:
                 lk, _, session_id = member.partition("|")
                 tenant_id, _, license_id = lk.partition("/")
                 lic = LicenseKeys.of(tenant_id, license_id)
-                keys += [lic.leases, lic.sessions, lic.clients, lic.cfg, lic.users]
+                keys += [lic.leases, lic.sessions, lic.clients, lic.cfg, lic.users, lic.units]
                 args += [tenant_id, license_id, session_id]
             reclaimed += int(self.scripts.reclaim(keys=keys, args=args))
         return reclaimed

@@ -41,6 +41,7 @@ from seatlease.errors import (
     NoSeatsAvailable,
     NotEntitled,
     QueueFull,
+    SeatsMismatch,
     SessionExpired,
     TenantRateLimited,
     UserDenied,
@@ -82,6 +83,22 @@ def _flag(reply: list, index: int) -> bool:
     return len(reply) > index and int(reply[index]) == 1
 
 
+def _weight(reply: list, base: int) -> int:
+    """A lease reply's weight: its last element when the lease counts as more than one
+    seat (lua/_lib.lua, ``weighted_tail``: after the ``base`` elements and the terms' five,
+    when there are terms), else 1."""
+    return int(reply[-1]) if (len(reply) - base) % 5 == 1 else 1
+
+
+def too_many_seats(seats: int) -> InvalidRequest:
+    """The 400 for a lease counting more seats than its license has."""
+    problem = f"may be at most {seats} (the license's seats)"
+    return InvalidRequest(
+        f"Invalid request: seats: {problem}.",
+        details=[{"field": "seats", "problem": problem}],
+    )
+
+
 def borrow_too_long(max_borrow_seconds: int) -> InvalidRequest:
     """The 400 for a borrow beyond the license's maximum, naming the field and the max."""
     if max_borrow_seconds <= 0:
@@ -115,9 +132,11 @@ def acquire_call(
     ticket: str | None = None,
     entitlements: tuple[str, ...] | list[str] | None = None,
     version: str | None = None,
+    seats: int | None = None,
 ) -> tuple[list[str], list[Any]]:
     """acquire.lua's KEYS and ARGV (documented in its header). ``rate_limit``: the
-    tenant's calls per second (0: none, as for an operator's call)."""
+    tenant's calls per second (0: none, as for an operator's call). ``seats``: the lease's
+    weight (None: not said)."""
     keys = LicenseKeys.of(tenant_id, license_id)
     return [
         *keys.lease_keys,
@@ -126,6 +145,7 @@ def acquire_call(
         keys.rate,
         keys.replies[1],
         *keys.policy_keys,
+        keys.units,
     ], [
         tenant_id,
         license_id,
@@ -144,6 +164,7 @@ def acquire_call(
         new_request_id(),  # a new place in line's ticket
         " ".join(entitlements or ()),
         version_text(version) if version else "",
+        "" if seats is None else seats,
     ]
 
 
@@ -152,7 +173,14 @@ def heartbeat_call(
 ) -> tuple[list[str], list[Any]]:
     """heartbeat.lua's KEYS and ARGV."""
     keys = LicenseKeys.of(tenant_id, license_id)
-    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1], keys.users], [
+    return [
+        *keys.lease_keys,
+        keys.replies[0],
+        keys.rate,
+        keys.replies[1],
+        keys.users,
+        keys.units,
+    ], [
         tenant_id,
         license_id,
         session_id,
@@ -175,7 +203,14 @@ def release_call(
     """release.lua's KEYS and ARGV (``revoke``: an operator's ``lease.revoked``)."""
     keys = LicenseKeys.of(tenant_id, license_id)
     event = "lease.revoked" if revoke else "lease.released"
-    return [*keys.lease_keys, keys.replies[0], keys.rate, keys.replies[1], *keys.policy_keys], [
+    return [
+        *keys.lease_keys,
+        keys.replies[0],
+        keys.rate,
+        keys.replies[1],
+        *keys.policy_keys,
+        keys.units,
+    ], [
         tenant_id,
         license_id,
         session_id,
@@ -311,6 +346,7 @@ class SeatEngine:
             ticket=request.ticket,
             entitlements=request.entitlements,
             version=request.version,
+            seats=request.seats,
         )
         reply = self._run(
             self.scripts.acquire, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
@@ -330,10 +366,17 @@ class SeatEngine:
             raise LeaseTooLong(int(reply[1]))
         if status == "borrow_too_long":
             raise borrow_too_long(int(reply[1]))
+        if status == "too_many_seats":
+            raise too_many_seats(int(reply[1]))
+        if status == "seats_mismatch":
+            raise SeatsMismatch(client_id, int(reply[1]), int(reply[2]))
+        weight = request.seats or 1
         if status == "denied":
             used, seats, _limit, retry_ms = (int(x) for x in reply[1:5])
             held, reserved = (int(x) for x in reply[5:7]) if len(reply) > 6 else (0, 0)
-            raise NoSeatsAvailable(used, seats, max(1, math.ceil(retry_ms / 1000)), held, reserved)
+            raise NoSeatsAvailable(
+                used, seats, max(1, math.ceil(retry_ms / 1000)), held, reserved, weight
+            )
         if status == "queue_full":
             raise QueueFull(int(reply[1]), int(reply[3]), int(reply[4]))
         if status == "queued":
@@ -345,6 +388,7 @@ class SeatEngine:
                 retry_after_seconds=max(1, math.ceil(int(reply[3]) / 1000)),
                 seats_used=int(reply[4]),
                 seats_total=int(reply[5]),
+                seats=weight,
             )
         if status == "user_required":
             raise InvalidRequest(
@@ -355,7 +399,7 @@ class SeatEngine:
             raise UserDenied(user or "")
         if status == "user_limit":
             retry_s = max(1, math.ceil(int(reply[3]) / 1000)) if len(reply) > 3 else 1
-            raise UserLimitReached(user or "", int(reply[1]), int(reply[2]), retry_s)
+            raise UserLimitReached(user or "", int(reply[1]), int(reply[2]), retry_s, weight)
         session_id, deadline, lease_ms, used, seats, limit = reply[1:7]
         return Lease(
             session_id=session_id,
@@ -370,6 +414,7 @@ class SeatEngine:
             borrowed=_flag(reply, 8),
             now_ms=int(reply[7]),
             terms=Terms.from_reply(reply, 9),
+            seats=_weight(reply, 9),
         )
 
     def heartbeat(
@@ -405,6 +450,7 @@ class SeatEngine:
             now_ms=int(reply[3]),
             client_id=reply[5] if len(reply) > 5 else None,
             terms=Terms.from_reply(reply, 6),
+            seats=_weight(reply, 6),
         )
 
     def release(
@@ -469,6 +515,7 @@ class SeatEngine:
                     "metadata": json.loads(rec["m"]),
                     "borrowed": bool(rec.get("b")),
                     "lingering": bool(rec.get("lg")),
+                    "seats": int(rec.get("w", 1)),
                 }
             )
         return leases
@@ -508,6 +555,7 @@ class SeatEngine:
                     "joined_at_ms": int(rec["j"]),
                     "expires_at_ms": int(ends[client_id]),
                     "held_since_ms": int(rec["o"]) if rec.get("o") else None,
+                    "seats": int(rec.get("w", 1)),
                 }
             )
         return waiting

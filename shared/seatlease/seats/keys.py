@@ -107,6 +107,8 @@ class LicenseKeys:
     # The term's notices (lua/notices.lua): the shard's index, and this license's state
     notices: str  # ZSET per shard "<tenant>/<license>" -> next notice due (ms)
     notice: str  # HASH exp, g (the term armed), term, sent (the notices sent for it)
+    # A weighted lease's seats past its first (lua/_lib.lua, set_units)
+    units: str  # ZSET "<session_id>#<n>" -> the lease's deadline, n = 2 .. its weight
 
     @classmethod
     def of(cls, tenant_id: str, license_id: str) -> LicenseKeys:
@@ -136,6 +138,7 @@ class LicenseKeys:
             ticket_index=ticket_index_key(shard),
             notices=notices_key(shard),
             notice=f"{base}:notice",
+            units=f"{base}:units",
         )
 
     @property

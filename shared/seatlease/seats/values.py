@@ -40,6 +40,9 @@ class SeatRequest:
     # version (dotted numbers), at most the license's max_version
     entitlements: tuple[str, ...] = ()
     version: str | None = None
+    # how many seats the lease counts as (a render node: 4); None: 1 for a new lease, the
+    # held lease's own for a renewal (another weight for a held lease: SeatsMismatch)
+    seats: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,7 @@ class Lease:
     borrowed: bool = False  # lease_seconds is then the borrow's length
     now_ms: int = 0  # when the script ran, on the Redis clock (a token's iat)
     terms: Terms | None = None  # the license's term and entitlements, when it has some
+    seats: int = 1  # the seats this lease counts as (its weight)
 
     @property
     def overage(self) -> bool:
@@ -80,6 +84,7 @@ class QueuePlace:
     retry_after_seconds: int
     seats_used: int
     seats_total: int
+    seats: int = 1  # the seats the ticket waits for
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +96,7 @@ class Renewal:
     now_ms: int = 0  # when the script ran, on the Redis clock
     client_id: str | None = None
     terms: Terms | None = None  # the license's term and entitlements, when it has some
+    seats: int = 1  # the seats the lease counts as (its weight)
 
     @property
     def heartbeat_interval_seconds(self) -> int:

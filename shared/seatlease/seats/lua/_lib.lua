@@ -22,6 +22,8 @@
 --             remember below)
 --   rate      string per shard and tenant: the tenant's rate budget (_ratelimit.lua)
 --   users     HASH  the license policy's live counts (_policy.lua), kept by drop_lease
+--   units     ZSET  a weighted lease's other seats (set_units below): "<sid>#2" .. "<sid>#<w>"
+--             -> the lease's deadline, for a lease of weight w > 1 (rec.w; absent: 1)
 
 -- Milliseconds from the Redis server clock: function instances' clocks differ.
 local function now_ms()
@@ -81,7 +83,9 @@ local function number_or_null(v) if v == nil then return 'null' end return int_a
 -- Appends one lease event to the shard's outbox, as the JSON the reaper publishes and the
 -- audit function stores (docs/design.md, "Events"): the one place its shape is written.
 -- `e` holds type, tenant_id, license_id and, when known, session_id, client_id,
--- seats_used, seats_total, count; `at` is its time in ms; `meta` the metadata object's
+-- seats_used, seats_total, count, and `w`: the lease's (or ticket's) weight, written as
+-- "seats" (every lease and queue event has one; license and denial events none); `at` is
+-- its time in ms; `meta` the metadata object's
 -- JSON text (json.dumps in engine.py), spliced in as it is. The JSON is concatenated, not
 -- cjson-encoded (half the cost, measured): every text field is an identifier of
 -- [A-Za-z0-9._:@-] (checked at the HTTP door and by the admin actions) or a constant, so
@@ -95,12 +99,12 @@ local function emit(outbox, prefix, at, e, meta)
     .. ',"client_id":' .. text_or_null(e.client_id) .. ',"occurred_at":"' .. occurred(at)
     .. '","seats_used":' .. number_or_null(e.seats_used)
     .. ',"seats_total":' .. number_or_null(e.seats_total) .. ',"count":' .. int_arg(e.count or 1)
-    .. ',"metadata":' .. meta .. '}')
+    .. (e.w and ',"seats":' .. int_arg(e.w) or '') .. ',"metadata":' .. meta .. '}')
 end
 
 -- A wait-queue event's metadata (queue.joined, .granted, .left): the ticket's user and
 -- host (cjson escapes them: they may be any text) and `fields` ('"a":1,"b":"x"'), never
--- the request's metadata. (A seat's weight, when seats get one, belongs here too.)
+-- the request's metadata. (The ticket's weight is the event's "seats": emit's e.w.)
 local function ticket_meta(t, fields)
   local who = {}
   if t.s then who.user = t.s elseif t.u and t.u ~= '' then who.user = t.u end  -- as sent
@@ -276,6 +280,17 @@ end
 
 local function pack_reply(reply)
   local status, n, text = reply[1], #reply, nil
+  -- A weighted lease's reply ends in its weight (w > 1, weighted_tail): packed after the
+  -- rest as ' w', which is what pack_any makes of it (it never equals the element before)
+  local weight = ''
+  if ((n == 10 or n == 15) and (status == 'acquired' or status == 'renewed'))
+      or ((n == 7 or n == 12) and status == 'ok') then
+    local w = reply[n]
+    if type(w) ~= 'number' or w % 1 ~= 0 or w < 2 or w >= FIRST_TIME then
+      return pack_any(reply)
+    end
+    weight, n = format(' %x', w), n - 1
+  end
   if n == 14 and (status == 'acquired' or status == 'renewed') then
     text = pack_lease_reply(status == 'acquired' and 'A' or 'R', reply)
     local tail = text and pack_terms_tail(reply, 9, reply[3], reply[3] - reply[4])
@@ -295,7 +310,8 @@ local function pack_reply(reply)
   elseif n == 5 and status == 'gone' then
     text = pack_release_reply('G', reply)
   end
-  return text or pack_any(reply)
+  if text then return text .. weight end
+  return pack_any(reply)
 end
 
 local function unpack_reply(text)
@@ -350,9 +366,46 @@ local function remember(slot, ttl_ms, now, reply)
   return reply
 end
 
--- Live leases of a license at `now`.
-local function live_count(leases, now)
-  return redis.call('ZCOUNT', leases, '(' .. int_arg(now), '+inf')
+-- Weighted seats: a lease of weight w > 1 (rec.w) counts as w seats. Its w - 1 seats past
+-- the first are members "<sid>#2" .. "<sid>#<w>" of the license's `units` ZSET, scored
+-- with the lease's deadline like the lease itself, so the seats in use at `now` are two
+-- ZCOUNTs (in_use), exact whatever the reaper's lag, and a license without weights pays
+-- one read of an empty key. Moving a deadline or ending the lease costs O(w): what w
+-- plain leases would cost, in one command per 1,000 seats (Lua's unpack bound).
+local UNIT_CHUNK = 1000
+
+local function set_units(units, sid, w, deadline_text)
+  if not w or w <= 1 then return end
+  local args = {}
+  for i = 2, w do
+    args[#args + 1] = deadline_text
+    args[#args + 1] = sid .. '#' .. i
+    if #args >= 2 * UNIT_CHUNK then
+      redis.call('ZADD', units, unpack(args))
+      args = {}
+    end
+  end
+  if #args > 0 then redis.call('ZADD', units, unpack(args)) end
+end
+
+local function drop_units(units, sid, w)
+  if not w or w <= 1 then return end
+  local members = {}
+  for i = 2, w do
+    members[#members + 1] = sid .. '#' .. i
+    if #members >= UNIT_CHUNK then
+      redis.call('ZREM', units, unpack(members))
+      members = {}
+    end
+  end
+  if #members > 0 then redis.call('ZREM', units, unpack(members)) end
+end
+
+-- Seats in use at `now`: the live leases, each weighted.
+local function in_use(k, now)
+  local after = '(' .. int_arg(now)
+  return redis.call('ZCOUNT', k.leases, after, '+inf')
+    + redis.call('ZCOUNT', k.units, after, '+inf')
 end
 
 -- A license policy's live counts (the license's `users` hash, _policy.lua): a lease
@@ -361,31 +414,35 @@ end
 -- users and groups with live leases. A lease without the marks costs nothing here.
 local function uncount(users, rec)
   if not users then return end
+  -- cu, cg: the seats counted (a weighted lease counts its weight for its user, and
+  -- its group is charged at most its weight); 1 in a record from before weights
   if rec.cu and rec.u then
-    if redis.call('HINCRBY', users, '#u:' .. rec.u, -1) <= 0 then
+    if redis.call('HINCRBY', users, '#u:' .. rec.u, -rec.cu) <= 0 then
       redis.call('HDEL', users, '#u:' .. rec.u)
     end
   end
   if rec.cg and rec.g then
-    if redis.call('HINCRBY', users, '#g:' .. rec.g, -1) <= 0 then
+    if redis.call('HINCRBY', users, '#g:' .. rec.g, -rec.cg) <= 0 then
       redis.call('HDEL', users, '#g:' .. rec.g)
     end
   end
 end
 
--- Removes one lease from every structure that knows it (`users`: the license's policy
--- counts, see uncount). Returns its record, or nil when the session was unknown.
-local function drop_lease(leases, sessions, clients, deadlines, lk, sid, users)
-  local raw = redis.call('HGET', sessions, sid)
-  redis.call('ZREM', leases, sid)
-  redis.call('HDEL', sessions, sid)
-  redis.call('ZREM', deadlines, lk .. '|' .. sid)
+-- Removes one lease from every structure that knows it (`k.users`: the license's policy
+-- counts, see uncount; `k.units`: a weighted lease's other seats). Returns its record, or
+-- nil when the session was unknown.
+local function drop_lease(k, lk, sid)
+  local raw = redis.call('HGET', k.sessions, sid)
+  redis.call('ZREM', k.leases, sid)
+  redis.call('HDEL', k.sessions, sid)
+  redis.call('ZREM', k.deadlines, lk .. '|' .. sid)
   if not raw then return nil end
   local rec = cjson.decode(raw)
-  if redis.call('HGET', clients, rec.c) == sid then
-    redis.call('HDEL', clients, rec.c)
+  if redis.call('HGET', k.clients, rec.c) == sid then
+    redis.call('HDEL', k.clients, rec.c)
   end
-  uncount(users, rec)
+  uncount(k.users, rec)
+  drop_units(k.units, sid, rec.w)
   return rec
 end
 
@@ -400,7 +457,7 @@ end
 -- lease.released for a lingering lease: its client did release it, and the seat it kept
 -- for that client is free only now.
 local function reclaim(k, lk, tenant, license, sid, now, total, prefix)
-  local rec = drop_lease(k.leases, k.sessions, k.clients, k.deadlines, lk, sid, k.users)
+  local rec = drop_lease(k, lk, sid)
   if rec then
     -- The config cache may have expired while the lease was held (heartbeats do not
     -- refresh it): fall back to the seat count recorded when the lease was taken.
@@ -412,7 +469,7 @@ local function reclaim(k, lk, tenant, license, sid, now, total, prefix)
     if rec.x and not rec.lg then meta = with_reason(meta, 'license_expired') end
     emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant,
       license_id = license, session_id = sid, client_id = rec.c,
-      seats_used = live_count(k.leases, now), seats_total = tonumber(total)}, meta)
+      seats_used = in_use(k, now), seats_total = tonumber(total), w = rec.w or 1}, meta)
   end
   return rec
 end
@@ -464,6 +521,13 @@ end
 
 -- The reply's tail for a license with terms: expires_at and its end (0: none), flags
 -- (1: in the grace, 2: the deadline was cut to the end), entitlements, max_version.
+-- A weighted lease's reply (acquired, renewed, ok) ends in its weight, after the terms'
+-- tail when there is one; a lease of weight 1 adds nothing (replies as before weights).
+local function weighted_tail(reply, w)
+  if w and w > 1 then reply[#reply + 1] = w end
+  return reply
+end
+
 local function terms_tail(reply, T, now, cut)
   local flags = 0
   if T.exp and now >= T.exp then flags = 1 end

@@ -4,7 +4,8 @@
 -- rules; this file is them. A license without a policy never gets here.
 --
 -- P, the cached policy (cfg field 'policy', from seatlease.seats.policy.LicensePolicy):
---   mpu        at most this many live leases per user (0: no limit)
+--   mpu        at most this many seats in live leases per user (0: no limit; a lease of
+--              weight w counts w)
 --   reserve    {group: seats kept for its members}   rtotal  their sum
 --   needs_user 1 when a request must name its user
 --   q          1: the queue is on    qt, qh      ticket and hold times, ms
@@ -12,10 +13,12 @@
 -- user's groups that reserve seats, space separated, in name order (absent: neither).
 -- One HGET per user asked about: a large group costs nothing per call.
 -- Keys (all of the license's hash tag):
---   users     HASH "#u:<user>" -> how many live leases are counted for the user (kept
---             while the license has a per-user limit; a lease so counted has rec.cu);
---             "#g:<group>" -> how many live leases are charged to the group's
---             reservation (rec.cg); "qseq" -> the queue's join counter. Acquire adds to
+--   users     HASH "#u:<user>" -> how many seats of live leases are counted for the user
+--             (kept while the license has a per-user limit; a lease so counted has rec.cu,
+--             the seats it counts: its weight); "#g:<group>" -> how many seats are charged
+--             to the group's reservation (rec.cg: the seats charged, at most the lease's
+--             weight; the rest of a weighted lease is unreserved seats); "qseq" -> the
+--             queue's join counter. Acquire adds to
 --             a count, and whatever ends a lease (release, revoke, reclaim by acquire,
 --             heartbeat or the reaper: _lib.lua's uncount) takes it off; a count at 0 is
 --             deleted, so the hash holds only users and groups with live leases. Reading
@@ -26,7 +29,8 @@
 --   queue     ZSET client_id -> join sequence: the FIFO order
 --   tickets   HASH client_id -> JSON {t: ticket, u: user (the policy's form of it), s:
 --             the user as sent (absent when the same), h: host, j: joined ms, e: ticket
---             ends ms, o: ms since a seat is held for it (absent: none)}: what granting
+--             ends ms, o: ms since a seat is held for it (absent: none), w: the seats it
+--             waits for (absent: 1)}: what granting
 --             and the audit need, never the request's metadata (a few hundred bytes)
 --   tdl       ZSET client_id -> when the ticket drops out: e, or o + hold when sooner
 --   tix       ZSET per shard "<tenant>/<license>|<client_id>" -> the same time: the
@@ -145,47 +149,55 @@ local function define_policy()
     return n
   end
 
-  -- May `user` take a seat now? Returns true and the group its lease is charged to (false:
-  -- none), or false and why not ('denied', 'user_limit', 'seats'). A member takes a seat
-  -- of its groups' reservations first (name order), then an unreserved one; anyone else
-  -- only an unreserved one: limit - used - reserved_free > 0 (certain without counting
-  -- when more seats are free than are reserved in all).
-  local function may_take(S, user)
+  -- May `user` take `w` seats now? Returns true, the group its lease is charged to
+  -- (false: none) and how many of the w seats are charged to it, or false and why not
+  -- ('denied', 'user_limit', 'seats'). A member takes seats of its groups' reservations
+  -- first (the first group, in name order, whose free reserved seats and the unreserved
+  -- free seats together make w: as many as it can of that group's, the rest unreserved);
+  -- anyone else only unreserved seats: limit - used - reserved_free >= w (certain without
+  -- counting when more seats are free than are reserved in all).
+  local function may_take(S, user, w)
     local P = S.P
     local f = user_facts(S.k.cfg, user)
     if f.denied then return false, 'denied' end
-    if P.mpu > 0 and user ~= '' and user_count(S, user) >= P.mpu then
+    if P.mpu > 0 and user ~= '' and user_count(S, user) + w > P.mpu then
       return false, 'user_limit'
     end
-    if S.used >= S.limit then return false, 'seats' end
+    if S.used + w > S.limit then return false, 'seats' end
     for _, g in ipairs(f.groups) do
-      if P.reserve[g] and group_state(S, g).free > 0 then return true, g end
+      if P.reserve[g] then
+        local free = group_state(S, g).free
+        if free > 0 then
+          local charged = math.min(w, free)
+          if w - charged <= S.limit - S.used - reserved_free(S) then return true, g, charged end
+        end
+      end
     end
-    if S.limit - S.used > P.rtotal then return true, false end
-    if S.limit - S.used - reserved_free(S) > 0 then return true, false end
+    if S.limit - S.used - P.rtotal >= w then return true, false, 0 end
+    if S.limit - S.used - reserved_free(S) >= w then return true, false, 0 end
     return false, 'seats'
   end
 
-  local function take(S, user, g)
-    S.used = S.used + 1
-    if S.users[user] then S.users[user] = S.users[user] + 1 end
+  local function take(S, user, w, g, charged)
+    S.used = S.used + w
+    if S.users[user] then S.users[user] = S.users[user] + w end
     if g then
-      S.groups[g].free = S.groups[g].free - 1
-      if S.rfree then S.rfree = S.rfree - 1 end
+      S.groups[g].free = S.groups[g].free - charged
+      if S.rfree then S.rfree = S.rfree - charged end
     end
   end
 
-  -- Counts a new lease (record `rec`, not yet stored) for its user (when the license
-  -- limits users: a limit set later counts the leases taken from then on) and for its
-  -- group, and marks the record so that its end uncounts it.
-  function record_lease(S, user, g, rec)
+  -- Counts a new lease of `w` seats (record `rec`, not yet stored) for its user (when the
+  -- license limits users: a limit set later counts the leases taken from then on) and
+  -- `charged` of them for its group, and marks the record so that its end uncounts them.
+  function record_lease(S, user, g, rec, w, charged)
     if user ~= '' and S.P.mpu > 0 then
-      redis.call('HINCRBY', S.k.users, '#u:' .. user, 1)
-      rec.cu = 1
+      redis.call('HINCRBY', S.k.users, '#u:' .. user, w)
+      rec.cu = w
     end
     if g then
-      redis.call('HINCRBY', S.k.users, '#g:' .. g, 1)
-      rec.cg = 1
+      redis.call('HINCRBY', S.k.users, '#g:' .. g, charged)
+      rec.cg = charged
     end
   end
 
@@ -207,8 +219,8 @@ local function define_policy()
     local fields = '"queued_ms":' .. int_arg(now - t.j)
     if extra then fields = fields .. ',' .. extra end
     emit(k.outbox, a.prefix, now, {type = etype, tenant_id = a.tenant, license_id = a.license,
-      session_id = sid, client_id = client, seats_used = used, seats_total = a.seats},
-      ticket_meta(t, fields))
+      session_id = sid, client_id = client, seats_used = used, seats_total = a.seats,
+      w = t.w or 1}, ticket_meta(t, fields))
   end
 
   -- Drops a ticket whose time ran out (`raw`: its record) with queue.left saying why.
@@ -237,8 +249,15 @@ local function define_policy()
   -- at the per-user limit, or only seats reserved for others free) is passed over and
   -- keeps its place: it blocks nobody behind it. A ticket served for the first time has
   -- its seat held from now: it drops out if it does not come for it within the hold.
-  -- Returns the caller's group charge (false: none) when its own ticket is served, else
-  -- nil, and how many seats are held for others (for the caller's refusal).
+  -- A ticket waiting for w > 1 seats when fewer are free *gathers* them: the unreserved
+  -- free seats are held for it (nobody behind it takes them, else a stream of one-seat
+  -- callers would starve it), only seats reserved for the groups of those behind still
+  -- go to them; when w are free it is served, and its hold starts then. (Gathered seats
+  -- are held for it only while its ticket lives, so a ticket that stops renewing frees
+  -- them at its end.)
+  -- Returns the caller's group charge (false: none) and the seats charged to it when
+  -- its own ticket is served, else nil, and how many seats are held for others (for the
+  -- caller's refusal) and when the first hold ends (nil: none yet, only gathering).
   local function serve_queue(S, a, client, user)
     local k, now = S.k, S.now
     local seen, dropped, held, hold_ends = 0, 0, 0, nil
@@ -260,20 +279,26 @@ local function define_policy()
           seen = seen + 1
           if raws[i] then
             local t = cjson.decode(raws[i])
-            local who = t.u or ''
-            if c == client then who = user end
-            local ok, g = may_take(S, who)
+            local who, w = t.u or '', t.w or 1
+            if c == client then who, w = user, a.w end
+            local ok, g, charged = may_take(S, who, w)
             if ok then
-              take(S, who, g)
-              if c == client then return g, held, hold_ends end
+              take(S, who, w, g, charged)
+              if c == client then return g, held, hold_ends, charged end
               if not t.o then
                 t.o = now
                 redis.call('HSET', k.tickets, c, cjson.encode(t))
                 ends_at = math.min(t.e, now + S.P.qh)
                 ticket_ends(k, c, ends_at)
               end
-              held = held + 1
+              held = held + w
               if not hold_ends or ends_at < hold_ends then hold_ends = ends_at end
+            elseif g == 'seats' and w > 1 then
+              -- gathers: the unreserved free seats are held for it
+              local gathered = math.max(0, S.limit - S.used - reserved_free(S))
+              S.used = S.used + gathered
+              held = held + gathered
+              if c == client then return nil, held, hold_ends end
             end
           end
         end
@@ -358,9 +383,11 @@ local function define_policy()
   -- come for it. `reserved`: the seats left free are reserved for groups the caller is not
   -- in: retry when a lease ends that would give it a seat. Neither: the license is full.
   local function refusal(S, a, held, hold_ends)
-    local reserved = math.max(0, S.limit - S.used)
+    -- (of the free seats, those reserved for others: all of them for a one-seat caller,
+    -- whom any other free seat would have served)
+    local reserved = math.min(math.max(0, S.limit - S.used), reserved_free(S))
     local retry
-    if held > 0 then
+    if held > 0 and hold_ends then
       retry = math.max(1, hold_ends - S.now)
     else
       retry = retry_ms_for(S, a.user)
@@ -382,21 +409,34 @@ local function define_policy()
       if raw then mine = cjson.decode(raw) end
     end
     -- The caller's own per-user limit first: no place in line can help it.
-    if P.mpu > 0 and a.user ~= '' and user_count(S, a.user) >= P.mpu then
+    if P.mpu > 0 and a.user ~= '' and user_count(S, a.user) + a.w > P.mpu then
       return nil, {'user_limit', P.mpu, user_count(S, a.user), user_retry_ms(S, a.user)}
     end
     local held, hold_ends = 0, nil
     if waiting and S.used < S.limit then
-      local g
-      g, held, hold_ends = serve_queue(S, a, a.client, a.user)
-      if g ~= nil then return {g = g, ticket = mine}, nil end
+      local g, charged
+      g, held, hold_ends, charged = serve_queue(S, a, a.client, a.user)
+      if g ~= nil then return {g = g, c = charged, ticket = mine}, nil end
     end
-    local ok, g = may_take(S, a.user)
-    if ok then return {g = g, ticket = mine}, nil end
+    local ok, g, charged = may_take(S, a.user, a.w)
+    if ok then return {g = g, c = charged, ticket = mine}, nil end
+    -- More seats than this user can ever take (the seats not reserved for groups it is
+    -- not in): no place in line, which would gather seats for it forever.
+    if a.w > 1 then
+      local reachable = S.limit - P.rtotal
+      for _, name in ipairs(user_facts(k.cfg, a.user).groups) do
+        reachable = reachable + (P.reserve[name] or 0)
+      end
+      if a.w > reachable then
+        if mine then drop_ticket(k, a.client) end
+        return nil, refusal(S, a, held, hold_ends)
+      end
+    end
     if P.q == 1 and a.queue then
       local t = mine
       if t then  -- a renewal: its place is kept; a seat held for it that is gone is not
         t.e, t.o, t.u = now + P.qt, nil, a.user
+        t.w = a.w > 1 and a.w or nil
         redis.call('HSET', k.tickets, a.client, cjson.encode(t))
         ticket_ends(k, a.client, t.e)
       else
@@ -408,7 +448,8 @@ local function define_policy()
         local seq = redis.call('HINCRBY', k.users, 'qseq', 1)
         local sent, host = identity_of(a.meta)
         if sent == a.user then sent = nil end  -- "s" only when it differs from "u"
-        t = {t = a.new_ticket, u = a.user, s = sent, h = host, j = now, e = now + P.qt}
+        t = {t = a.new_ticket, u = a.user, s = sent, h = host, j = now, e = now + P.qt,
+             w = a.w > 1 and a.w or nil}
         redis.call('ZADD', k.queue, int_arg(seq), a.client)
         redis.call('HSET', k.tickets, a.client, cjson.encode(t))
         ticket_ends(k, a.client, t.e)

@@ -17,11 +17,18 @@
 -- ARGV[16] the entitlements the product needs, space separated ('' for none)
 -- ARGV[17] the product's version as comparable text (version_text; '' for none)
 -- KEYS[15] the shard's ticket deadline index (the reaper's, _policy.lua)
+-- KEYS[16] units (a weighted lease's other seats, _lib.lua's set_units)
+-- ARGV[18] the seats the lease counts as ('' for not said: 1 for a new lease, a held
+--   lease's own weight for a renewal)
 --
 -- A license with terms (cfg 'terms', load_terms in _lib.lua): nothing is granted before
 -- `starts` or from `fin` (expires_at + grace) on; with end_leases no deadline goes past
 -- `fin` (cut to it: the record gets x = 1, and its reclaim says "license_expired"); the
 -- needed entitlements must all be the license's, the version at most its max_version.
+--
+-- A weighted lease (w seats, rec.w) counts w against the cap, the per-user limit and a
+-- group's reservation; a ticket of weight w (t.w) waits until w seats are free for it
+-- (_policy.lua's serve_queue). A held lease keeps its weight: asking another is refused.
 --
 -- The caller's own lease (clients[client_id], deadline still ahead):
 --   borrowed            returned unchanged: a borrow ends when it ends, or by release
@@ -43,15 +50,19 @@
 --       ends), `reserved` free seats are reserved for groups the caller is not in
 --     | {'queued', position, ticket, retry_after_ms, used, seats}
 --     | {'queue_full', queue_max, waiting, used, seats}   no room for a new place in line
+--   {'too_many_seats', seats}   more seats asked than the license has
+--   {'seats_mismatch', held_weight, asked}   the caller's live lease counts another weight
 --   {'not_started', starts_ms} | {'license_expired', expires_ms, end_ms}
 --   {'not_entitled', 'name name'} (the missing ones) | {'version_not_entitled', max_version}
 --   {'acquired' | 'renewed', session_id, deadline_ms, lease_ms, used, seats, limit, now_ms,
 --    borrowed (0 or 1)}         lease_ms of a borrowed lease is the borrow's length
 --    + for a license with terms: expires_ms, end_ms, flags, entitlements, max_version
 --      (terms_tail in _lib.lua)
+--    + for a lease of weight w > 1: w (weighted_tail in _lib.lua)
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7], users = KEYS[11],
-           queue = KEYS[12], tickets = KEYS[13], tdl = KEYS[14], tix = KEYS[15]}
+           queue = KEYS[12], tickets = KEYS[13], tdl = KEYS[14], tix = KEYS[15],
+           units = KEYS[16]}
 local tenant, license, client = ARGV[1], ARGV[2], ARGV[3]
 local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV[6], ARGV[7]
 local reply_key, reply_ttl = reply_slot(KEYS[8], KEYS[10], ARGV[11]), ARGV[8]
@@ -59,6 +70,8 @@ local borrow = tonumber(ARGV[9] or 0) * 1000
 local lk = tenant .. '/' .. license
 k.lk = lk
 local user = ARGV[12] or ''
+local asked = tonumber(ARGV[18] or '')  -- nil: not said
+local w = asked or 1
 
 local done = replay(reply_key)
 if done then return done end
@@ -72,6 +85,7 @@ local now = now_ms()
 local wait = rate_limited(KEYS[9], ARGV[10], now)
 if wait then return {'rate_limited', wait} end
 if cfg == 'not_found' then return {'not_found'} end
+if w > cfg.seats then return {'too_many_seats', cfg.seats} end
 if cfg.suspended == '1' then return {'suspended'} end
 local T = nil
 local wants, version = ARGV[16] or '', ARGV[17] or ''
@@ -120,14 +134,18 @@ if T and T.fin and not T.keep and deadline > T.fin then deadline, cut = T.fin, t
 -- the reply, with the license's terms when it has some
 local function answer(reply)
   if T then terms_tail(reply, T, now, cut) end
-  return remember(reply_key, reply_ttl, now, reply)
+  return remember(reply_key, reply_ttl, now, weighted_tail(reply, w))
 end
 local held = redis.call('HGET', k.clients, client)
 if held then
   local score = tonumber(redis.call('ZSCORE', k.leases, held))
   if score and score > now then
     local rec = cjson.decode(redis.call('HGET', k.sessions, held))
-    local used = live_count(k.leases, now)
+    if asked and asked ~= (rec.w or 1) then
+      return remember(reply_key, reply_ttl, now, {'seats_mismatch', rec.w or 1, asked})
+    end
+    w = rec.w or 1
+    local used = in_use(k, now)
     if rec.b then
       cut = rec.x == 1
       return answer({'renewed', held, score, rec.l, used, cfg.seats, cfg.limit, now, 1})
@@ -146,9 +164,11 @@ if held then
     local deadline_text = int_arg(deadline)
     redis.call('ZADD', k.leases, deadline_text, held)
     redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. held)
+    set_units(k.units, held, rec.w, deadline_text)
     if etype then
       emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
-        session_id = held, client_id = client, seats_used = used, seats_total = cfg.seats}, rec.m)
+        session_id = held, client_id = client, seats_used = used, seats_total = cfg.seats,
+        w = w}, rec.m)
     end
     return answer({'renewed', held, deadline, lease_ms, used, cfg.seats, cfg.limit, now,
       is_borrow})
@@ -156,12 +176,13 @@ if held then
   reclaim(k, lk, tenant, license, held, now, cfg.seats, prefix)
 end
 
--- Under the prune limit every expired lease is gone, so ZCARD is the live count.
+-- Under the prune limit every expired lease is gone (its units with it), so ZCARD is the
+-- live count.
 local used
 if pruned < 100 then
-  used = redis.call('ZCARD', k.leases)
+  used = redis.call('ZCARD', k.leases) + redis.call('ZCARD', k.units)
 else
-  used = live_count(k.leases, now)
+  used = in_use(k, now)
 end
 local grant = nil
 if P then
@@ -169,13 +190,13 @@ if P then
   local refusal
   grant, refusal = policy_decide(S, {client = client, user = user, queue = ARGV[13] == '1',
     ticket = ARGV[14] or '', new_ticket = ARGV[15], meta = meta, tenant = tenant,
-    license = license, prefix = prefix, seats = cfg.seats})
+    license = license, prefix = prefix, seats = cfg.seats, w = w})
   if refusal then
     if refusal[1] ~= 'queued' then redis.call('HINCRBY', k.denials, lk, 1) end
     return remember(reply_key, reply_ttl, now, refusal)
   end
   grant.S = S
-elseif used >= cfg.limit then
+elseif used + w > cfg.limit then
   -- Denials are counters (one field per license), not events: a retry storm cannot grow
   -- Redis. The reaper turns them into lease.denied events.
   redis.call('HINCRBY', k.denials, lk, 1)
@@ -187,6 +208,7 @@ elseif used >= cfg.limit then
 end
 
 local rec = {c = client, a = now, l = lease_ms, m = meta, t = cfg.seats}
+if w > 1 then rec.w = w end
 local etype = 'lease.acquired'
 if is_borrow == 1 then rec.b, etype = 1, 'lease.borrowed' end
 -- x: cut to the license's end; tm: the license had terms (heartbeat reads them)
@@ -196,11 +218,12 @@ if grant then
   -- u: the user; g: the group whose reservation the seat is charged to
   if user ~= '' then rec.u = user end
   if grant.g then rec.g = grant.g end
-  record_lease(grant.S, user, grant.g, rec)
+  record_lease(grant.S, user, grant.g, rec, w, grant.c)
   if grant.ticket then
     drop_ticket(k, client)
+    grant.ticket.w = w > 1 and w or nil
     queue_event(k, {prefix = prefix, tenant = tenant, license = license, seats = cfg.seats},
-      'queue.granted', client, grant.ticket, now, nil, new_sid, used + 1)
+      'queue.granted', client, grant.ticket, now, nil, new_sid, used + w)
   end
 end
 local deadline_text = int_arg(deadline)
@@ -208,7 +231,9 @@ redis.call('ZADD', k.leases, deadline_text, new_sid)
 redis.call('HSET', k.sessions, new_sid, cjson.encode(rec))
 redis.call('HSET', k.clients, client, new_sid)
 redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. new_sid)
+set_units(k.units, new_sid, w, deadline_text)
 emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
-  session_id = new_sid, client_id = client, seats_used = used + 1, seats_total = cfg.seats}, meta)
-return answer({'acquired', new_sid, deadline, lease_ms, used + 1, cfg.seats, cfg.limit, now,
+  session_id = new_sid, client_id = client, seats_used = used + w, seats_total = cfg.seats,
+  w = w}, meta)
+return answer({'acquired', new_sid, deadline, lease_ms, used + w, cfg.seats, cfg.limit, now,
   is_borrow})

@@ -9,6 +9,7 @@
 -- KEYS[8] the tenant's rate budget in this shard   ARGV[6] its calls per second, 0: none
 -- KEYS[9] reply hash 1 (KEYS[7]: generation 0)   ARGV[7] this call's field in them
 -- KEYS[10] users (the license policy's live counts, _lib.lua's uncount)
+-- KEYS[11] units (a weighted lease's other seats, _lib.lua's set_units: they move with it)
 --
 -- Over the budget, a heartbeat is refused ({'rate_limited', retry_ms}, nothing changed)
 -- only when it cannot cost the lease: it came early (more than two thirds of the lease
@@ -28,12 +29,13 @@
 -- Returns (a repeat of the call: what its first run returned) one of
 --   {'ok', deadline_ms, lease_ms, now_ms, borrowed (0 or 1), client_id}
 --     + for a license with terms: expires_ms, end_ms, flags, entitlements, max_version
+--     + for a lease of weight w > 1: w (weighted_tail in _lib.lua)
 --   {'expired'}   the deadline had passed: the lease is reclaimed now (lease.reclaimed)
 --   {'unknown'}   no such session (released, reclaimed, revoked or never existed), or a
 --                 lingering one (ended now if its linger is over: lease.released)
 --   {'missing'} | {'not_found'}   only for an unknown session: is the license real?
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
-           deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10]}
+           deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10], units = KEYS[11]}
 local tenant, license, sid, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[7]), ARGV[5]
 local lk = tenant .. '/' .. license
@@ -81,7 +83,7 @@ local reply
 if rec.b then
   reply = {'ok', score, rec.l, now, 1, rec.c}
   if T then terms_tail(reply, T, now, rec.x == 1) end
-  return remember(reply_key, reply_ttl, now, reply)
+  return remember(reply_key, reply_ttl, now, weighted_tail(reply, rec.w))
 end
 
 local deadline = now + rec.l
@@ -94,6 +96,7 @@ end
 local deadline_text = int_arg(deadline)
 redis.call('ZADD', k.leases, deadline_text, sid)
 redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
+set_units(k.units, sid, rec.w, deadline_text)
 reply = {'ok', deadline, rec.l, now, 0, rec.c}
 if T then terms_tail(reply, T, now, cut) end
-return remember(reply_key, reply_ttl, now, reply)
+return remember(reply_key, reply_ttl, now, weighted_tail(reply, rec.w))

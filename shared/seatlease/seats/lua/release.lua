@@ -10,6 +10,7 @@
 -- KEYS[11] queue   KEYS[12] tickets   KEYS[13] ticket deadlines   KEYS[14] the shard's
 --   ticket deadline index: on a license with a wait queue, a seat this release frees is
 --   held for the queue's head at once (_policy.lua's hold_for_queue)
+-- KEYS[15] units (a weighted lease's other seats, _lib.lua's set_units)
 --
 -- Linger: a client's release of its live lease on a license with linger_seconds > 0
 -- keeps the seat held for that client (the lease stays in `leases` and the deadline
@@ -28,7 +29,7 @@
 --   {'rate_limited', retry_ms}  over the tenant's budget (_ratelimit.lua); nothing changed
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10], queue = KEYS[11],
-           tickets = KEYS[12], tdl = KEYS[13], tix = KEYS[14]}
+           tickets = KEYS[12], tdl = KEYS[13], tix = KEYS[14], units = KEYS[15]}
 local tenant, license, sid, prefix, etype = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[8]), ARGV[6]
 local lk = tenant .. '/' .. license
@@ -52,7 +53,7 @@ if score and score > now then
   local revoke = etype == 'lease.revoked'
   if rec.lg and not revoke then
     return remember(reply_key, reply_ttl, now,
-      {'gone', live_count(k.leases, now), cfg.seats, 0, now})
+      {'gone', in_use(k, now), cfg.seats, 0, now})
   end
   if cfg.linger_ms > 0 and not revoke and not rec.b then
     local deadline = now + cfg.linger_ms
@@ -61,16 +62,18 @@ if score and score > now then
     local deadline_text = int_arg(deadline)
     redis.call('ZADD', k.leases, deadline_text, sid)
     redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
-    local used = live_count(k.leases, now)
+    set_units(k.units, sid, rec.w, deadline_text)
+    local used = in_use(k, now)
     emit(k.outbox, prefix, now, {type = 'lease.lingering', tenant_id = tenant,
       license_id = license, session_id = sid, client_id = rec.c, seats_used = used,
-      seats_total = cfg.seats}, rec.m)
+      seats_total = cfg.seats, w = rec.w or 1}, rec.m)
     return remember(reply_key, reply_ttl, now, {'released', used, cfg.seats, 1, now})
   end
-  drop_lease(k.leases, k.sessions, k.clients, k.deadlines, lk, sid, k.users)
-  local used = live_count(k.leases, now)
+  drop_lease(k, lk, sid)
+  local used = in_use(k, now)
   emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
-    session_id = sid, client_id = rec.c, seats_used = used, seats_total = cfg.seats}, rec.m)
+    session_id = sid, client_id = rec.c, seats_used = used, seats_total = cfg.seats,
+    w = rec.w or 1}, rec.m)
   if cfg.policy and k.queue then
     define_policy()
     hold_for_queue(cjson.decode(cfg.policy), k, now, cfg.limit, used,
@@ -81,4 +84,4 @@ end
 if score then
   reclaim(k, lk, tenant, license, sid, now, cfg.seats, prefix)
 end
-return remember(reply_key, reply_ttl, now, {'gone', live_count(k.leases, now), cfg.seats, 0, now})
+return remember(reply_key, reply_ttl, now, {'gone', in_use(k, now), cfg.seats, 0, now})
