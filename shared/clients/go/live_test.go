@@ -719,7 +719,7 @@ func TestALicensesTermAndEntitlements(t *testing.T) {
 
 func TestAWeightedLease(t *testing.T) {
 	s := stack(t)
-	s.license("go-weights", map[string]any{"seats": 4, "lease_seconds": 60})
+	s.license("go-weights", map[string]any{"seats": 4, "lease_seconds": 3}) // heartbeats every second
 	client := s.client(seatlease.Options{Verify: true, TenantID: "acme", Backoff: 50 * time.Millisecond})
 	ctx := context.Background()
 	regained := make(chan struct{}, 1)

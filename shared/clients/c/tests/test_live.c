@@ -777,7 +777,7 @@ static int weight_of(const char *license_id, const char *client_id) {
  * renewal and after a loss; seats_mismatch; a denial of more seats than are free. */
 static void a_weighted_lease(void) {
     NEED_STACK();
-    make_license("c-weights", "{\"seats\": 4, \"lease_seconds\": 60}");
+    make_license("c-weights", "{\"seats\": 4, \"lease_seconds\": 3}"); /* heartbeats every second */
     seatlease_client *client = served_client(1, 0.05);
     CHECK(client != NULL);
     watcher w = {PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};

@@ -682,7 +682,7 @@ public final class ClientTests {
      */
     static void aWeightedLease() throws Exception {
         needStack();
-        license("j-weights", "{\"seats\": 4, \"lease_seconds\": 60}");
+        license("j-weights", "{\"seats\": 4, \"lease_seconds\": 3}"); // heartbeats every second
         SeatClient client = client(true, 0.05);
         Watcher watcher = new Watcher();
         try (Lease lease = client.lease("j-weights", new LeaseOptions("render-1").seats(3).listener(watcher))) {
