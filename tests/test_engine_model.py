@@ -118,7 +118,8 @@ class SeatModel(RuleBasedStateMachine):
         request = SeatRequest(
             "t", "lic", client, borrow_seconds=BORROW_SECONDS if borrow else None, seats=seats
         )
-        if (borrow and self.config.max_borrow_seconds == 0) or (seats or 1) > self.config.seats:
+        too_many = (seats or 1) > max(1, self.config.seats)  # 1 of 0 seats: a plain 409
+        if (borrow and self.config.max_borrow_seconds == 0) or too_many:
             with pytest.raises(InvalidRequest):  # refused before anything changes
                 self.engine.acquire(request)
             return

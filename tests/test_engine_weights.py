@@ -79,9 +79,7 @@ def test_overage_counts_weights_too(seat_engine, configs):
         acquire(seat_engine, "over", "c")
 
 
-def test_seats_over_the_license_is_a_400_naming_the_field_and_stores_nothing(
-    seat_engine, configs
-):
+def test_seats_over_the_license_is_a_400_naming_the_field_and_stores_nothing(seat_engine, configs):
     configs.add(T, "small", seats=3, lease_seconds=60)
     with pytest.raises(InvalidRequest) as bad:
         acquire(seat_engine, "small", "c1", 4)
@@ -316,7 +314,7 @@ def test_fifty_threads_with_mixed_weights_never_exceed_the_cap(seat_engine, conf
                 else:
                     seat_engine.release(T, "mix", mine.pop(rng.randrange(len(mine))))
                 seen.append(int(probe(keys=[lk.leases, lk.units])))
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:  # reported below
             errors.append(repr(exc))
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(50)]

