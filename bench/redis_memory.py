@@ -14,7 +14,9 @@ Starts a private redis-server (loopback, nothing on disk) and, through the seat 
 - the reply store before 2026-11-24 for comparison (a string key per reply, its JSON,
   with a TTL), written here the way the scripts wrote it;
 - a queued ticket: ``--tickets`` clients waiting in one full license's queue (metadata
-  ``{"user": ..., "host": ...}``), less their replies and ``queue.joined`` events.
+  ``{"user": ..., "host": ...}``), less their replies and ``queue.joined`` events;
+- a weighted lease's other seats: ``--weighted`` leases of 8 seats (members of the
+  license's ``units`` ZSET), less the same number of one-seat leases: per extra seat.
 
 Run: ``python3 bench/redis_memory.py`` (about a minute).
 """
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--leases", type=int, default=50_000)
     parser.add_argument("--replies", type=int, default=30_000)
     parser.add_argument("--tickets", type=int, default=10_000)
+    parser.add_argument("--weighted", type=int, default=10_000)
     args = parser.parse_args(argv)
     server = start_redis()
     rows: list[tuple[str, float]] = []
@@ -134,6 +137,25 @@ def main(argv: list[str] | None = None) -> int:
         drop_replies(redis, ["queued"])
         redis.delete(*(outbox_key(s) for s in range(SHARDS)))
         rows.append(("queued ticket (user + host)", (used(redis) - before) / args.tickets))
+
+        # weighted leases (8 seats each) against one-seat leases, on licenses of 100 each
+        sizes = {}
+        for weight in (1, 8):
+            names = [f"w{weight}-{n}" for n in range(max(1, args.weighted // 100))]
+            for license_id in names:
+                engine.cache_config("bench", license_id, config)
+            before = used(redis)
+            for n in range(args.weighted):
+                engine.acquire(
+                    SeatRequest(
+                        "bench", names[n % len(names)], f"ws-{n:06d}", metadata=METADATA,
+                        seats=weight,
+                    )
+                )  # fmt: skip
+            drop_replies(redis, names)
+            redis.delete(*(outbox_key(s) for s in range(SHARDS)))
+            sizes[weight] = (used(redis) - before) / args.weighted
+        rows.append(("weighted lease, per seat past its first", (sizes[8] - sizes[1]) / 7))
         redis.close()
     finally:
         server.stop()

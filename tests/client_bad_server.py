@@ -1,7 +1,8 @@
 """A tiny fake server of bad answers for the C and Java clients' "bad server answers"
 tests (tests/test_client_c.py, tests/test_client_java.py): never the real functions.
 Each scenario is a base URL, ``<server>/<scenario>``; its ``/acquire``, ``/heartbeat``,
-``/release`` and ``/keys`` answer as listed in ``SCENARIOS`` whatever is asked. The
+``/release`` and ``/keys`` answer as listed in ``SCENARIOS`` whatever is asked (but for
+``weights``, which echoes the weight asked: see ``weights``). The
 clients' own suites (shared/clients/c/tests/test_bad_answers.c, the Java BadAnswers
 tests) name the scenarios and the typed error each must give; they read the server's URL
 from ``SEATLEASE_BAD_URL``."""
@@ -37,6 +38,22 @@ GRANT = {
     "heartbeat_interval_seconds": 20,
     "seats_used": 1,
     "seats_total": 2,
+}
+MISMATCH = {
+    "code": "seats_mismatch",
+    "message": "client pc-1 holds a lease of 4 seats; release it to take 2",
+    "held_seats": 4,
+    "seats": 2,
+}
+WEIGHTED_DENIAL = {
+    "code": "no_seats_available",
+    "message": "All 8 seats are in use: 2 seats are free, 4 asked; retry after 5 s.",
+    "seats_used": 6,
+    "seats_total": 8,
+    "seats_held": 0,
+    "seats_reserved": 0,
+    "retry_after_seconds": 5,
+    "seats_requested": 4,
 }
 HUGE = b'{"session_id": "' + b"a" * (5 * 1024 * 1024) + b'"}'
 
@@ -74,6 +91,17 @@ SCENARIOS: dict[str, tuple[int, bytes, bytes]] = {
         b'{"error": {"code": "backend_unavailable", "retry_after_seconds": 1e300}}',
         b"",
     ),
+    # weighted seats: another weight than the lease held, and a denial of 4 seats
+    "seats_mismatch": (
+        409,
+        json.dumps({"error": MISMATCH}).encode(),
+        b"",
+    ),
+    "weighted_denial": (
+        409,
+        json.dumps({"error": WEIGHTED_DENIAL}).encode(),
+        b"",
+    ),
     "absurd_numbers_409": (
         409,
         b'{"error": {"code": "no_seats_available", "seats_used": -1e300, "seats_total": 1e300,'
@@ -83,9 +111,31 @@ SCENARIOS: dict[str, tuple[int, bytes, bytes]] = {
 }
 
 
+def weights(request: Request, function: str) -> Response:
+    """The ``weights`` scenario (not a bad answer): a grant whose ``seats`` is the weight
+    the request asked, none when it asked none (an older server); a ``seats`` that is
+    not a positive integer is refused, so a client that sends one by default fails."""
+    body = json.loads(request.get_data() or b"{}")
+    if function == "release":
+        return Response(
+            json.dumps({"released": True, "seats_used": 0}), mimetype="application/json"
+        )
+    grant = dict(GRANT)
+    if "seats" in body:
+        seats = body["seats"]
+        if not isinstance(seats, int) or isinstance(seats, bool) or seats < 1:
+            error = {"code": "invalid_request", "message": "seats: not a positive integer"}
+            return Response(json.dumps({"error": error}), status=400, mimetype="application/json")
+        grant["seats"] = seats
+    status = 201 if function == "acquire" else 200
+    return Response(json.dumps(grant), status=status, mimetype="application/json")
+
+
 def app(environ, start_response):
     request = Request(environ)
     _, scenario, function = [*request.path.split("/"), "", ""][:3]
+    if scenario == "weights":
+        return weights(request, function)(environ, start_response)
     if scenario not in SCENARIOS:
         return Response("no such scenario", status=404)(environ, start_response)
     status, body, keys = SCENARIOS[scenario]

@@ -29,6 +29,8 @@ Control routes (no API key; the test server only):
     ``[{"path", "request_id", "status"}]`` of every function request so far.
 ``GET /_test/live?license_id=L``
     the license's live leases ``[{"session_id", "client_id"}]``.
+``GET /_test/weights?license_id=L``
+    the weight of each live lease of the license: ``{client_id: seats}``.
 ``GET /_test/queue?license_id=L``
     the license's wait queue, head first: ``[{"client_id", "user", "host"}]``.
 """
@@ -162,6 +164,10 @@ class ControlGate:
         elif action == "live":
             leases = runtime.seat_engine().live_leases(TENANT, request.args["license_id"])
             result = [{"session_id": s["session_id"], "client_id": s["client_id"]} for s in leases]
+        elif action == "weights":
+            leases = runtime.seat_engine().live_leases(TENANT, request.args["license_id"])
+            # each live lease's weight (a lease from before weights has none: 1)
+            result = {s["client_id"]: s.get("seats", 1) for s in leases}
         elif action == "queue":
             status = admin.parse(
                 {"action": "status", "tenant_id": TENANT, "license_id": request.args["license_id"]}

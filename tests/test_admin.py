@@ -151,6 +151,33 @@ def test_actions_end_to_end(stack, functions, redis_client):
     assert_error(acquire(functions, key, "ws5"), 401, "unauthenticated")
 
 
+def test_status_gives_each_lease_and_ticket_its_seats(stack, functions):
+    """A lease of 4 seats and two plain ones on 4 seats (+50 % overage: 6): ``seats_used``
+    is the weights' sum (6, over the 4 seats: overage in use), each lease has its
+    ``seats``; of the two clients then queued, one waits for 3 seats and says so."""
+    from seatlease.api import runtime
+    from seatlease.seats.engine import SeatRequest
+
+    store.create_tenant("acme")
+    store.create_license("acme", "cad", seats=4, overage_percent=50, policy={"queue": True})
+    runtime.refresh_license_cache("acme", "cad")
+    engine = runtime.seat_engine()
+    engine.acquire(SeatRequest("acme", "cad", "ws1"))
+    (entry,) = post(functions, "status", tenant_id="acme").json["licenses"]
+    assert (entry["seats_used"], entry["overage_in_use"]) == (1, False)
+    assert [lease["seats"] for lease in entry["leases"]] == [1]
+
+    assert engine.acquire(SeatRequest("acme", "cad", "render-1", seats=4)).seats == 4
+    engine.acquire(SeatRequest("acme", "cad", "ws2"))
+    assert engine.acquire(SeatRequest("acme", "cad", "render-2", seats=3, queue=True)).seats == 3
+    engine.acquire(SeatRequest("acme", "cad", "ws3", queue=True))
+    (entry,) = post(functions, "status", tenant_id="acme", license_id="cad").json["licenses"]
+    assert (entry["seats_used"], entry["overage_in_use"]) == (6, True)
+    weights = {lease["client_id"]: lease["seats"] for lease in entry["leases"]}
+    assert weights == {"render-1": 4, "ws1": 1, "ws2": 1}
+    assert [(t["client_id"], t["seats"]) for t in entry["queue"]] == [("render-2", 3), ("ws3", 1)]
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [

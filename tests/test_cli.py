@@ -477,6 +477,61 @@ def test_status_lists_leases_with_user_and_host(stack, capsys, clients):
     assert len(run_json(capsys, "status")["licenses"]) == 1
 
 
+def test_status_shows_each_leases_seats_when_one_counts_several(stack, capsys, clients):
+    """A render node's lease of 4 seats beside a plain one: USED counts weights (5/8),
+    the heading says so and the leases get a SEATS column; plain leases alone read as
+    before (no column). JSON: every lease's ``seats``."""
+    key = setup_license(capsys, seats=8)
+    plain = acquire(clients, key, "ws1-cad", metadata={"user": "alice", "host": "ws1"})
+    assert plain.status_code == 201
+    out = run(capsys, "status", "--tenant", "acme")[1]
+    assert "SEATS" not in out and "holding" not in out
+
+    node = acquire(clients, key, "render-1", seats=4, metadata={"user": "farm", "host": "r1"})
+    assert node.status_code == 201 and node.json["seats"] == 4
+    code, out, err = run(capsys, "status", "--tenant", "acme")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1].split()[:3] == ["acme", "cad", "5/8"]
+    assert "acme/cad: 2 live leases holding 5 seats" in out
+    header = next(line for line in lines if "SESSION_ID" in line).split()
+    assert header[:3] == ["SESSION_ID", "CLIENT_ID", "SEATS"]
+    rows = {line.split()[1]: line.split()[2] for line in lines
+            if "-cad" in line or "render-" in line}  # fmt: skip
+    assert rows == {"render-1": "4", "ws1-cad": "1"}
+
+    (lic,) = run_json(capsys, "status", "--tenant", "acme")["licenses"]
+    assert (lic["seats_used"], lic["overage_in_use"]) == (5, False)
+    weights = {lease["client_id"]: lease["seats"] for lease in lic["leases"]}
+    assert weights == {"render-1": 4, "ws1-cad": 1}
+
+
+def test_status_shows_a_waiting_tickets_seats():
+    """The queue's table gets a SEATS column when a ticket waits for several seats."""
+    from seatlease_cli.status import render_status
+
+    lease = {
+        "session_id": "s1",
+        "client_id": "ws1",
+        "user": "a",
+        "host": "h",
+        "acquired_at": "2026-11-26T10:00:00Z",
+        "expires_in_seconds": 30,
+        "seats": 1,
+    }
+    ticket = {"position": 1, "client_id": "render-2", "user": "farm", "host": "r2",
+              "waiting_seconds": 12, "seat_held": False, "seats": 4}  # fmt: skip
+    body = {"licenses": [{"tenant_id": "acme", "license_id": "cad", "seats_used": 1,
+                          "seats": 4, "seat_limit": 4, "overage_percent": 0,
+                          "suspended": False, "leases": [lease], "queue": [ticket]}]}  # fmt: skip
+    lines = render_status(body).splitlines()
+    assert "acme/cad: 1 live lease" in lines  # one plain lease: no SEATS column for it
+    assert next(line for line in lines if "SESSION_ID" in line).split()[2] == "USER"
+    queue_head = next(line for line in lines if "POSITION" in line).split()
+    assert queue_head[:3] == ["POSITION", "CLIENT_ID", "SEATS"]
+    assert next(line for line in lines if "render-2" in line).split()[:3] == ["1", "render-2", "4"]
+
+
 def test_status_errors(stack, capsys):
     setup_license(capsys)
     code, _, err = run(capsys, "status", "--license", "cad")

@@ -40,6 +40,7 @@ LIVE_TESTS = [
     "a_borrowed_seat",
     "a_licenses_terms_and_a_machine_bound_seat",
     "a_suspended_license_is_license_suspended_until_it_is_resumed",
+    "a_weighted_lease",
 ]
 OTHER_TESTS = [
     "every_vector",
@@ -48,6 +49,7 @@ OTHER_TESTS = [
     "pinned_key_forms",
     "times_and_urls",
     "every_bad_answer_is_a_typed_error",
+    "weights_are_sent_and_read",
     "misuse_is_an_argument_error",
     "cpp_errors_carry_the_code",
     "cpp_seat_released_in_its_destructor",

@@ -24,6 +24,7 @@ TESTS = [
     "leeway_by_the_verifiers_clock",
     "pinned_key_forms",
     "every_bad_answer_is_a_typed_error",
+    "weights_are_sent_and_read",
     "lease_life_past_three_leases_a_redis_flush_and_a_revoke",
     "a_stalled_server_answers_the_retry_from_the_first_run",
     "a_retry_of_your_own_with_the_same_request_id_takes_one_seat",
@@ -42,6 +43,7 @@ TESTS = [
     "a_licenses_terms_and_a_machine_bound_seat",
     "pinned_keys_from_the_deployment_verify_and_others_are_refused",
     "a_suspended_license_is_license_suspended_until_it_is_resumed",
+    "a_weighted_lease",
 ]
 
 

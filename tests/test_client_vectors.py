@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from seatlease_client import TokenError
+from seatlease_client import TokenError, claimed_seats
 from seatlease_client._machine import fingerprint
 from seatlease_client._verify import TokenVerifier
 
@@ -49,6 +49,7 @@ def test_the_vectors_cover_every_kind_of_bad_token() -> None:
     }
     names = {case["name"] for case in CASES}
     assert {"alg_none", "hs256_public_key_as_secret", "forged_same_kid", "tampered_claims"} <= names
+    assert {"weighted_good", "weighted_other_seats", "weighted_tampered_seats"} <= names
 
 
 def verifier_for(case: dict[str, Any]) -> TokenVerifier:
@@ -78,6 +79,7 @@ def test_the_python_client_agrees_with_each_vector(case: dict[str, Any]) -> None
     if case["expect"] == "ok":
         claims = verifier.check(*check)
         assert claims["sid"] == case["answer"].get("session_id", case["request"].get("session_id"))
+        assert claimed_seats(claims) == case.get("seats_claim", 1)
         return
     with pytest.raises(TokenError) as refused:
         verifier.check(*check)

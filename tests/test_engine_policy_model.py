@@ -7,7 +7,13 @@ tickets sit ahead of live ones until a walk drops them; the license is refreshed
 queue switched off with clients waiting (each leaves with queue.left) and on again. After
 every step the live leases are checked against the cap, the per-user limit and the
 reservations, the queue's order against the model's, and the policy's counts against the
-live leases (the users hash holds only users and groups with live leases)."""
+live leases (the users hash holds only users and groups with live leases).
+
+Weighted seats too: clients c3 and c6 ask for leases of 2 and 3 seats. Every count is of
+seats: the cap, the per-user limit, a group's reservation (a member's weighted lease is
+charged what the group has free, the rest unreserved), and a waiting client needing more
+seats than are free gathers them, nobody behind it taking them (docs/design.md,
+"Weighted seats")."""
 
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from seatlease.errors import NoSeatsAvailable, UserDenied, UserLimitReached
+from seatlease.errors import InvalidRequest, NoSeatsAvailable, UserDenied, UserLimitReached
 from seatlease.events import pubsub
 from seatlease.seats import keys as keyspace
 from seatlease.seats import redisconn
@@ -28,6 +34,7 @@ from seatlease.seats.policy import LicensePolicy
 
 CLIENTS = [f"c{i}" for i in range(7)]
 USER_OF = {c: f"u{i % 5}" for i, c in enumerate(CLIENTS)}  # c5 is u0's second client
+WEIGHT_OF = {c: {"c3": 2, "c6": 3}.get(c, 1) for c in CLIENTS}  # the seats each asks for
 GROUPS = {"eng": ["u0", "u1"], "ops": ["u1", "u2"]}  # u1 in both; u3, u4 in none
 
 
@@ -35,6 +42,10 @@ GROUPS = {"eng": ["u0", "u1"], "ops": ["u1", "u2"]}  # u1 in both; u3, u4 in non
 class Ticket:
     client: str
     user: str
+
+    @property
+    def weight(self) -> int:
+        return WEIGHT_OF[self.client]
 
 
 @dataclass
@@ -48,30 +59,35 @@ class Sim:
     mpu: int
     member: dict[str, list[str]] = field(default_factory=dict)
 
-    def may_take(self, user: str) -> tuple[bool, str | None]:
-        if self.mpu and self.per_user.get(user, 0) >= self.mpu:
-            return False, None
-        if self.used >= self.limit:
-            return False, None
-        for group in self.member.get(user, []):
-            if self.free.get(group, 0) > 0:
-                return True, group
-        if self.limit - self.used - sum(self.free.values()) > 0:
-            return True, None
-        return False, None
+    def unreserved_free(self) -> int:
+        return self.limit - self.used - sum(self.free.values())
 
-    def take(self, user: str, group: str | None) -> None:
-        self.used += 1
-        self.per_user[user] = self.per_user.get(user, 0) + 1
+    def may_take(self, user: str, w: int) -> tuple[bool, str | None, int, str]:
+        """(may it, the group charged, the seats charged to it, why not)."""
+        if self.mpu and self.per_user.get(user, 0) + w > self.mpu:
+            return False, None, 0, "user_limit"
+        if self.used + w > self.limit:
+            return False, None, 0, "seats"
+        for group in self.member.get(user, []):
+            free = self.free.get(group, 0)
+            if free > 0 and w - min(w, free) <= self.unreserved_free():
+                return True, group, min(w, free), ""
+        if self.unreserved_free() >= w:
+            return True, None, 0, ""
+        return False, None, 0, "seats"
+
+    def take(self, user: str, w: int, group: str | None, charged: int) -> None:
+        self.used += w
+        self.per_user[user] = self.per_user.get(user, 0) + w
         if group:
-            self.free[group] -= 1
+            self.free[group] -= charged
 
 
 class PolicyModel(RuleBasedStateMachine):
     url: str = ""
 
     @initialize(
-        seats=st.integers(1, 4),
+        seats=st.integers(1, 6),
         mpu=st.sampled_from([0, 1, 2]),
         eng=st.integers(0, 2),
         ops=st.integers(0, 1),
@@ -98,9 +114,10 @@ class PolicyModel(RuleBasedStateMachine):
         for group in sorted(self.reserve):
             for user in GROUPS[group]:
                 self.member.setdefault(user, []).append(group)
-        self.leases: dict[str, tuple[str, str, str | None]] = {}  # client -> sid, user, group
+        # client -> sid, user, group, seats, seats charged to the group
+        self.leases: dict[str, tuple[str, str, str | None, int, int]] = {}
         # leases whose deadline passed, still counted until an acquire reclaims them
-        self.stale: list[tuple[str, str, str | None]] = []
+        self.stale: list[tuple[str, str, str | None, int, int]] = []
         self.queue: list[Ticket] = []
         self.tickets: dict[str, str] = {}
 
@@ -111,37 +128,49 @@ class PolicyModel(RuleBasedStateMachine):
     def _sim(self) -> Sim:
         per_user: dict[str, int] = {}
         used_by_group = dict.fromkeys(self.reserve, 0)
-        for _sid, user, group in self.leases.values():
-            per_user[user] = per_user.get(user, 0) + 1
+        for _sid, user, group, w, charged in self.leases.values():
+            per_user[user] = per_user.get(user, 0) + w
             if group:
-                used_by_group[group] += 1
+                used_by_group[group] += charged
         free = {g: max(0, n - used_by_group[g]) for g, n in self.reserve.items()}
-        return Sim(self.limit, len(self.leases), per_user, free, self.policy.max_per_user,
+        used = sum(lease[3] for lease in self.leases.values())
+        return Sim(self.limit, used, per_user, free, self.policy.max_per_user,
                    self.member)  # fmt: skip
 
     def _expect(self, client: str, queue: bool) -> tuple[str, object]:
         """What the rules say an acquire by ``client`` gets: ('renewed'), ('limit'),
-        ('granted', group), ('queued', position) or ('denied')."""
-        user = USER_OF[client]
+        ('granted', (group, charged)), ('queued', position) or ('denied')."""
+        user, w = USER_OF[client], WEIGHT_OF[client]
+        if w > max(1, self.limit):
+            return "too_many_seats", None
         if user in self.policy.deny_users:
             return "user_denied", None
         if client in self.leases:
             return "renewed", None
         sim = self._sim()
-        if sim.mpu and sim.per_user.get(user, 0) >= sim.mpu:
+        if sim.mpu and sim.per_user.get(user, 0) + w > sim.mpu:
             return "limit", None
         if sim.used < sim.limit:
             for ticket in self.queue:
                 if sim.used >= sim.limit:
                     break
-                ok, group = sim.may_take(ticket.user)
+                ok, group, charged, why = sim.may_take(ticket.user, ticket.weight)
                 if ok:
-                    sim.take(ticket.user, group)
+                    sim.take(ticket.user, ticket.weight, group, charged)
                     if ticket.client == client:
-                        return "granted", group
-        ok, group = sim.may_take(user)
+                        return "granted", (group, charged)
+                elif why == "seats" and ticket.weight > 1:
+                    # a head needing more seats than are free gathers them
+                    sim.used += max(0, sim.unreserved_free())
+                    if ticket.client == client:
+                        break
+        ok, group, charged, _why = sim.may_take(user, w)
         if ok:
-            return "granted", group
+            return "granted", (group, charged)
+        reachable = self.limit - sum(self.reserve.values())
+        reachable += sum(self.reserve[g] for g in self.member.get(user, []))
+        if w > 1 and w > reachable:  # more than it could ever be given: no place in line
+            return "denied", None
         if queue:
             if all(t.client != client for t in self.queue):
                 self.queue.append(Ticket(client, user))
@@ -153,12 +182,19 @@ class PolicyModel(RuleBasedStateMachine):
     def acquire(self, client: str, queue: bool) -> None:
         expected, detail = self._expect(client, queue)
         user = USER_OF[client]
-        if expected != "user_denied":  # (refused before it reclaims anything)
+        if expected not in ("user_denied", "too_many_seats"):  # (refused before any reclaim)
             self.stale = []
+        weight = WEIGHT_OF[client]
         try:
             got = self.engine.acquire(
                 SeatRequest(
-                    "t", "lic", client, user=user, queue=queue, ticket=self.tickets.get(client)
+                    "t",
+                    "lic",
+                    client,
+                    user=user,
+                    queue=queue,
+                    ticket=self.tickets.get(client),
+                    seats=weight,
                 )
             )
         except UserLimitReached:
@@ -167,11 +203,15 @@ class PolicyModel(RuleBasedStateMachine):
         except UserDenied:
             assert expected == "user_denied"
             return
+        except InvalidRequest:
+            assert expected == "too_many_seats"
+            return
         except NoSeatsAvailable:
             assert expected == "denied", (expected, detail)
             return
         if isinstance(got, QueuePlace):
             assert (expected, detail) == ("queued", got.position)
+            assert got.seats == weight
             self.tickets[client] = got.ticket
             return
         assert isinstance(got, Lease)
@@ -179,7 +219,9 @@ class PolicyModel(RuleBasedStateMachine):
             assert not got.created and got.session_id == self.leases[client][0]
             return
         assert expected == "granted" and got.created, (expected, detail)
-        self.leases[client] = (got.session_id, user, detail)  # type: ignore[assignment]
+        assert got.seats == weight
+        group, charged = detail  # type: ignore[misc]
+        self.leases[client] = (got.session_id, user, group, weight, charged)
         self.queue = [t for t in self.queue if t.client != client]
         self.tickets.pop(client, None)
 
@@ -196,6 +238,9 @@ class PolicyModel(RuleBasedStateMachine):
             lease = self.leases.pop(client)
             self.stale.append(lease)
             self.redis.zadd(self.keys.leases, {lease[0]: 1})
+            others = {f"{lease[0]}#{n}": 1 for n in range(2, lease[3] + 1)}
+            if others:  # a weighted lease's other seats run out with it
+                self.redis.zadd(self.keys.units, others)
 
     @rule(client=st.sampled_from(CLIENTS))
     def ticket_runs_out(self, client: str) -> None:
@@ -232,11 +277,11 @@ class PolicyModel(RuleBasedStateMachine):
             return
         live = self.engine.live_leases("t", "lic")
         assert {lease["session_id"] for lease in live} == {v[0] for v in self.leases.values()}
-        assert len(live) <= self.limit
+        assert sum(lease["seats"] for lease in live) <= self.limit
         per_user: dict[str, int] = {}
         for lease in live:
             user = lease["metadata"]["user"]
-            per_user[user] = per_user.get(user, 0) + 1
+            per_user[user] = per_user.get(user, 0) + lease["seats"]
         if self.policy.max_per_user:
             assert max(per_user.values(), default=0) <= self.policy.max_per_user
         outsiders = sum(n for u, n in per_user.items() if u not in self.member)
@@ -247,11 +292,11 @@ class PolicyModel(RuleBasedStateMachine):
         if not hasattr(self, "engine"):
             return
         expected: dict[str, str] = {}
-        for _sid, user, group in [*self.leases.values(), *self.stale]:
+        for _sid, user, group, w, charged in [*self.leases.values(), *self.stale]:
             if self.policy.max_per_user:
-                expected[f"#u:{user}"] = str(int(expected.get(f"#u:{user}", "0")) + 1)
+                expected[f"#u:{user}"] = str(int(expected.get(f"#u:{user}", "0")) + w)
             if group:
-                expected[f"#g:{group}"] = str(int(expected.get(f"#g:{group}", "0")) + 1)
+                expected[f"#g:{group}"] = str(int(expected.get(f"#g:{group}", "0")) + charged)
         fields = self.redis.hgetall(self.keys.users)
         fields.pop("qseq", None)
         assert fields == expected

@@ -145,7 +145,11 @@ def test_upgrade_with_stored_events_matches_the_audit_insert(new_database, steps
     minutes = [r for r in _rows(fresh, usage_minute_rollups) if r[2] >= NOW - timedelta(days=14)]
     assert _rows(migrated, usage_minute_rollups) == minutes
     assert minutes
-    assert any(r[-1] == "ann" for r in _rows(migrated, usage_leases))  # users filled (0010)
+    user_column = list(usage_leases.c.keys()).index("user_name")
+    leases = _rows(migrated, usage_leases)
+    assert any(r[user_column] == "ann" for r in leases)  # users filled (0010)
+    seats_column = list(usage_leases.c.keys()).index("seats")
+    assert {r[seats_column] for r in leases} == {1}  # every lease before 0012 weighs 1
 
     recent = Window(T, since=NOW - timedelta(days=10), until=NOW - timedelta(minutes=1))
     for window, period in (

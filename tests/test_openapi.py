@@ -159,16 +159,23 @@ def test_spec_matches_functions_with_a_valid_key(case: Any, world: World) -> Non
 
 def _beyond_json_schema(body: dict[str, Any], error: dict[str, Any]) -> bool:
     """The documented limits JSON Schema cannot state: metadata over 4096 bytes, a
-    lease_seconds above this license's maximum, integral floats (JSON Schema calls
-    ``5.0`` an integer; the functions accept only ``5``, as the spec's text says), and
-    borrow_seconds with lease_seconds."""
+    lease_seconds above this license's maximum, a weight (``seats``) above this license's
+    seats, integral floats (JSON Schema calls ``5.0`` an integer; the functions accept
+    only ``5``, as the spec's text says), and borrow_seconds with lease_seconds."""
     metadata = json.dumps(body.get("metadata"), separators=(",", ":"))
     both = body.get("lease_seconds") is not None and body.get("borrow_seconds") is not None
+    over_license = [
+        d
+        for d in error.get("details", [])
+        if d.get("field") == "seats" and "at most" in d["problem"]
+    ]
     return (
         len(metadata.encode()) > 4096
         or "max_lease_seconds" in error
         or isinstance(body.get("lease_seconds"), float)
         or isinstance(body.get("borrow_seconds"), float)
+        or isinstance(body.get("seats"), float)
+        or bool(over_license and body.get("seats", 0) > 1000)  # World's license: 1000 seats
         or both
     )
 
@@ -300,6 +307,7 @@ def test_api_reference_covers_every_status_and_code() -> None:
         "license_not_found",
         "method_not_allowed",
         "no_seats_available",
+        "seats_mismatch",
         "session_expired",
         "payload_too_large",
         "unsupported_media_type",

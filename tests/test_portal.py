@@ -75,6 +75,21 @@ def test_status_shows_the_tenants_licenses_and_leases_only(acme: Tenant, beta: T
     assert "beta-ws" not in answer.get_data(as_text=True)
 
 
+def test_status_gives_each_lease_its_seats(acme: Tenant) -> None:
+    """The portal's lease list reads each lease's ``seats`` (a render node's lease of 4)
+    and the license's weighted ``seats_used``; the page draws a Seats column from them
+    (portal.js; tests/test_portal_browser.py)."""
+    new_license(acme, "cad", seats=8)
+    assert acquire(acme, "cad", "render-1", seats=4).get_json()["seats"] == 4
+    acquire(acme, "cad", "laptop-1")
+    [cad] = ask(admin_of(acme), "status").get_json()["licenses"]
+    assert cad["seats_used"] == 5
+    assert {lease["client_id"]: lease["seats"] for lease in cad["leases"]} == {
+        "render-1": 4,
+        "laptop-1": 1,
+    }
+
+
 def test_scopes_are_separate_both_ways(acme: Tenant) -> None:
     new_license(acme, "cad")
     admin = admin_of(acme)

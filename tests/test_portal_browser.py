@@ -211,6 +211,45 @@ def test_a_tenant_admin_sees_and_frees_a_seat_in_chromium(stack, browser) -> Non
     assert {"status", "usage", "keys.list", "revoke"} <= set(actions)
 
 
+def test_a_lease_of_several_seats_shows_its_weight(stack, browser) -> None:
+    """A render node takes a lease of 4 seats on an 8-seat license, a laptop a plain one:
+    that license's leases get a Seats column, "\u00d74" on the node's lease and 1 on the
+    laptop's, and the seats in use count weights (5 / 8)."""
+    from seatlease.api import runtime
+
+    store.create_license(DEMO_TENANT, "render", seats=8)
+    runtime.refresh_license_cache(DEMO_TENANT, "render")
+    base, seat_key = stack["base_url"], stack["api_key"]
+    sessions = {}
+    uses = (("render", "render-1", {"seats": 4}), ("render", "laptop-1", {}),
+            (DEMO_LICENSE, "desk-1", {}))  # fmt: skip
+    for license_id, client, extra in uses:
+        body = {"license_id": license_id, "client_id": client, **extra}
+        status, lease = post_json(f"{base}/acquire", body, seat_key)
+        assert status == 201, lease
+        sessions[client] = lease["session_id"]
+
+    browser.get(stack["portal_url"])
+    wait = WebDriverWait(browser, 20)
+    block_css = '[data-license="render"]'
+    row_css = f'{block_css} tr[data-session="{sessions["render-1"]}"]'
+    node = wait.until(ready.visibility_of_element_located((By.CSS_SELECTOR, row_css)))
+    heads = [th.get_attribute("textContent")
+             for th in browser.find_elements(By.CSS_SELECTOR, f"{block_css} thead th")]  # fmt: skip
+    assert heads[:3] == ["Client", "Seats", "User"], heads
+    assert node.find_element(By.CSS_SELECTOR, ".seats-weight").text == "\u00d74"  # x4
+    plain = browser.find_element(
+        By.CSS_SELECTOR, f'{block_css} tr[data-session="{sessions["laptop-1"]}"] .seats-weight'
+    )
+    assert plain.text == "1"
+    seats = browser.find_element(By.CSS_SELECTOR, f"{block_css} .seats")
+    assert seats.text == "5 / 8 seats in use"
+    # A license of plain leases has no such column.
+    demo = browser.find_elements(By.CSS_SELECTOR, f'[data-license="{DEMO_LICENSE}"] thead th')
+    assert [th.get_attribute("textContent") for th in demo][:2] == ["Client", "User"]
+    _no_alert(browser)
+
+
 def test_a_seat_key_cannot_sign_in(stack, browser) -> None:
     browser.get(f"{stack['base_url']}/portal")
     wait = WebDriverWait(browser, 20)

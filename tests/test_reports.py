@@ -355,17 +355,20 @@ STARTS = ("lease.acquired", "lease.borrowed")
 
 @st.composite
 def histories(draw) -> tuple[list[dict], dict[str, int]]:
-    """Events as Redis would write them (``seats_used`` = live leases right after), from
-    random leases on two licenses, denials, and maybe one Redis data loss per license
-    (its live leases vanish without an ending). Returns the events and, per license, the
-    leases that vanished and were followed by a later event of that license."""
+    """Events as Redis would write them (``seats_used`` = the live leases' weights right
+    after), from random leases of weight 1, 2 or 4 on two licenses (a weight-1 lease's
+    events sometimes without ``seats``, as written before weights), denials, and maybe
+    one Redis data loss per license (its live leases vanish without an ending). Returns
+    the events and, per license, the seats of the leases that vanished and were followed
+    by a later event of that license."""
     plans = []  # (ms, order, what, details)
     for i in range(draw(st.integers(0, 14))):
         lic = draw(st.sampled_from(["cad", "cam"]))
         start = draw(st.integers(0, SPAN_MS))
         start_type = draw(st.sampled_from(["lease.acquired", "lease.acquired", "lease.borrowed"]))
         client = f"c{draw(st.integers(0, 2))}"
-        plans.append((start, 0, "acquire", (lic, f"s{i}", client, start_type)))
+        weight = draw(st.sampled_from([1, 1, 2, 4]))
+        plans.append((start, 0, "acquire", (lic, f"s{i}", client, start_type, weight)))
         length = draw(st.none() | st.integers(0, 3 * 3600 * 1000))
         if length is not None:
             plans.append(
@@ -378,8 +381,9 @@ def histories(draw) -> tuple[list[dict], dict[str, int]]:
         if draw(st.booleans()):
             plans.append((draw(st.integers(0, SPAN_MS)), 3, "flush", (lic,)))
     plans.sort(key=lambda p: (p[0], p[1]))
-    live: dict[str, dict[str, str]] = {"cad": {}, "cam": {}}
+    live: dict[str, dict[str, tuple[str, int]]] = {"cad": {}, "cam": {}}  # client, weight
     vanished: dict[str, list[str]] = {"cad": [], "cam": []}
+    weights = {p[3][1]: p[3][4] for p in plans if p[2] == "acquire"}
     events: list[dict] = []
     flushed: dict[str, int] = {}
     used_ms: set[int] = set()
@@ -394,13 +398,15 @@ def histories(draw) -> tuple[list[dict], dict[str, int]]:
             continue
         used_ms.add(ms)
         when = BASE + timedelta(milliseconds=ms)
+        weight = None
         if what == "acquire":
-            live[lic][details[1]] = details[2]
+            live[lic][details[1]] = (details[2], details[4])
             etype, session, client, count = details[3], details[1], details[2], 1
+            weight = details[4]
         elif what == "end":
             if details[1] not in live[lic]:
                 continue  # lost with Redis: never ends
-            client = live[lic].pop(details[1])
+            client, weight = live[lic].pop(details[1])
             etype, session, count = details[2], details[1], 1
         else:
             etype, session, client, count = "lease.denied", None, None, details[1]
@@ -409,14 +415,16 @@ def histories(draw) -> tuple[list[dict], dict[str, int]]:
             "event_id": f"{secrets_hex()}-{len(events)}", "type": etype, "tenant_id": T,
             "license_id": lic, "session_id": session, "client_id": client,
             "occurred_at": when.isoformat().replace("+00:00", "Z"),
-            "seats_used": None if denied else len(live[lic]),
+            "seats_used": None if denied else sum(w for _c, w in live[lic].values()),
             "seats_total": None if denied else 3, "count": count, "metadata": {},
         })  # fmt: skip
+        if weight is not None and (weight > 1 or draw(st.booleans())):
+            events[-1]["seats"] = weight  # else absent: an event from before weights
     revealed = {}
     for lic, gone in vanished.items():  # only a later event of the license reveals a loss
         after = [e for e in events if e["license_id"] == lic and e["seats_used"] is not None
                  and _when(e) > BASE + timedelta(milliseconds=flushed.get(lic, 0))]  # fmt: skip
-        revealed[lic] = len(gone) if after else 0
+        revealed[lic] = sum(weights[session] for session in gone) if after else 0
     return events, revealed
 
 
@@ -493,8 +501,9 @@ def model(events: list[dict], window: Window, period: str) -> dict:
                 running, cursor, net = level, hour, 0
                 for e in evs:
                     seat_ms += running * (_when(e) - cursor) / timedelta(milliseconds=1)
-                    delta = 1 if e["type"] in STARTS else (
-                        -1 if e["type"] in ENDING_TYPES else 0)  # fmt: skip
+                    # weighted: a lease moves the level by its seats (1 without)
+                    delta = e.get("seats", 1) * (1 if e["type"] in STARTS else (
+                        -1 if e["type"] in ENDING_TYPES else 0))  # fmt: skip
                     running += delta
                     net += delta
                     cursor = _when(e)
@@ -610,8 +619,8 @@ def check_against_model(data, engine: Engine | None, reset) -> None:
         assert reported(window, period, engine) == model(events, window, period)
     finally:
         clock.now = real_now
-    # Leases lost with Redis are counted, once each, when a later event of their license
-    # shows Redis's count without them.
+    # Leases lost with Redis are counted (by their seats), once each, when a later event
+    # of their license shows Redis's count without them.
     lost = {o.license_id: o.lost for o in outcomes(Window(T), engine)}
     for lic, gone in vanished.items():
         if gone:

@@ -250,6 +250,43 @@ def terms_cases(heartbeat_request: dict, heartbeat_answer: dict) -> list[dict[st
     ]
 
 
+def weight_cases(heartbeat_request: dict, heartbeat_answer: dict) -> list[dict[str, Any]]:
+    """A weighted lease (it counts as 4 seats): the token's ``seats`` claim agreeing with
+    the answer's ``seats``, or not (token_mismatch; an answer without ``seats`` means 1),
+    or altered (token_bad_signature). ``seats_claim``: the weight the client reads from
+    the verified token (absent from a case: 1)."""
+    token = lease_token(seats=4)
+    weighted = {"seats": 4, "seats_used": 4, "seats_total": 8}
+    request = {"license_id": LICENSE, "client_id": CLIENT, "nonce": NONCE, "seats": 4}
+    return [
+        acquire_case(
+            "weighted_good", "ok", token, answer=weighted, request=request, seats_claim=4
+        ),
+        {
+            "name": "weighted_heartbeat_good",
+            "function": "heartbeat",
+            "status": 200,
+            "request": heartbeat_request,
+            "answer": {
+                **heartbeat_answer,
+                **weighted,
+                "lease_token": lease_token(client_id=None, seats=4),
+            },
+            "expect": "ok",
+            "seats_claim": 4,
+        },
+        acquire_case(
+            "weighted_other_seats", "token_mismatch", token,
+            answer={**weighted, "seats": 2}, request=request,
+        ),
+        acquire_case("weighted_answer_without_seats", "token_mismatch", token, request=request),
+        acquire_case(
+            "weighted_tampered_seats", "token_bad_signature", tampered(token, seats=8),
+            answer={**weighted, "seats": 8}, request=request,
+        ),
+    ]  # fmt: skip
+
+
 def cases() -> list[dict[str, Any]]:
     good = lease_token()
     heartbeat_request = {"license_id": LICENSE, "session_id": SESSION, "nonce": NONCE}
@@ -381,6 +418,7 @@ def cases() -> list[dict[str, Any]]:
             "missing_sid_claim", "token_malformed", signer()._sign(tokens.LEASE_TYP, missing_sid)
         ),
         *terms_cases(heartbeat_request, heartbeat_answer),
+        *weight_cases(heartbeat_request, heartbeat_answer),
     ]
 
 
@@ -443,7 +481,9 @@ def document() -> str:
             "machine ids and their fingerprints, the lowercase hex SHA-256 of "
             "'seatlease-machine/1:' + the id trimmed and lowercased (UTF-8); the id is "
             "Linux /etc/machine-id (else /var/lib/dbus/machine-id), macOS IOPlatformUUID, "
-            "Windows MachineGuid."
+            "Windows MachineGuid. seats_claim (some ok cases): the lease's weight the "
+            "client reads from the verified token's seats claim; absent: 1 (a token "
+            "without the claim is a lease of 1 seat)."
         ),
         "jwks": JWKS,
         "pinned": PINNED,

@@ -37,6 +37,7 @@ def exit_code(exc: BaseException) -> int | None:
             | errors.NoSeatsAvailable()
             | errors.UserLimitReached()
             | errors.QueueFull()
+            | errors.SeatsMismatch()
         ):
             return EXIT_CONFLICT
         # A value the rules refuse: the command line asked for something invalid.

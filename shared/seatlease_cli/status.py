@@ -16,6 +16,15 @@ LEASE_COLUMNS = ("session_id", "client_id", "user", "host", "acquired_at", "expi
 QUEUE_COLUMNS = ("position", "client_id", "user", "host", "waiting_seconds", "seat_held")
 
 
+def _weighted(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    """``columns`` with ``seats`` (each lease's or ticket's weight) after the client, when
+    some row weighs more than one seat: a license of plain leases reads as before."""
+    if not any(int(row.get("seats") or 1) > 1 for row in rows):
+        return columns
+    at = columns.index("client_id") + 1
+    return (*columns[:at], "seats", *columns[at:])
+
+
 def _state(lease: dict[str, Any]) -> str:
     """``borrowed`` (no heartbeats until it expires), ``lingering`` (released; held for
     its client until it expires) or ``live``."""
@@ -98,6 +107,9 @@ def render_status(body: dict[str, Any]) -> str:
         count = len(lic["leases"])
         heading = f"{lic['tenant_id']}/{lic['license_id']}: {count} live lease"
         heading += "" if count == 1 else "s"
+        weights = sum(int(lease.get("seats") or 1) for lease in lic["leases"])
+        if weights != count:  # some lease counts as several seats
+            heading += f" holding {weights} seats"
         if lic.get("term_state", "perpetual") != "perpetual" or lic.get("entitlements"):
             heading += f"\n  term: {lic['term_text']}"
             if lic["term_state"] == "in_grace":
@@ -116,10 +128,10 @@ def render_status(body: dict[str, Any]) -> str:
             }
             for lease in lic["leases"]
         ]
-        lines = table(leases, LEASE_COLUMNS).splitlines() if leases else []
+        lines = table(leases, _weighted(LEASE_COLUMNS, leases)).splitlines() if leases else []
         if lic.get("queue"):
             lines.append(f"queue: {len(lic['queue'])} waiting")
-            lines += table(lic["queue"], QUEUE_COLUMNS).splitlines()
+            lines += table(lic["queue"], _weighted(QUEUE_COLUMNS, lic["queue"])).splitlines()
         parts.append("\n".join([heading, *("  " + line for line in lines)]))
     return "\n\n".join(parts)
 

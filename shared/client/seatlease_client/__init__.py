@@ -24,6 +24,9 @@ Behaviour (docs/client.md in the seatlease repository has the details):
   out) the client calls ``on_lost(lease, reason)``, sets ``lease.lost`` and re-acquires
   with the same ``client_id``; a denial (``409``) is retried at ``Retry-After`` until a
   seat frees, then ``on_regained(lease)`` is called and ``lease.lost`` is False again.
+- ``seats=N`` (``acquire`` and ``lease``) takes a lease that counts as N of the
+  license's seats (its weight; ``lease.seats``); renewals and re-acquires keep it, and a
+  different weight for a lease this ``client_id`` holds raises ``SeatsMismatch``.
 - ``wait=True`` waits for a seat (up to ``timeout`` seconds, else ``SeatWaitTimeout``),
   retrying at the ``Retry-After`` of each ``409``.
 - The seat is released on leaving the ``with`` block, at interpreter exit (atexit) and
@@ -64,6 +67,7 @@ from seatlease_client._errors import (
     NotEntitled,
     QueueFull,
     SeatError,
+    SeatsMismatch,
     SeatWaitTimeout,
     SessionExpired,
     TokenError,
@@ -78,7 +82,7 @@ from seatlease_client._errors import (
     VersionNotEntitled,
     WrongAudience,
 )
-from seatlease_client._lease import Lease
+from seatlease_client._lease import Lease, claimed_seats
 from seatlease_client._version import __version__
 
 __all__ = [
@@ -99,6 +103,7 @@ __all__ = [
     "SeatClient",
     "SeatError",
     "SeatWaitTimeout",
+    "SeatsMismatch",
     "SessionExpired",
     "TokenError",
     "TokenExpired",
@@ -112,4 +117,5 @@ __all__ = [
     "VersionNotEntitled",
     "WrongAudience",
     "__version__",
+    "claimed_seats",
 ]

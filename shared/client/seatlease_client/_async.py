@@ -74,14 +74,16 @@ class AsyncSeatClient:
         host: str | None = None,
         entitlements: list[str] | None = None,
         version: str | None = None,
+        seats: int | None = None,
     ) -> AsyncLeaseContext:
         """As ``SeatClient.lease`` (``wait`` waits in the license's queue when it has one;
         ``user`` and ``host`` name who asks, ``entitlements`` and ``version`` what the
-        product needs)."""
+        product needs, ``seats`` the lease's weight)."""
         lease = Lease(license_id, client_id, metadata)
         keeper = _Keeper(self.sync, lease, lease_seconds, on_lost, on_regained)
         keeper.identity = {
             "user": user, "host": host, "entitlements": entitlements, "version": version,
+            "seats": seats,
         }  # fmt: skip
         return AsyncLeaseContext(keeper, wait, timeout)
 

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from seatlease_client._errors import MalformedToken, TokenMismatch
-from seatlease_client._lease import _parse_time
+from seatlease_client._lease import _parse_time, claimed_seats
 from seatlease_client._machine import this_machine
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ class BorrowedSeat:
         self.expires_at: datetime = _parse_time(answer["lease_expires_at"])
         self.token = str(answer["lease_token"])
         self.claims = claims  # the verified token's claims (exp, aud, sub, borrowed, ...)
+        # The seat's weight as the token signs it (its seats claim; 1 when absent).
+        self.seats = claimed_seats(claims)
 
     def __repr__(self) -> str:
         return (

@@ -287,18 +287,22 @@ class SeatClient:
         ticket: str | None = None,
         entitlements: list[str] | None = None,
         version: str | None = None,
+        seats: int | None = None,
     ) -> dict[str, Any]:
         """POST /acquire (retried); the response body. No heartbeats: see ``lease()``.
         ``user`` and ``host``: who asks (a license's policy may require ``user``).
         ``entitlements``: what the product needs (``NotEntitled`` names the missing);
         ``version``: the product's (``VersionNotEntitled`` above the license's).
+        ``seats``: the lease's weight (it counts as that many seats; not sent when None:
+        1 for a new lease, the held lease's weight on renewal; another weight than the
+        held lease's raises ``SeatsMismatch``); the answer's ``seats`` says it.
         ``queue=True`` on a full license with a wait queue answers ``{"queued": true,
         "position", "ticket", "retry_after_seconds"}`` (a 202): call again with that
         ``ticket`` after ``retry_after_seconds`` to keep the place."""
         body = self._acquire_body(
             license_id, client_id, lease_seconds, metadata,
             user=user, host=host, queue=queue, ticket=ticket,
-            entitlements=entitlements, version=version,
+            entitlements=entitlements, version=version, seats=seats,
         )  # fmt: skip
         return self._call("acquire", body)
 
@@ -362,6 +366,7 @@ class SeatClient:
         host: str | None = None,
         entitlements: list[str] | None = None,
         version: str | None = None,
+        seats: int | None = None,
     ) -> LeaseContext:
         """A context manager holding one seat; ``as`` gives the ``Lease``.
 
@@ -375,12 +380,14 @@ class SeatClient:
         ``lease.entitlements``, ``lease.license_expires_at`` and ``lease.in_grace`` say
         what the license gives. ``on_lost(lease, reason)`` and ``on_regained(lease)`` are
         called from the heartbeat thread (reason ``license_expired`` when the license
-        ended its leases).
+        ended its leases). ``seats``: the lease's weight (``lease.seats``), sent with the
+        first acquire and with every re-acquire after a loss, so a regained seat has it.
         """
         lease = Lease(license_id, client_id, metadata)
         keeper = _Keeper(self, lease, lease_seconds, on_lost, on_regained)
         keeper.identity = {
             "user": user, "host": host, "entitlements": entitlements, "version": version,
+            "seats": seats,
         }  # fmt: skip
         return LeaseContext(keeper, wait, timeout)
 

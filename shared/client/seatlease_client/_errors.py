@@ -110,6 +110,12 @@ class NoSeatsAvailable(SeatError):
         """Free seats reserved for groups this ``user`` is not in."""
         return self._int_field("seats_reserved", 0)
 
+    @property
+    def seats_requested(self) -> int:
+        """The weight asked (``seats``): fewer seats than that were free (1 for a plain
+        request)."""
+        return self._int_field("seats_requested", 1)
+
 
 class QueueFull(NoSeatsAvailable):
     """409 ``queue_full``: no seat, and the license's wait queue already holds
@@ -118,6 +124,20 @@ class QueueFull(NoSeatsAvailable):
     @property
     def queue_max(self) -> int:
         return self._int_field("queue_max", 0)
+
+
+class SeatsMismatch(SeatError):
+    """409 ``seats_mismatch``: this ``client_id`` holds a live lease of ``held_seats``
+    seats and the acquire asked for ``seats``. Not a ``NoSeatsAvailable``: waiting does
+    not cure it; release the lease to take the other weight, or renew without ``seats``."""
+
+    @property
+    def held_seats(self) -> int:
+        return self._int_field("held_seats", 0)
+
+    @property
+    def seats(self) -> int:
+        return self._int_field("seats", 0)
 
 
 class SeatWaitTimeout(NoSeatsAvailable):
@@ -221,6 +241,7 @@ _CODES: dict[str, type[SeatError]] = {
 # 409s told apart by their code (any other 409 is a NoSeatsAvailable)
 _CONFLICT_CODES: dict[str, type[SeatError]] = {
     "queue_full": QueueFull,
+    "seats_mismatch": SeatsMismatch,
 }
 
 

@@ -46,6 +46,14 @@ def _parse_time(value: str) -> datetime:
     return datetime.fromisoformat(f"{date}T{clock}.{micros}{zone}").astimezone(timezone.utc)
 
 
+def claimed_seats(claims: dict[str, Any]) -> int:
+    """The lease's weight a verified token signs (its ``seats`` claim; absent: 1)."""
+    seats = claims.get("seats", 1)
+    if isinstance(seats, int) and not isinstance(seats, bool) and seats >= 1:
+        return seats
+    return 1
+
+
 class Lease:
     """A seat held by this process, updated in place by heartbeats and re-acquires.
 
@@ -65,6 +73,9 @@ class Lease:
         self.heartbeat_interval_seconds = 0
         self.seats_used = 0
         self.seats_total = 0
+        # This lease's weight: how many of the license's seats it counts as (the answer's
+        # ``seats``; 1 from a server that does not say).
+        self.seats = 1
         self.overage = False
         self.lost = False
         self.lost_reason: str | None = None
@@ -84,7 +95,8 @@ class Lease:
         return (
             f"Lease(license_id={self.license_id!r}, client_id={self.client_id!r}, "
             f"session_id={self.session_id!r}, expires_at={self.expires_at!r}, "
-            f"seats={self.seats_used}/{self.seats_total}, lost={self.lost})"
+            f"seats={self.seats_used}/{self.seats_total}, weight={self.seats}, "
+            f"lost={self.lost})"
         )
 
     def _apply(self, body: dict[str, Any]) -> None:
@@ -94,6 +106,9 @@ class Lease:
         for name in ("lease_seconds", "heartbeat_interval_seconds", "seats_used", "seats_total"):
             if isinstance(body.get(name), int):
                 setattr(self, name, body[name])
+        weight = body.get("seats", 1)  # absent from older servers: a plain lease
+        if isinstance(weight, int) and not isinstance(weight, bool) and weight >= 1:
+            self.seats = weight
         if "overage" in body:
             self.overage = bool(body["overage"])
         if isinstance(body.get("lease_token"), str):
@@ -128,7 +143,9 @@ class _Keeper:
         self.failures = 0
         self.valid_until = 0.0  # monotonic time after which the server surely expired it
         self.thread: threading.Thread | None = None
-        self.identity: dict[str, str | None] = {}  # user and host, sent with every acquire
+        # user, host, entitlements, version and seats (the weight), sent with every
+        # acquire: a re-acquire after a loss asks for the same weight
+        self.identity: dict[str, Any] = {}
         self.place: dict[str, Any] = {}  # queue and ticket while waiting in line
 
     # -- requests ----------------------------------------------------------------------

@@ -50,7 +50,7 @@ from seatlease_client._errors import (
     UntrustedKey,
     WrongAudience,
 )
-from seatlease_client._lease import _parse_time
+from seatlease_client._lease import _parse_time, claimed_seats  # noqa: F401 (re-exported)
 
 LEASE_TYP = "seatlease-lease+jwt"
 RELEASE_TYP = "seatlease-release+jwt"
@@ -108,7 +108,8 @@ class TokenVerifier:
     ``fetch_jwks()`` returns the JWKS document's bytes (the client's HTTP stack, so its
     proxies and timeouts apply). ``pinned_keys``: the vendor's public keys; when given,
     only tokens signed by one of them pass. ``tenant_id``: the expected tenant in ``aud``
-    (else any tenant with the right license). ``leeway``: seconds of clock difference
+    (else any tenant with the right license). ``claimed_seats(claims)`` reads the
+    weight a token signs. ``leeway``: seconds of clock difference
     allowed on ``exp``, ``nbf`` and ``iat``. ``machine_fingerprint``: this machine's
     (``_machine``), for a borrowed seat loaded from its file: a borrowed token must name
     it in ``cnf.machine`` (``TokenWrongMachine`` otherwise).
@@ -289,6 +290,9 @@ class TokenVerifier:
                 problems.append("license_grace_ends_at")
         if "maxv" in claims and claims["maxv"] != reply.get("max_version"):
             problems.append("max_version")
+        # The weight: a token that signs one must agree with the answer's (absent: 1).
+        if "seats" in claims and claims["seats"] != reply.get("seats", 1):
+            problems.append("seats")
         return problems
 
     @staticmethod

@@ -26,6 +26,7 @@ type BorrowedSeat struct {
 	ExpiresAt     time.Time // when the borrow ends by itself (the token's deadline)
 	Token         string
 	Claims        map[string]any // the verified token's claims (exp, aud, sub, borrowed, ...)
+	Seats         int            // the seat's weight as the token signs it (1 when absent)
 	client        *Client
 }
 
@@ -162,6 +163,6 @@ func (c *Client) LoadBorrowed(ctx context.Context, path string) (*BorrowedSeat, 
 	return &BorrowedSeat{
 		Path: path, LicenseID: answer.LicenseID, ClientID: answer.ClientID, SessionID: answer.SessionID,
 		BorrowSeconds: answer.LeaseSeconds, ExpiresAt: answer.LeaseExpiresAt, Token: answer.Token,
-		Claims: claims, client: c,
+		Claims: claims, Seats: ClaimedSeats(claims), client: c,
 	}, nil
 }

@@ -86,6 +86,9 @@ type Answer struct {
 	Overage                  bool
 	Borrowed                 bool
 	Released                 bool
+	// Seats: the lease's (or a place in line's) weight, how many of the license's seats
+	// it counts as; 1 from a server that does not say.
+	Seats int
 	// Token: the lease_token (acquire, heartbeat) or release_token (release).
 	Token string
 	// Queued: a place in the license's wait queue (202, with Queue): no seat yet; call
@@ -124,6 +127,9 @@ func answerOf(raw map[string]any) *Answer {
 	}
 	if answer.Token == "" {
 		answer.Token = text("release_token")
+	}
+	if answer.Seats = whole("seats"); answer.Seats < 1 {
+		answer.Seats = 1 // absent (an older server) or nonsense: a plain lease
 	}
 	answer.LeaseExpiresAt, _ = parseTime(text("lease_expires_at"))
 	answer.LicenseExpiresAt, _ = parseTime(text("license_expires_at"))
@@ -417,6 +423,10 @@ type AcquireOptions struct {
 	// ErrVersionNotEntitled). Empty: not sent.
 	Entitlements []string
 	Version      string
+	// Seats: the lease's weight (it counts as that many of the license's seats, at most
+	// its seats). 0: not sent (1 for a new lease; a renewal keeps the held lease's weight).
+	// Another weight than a held lease's is ErrSeatsMismatch.
+	Seats int
 }
 
 func acquireBody(licenseID, clientID string, options AcquireOptions) map[string]any {
@@ -437,6 +447,9 @@ func acquireBody(licenseID, clientID string, options AcquireOptions) map[string]
 	}
 	if options.Queue {
 		body["queue"] = true
+	}
+	if options.Seats > 0 {
+		body["seats"] = options.Seats
 	}
 	return body
 }

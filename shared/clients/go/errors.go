@@ -10,7 +10,7 @@ import (
 // The kinds of error, for errors.Is. Every error a call returns for an answer (or for no
 // answer) is a *SeatError (errors.As gives its Status, Code, Message and Body) whose kinds
 // are one or more of these: a SeatWaitTimeout, a UserLimitReached and a QueueFull are
-// also a NoSeatsAvailable, a UserDenied (and a LicenseNotStarted, LicenseExpired,
+// also a NoSeatsAvailable (a SeatsMismatch is not: waiting does not cure it), a UserDenied (and a LicenseNotStarted, LicenseExpired,
 // NotEntitled or VersionNotEntitled) is also a LicenseSuspended, and every token error is
 // also ErrToken.
 var (
@@ -31,6 +31,10 @@ var (
 	// ErrQueueFull: no seat, and the license's wait queue already holds QueueMax clients
 	// (409 queue_full; also a NoSeatsAvailable).
 	ErrQueueFull = errors.New("seatlease: queue_full (409)")
+	// ErrSeatsMismatch: this client holds a live lease of HeldSeats seats and asked for
+	// another weight (409 seats_mismatch; not a NoSeatsAvailable: release the lease to
+	// take the other weight, or renew without Seats).
+	ErrSeatsMismatch = errors.New("seatlease: seats_mismatch (409)")
 	// The license's term and entitlements (403s; each is also ErrLicenseSuspended): its
 	// term has not begun (Body["starts_at"]), it ended with its grace (Body["expired_at"];
 	// a heartbeat too, when the license ends its leases), it lacks entitlements the
@@ -70,17 +74,20 @@ var byStatus = map[int]error{
 }
 
 // byCode: the codes with a kind of their own, beside their status's kind.
+// alone: the code's kind replaces its status's (a seats_mismatch is no denial of a seat).
 var byCode = map[string]struct {
 	status int
 	kind   error
+	alone  bool
 }{
-	"user_limit_reached":   {409, ErrUserLimitReached},
-	"user_denied":          {403, ErrUserDenied},
-	"queue_full":           {409, ErrQueueFull},
-	"license_not_started":  {403, ErrLicenseNotStarted},
-	"license_expired":      {403, ErrLicenseExpired},
-	"not_entitled":         {403, ErrNotEntitled},
-	"version_not_entitled": {403, ErrVersionNotEntitled},
+	"user_limit_reached":   {409, ErrUserLimitReached, false},
+	"user_denied":          {403, ErrUserDenied, false},
+	"queue_full":           {409, ErrQueueFull, false},
+	"seats_mismatch":       {409, ErrSeatsMismatch, true},
+	"license_not_started":  {403, ErrLicenseNotStarted, false},
+	"license_expired":      {403, ErrLicenseExpired, false},
+	"not_entitled":         {403, ErrNotEntitled, false},
+	"version_not_entitled": {403, ErrVersionNotEntitled, false},
 }
 
 var tokenKinds = map[string]error{
@@ -140,6 +147,13 @@ func (e *SeatError) SeatsTotal() int { return e.intField("seats_total", 0) }
 // clients ahead in the wait queue; reserved for groups its user is not in).
 func (e *SeatError) SeatsHeld() int     { return e.intField("seats_held", 0) }
 func (e *SeatError) SeatsReserved() int { return e.intField("seats_reserved", 0) }
+
+// SeatsRequested: the weight a denial (409 no_seats_available) or a SeatsMismatch asked
+// for (1 for a plain request); HeldSeats: a SeatsMismatch's weight of the lease held.
+func (e *SeatError) SeatsRequested() int {
+	return e.intField("seats_requested", e.intField("seats", 1))
+}
+func (e *SeatError) HeldSeats() int { return e.intField("held_seats", 0) }
 
 // QueueMax: a QueueFull's bound (the most clients the license's wait queue holds).
 func (e *SeatError) QueueMax() int { return e.intField("queue_max", 0) }
@@ -213,6 +227,9 @@ func errorFromAnswer(status int, payload map[string]any, retryAfterHeader, statu
 		kinds = []error{kind}
 	}
 	if own, ok := byCode[code]; ok && own.status == status {
+		if own.alone {
+			kinds = nil
+		}
 		kinds = append(kinds, own.kind)
 	}
 	return newError(status, code, message, body, parseRetryAfter(retryAfterHeader), kinds...)

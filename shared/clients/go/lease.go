@@ -23,6 +23,9 @@ type LeaseOptions struct {
 	// AcquireOptions).
 	Entitlements []string
 	Version      string
+	// Seats: the lease's weight (see AcquireOptions), sent with the first acquire and with
+	// every re-acquire after a loss, so a regained seat has it too. 0: not sent.
+	Seats int
 	// Wait for a seat (paced by Retry-After) instead of returning ErrNoSeatsAvailable, for
 	// at most Timeout (0: until ctx ends); then ErrSeatWaitTimeout. On a license with a
 	// wait queue it waits in line (queue: true, keeping its place with the ticket).
@@ -42,7 +45,10 @@ type LeaseState struct {
 	LeaseSeconds             int
 	HeartbeatIntervalSeconds int
 	SeatsUsed, SeatsTotal    int
-	Overage                  bool
+	// Seats: this lease's weight (how many of the license's seats it counts as; 1 when
+	// the server does not say).
+	Seats   int
+	Overage bool
 	// Lost is true from the moment the seat is known to be gone until it is regained.
 	Lost       bool
 	LostReason string
@@ -105,7 +111,7 @@ func (l *Lease) body(queue bool, ticket string) map[string]any {
 	return acquireBody(l.LicenseID, l.ClientID, AcquireOptions{
 		LeaseSeconds: l.options.LeaseSeconds, Metadata: l.options.Metadata,
 		User: l.options.User, Host: l.options.Host, Queue: queue, Ticket: ticket,
-		Entitlements: l.options.Entitlements, Version: l.options.Version,
+		Entitlements: l.options.Entitlements, Version: l.options.Version, Seats: l.options.Seats,
 	})
 }
 
@@ -124,6 +130,7 @@ func (l *Lease) took(raw map[string]any, sentAt time.Time) {
 	}
 	s.LeaseSeconds, s.HeartbeatIntervalSeconds = answer.LeaseSeconds, answer.HeartbeatIntervalSeconds
 	s.SeatsUsed, s.SeatsTotal, s.Overage = answer.SeatsUsed, answer.SeatsTotal, answer.Overage
+	s.Seats = answer.Seats
 	if token, ok := raw["lease_token"].(string); ok {
 		s.Token = token
 	}

@@ -9,6 +9,7 @@ package seatlease_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -713,5 +714,68 @@ func TestALicensesTermAndEntitlements(t *testing.T) {
 	defer mu.Unlock()
 	if !lease.State().Lost || len(lost) == 0 || lost[0] != "license_expired" {
 		t.Fatalf("lost %v %+v", lost, lease.State())
+	}
+}
+
+func TestAWeightedLease(t *testing.T) {
+	s := stack(t)
+	s.license("go-weights", map[string]any{"seats": 4, "lease_seconds": 3}) // heartbeats every second
+	client := s.client(seatlease.Options{Verify: true, TenantID: "acme", Backoff: 50 * time.Millisecond})
+	ctx := context.Background()
+	regained := make(chan struct{}, 1)
+	lease, err := client.Lease(ctx, "go-weights", seatlease.LeaseOptions{ClientID: "render-1", Seats: 3,
+		OnRegained: func(*seatlease.Lease) {
+			select {
+			case regained <- struct{}{}:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close()
+	state := lease.State()
+	if state.Seats != 3 || state.SeatsUsed != 3 || state.SeatsTotal != 4 {
+		t.Fatalf("state %+v", state)
+	}
+	payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(state.Token, ".")[1])
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil || seatlease.ClaimedSeats(claims) != 3 {
+		t.Fatalf("the token's claims %v %v", claims, err)
+	}
+	renewed, err := client.Acquire(ctx, "go-weights", "render-1", seatlease.AcquireOptions{}) // keeps the weight
+	if err != nil || renewed.Seats != 3 || renewed.SessionID != state.SessionID {
+		t.Fatalf("renewed %+v %v", renewed, err)
+	}
+	var refused *seatlease.SeatError
+	_, err = client.Acquire(ctx, "go-weights", "render-1", seatlease.AcquireOptions{Seats: 2})
+	if !errors.Is(err, seatlease.ErrSeatsMismatch) || !errors.As(err, &refused) || refused.HeldSeats() != 3 || refused.SeatsRequested() != 2 {
+		t.Fatal("mismatch:", err)
+	}
+	_, err = client.Acquire(ctx, "go-weights", "ws-2", seatlease.AcquireOptions{Seats: 2})
+	if !errors.Is(err, seatlease.ErrNoSeatsAvailable) || !errors.As(err, &refused) || refused.SeatsRequested() != 2 || refused.SeatsUsed() != 3 {
+		t.Fatal("no seats:", err)
+	}
+	plain, err := client.Acquire(ctx, "go-weights", "ws-3", seatlease.AcquireOptions{}) // the last seat
+	if err != nil || plain.Seats != 1 || plain.SeatsUsed != 4 {
+		t.Fatalf("plain %+v %v", plain, err)
+	}
+	if _, err := client.Release(ctx, "go-weights", plain.SessionID); err != nil {
+		t.Fatal(err)
+	}
+	var weights map[string]int
+	s.control("weights?license_id=go-weights", nil, &weights)
+	if len(weights) != 1 || weights["render-1"] != 3 {
+		t.Fatalf("weights %v", weights)
+	}
+	s.control("flush", map[string]any{}, nil) // the seat is lost: the re-acquire asks for the same weight
+	select {
+	case <-regained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the weighted seat was not regained")
+	}
+	s.control("weights?license_id=go-weights", nil, &weights)
+	if lease.State().Seats != 3 || len(weights) != 1 || weights["render-1"] != 3 {
+		t.Fatalf("after the loss: %+v %v", lease.State(), weights)
 	}
 }

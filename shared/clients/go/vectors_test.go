@@ -40,6 +40,8 @@ type vectorCase struct {
 	TenantID *string         `json:"tenant_id"`
 	// MachineID: the machine the client runs on (a borrowed token must name it).
 	MachineID *string `json:"machine_id"`
+	// SeatsClaim: the lease's weight read from the verified token (0: absent, meaning 1).
+	SeatsClaim int `json:"seats_claim"`
 	// HasTenantID: the case sets tenant_id (null: any tenant).
 	HasTenantID bool `json:"-"`
 }
@@ -125,6 +127,13 @@ func TestEveryVector(t *testing.T) {
 				}
 				if claims["sid"] != want {
 					t.Fatalf("sid %v, want %v", claims["sid"], want)
+				}
+				wantSeats := 1 // the lease's weight the token signs, 1 when absent
+				if c.SeatsClaim != 0 {
+					wantSeats = c.SeatsClaim
+				}
+				if got := seatlease.ClaimedSeats(claims); got != wantSeats {
+					t.Fatalf("ClaimedSeats %d, want %d", got, wantSeats)
 				}
 				return
 			}

@@ -379,7 +379,26 @@ func termProblems(reply, claims map[string]any) []string {
 	if maxv, ok := claims["maxv"]; ok && !same(maxv, reply["max_version"]) {
 		problems = append(problems, "max_version")
 	}
+	// The weight: a token that signs one must agree with the answer's (absent: 1).
+	if seats, ok := claims["seats"]; ok {
+		answered, present := reply["seats"]
+		if !present {
+			answered = 1.0
+		}
+		if !same(seats, answered) {
+			problems = append(problems, "seats")
+		}
+	}
 	return problems
+}
+
+// ClaimedSeats is the lease's weight a verified token signs (its seats claim; 1 when
+// absent).
+func ClaimedSeats(claims map[string]any) int {
+	if seats, ok := claims["seats"].(float64); ok && seats == math.Trunc(seats) && seats >= 1 && seats <= 1e9 {
+		return int(seats)
+	}
+	return 1
 }
 
 // sameStrings compares two decoded JSON arrays of strings.

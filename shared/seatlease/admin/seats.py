@@ -55,6 +55,8 @@ def _lease_view(lease: dict[str, Any], now_ms: int) -> dict[str, Any]:
         # the seat held for that client alone until it expires.
         "borrowed": bool(lease.get("borrowed")),
         "lingering": bool(lease.get("lingering")),
+        # The lease's weight: how many of the license's seats it counts as (1 for most).
+        "seats": int(lease.get("seats", 1)),
     }
 
 
@@ -69,6 +71,7 @@ def _waiting_view(ticket: dict[str, Any], now_ms: int) -> dict[str, Any]:
         "expires_in_seconds": max(0, round((ticket["expires_at_ms"] - now_ms) / 1000)),
         # a freed seat waits for this ticket (until expires_in_seconds)
         "seat_held": held is not None,
+        "seats": int(ticket.get("seats", 1)),  # the seats it waits for
     }
 
 
@@ -86,10 +89,11 @@ def _status(req: Status) -> tuple[int, dict[str, Any]]:
     for row in rows:
         view = license_view(row)
         leases = engine.live_leases(view["tenant_id"], view["license_id"])
+        used = sum(int(lease.get("seats", 1)) for lease in leases)  # weighted, as Redis counts
         entry = {
             **view,
-            "seats_used": len(leases),
-            "overage_in_use": len(leases) > view["seats"],
+            "seats_used": used,
+            "overage_in_use": used > view["seats"],
             "leases": [_lease_view(lease, now_ms) for lease in leases],
         }
         if view["policy"] and view["policy"]["queue"]:

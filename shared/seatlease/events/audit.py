@@ -30,8 +30,9 @@ from seatlease.logs import log
 
 INT_MAX = 2**31 - 1
 
-# The seats in use change with: acquired and borrowed +1; released, reclaimed and
-# revoked -1; the others 0 (docs/design.md, "Events").
+# The seats in use change with: acquired and borrowed +seats (the lease's weight, 1 when
+# the event has none); released, reclaimed and revoked -seats; the others 0
+# (docs/design.md, "Events").
 EventType = Literal[
     "lease.acquired",
     "lease.borrowed",
@@ -70,8 +71,11 @@ class EventFields(BaseModel):
     seats_used: Annotated[int, Field(ge=0, le=INT_MAX)] | None = None
     seats_total: Annotated[int, Field(ge=0, le=INT_MAX)] | None = None
     count: Annotated[int, Field(ge=1, le=INT_MAX)] = 1
-    # the lease's (or ticket's) weight: the seats it counts as (absent: 1, as before weights)
-    seats: Annotated[int, Field(ge=1, le=INT_MAX)] | None = None
+    # The lease's (or queue ticket's) weight: how many seats it counts as. Absent or null
+    # (an event written before weighted seats, or a license.* / lease.denied event): 1,
+    # as the audit insert stores it (lease_events.seats, migration 0012).
+    # Strict: a weight of true, 4.0 or "4" is a producer's bug, not a weight to guess.
+    seats: Annotated[int, Field(ge=1, le=INT_MAX, strict=True)] | None = None
     metadata: dict[str, str | int | float | bool | None] | None = None
 
 

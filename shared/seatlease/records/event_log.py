@@ -41,7 +41,12 @@ def insert_events(events: Sequence[dict[str, Any]], engine: Engine | None = None
     (docs/benchmarks.md); SQLite the same work step by step."""
     if not events:
         return 0
-    rows = [{**{c: e.get(c) for c in EVENT_COLUMNS}, "count": e.get("count") or 1} for e in events]
+    # ``seats`` absent or null: an event from before weighted seats, one seat.
+    rows = [
+        {**{c: e.get(c) for c in EVENT_COLUMNS}, "count": e.get("count") or 1,
+         "seats": e.get("seats") or 1}
+        for e in events
+    ]  # fmt: skip
     engine = engine or get_engine()
     if engine.dialect.name == "postgresql":
         return _insert_events_postgres(engine, rollups.as_json(rows))

@@ -14,15 +14,21 @@ event changes nothing.
   ``lease.denied`` counts. ``lease.converted`` and ``lease.lingering`` change no seat
   count (docs/design.md, "Events") and are only seen through ``seats_used``.
 - ``max_used``: the highest ``seats_used`` of the hour. Every lease event carries Redis's
-  own count of live leases right after it (``seats_used``), so the *level* (seats in use)
-  is never rebuilt from +1/-1 deltas: a delta stream drifts for ever when an ending never
-  reaches the log (Redis lost its data, issue 11), Redis's count does not.
+  own count of seats in use (live leases by their weights) right after it
+  (``seats_used``), so the *level* (seats in use) is never rebuilt from +1/-1 deltas: a
+  delta stream drifts for ever when an ending never reaches the log (Redis lost its
+  data, issue 11), Redis's count does not.
 - ``last_at``/``last_id``/``last_used``/``last_total``: the hour's last event (by
   ``occurred_at``, then event id: the same Lua call numbers its events in order) with its
   ``seats_used`` and ``seats_total``: the level the next hour starts from.
-- ``net``: starts minus endings, and ``dsec_ms``: the sum over the hour's events of
-  delta x milliseconds to the hour's end, so seat-seconds = level at the hour's start x
-  3600 s + ``dsec_ms`` / 1000.
+- ``net``: seats taken minus seats given back, and ``dsec_ms``: the sum over the hour's
+  events of delta x milliseconds to the hour's end, so seat-seconds = level at the hour's
+  start x 3600 s + ``dsec_ms`` / 1000. Both are *weighted*: a lease's delta is its
+  ``seats`` (its weight, migration 0012; 1 for every event without it), so a start of a
+  weight-4 lease is +4 and a weight-4 lease held an hour is 4 seat-hours, as the level
+  (``seats_used``, which Redis counts in weights too) says. The event counts above stay
+  counts of leases. Rows written before weights existed hold the same numbers either way
+  (every lease then weighed 1).
 
 The same columns per license and UTC minute (table ``usage_minute_rollups``, migration
 0008; ``dsec_ms`` to the minute's end) give reports minute periods. A busy license has a
@@ -108,17 +114,19 @@ EVENT_COLUMNS = (
     "seats_total",
     "count",
     "metadata",
+    "seats",
 )
 
 # -- PostgreSQL: one statement per batch ------------------------------------------------
 
 _RECORDSET = """
     SELECT event_id, type, tenant_id, license_id, session_id, client_id, occurred_at,
-           seats_used, seats_total, coalesce(count, 1) AS count, metadata
+           seats_used, seats_total, coalesce(count, 1) AS count, metadata,
+           coalesce(seats, 1) AS seats  -- an event from before weights: one seat
     FROM jsonb_to_recordset(CAST(:events AS jsonb)) AS e(
         event_id text, type text, tenant_id text, license_id text, session_id text,
         client_id text, occurred_at timestamptz, seats_used int, seats_total int,
-        count int, metadata jsonb)"""
+        count int, metadata jsonb, seats int)"""
 
 
 def insert_statement(source: str = _RECORDSET) -> str:
@@ -131,15 +139,15 @@ def insert_statement(source: str = _RECORDSET) -> str:
 WITH src AS ({source}),
 ins AS (
     INSERT INTO lease_events (event_id, type, tenant_id, license_id, session_id, client_id,
-                              occurred_at, seats_used, seats_total, count, metadata)
+                              occurred_at, seats_used, seats_total, count, metadata, seats)
     SELECT event_id, type, tenant_id, license_id, session_id, client_id, occurred_at,
-           seats_used, seats_total, count, metadata
+           seats_used, seats_total, count, metadata, seats
     FROM src
     WHERE occurred_at >= coalesce((SELECT pruned_before FROM audit_retention WHERE id = 1),
                                   '-infinity')
     ON CONFLICT (event_id, occurred_at) DO NOTHING
     RETURNING event_id, type, tenant_id, license_id, session_id, client_id, occurred_at,
-              seats_used, seats_total, count, {USER_SQL} AS user_name
+              seats_used, seats_total, count, {USER_SQL} AS user_name, seats
 ),
 ev AS (
     SELECT ins.*, date_trunc('hour', occurred_at, 'UTC') AS hour,
@@ -160,20 +168,26 @@ sess AS (
                AS end_type,
            -- the user of the acquire acq_at is from
            (array_agg(user_name ORDER BY occurred_at, event_id) FILTER (WHERE delta = 1))[1]
-               AS acq_user
+               AS acq_user,
+           -- the lease's weight: that acquire's, else its ending's (a lease keeps its
+           -- weight for life: every event of it carries the same one)
+           coalesce((array_agg(seats ORDER BY occurred_at, event_id)
+                     FILTER (WHERE delta = 1))[1], max(seats)) AS lease_seats
     FROM ev WHERE session_id IS NOT NULL AND delta <> 0
     GROUP BY session_id
 ),
 leases AS (
     INSERT INTO usage_leases AS l (session_id, tenant_id, license_id, client_id,
-                                   acquired_at, ended_at, end_type, user_name)
-    SELECT session_id, tenant_id, license_id, acq_client, acq_at, end_at, end_type, acq_user
+                                   acquired_at, ended_at, end_type, user_name, seats)
+    SELECT session_id, tenant_id, license_id, acq_client, acq_at, end_at, end_type, acq_user,
+           lease_seats
     FROM sess ORDER BY session_id
     ON CONFLICT (session_id) DO UPDATE SET
         client_id = coalesce(l.client_id, EXCLUDED.client_id),
         -- with acquired_at, from the same acquire (NULL is a value here: no user)
         user_name = CASE WHEN l.acquired_at IS NULL THEN EXCLUDED.user_name
                          ELSE l.user_name END,
+        seats = CASE WHEN l.acquired_at IS NULL THEN EXCLUDED.seats ELSE l.seats END,
         acquired_at = coalesce(l.acquired_at, EXCLUDED.acquired_at),
         ended_at = coalesce(l.ended_at, EXCLUDED.ended_at),
         end_type = coalesce(l.end_type, EXCLUDED.end_type)
@@ -235,9 +249,10 @@ def _period_rollup(table: str, period: str) -> str:
            count(*) FILTER (WHERE type = 'lease.reclaimed') AS reclaimed,
            count(*) FILTER (WHERE type = 'lease.revoked') AS revoked,
            coalesce(sum(count) FILTER (WHERE type = '{DENIED}'), 0) AS denials,
-           sum(delta) AS net,
-           sum(delta * round(extract(epoch FROM {period} + interval '1 {period}' - occurred_at)
-                             * 1000))::bigint AS dsec_ms,
+           sum(delta * seats) AS net,  -- weighted: seats, not leases
+           sum(delta * seats
+               * round(extract(epoch FROM {period} + interval '1 {period}' - occurred_at)
+                       * 1000))::bigint AS dsec_ms,
            max(seats_used) AS max_used
     FROM ev GROUP BY tenant_id, license_id, {period}
 ),
@@ -275,8 +290,8 @@ def _period_rollup(table: str, period: str) -> str:
 
 def minute_backfill_statement(source: str) -> str:
     """The minute rollups of events already stored (``source``: a SELECT of the event
-    columns, e.g. a range of ``lease_events``), without inserting them again: what
-    migration 0008 runs over the minute retention."""
+    columns with ``seats``, e.g. a range of ``lease_events``), without inserting them
+    again: what migration 0008 ran over the minute retention (from its frozen copy)."""
     endings = ", ".join(f"'{t}'" for t in ENDINGS)
     starts = ", ".join(f"'{t}'" for t in STARTS)
     return f"""

@@ -83,7 +83,14 @@ class _Session:
     acq_client: str | None = None
     acq_key: tuple[datetime, str] | None = None  # the acquire acq_user is from
     acq_user: str | None = None
+    acq_seats: int | None = None  # the weight of that acquire
     ends: list[tuple[datetime, str, str]] = field(default_factory=list)
+    end_seats: int = 1  # an ending's weight: the lease's when its acquire is not stored
+
+
+def _seats(event: dict[str, Any]) -> int:
+    """An event's weight: its ``seats``, 1 when it has none (written before weights)."""
+    return int(event.get("seats") or 1)
 
 
 def _bigger(a: int | None, b: int | None) -> int | None:
@@ -126,11 +133,13 @@ def fold_sqlite(conn: Connection, new: list[dict[str, Any]]) -> None:
             s = sessions.setdefault(e["session_id"], _Session(e["tenant_id"], e["license_id"]))
             if delta == -1:
                 s.ends.append((at, e["event_id"], etype))
+                s.end_seats = max(s.end_seats, _seats(e))
                 continue
             if s.acq_at is None or at < s.acq_at:
                 s.acq_at, s.acq_client = at, e.get("client_id")
             if s.acq_key is None or (at, e["event_id"]) < s.acq_key:
                 s.acq_key, s.acq_user = (at, e["event_id"]), user_of(e.get("metadata"))
+                s.acq_seats = _seats(e)
     clients: dict[tuple[str, str, str, datetime], _Client] = {}
     for e in new:
         if e["type"] in STARTS:
@@ -167,8 +176,9 @@ def fold_periods(conn: Connection, new: list[dict[str, Any]], table: Table, peri
             setattr(h, COUNTED[etype], getattr(h, COUNTED[etype]) + 1)
         elif etype == DENIED:
             h.denials += int(e.get("count") or 1)
-        h.net += delta
-        h.dsec_ms += delta * _ms(start + length - at)
+        # Weighted, as in the PostgreSQL statement: a weight-4 lease moves the level by 4.
+        h.net += delta * _seats(e)
+        h.dsec_ms += delta * _seats(e) * _ms(start + length - at)
         used = e.get("seats_used")
         if used is not None:
             h.max_used = _bigger(h.max_used, used)
@@ -191,7 +201,8 @@ def _pair(
         "ended_at": first_end[0] if first_end else None,
         "end_type": first_end[2] if first_end else None,
     }
-    user = {"user_name": s.acq_user}
+    # the user and weight of the acquire acquired_at is from (else the ending's weight)
+    user = {"user_name": s.acq_user, "seats": s.acq_seats or s.end_seats}
     lc = usage_leases.c
     stored = conn.execute(select(usage_leases).where(lc.session_id == session_id)).first()
     if stored is None:
@@ -214,7 +225,7 @@ def _pair(
         row = {k: getattr(stored, k) if getattr(stored, k) is not None else v
                for k, v in mine.items()}  # fmt: skip
         if stored.acquired_at is not None:  # with acquired_at, from the same acquire
-            user = {"user_name": stored.user_name}
+            user = {"user_name": stored.user_name, "seats": stored.seats}
         conn.execute(update(usage_leases).where(lc.session_id == session_id).values(**row, **user))
     if row["acquired_at"] is None or row["ended_at"] is None:
         return None

@@ -120,6 +120,9 @@ lease_events = Table(
     Column("count", Integer, nullable=False, server_default="1"),  # >1 only for lease.denied
     Column("metadata", JSON().with_variant(JSONB(), "postgresql"), nullable=True),
     Column("received_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # The lease's (or queue ticket's) weight: how many seats it counts as (migration 0012;
+    # 1 for every event stored before weights, and for license.* and lease.denied).
+    Column("seats", Integer, nullable=False, server_default="1"),
     Index("ix_lease_events_license_time", "tenant_id", "license_id", "occurred_at"),
     # Migration 0010: the wait queue's outcomes alone, for the per-user report (a few
     # rows a day where the license has a queue; the other events cost no entry).
@@ -210,6 +213,9 @@ usage_leases = Table(
     # The acquire's ``metadata.user`` when it is a string (migration 0010), else NULL:
     # what the per-user report groups by. Filled with acquired_at, from the same event.
     Column("user_name", Text, nullable=True),
+    # The lease's weight (migration 0012), from the same acquire as acquired_at (1 until
+    # that acquire is stored): the per-user report's seat-seconds are duration x seats.
+    Column("seats", Integer, nullable=False, server_default="1"),
     Index(
         "ix_usage_leases_acquired",
         "tenant_id",

@@ -67,8 +67,11 @@ typedef enum seatlease_code {
     SEATLEASE_ERR_LICENSE_EXPIRED = 26,       /* 403 license_expired (also a suspension) */
     SEATLEASE_ERR_NOT_ENTITLED = 27,          /* 403 not_entitled (also a suspension) */
     SEATLEASE_ERR_VERSION_NOT_ENTITLED = 28,  /* 403 version_not_entitled (also a suspension) */
-    SEATLEASE_ERR_TOKEN_WRONG_MACHINE = 29    /* token_wrong_machine: a borrowed token of
+    SEATLEASE_ERR_TOKEN_WRONG_MACHINE = 29,   /* token_wrong_machine: a borrowed token of
                                                  another machine (cnf.machine) */
+    SEATLEASE_ERR_SEATS_MISMATCH = 30         /* 409 seats_mismatch: this client holds a
+                                                 lease of another weight (not a "no seats":
+                                                 waiting does not cure it) */
 } seatlease_code;
 
 /* A short constant name of a code ("no_seats_available"); never NULL. */
@@ -96,6 +99,11 @@ SEATLEASE_API const char *seatlease_error_message(const seatlease_error *error);
 SEATLEASE_API int seatlease_error_seats_used(const seatlease_error *error);
 SEATLEASE_API int seatlease_error_seats_total(const seatlease_error *error);
 SEATLEASE_API int seatlease_error_retry_after_seconds(const seatlease_error *error);
+/* Weighted seats (409): the weight asked (a denial's seats_requested, a seats_mismatch's
+ * seats; 1 when the error names none) and a seats_mismatch's weight of the lease held
+ * (held_seats; -1 when absent). */
+SEATLEASE_API int seatlease_error_seats_requested(const seatlease_error *error);
+SEATLEASE_API int seatlease_error_held_seats(const seatlease_error *error);
 /* A SessionExpired's reason ("expired", "unknown"); "" otherwise. */
 SEATLEASE_API const char *seatlease_error_reason(const seatlease_error *error);
 /* The answer's "error" object as JSON text ("{}" when none). */
@@ -157,6 +165,10 @@ typedef struct seatlease_acquire_options {
                                   (NULL: a fresh one, reused by the client's own retries) */
     const char *fingerprint;   /* bind the seat to this machine: seatlease_machine_fingerprint
                                   (the token's cnf.machine; NULL: not sent) */
+    int seats;                 /* the lease's weight: it counts as that many of the license's
+                                  seats (at most its seats). 0: not sent (1 for a new lease, a
+                                  renewal keeps the held lease's); another weight than a held
+                                  lease's is SEATLEASE_ERR_SEATS_MISMATCH */
 } seatlease_acquire_options;
 
 SEATLEASE_API void seatlease_acquire_options_init(seatlease_acquire_options *options);
@@ -165,6 +177,9 @@ typedef struct seatlease_answer seatlease_answer;
 SEATLEASE_API const char *seatlease_answer_session_id(const seatlease_answer *answer);
 SEATLEASE_API int seatlease_answer_seats_used(const seatlease_answer *answer);
 SEATLEASE_API int seatlease_answer_seats_total(const seatlease_answer *answer);
+/* The lease's (or a place in line's) weight: how many of the license's seats it counts as
+ * (1 when the answer does not say). */
+SEATLEASE_API int seatlease_answer_seats(const seatlease_answer *answer);
 SEATLEASE_API int seatlease_answer_lease_seconds(const seatlease_answer *answer);
 SEATLEASE_API int seatlease_answer_heartbeat_interval_seconds(const seatlease_answer *answer);
 /* The server's deadline, Unix seconds (0 when absent). */
@@ -233,6 +248,9 @@ typedef struct seatlease_lease_options {
     seatlease_regained_fn on_regained;
     void *user_data;
     const char *fingerprint;   /* bind every seat to this machine (NULL: not sent) */
+    int seats;                 /* the lease's weight (see seatlease_acquire_options), asked for
+                                  by the first acquire and by every re-acquire after a loss
+                                  (0: not sent) */
 } seatlease_lease_options;
 
 SEATLEASE_API void seatlease_lease_options_init(seatlease_lease_options *options);
@@ -260,6 +278,8 @@ typedef struct seatlease_lease_info {
 } seatlease_lease_info;
 
 SEATLEASE_API void seatlease_lease_get_info(seatlease_lease *lease, seatlease_lease_info *info);
+/* The lease's weight as the last answer gave it (1 when the server does not say). */
+SEATLEASE_API int seatlease_lease_seats(seatlease_lease *lease);
 /* The last verified lease token, a copy: free it with seatlease_string_free (NULL: none). */
 SEATLEASE_API char *seatlease_lease_token(seatlease_lease *lease);
 SEATLEASE_API void seatlease_string_free(char *text);

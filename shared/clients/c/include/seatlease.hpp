@@ -90,6 +90,8 @@ class Seat {
         return info;
     }
     std::string session_id() const { return info().session_id; }
+    // The seat's weight: how many of the license's seats it counts as (1 for a plain one).
+    int seats() const { return seatlease_lease_seats(lease_); }
     std::string token() const {
         std::unique_ptr<char, void (*)(char *)> text(seatlease_lease_token(lease_),
                                                      seatlease_string_free);

@@ -7,6 +7,7 @@
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -360,7 +361,7 @@ static seatlease_code check_shape(const char *fn, const cJSON *reply, long statu
         return SEATLEASE_OK;
     }
     static const char *const numbers[] = {"seats_used", "seats_total", "lease_seconds",
-                                          "heartbeat_interval_seconds", NULL};
+                                          "heartbeat_interval_seconds", "seats", NULL};
     for (int i = 0; numbers[i] != NULL; i++) {
         const cJSON *item = cJSON_GetObjectItemCaseSensitive(reply, numbers[i]);
         if (item != NULL && !cJSON_IsNumber(item)) {
@@ -506,7 +507,8 @@ seatlease_code sl_acquire_body(const char *license_id, const char *client_id,
                                int lease_seconds, int borrow_seconds, const char *metadata_json,
                                const char *user, const char *host, int queue,
                                const char *ticket, const char *request_id,
-                               const char *fingerprint, cJSON **out, seatlease_error **error) {
+                               const char *fingerprint, int seats, cJSON **out,
+                               seatlease_error **error) {
     if (license_id == NULL || client_id == NULL) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "license_id and client_id are required.");
     }
@@ -521,6 +523,7 @@ seatlease_code sl_acquire_body(const char *license_id, const char *client_id,
     if (ok && ticket != NULL) ok = cJSON_AddStringToObject(body, "ticket", ticket) != NULL;
     if (ok && request_id != NULL) ok = cJSON_AddStringToObject(body, "request_id", request_id) != NULL;
     if (ok && fingerprint != NULL) ok = cJSON_AddStringToObject(body, "fingerprint", fingerprint) != NULL;
+    if (ok && seats > 0) ok = cJSON_AddNumberToObject(body, "seats", seats) != NULL;
     if (!ok) {
         cJSON_Delete(body);
         return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
@@ -596,14 +599,23 @@ seatlease_code seatlease_acquire(seatlease_client *client, const char *license_i
     if (o == NULL) {
         o = &defaults;
     }
-    if (o->struct_size != sizeof *o) {
+    /* A caller built against an older header passes a shorter struct (before seats was
+     * appended): read what it has, the newer fields stay at their defaults. */
+    seatlease_acquire_options full;
+    if (o->struct_size < offsetof(seatlease_acquire_options, seats) || o->struct_size > sizeof *o) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "seatlease_acquire_options: call seatlease_acquire_options_init first.");
+    }
+    if (o->struct_size < sizeof *o) {
+        seatlease_acquire_options_init(&full);
+        memcpy(&full, o, o->struct_size);
+        full.struct_size = sizeof full;
+        o = &full;
     }
     cJSON *body = NULL;
     seatlease_code code = sl_acquire_body(license_id, client_id, o->lease_seconds,
                                           o->borrow_seconds, o->metadata_json, o->user, o->host,
                                           o->queue, o->ticket, o->request_id, o->fingerprint,
-                                          &body, error);
+                                          o->seats, &body, error);
     if (code != SEATLEASE_OK) {
         return code;
     }
@@ -652,6 +664,10 @@ static int answer_flag(const seatlease_answer *a, const char *name) {
 const char *seatlease_answer_session_id(const seatlease_answer *a) { return answer_text(a, "session_id"); }
 int seatlease_answer_seats_used(const seatlease_answer *a) { return a ? sl_json_int(a->json, "seats_used", 0) : 0; }
 int seatlease_answer_seats_total(const seatlease_answer *a) { return a ? sl_json_int(a->json, "seats_total", 0) : 0; }
+int seatlease_answer_seats(const seatlease_answer *a) {
+    int seats = a ? sl_json_int(a->json, "seats", 1) : 1;
+    return seats >= 1 ? seats : 1; /* absent (an older server) or nonsense: a plain lease */
+}
 int seatlease_answer_lease_seconds(const seatlease_answer *a) { return a ? sl_json_int(a->json, "lease_seconds", 0) : 0; }
 int seatlease_answer_heartbeat_interval_seconds(const seatlease_answer *a) { return a ? sl_json_int(a->json, "heartbeat_interval_seconds", 0) : 0; }
 int seatlease_answer_released(const seatlease_answer *a) { return answer_flag(a, "released"); }

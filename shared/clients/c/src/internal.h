@@ -16,6 +16,7 @@ struct seatlease_error {
     char *body_json;
     char *reason;
     int seats_used, seats_total, retry_after;
+    int seats_requested, held_seats; /* weighted seats' 409s (1 and -1 when absent) */
     double backend_retry_after; /* a 503's hint in seconds (body, then header); -1: none */
 };
 
@@ -75,6 +76,8 @@ void sl_verifier_set_machine(sl_verifier *verifier, const char *fingerprint);
 seatlease_code sl_verifier_check(sl_verifier *verifier, const char *fn, const cJSON *request,
                                  const cJSON *reply, int status, cJSON **claims,
                                  seatlease_error **error);
+/* The lease's weight a verified token signs (its seats claim; 1 when absent). */
+int sl_claims_seats(const cJSON *claims);
 /* An Ed25519 public key from a pinned key's text (x, JWK JSON, or PEM); 0 on success. */
 int sl_pinned_key_raw(const char *text, unsigned char raw[32]);
 
@@ -98,7 +101,8 @@ seatlease_code sl_acquire_body(const char *license_id, const char *client_id,
                                int lease_seconds, int borrow_seconds, const char *metadata_json,
                                const char *user, const char *host, int queue,
                                const char *ticket, const char *request_id,
-                               const char *fingerprint, cJSON **body, seatlease_error **error);
+                               const char *fingerprint, int seats, cJSON **body,
+                               seatlease_error **error);
 void sl_log(seatlease_client *client, int level, const char *format, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

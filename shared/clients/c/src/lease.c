@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@ struct seatlease_lease {
     seatlease_client *client;
     char *license_id, *client_id, *metadata_json, *user, *host, *fingerprint;
     int lease_seconds;
+    int seats_asked; /* the weight sent with every acquire (0: not sent) */
     seatlease_lost_fn on_lost;
     seatlease_regained_fn on_regained;
     void *user_data;
@@ -21,6 +23,7 @@ struct seatlease_lease {
     char *entitlements_json, *max_version; /* the license's terms (NULL: none given) */
     double license_expires_at, license_grace_ends_at;
     int in_grace;
+    int seats; /* the lease's weight, from the last answer (1 when it does not say) */
     double valid_until; /* monotonic: the seat lapses then without a renewal */
     int failures;
 
@@ -69,6 +72,8 @@ static void took(seatlease_lease *l, const cJSON *reply, double sent_at) {
     s->seats_used = sl_json_int(reply, "seats_used", 0);
     s->seats_total = sl_json_int(reply, "seats_total", 0);
     s->overage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "overage"));
+    int seats = sl_json_int(reply, "seats", 1);
+    l->seats = seats >= 1 ? seats : 1;
     const cJSON *entitlements = cJSON_GetObjectItemCaseSensitive(reply, "entitlements");
     if (cJSON_IsArray(entitlements)) {
         char *printed = cJSON_PrintUnformatted(entitlements);
@@ -109,8 +114,8 @@ static void took(seatlease_lease *l, const cJSON *reply, double sent_at) {
 static seatlease_code lease_body(seatlease_lease *l, int queue, const char *ticket,
                                  const char *request_id, cJSON **body, seatlease_error **error) {
     return sl_acquire_body(l->license_id, l->client_id, l->lease_seconds, 0, l->metadata_json,
-                           l->user, l->host, queue, ticket, request_id, l->fingerprint, body,
-                           error);
+                           l->user, l->host, queue, ticket, request_id, l->fingerprint,
+                           l->seats_asked, body, error);
 }
 
 static seatlease_code acquire_first(seatlease_lease *l, double wait, double timeout,
@@ -402,8 +407,17 @@ seatlease_code seatlease_lease_acquire(seatlease_client *client, const char *lic
     if (client == NULL || license_id == NULL || o == NULL || out == NULL || o->client_id == NULL) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "client, license_id, options.client_id and lease are required.");
     }
-    if (o->struct_size != sizeof *o) {
+    /* A caller built against an older header passes a shorter struct (before seats was
+     * appended): read what it has, the newer fields stay at their defaults. */
+    seatlease_lease_options full;
+    if (o->struct_size < offsetof(seatlease_lease_options, seats) || o->struct_size > sizeof *o) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "seatlease_lease_options: call seatlease_lease_options_init first.");
+    }
+    if (o->struct_size < sizeof *o) {
+        seatlease_lease_options_init(&full);
+        memcpy(&full, o, o->struct_size);
+        full.struct_size = sizeof full;
+        o = &full;
     }
     seatlease_lease *l = calloc(1, sizeof *l);
     if (l == NULL) {
@@ -423,6 +437,8 @@ seatlease_code seatlease_lease_acquire(seatlease_client *client, const char *lic
     l->host = sl_strdup(o->host);
     l->fingerprint = sl_strdup(o->fingerprint);
     l->lease_seconds = o->lease_seconds;
+    l->seats_asked = o->seats;
+    l->seats = 1;
     l->on_lost = o->on_lost;
     l->on_regained = o->on_regained;
     l->user_data = o->user_data;
@@ -451,6 +467,16 @@ void seatlease_lease_get_info(seatlease_lease *lease, seatlease_lease_info *info
         return;
     }
     info_copy(lease, info);
+}
+
+int seatlease_lease_seats(seatlease_lease *lease) {
+    if (lease == NULL) {
+        return 1;
+    }
+    pthread_mutex_lock(&lease->mu);
+    int seats = lease->seats;
+    pthread_mutex_unlock(&lease->mu);
+    return seats;
 }
 
 char *seatlease_lease_token(seatlease_lease *lease) {

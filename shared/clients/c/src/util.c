@@ -18,7 +18,7 @@ static const char *const code_names[] = {
     "invalid_response", "token_missing", "token_malformed", "token_unknown_kid",
     "token_untrusted_key", "token_bad_signature", "token_wrong_audience", "token_expired",
     "token_replayed", "token_mismatch", "cancelled", "license_not_started", "license_expired",
-    "not_entitled", "version_not_entitled", "token_wrong_machine",
+    "not_entitled", "version_not_entitled", "token_wrong_machine", "seats_mismatch",
 };
 
 const char *seatlease_code_name(seatlease_code code) {
@@ -73,7 +73,7 @@ seatlease_code seatlease_machine_fingerprint(const char *machine_id, char out[65
 
 /* When even an error cannot be allocated: a static one, which free ignores. */
 static seatlease_error out_of_memory = {
-    SEATLEASE_ERR_NO_MEMORY, 0, "no_memory", "Out of memory.", "{}", "", -1, -1, -1, -1,
+    SEATLEASE_ERR_NO_MEMORY, 0, "no_memory", "Out of memory.", "{}", "", -1, -1, -1, 1, -1, -1,
 };
 
 char *sl_strdup(const char *text) {
@@ -101,6 +101,8 @@ static seatlease_error *error_new(seatlease_code code, int status, const char *s
     error->body_json = sl_strdup("{}");
     error->reason = sl_strdup("");
     error->seats_used = error->seats_total = error->retry_after = -1;
+    error->seats_requested = 1;
+    error->held_seats = -1;
     error->backend_retry_after = -1;
     if (!error->server_code || !error->message || !error->body_json || !error->reason) {
         seatlease_error_free(error);
@@ -146,6 +148,8 @@ seatlease_error *sl_error_copy(const seatlease_error *error) {
     copy->seats_used = error->seats_used;
     copy->seats_total = error->seats_total;
     copy->retry_after = error->retry_after;
+    copy->seats_requested = error->seats_requested;
+    copy->held_seats = error->held_seats;
     copy->backend_retry_after = error->backend_retry_after;
     return copy;
 }
@@ -168,6 +172,8 @@ const char *seatlease_error_message(const seatlease_error *e) { return e ? e->me
 int seatlease_error_seats_used(const seatlease_error *e) { return e ? e->seats_used : -1; }
 int seatlease_error_seats_total(const seatlease_error *e) { return e ? e->seats_total : -1; }
 int seatlease_error_retry_after_seconds(const seatlease_error *e) { return e ? e->retry_after : -1; }
+int seatlease_error_seats_requested(const seatlease_error *e) { return e ? e->seats_requested : 1; }
+int seatlease_error_held_seats(const seatlease_error *e) { return e ? e->held_seats : -1; }
 const char *seatlease_error_reason(const seatlease_error *e) { return e ? e->reason : ""; }
 const char *seatlease_error_body_json(const seatlease_error *e) { return e ? e->body_json : "{}"; }
 
@@ -242,6 +248,8 @@ seatlease_code sl_error_from_answer(seatlease_error **out, int status, const cJS
     }
     if (status == 409 && strcmp(server_code, "user_limit_reached") == 0) {
         code = SEATLEASE_ERR_USER_LIMIT_REACHED;
+    } else if (status == 409 && strcmp(server_code, "seats_mismatch") == 0) {
+        code = SEATLEASE_ERR_SEATS_MISMATCH;
     } else if (status == 403 && strcmp(server_code, "user_denied") == 0) {
         code = SEATLEASE_ERR_USER_DENIED;
     } else if (status == 403 && strcmp(server_code, "license_not_started") == 0) {
@@ -287,6 +295,10 @@ seatlease_code sl_error_from_answer(seatlease_error **out, int status, const cJS
         }
         error->seats_used = sl_json_int(body, "seats_used", -1);
         error->seats_total = sl_json_int(body, "seats_total", -1);
+        /* the weight asked: a denial's seats_requested, a mismatch's seats */
+        int asked = sl_json_int(body, "seats_requested", sl_json_int(body, "seats", 1));
+        error->seats_requested = asked >= 1 ? asked : 1;
+        error->held_seats = sl_json_int(body, "held_seats", -1);
     }
     if (code == SEATLEASE_ERR_SESSION_EXPIRED && error->reason[0] == '\0') {
         char *unknown = sl_strdup("unknown");

@@ -373,6 +373,23 @@ static void term_problems(const cJSON *reply, const cJSON *claims, char *problem
     if (maxv != NULL && !same(maxv, ITEM(reply, "max_version"))) {
         strcat(problems, " max_version");
     }
+    /* The weight: a token that signs one must agree with the answer's (absent: 1). */
+    const cJSON *seats = ITEM(claims, "seats");
+    if (seats != NULL) {
+        const cJSON *answered = ITEM(reply, "seats");
+        int agree = cJSON_IsNumber(seats) &&
+                    (answered == NULL ? seats->valuedouble == 1
+                                      : cJSON_IsNumber(answered) &&
+                                            answered->valuedouble == seats->valuedouble);
+        if (!agree) {
+            strcat(problems, " seats");
+        }
+    }
+}
+
+int sl_claims_seats(const cJSON *claims) {
+    int seats = sl_json_int(claims, "seats", 1);
+    return seats >= 1 ? seats : 1;
 }
 
 static seatlease_code check_claims(sl_verifier *v, const char *fn, const cJSON *request,

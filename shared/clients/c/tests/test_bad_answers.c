@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +37,9 @@ static const bad_case cases[] = {
     {"deep_nesting", "acquire", 0, SEATLEASE_ERR_INVALID_RESPONSE, 201},
     {"absurd_numbers", "acquire", 0, SEATLEASE_ERR_BACKEND_UNAVAILABLE, 503},
     {"absurd_numbers_409", "acquire", 0, SEATLEASE_ERR_NO_SEATS_AVAILABLE, 409},
+    {"seats_mismatch", "acquire", 0, SEATLEASE_ERR_SEATS_MISMATCH, 409},
+    {"seats_mismatch", "lease", 0, SEATLEASE_ERR_SEATS_MISMATCH, 409},
+    {"weighted_denial", "acquire", 0, SEATLEASE_ERR_NO_SEATS_AVAILABLE, 409},
 };
 
 static void every_bad_answer_is_a_typed_error(void) {
@@ -89,6 +93,100 @@ static void every_bad_answer_is_a_typed_error(void) {
     CHECK(failures == 0);
 }
 
+static seatlease_client *client_at(const char *server, const char *scenario) {
+    char url[512];
+    snprintf(url, sizeof url, "%s/%s", server, scenario);
+    seatlease_options options;
+    seatlease_options_init(&options);
+    options.retries = 0;
+    seatlease_client *client = NULL;
+    return seatlease_client_new(url, "sl_test", &options, &client, NULL) == SEATLEASE_OK ? client : NULL;
+}
+
+/* Weighted seats: seats is sent only when set (the "weights" scenario echoes the weight
+ * asked, none when none was, and refuses a seats that is not a positive integer); the
+ * answer's and the lease's weight, 1 from a server that does not say; a seats_mismatch's
+ * and a weighted denial's numbers. */
+static void weights_are_sent_and_read(void) {
+    const char *server = getenv("SEATLEASE_BAD_URL");
+    if (server == NULL || server[0] == '\0') {
+        SKIP("SEATLEASE_BAD_URL not set: run through pytest tests/test_client_c.py");
+    }
+    seatlease_client *client = client_at(server, "weights");
+    CHECK(client != NULL);
+    seatlease_answer *answer = NULL;
+    CHECK_CODE(seatlease_acquire(client, "lic", "pc-1", NULL, &answer, NULL), SEATLEASE_OK);
+    CHECK(seatlease_answer_seats(answer) == 1);
+    CHECK(strstr(seatlease_answer_json(answer), "\"seats\":") == NULL); /* none asked */
+    seatlease_answer_free(answer);
+    seatlease_acquire_options ao;
+    seatlease_acquire_options_init(&ao);
+    CHECK(ao.seats == 0);
+    ao.seats = 3;
+    CHECK_CODE(seatlease_acquire(client, "lic", "pc-2", &ao, &answer, NULL), SEATLEASE_OK);
+    CHECK(seatlease_answer_seats(answer) == 3);
+    seatlease_answer_free(answer);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-3";
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_OK);
+    CHECK(seatlease_lease_seats(lease) == 1);
+    seatlease_lease_free(lease);
+    o.seats = 4;
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_OK);
+    CHECK(seatlease_lease_seats(lease) == 4);
+    seatlease_lease_free(lease);
+    CHECK(seatlease_lease_seats(NULL) == 1 && seatlease_answer_seats(NULL) == 1);
+    /* A caller built before seats was appended passes a shorter struct: still accepted,
+     * and no seats is sent (the echo answers none: a weight of 1). */
+    seatlease_acquire_options older;
+    seatlease_acquire_options_init(&older);
+    older.seats = 5; /* beyond the older caller's struct: never read */
+    older.struct_size = offsetof(seatlease_acquire_options, seats);
+    CHECK_CODE(seatlease_acquire(client, "lic", "pc-5", &older, &answer, NULL), SEATLEASE_OK);
+    CHECK(seatlease_answer_seats(answer) == 1);
+    seatlease_answer_free(answer);
+    o.seats = 5;
+    o.struct_size = offsetof(seatlease_lease_options, seats);
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_OK);
+    CHECK(seatlease_lease_seats(lease) == 1);
+    seatlease_lease_free(lease);
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-3";
+    seatlease_client_free(client);
+
+    client = client_at(server, "seats_mismatch");
+    CHECK(client != NULL);
+    seatlease_error *error = NULL;
+    ao.seats = 2;
+    CHECK_CODE(seatlease_acquire(client, "lic", "pc-1", &ao, NULL, &error),
+               SEATLEASE_ERR_SEATS_MISMATCH);
+    CHECK(seatlease_error_held_seats(error) == 4 && seatlease_error_seats_requested(error) == 2);
+    CHECK(strcmp(seatlease_error_server_code(error), "seats_mismatch") == 0);
+    seatlease_error_free(error);
+    error = NULL;
+    o.seats = 2;
+    o.wait = 1; /* a mismatch is not waited for */
+    o.wait_timeout_seconds = 30;
+    double started = now_seconds();
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, &error),
+               SEATLEASE_ERR_SEATS_MISMATCH);
+    CHECK(now_seconds() - started < 5 && lease == NULL);
+    seatlease_error_free(error);
+    seatlease_client_free(client);
+
+    client = client_at(server, "weighted_denial");
+    CHECK(client != NULL);
+    error = NULL;
+    ao.seats = 4;
+    CHECK_CODE(seatlease_acquire(client, "lic", "pc-1", &ao, NULL, &error),
+               SEATLEASE_ERR_NO_SEATS_AVAILABLE);
+    CHECK(seatlease_error_seats_requested(error) == 4 && seatlease_error_held_seats(error) == -1);
+    seatlease_error_free(error);
+    seatlease_client_free(client);
+}
+
 static void misuse_is_an_argument_error(void) {
     seatlease_client *client = NULL;
     seatlease_error *error = NULL;
@@ -120,6 +218,7 @@ static void misuse_is_an_argument_error(void) {
 int main(int argc, char **argv) {
     static const test_case tests[] = {
         {"every_bad_answer_is_a_typed_error", every_bad_answer_is_a_typed_error},
+        {"weights_are_sent_and_read", weights_are_sent_and_read},
         {"misuse_is_an_argument_error", misuse_is_an_argument_error},
     };
     return run_tests("bad_answers", tests, sizeof tests / sizeof tests[0], argc, argv);

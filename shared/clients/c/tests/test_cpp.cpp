@@ -42,6 +42,7 @@ int main() {
             seatlease::Seat seat = client.lease("cpp-seat", "pc-1");  // a license of 1 seat
             session = seat.session_id();
             EXPECT(!session.empty() && seat.info().verified && !seat.token().empty());
+            EXPECT(seat.seats() == 1);  // a plain seat
             try {
                 seatlease::Seat second = client.lease("cpp-seat", "pc-2");
                 EXPECT(false);

@@ -762,6 +762,64 @@ static void a_suspended_license_is_license_suspended_until_it_is_resumed(void) {
     seatlease_client_free(client);
 }
 
+static int weight_of(const char *license_id, const char *client_id) {
+    char action[256];
+    snprintf(action, sizeof action, "weights?license_id=%s", license_id);
+    cJSON *weights = control(action, NULL);
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(weights, client_id);
+    int seats = cJSON_IsNumber(item) ? item->valueint : 0;
+    int count = cJSON_GetArraySize(weights);
+    cJSON_Delete(weights);
+    return count == 1 ? seats : -count;
+}
+
+/* A lease of 3 seats on a license of 4: its weight on the answer and the server, kept on
+ * renewal and after a loss; seats_mismatch; a denial of more seats than are free. */
+static void a_weighted_lease(void) {
+    NEED_STACK();
+    make_license("c-weights", "{\"seats\": 4, \"lease_seconds\": 3}"); /* heartbeats every second */
+    seatlease_client *client = served_client(1, 0.05);
+    CHECK(client != NULL);
+    watcher w = {PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "render-1";
+    o.seats = 3;
+    o.on_regained = on_regained;
+    o.user_data = &w;
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-weights", &o, &lease, NULL), SEATLEASE_OK);
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    CHECK(seatlease_lease_seats(lease) == 3 && info.seats_used == 3 && info.seats_total == 4);
+    seatlease_answer *answer = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-weights", "render-1", NULL, &answer, NULL), SEATLEASE_OK);
+    CHECK(seatlease_answer_seats(answer) == 3); /* no seats sent: the weight is kept */
+    CHECK(strcmp(seatlease_answer_session_id(answer), info.session_id) == 0);
+    seatlease_answer_free(answer);
+    seatlease_acquire_options ao;
+    seatlease_acquire_options_init(&ao);
+    ao.seats = 2;
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-weights", "render-1", &ao, NULL, &error), SEATLEASE_ERR_SEATS_MISMATCH);
+    CHECK(seatlease_error_held_seats(error) == 3 && seatlease_error_seats_requested(error) == 2);
+    seatlease_error_free(error);
+    error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-weights", "ws-2", &ao, NULL, &error), SEATLEASE_ERR_NO_SEATS_AVAILABLE);
+    CHECK(seatlease_error_seats_requested(error) == 2 && seatlease_error_seats_used(error) == 3);
+    seatlease_error_free(error);
+    CHECK_CODE(seatlease_acquire(client, "c-weights", "ws-3", NULL, &answer, NULL), SEATLEASE_OK);
+    CHECK(seatlease_answer_seats(answer) == 1 && seatlease_answer_seats_used(answer) == 4);
+    CHECK_CODE(seatlease_release(client, "c-weights", seatlease_answer_session_id(answer), NULL, NULL), SEATLEASE_OK);
+    seatlease_answer_free(answer);
+    CHECK(weight_of("c-weights", "render-1") == 3);
+    cJSON_Delete(control("flush", "{}")); /* the seat is lost: the re-acquire asks for 3 */
+    CHECK(eventually(10, regained_once, &w));
+    CHECK(seatlease_lease_seats(lease) == 3 && weight_of("c-weights", "render-1") == 3);
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+}
+
 int main(int argc, char **argv) {
     static const test_case tests[] = {
         {"lease_life_past_three_leases_a_redis_flush_and_a_revoke", lease_life_past_three_leases_a_redis_flush_and_a_revoke},
@@ -780,6 +838,7 @@ int main(int argc, char **argv) {
         {"a_borrowed_seat", a_borrowed_seat},
         {"a_licenses_terms_and_a_machine_bound_seat", a_licenses_terms_and_a_machine_bound_seat},
         {"a_suspended_license_is_license_suspended_until_it_is_resumed", a_suspended_license_is_license_suspended_until_it_is_resumed},
+        {"a_weighted_lease", a_weighted_lease},
     };
     return run_tests("live", tests, sizeof tests / sizeof tests[0], argc, argv);
 }

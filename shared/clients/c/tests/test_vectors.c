@@ -106,7 +106,9 @@ static void every_vector(void) {
                 want = sl_json_string(request, "session_id");
             }
             const char *sid = sl_json_string(claims, "sid");
-            ok = code == SEATLEASE_OK && sid != NULL && want != NULL && strcmp(sid, want) == 0;
+            ok = code == SEATLEASE_OK && sid != NULL && want != NULL && strcmp(sid, want) == 0 &&
+                 /* the lease's weight the token signs, 1 when absent */
+                 sl_claims_seats(claims) == sl_json_int(c, "seats_claim", 1);
         } else {
             ok = seatlease_code_is_token_error(code) &&
                  strcmp(seatlease_code_name(code), expect) == 0 &&
@@ -215,6 +217,9 @@ static void times_and_urls(void) {
     CHECK(strcmp(seatlease_code_name((seatlease_code)999), "unknown") == 0);
     CHECK(strcmp(seatlease_code_name(SEATLEASE_ERR_TOKEN_WRONG_MACHINE), "token_wrong_machine") == 0);
     CHECK(strcmp(seatlease_code_name(SEATLEASE_ERR_VERSION_NOT_ENTITLED), "version_not_entitled") == 0);
+    CHECK(strcmp(seatlease_code_name(SEATLEASE_ERR_SEATS_MISMATCH), "seats_mismatch") == 0);
+    CHECK(!seatlease_code_is_license_suspended(SEATLEASE_ERR_SEATS_MISMATCH));
+    CHECK(!seatlease_code_is_token_error(SEATLEASE_ERR_SEATS_MISMATCH));
     CHECK(seatlease_code_is_token_error(SEATLEASE_ERR_TOKEN_WRONG_MACHINE));
     CHECK(!seatlease_code_is_token_error(SEATLEASE_ERR_NOT_ENTITLED));
     CHECK(seatlease_code_is_license_suspended(SEATLEASE_ERR_LICENSE_EXPIRED));

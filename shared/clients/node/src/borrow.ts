@@ -15,7 +15,7 @@ import { MalformedToken, TokenMismatch } from "./errors.js";
 import { thisMachine } from "./machine.js";
 import { parseTime } from "./time.js";
 import type { CallOptions, CallPlan, Json } from "./transport.js";
-import { TokenVerifier, newNonce, type Claims, type PinnedKey, type SignedFunction } from "./verify.js";
+import { TokenVerifier, claimedSeats, newNonce, type Claims, type PinnedKey, type SignedFunction } from "./verify.js";
 
 /** What borrowing, loading and returning a seat ask of the client (`SeatClient` is one). */
 export interface BorrowClient {
@@ -44,6 +44,8 @@ export class BorrowedSeat {
   readonly token: string;
   /** The verified token's claims (exp, aud, sub, borrowed, ...). */
   readonly claims: Claims;
+  /** The seat's weight as the token signs it (its `seats` claim; 1 when absent). */
+  readonly seats: number;
   readonly #client: BorrowClient;
 
   constructor(client: BorrowClient, path: string, answer: Json, claims: Claims) {
@@ -56,6 +58,7 @@ export class BorrowedSeat {
     this.expiresAt = new Date(parseTime(String(answer["lease_expires_at"])) ?? 0);
     this.token = String(answer["lease_token"]);
     this.claims = claims;
+    this.seats = claimedSeats(claims);
   }
 
   /** Seconds until the borrow ends (by this machine's clock), 0 once it has. */

@@ -8,12 +8,12 @@ import { randomUUID } from "node:crypto";
 import { BorrowedSeat, borrowSeat, loadBorrowedSeat } from "./borrow.js";
 import { BackendUnavailable, NoSeatsAvailable, SeatError, errorFromAnswer } from "./errors.js";
 import { Keeper, Lease, type LeaseOptions } from "./lease.js";
-import { acquireBody, sleep, type CallOptions, type CallPlan, type Identity, type Json, type Logger, type Needs, type QueuePlace } from "./transport.js";
+import { acquireBody, sleep, type CallOptions, type CallPlan, type Identity, type Json, type Logger, type Needs, type QueuePlace, type Weight } from "./transport.js";
 import { TokenVerifier, newNonce, type PinnedKey, type SignedFunction } from "./verify.js";
 
 export const VERSION = "0.1.0";
 
-export type { CallOptions, Identity, Json, Logger, Needs, QueuePlace };
+export type { CallOptions, Identity, Json, Logger, Needs, QueuePlace, Weight };
 
 export interface ClientOptions {
   /** Milliseconds per HTTP request (default 10000). */
@@ -44,7 +44,7 @@ export interface ClientOptions {
   logger?: Logger;
 }
 
-export interface AcquireOptions extends CallOptions, Identity, Needs, QueuePlace {
+export interface AcquireOptions extends CallOptions, Identity, Needs, Weight, QueuePlace {
   leaseSeconds?: number;
   metadata?: Json;
 }
@@ -236,11 +236,12 @@ export class SeatClient {
    * POST /acquire (retried); the answer. No heartbeats: see `lease()`. `queue: true` on a
    * full license with a wait queue answers `{queued: true, position, ticket,
    * retry_after_seconds, ...}` (a 202): call again with that `ticket` after
-   * `retry_after_seconds` to keep the place.
+   * `retry_after_seconds` to keep the place. `seats`: the lease's weight (the answer's
+   * `seats` says it; another weight than a held lease's throws `SeatsMismatch`).
    */
   acquire(licenseId: string, clientId: string, options: AcquireOptions = {}): Promise<Json> {
-    const { user, host, queue, ticket, entitlements, version } = options;
-    return this.call("acquire", acquireBody(licenseId, clientId, options.leaseSeconds, options.metadata, { user, host, queue, ticket, entitlements, version }), options);
+    const { user, host, queue, ticket, entitlements, version, seats } = options;
+    return this.call("acquire", acquireBody(licenseId, clientId, options.leaseSeconds, options.metadata, { user, host, queue, ticket, entitlements, version, seats }), options);
   }
 
   /** POST /heartbeat (retried); throws `SessionExpired` when the seat is gone. */
@@ -270,7 +271,8 @@ export class SeatClient {
    * release (or `await using lease = ...`). `wait`: wait for a seat instead of throwing
    * `NoSeatsAvailable`, for at most `timeoutMs` (`SeatWaitTimeout`); on a license with a
    * wait queue it waits in line (`queue: true`, keeping its place with the ticket).
-   * `user` and `host`: who asks.
+   * `user` and `host`: who asks. `seats`: the lease's weight (`lease.seats`), asked for
+   * again by every re-acquire after a loss.
    */
   async lease(licenseId: string, options: LeaseOptions): Promise<Lease> {
     const keeper = new Keeper(this, licenseId, options, (done) => this.#keepers.delete(done));

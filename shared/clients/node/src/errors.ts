@@ -92,6 +92,24 @@ export class NoSeatsAvailable extends SeatError {
   get seatsReserved(): number {
     return this.intField("seats_reserved", 0);
   }
+  /** The weight asked (`seats`): fewer seats than that were free (1 for a plain request). */
+  get seatsRequested(): number {
+    return this.intField("seats_requested", 1);
+  }
+}
+
+/**
+ * 409 `seats_mismatch`: this client holds a live lease of `heldSeats` seats and asked for
+ * `seats`. Not a `NoSeatsAvailable`: waiting does not cure it; release the lease to take
+ * the other weight, or renew without `seats`.
+ */
+export class SeatsMismatch extends SeatError {
+  get heldSeats(): number {
+    return this.intField("held_seats", 0);
+  }
+  get seats(): number {
+    return this.intField("seats", 0);
+  }
 }
 
 /** 409 `queue_full`: no seat, and the license's wait queue already holds `queueMax` clients. */
@@ -183,6 +201,7 @@ const BY_CODE: Record<string, { status: number; kind: SeatErrorClass }> = {
   user_limit_reached: { status: 409, kind: UserLimitReached },
   user_denied: { status: 403, kind: UserDenied },
   queue_full: { status: 409, kind: QueueFull },
+  seats_mismatch: { status: 409, kind: SeatsMismatch },
   license_not_started: { status: 403, kind: LicenseNotStarted },
   license_expired: { status: 403, kind: LicenseExpired },
   not_entitled: { status: 403, kind: NotEntitled },

@@ -5,7 +5,7 @@
 
 import { BackendUnavailable, NoSeatsAvailable, SeatError, SeatWaitTimeout, SessionExpired } from "./errors.js";
 import { parseTime } from "./time.js";
-import { acquireBody, sleep, type CallPlan, type Identity, type Json, type Logger, type Needs, type QueuePlace } from "./transport.js";
+import { acquireBody, sleep, type CallPlan, type Identity, type Json, type Logger, type Needs, type QueuePlace, type Weight } from "./transport.js";
 import type { SignedFunction } from "./verify.js";
 
 /** What a `Keeper` asks of its client (`SeatClient` is one): calls, pacing and the log. */
@@ -21,7 +21,7 @@ export interface LeaseClient {
 export type OnLost = (lease: Lease, reason: string) => void;
 export type OnRegained = (lease: Lease) => void;
 
-export interface LeaseOptions extends Identity, Needs {
+export interface LeaseOptions extends Identity, Needs, Weight {
   /** This running copy (acquiring again with it returns the same seat). */
   clientId: string;
   metadata?: Json;
@@ -53,6 +53,8 @@ export class Lease {
   heartbeatIntervalSeconds = 0;
   seatsUsed = 0;
   seatsTotal = 0;
+  /** This lease's weight: how many of the license's seats it counts as (1 from a server that does not say). */
+  seats = 1;
   overage = false;
   /** True from the moment the seat is known to be gone until it is regained. */
   lost = false;
@@ -97,6 +99,8 @@ export class Lease {
     this.heartbeatIntervalSeconds = whole("heartbeat_interval_seconds") ?? this.heartbeatIntervalSeconds;
     this.seatsUsed = whole("seats_used") ?? this.seatsUsed;
     this.seatsTotal = whole("seats_total") ?? this.seatsTotal;
+    const weight = whole("seats") ?? 1; // absent from older servers: a plain lease
+    this.seats = weight >= 1 ? weight : 1;
     if ("overage" in body) this.overage = Boolean(body["overage"]);
     if (typeof body["lease_token"] === "string") this.token = body["lease_token"];
     if (Array.isArray(body["entitlements"])) this.entitlements = body["entitlements"].map(String);
@@ -136,8 +140,9 @@ export class Keeper {
   }
 
   private body(): Json {
-    const { user, host, entitlements, version } = this.options;
-    return acquireBody(this.lease.licenseId, this.lease.clientId, this.options.leaseSeconds, this.options.metadata, { user, host, entitlements, version, ...this.place });
+    // Every acquire, the first and each after a loss, asks for the same weight.
+    const { user, host, entitlements, version, seats } = this.options;
+    return acquireBody(this.lease.licenseId, this.lease.clientId, this.options.leaseSeconds, this.options.metadata, { user, host, entitlements, version, seats, ...this.place });
   }
 
   private took(reply: Json, sentAt: number): void {

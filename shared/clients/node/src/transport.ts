@@ -31,6 +31,15 @@ export interface Needs {
   version?: string;
 }
 
+/**
+ * The lease's weight: it counts as `seats` of the license's seats (a render node as 4), at
+ * most the license's seats. Sent only when set: a new lease is then 1, a renewal keeps the
+ * held lease's weight; another weight than the held lease's is `SeatsMismatch`.
+ */
+export interface Weight {
+  seats?: number;
+}
+
 /** A place in a license's wait queue: `queue: true` asks for one, `ticket` (from a 202) keeps it. */
 export interface QueuePlace {
   queue?: boolean;
@@ -53,8 +62,8 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** The acquire body; `fields` (user, host, entitlements, version, queue, ticket) are sent when set. */
-export function acquireBody(licenseId: string, clientId: string, leaseSeconds?: number, metadata?: Json, fields: Identity & Needs & QueuePlace = {}): Json {
+/** The acquire body; `fields` (user, host, entitlements, version, seats, queue, ticket) are sent when set. */
+export function acquireBody(licenseId: string, clientId: string, leaseSeconds?: number, metadata?: Json, fields: Identity & Needs & Weight & QueuePlace = {}): Json {
   const body: Json = { license_id: licenseId, client_id: clientId };
   if (leaseSeconds !== undefined) body["lease_seconds"] = leaseSeconds;
   if (metadata !== undefined) body["metadata"] = metadata;

@@ -275,7 +275,15 @@ function termProblems(reply: Json, claims: Claims): string[] {
     if (!(gap >= 0 && gap < 1.001)) problems.push("license_grace_ends_at");
   }
   if ("maxv" in claims && claims["maxv"] !== reply["max_version"]) problems.push("max_version");
+  // The weight: a token that signs one must agree with the answer's (absent: 1).
+  if ("seats" in claims && claims["seats"] !== (reply["seats"] ?? 1)) problems.push("seats");
   return problems;
+}
+
+/** The lease's weight a verified token signs (its `seats` claim; 1 when absent). */
+export function claimedSeats(claims: Claims): number {
+  const seats = claims["seats"];
+  return typeof seats === "number" && Number.isInteger(seats) && seats >= 1 ? seats : 1;
 }
 
 /** `exp` is the deadline rounded down to a second. */

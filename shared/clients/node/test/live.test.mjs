@@ -22,7 +22,9 @@ import {
   SeatClient,
   SeatError,
   SeatWaitTimeout,
+  SeatsMismatch,
   TokenError,
+  claimedSeats,
   Unauthenticated,
   UserDenied,
   UserLimitReached,
@@ -346,6 +348,29 @@ test("a license's term and entitlements: the lease shows them, the refusals are 
   await assert.rejects(client.acquire("node-term", "ws-4"), (e) => e instanceof LicenseExpired && typeof e.expiredAt === "string");
   await eventually(() => lease.lost, 5000, "the lease lost at the license's end");
   assert.equal(lost[0], "license_expired");
+  await lease.close();
+});
+
+test("a weighted lease: its seats on the answer, the token and the server, kept on renewal and after a loss; seats_mismatch; a denial of more seats than are free", async () => {
+  await license("node-weights", { seats: 4, lease_seconds: 3 }); // heartbeats every second
+  const client = new SeatClient(URL_, KEY, { verify: true, tenantId: "acme", backoffMs: 50 });
+  let regained = 0;
+  const lease = await client.lease("node-weights", { clientId: "render-1", seats: 3, onRegained: () => (regained += 1) });
+  assert.deepEqual([lease.seats, lease.seatsUsed, lease.seatsTotal], [3, 3, 4]);
+  const claims = JSON.parse(Buffer.from(lease.token.split(".")[1], "base64url").toString());
+  assert.equal(claimedSeats(claims), 3);
+  const renewed = await client.acquire("node-weights", "render-1"); // no seats: keeps the weight
+  assert.deepEqual([renewed.seats, renewed.session_id], [3, lease.sessionId]);
+  await assert.rejects(client.acquire("node-weights", "render-1", { seats: 2 }), (e) => e instanceof SeatsMismatch && e.heldSeats === 3 && e.seats === 2);
+  await assert.rejects(client.acquire("node-weights", "ws-2", { seats: 2 }), (e) => e instanceof NoSeatsAvailable && e.seatsRequested === 2 && e.seatsUsed === 3);
+  const plain = await client.acquire("node-weights", "ws-3"); // the last seat
+  assert.deepEqual([plain.seats, plain.seats_used], [undefined, 4]); // a plain lease: no seats
+  await client.release("node-weights", plain.session_id);
+  assert.deepEqual(await control("weights?license_id=node-weights"), { "render-1": 3 });
+  await control("flush"); // the seat is lost: the re-acquire asks for the same weight
+  await eventually(() => regained === 1 && !lease.lost, 10000, "the weighted seat regained");
+  assert.equal(lease.seats, 3);
+  assert.deepEqual(await control("weights?license_id=node-weights"), { "render-1": 3 });
   await lease.close();
 });
 

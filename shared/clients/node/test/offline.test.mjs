@@ -1,6 +1,7 @@
 // What needs no server: the options, the package's surface, the errors' shape.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { test } from "node:test";
 
 import * as seatlease from "seatlease-client";
@@ -53,4 +54,136 @@ test("pinned keys: a JWK, its x, or a PEM public key give the same raw key", () 
   assert.equal(pinnedRaw(x), x);
   assert.throws(() => pinnedRaw({ kty: "RSA", n: "x" }), TypeError);
   assert.throws(() => pinnedRaw("c2hvcnQ"), TypeError);
+});
+
+// -- weighted seats: what is sent and what an answer makes, against a recording server --
+
+const GRANT = {
+  session_id: "c2Vzc2lvbi0wMDAwMDAwMDAx",
+  license_id: "lic",
+  client_id: "pc-1",
+  lease_expires_at: "2100-01-01T00:00:00.000Z",
+  lease_seconds: 1,
+  heartbeat_interval_seconds: 1,
+  seats_used: 1,
+  seats_total: 8,
+  overage: false,
+  borrowed: false,
+};
+
+/** A server that records each body and answers `answer(fn, body)` -> [status, json]. */
+async function recording(answer) {
+  const bodies = [];
+  const server = createServer((request, response) => {
+    let text = "";
+    request.on("data", (chunk) => (text += chunk));
+    request.on("end", () => {
+      const fn = request.url.replace(/^\//, "");
+      const body = JSON.parse(text || "{}");
+      bodies.push([fn, body]);
+      const [status, reply] = answer(fn, body);
+      response.writeHead(status, { "Content-Type": "application/json" });
+      response.end(JSON.stringify(reply));
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${server.address().port}`;
+  return {
+    client: new SeatClient(url, "sk_test", { backoffMs: 10, retries: 1 }),
+    sent: (fn) => bodies.filter(([name]) => name === fn).map(([, body]) => body),
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
+/** A grant whose seats is the weight asked, none when none was asked (an older server). */
+function echoWeight(fn, body) {
+  if (fn === "release") return [200, { released: true, seats_used: 0 }];
+  const grant = { ...GRANT };
+  if ("seats" in body) grant.seats = body.seats;
+  return [fn === "acquire" ? 201 : 200, grant];
+}
+
+test("seats is sent only when given; the lease's weight comes from the answer, 1 when absent", async () => {
+  const server = await recording(echoWeight);
+  try {
+    const plain = await server.client.acquire("lic", "pc-1");
+    const weighted = await server.client.acquire("lic", "pc-2", { seats: 3 });
+    const oldServer = await server.client.lease("lic", { clientId: "pc-3" });
+    assert.equal(oldServer.seats, 1);
+    await oldServer.close();
+    const lease = await server.client.lease("lic", { clientId: "pc-4", seats: 4 });
+    assert.equal(lease.seats, 4);
+    await lease.close();
+    const [first, second, third, fourth] = server.sent("acquire");
+    assert.ok(!("seats" in first) && !("seats" in plain) && !("seats" in third));
+    assert.equal(second.seats, 3);
+    assert.equal(weighted.seats, 3);
+    assert.equal(fourth.seats, 4);
+  } finally {
+    await server.close();
+  }
+});
+
+test("an answer without seats or with a bad one is a weight of 1", () => {
+  for (const [value, want] of [[5, 5], [true, 1], [0, 1], [-2, 1], ["4", 1], [2.5, 1], [null, 1]]) {
+    const lease = new seatlease.Lease("lic", "pc-1", undefined, async () => {});
+    lease.apply({ ...GRANT, seats: value });
+    assert.equal(lease.seats, want, String(value));
+  }
+});
+
+test("a re-acquire after the seat is lost asks for the same weight", async () => {
+  let lost = false;
+  const server = await recording((fn, body) => {
+    if (fn === "heartbeat" && !lost) {
+      lost = true; // the first heartbeat finds the seat gone
+      return [410, { error: { code: "session_expired", message: "gone", reason: "expired" } }];
+    }
+    return echoWeight(fn, body);
+  });
+  try {
+    let regained;
+    const back = new Promise((resolve) => (regained = resolve));
+    const lease = await server.client.lease("lic", { clientId: "pc-1", seats: 3, onRegained: () => regained() });
+    await back;
+    assert.equal(lease.seats, 3);
+    await lease.close();
+    const acquires = server.sent("acquire");
+    assert.ok(acquires.length >= 2);
+    assert.deepEqual(acquires.map((body) => body.seats), acquires.map(() => 3));
+    assert.ok(server.sent("heartbeat").every((body) => !("seats" in body)));
+  } finally {
+    await server.close();
+  }
+});
+
+test("seats_mismatch is a SeatsMismatch with the held weight, never waited for", async () => {
+  const mismatch = { error: { code: "seats_mismatch", message: "client pc-1 holds a lease of 4 seats; release it to take 2", held_seats: 4, seats: 2 } };
+  const server = await recording(() => [409, mismatch]);
+  try {
+    await assert.rejects(server.client.acquire("lic", "pc-1", { seats: 2 }), (error) => {
+      assert.ok(error instanceof seatlease.SeatsMismatch && error instanceof SeatError && !(error instanceof NoSeatsAvailable));
+      assert.deepEqual([error.status, error.code, error.heldSeats, error.seats, error.name], [409, "seats_mismatch", 4, 2, "SeatsMismatch"]);
+      return true;
+    });
+    await assert.rejects(server.client.lease("lic", { clientId: "pc-1", seats: 2, wait: true }), seatlease.SeatsMismatch);
+    assert.equal(server.sent("acquire").length, 2); // once each: no retry, no wait
+  } finally {
+    await server.close();
+  }
+  const odd = seatlease.errorFromAnswer(400, mismatch, null, "Bad Request");
+  assert.ok(!(odd instanceof seatlease.SeatsMismatch));
+});
+
+test("a denial says how many seats were asked (1 for a plain request)", () => {
+  const denied = seatlease.errorFromAnswer(409, { error: { code: "no_seats_available", message: "m", seats_used: 6, seats_total: 8, retry_after_seconds: 5, seats_requested: 4 } }, "5", "Conflict");
+  assert.ok(denied instanceof NoSeatsAvailable);
+  assert.equal(denied.seatsRequested, 4);
+  assert.equal(new NoSeatsAvailable(409, "no_seats_available", "m", {}).seatsRequested, 1);
+});
+
+test("the token's seats claim is 1 when absent", () => {
+  assert.equal(seatlease.claimedSeats({ sid: "s" }), 1);
+  assert.equal(seatlease.claimedSeats({ sid: "s", seats: 4 }), 4);
+  assert.equal(seatlease.claimedSeats({ sid: "s", seats: true }), 1);
 });

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
-import { TokenError, TokenVerifier, fingerprint } from "seatlease-client";
+import { TokenError, TokenVerifier, claimedSeats, fingerprint } from "seatlease-client";
 
 const vectors = JSON.parse(readFileSync(new URL("../../testdata/vectors.json", import.meta.url), "utf8"));
 
@@ -32,6 +32,7 @@ for (const vector of vectors.cases) {
     if (vector.expect === "ok") {
       const claims = await check;
       assert.equal(claims.sid, vector.answer.session_id ?? vector.request.session_id);
+      assert.equal(claimedSeats(claims), vector.seats_claim ?? 1); // the lease's weight, 1 when absent
       return;
     }
     await assert.rejects(check, (error) => {

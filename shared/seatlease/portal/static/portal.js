@@ -111,14 +111,26 @@ function otherMetadata(metadata) {
     .join(", ");
 }
 
-function leaseRow(license, lease) {
+// A lease's weight: how many of the license's seats it counts as (1 when the server
+// does not say: an older one).
+function seatsOf(item) {
+  return Number.isInteger(item.seats) && item.seats > 1 ? item.seats : 1;
+}
+
+function leaseRow(license, lease, weighted) {
   const free = el("button", { type: "button", class: "small danger" }, "Free seat");
   free.addEventListener("click", () => freeSeat(license, lease));
   const cell = (label, ...content) => el("td", { data: { label } }, ...content);
+  const seats = seatsOf(lease);
+  // Only a license with a lease of several seats gets the column; "×4" stands out, 1 not.
+  const weight = weighted
+    ? [cell("Seats", el("span", { class: seats > 1 ? "seats-weight heavy" : "seats-weight" }, seats > 1 ? `×${seats}` : "1"))]
+    : [];
   return el(
     "tr",
     { data: { session: lease.session_id } },
     cell("Client", el("span", { class: "mono client" }, lease.client_id ?? "")),
+    ...weight,
     cell("User", el("span", { class: "user" }, lease.user ?? "")),
     cell("Host", el("span", { class: "host" }, lease.host ?? "")),
     cell("Since", when(lease.acquired_at)),
@@ -169,7 +181,8 @@ function licenseBlock(license) {
   if (license.leases.length === 0) {
     block.append(el("p", { class: "muted" }, "No seat is taken."));
   } else {
-    const head = ["Client", "User", "Host", "Since", "Expires", "Borrowed", "Details", ""];
+    const weighted = license.leases.some((lease) => seatsOf(lease) > 1);
+    const head = ["Client", ...(weighted ? ["Seats"] : []), "User", "Host", "Since", "Expires", "Borrowed", "Details", ""];
     block.append(
       el(
         "div",
@@ -178,7 +191,7 @@ function licenseBlock(license) {
           "table",
           { class: "cards" },
           el("thead", {}, el("tr", {}, ...head.map((h) => el("th", {}, h)))),
-          el("tbody", {}, ...license.leases.map((lease) => leaseRow(license, lease))),
+          el("tbody", {}, ...license.leases.map((lease) => leaseRow(license, lease, weighted))),
         ),
       ),
     );
@@ -190,7 +203,9 @@ function licenseBlock(license) {
       el(
         "ol",
         { class: "queue" },
-        ...license.queue.map((t) => el("li", {}, [t.client_id, t.user].filter(Boolean).join(" · "))),
+        ...license.queue.map((t) =>
+          el("li", {}, [t.client_id, t.user, seatsOf(t) > 1 ? `×${seatsOf(t)} seats` : ""].filter(Boolean).join(" · ")),
+        ),
       ),
     );
   }

@@ -9,22 +9,27 @@ year of hourly rollups is 8,760 rows per license, a day of minute rollups 1,440.
 Method
 ------
 *The level* (seats in use) is Redis's own count: every lease event carries
-``seats_used``, the live leases right after it. The level at a moment is ``seats_used``
+``seats_used``, the seats the live leases count as right after it (each lease counts its
+``seats``, its weight: 1 unless the client asked for more). The level at a moment is ``seats_used``
 of the last event before it (0 before a license's first event). A bucket's *peak* is the
 larger of the level carried into it and the highest ``seats_used`` of its events.
 *Seat-seconds* integrate the level over the bucket (from the rollups' deltas: level at
-each hour's start x its length, plus each event's +1/-1 until the hour's end).
+each hour's start x its length, plus each event's +seats/-seats until the hour's end),
+so they are weighted: a weight-4 lease held one hour is 4 seat-hours (14,400
+seat-seconds); an event stored without ``seats`` (before weights) counts 1. Counts of
+leases (acquired, released, ...) stay counts of leases.
 
 *Lost leases* (issue 11): when Redis loses its data, the leases it held never get an
 ending event. The log then expects more leases than Redis counts: at the next event of
 that license, ``seats_used`` is lower than the level before it plus the acquires minus
-the endings since. That difference is counted as leases *lost* (``lease.lost``) in the
-bucket where an event showed it, and the level follows Redis's count from there on: a
-lost lease is never counted as held beyond the next event of its license. Until that
-next event the log cannot tell a lost lease from one still heartbeating (heartbeats are
-not events); ``seatlease status`` shows Redis's live count. Same-millisecond events of
-different Lua calls have no known order; the one with the larger event id counts as
-last (within one call, event ids are numbered in order).
+the endings since. That difference is counted as *lost* (``lease.lost``) in the
+bucket where an event showed it, in seats (Redis's count is the only witness, and it
+counts weights: a vanished weight-4 lease is 4 lost), and the level follows Redis's
+count from there on: a lost lease is never counted as held beyond the next event of its
+license. Until that next event the log cannot tell a lost lease from one still
+heartbeating (heartbeats are not events); ``seatlease status`` shows Redis's live
+count. Same-millisecond events of different Lua calls have no known order; the one with
+the larger event id counts as last (within one call, event ids are numbered in order).
 
 *Exact steps* (``period`` ``exact``): the level itself, one point at each change: the
 level at the window's start (or 0 at a license's first event, without ``since``), then
@@ -53,7 +58,9 @@ scripts only increment a counter), so they land in the bucket of that run.
 
 *Lease durations* per license and client: leases acquired in the window; a lease whose
 ending is stored counts with its whole duration (ending - acquisition: how long the seat
-was out of the pool), even if it ended after ``until``; the others are *open*.
+was out of the pool), even if it ended after ``until``; the others are *open*. These are
+times, not seat time: a weight-4 lease held an hour adds one hour here (its 4 seat-hours
+are in the usage rows and the per-user report).
 
 *Endings* per license: acquired and borrowed (the two ways a lease starts), released,
 reclaimed (a crashed or vanished client), revoked (an operator), denied requests and
@@ -61,7 +68,8 @@ lost leases in the window. Lease durations count borrowed leases like acquired o
 
 *Per user* (``user_usage``): per license and user (the acquire's ``metadata.user``),
 leases acquired in the window with the durations of those whose first ending is stored,
-summed by the database from ``usage_leases`` (its ``user_name``), and the wait queue's
+summed by the database from ``usage_leases`` (its ``user_name``; seat-seconds are each
+duration x the lease's ``seats``), and the wait queue's
 outcomes in the window from ``lease_events`` (a partial index holds them alone).
 
 Bounds: a report covers at most ``MAX_PERIODS`` buckets (or exact steps) per license and

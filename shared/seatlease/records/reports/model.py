@@ -106,7 +106,9 @@ class LicenseOutcomes:
     reclaimed: int
     revoked: int
     denials: int
-    lost: int = 0  # leases that vanished without an ending event (closed as lease.lost)
+    # seats of leases that vanished without an ending event (closed as lease.lost): a
+    # weight-4 lease counts 4 (Redis's count, which shows them gone, is in seats)
+    lost: int = 0
     borrowed: int = 0  # leases started by a borrow (lease.borrowed), besides ``acquired``
 
     @property

@@ -54,8 +54,8 @@ class _Segment:
     reclaimed: int = 0
     revoked: int = 0
     denials: int = 0
-    net: int = 0
-    dsec_ms: int = 0  # sum of delta x ms until ``end``
+    net: int = 0  # seats taken minus seats given back (weighted, as the level)
+    dsec_ms: int = 0  # sum of delta (a lease's seats, +/-) x ms until ``end``
     max_used: int | None = None
     last_used: int | None = None
     last_total: int | None = None
@@ -201,9 +201,9 @@ def _edge_events(conn: Connection, window: Window, lo: datetime, hi: datetime) -
         to_end = "round(extract(epoch FROM CAST(:hi AS timestamptz) - occurred_at) * 1000)"
     else:
         to_end = "round((julianday(:hi) - julianday(occurred_at)) * 86400000)"
-    endings = ", ".join(f"'{t}'" for t in ENDINGS)
-    starts = ", ".join(f"'{t}'" for t in STARTS)
-    delta = f"(CASE WHEN type IN ({starts}) THEN 1 WHEN type IN ({endings}) THEN -1 ELSE 0 END)"
+    ends, starts = ", ".join(f"'{t}'" for t in ENDINGS), ", ".join(f"'{t}'" for t in STARTS)
+    # Weighted like the rollups' columns: a lease moves the level by its seats.
+    delta = f"(CASE WHEN type IN ({starts}) THEN seats WHEN type IN ({ends}) THEN -seats END)"
 
     def count(kind: str) -> str:
         return f"SUM(CASE WHEN type = '{kind}' THEN 1 ELSE 0 END)"

@@ -1,5 +1,6 @@
-"""Per license and user: leases, their seat time and the wait queue's outcomes, summed by
-the database (``usage_leases.user_name`` and the queue's partial index)."""
+"""Per license and user: leases, their seat time (weighted by each lease's seats) and the
+wait queue's outcomes, summed by the database (``usage_leases.user_name`` and
+``seats``, and the queue's partial index)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ class UserUsage:
     user: str | None
     leases: int = 0
     open_leases: int = 0  # acquired in the window, no ending stored yet
-    seat_seconds: float = 0.0  # of the leases that ended (their whole durations)
+    # of the leases that ended: each whole duration x its seats (a weight-4 lease held an
+    # hour is 4 seat-hours); longest_seconds is a duration, unweighted
+    seat_seconds: float = 0.0
     longest_seconds: float | None = None
     queue_served: int = 0
     queue_left: int = 0
@@ -89,15 +92,17 @@ def _window_conds(window: Window, column: str) -> tuple[list[str], list[str]]:
 
 
 def _user_leases(conn: Connection, window: Window) -> list[Any]:
-    """Per license and user: leases acquired in the window, the open ones, and the total
-    and longest duration (seconds) of the others."""
+    """Per license and user: leases acquired in the window, the open ones, and the
+    seat-seconds (each duration x the lease's seats) and longest duration (seconds) of
+    the others."""
     conds, names = _window_conds(window, "acquired_at")
     # An ending before since is not one the window reads (the lease counts as open).
     ended = "ended_at IS NOT NULL" + (" AND ended_at >= :since" if window.since else "")
     if conn.dialect.name == "postgresql":
         # Intervals summed exactly (microseconds), converted once per row of the result.
         held = f"CASE WHEN {ended} THEN GREATEST(ended_at - acquired_at, interval '0') END"
-        total, longest = f"extract(epoch FROM SUM({held}))", f"extract(epoch FROM MAX({held}))"
+        total = f"extract(epoch FROM SUM({held} * seats))"
+        longest = f"extract(epoch FROM MAX({held}))"
     else:
         # Stored as 'YYYY-MM-DD HH:MM:SS.ffffff': whole seconds, then the microseconds
         # (julianday's float is about 40 us off at today's dates, and strftime rounds a
@@ -109,7 +114,7 @@ def _user_leases(conn: Connection, window: Window) -> list[Any]:
             " - CAST(substr(acquired_at, 21, 6) AS INTEGER))"
         )
         held = f"CASE WHEN {ended} THEN max(0, {us}) END"
-        total, longest = f"SUM({held}) / 1000000.0", f"MAX({held}) / 1000000.0"
+        total, longest = f"SUM({held} * seats) / 1000000.0", f"MAX({held}) / 1000000.0"
     sql = f"""
         SELECT license_id, user_name, COUNT(*) AS leases,
                SUM(CASE WHEN {ended} THEN 0 ELSE 1 END) AS open_leases,

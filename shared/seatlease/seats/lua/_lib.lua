@@ -84,8 +84,10 @@ local function number_or_null(v) if v == nil then return 'null' end return int_a
 -- audit function stores (docs/design.md, "Events"): the one place its shape is written.
 -- `e` holds type, tenant_id, license_id and, when known, session_id, client_id,
 -- seats_used, seats_total, count, and `w`: the lease's (or ticket's) weight, written as
--- "seats" (every lease and queue event has one; license and denial events none); `at` is
--- its time in ms; `meta` the metadata object's
+-- "seats" when it is more than 1 (absent: 1, as in the answers; so an audit function of
+-- the release before weights, which refuses a field it does not know, still stores
+-- every event of a license without weighted leases during an upgrade); `at` is its time
+-- in ms; `meta` the metadata object's
 -- JSON text (json.dumps in engine.py), spliced in as it is. The JSON is concatenated, not
 -- cjson-encoded (half the cost, measured): every text field is an identifier of
 -- [A-Za-z0-9._:@-] (checked at the HTTP door and by the admin actions) or a constant, so
@@ -99,7 +101,8 @@ local function emit(outbox, prefix, at, e, meta)
     .. ',"client_id":' .. text_or_null(e.client_id) .. ',"occurred_at":"' .. occurred(at)
     .. '","seats_used":' .. number_or_null(e.seats_used)
     .. ',"seats_total":' .. number_or_null(e.seats_total) .. ',"count":' .. int_arg(e.count or 1)
-    .. (e.w and ',"seats":' .. int_arg(e.w) or '') .. ',"metadata":' .. meta .. '}')
+    .. ((e.w and e.w > 1) and ',"seats":' .. int_arg(e.w) or '') .. ',"metadata":' .. meta
+    .. '}')
 end
 
 -- A wait-queue event's metadata (queue.joined, .granted, .left): the ticket's user and

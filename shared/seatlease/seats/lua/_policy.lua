@@ -427,8 +427,7 @@ local function define_policy()
       for _, name in ipairs(user_facts(k.cfg, a.user).groups) do
         reachable = reachable + (P.reserve[name] or 0)
       end
-      if a.w > reachable then
-        if mine then drop_ticket(k, a.client) end
+      if a.w > reachable then  -- (a ticket it holds is not renewed: it lapses)
         return nil, refusal(S, a, held, hold_ends)
       end
     end

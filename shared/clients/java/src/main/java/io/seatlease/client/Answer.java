@@ -19,6 +19,8 @@ public final class Answer {
     public String sessionId() { return Json.string(raw, "session_id"); }
     public int seatsUsed() { return Json.integer(raw, "seats_used", 0); }
     public int seatsTotal() { return Json.integer(raw, "seats_total", 0); }
+    /** The lease's (or a place in line's) weight: how many of the license's seats it counts as (1 when the answer does not say). */
+    public int seats() { return Math.max(1, Json.integer(raw, "seats", 1)); }
     public int leaseSeconds() { return Json.integer(raw, "lease_seconds", 0); }
     public int heartbeatIntervalSeconds() { return Json.integer(raw, "heartbeat_interval_seconds", 0); }
     /** The server's deadline, Unix seconds (0 when absent). */

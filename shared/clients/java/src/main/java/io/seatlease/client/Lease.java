@@ -22,6 +22,7 @@ public final class Lease implements AutoCloseable {
     private int heartbeatIntervalSeconds;
     private int seatsUsed;
     private int seatsTotal;
+    private int seats = 1;
     private boolean overage;
     private List<String> entitlements;
     private double licenseExpiresAt;
@@ -69,6 +70,10 @@ public final class Lease implements AutoCloseable {
     public int heartbeatIntervalSeconds() { synchronized (lock) { return heartbeatIntervalSeconds; } }
     public int seatsUsed() { synchronized (lock) { return seatsUsed; } }
     public int seatsTotal() { synchronized (lock) { return seatsTotal; } }
+    /** This lease's weight: how many of the license's seats it counts as (1 when the server does not say). */
+    public int seats() { synchronized (lock) { return seats; } }
+    /** The same as {@link #seats()}, for bean-style callers. */
+    public int getSeats() { return seats(); }
     public boolean overage() { synchronized (lock) { return overage; } }
     /** The license's terms, as the last answer gave them (and its token signed them): the
      * entitlements (null: none given), the license's end and its grace's end (Unix seconds,
@@ -89,7 +94,7 @@ public final class Lease implements AutoCloseable {
         return SeatClient.acquireBody(licenseId, options.clientId, new SeatClient.AcquireOptions()
                 .leaseSeconds(options.leaseSeconds).metadata(options.metadata).user(options.user)
                 .host(options.host).queue(queue).ticket(ticket).requestId(requestId)
-                .fingerprint(options.fingerprint));
+                .fingerprint(options.fingerprint).seats(options.seats));
     }
 
     private void took(Answer answer, long sentAt) {
@@ -104,6 +109,7 @@ public final class Lease implements AutoCloseable {
             heartbeatIntervalSeconds = answer.heartbeatIntervalSeconds();
             seatsUsed = answer.seatsUsed();
             seatsTotal = answer.seatsTotal();
+            seats = answer.seats();
             overage = answer.overage();
             if (answer.entitlements() != null) {
                 entitlements = answer.entitlements();

@@ -20,6 +20,7 @@ public final class LeaseOptions {
     String host;
     String requestId;
     String fingerprint;
+    int seats;
     boolean wait;
     Duration waitTimeout = Duration.ZERO;
     Listener listener = new Listener() {};
@@ -36,6 +37,11 @@ public final class LeaseOptions {
     public LeaseOptions requestId(String value) { requestId = value; return this; }
     /** Bind every seat of the lease to this machine ({@link Machine#fingerprint}): cnf.machine. */
     public LeaseOptions fingerprint(String value) { fingerprint = value; return this; }
+    /**
+     * The lease's weight (see {@link SeatClient.AcquireOptions#seats}), asked for by the first
+     * acquire and by every re-acquire after a loss. Not set (0): not sent.
+     */
+    public LeaseOptions seats(int value) { seats = value; return this; }
     /** Wait for a seat (in line on a license with a queue) for at most timeout (ZERO: for ever). */
     public LeaseOptions waitFor(Duration timeout) { wait = true; waitTimeout = timeout; return this; }
     public LeaseOptions listener(Listener value) { listener = value; return this; }

@@ -80,6 +80,7 @@ public final class SeatClient {
         String ticket;
         String requestId;
         String fingerprint;
+        int seats;
 
         public AcquireOptions leaseSeconds(int value) { leaseSeconds = value; return this; }
         /** Borrow the seat for that long (no heartbeats until it ends). */
@@ -95,6 +96,12 @@ public final class SeatClient {
         public AcquireOptions requestId(String value) { requestId = value; return this; }
         /** Bind the seat to this machine ({@link Machine#fingerprint}): the token's cnf.machine. */
         public AcquireOptions fingerprint(String value) { fingerprint = value; return this; }
+        /**
+         * The lease's weight: it counts as that many of the license's seats (at most its
+         * seats). Not set (0): not sent, 1 for a new lease, a renewal keeps the held lease's;
+         * another weight than a held lease's is a {@link SeatException.SeatsMismatch}.
+         */
+        public AcquireOptions seats(int value) { seats = value; return this; }
     }
 
     private final String baseUrl;
@@ -335,6 +342,7 @@ public final class SeatClient {
         if (o.ticket != null) body.addProperty("ticket", o.ticket);
         if (o.requestId != null) body.addProperty("request_id", o.requestId);
         if (o.fingerprint != null) body.addProperty("fingerprint", o.fingerprint);
+        if (o.seats > 0) body.addProperty("seats", o.seats);
         return body;
     }
 

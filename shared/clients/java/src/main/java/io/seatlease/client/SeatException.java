@@ -53,6 +53,8 @@ public class SeatException extends RuntimeException {
     /** A denial's seats in use and in all (409); -1 when absent. */
     public int seatsUsed() { return intField("seats_used", -1); }
     public int seatsTotal() { return intField("seats_total", -1); }
+    /** The weight a denial asked for (seats_requested): 1 for a plain request. */
+    public int seatsRequested() { return intField("seats_requested", 1); }
 
     /** When a seat may come free (409), at least 1. */
     public int retryAfterSeconds() {
@@ -151,6 +153,18 @@ public class SeatException extends RuntimeException {
         private static final long serialVersionUID = 1L;
         public QueueFull(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
         public int queueMax() { return intField("queue_max", -1); }
+    }
+
+    /**
+     * 409 seats_mismatch: this client holds a live lease of heldSeats() seats and asked for
+     * seats(). Not a NoSeatsAvailable: waiting does not cure it; release the lease to take the
+     * other weight, or renew without seats.
+     */
+    public static class SeatsMismatch extends SeatException {
+        private static final long serialVersionUID = 1L;
+        public SeatsMismatch(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        public int heldSeats() { return intField("held_seats", -1); }
+        public int seats() { return intField("seats", -1); }
     }
 
     /** Waiting, and no seat came free in time. */
@@ -272,6 +286,9 @@ public class SeatException extends RuntimeException {
             case 409:
                 if (code.equals("user_limit_reached")) {
                     return new UserLimitReached(status, code, message, body, retryAfterHeader);
+                }
+                if (code.equals("seats_mismatch")) {
+                    return new SeatsMismatch(status, code, message, body, retryAfterHeader);
                 }
                 return code.equals("queue_full")
                         ? new QueueFull(status, code, message, body, retryAfterHeader)

@@ -338,6 +338,18 @@ public final class TokenVerifier {
         if (claims.has("maxv") && !Json.same(claims.get("maxv"), reply.get("max_version"))) {
             problems.add("max_version");
         }
+        // The weight: a token that signs one must agree with the answer's (absent: 1).
+        if (claims.has("seats")) {
+            JsonElement answered = reply.has("seats") ? reply.get("seats") : new JsonPrimitive(1);
+            if (!Json.isNumber(claims.get("seats")) || !Json.same(claims.get("seats"), answered)) {
+                problems.add("seats");
+            }
+        }
+    }
+
+    /** The lease's weight a verified token signs (its seats claim; 1 when absent). */
+    public static int claimedSeats(JsonObject claims) {
+        return Math.max(1, Json.integer(claims, "seats", 1));
     }
 
     /** Two decoded JSON arrays of strings equal. */

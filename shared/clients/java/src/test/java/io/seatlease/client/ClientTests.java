@@ -170,6 +170,11 @@ public final class ClientTests {
                     want = Json.string(request, "session_id");
                 }
                 outcome = want != null && want.equals(Json.string(claims, "sid")) ? "ok" : "ok with another sid";
+                // the lease's weight the token signs, 1 when absent
+                int seats = Json.integer(c, "seats_claim", 1);
+                if (outcome.equals("ok") && TokenVerifier.claimedSeats(claims) != seats) {
+                    outcome = "ok with seats " + TokenVerifier.claimedSeats(claims) + ", not " + seats;
+                }
             } catch (SeatException.TokenException refused) {
                 outcome = refused.status() == status ? refused.code() : refused.code() + " (status " + refused.status() + ")";
             }
@@ -247,7 +252,49 @@ public final class ClientTests {
         {"deep_nesting", "acquire", false, SeatException.InvalidResponse.class, 201},
         {"absurd_numbers", "acquire", false, SeatException.BackendUnavailable.class, 503},
         {"absurd_numbers_409", "acquire", false, SeatException.NoSeatsAvailable.class, 409},
+        {"seats_mismatch", "acquire", false, SeatException.SeatsMismatch.class, 409},
+        {"seats_mismatch", "lease", false, SeatException.SeatsMismatch.class, 409},
+        {"weighted_denial", "acquire", false, SeatException.NoSeatsAvailable.class, 409},
     };
+
+    /**
+     * Weighted seats against the bad server's scenarios: seats is sent only when set (the
+     * "weights" scenario echoes the weight asked, none when none was, and refuses a seats that
+     * is not a positive integer); the answer's and the lease's weight, 1 from a server that does
+     * not say; a seats_mismatch's and a weighted denial's numbers; a mismatch is not waited for.
+     */
+    static void weightsAreSentAndRead() throws Exception {
+        String server = System.getenv("SEATLEASE_BAD_URL");
+        if (server == null || server.isEmpty()) {
+            throw new Skip("SEATLEASE_BAD_URL not set: run through pytest tests/test_client_java.py");
+        }
+        SeatClient.Options options = new SeatClient.Options().retries(0);
+        SeatClient weights = new SeatClient(server + "/weights", "sl_test", options);
+        Answer plain = weights.acquire("lic", "pc-1");
+        check(plain.seats() == 1 && !plain.raw().has("seats"), plain);
+        Answer three = weights.acquire("lic", "pc-2", new SeatClient.AcquireOptions().seats(3));
+        check(three.seats() == 3, three);
+        try (Lease lease = weights.lease("lic", new LeaseOptions("pc-3"))) {
+            check(lease.seats() == 1 && lease.getSeats() == 1);
+        }
+        try (Lease lease = weights.lease("lic", new LeaseOptions("pc-4").seats(4))) {
+            check(lease.seats() == 4 && lease.getSeats() == 4);
+        }
+        SeatClient mismatch = new SeatClient(server + "/seats_mismatch", "sl_test", options);
+        SeatException.SeatsMismatch refused = expect(SeatException.SeatsMismatch.class,
+                () -> mismatch.acquire("lic", "pc-1", new SeatClient.AcquireOptions().seats(2)));
+        check(refused.heldSeats() == 4 && refused.seats() == 2 && refused.code().equals("seats_mismatch"), refused);
+        check(!SeatException.NoSeatsAvailable.class.isInstance(refused), "a mismatch is no denial of a seat");
+        double started = now();
+        expect(SeatException.SeatsMismatch.class,
+                () -> mismatch.lease("lic", new LeaseOptions("pc-1").seats(2).waitFor(Duration.ofSeconds(30))));
+        check(now() - started < 5, "a mismatch is not waited for");
+        SeatClient denial = new SeatClient(server + "/weighted_denial", "sl_test", options);
+        SeatException.NoSeatsAvailable full = expect(SeatException.NoSeatsAvailable.class,
+                () -> denial.acquire("lic", "pc-1", new SeatClient.AcquireOptions().seats(4)));
+        check(full.seatsRequested() == 4 && full.seatsUsed() == 6, full);
+        check(TokenVerifier.claimedSeats(new JsonObject()) == 1);
+    }
 
     static void everyBadAnswer(Map<String, String> outcomes) {
         String server = System.getenv("SEATLEASE_BAD_URL");
@@ -629,6 +676,39 @@ public final class ClientTests {
         expect(SeatException.WrongAudience.class, () -> wrongTenant.acquire("j-pinned", "pc-3"));
     }
 
+    /**
+     * A lease of 3 seats on a license of 4: its weight on the answer and the server, kept on
+     * renewal and after a loss; seats_mismatch; a denial of more seats than are free.
+     */
+    static void aWeightedLease() throws Exception {
+        needStack();
+        license("j-weights", "{\"seats\": 4, \"lease_seconds\": 3}"); // heartbeats every second
+        SeatClient client = client(true, 0.05);
+        Watcher watcher = new Watcher();
+        try (Lease lease = client.lease("j-weights", new LeaseOptions("render-1").seats(3).listener(watcher))) {
+            check(lease.seats() == 3 && lease.seatsUsed() == 3 && lease.seatsTotal() == 4);
+            String payload = new String(java.util.Base64.getUrlDecoder().decode(lease.token().split("\\.")[1]),
+                    java.nio.charset.StandardCharsets.UTF_8);
+            check(TokenVerifier.claimedSeats(Json.parseObject(payload)) == 3, payload);
+            Answer renewed = client.acquire("j-weights", "render-1"); // no seats: the weight is kept
+            check(renewed.seats() == 3 && renewed.sessionId().equals(lease.sessionId()), renewed);
+            SeatException.SeatsMismatch mismatch = expect(SeatException.SeatsMismatch.class,
+                    () -> client.acquire("j-weights", "render-1", new SeatClient.AcquireOptions().seats(2)));
+            check(mismatch.heldSeats() == 3 && mismatch.seats() == 2, mismatch);
+            SeatException.NoSeatsAvailable full = expect(SeatException.NoSeatsAvailable.class,
+                    () -> client.acquire("j-weights", "ws-2", new SeatClient.AcquireOptions().seats(2)));
+            check(full.seatsRequested() == 2 && full.seatsUsed() == 3, full);
+            Answer plain = client.acquire("j-weights", "ws-3"); // the last seat
+            check(plain.seats() == 1 && plain.seatsUsed() == 4, plain);
+            client.release("j-weights", plain.sessionId());
+            check(control("weights?license_id=j-weights", null).equals(Json.parseObject("{\"render-1\": 3}")));
+            control("flush", "{}"); // the seat is lost: the re-acquire asks for the same weight
+            eventually(10, "the weighted seat regained", () -> watcher.regained.get() == 1 && !lease.lost());
+            check(lease.seats() == 3);
+            check(control("weights?license_id=j-weights", null).equals(Json.parseObject("{\"render-1\": 3}")));
+        }
+    }
+
     static void aSuspendedLicenseIsLicenseSuspendedUntilItIsResumed() throws Exception {
         needStack();
         license("j-suspend", "{\"seats\": 2, \"lease_seconds\": 30}");
@@ -663,6 +743,7 @@ public final class ClientTests {
             everyBadAnswer(badOutcomes);
             check(!badOutcomes.values().stream().anyMatch(v -> v != null), "bad answers failed");
         });
+        tests.put("weights_are_sent_and_read", ClientTests::weightsAreSentAndRead);
         tests.put("lease_life_past_three_leases_a_redis_flush_and_a_revoke", ClientTests::leaseLifePastThreeLeasesARedisFlushAndARevoke);
         tests.put("a_stalled_server_answers_the_retry_from_the_first_run", ClientTests::aStalledServerAnswersTheRetryFromTheFirstRun);
         tests.put("a_retry_of_your_own_with_the_same_request_id_takes_one_seat", ClientTests::aRetryOfYourOwnWithTheSameRequestIdTakesOneSeat);
@@ -681,6 +762,7 @@ public final class ClientTests {
         tests.put("a_licenses_terms_and_a_machine_bound_seat", ClientTests::aLicensesTermsAndAMachineBoundSeat);
         tests.put("pinned_keys_from_the_deployment_verify_and_others_are_refused", ClientTests::pinnedKeysFromTheDeploymentVerifyAndOthersAreRefused);
         tests.put("a_suspended_license_is_license_suspended_until_it_is_resumed", ClientTests::aSuspendedLicenseIsLicenseSuspendedUntilItIsResumed);
+        tests.put("a_weighted_lease", ClientTests::aWeightedLease);
         List<String> only = List.of(args);
         int passed = 0, failed = 0, skipped = 0;
         for (Map.Entry<String, Body> test : tests.entrySet()) {
