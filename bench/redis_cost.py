@@ -725,7 +725,7 @@ def floor_call(
         f'{{"event_id":"0123456789abcdef-1","type":"lease.acquired","tenant_id":"{TENANT}",'
         f'"license_id":"{license_id}","session_id":"{session_id}","client_id":"{client_id}",'
         f'"occurred_at":"2026-11-24T12:00:00.000Z","seats_used":10001,'
-        f'"seats_total":{SEATS},"count":1,"seats":1,"metadata":{META}}}'
+        f'"seats_total":{SEATS},"count":1,"metadata":{META}}}'
     )
     packed = f"A~{session_id}@4c4b40 36ee80 2711 989680\"' 0"
     return key_list, [
