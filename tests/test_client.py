@@ -254,7 +254,8 @@ def test_server_down_longer_than_the_lease_marks_it_lost_then_regains(client, ma
         eventually(lambda: lease.lost, 4, "the lease marked lost")
         assert events.lost == ["unreachable"] and lease.lost_reason == "unreachable"
         served.start()
-        eventually(lambda: not lease.lost, 4, "the seat regained")
+        # (the callback runs just after `lost` clears: wait for both)
+        eventually(lambda: not lease.lost and events.regained, 4, "the seat regained")
         assert events.regained == 1 and lease.session_id != old
         assert [s["session_id"] for s in live()] == [lease.session_id]
     assert live() == []
