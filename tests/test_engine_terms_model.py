@@ -4,7 +4,8 @@ rule moves the license's term past the Redis clock's now (before its start, with
 in its grace, ended; or renewed), which is what waiting would do to the scripts' checks
 against Redis TIME, and writes it as an operator's change does (``cache_config``). Both
 ``on_expiry`` settings; acquires ask for entitlements and versions in and out of the
-license's. The seat count never passes the limit, and every answer is the model's."""
+license's. Weights too: two clients' leases count as 2 and 3 seats. The seats in use
+never pass the limit, and every answer is the model's."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from seatlease.errors import (
+    InvalidRequest,
     LicenseExpired,
     LicenseNotStarted,
     NoSeatsAvailable,
@@ -26,12 +28,14 @@ from seatlease.errors import (
 from seatlease.licenses import version_key
 from seatlease.seats import redisconn
 from seatlease.seats.engine import LicenseConfig, SeatEngine, SeatRequest
+from seatlease.seats.keys import LicenseKeys
 
 CLIENTS = st.sampled_from([f"c{i}" for i in range(6)])
 NAMES = ("pro", "gpu", "cloud")
 VERSIONS = st.sampled_from([None, "2026.4", "2026.10", "2025.12.1", "2026.4.0.1", "3"])
 PHASES = ("before", "active", "grace", "ended")
 HOUR = timedelta(hours=1)
+WEIGHT_OF = {"c4": 2, "c5": 3}  # the seats a client's lease counts as (else 1)
 
 
 class TermModel(RuleBasedStateMachine):
@@ -57,6 +61,10 @@ class TermModel(RuleBasedStateMachine):
         self.phase = "active"
         self.live: dict[str, str] = {}  # session -> client
         self._set_phase("active")
+
+    @property
+    def used(self) -> int:
+        return sum(WEIGHT_OF.get(client, 1) for client in self.live.values())
 
     def teardown(self) -> None:
         if hasattr(self, "redis"):
@@ -88,12 +96,16 @@ class TermModel(RuleBasedStateMachine):
 
     @rule(client=CLIENTS, wants=st.sets(st.sampled_from(NAMES)), version=VERSIONS)
     def acquire(self, client: str, wants: set[str], version: str | None) -> None:
+        weight = WEIGHT_OF.get(client, 1)
         request = SeatRequest(
-            "t", "lic", client, entitlements=tuple(sorted(wants)), version=version
+            "t", "lic", client, entitlements=tuple(sorted(wants)), version=version, seats=weight
         )
         held = next((s for s, c in self.live.items() if c == client), None)
         try:
             lease = self.engine.acquire(request)
+        except InvalidRequest:  # more seats than the license has, whatever its term
+            assert weight > max(1, self.config.seats)
+            return
         except LicenseNotStarted:
             assert self.phase == "before"
             return
@@ -110,13 +122,14 @@ class TermModel(RuleBasedStateMachine):
             assert version_key(version) > version_key(self.config.max_version)
             return
         except NoSeatsAvailable:
-            assert held is None and len(self.live) >= self.config.seat_limit
+            assert held is None and self.used + weight > self.config.seat_limit
             assert self.phase in ("active", "grace")
             return
         assert self.phase in ("active", "grace")
         assert not wants - set(self.config.entitlements)
         if version and self.config.max_version:
             assert version_key(version) <= version_key(self.config.max_version)
+        assert weight <= max(1, self.config.seats) and lease.seats == weight
         assert lease.created == (held is None)
         if held:
             assert lease.session_id == held
@@ -153,9 +166,11 @@ class TermModel(RuleBasedStateMachine):
     def redis_agrees_with_the_model(self) -> None:
         if not hasattr(self, "engine"):
             return
-        rows = {r["session_id"] for r in self.engine.live_leases("t", "lic")}
-        assert rows == set(self.live)
-        assert len(rows) <= max(self.config.seat_limit, 0)
+        rows = {r["session_id"]: r["seats"] for r in self.engine.live_leases("t", "lic")}
+        assert set(rows) == set(self.live)
+        assert sum(rows.values()) == self.used <= max(self.config.seat_limit, 0)
+        units = self.redis.zcard(LicenseKeys.of("t", "lic").units)
+        assert units == sum(WEIGHT_OF.get(c, 1) - 1 for c in self.live.values())
 
 
 def test_engine_matches_the_term_model(redis_server):
