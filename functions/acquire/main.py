@@ -18,7 +18,7 @@ from seatlease.api.runtime import seat_engine
 from seatlease.api.schemas import AcquireRequest
 from seatlease.api.tenantlicenses import require_license
 from seatlease.api.tenantlimits import rate_limit
-from seatlease.api.tokens import signer, terms_answer
+from seatlease.api.tokens import signer, terms_answer, weight_field
 from seatlease.clock import rfc3339
 from seatlease.seats.engine import QueuePlace, SeatRequest
 
@@ -61,7 +61,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
                 "retry_after_seconds": lease.retry_after_seconds,
                 "seats_used": lease.seats_used,
                 "seats_total": lease.seats_total,
-                **({"seats": lease.seats} if lease.seats > 1 else {}),  # absent: 1
+                **weight_field(lease.seats),
             },
             retry_after,
         )
@@ -84,7 +84,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
         "seats_total": lease.seats_total,
         "overage": lease.overage,
         "borrowed": lease.borrowed,
-        **({"seats": lease.seats} if lease.seats > 1 else {}),  # absent: 1, as before weights
+        **weight_field(lease.seats),
         **terms_answer(terms),
         **sign.lease(
             tenant_id=call.tenant_id,
@@ -95,7 +95,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
             expires_at_ms=lease.expires_at_ms,
             nonce=body.nonce,
             **({"borrowed": True} if lease.borrowed else {}),
-            **({"seats": lease.seats} if lease.seats > 1 else {}),  # absent: 1
+            **weight_field(lease.seats),
             **(terms.claims() if terms else {}),
             # the machine it was taken for: a client refuses a borrowed token elsewhere
             **({"cnf": {"machine": body.fingerprint}} if body.fingerprint else {}),

@@ -13,7 +13,7 @@ from seatlease.api.runtime import seat_engine
 from seatlease.api.schemas import SessionRequest
 from seatlease.api.tenantlicenses import require_license
 from seatlease.api.tenantlimits import rate_limit
-from seatlease.api.tokens import signer, terms_answer
+from seatlease.api.tokens import signer, terms_answer, weight_field
 from seatlease.clock import rfc3339
 
 
@@ -36,7 +36,7 @@ def heartbeat(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
         "lease_seconds": renewal.lease_seconds,
         "heartbeat_interval_seconds": renewal.heartbeat_interval_seconds,
         "borrowed": renewal.borrowed,
-        **({"seats": renewal.seats} if renewal.seats > 1 else {}),  # absent: 1
+        **weight_field(renewal.seats),
         **terms_answer(renewal.terms),
         **sign.lease(
             tenant_id=call.tenant_id,
@@ -47,7 +47,7 @@ def heartbeat(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
             expires_at_ms=renewal.expires_at_ms,
             nonce=body.nonce,
             **({"borrowed": True} if renewal.borrowed else {}),
-            **({"seats": renewal.seats} if renewal.seats > 1 else {}),  # absent: 1
+            **weight_field(renewal.seats),
             **(renewal.terms.claims() if renewal.terms else {}),
         ),
     }

@@ -154,6 +154,13 @@ def terms_answer(terms: Any) -> dict[str, Any]:
     return answer
 
 
+def weight_field(seats: int) -> dict[str, int]:
+    """``seats`` for an answer and a token's claims when the lease (or ticket) counts as
+    more than one seat; none for one (absent means 1: answers and tokens as before
+    weights)."""
+    return {"seats": seats} if seats > 1 else {}
+
+
 def _b64(data: bytes) -> bytes:
     """base64url without padding (RFC 7515 section 2)."""
     return base64.urlsafe_b64encode(data).rstrip(b"=")

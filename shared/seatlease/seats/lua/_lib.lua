@@ -500,7 +500,7 @@ local function reclaim(k, lk, tenant, license, sid, now, total, prefix)
     if rec.x and not rec.lg then meta = with_reason(meta, 'license_expired') end
     emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant,
       license_id = license, session_id = sid, client_id = rec.c,
-      seats_used = in_use(k, now), seats_total = tonumber(total), w = rec.w or 1}, meta)
+      seats_used = in_use(k, now), seats_total = tonumber(total), w = rec.w}, meta)
   end
   return rec
 end
@@ -564,8 +564,6 @@ local function load_terms(cfg_key, text)
           maxk = v[8]}
 end
 
--- The reply's tail for a license with terms: expires_at and its end (0: none), flags
--- (1: in the grace, 2: the deadline was cut to the end), entitlements, max_version.
 -- A weighted lease's reply (acquired, renewed, ok) ends in its weight, after the terms'
 -- tail when there is one; a lease of weight 1 adds nothing (replies as before weights).
 local function weighted_tail(reply, w)
@@ -573,6 +571,8 @@ local function weighted_tail(reply, w)
   return reply
 end
 
+-- The reply's tail for a license with terms: expires_at and its end (0: none), flags
+-- (1: in the grace, 2: the deadline was cut to the end), entitlements, max_version.
 local function terms_tail(reply, T, now, cut)
   local flags = 0
   if T.exp and now >= T.exp then flags = 1 end

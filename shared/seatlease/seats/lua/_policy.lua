@@ -220,7 +220,7 @@ local function define_policy()
     if extra then fields = fields .. ',' .. extra end
     emit(k.outbox, a.prefix, now, {type = etype, tenant_id = a.tenant, license_id = a.license,
       session_id = sid, client_id = client, seats_used = used, seats_total = a.seats,
-      w = t.w or 1}, ticket_meta(t, fields))
+      w = t.w}, ticket_meta(t, fields))
   end
 
   -- Drops a ticket whose time ran out (`raw`: its record) with queue.left saying why.

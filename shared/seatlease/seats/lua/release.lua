@@ -66,14 +66,14 @@ if score and score > now then
     local used = in_use(k, now)
     emit(k.outbox, prefix, now, {type = 'lease.lingering', tenant_id = tenant,
       license_id = license, session_id = sid, client_id = rec.c, seats_used = used,
-      seats_total = cfg.seats, w = rec.w or 1}, rec.m)
+      seats_total = cfg.seats, w = rec.w}, rec.m)
     return remember(reply_key, reply_ttl, now, {'released', used, cfg.seats, 1, now})
   end
   drop_lease(k, lk, sid)
   local used = in_use(k, now)
   emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
     session_id = sid, client_id = rec.c, seats_used = used, seats_total = cfg.seats,
-    w = rec.w or 1}, rec.m)
+    w = rec.w}, rec.m)
   if cfg.policy and k.queue then
     define_policy()
     hold_for_queue(cjson.decode(cfg.policy), k, now, cfg.limit, used,
