@@ -8,6 +8,7 @@ client; tenants, API keys and licenses are created in the real database through
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import urllib.error
@@ -207,3 +208,23 @@ def serving(wsgi_app: Any, quiet: bool = False) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+# -- the audit function, fed as a Pub/Sub push subscription feeds it --------------------
+
+
+def push_to_audit(client: Any, data: bytes, message_id: str = "1") -> TestResponse:
+    """Deliver one message to the audit function's test client the way a Pub/Sub push
+    subscription does (the raw push body, which functions-framework turns into the
+    CloudEvent Eventarc would send)."""
+    body = {
+        "message": {"data": base64.b64encode(data).decode(), "messageId": message_id},
+        "subscription": "projects/seatlease-test/subscriptions/audit",
+    }
+    return client.post("/", json=body)
+
+
+def push_all_to_audit(client: Any, messages: list[Any]) -> None:
+    """Every message pulled from the emulator's subscription, each acknowledged (200)."""
+    for i, message in enumerate(messages):
+        assert push_to_audit(client, message.data, str(i)).status_code == 200

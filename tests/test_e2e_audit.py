@@ -11,6 +11,7 @@ from collections import Counter
 
 import functions_framework
 import pytest
+from http_support import push_to_audit
 
 from seatlease.events.pubsub import Publisher
 from seatlease.events.reaper import Reaper
@@ -22,16 +23,6 @@ from seatlease_cli.procs import free_port
 @pytest.fixture
 def audit_client():
     return functions_framework.create_app("audit", "functions/audit/main.py").test_client()
-
-
-def push(client, data: bytes, message_id: str = "1"):
-    """Deliver one message the way a Pub/Sub push subscription does (the raw push body,
-    which functions-framework turns into the CloudEvent Eventarc would send)."""
-    body = {
-        "message": {"data": base64.b64encode(data).decode(), "messageId": message_id},
-        "subscription": "projects/seatlease-test/subscriptions/audit",
-    }
-    return client.post("/", json=body)
 
 
 def test_every_lease_change_becomes_exactly_one_audit_row(
@@ -58,9 +49,9 @@ def test_every_lease_change_becomes_exactly_one_audit_row(
     report = Reaper(redis_client, Publisher()).run()
     messages = pubsub.pull()
     for i, message in enumerate(messages):
-        assert push(audit_client, message.data, str(i)).status_code == 200
+        assert push_to_audit(audit_client, message.data, str(i)).status_code == 200
     for i, message in enumerate(messages):  # Pub/Sub redelivers: nothing is added
-        assert push(audit_client, message.data, f"again-{i}").status_code == 200
+        assert push_to_audit(audit_client, message.data, f"again-{i}").status_code == 200
 
     rows = event_log.list_events("acme", "cad")
     assert len(rows) == report.published == len({r["event_id"] for r in rows})
@@ -78,7 +69,7 @@ def test_every_lease_change_becomes_exactly_one_audit_row(
 
 def test_a_malformed_message_is_acknowledged_and_logged(database_url, audit_client, capsys):
     for bad in (b"not json", b'[{"event_id": "x"}]', b'{"type": "lease.acquired"}'):
-        assert push(audit_client, bad).status_code == 200
+        assert push_to_audit(audit_client, bad).status_code == 200
     logged = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
     errors = [line for line in logged if line["severity"] == "ERROR"]
     assert [line["message"] for line in errors] == [
@@ -119,8 +110,10 @@ def test_one_bad_event_is_dropped_and_the_rest_of_its_message_is_stored(
         _event("good-2", type="lease.released"),
     ]
     data = json.dumps(events).encode()  # ensure_ascii: \u0000 and \ud800 escapes
-    assert push(audit_client, data).status_code == 200
-    assert push(audit_client, data, "again").status_code == 200  # redelivery: nothing added
+    assert push_to_audit(audit_client, data).status_code == 200
+    assert (
+        push_to_audit(audit_client, data, "again").status_code == 200
+    )  # redelivery: nothing added
     assert [r["event_id"] for r in event_log.list_events("acme")] == ["good-1", "good-2"]
     logged = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
     rejected = [line for line in logged if line["message"] == "audit: invalid events acknowledged"]
@@ -165,12 +158,12 @@ def test_database_down_raises_then_the_retry_inserts_once(database_url, audit_cl
     data = json.dumps([event]).encode()
     monkeypatch.setenv("DATABASE_URL", f"postgresql://postgres@127.0.0.1:{free_port()}/x")
     db.reset()
-    down = push(audit_client, data)
+    down = push_to_audit(audit_client, data)
     assert down.status_code == 503  # not stored: a non-2xx makes Pub/Sub redeliver
     monkeypatch.setenv("DATABASE_URL", database_url)
     db.reset()
-    assert push(audit_client, data).status_code == 200
-    assert push(audit_client, data).status_code == 200
+    assert push_to_audit(audit_client, data).status_code == 200
+    assert push_to_audit(audit_client, data).status_code == 200
     assert [r["event_id"] for r in event_log.list_events("acme")] == ["evt-1"]
 
 

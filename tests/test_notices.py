@@ -8,7 +8,6 @@ waits for them instead of days."""
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 from dataclasses import replace
@@ -16,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import functions_framework
 import pytest
+from http_support import push_all_to_audit
 from sqlalchemy import select
 
 from seatlease.events.pubsub import Publisher
@@ -153,13 +153,7 @@ def test_notices_reach_the_audit_table_and_no_rollup(
     report = Reaper(redis_client, Publisher()).run()
     assert report.notices == 1 and report.published == 1
     audit = functions_framework.create_app("audit", "functions/audit/main.py").test_client()
-    messages = pubsub.pull()
-    for i, message in enumerate(messages):
-        body = {
-            "message": {"data": base64.b64encode(message.data).decode(), "messageId": str(i)},
-            "subscription": "projects/seatlease-test/subscriptions/audit",
-        }
-        assert audit.post("/", json=body).status_code == 200
+    push_all_to_audit(audit, pubsub.pull())
     rows = event_log.list_events("acme", "cad")
     assert [r["type"] for r in rows] == ["license.expiring"]
     assert rows[0]["metadata"]["threshold_days"] == 30

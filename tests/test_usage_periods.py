@@ -5,7 +5,6 @@ rollups is tests/test_reports.py's (every period against the raw events)."""
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 from datetime import UTC, datetime, timedelta
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import functions_framework
 import pytest
+from http_support import push_all_to_audit
 from sqlalchemy import Engine, inspect, select
 
 from seatlease import clock
@@ -54,14 +54,6 @@ def fixed_now(monkeypatch) -> datetime:
 # -- the issue's test: a hold of 2 seats for 5 s, through the real pieces -----------------
 
 
-def push(client, data: bytes, message_id: str):
-    body = {
-        "message": {"data": base64.b64encode(data).decode(), "messageId": message_id},
-        "subscription": "projects/seatlease-test/subscriptions/audit",
-    }
-    return client.post("/", json=body)
-
-
 def test_a_five_second_hold_of_two_seats(database, redis_client, pubsub, monkeypatch):
     """engine -> outbox -> reaper -> Pub/Sub emulator -> audit function -> database, then
     the reports: the minute report has one or two points (the hold may cross a minute)
@@ -87,8 +79,7 @@ def test_a_five_second_hold_of_two_seats(database, redis_client, pubsub, monkeyp
     engine.release(T, "cad", bob.session_id)
     Reaper(redis_client, Publisher()).run()
     audit = functions_framework.create_app("audit", "functions/audit/main.py").test_client()
-    for i, message in enumerate(pubsub.pull()):
-        assert push(audit, message.data, str(i)).status_code == 200
+    push_all_to_audit(audit, pubsub.pull())
     assert len(event_log.list_events(T, "cad")) == 4
 
     now = clock.now()

@@ -7,13 +7,13 @@ tests/test_reports.py's."""
 
 from __future__ import annotations
 
-import base64
 import json
 from datetime import UTC, datetime
 
 import functions_framework
 import pytest
 import sqlalchemy as sa
+from http_support import push_all_to_audit, push_to_audit
 from sqlalchemy import select, text
 
 from seatlease import clock
@@ -63,14 +63,6 @@ def two_leases() -> list[dict]:
     ]
 
 
-def push(client, data: bytes, message_id: str):
-    body = {
-        "message": {"data": base64.b64encode(data).decode(), "messageId": message_id},
-        "subscription": "projects/seatlease-test/subscriptions/audit",
-    }
-    return client.post("/", json=body)
-
-
 @pytest.fixture
 def fixed_now(monkeypatch) -> datetime:
     monkeypatch.setattr(clock, "now", lambda: NOW)
@@ -87,7 +79,7 @@ def test_the_audit_function_stores_each_events_seats(database, fixed_now):
     audit = functions_framework.create_app("audit", "functions/audit/main.py").test_client()
     endings, starts = [rows[2], rows[3], rows[4]], [rows[0], rows[1]]
     for i, batch in enumerate((endings, starts)):
-        assert push(audit, json.dumps(batch).encode(), str(i)).status_code == 200
+        assert push_to_audit(audit, json.dumps(batch).encode(), str(i)).status_code == 200
     stored = {e["event_id"]: e["seats"] for e in event_log.list_events(T, "render")}
     assert stored == {"w-000": 4, "w-001": 1, "w-002": 4, "w-003": 1, "w-004": 1}
     with db.get_engine().connect() as conn:
@@ -118,8 +110,7 @@ def test_a_weighted_lease_through_the_real_pieces(database, redis_client, pubsub
     engine.release(T, "render", desk.session_id)
     Reaper(redis_client, Publisher()).run()
     audit = functions_framework.create_app("audit", "functions/audit/main.py").test_client()
-    for i, message in enumerate(pubsub.pull()):
-        assert push(audit, message.data, str(i)).status_code == 200
+    push_all_to_audit(audit, pubsub.pull())
     stored = [(e["type"], e["client_id"], e["seats"], e["seats_used"])
               for e in event_log.list_events(T, "render")]  # fmt: skip
     assert stored == [
