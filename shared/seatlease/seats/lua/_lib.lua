@@ -381,6 +381,15 @@ end
 -- plain leases would cost, in one command per 1,000 seats (Lua's unpack bound).
 local UNIT_CHUNK = 1000
 
+-- `command` on `key` with `args` (a flat list of `per`-argument items), UNIT_CHUNK items
+-- a command.
+local function call_chunked(command, key, args, per)
+  local step = per * UNIT_CHUNK
+  for i = 1, #args, step do
+    redis.call(command, key, unpack(args, i, math.min(i + step - 1, #args)))
+  end
+end
+
 local function set_units(units, sid, w, deadline_text)
   if not w or w <= 1 then return end
   -- up to 8 seats, one ZADD with its arguments written out: no table, no loop, no unpack
@@ -411,25 +420,15 @@ local function set_units(units, sid, w, deadline_text)
   for i = 2, w do
     args[#args + 1] = deadline_text
     args[#args + 1] = sid .. '#' .. i
-    if #args >= 2 * UNIT_CHUNK then
-      redis.call('ZADD', units, unpack(args))
-      args = {}
-    end
   end
-  if #args > 0 then redis.call('ZADD', units, unpack(args)) end
+  call_chunked('ZADD', units, args, 2)
 end
 
 local function drop_units(units, sid, w)
   if not w or w <= 1 then return end
   local members = {}
-  for i = 2, w do
-    members[#members + 1] = sid .. '#' .. i
-    if #members >= UNIT_CHUNK then
-      redis.call('ZREM', units, unpack(members))
-      members = {}
-    end
-  end
-  if #members > 0 then redis.call('ZREM', units, unpack(members)) end
+  for i = 2, w do members[#members + 1] = sid .. '#' .. i end
+  call_chunked('ZREM', units, members, 1)
 end
 
 -- Seats in use at `now`: the live leases, each weighted.
