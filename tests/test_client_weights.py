@@ -19,6 +19,7 @@ from typing import Any
 
 import jwt
 import pytest
+from client_bad_server import WEIGHTED_DENIAL
 from http_support import post_json, serving
 from werkzeug.wrappers import Request, Response
 
@@ -171,18 +172,7 @@ def test_seats_mismatch_is_typed_and_never_waited_for():
 
 
 def test_a_denial_says_how_many_seats_were_asked():
-    denial = {
-        "error": {
-            "code": "no_seats_available",
-            "message": "All 8 seats are in use: 2 seats are free, 4 asked; retry after 5 s.",
-            "seats_used": 6,
-            "seats_total": 8,
-            "seats_held": 0,
-            "seats_reserved": 0,
-            "retry_after_seconds": 5,
-            "seats_requested": 4,
-        }
-    }
+    denial = {"error": WEIGHTED_DENIAL}  # the C and Java clients' bad server's too
     with recording(lambda _f, _b: (409, denial)) as (client, _recorder):
         with pytest.raises(NoSeatsAvailable) as refused:
             client.acquire("lic", "pc-1", seats=4)
