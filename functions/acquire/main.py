@@ -18,7 +18,7 @@ from seatlease.api.runtime import seat_engine
 from seatlease.api.schemas import AcquireRequest
 from seatlease.api.tenantlicenses import require_license
 from seatlease.api.tenantlimits import rate_limit
-from seatlease.api.tokens import signer, terms_answer, weight_field
+from seatlease.api.tokens import machine_claim, signer, terms_answer, weight_field
 from seatlease.clock import rfc3339
 from seatlease.seats.engine import QueuePlace, SeatRequest
 
@@ -45,6 +45,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
             entitlements=tuple(body.entitlements or ()),
             version=body.version,
             seats=body.seats,
+            fingerprint=body.fingerprint,
         )
     )
     if isinstance(lease, QueuePlace):  # a full license with a queue: a place in line
@@ -98,6 +99,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
             **weight_field(lease.seats),
             **(terms.claims() if terms else {}),
             # the machine it was taken for: a client refuses a borrowed token elsewhere
-            **({"cnf": {"machine": body.fingerprint}} if body.fingerprint else {}),
+            # (a borrowed lease's own: the machine it was borrowed for, whoever asks)
+            **machine_claim(lease.machine or body.fingerprint),
         ),
     }

@@ -13,7 +13,7 @@ from seatlease.api.runtime import seat_engine
 from seatlease.api.schemas import SessionRequest
 from seatlease.api.tenantlicenses import require_license
 from seatlease.api.tenantlimits import rate_limit
-from seatlease.api.tokens import signer, terms_answer, weight_field
+from seatlease.api.tokens import machine_claim, signer, terms_answer, weight_field
 from seatlease.clock import rfc3339
 
 
@@ -49,5 +49,6 @@ def heartbeat(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
             **({"borrowed": True} if renewal.borrowed else {}),
             **weight_field(renewal.seats),
             **(renewal.terms.claims() if renewal.terms else {}),
+            **machine_claim(renewal.machine),  # a borrowed lease's machine
         ),
     }

@@ -160,6 +160,15 @@ class SeatsMismatch(SeatError):
         self.seats = seats
 
 
+class MachineMismatch(SeatError):
+    """The client's borrowed lease was borrowed for another machine: a borrowed seat stays
+    on the machine it was borrowed for (its token's ``cnf.machine``)."""
+
+    def __init__(self, client_id: str) -> None:
+        super().__init__(f"client {client_id!r} borrowed its seat for another machine")
+        self.client_id = client_id
+
+
 class SessionExpired(SeatError):
     """The session is gone: ``reason`` is ``expired`` or ``unknown``."""
 

@@ -21,6 +21,7 @@ from seatlease.errors import (
     LicenseNotFound,
     LicenseNotStarted,
     LicenseSuspended,
+    MachineMismatch,
     NoSeatsAvailable,
     NotConfigured,
     NotEntitled,
@@ -124,6 +125,14 @@ def to_api_error(exc: Exception) -> ApiError:
                 f"lease keeps its weight: release it to take {exc.seats}.",
                 held_seats=exc.held_seats,
                 seats=exc.seats,
+            )
+        case MachineMismatch():
+            return ApiError(
+                409,
+                "machine_mismatch",
+                f"Client {exc.client_id!r} borrowed its seat for another machine: a borrowed "
+                "seat stays on the machine it was borrowed for until it is returned (release) "
+                "or its borrow ends.",
             )
         case QueueFull():
             return ApiError(

@@ -161,6 +161,12 @@ def weight_field(seats: int) -> dict[str, int]:
     return {"seats": seats} if seats > 1 else {}
 
 
+def machine_claim(fingerprint: str | None) -> dict[str, dict[str, str]]:
+    """``cnf`` for a token of a lease taken on a machine (its fingerprint): a client
+    refuses a borrowed lease's token on another machine. None: no claim."""
+    return {"cnf": {"machine": fingerprint}} if fingerprint else {}
+
+
 def _b64(data: bytes) -> bytes:
     """base64url without padding (RFC 7515 section 2)."""
     return base64.urlsafe_b64encode(data).rstrip(b"=")

@@ -61,7 +61,7 @@ from seatlease.seats.keys import (
 )
 from seatlease.seats.scripts import SeatScripts
 
-RECLAIM_BATCH = 100  # candidates per reclaim.lua call (5 keys each)
+RECLAIM_BATCH = 100  # candidates per reclaim.lua call (11 keys each)
 SWEEP_LIMIT = 1000  # expired members read per shard per sweep
 TICKET_SWEEP_LIMIT = 1000  # lapsed tickets dropped per shard per run (3 keys each)
 DRAIN_BATCH = 1000  # outbox entries read per shard per round
@@ -257,13 +257,14 @@ class Reaper:
         """Reclaim these deadline-index members if (still) expired; returns how many."""
         reclaimed = 0
         for i in range(0, len(members), RECLAIM_BATCH):
-            keys = [deadlines_key(shard), outbox_key(shard)]
+            keys = [deadlines_key(shard), outbox_key(shard), ticket_index_key(shard)]
             args: list[str] = [secrets.token_hex(8)]
             for member in members[i : i + RECLAIM_BATCH]:
                 lk, _, session_id = member.partition("|")
                 tenant_id, _, license_id = lk.partition("/")
                 lic = LicenseKeys.of(tenant_id, license_id)
-                keys += [lic.leases, lic.sessions, lic.clients, lic.cfg, lic.users, lic.units]
+                keys += [lic.leases, lic.sessions, lic.clients, lic.cfg, lic.users]
+                keys += [*lic.weight_keys, lic.queue, lic.tickets, lic.ticket_deadlines]
                 args += [tenant_id, license_id, session_id]
             reclaimed += int(self.scripts.reclaim(keys=keys, args=args))
         return reclaimed

@@ -38,6 +38,7 @@ from seatlease.errors import (
     LicenseNotFound,
     LicenseNotStarted,
     LicenseSuspended,
+    MachineMismatch,
     NoSeatsAvailable,
     NotEntitled,
     QueueFull,
@@ -63,6 +64,7 @@ from seatlease.seats.values import (  # the engine's request and answers: import
 )
 
 CONFIG_TTL_SECONDS = 600  # admin changes refresh the cache at once; the TTL bounds drift
+CUT_CHUNK = 1000  # held leases a script cuts to a new term (lua/cache_config.lua's)
 NEGATIVE_TTL_SECONDS = 30  # "no such license" is cached briefly against 404 storms
 # How long a seat call's reply answers a repeat of its request id, at least: a repeat comes
 # at most the client's retry window (seatlease_client's defaults: 6 attempts of 10 s and
@@ -86,8 +88,17 @@ def _flag(reply: list, index: int) -> bool:
 def _weight(reply: list, base: int) -> int:
     """A lease reply's weight: its last element when the lease counts as more than one
     seat (lua/_lib.lua, ``weighted_tail``: after the ``base`` elements and the terms' five,
-    when there are terms), else 1."""
+    when there are terms), else 1. (The machine's tail is off already: ``_machine``.)"""
     return int(reply[-1]) if (len(reply) - base) % 5 == 1 else 1
+
+
+def _machine(reply: list) -> tuple[list, str | None]:
+    """The reply without its machine tail (lua/_lib.lua, ``machine_tail``: a borrowed
+    lease's ``m:<fingerprint>``), and that fingerprint (None without one)."""
+    last = reply[-1] if reply else None
+    if isinstance(last, str) and last.startswith("m:"):
+        return reply[:-1], last[2:]
+    return reply, None
 
 
 def too_many_seats(seats: int) -> InvalidRequest:
@@ -133,10 +144,12 @@ def acquire_call(
     entitlements: tuple[str, ...] | list[str] | None = None,
     version: str | None = None,
     seats: int | None = None,
+    fingerprint: str | None = None,
 ) -> tuple[list[str], list[Any]]:
     """acquire.lua's KEYS and ARGV (documented in its header). ``rate_limit``: the
     tenant's calls per second (0: none, as for an operator's call). ``seats``: the lease's
-    weight (None: not said)."""
+    weight (None: not said). ``fingerprint``: the machine asking (a borrow is bound to
+    it)."""
     keys = LicenseKeys.of(tenant_id, license_id)
     return [
         *keys.lease_keys,
@@ -145,7 +158,7 @@ def acquire_call(
         keys.rate,
         keys.replies[1],
         *keys.policy_keys,
-        keys.units,
+        *keys.weight_keys,
     ], [
         tenant_id,
         license_id,
@@ -165,6 +178,7 @@ def acquire_call(
         " ".join(entitlements or ()),
         version_text(version) if version else "",
         "" if seats is None else seats,
+        fingerprint or "",
     ]
 
 
@@ -179,7 +193,7 @@ def heartbeat_call(
         keys.rate,
         keys.replies[1],
         keys.users,
-        keys.units,
+        *keys.weight_keys,
     ], [
         tenant_id,
         license_id,
@@ -209,7 +223,7 @@ def release_call(
         keys.rate,
         keys.replies[1],
         *keys.policy_keys,
-        keys.units,
+        *keys.weight_keys,
     ], [
         tenant_id,
         license_id,
@@ -258,7 +272,8 @@ class SeatEngine:
             ttl = CONFIG_TTL_SECONDS
         queue_on = bool(json.loads(mapping.get("policy", "{}")).get("q"))
         reason = "license_gone" if config is None else "queue_off"
-        self.scripts.cache_config(
+        held = [keys.leases, keys.sessions, keys.deadlines, *keys.weight_keys]
+        _left, cut = self.scripts.cache_config(
             keys=[
                 keys.cfg,
                 keys.queue,
@@ -266,6 +281,7 @@ class SeatEngine:
                 keys.ticket_deadlines,
                 keys.ticket_index,
                 keys.outbox,
+                *held,
             ],
             args=[
                 tenant_id,
@@ -276,6 +292,13 @@ class SeatEngine:
                 *(str(part) for pair in mapping.items() for part in pair),
             ],
         )
+        # The term's cut of the held deadlines (lua/_lib.lua, cut_held) went on past its
+        # first chunk: the rest, a chunk a call (each call of the license meanwhile cuts
+        # its own lease to the stored term).
+        while int(cut) >= CUT_CHUNK:
+            cut = self.scripts.cut_held(
+                keys=[keys.cfg, *held], args=[tenant_id, license_id, CUT_CHUNK]
+            )
         # The license's place in its shard's notice index (the reaper's license.expiring
         # and license.expired, lua/notices.lua): a license without an end leaves it; one
         # with an end is due at once when its end changed (arm_notice.lua), and stays
@@ -347,10 +370,12 @@ class SeatEngine:
             entitlements=request.entitlements,
             version=request.version,
             seats=request.seats,
+            fingerprint=request.fingerprint,
         )
         reply = self._run(
             self.scripts.acquire, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
         )
+        reply, machine = _machine(reply)
         status = reply[0]
         if status == "suspended":
             raise LicenseSuspended(f"license {license_id!r} is suspended")
@@ -370,6 +395,8 @@ class SeatEngine:
             raise too_many_seats(int(reply[1]))
         if status == "seats_mismatch":
             raise SeatsMismatch(client_id, int(reply[1]), int(reply[2]))
+        if status == "machine_mismatch":
+            raise MachineMismatch(client_id)
         weight = request.seats or 1
         if status == "denied":
             used, seats, _limit, retry_ms = (int(x) for x in reply[1:5])
@@ -415,6 +442,7 @@ class SeatEngine:
             now_ms=int(reply[7]),
             terms=Terms.from_reply(reply, 9),
             seats=_weight(reply, 9),
+            machine=machine,
         )
 
     def heartbeat(
@@ -438,8 +466,11 @@ class SeatEngine:
             args,
             request_id,
         )
+        reply, machine = _machine(reply)
         if reply[0] == "license_expired":
             raise LicenseExpired(int(reply[1]), int(reply[2]))
+        if reply[0] == "not_started":
+            raise LicenseNotStarted(int(reply[1]))
         if reply[0] != "ok":
             raise SessionExpired(reply[0])  # 'expired' or 'unknown'
         return Renewal(
@@ -451,6 +482,7 @@ class SeatEngine:
             client_id=reply[5] if len(reply) > 5 else None,
             terms=Terms.from_reply(reply, 6),
             seats=_weight(reply, 6),
+            machine=machine,
         )
 
     def release(

@@ -107,7 +107,10 @@ class LicenseKeys:
     # The term's notices (lua/notices.lua): the shard's index, and this license's state
     notices: str  # ZSET per shard "<tenant>/<license>" -> next notice due (ms)
     notice: str  # HASH exp, g (the term armed), term, sent (the notices sent for it)
-    # A weighted lease's seats past its first (lua/_lib.lua, set_units)
+    # Weighted leases (lua/_lib.lua, add_weight): one member each, and their extra seats
+    weights: str  # ZSET "<session_id>#<w>" -> the lease's deadline, for a weight w > 1
+    wsum: str  # STRING the sum of w - 1 over the members of ``weights``
+    # The release before's weighted leases: a member per seat past the first (O(w) a call)
     units: str  # ZSET "<session_id>#<n>" -> the lease's deadline, n = 2 .. its weight
 
     @classmethod
@@ -138,6 +141,8 @@ class LicenseKeys:
             ticket_index=ticket_index_key(shard),
             notices=notices_key(shard),
             notice=f"{base}:notice",
+            weights=f"{base}:weights",
+            wsum=f"{base}:wsum",
             units=f"{base}:units",
         )
 
@@ -161,6 +166,12 @@ class LicenseKeys:
     def lease_keys(self) -> list[str]:
         """KEYS[1..6] of heartbeat.lua and release.lua (acquire.lua adds denials)."""
         return [self.cfg, self.leases, self.sessions, self.clients, self.deadlines, self.outbox]
+
+    @property
+    def weight_keys(self) -> list[str]:
+        """A weighted lease's keys, in the scripts' order: units (the release before's),
+        weights, wsum."""
+        return [self.units, self.weights, self.wsum]
 
     @property
     def policy_keys(self) -> list[str]:

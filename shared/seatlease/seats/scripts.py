@@ -25,6 +25,7 @@ SCRIPT_NAMES = (
     "sweep_tickets",
     "arm_notice",
     "notices",
+    "cut_held",
 )
 
 # Helpers only some scripts need, placed between _lib.lua and the script: the seat calls
@@ -34,6 +35,7 @@ PRELUDES = {
     "acquire": ("_ratelimit", "_policy"),
     "heartbeat": ("_ratelimit",),
     "release": ("_ratelimit", "_policy"),  # a freed seat is held for the queue at once
+    "reclaim": ("_policy",),  # ... and one the reaper frees
 }
 
 
@@ -57,3 +59,4 @@ class SeatScripts:
         self.sweep_tickets: Script = client.register_script(script_source("sweep_tickets"))
         self.arm_notice: Script = client.register_script(script_source("arm_notice"))
         self.notices: Script = client.register_script(script_source("notices"))
+        self.cut_held: Script = client.register_script(script_source("cut_held"))

@@ -43,6 +43,9 @@ class SeatRequest:
     # how many seats the lease counts as (a render node: 4); None: 1 for a new lease, the
     # held lease's own for a renewal (another weight for a held lease: SeatsMismatch)
     seats: int | None = None
+    # the machine asking (the hex SHA-256 fingerprint): a borrowed lease is bound to the
+    # machine it was borrowed for (another one's re-acquire: MachineMismatch)
+    fingerprint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,7 @@ class Lease:
     now_ms: int = 0  # when the script ran, on the Redis clock (a token's iat)
     terms: Terms | None = None  # the license's term and entitlements, when it has some
     seats: int = 1  # the seats this lease counts as (its weight)
+    machine: str | None = None  # a borrowed lease's machine (its token's cnf.machine)
 
     @property
     def overage(self) -> bool:
@@ -97,6 +101,7 @@ class Renewal:
     client_id: str | None = None
     terms: Terms | None = None  # the license's term and entitlements, when it has some
     seats: int = 1  # the seats the lease counts as (its weight)
+    machine: str | None = None  # a borrowed lease's machine (its token's cnf.machine)
 
     @property
     def heartbeat_interval_seconds(self) -> int:

@@ -22,8 +22,10 @@
 --             remember below)
 --   rate      string per shard and tenant: the tenant's rate budget (_ratelimit.lua)
 --   users     HASH  the license policy's live counts (_policy.lua), kept by drop_lease
---   units     ZSET  a weighted lease's other seats (set_units below): "<sid>#2" .. "<sid>#<w>"
---             -> the lease's deadline, for a lease of weight w > 1 (rec.w; absent: 1)
+--   weights   ZSET  "<sid>#<w>" -> the lease's deadline, one member per lease of weight
+--                   w > 1 (rec.w; absent: 1)   wsum  STRING the sum of their w - 1
+--                   (add_weight below)
+--   units     ZSET  the release before's weighted leases' other seats (drop_units below)
 
 -- Milliseconds from the Redis server clock: function instances' clocks differ.
 local function now_ms()
@@ -373,69 +375,91 @@ local function remember(slot, ttl_ms, now, reply)
   return reply
 end
 
--- Weighted seats: a lease of weight w > 1 (rec.w) counts as w seats. Its w - 1 seats past
--- the first are members "<sid>#2" .. "<sid>#<w>" of the license's `units` ZSET, scored
--- with the lease's deadline like the lease itself, so the seats in use at `now` are two
--- ZCOUNTs (in_use), exact whatever the reaper's lag, and a license without weights pays
--- one read of an empty key. Moving a deadline or ending the lease costs O(w): what w
--- plain leases would cost, in one command per 1,000 seats (Lua's unpack bound).
-local UNIT_CHUNK = 1000
-
--- `command` on `key` with `args` (a flat list of `per`-argument items), UNIT_CHUNK items
--- a command.
-local function call_chunked(command, key, args, per)
-  local step = per * UNIT_CHUNK
-  for i = 1, #args, step do
-    redis.call(command, key, unpack(args, i, math.min(i + step - 1, #args)))
-  end
-end
-
-local function set_units(units, sid, w, deadline_text)
-  if not w or w <= 1 then return end
-  -- up to 8 seats, one ZADD with its arguments written out: no table, no loop, no unpack
-  -- (bench/redis_cost.py's terms row, weight 4: about 0.6 us a call in a Lua loop)
-  if w <= 8 then
-    local d, s = deadline_text, sid .. '#'
-    if w == 2 then
-      redis.call('ZADD', units, d, s .. '2')
-    elseif w == 3 then
-      redis.call('ZADD', units, d, s .. '2', d, s .. '3')
-    elseif w == 4 then
-      redis.call('ZADD', units, d, s .. '2', d, s .. '3', d, s .. '4')
-    elseif w == 5 then
-      redis.call('ZADD', units, d, s .. '2', d, s .. '3', d, s .. '4', d, s .. '5')
-    elseif w == 6 then
-      redis.call('ZADD', units, d, s .. '2', d, s .. '3', d, s .. '4', d, s .. '5',
-        d, s .. '6')
-    elseif w == 7 then
-      redis.call('ZADD', units, d, s .. '2', d, s .. '3', d, s .. '4', d, s .. '5',
-        d, s .. '6', d, s .. '7')
-    else
-      redis.call('ZADD', units, d, s .. '2', d, s .. '3', d, s .. '4', d, s .. '5',
-        d, s .. '6', d, s .. '7', d, s .. '8')
-    end
-    return
-  end
-  local args = {}
-  for i = 2, w do
-    args[#args + 1] = deadline_text
-    args[#args + 1] = sid .. '#' .. i
-  end
-  call_chunked('ZADD', units, args, 2)
-end
+-- Weighted seats: a lease of weight w > 1 (rec.w) counts as w seats, at O(1) a call
+-- whatever w (docs/design.md, "Weighted seats"):
+--   wsum      the sum of w - 1 over the weighted leases stored (live, or expired and not
+--             yet reclaimed), kept by add_weight and drop_weight
+--   weights   one member "<sid>#<w>" per weighted lease, scored with its deadline like the
+--             lease itself (set_weight moves it with the lease)
+-- The seats in use at `now` are the live leases plus wsum less the extra seats of the
+-- weighted leases whose deadline has passed (live_extra reads those through `weights`,
+-- at most EXPIRED_READ of them): exact whenever at most that many of the license's
+-- weighted leases have expired and not been reclaimed (an acquire prunes 100 first, the
+-- reaper the rest), and otherwise counting more seats than are in use, never fewer.
+-- A record of a weighted lease counted this way has ws = 1.
+-- A weighted lease of the release before this one ("units": its w - 1 seats were each a
+-- member "<sid>#2" .. "<sid>#<w>" of the `units` ZSET, O(w) a call) is still counted
+-- through `units`, and moves to the sum the first time a call moves its deadline
+-- (set_weight); the units of a lease that a call of that release renewed after this one
+-- counted it are dropped with it. A license without weights pays one GET of an absent
+-- key and one ZCARD of an empty one.
+local UNIT_CHUNK = 1000  -- (the release before's units: members a command)
+local EXPIRED_READ = 100
 
 local function drop_units(units, sid, w)
-  if not w or w <= 1 then return end
   local members = {}
   for i = 2, w do members[#members + 1] = sid .. '#' .. i end
-  call_chunked('ZREM', units, members, 1)
+  for i = 1, #members, UNIT_CHUNK do
+    redis.call('ZREM', units, unpack(members, i, math.min(i + UNIT_CHUNK - 1, #members)))
+  end
+end
+
+local function weight_member(sid, w) return sid .. '#' .. int_arg(w) end
+
+-- A new lease of weight w (its record `rec`, not yet stored) is counted.
+local function add_weight(k, sid, rec, w, deadline_text)
+  if w <= 1 then return end
+  rec.ws = 1
+  redis.call('ZADD', k.weights, deadline_text, weight_member(sid, w))
+  redis.call('INCRBY', k.wsum, int_arg(w - 1))
+end
+
+-- A counted lease's deadline moved (the record is stored by the caller: a lease of the
+-- release before gets ws = 1 here, so its caller must store it).
+local function set_weight(k, sid, rec, deadline_text)
+  local w = rec.w
+  if not w or w <= 1 then return end
+  if not rec.ws then  -- the release before's units: counted in the sum from now on
+    drop_units(k.units, sid, w)
+    add_weight(k, sid, rec, w, deadline_text)
+    return
+  end
+  redis.call('ZADD', k.weights, deadline_text, weight_member(sid, w))
+end
+
+local function drop_weight(k, sid, rec)
+  local w = rec.w
+  if not w or w <= 1 then return end
+  if rec.ws then
+    if redis.call('ZREM', k.weights, weight_member(sid, w)) == 1 then
+      redis.call('DECRBY', k.wsum, int_arg(w - 1))
+    end
+    -- units that a call of the release before added while both ran (an upgrade)
+    if not redis.call('ZSCORE', k.units, sid .. '#2') then return end
+  end
+  drop_units(k.units, sid, w)
+end
+
+-- The extra seats (w - 1 each) of the live weighted leases at `now`: the sum, less those
+-- of the weighted leases whose deadline has passed. (A member whose lease is gone but
+-- was not taken out of the sum, which only a call of the release before can leave, is
+-- one of those too once its deadline has passed.)
+local function live_extra(k, now)
+  local sum = tonumber(redis.call('GET', k.wsum) or 0)
+  if sum <= 0 then return 0 end
+  local expired = redis.call('ZRANGEBYSCORE', k.weights, '-inf', int_arg(now), 'LIMIT', '0',
+    int_arg(EXPIRED_READ))
+  for _, member in ipairs(expired) do
+    sum = sum - (tonumber(string.match(member, '#(%d+)$')) - 1)
+  end
+  return math.max(0, sum)
 end
 
 -- Seats in use at `now`: the live leases, each weighted.
 local function in_use(k, now)
   local after = '(' .. int_arg(now)
   return redis.call('ZCOUNT', k.leases, after, '+inf')
-    + redis.call('ZCOUNT', k.units, after, '+inf')
+    + redis.call('ZCOUNT', k.units, after, '+inf') + live_extra(k, now)
 end
 
 -- A license policy's live counts (the license's `users` hash, _policy.lua): a lease
@@ -459,8 +483,8 @@ local function uncount(users, rec)
 end
 
 -- Removes one lease from every structure that knows it (`k.users`: the license's policy
--- counts, see uncount; `k.units`: a weighted lease's other seats). Returns its record, or
--- nil when the session was unknown.
+-- counts, see uncount; its weight, drop_weight). Returns its record, or nil when the
+-- session was unknown.
 local function drop_lease(k, lk, sid)
   local raw = redis.call('HGET', k.sessions, sid)
   redis.call('ZREM', k.leases, sid)
@@ -472,8 +496,49 @@ local function drop_lease(k, lk, sid)
     redis.call('HDEL', k.clients, rec.c)
   end
   uncount(k.users, rec)
-  drop_units(k.units, sid, rec.w)
+  drop_weight(k, sid, rec)
   return rec
+end
+
+-- A lease's deadline moved to `deadline_text` in every index that holds it (the lease
+-- set, the shard's deadline index, its weight); the caller stores the record.
+local function move_deadline(k, lk, sid, rec, deadline_text)
+  redis.call('ZADD', k.leases, deadline_text, sid)
+  redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
+  set_weight(k, sid, rec, deadline_text)
+end
+
+-- Why a lease was cut short, in its record (x) and its end's event (metadata.reason):
+-- 1, the license's end (+ grace) under end_leases; 2, the license has not started (its
+-- start was moved later while the lease was held).
+local CUT_REASON = {'license_expired', 'license_not_started'}
+
+-- The term's limit on the license's held deadlines at `now` (T: load_terms), or nil for
+-- none: {to, x}, every deadline past `to` is cut to it, marked x.
+local function term_bound(T, now)
+  if not T then return nil end
+  if T.starts and now < T.starts then return {now, 2} end  -- not started: holds nothing
+  if T.fin and not T.keep then return {T.fin, 1} end
+  return nil
+end
+
+-- Cuts the license's held deadlines (leases, borrows, lingering leases) past the term's
+-- bound to it, in the step that stores the term (cache_config.lua; cut_held.lua goes on
+-- with a long one): the deadline index then ends them on time, whether or not their
+-- clients call again. At most `limit` leases; returns how many were cut.
+local function cut_held(k, lk, bound, limit)
+  if not bound then return 0 end
+  local text = int_arg(bound[1])
+  local sids = redis.call('ZRANGEBYSCORE', k.leases, '(' .. text, '+inf', 'LIMIT', '0',
+    int_arg(limit))
+  for _, sid in ipairs(sids) do
+    local raw = redis.call('HGET', k.sessions, sid)
+    local rec = raw and cjson.decode(raw) or {}
+    rec.x = bound[2]
+    move_deadline(k, lk, sid, rec, text)
+    if raw then redis.call('HSET', k.sessions, sid, cjson.encode(rec)) end
+  end
+  return #sids
 end
 
 -- `meta` (a JSON object's text) with "reason" added last (ours wins over a client's key).
@@ -483,33 +548,41 @@ local function with_reason(meta, reason)
   return string.sub(meta, 1, -2) .. ',' .. field .. '}'
 end
 
--- Ends the lease `sid` (its deadline has passed) and records lease.reclaimed, or
--- lease.released for a lingering lease: its client did release it, and the seat it kept
--- for that client is free only now.
+-- The event of an expired lease's end (`rec`: its record, dropped): lease.reclaimed, or
+-- lease.released for a lingering lease (its client did release it, and the seat it kept
+-- for that client is free only now); `used` the seats in use after it.
+local function emit_end(k, tenant, license, sid, rec, now, total, prefix, used)
+  -- The config cache may have expired while the lease was held (heartbeats do not
+  -- refresh it): fall back to the seat count recorded when the lease was taken.
+  if total == '' or total == nil then total = rec.t or '' end
+  local etype = 'lease.reclaimed'
+  if rec.lg then etype = 'lease.released' end
+  local meta = rec.m
+  -- x: the deadline was cut by the license's term: the audit trail says why
+  if rec.x and not rec.lg then meta = with_reason(meta, CUT_REASON[rec.x] or CUT_REASON[1]) end
+  emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant,
+    license_id = license, session_id = sid, client_id = rec.c,
+    seats_used = used, seats_total = tonumber(total), w = rec.w}, meta)
+end
+
+-- Ends the lease `sid` (its deadline has passed) with its event; returns its record.
 local function reclaim(k, lk, tenant, license, sid, now, total, prefix)
   local rec = drop_lease(k, lk, sid)
-  if rec then
-    -- The config cache may have expired while the lease was held (heartbeats do not
-    -- refresh it): fall back to the seat count recorded when the lease was taken.
-    if total == '' then total = rec.t or '' end
-    local etype = 'lease.reclaimed'
-    if rec.lg then etype = 'lease.released' end
-    local meta = rec.m
-    -- x: the deadline was the license's end (end_leases): the audit trail says why
-    if rec.x and not rec.lg then meta = with_reason(meta, 'license_expired') end
-    emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant,
-      license_id = license, session_id = sid, client_id = rec.c,
-      seats_used = in_use(k, now), seats_total = tonumber(total), w = rec.w}, meta)
-  end
+  if rec then emit_end(k, tenant, license, sid, rec, now, total, prefix, in_use(k, now)) end
   return rec
 end
 
--- Reclaims at most `limit` expired leases of one license; returns how many.
+-- Reclaims at most `limit` expired leases of one license; returns how many. The seats in
+-- use at `now` do not change as expired leases go, so one count serves every event.
 local function reclaim_expired(k, lk, tenant, license, now, total, prefix, limit)
   local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', int_arg(now), 'LIMIT', '0',
     int_arg(limit))
-  for _, sid in ipairs(expired) do
-    reclaim(k, lk, tenant, license, sid, now, total, prefix)
+  if #expired == 0 then return 0 end
+  local ended = {}
+  for i, sid in ipairs(expired) do ended[i] = drop_lease(k, lk, sid) or false end
+  local used = in_use(k, now)
+  for i, sid in ipairs(expired) do
+    if ended[i] then emit_end(k, tenant, license, sid, ended[i], now, total, prefix, used) end
   end
   return #expired
 end
@@ -570,11 +643,31 @@ local function weighted_tail(reply, w)
   return reply
 end
 
+-- A borrowed lease's reply ends in the machine it was borrowed for ('m:<fingerprint>'),
+-- when it was borrowed for one: the answer's token binds it to that machine, whichever
+-- call asks (engine.py reads it off the end before the rest).
+local function machine_tail(reply, fingerprint)
+  if fingerprint then reply[#reply + 1] = 'm:' .. fingerprint end
+  return reply
+end
+
+-- Whether `client` holds a live lease of weight `w` (a renewal, however many seats the
+-- license has now): read only to tell a renewal from a new lease asking too many.
+local function holds_weight(k, client, w, now)
+  local sid = redis.call('HGET', k.clients, client)
+  if not sid then return false end
+  local score = tonumber(redis.call('ZSCORE', k.leases, sid))
+  if not score or score <= now then return false end
+  local raw = redis.call('HGET', k.sessions, sid)
+  return raw and (cjson.decode(raw).w or 1) == w or false
+end
+
 -- The reply's tail for a license with terms: expires_at and its end (0: none), flags
 -- (1: in the grace, 2: the deadline was cut to the end), entitlements, max_version.
 local function terms_tail(reply, T, now, cut)
   local flags = 0
-  if T.exp and now >= T.exp then flags = 1 end
+  -- in the grace: past expires_at, before its end (after it, under keep_leases, no more)
+  if T.exp and now >= T.exp and now < T.fin then flags = 1 end
   if cut then flags = flags + 2 end
   local n = #reply
   reply[n + 1], reply[n + 2], reply[n + 3] = T.exp or 0, T.fin or 0, flags

@@ -36,8 +36,9 @@
 --   tix       ZSET per shard "<tenant>/<license>|<client_id>" -> the same time: the
 --             reaper's index of lapsed tickets (sweep_tickets.lua), like `deadlines`
 
--- acquire.lua calls these six; they are defined by define_policy, which acquire (and
--- release, for a license with a queue) calls only for a license with a policy. Every
+-- acquire.lua calls these seven; they are defined by define_policy, which acquire (and
+-- release and the reaper's reclaim, for a license with a queue) calls only for a license
+-- with a policy. Every
 -- EVALSHA runs the whole script from the top, creating each function defined at the top
 -- level anew: defined inside define_policy,
 -- the policy's helpers cost a call without a policy nothing (defined at the top they cost
@@ -45,7 +46,9 @@
 -- `function user_facts(...)` assigns the local declared here (never a global: Redis
 -- refuses those).
 local user_facts, seat_state, record_lease, drop_ticket, queue_event, policy_decide
--- and release.lua this one (a seat it frees is held for the queue's head at once)
+local set_aside
+-- and release.lua and reclaim.lua this one (a seat they free is held for the queue's head
+-- at once)
 local hold_for_queue
 
 local function define_policy()
@@ -176,6 +179,19 @@ local function define_policy()
     if S.limit - S.used - P.rtotal >= w then return true, false, 0 end
     if S.limit - S.used - reserved_free(S) >= w then return true, false, 0 end
     return false, 'seats'
+  end
+
+  -- The caller's own lingering lease `rec`, taken back with another weight: its seats
+  -- are free for it (S.used already leaves them out), its user's count and its group's
+  -- charge too, so that it is judged as a new lease would be.
+  function set_aside(S, rec, user)
+    if rec.cu and rec.u and rec.u == user then
+      S.users[user] = math.max(0, count_of(S.k, 'u', user) - rec.cu)
+    end
+    if rec.cg and rec.g then
+      local left = count_of(S.k, 'g', rec.g) - rec.cg
+      S.groups[rec.g] = {free = math.max(0, (S.P.reserve[rec.g] or 0) - left)}
+    end
   end
 
   local function take(S, user, w, g, charged)
@@ -406,7 +422,17 @@ local function define_policy()
       waiting = true
       prune_tickets(S, a, 100)
       local raw = redis.call('HGET', k.tickets, a.client)
-      if raw then mine = cjson.decode(raw) end
+      if raw then
+        -- The caller's own ticket counts only while it lives and stands in line: one that
+        -- ran out (behind more lapsed tickets than the prune drops) leaves now, with its
+        -- queue.left, and the caller is a newcomer (its seat, or a place at the back).
+        local ends = tonumber(redis.call('ZSCORE', k.tdl, a.client))
+        if ends and ends > now and redis.call('ZSCORE', k.queue, a.client) then
+          mine = cjson.decode(raw)
+        else
+          lapse(S, a, a.client, raw)
+        end
+      end
     end
     -- The caller's own per-user limit first: no place in line can help it.
     if P.mpu > 0 and a.user ~= '' and user_count(S, a.user) + a.w > P.mpu then
@@ -462,7 +488,7 @@ local function define_policy()
       if #first > 0 and tonumber(first[2]) - now < retry then
         retry = math.min(retry, retry_ms_for(S, a.user))
       end
-      local position = redis.call('ZRANK', k.queue, a.client) + 1
+      local position = redis.call('ZRANK', k.queue, a.client) + 1  -- (in line: above)
       return nil, {'queued', position, t.t, math.max(1000, retry), S.used0, a.seats}
     end
     return nil, refusal(S, a, held, hold_ends)

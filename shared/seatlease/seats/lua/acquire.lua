@@ -17,9 +17,13 @@
 -- ARGV[16] the entitlements the product needs, space separated ('' for none)
 -- ARGV[17] the product's version as comparable text (version_text; '' for none)
 -- KEYS[15] the shard's ticket deadline index (the reaper's, _policy.lua)
--- KEYS[16] units (a weighted lease's other seats, _lib.lua's set_units)
+-- KEYS[16] units (the release before's weighted leases, _lib.lua's drop_units)
+-- KEYS[17] weights   KEYS[18] wsum (the weighted leases and their extra seats, _lib.lua's
+--   add_weight)
 -- ARGV[18] the seats the lease counts as ('' for not said: 1 for a new lease, a held
 --   lease's own weight for a renewal)
+-- ARGV[19] the machine's fingerprint ('' for none): a borrowed lease keeps the machine it
+--   was borrowed for (rec.f)
 --
 -- A license with terms (cfg 'terms', load_terms in _lib.lua): nothing is granted before
 -- `starts` or from `fin` (expires_at + grace) on; with end_leases no deadline goes past
@@ -28,13 +32,16 @@
 --
 -- A weighted lease (w seats, rec.w) counts w against the cap, the per-user limit and a
 -- group's reservation; a ticket of weight w (t.w) waits until w seats are free for it
--- (_policy.lua's serve_queue). A held lease keeps its weight: asking another is refused.
+-- (_policy.lua's serve_queue). A held lease keeps its weight: asking another is refused,
+-- but for a lingering one, which its client may take back with another weight (decided
+-- as a new lease would be, its own seats counted as free for it; refused, it lingers on).
 --
 -- The caller's own lease (clients[client_id], deadline still ahead):
---   borrowed            returned unchanged: a borrow ends when it ends, or by release
+--   borrowed            returned unchanged: a borrow ends when it ends, or by release;
+--                       asked from another machine (ARGV[19] not rec.f): machine_mismatch
 --   lingering (lg)      taken back: lg cleared, deadline = now + lease (lease.renewed)
 --   either, with ARGV[9] > 0 and not borrowed: becomes borrowed, deadline = now + borrow
---                       (lease.converted)
+--                       (lease.converted), bound to ARGV[19]'s machine
 --   live otherwise      extended by the lease (no event)
 --
 -- Returns (a repeat of the call: what its first run returned) one of
@@ -52,6 +59,7 @@
 --     | {'queue_full', queue_max, waiting, used, seats}   no room for a new place in line
 --   {'too_many_seats', seats}   more seats asked than the license has
 --   {'seats_mismatch', held_weight, asked}   the caller's live lease counts another weight
+--   {'machine_mismatch'}        the caller's borrowed lease was borrowed for another machine
 --   {'not_started', starts_ms} | {'license_expired', expires_ms, end_ms}
 --   {'not_entitled', 'name name'} (the missing ones) | {'version_not_entitled', max_version}
 --   {'acquired' | 'renewed', session_id, deadline_ms, lease_ms, used, seats, limit, now_ms,
@@ -59,10 +67,11 @@
 --    + for a license with terms: expires_ms, end_ms, flags, entitlements, max_version
 --      (terms_tail in _lib.lua)
 --    + for a lease of weight w > 1: w (weighted_tail in _lib.lua)
+--    + for a borrowed lease bound to a machine: 'm:<fingerprint>' (machine_tail)
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7], users = KEYS[11],
            queue = KEYS[12], tickets = KEYS[13], tdl = KEYS[14], tix = KEYS[15],
-           units = KEYS[16]}
+           units = KEYS[16], weights = KEYS[17], wsum = KEYS[18]}
 local tenant, license, client = ARGV[1], ARGV[2], ARGV[3]
 local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV[6], ARGV[7]
 local reply_key, reply_ttl = reply_slot(KEYS[8], KEYS[10], ARGV[11]), ARGV[8]
@@ -72,6 +81,7 @@ k.lk = lk
 local user = ARGV[12] or ''
 local asked = tonumber(ARGV[18] or '')  -- nil: not said
 local w = asked or 1
+local machine = ARGV[19] or ''
 
 local done = replay(reply_key)
 if done then return done end
@@ -85,8 +95,11 @@ local now = now_ms()
 local wait = rate_limited(KEYS[9], ARGV[10], now)
 if wait then return {'rate_limited', wait} end
 if cfg == 'not_found' then return {'not_found'} end
--- (one seat on a license of none is a plain refusal, as it always was)
-if w > 1 and w > cfg.seats then return {'too_many_seats', cfg.seats} end
+-- (one seat on a license of none is a plain refusal, as it always was; the renewal of a
+-- live lease of this weight is a renewal, whatever the license's seats became since)
+if w > 1 and w > cfg.seats and not holds_weight(k, client, w, now) then
+  return {'too_many_seats', cfg.seats}
+end
 if cfg.suspended == '1' then return {'suspended'} end
 local T = nil
 local wants, version = ARGV[16] or '', ARGV[17] or ''
@@ -132,62 +145,83 @@ local pruned = reclaim_expired(k, lk, tenant, license, now, cfg.seats, prefix, 1
 local deadline = now + lease_ms
 local cut = false
 if T and T.fin and not T.keep and deadline > T.fin then deadline, cut = T.fin, true end
+local bound_to = nil  -- the machine a borrowed lease is bound to (its answer says it)
 -- the reply, with the license's terms when it has some
 local function answer(reply)
   if T then terms_tail(reply, T, now, cut) end
-  return remember(reply_key, reply_ttl, now, weighted_tail(reply, w))
+  return remember(reply_key, reply_ttl, now, machine_tail(weighted_tail(reply, w), bound_to))
 end
 local held = redis.call('HGET', k.clients, client)
+local reweigh = nil  -- the caller's lingering lease, taken back with another weight
 if held then
   local score = tonumber(redis.call('ZSCORE', k.leases, held))
   if score and score > now then
     local rec = cjson.decode(redis.call('HGET', k.sessions, held))
-    if asked and asked ~= (rec.w or 1) then
+    if rec.b and machine ~= '' and rec.f and rec.f ~= machine then
+      return remember(reply_key, reply_ttl, now, {'machine_mismatch'})
+    end
+    if asked and asked ~= (rec.w or 1) and not rec.lg then
       return remember(reply_key, reply_ttl, now, {'seats_mismatch', rec.w or 1, asked})
     end
-    w = rec.w or 1
-    local used = in_use(k, now)
-    if rec.b then
-      cut = rec.x == 1
-      return answer({'renewed', held, score, rec.l, used, cfg.seats, cfg.limit, now, 1})
+    if asked and asked ~= (rec.w or 1) then
+      reweigh = rec  -- decided below as a new lease, its own seats free for it
+    else
+      w = rec.w or 1
+      local used = in_use(k, now)
+      if rec.b then
+        bound_to = rec.f
+        -- a borrow outlives no term: one the operator's cut missed is cut now
+        local bound = term_bound(T, now)
+        if bound and score > bound[1] then
+          score, rec.x = bound[1], bound[2]
+          move_deadline(k, lk, held, rec, int_arg(score))
+          redis.call('HSET', k.sessions, held, cjson.encode(rec))
+        end
+        cut = rec.x == 1
+        return answer({'renewed', held, score, rec.l, used, cfg.seats, cfg.limit, now, 1})
+      end
+      -- The seat is held either way: these change the lease, never the seat count.
+      local etype = nil
+      if is_borrow == 1 then
+        rec.b, etype = 1, 'lease.converted'
+        if machine ~= '' then rec.f = machine end
+        bound_to = rec.f
+      elseif rec.lg then
+        etype = 'lease.renewed'
+      end
+      rec.lg = nil
+      rec.l = lease_ms
+      rec.x, rec.tm = cut and 1 or nil, T and 1 or nil
+      move_deadline(k, lk, held, rec, int_arg(deadline))
+      redis.call('HSET', k.sessions, held, cjson.encode(rec))
+      if etype then
+        emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
+          session_id = held, client_id = client, seats_used = used, seats_total = cfg.seats,
+          w = w}, rec.m)
+      end
+      return answer({'renewed', held, deadline, lease_ms, used, cfg.seats, cfg.limit, now,
+        is_borrow})
     end
-    -- The seat is held either way: these change the lease, never the seat count.
-    local etype = nil
-    if is_borrow == 1 then
-      rec.b, etype = 1, 'lease.converted'
-    elseif rec.lg then
-      etype = 'lease.renewed'
-    end
-    rec.lg = nil
-    rec.l = lease_ms
-    rec.x, rec.tm = cut and 1 or nil, T and 1 or nil
-    redis.call('HSET', k.sessions, held, cjson.encode(rec))
-    local deadline_text = int_arg(deadline)
-    redis.call('ZADD', k.leases, deadline_text, held)
-    redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. held)
-    set_units(k.units, held, rec.w, deadline_text)
-    if etype then
-      emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
-        session_id = held, client_id = client, seats_used = used, seats_total = cfg.seats,
-        w = w}, rec.m)
-    end
-    return answer({'renewed', held, deadline, lease_ms, used, cfg.seats, cfg.limit, now,
-      is_borrow})
+  else
+    reclaim(k, lk, tenant, license, held, now, cfg.seats, prefix)
   end
-  reclaim(k, lk, tenant, license, held, now, cfg.seats, prefix)
 end
 
--- Under the prune limit every expired lease is gone (its units with it), so ZCARD is the
+-- Under the prune limit every expired lease is gone (its weight with it), so ZCARD is the
 -- live count.
 local used
 if pruned < 100 then
-  used = redis.call('ZCARD', k.leases) + redis.call('ZCARD', k.units)
+  used = redis.call('ZCARD', k.leases) + redis.call('ZCARD', k.units) + live_extra(k, now)
 else
   used = in_use(k, now)
 end
+-- a lingering lease taken back with another weight: its seats are free for its client
+local own = reweigh and (reweigh.w or 1) or 0
 local grant = nil
 if P then
-  local S = seat_state(P, k, now, cfg.limit, used)
+  local S = seat_state(P, k, now, cfg.limit, used - own)
+  S.used0 = used
+  if reweigh then set_aside(S, reweigh, user) end
   local refusal
   grant, refusal = policy_decide(S, {client = client, user = user, queue = ARGV[13] == '1',
     ticket = ARGV[14] or '', new_ticket = ARGV[15], meta = meta, tenant = tenant,
@@ -197,7 +231,7 @@ if P then
     return remember(reply_key, reply_ttl, now, refusal)
   end
   grant.S = S
-elseif used + w > cfg.limit then
+elseif used - own + w > cfg.limit then
   -- Denials are counters (one field per license), not events: a retry storm cannot grow
   -- Redis. The reaper turns them into lease.denied events.
   redis.call('HINCRBY', k.denials, lk, 1)
@@ -208,10 +242,24 @@ elseif used + w > cfg.limit then
   return remember(reply_key, reply_ttl, now, {'denied', used, cfg.seats, cfg.limit, retry_ms})
 end
 
+local sid = new_sid
 local rec = {c = client, a = now, l = lease_ms, m = meta, t = cfg.seats}
-if w > 1 then rec.w = w end
 local etype = 'lease.acquired'
-if is_borrow == 1 then rec.b, etype = 1, 'lease.borrowed' end
+local deadline_text = int_arg(deadline)
+if reweigh then
+  -- the lingering lease, taken back with its new weight: same session, new counts
+  sid, rec, etype = held, reweigh, 'lease.renewed'
+  uncount(k.users, rec)
+  drop_weight(k, sid, rec)
+  rec.w, rec.ws, rec.lg, rec.cu, rec.cg, rec.u, rec.g = nil, nil, nil, nil, nil, nil, nil
+  rec.l, rec.x, rec.tm = lease_ms, nil, nil
+end
+if w > 1 then rec.w = w end
+if is_borrow == 1 then
+  rec.b, etype = 1, 'lease.borrowed'
+  if machine ~= '' then rec.f = machine end
+  bound_to = rec.f
+end
 -- x: cut to the license's end; tm: the license had terms (heartbeat reads them)
 if cut then rec.x = 1 end
 if T then rec.tm = 1 end
@@ -224,17 +272,16 @@ if grant then
     drop_ticket(k, client)
     grant.ticket.w = w > 1 and w or nil
     queue_event(k, {prefix = prefix, tenant = tenant, license = license, seats = cfg.seats},
-      'queue.granted', client, grant.ticket, now, nil, new_sid, used + w)
+      'queue.granted', client, grant.ticket, now, nil, sid, used - own + w)
   end
 end
-local deadline_text = int_arg(deadline)
-redis.call('ZADD', k.leases, deadline_text, new_sid)
-redis.call('HSET', k.sessions, new_sid, cjson.encode(rec))
-redis.call('HSET', k.clients, client, new_sid)
-redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. new_sid)
-set_units(k.units, new_sid, w, deadline_text)
+add_weight(k, sid, rec, w, deadline_text)
+redis.call('ZADD', k.leases, deadline_text, sid)
+redis.call('HSET', k.sessions, sid, cjson.encode(rec))
+redis.call('HSET', k.clients, client, sid)
+redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
 emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
-  session_id = new_sid, client_id = client, seats_used = used + w, seats_total = cfg.seats,
-  w = w}, meta)
-return answer({'acquired', new_sid, deadline, lease_ms, used + w, cfg.seats, cfg.limit, now,
-  is_borrow})
+  session_id = sid, client_id = client, seats_used = used - own + w, seats_total = cfg.seats,
+  w = w}, rec.m)
+return answer({reweigh and 'renewed' or 'acquired', sid, deadline, lease_ms, used - own + w,
+  cfg.seats, cfg.limit, now, is_borrow})

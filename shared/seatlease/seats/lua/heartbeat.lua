@@ -9,7 +9,9 @@
 -- KEYS[8] the tenant's rate budget in this shard   ARGV[6] its calls per second, 0: none
 -- KEYS[9] reply hash 1 (KEYS[7]: generation 0)   ARGV[7] this call's field in them
 -- KEYS[10] users (the license policy's live counts, _lib.lua's uncount)
--- KEYS[11] units (a weighted lease's other seats, _lib.lua's set_units: they move with it)
+-- KEYS[11] units (the release before's weighted leases, _lib.lua's drop_units)
+-- KEYS[12] weights   KEYS[13] wsum (the weighted leases, _lib.lua's add_weight: a lease's
+--   weight moves with it at O(1))
 --
 -- Over the budget, a heartbeat is refused ({'rate_limited', retry_ms}, nothing changed)
 -- only when it cannot cost the lease: it came early (more than two thirds of the lease
@@ -19,23 +21,31 @@
 -- of its lease still ahead, and passes once its interval has come. A heartbeat of an
 -- unknown session (no lease to lose) is counted and refused like any call.
 --
--- A license with terms (load_terms in _lib.lua) is read from its cfg hash on every
--- heartbeat, so a change (update, renewal) applies at once. From its end (expires_at +
--- grace) with end_leases the lease ends in this call (lease.reclaimed, reason
--- license_expired) and the answer is {'license_expired', expires_ms, end_ms}; before it,
--- no deadline goes past the end. With keep_leases the lease goes on. A lease taken under
--- terms (tm) whose license's cfg is not cached answers {'missing'}: the engine fills it.
+-- The license's configuration is read on every heartbeat of a known session, so a change
+-- (update, renewal) applies at once; a heartbeat that finds it not cached answers
+-- {'missing'} and the engine fills it first: a lease is never extended on a term it did
+-- not read. From the license's end (expires_at + grace) with end_leases the lease ends in
+-- this call (lease.reclaimed, reason license_expired) and the answer is
+-- {'license_expired', expires_ms, end_ms}; before it, no deadline goes past the end.
+-- With keep_leases the lease goes on. Before the license's start (moved later while the
+-- lease was held) it ends the same way (reason license_not_started) and the answer is
+-- {'not_started', starts_ms}. A borrowed lease's deadline does not move, but it too never
+-- outlives the term (cut here should the operator's cut have missed it).
 --
 -- Returns (a repeat of the call: what its first run returned) one of
 --   {'ok', deadline_ms, lease_ms, now_ms, borrowed (0 or 1), client_id}
 --     + for a license with terms: expires_ms, end_ms, flags, entitlements, max_version
 --     + for a lease of weight w > 1: w (weighted_tail in _lib.lua)
+--     + for a borrowed lease bound to a machine: 'm:<fingerprint>' (machine_tail)
 --   {'expired'}   the deadline had passed: the lease is reclaimed now (lease.reclaimed)
 --   {'unknown'}   no such session (released, reclaimed, revoked or never existed), or a
 --                 lingering one (ended now if its linger is over: lease.released)
---   {'missing'} | {'not_found'}   only for an unknown session: is the license real?
+--   {'license_expired', expires_ms, end_ms} | {'not_started', starts_ms}
+--   {'missing'} | {'not_found'}   the configuration is not cached (or, for an unknown
+--                 session: is the license real?)
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
-           deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10], units = KEYS[11]}
+           deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10], units = KEYS[11],
+           weights = KEYS[12], wsum = KEYS[13]}
 local tenant, license, sid, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[7]), ARGV[5]
 local lk = tenant .. '/' .. license
@@ -55,24 +65,26 @@ if not score then
   return {'unknown'}
 end
 
+local has = redis.call('HMGET', k.cfg, 'exists', 'terms', 'seats')
+if not has[1] then return {'missing'} end
 local raw = redis.call('HGET', k.sessions, sid)
 local rec = raw and cjson.decode(raw) or {}
-local has = redis.call('HMGET', k.cfg, 'exists', 'terms', 'seats')
-if not has[1] and rec.tm then return {'missing'} end
 local T = nil
 if has[2] then T = load_terms(k.cfg, has[2]) end
 local wait = rate_limited(KEYS[8], ARGV[6], now)
 if wait and (rec.b or rec.lg or score - now > (rec.l or 0) * 2 / 3) then
   return {'rate_limited', wait}
 end
+local early = T and T.starts and now < T.starts
 local ending = T and T.fin and not T.keep and now >= T.fin
-if score <= now or (ending and not rec.lg) then
-  if ending and not rec.x then  -- the license ended under a live lease: say so
-    rec.x = 1
+if score <= now or ((ending or early) and not rec.lg) then
+  if (ending or early) and not rec.x then  -- the term ended (or moved) under it: say so
+    rec.x = early and 2 or 1
     redis.call('HSET', k.sessions, sid, cjson.encode(rec))
   end
   reclaim(k, lk, tenant, license, sid, now, has[3] or '', prefix)
   if rec.lg then return remember(reply_key, reply_ttl, now, {'unknown'}) end
+  if early then return remember(reply_key, reply_ttl, now, {'not_started', T.starts}) end
   if ending then
     return remember(reply_key, reply_ttl, now, {'license_expired', T.exp, T.fin})
   end
@@ -80,23 +92,27 @@ if score <= now or (ending and not rec.lg) then
 end
 if rec.lg then return remember(reply_key, reply_ttl, now, {'unknown'}) end
 local reply
+local bound = term_bound(T, now)
 if rec.b then
+  if bound and score > bound[1] then  -- a borrow outlives no term
+    score, rec.x = bound[1], bound[2]
+    move_deadline(k, lk, sid, rec, int_arg(score))
+    redis.call('HSET', k.sessions, sid, cjson.encode(rec))
+  end
   reply = {'ok', score, rec.l, now, 1, rec.c}
   if T then terms_tail(reply, T, now, rec.x == 1) end
-  return remember(reply_key, reply_ttl, now, weighted_tail(reply, rec.w))
+  return remember(reply_key, reply_ttl, now, machine_tail(weighted_tail(reply, rec.w), rec.f))
 end
 
 local deadline = now + rec.l
 local cut = false
-if T and T.fin and not T.keep and deadline > T.fin then deadline, cut = T.fin, true end
-if cut ~= (rec.x == 1) or (T ~= nil) ~= (rec.tm == 1) then
+if bound and deadline > bound[1] then deadline, cut = bound[1], true end
+local stored = rec.ws
+move_deadline(k, lk, sid, rec, int_arg(deadline))
+if cut ~= (rec.x == 1) or (T ~= nil) ~= (rec.tm == 1) or stored ~= rec.ws then
   rec.x, rec.tm = cut and 1 or nil, T and 1 or nil
   redis.call('HSET', k.sessions, sid, cjson.encode(rec))
 end
-local deadline_text = int_arg(deadline)
-redis.call('ZADD', k.leases, deadline_text, sid)
-redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
-set_units(k.units, sid, rec.w, deadline_text)
 reply = {'ok', deadline, rec.l, now, 0, rec.c}
 if T then terms_tail(reply, T, now, cut) end
 return remember(reply_key, reply_ttl, now, weighted_tail(reply, rec.w))

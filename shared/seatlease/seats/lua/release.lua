@@ -10,7 +10,8 @@
 -- KEYS[11] queue   KEYS[12] tickets   KEYS[13] ticket deadlines   KEYS[14] the shard's
 --   ticket deadline index: on a license with a wait queue, a seat this release frees is
 --   held for the queue's head at once (_policy.lua's hold_for_queue)
--- KEYS[15] units (a weighted lease's other seats, _lib.lua's set_units)
+-- KEYS[15] units (the release before's weighted leases, _lib.lua's drop_units)
+-- KEYS[16] weights   KEYS[17] wsum (the weighted leases, _lib.lua's add_weight)
 --
 -- Linger: a client's release of its live lease on a license with linger_seconds > 0
 -- keeps the seat held for that client (the lease stays in `leases` and the deadline
@@ -18,7 +19,8 @@
 -- kept) and records lease.lingering; the same client's acquire takes it back, and when
 -- the deadline passes `reclaim` ends it as lease.released. A borrowed lease returned
 -- early never lingers (returning it is giving the seat back), a revoke ends a lingering
--- lease at once, and a second release of a lingering lease is 'gone'.
+-- lease at once, and a second release of a lingering lease is 'gone'. A linger never
+-- outlives the license's term: under end_leases its deadline is at most the end (+ grace).
 --
 -- Returns (a repeat of the call: what its first run returned) one of
 --   {'released', used, seats, lingering (0 or 1), now_ms}   the lease was live and is ended, or
@@ -29,7 +31,8 @@
 --   {'rate_limited', retry_ms}  over the tenant's budget (_ratelimit.lua); nothing changed
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10], queue = KEYS[11],
-           tickets = KEYS[12], tdl = KEYS[13], tix = KEYS[14], units = KEYS[15]}
+           tickets = KEYS[12], tdl = KEYS[13], tix = KEYS[14], units = KEYS[15],
+           weights = KEYS[16], wsum = KEYS[17]}
 local tenant, license, sid, prefix, etype = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[8]), ARGV[6]
 local lk = tenant .. '/' .. license
@@ -55,14 +58,20 @@ if score and score > now then
     return remember(reply_key, reply_ttl, now,
       {'gone', in_use(k, now), cfg.seats, 0, now})
   end
+  local linger = nil  -- the linger's end (nil: none, the seat is free now)
   if cfg.linger_ms > 0 and not revoke and not rec.b then
-    local deadline = now + cfg.linger_ms
+    linger = now + cfg.linger_ms
+    local bound = cfg.terms and term_bound(load_terms(k.cfg, cfg.terms), now)
+    if bound and linger > bound[1] then
+      linger, rec.x = bound[1], bound[2]
+      if linger <= now then linger = nil end
+    end
+  end
+  if linger then
+    local deadline = linger
     rec.lg = 1
+    move_deadline(k, lk, sid, rec, int_arg(deadline))
     redis.call('HSET', k.sessions, sid, cjson.encode(rec))
-    local deadline_text = int_arg(deadline)
-    redis.call('ZADD', k.leases, deadline_text, sid)
-    redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
-    set_units(k.units, sid, rec.w, deadline_text)
     local used = in_use(k, now)
     emit(k.outbox, prefix, now, {type = 'lease.lingering', tenant_id = tenant,
       license_id = license, session_id = sid, client_id = rec.c, seats_used = used,
