@@ -20,11 +20,17 @@ spread over all 256 shards. Then, per phase, it reads the server's own time per 
   keeping its place (202) on a full license with 1,000 clients in line;
 - a license's term and entitlements with a weighted lease, against ``acquire (new)`` of
   the same round (target at most 1.1x): ``acquire (terms+w4)``, a new lease of weight 4
-  (``seats=4``: three more members in the license's ``units`` ZSET) on a license with an
-  end a year away, a 7-day grace, 8 entitlements and a max_version, holding as many
-  leases as the hot one, each of weight 4; the acquire asks for two entitlements and its
-  version (every check runs, and the answer carries the term and the weight). The rows'
-  leases are released between rounds, which takes their units with them (checked).
+  (``seats=4``: its member in the license's ``weights`` ZSET and its three extra seats in
+  ``wsum``) on a license with an end a year away, a 7-day grace, 8 entitlements and a
+  max_version, holding as many leases as the hot one, each of weight 4; the acquire asks
+  for two entitlements and its version (every check runs, and the answer carries the term
+  and the weight). The rows' leases are released between rounds, which takes their
+  weight with them (checked);
+- the heaviest lease a caller may ask for, against the same call on a one-seat lease of
+  the same round (target at most 1.5x: a weight must cost what a light lease costs, not
+  O(weight)): ``heartbeat (w100k)``, ``acquire (renew w100k)`` and ``release (w100k)``,
+  each on its own lease of 100,000 seats on a license as large as the hot one, against
+  ``heartbeat``, ``acquire (renew)`` and ``release``.
 
 A round measures every phase once, ZADD first. The machine is shared and noisy, so
 ``--rounds`` rounds (default 5) run and the median of the per-round ratios is reported.
@@ -123,6 +129,17 @@ VERSION = "2026.4"
 TERMS_TARGET = 1.1
 WAITING = 1_000
 QUEUED_SEATS = 10
+# The heaviest lease a caller may ask for (the API's maximum weight), on a license of its
+# own as large as HOT: its heartbeat, renewal and release against a one-seat lease's.
+HEAVY = "heavy"
+HEAVY_WEIGHT = 100_000
+HEAVY_SEATS = 10**12  # room for --ops leases of HEAVY_WEIGHT
+HEAVY_TARGET = 1.5
+HEAVY_ROWS = {  # the heavy row -> the one-seat row of the same call
+    "heartbeat (w100k)": "heartbeat",
+    "acquire (renew w100k)": "acquire (renew)",
+    "release (w100k)": "release",
+}
 
 
 def full_policy(reserve: int, members: list[str]) -> LicensePolicy:
@@ -156,7 +173,7 @@ TERM_ENDS = datetime.now(UTC) + timedelta(days=365)
 
 
 def load_config(_tenant: str, license_id: str) -> LicenseConfig:
-    seats = QUEUED_SEATS if license_id == QUEUED else SEATS
+    seats = {QUEUED: QUEUED_SEATS, HEAVY: HEAVY_SEATS}.get(license_id, SEATS)
     config = LicenseConfig(
         seats=seats,
         lease_seconds=LEASE_SECONDS,
@@ -207,9 +224,10 @@ def queue_terms_acquire(eng: SeatEngine, pipe: Any, client_id: str) -> str:
     )
 
 
-def terms_units(eng: SeatEngine) -> int:
-    """Members of TERMS' ``units`` ZSET: (TERMS_WEIGHT - 1) for each live lease."""
-    return int(eng.redis.zcard(keys.LicenseKeys.of(TENANT, TERMS).units))
+def extra_seats(eng: SeatEngine, license_id: str = TERMS) -> int:
+    """The license's weighted leases' seats past their first (``wsum``): TERMS_WEIGHT - 1
+    for each live lease of TERMS."""
+    return int(eng.redis.get(keys.LicenseKeys.of(TENANT, license_id).wsum) or 0)
 
 
 def queue_session(script: Any, pipe: Any, license_id: str, sid: str, release: bool) -> None:
@@ -420,7 +438,14 @@ def one_round(
         policy_created[client_id] = queue_acquire(eng, pipe, POLICY, client_id, user=user)
 
     terms_created: dict[str, str] = {}
-    terms_units_before = terms_units(eng)
+    terms_extra_before = extra_seats(eng)
+    heavy: dict[str, str] = {}  # client -> session of this round's leases of HEAVY_WEIGHT
+
+    def acquire_heavy(pipe: Any, client_id: str) -> None:
+        heavy[client_id] = queue_acquire(eng, pipe, HEAVY, client_id, seats=HEAVY_WEIGHT)
+
+    def renew_heavy(pipe: Any, client_id: str) -> None:
+        queue_acquire(eng, pipe, HEAVY, client_id, seats=HEAVY_WEIGHT)
 
     def acquire_terms(pipe: Any, client_id: str) -> None:
         terms_created[client_id] = queue_terms_acquire(eng, pipe, client_id)
@@ -502,17 +527,51 @@ def one_round(
             ),
         ),
     ]
+    # the heaviest leases: taken (not measured), then the three calls on them
+    run_batched(client, [f"h{c}" for c in new_clients], acquire_heavy, "acquired")
+    phases += [
+        measure(
+            client,
+            "heartbeat (w100k)",
+            "evalsha",
+            lambda: run_batched(
+                client,
+                list(heavy.values()),
+                lambda p, sid: queue_session(eng.scripts.heartbeat, p, HEAVY, sid, False),
+                "ok",
+            ),
+        ),
+        measure(
+            client,
+            "acquire (renew w100k)",
+            "evalsha",
+            lambda: run_batched(client, list(heavy), renew_heavy, "renewed"),
+        ),
+        measure(
+            client,
+            "release (w100k)",
+            "evalsha",
+            lambda: run_batched(
+                client,
+                list(heavy.values()),  # back to --hot one-seat leases for the next round
+                lambda p, sid: queue_session(eng.scripts.release, p, HEAVY, sid, True),
+                "released",
+            ),
+        ),
+    ]
+    if extra_seats(eng, HEAVY) != 0:
+        raise RuntimeError(f"{HEAVY}: {extra_seats(eng, HEAVY)} extra seats after the round")
     # not measured: back to --hot leases on the terms license for the next round; their
-    # release takes their units with them
+    # release takes their weight with them
     run_batched(
         client,
         list(terms_created.values()),
         lambda p, sid: queue_session(eng.scripts.release, p, TERMS, sid, True),
         "released",
     )
-    if terms_units(eng) != terms_units_before:
+    if extra_seats(eng) != terms_extra_before:
         raise RuntimeError(
-            f"{TERMS}: {terms_units(eng)} units after the round, {terms_units_before} before"
+            f"{TERMS}: {extra_seats(eng)} extra seats after the round, {terms_extra_before} before"
         )
     # not measured: back to one lease per user on the policy license for the next round
     run_batched(
@@ -566,6 +625,26 @@ def report_terms(rounds: list[list[Phase]]) -> bool:
         f"  (rounds: {cells})  {verdict} (information: the rounds' phases are minutes apart)"
     )
     return True
+
+
+def report_heavy(rounds: list[list[Phase]]) -> bool:
+    """A weight costs what one seat costs: each heavy row over its one-seat row, same
+    round."""
+    names = [p.name for p in rounds[0]]
+    print(
+        f"\nthe heaviest lease ({HEAVY_WEIGHT:,} seats) against one seat, per round "
+        f"usec_per_call ratio, median; target at most {HEAVY_TARGET}x"
+    )
+    ok = True
+    for heavy, light in HEAVY_ROWS.items():
+        idx, base = names.index(heavy), names.index(light)
+        ratios = [r[idx].usec / r[base].usec for r in rounds]
+        ratio = statistics.median(ratios)
+        verdict = "PASS" if ratio <= HEAVY_TARGET else "FAIL"
+        ok = ok and ratio <= HEAVY_TARGET
+        cells = ", ".join(f"{x:.2f}" for x in ratios)
+        print(f"  {heavy:<22} / {light:<16}{ratio:>6.2f}x  (rounds: {cells})  {verdict}")
+    return ok
 
 
 def paired_terms(eng: SeatEngine, samples: int, batch: int) -> bool:
@@ -679,7 +758,8 @@ NEW_LEASE_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("ZRANGEBYSCORE", "KEYS[2]", "'-inf'", "ARGV[2]", "'LIMIT'", "'0'", "'100'"),  # prune
     ("HGET", "KEYS[4]", "ARGV[3]"),  # the client's own lease (none)
     ("ZCARD", "KEYS[2]"),  # seats used: the leases ...
-    ("ZCARD", "KEYS[16]"),  # ... and the weighted leases' other seats (units)
+    ("ZCARD", "KEYS[16]"),  # ... the release before's weighted leases' seats (units) ...
+    ("GET", "KEYS[18]"),  # ... and the weighted leases' extra seats (wsum: none here)
     ("ZADD", "KEYS[2]", "ARGV[4]", "ARGV[5]"),  # the lease and its deadline
     ("HSET", "KEYS[3]", "ARGV[5]", "ARGV[6]"),  # its record
     ("HSET", "KEYS[4]", "ARGV[3]", "ARGV[5]"),  # the client's lease
@@ -1009,6 +1089,7 @@ def main(argv: list[str] | None = None) -> int:
         # WAITING clients in line
         policy_hot = fill_license(eng, POLICY, args.hot, "pclient", users=True)
         fill_license(eng, TERMS, args.hot, "tclient")
+        fill_license(eng, HEAVY, args.hot, "hclient")  # one seat each, as HOT's
         waiting = fill_queue(eng)
         fill_floor(eng, args.hot)
         sha = client.script_load(script_source("acquire"))
@@ -1023,6 +1104,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = report(rounds, args.target)
         ok = report_policy(rounds) and ok
         ok = report_terms(rounds) and ok
+        ok = report_heavy(rounds) and ok
         ok = paired_terms(eng, samples=args.pairs, batch=1000) and ok
         throughput(eng, port, args.hot, requests=50_000)
         if args.profile:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 from client_harness import ClientStack, client_stack
 from http_support import Tenant, new_tenant
-from procs import start_postgres, start_redis_cluster
+from procs import ShiftedClock, start_postgres, start_redis_cluster, start_shifted_redis
 from sqlalchemy import create_engine, text
 
 from seatlease import logs
@@ -80,6 +80,38 @@ def redis_server() -> Iterator[Proc]:
     handle = start_redis()
     yield handle
     handle.stop()
+
+
+@pytest.fixture(scope="session")
+def shifted_redis() -> Iterator[tuple[Proc, ShiftedClock]]:
+    """A private redis-server whose wall clock the tests move forward (tests/procs.py)."""
+    handle, clock = start_shifted_redis()
+    yield handle, clock
+    handle.stop()
+
+
+class Timeline:
+    """A seat engine on the shifted-clock redis-server, flushed, and its clock:
+    ``timeline.advance(seconds)`` is time passing for Redis (deadlines, terms, TTLs)."""
+
+    def __init__(self, engine: SeatEngine, clock: ShiftedClock) -> None:
+        self.engine, self.clock = engine, clock
+        self.redis = engine.redis
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    def now_ms(self) -> int:
+        return self.engine.server_time_ms()
+
+
+@pytest.fixture
+def timeline(shifted_redis, configs: ConfigTable) -> Iterator[Timeline]:
+    handle, clock = shifted_redis
+    client = redisconn.connect(handle.url)
+    client.flushall()
+    yield Timeline(SeatEngine(client, configs), clock)
+    client.close()
 
 
 @pytest.fixture(scope="session")

@@ -165,3 +165,64 @@ def private_database() -> tuple[str, Callable[[], None]]:
             handle.stop()
 
     return url, cleanup
+
+
+CLOCKSHIFT_SOURCE = Path(__file__).resolve().parent / "clockshift" / "clockshift.c"
+
+
+class ShiftedClock:
+    """The wall clock of a redis-server started by ``start_shifted_redis``: ``advance``
+    moves it forward (never back: what waiting does), at once for every later command
+    (TIME, key expiry, a script's time). ``offset_ms`` is how far it is ahead of the real
+    clock."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset_ms = 0
+        self._write()
+
+    def _write(self) -> None:
+        self.path.write_bytes(self.offset_ms.to_bytes(8, "little", signed=True))
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("the clock only moves forward")
+        self.offset_ms += round(seconds * 1000)
+        self._write()
+
+
+def build_clockshift(into: Path) -> Path:
+    """tests/clockshift/clockshift.c built into ``into`` (cc, as the C client's build has)."""
+    cc = require("cc", "install a C compiler (Debian's gcc): the time-jump tests build a shim")
+    target = into / "clockshift.so"
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(target),
+         str(CLOCKSHIFT_SOURCE)],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    return target
+
+
+def start_shifted_redis() -> tuple[Proc, ShiftedClock]:
+    """A private redis-server whose wall clock the test moves (``ShiftedClock.advance``):
+    lease deadlines, a term's end and grace, the config cache's TTL and the reply store's
+    generations all pass as they would by waiting, in a moment. The shim
+    (tests/clockshift/clockshift.c) is preloaded into the server alone."""
+    port = free_port()
+    workdir = Path(tempfile.mkdtemp(prefix="seatlease-shifted-redis-"))
+    shim = build_clockshift(workdir)
+    clock = ShiftedClock(workdir / "offset")
+    env = {**os.environ, "LD_PRELOAD": str(shim), "CLOCKSHIFT_FILE": str(clock.path)}
+    args = redis_args(port, str(workdir))
+
+    def launch() -> list[subprocess.Popen]:
+        wait_port_free(port)
+        proc = spawn(args, workdir / "redis.log", env=env)
+        try:
+            wait_until(lambda: port_open(port), 10, f"redis-server (shifted clock) on {port}")
+        except RuntimeError:
+            Proc([proc]).halt()
+            raise
+        return [proc]
+
+    return Proc(launch(), str(workdir), f"redis://127.0.0.1:{port}/0", launch), clock

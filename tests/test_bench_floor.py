@@ -97,15 +97,17 @@ def test_a_seat_call_reads_the_server_clock_once(redis_client, engine, bench) ->
             assert ran["time"] == 1, (call.__name__, ran)
 
 
-def test_the_terms_row_takes_a_weighted_lease_and_gives_its_units_back(redis_client, bench) -> None:
+def test_the_terms_row_takes_a_weighted_lease_and_gives_its_weight_back(
+    redis_client, bench
+) -> None:
     """The terms row (``TERMS_ROW``) measures a new lease of weight TERMS_WEIGHT on the
-    license with terms: the lease counts its weight, carries the term, and holds
-    TERMS_WEIGHT - 1 units; the release between rounds (and the fill) leave the license's
-    units as they were, or the rounds would measure a growing ZSET."""
+    license with terms: the lease counts its weight, carries the term, and adds
+    TERMS_WEIGHT - 1 extra seats; the release between rounds (and the fill) leave the
+    license's weights as they were, or the rounds would measure a growing ZSET."""
     eng = SeatEngine(redis_client, bench.load_config)
     filled = bench.fill_license(eng, bench.TERMS, 3, "tfill")
     extra = bench.TERMS_WEIGHT - 1
-    assert bench.terms_units(eng) == 3 * extra
+    assert bench.extra_seats(eng) == 3 * extra
     pipe = redis_client.pipeline(transaction=False)
     sid = bench.queue_terms_acquire(eng, pipe, "trow")
     (reply,) = pipe.execute()
@@ -113,9 +115,27 @@ def test_the_terms_row_takes_a_weighted_lease_and_gives_its_units_back(redis_cli
     assert reply[4] == 4 * bench.TERMS_WEIGHT  # seats used: four leases of the weight
     assert reply[12] == ",".join(bench.ENTITLEMENTS)  # the terms' tail ...
     assert reply[-1] == bench.TERMS_WEIGHT and len(reply) == 15  # ... then the weight
-    assert bench.terms_units(eng) == 4 * extra
+    assert bench.extra_seats(eng) == 4 * extra
     pipe = redis_client.pipeline(transaction=False)
     for session in [sid, *filled.values()]:
         bench.queue_session(eng.scripts.release, pipe, bench.TERMS, session, True)
     assert [r[0] for r in pipe.execute()] == ["released"] * 4
-    assert bench.terms_units(eng) == 0
+    assert bench.extra_seats(eng) == 0
+
+
+def test_the_heavy_rows_take_the_heaviest_lease_a_caller_may_ask_for(redis_client, bench) -> None:
+    """The heavy rows measure calls on a lease of HEAVY_WEIGHT (the API's maximum) on a
+    license that has room for them; their release gives every seat back."""
+    from seatlease.api.schemas import MAX_LEASE_WEIGHT
+
+    assert bench.HEAVY_WEIGHT == MAX_LEASE_WEIGHT
+    eng = SeatEngine(redis_client, bench.load_config)
+    bench.fill_license(eng, bench.HEAVY, 2, "hfill")
+    pipe = redis_client.pipeline(transaction=False)
+    sid = bench.queue_acquire(eng, pipe, bench.HEAVY, "heavy-1", seats=bench.HEAVY_WEIGHT)
+    (reply,) = pipe.execute()
+    assert reply[:2] == ["acquired", sid] and reply[-1] == bench.HEAVY_WEIGHT
+    assert bench.extra_seats(eng, bench.HEAVY) == bench.HEAVY_WEIGHT - 1
+    assert eng.heartbeat(bench.TENANT, bench.HEAVY, sid).seats == bench.HEAVY_WEIGHT
+    assert eng.release(bench.TENANT, bench.HEAVY, sid).seats_used == 2
+    assert bench.extra_seats(eng, bench.HEAVY) == 0

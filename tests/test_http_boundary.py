@@ -30,6 +30,7 @@ EXAMPLES = {
     errors.UserLimitReached: (errors.UserLimitReached("ann", 2, 2, 9), 409, "user_limit_reached"),
     errors.QueueFull: (errors.QueueFull(30, 3, 3), 409, "queue_full"),
     errors.SeatsMismatch: (errors.SeatsMismatch("node-1", 4, 2), 409, "seats_mismatch"),
+    errors.MachineMismatch: (errors.MachineMismatch("laptop"), 409, "machine_mismatch"),
     errors.UserDenied: (errors.UserDenied("ann"), 403, "user_denied"),
     errors.LicenseNotStarted: (
         errors.LicenseNotStarted(1_800_000_000_000),

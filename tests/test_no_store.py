@@ -43,3 +43,19 @@ def test_a_new_api_key_is_no_store_from_the_admin_and_the_portal(acme: Tenant) -
     )
     assert portal.status_code == 201 and "key" in portal.get_json()
     _no_store(portal)
+
+
+def test_every_answer_of_every_function_is_no_store(acme: Tenant) -> None:
+    """Issue 38: the portal's page said ``no-cache`` and the refusals of ``keys`` and the
+    portal said nothing; every answer is no-store (the JWKS itself excepted: public keys,
+    cached by design for ``max-age``)."""
+    page = call("portal", method="GET", content_type=None)
+    assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
+    _no_store(page)
+    for name, method in (("keys", "POST"), ("portal", "PUT"), ("acquire", "GET")):
+        refused = call(name, method=method, content_type=None)
+        assert refused.status_code == 405, (name, refused.status_code)
+        _no_store(refused)
+    jwks = call("keys", method="GET", content_type=None)
+    assert jwks.status_code == 200
+    assert jwks.headers["Cache-Control"] == "public, max-age=300"

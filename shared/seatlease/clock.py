@@ -34,8 +34,23 @@ def iso_utc(value: datetime) -> str:
     return utc(value).isoformat().replace("+00:00", "Z")
 
 
+# The last moment a datetime can hold (a license's end is range-checked to lie before it:
+# seatlease.licenses.LATEST_TIME; these clamp what was stored before that check).
+_LAST = datetime.max.replace(tzinfo=UTC)
+_LAST_MS = (_LAST - EPOCH) // timedelta(milliseconds=1)
+
+
+def later(value: datetime, seconds: int) -> datetime:
+    """``value`` + ``seconds``, at most the last moment a datetime holds (never an
+    OverflowError: one stored term must not take a view of every license down)."""
+    aware = utc(value)
+    if _LAST - aware < timedelta(seconds=seconds):
+        return _LAST
+    return aware + timedelta(seconds=seconds)
+
+
 def rfc3339(ms: int) -> str:
     """``2026-11-22T12:00:00.000Z`` for milliseconds since the epoch."""
     # Integer arithmetic: fromtimestamp(ms / 1000) rounds far-future milliseconds wrong.
-    moment = EPOCH + timedelta(milliseconds=ms)
+    moment = EPOCH + timedelta(milliseconds=max(0, min(ms, _LAST_MS)))
     return moment.isoformat(timespec="milliseconds")[:-6] + "Z"

@@ -58,24 +58,59 @@ def user_text(field: str) -> Callable[[str], str]:
     return check
 
 
+# Default-ignorable code points that are not of category Cf (format), which every
+# renderer draws as nothing (Unicode's DerivedCoreProperties.txt): the combining grapheme
+# joiner, the Hangul fillers, the Khmer inherent vowels, the variation selectors.
+_IGNORABLE_NOT_CF = frozenset(
+    [
+        *(0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0),
+        *range(0x180B, 0x1810),
+        *range(0xFE00, 0xFE10),
+        *range(0xE0100, 0xE01F0),
+    ]
+)
+
+
+def _invisible(char: str) -> bool:
+    """A character drawn as nothing: a format character (Cf: zero-width space and
+    joiners, soft hyphen, word joiner, byte order mark, bidi controls, tags...) or another
+    default-ignorable code point."""
+    return unicodedata.category(char) == "Cf" or ord(char) in _IGNORABLE_NOT_CF
+
+
 def policy_name(user: str) -> str:
     """The form of a user name a license's policy compares (deny lists, per-user limits,
-    group reservations): NFKC-normalised, case-folded, trimmed, so ``Mallory``,
-    ``mallory `` and its fullwidth letters (U+FF4D...) are one user. Only the policy sees
-    it: the lease's metadata, status, events and reports keep the name as sent. A name
-    of spaces alone is no name ('')."""
+    group reservations): NFKC-normalised, case-folded, trimmed, and without the characters
+    drawn as nothing (``_invisible``), so ``Mallory``, ``mallory ``, its fullwidth letters
+    (U+FF4D...) and ``mallory`` + U+200B are one user. Only the policy sees it: the
+    lease's metadata, status, events and reports keep the name as sent. A name of spaces
+    (or invisible characters) alone is no name ('')."""
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", user).casefold())
-    return folded.strip()
+    return "".join(c for c in folded if not _invisible(c)).strip()
+
+
+# Characters that break or reorder a line where people read it: the line and paragraph
+# separators and the bidirectional controls (embeddings, overrides, isolates, marks), which
+# can make a terminal row or a portal cell read other than it is.
+_LINE_BREAKS = frozenset([0x2028, 0x2029])
+_BIDI_CONTROLS = frozenset([0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)])
 
 
 def control_problem(text: str) -> str | None:
-    """Why ``text`` may not be a name people read (a user, a host, a label): it holds a
-    C0 or C1 control character or DEL (NUL included), which a terminal would act on (an
-    escape sequence can retitle, clear or rewrite an operator's screen); or None."""
+    """Why ``text`` may not be shown to people (a user, a host, a label, a metadata key or
+    value): it holds a C0 or C1 control character or DEL (NUL, line feed and tab
+    included), which a terminal would act on (an escape sequence can retitle, clear or
+    rewrite an operator's screen, a line break draws a row of its own); a line or
+    paragraph separator; or a bidirectional control, which reorders what is shown. None
+    when it holds none."""
     for char in text:
         code = ord(char)
         if code < 0x20 or 0x7F <= code <= 0x9F:
             return f"contains a control character (U+{code:04X})"
+        if code in _LINE_BREAKS:
+            return f"contains a line break (U+{code:04X})"
+        if code in _BIDI_CONTROLS:
+            return f"contains a bidirectional control character (U+{code:04X})"
     return None
 
 
@@ -114,16 +149,20 @@ def text_problem(text: str) -> str | None:
     return None
 
 
-def check_metadata_text(value: object) -> None:
+def check_metadata_text(value: object, *, shown: bool = False) -> None:
     """Raise ValueError when a key or string value of a metadata object has a
-    ``text_problem``."""
+    ``text_problem`` (it could not be stored); with ``shown`` (a client's request: its
+    metadata is shown to operators in ``seatlease status``, the portal and the reports)
+    a ``control_problem`` too. (The audit function checks only the first: an event of an
+    earlier release is stored, never dropped.)"""
     if not isinstance(value, dict):
         return
     for key, item in value.items():
         for what, text in (("key", key), ("value", item)):
-            if isinstance(text, str) and (problem := text_problem(text)):
-                shown = ascii(key)[:40]
-                raise ValueError(f"metadata {what} of {shown} {problem}")
+            if not isinstance(text, str):
+                continue
+            if problem := text_problem(text) or (shown and control_problem(text)) or None:
+                raise ValueError(f"metadata {what} of {ascii(key)[:40]} {problem}")
 
 
 def invalid_request(exc: ValidationError, what: str = "request") -> InvalidRequest:

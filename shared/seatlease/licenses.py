@@ -39,6 +39,34 @@ MAX_ENTITLEMENTS = 64
 # Versions: dotted numbers, compared part by part (2026.10 > 2026.4).
 VERSION_PATTERN = r"^[0-9]{1,9}(\.[0-9]{1,9}){0,7}$"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Every moment a license names (its start, its end, its end + grace, a renewed end) lies
+# in [EARLIEST_TIME, LATEST_TIME]: what every view, answer and token can write (a later
+# end + grace overflowed Python's datetime after it was stored, and every admin view of
+# the license answered 500). 9999-12-31 is the latest "never" an operator may type.
+EARLIEST_TIME = _EPOCH
+LATEST_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
+def term_problem(
+    starts_at: datetime | None, expires_at: datetime | None, grace_seconds: int
+) -> tuple[str, str] | None:
+    """The field at fault and why, when a term names a moment out of range (see
+    LATEST_TIME); None when every moment is in range."""
+    latest = LATEST_TIME.isoformat().replace("+00:00", "Z")
+    for field, value in (("starts_at", starts_at), ("expires_at", expires_at)):
+        if value is None:
+            continue
+        aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+        if not EARLIEST_TIME <= aware <= LATEST_TIME:
+            return field, f"must lie between 1970-01-01T00:00:00Z and {latest}"
+    if expires_at is not None:
+        aware = expires_at if expires_at.tzinfo else expires_at.replace(tzinfo=UTC)
+        if LATEST_TIME - aware < timedelta(seconds=grace_seconds):
+            return "grace_seconds", (
+                f"expires_at + grace_seconds must end by {latest} (the latest a license may "
+                f"end); at most {int((LATEST_TIME - aware).total_seconds())} with this expires_at"
+            )
+    return None
 
 
 def epoch_ms(value: datetime | None) -> int:

@@ -38,6 +38,7 @@ def exit_code(exc: BaseException) -> int | None:
             | errors.UserLimitReached()
             | errors.QueueFull()
             | errors.SeatsMismatch()
+            | errors.MachineMismatch()
         ):
             return EXIT_CONFLICT
         # A value the rules refuse: the command line asked for something invalid.

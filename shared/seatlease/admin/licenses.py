@@ -22,9 +22,9 @@ from seatlease.admin.common import (
     license_rows,
     require_license,
 )
-from seatlease.errors import BackendUnavailable, StoreError
+from seatlease.errors import BackendUnavailable, InvalidRequest, StoreError
 from seatlease.fields import Entitlements, Identifier, Version
-from seatlease.licenses import LICENSE_FIELDS, MAX_GRACE_SECONDS, LicenseConfig
+from seatlease.licenses import LICENSE_FIELDS, MAX_GRACE_SECONDS, LicenseConfig, term_problem
 from seatlease.logs import log
 from seatlease.records import store
 from seatlease.seats.engine import CONFIG_TTL_SECONDS
@@ -40,6 +40,17 @@ def _check_term(starts: datetime | None, expires: datetime | None) -> datetime |
     if starts is not None and expires is not None and expires <= starts:
         raise ValueError("must be after starts_at")
     return expires
+
+
+def check_term_range(starts: datetime | None, expires: datetime | None, grace_seconds: int) -> None:
+    """A 400 naming the field when the term names a moment out of range (its start, its
+    end, its end + grace: seatlease.licenses.term_problem), before anything is stored."""
+    problem = term_problem(starts, expires, grace_seconds)
+    if problem is not None:
+        field, text = problem
+        raise InvalidRequest(
+            f"Invalid request: {field}: {text}.", details=[{"field": field, "problem": text}]
+        )
 
 
 class LicenseCreate(Action):
@@ -64,6 +75,11 @@ class LicenseCreate(Action):
     @classmethod
     def _after_start(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
         return _check_term(info.data.get("starts_at"), value)
+
+    @model_validator(mode="after")
+    def _in_range(self) -> LicenseCreate:
+        check_term_range(self.starts_at, self.expires_at, self.grace_seconds)
+        return self
 
     def terms(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in LICENSE_FIELDS[7:]}
@@ -202,13 +218,13 @@ def term_view(config: LicenseConfig, now: datetime | None = None) -> dict[str, A
         state = "perpetual"
     elif now < expires:
         state = "active"
-    elif now < expires + timedelta(seconds=config.grace_seconds):
+    elif now < clock.later(expires, config.grace_seconds):
         state = "in_grace"
     else:
         state = "expired"
     view["term_state"] = state
     if expires is not None:
-        view["grace_ends_at"] = iso_time(expires + timedelta(seconds=config.grace_seconds))
+        view["grace_ends_at"] = iso_time(clock.later(expires, config.grace_seconds))
         view["expires_in_days"] = -((now - expires) // timedelta(days=1))  # rounded up
     view["term_text"] = term_text(view)
     return view
@@ -290,13 +306,35 @@ def _license_change(
 
 def _license_update(req: LicenseUpdate) -> tuple[int, dict[str, Any]]:
     changes = req.changes()
+    row = require_license(req.tenant_id, req.license_id)
     if req.renew_for_seconds is not None:
-        current = require_license(req.tenant_id, req.license_id)["expires_at"]
+        current = row["expires_at"]
         now = clock.now()
         if current is None:
             raise StoreError("renew_for_seconds: the license has no expires_at to renew")
         start = max(now, clock.utc(current))
-        changes["expires_at"] = start + timedelta(seconds=req.renew_for_seconds)
+        renewed = clock.later(start, req.renew_for_seconds)
+        if term_problem(None, renewed, 0) or renewed - start < timedelta(
+            seconds=req.renew_for_seconds
+        ):
+            text = "the renewed end would pass 9999-12-31T23:59:59Z (the latest a license may end)"
+            raise InvalidRequest(
+                f"Invalid request: renew_for_seconds: {text}.",
+                details=[{"field": "renew_for_seconds", "problem": text}],
+            )
+        changes["expires_at"] = renewed
+    # the term as it will be (the stored one, changed): every moment of it in range
+    after = {**row, **changes, **dict.fromkeys(req.cleared())}
+    check_term_range(
+        after.get("starts_at"), after.get("expires_at"), after.get("grace_seconds") or 0
+    )
+    if after.get("starts_at") and after.get("expires_at"):
+        if clock.utc(after["expires_at"]) <= clock.utc(after["starts_at"]):
+            field = "expires_at" if "expires_at" in changes else "starts_at"
+            text = "expires_at must be after starts_at"
+            raise InvalidRequest(
+                f"Invalid request: {field}: {text}.", details=[{"field": field, "problem": text}]
+            )
     return 200, _license_change(req.tenant_id, req.license_id, changes, req.cleared())
 
 
@@ -325,8 +363,7 @@ def _ends_between(row: dict[str, Any], now: datetime, horizon: datetime) -> bool
     if row.get("expires_at") is None:
         return False
     expires = clock.utc(row["expires_at"])
-    grace = timedelta(seconds=row.get("grace_seconds") or 0)
-    return expires <= horizon and now <= expires + grace
+    return expires <= horizon and now <= clock.later(expires, row.get("grace_seconds") or 0)
 
 
 HANDLERS = {

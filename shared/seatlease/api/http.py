@@ -87,11 +87,13 @@ class Call:
 def json_response(
     status: int, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> Response:
+    """A JSON answer. Every one is its caller's alone, and some carry secrets (a new API
+    key, lease tokens): ``Cache-Control: no-store`` unless ``headers`` say otherwise."""
     return Response(
         json.dumps(body, separators=(",", ":")),
         status=status,
         mimetype="application/json",
-        headers=headers or {},
+        headers={"Cache-Control": "no-store", **(headers or {})},
     )
 
 
@@ -330,9 +332,7 @@ def endpoint(
             if authenticate:
                 fields["tenant_id"] = call.tenant_id or None
             log(severity, message, **{**fields, "latency_ms": latency_ms, **call.log})
-            # Every answer is this caller's alone, and some carry secrets (a new API key,
-            # lease tokens): no cache on the way may keep one.
-            return json_response(status, body, {"Cache-Control": "no-store", **headers})
+            return json_response(status, body, headers)  # (no-store: json_response)
 
         # Everything imported so far lives as long as the instance: keep it out of the
         # garbage collector's generations, so the first full collection does not stall

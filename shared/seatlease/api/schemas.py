@@ -95,7 +95,7 @@ class AcquireRequest(_Body):
                         f"metadata must be flat: {key!r} is {kind} "
                         "(values are strings, numbers, booleans or null)"
                     )
-        check_metadata_text(value)
+        check_metadata_text(value, shown=True)
         return value
 
     @field_validator("metadata")

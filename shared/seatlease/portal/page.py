@@ -51,6 +51,8 @@ def page() -> tuple[bytes, dict[str, str]]:
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": "no-referrer",
         "X-Frame-Options": "DENY",
-        "Cache-Control": "no-cache",
+        # the page itself holds no secret, but every answer of the functions is no-store
+        # (docs/api.md): nothing of the portal is kept by a cache on the way
+        "Cache-Control": "no-store",
     }
     return html.encode("utf-8"), headers
