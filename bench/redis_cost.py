@@ -20,11 +20,10 @@ spread over all 256 shards. Then, per phase, it reads the server's own time per 
   keeping its place (202) on a full license with 1,000 clients in line;
 - a license's term and entitlements with a weighted lease, against ``acquire (new)`` of
   the same round (target at most 1.1x): ``acquire (terms+w4)``, a new lease of weight 4
-  (``seats=4``: its member in the license's ``weights`` ZSET and its three extra seats in
-  ``wsum``) on a license with an end a year away, a 7-day grace, 8 entitlements and a
-  max_version, holding as many leases as the hot one, each of weight 4; the acquire asks
-  for two entitlements and its version (every check runs, and the answer carries the term
-  and the weight). The rows' leases are released between rounds, which takes their
+  (``seats=4``: its three extra seats added to the license's ``wsum``) on a license with
+  an end a year away, a 7-day grace, 8 entitlements and a max_version, holding as many
+  leases as the hot one, each of weight 4; the acquire asks for two entitlements and its
+  version (every check runs, and the answer carries the term and the weight). The rows' leases are released between rounds, which takes their
   weight with them (checked);
 - the heaviest lease a caller may ask for, against the same call on a one-seat lease of
   the same round (target at most 1.5x: a weight must cost what a light lease costs, not
@@ -758,8 +757,8 @@ NEW_LEASE_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("ZRANGEBYSCORE", "KEYS[2]", "'-inf'", "ARGV[2]", "'LIMIT'", "'0'", "'100'"),  # prune
     ("HGET", "KEYS[4]", "ARGV[3]"),  # the client's own lease (none)
     ("ZCARD", "KEYS[2]"),  # seats used: the leases ...
-    ("ZCARD", "KEYS[16]"),  # ... the release before's weighted leases' seats (units) ...
-    ("GET", "KEYS[18]"),  # ... and the weighted leases' extra seats (wsum: none here)
+    ("GET", "KEYS[17]"),  # ... the weighted leases' extra seats (wsum: none here) ...
+    ("ZCARD", "KEYS[16]"),  # ... and the release before's weighted leases' seats (units)
     ("ZADD", "KEYS[2]", "ARGV[4]", "ARGV[5]"),  # the lease and its deadline
     ("HSET", "KEYS[3]", "ARGV[5]", "ARGV[6]"),  # its record
     ("HSET", "KEYS[4]", "ARGV[3]", "ARGV[5]"),  # the client's lease

@@ -221,8 +221,6 @@ class SeatModel(RuleBasedStateMachine):
         past = self.engine.server_time_ms() - 1
         self.redis.zadd(self.keys.leases, {sid: past}, xx=True)
         self.redis.zadd(self.keys.deadlines, {f"t/lic|{sid}": past}, xx=True)
-        if self.weight[sid] > 1:  # a weighted lease's weight expires with it
-            self.redis.zadd(self.keys.weights, {f"{sid}#{self.weight[sid]}": past}, xx=True)
         self.expired[sid] = self.live.pop(sid)
 
     @precondition(lambda self: not self.waited and self.config.seat_limit > self.used)
@@ -247,8 +245,7 @@ class SeatModel(RuleBasedStateMachine):
         assert {s: r["seats"] for s, r in rows.items()} == {s: self.weight[s] for s in self.live}
         assert self.used <= self.config.seat_limit  # lingering and borrowed seats count
         # no weighted lease's weight outlives it (nor goes before it)
-        held = [s for s in (*self.live, *self.expired) if self.weight[s] > 1]
-        assert self.redis.zcard(self.keys.weights) == len(held)
+        held = [*self.live, *self.expired]
         assert int(self.redis.get(self.keys.wsum) or 0) == sum(self.weight[s] - 1 for s in held)
         assert {s for s, r in rows.items() if r["borrowed"]} == self.borrowed & set(self.live)
         assert {s for s, r in rows.items() if r["lingering"]} == self.lingering & set(self.live)

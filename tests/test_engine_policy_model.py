@@ -238,8 +238,6 @@ class PolicyModel(RuleBasedStateMachine):
             lease = self.leases.pop(client)
             self.stale.append(lease)
             self.redis.zadd(self.keys.leases, {lease[0]: 1})
-            if lease[3] > 1:  # a weighted lease's weight runs out with it
-                self.redis.zadd(self.keys.weights, {f"{lease[0]}#{lease[3]}": 1}, xx=True)
 
     @rule(client=st.sampled_from(CLIENTS))
     def ticket_runs_out(self, client: str) -> None:

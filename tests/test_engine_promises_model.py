@@ -54,8 +54,7 @@ COUNTS = (
     _LIB
     + """
 local now = now_ms()
-local k = {leases = KEYS[1], sessions = KEYS[2], units = KEYS[3], weights = KEYS[4],
-           wsum = KEYS[5]}
+local k = {leases = KEYS[1], sessions = KEYS[2], units = KEYS[3], wsum = KEYS[4]}
 local truth = 0
 for _, sid in ipairs(redis.call('ZRANGEBYSCORE', k.leases, '(' .. int_arg(now), '+inf')) do
   local raw = redis.call('HGET', k.sessions, sid)
@@ -195,9 +194,7 @@ class PromisesModel(RuleBasedStateMachine):
 
     def _truth(self) -> tuple[int, int, int]:
         k = self.keys
-        engine_count, truth, now = self.counts(
-            keys=[k.leases, k.sessions, k.units, k.weights, k.wsum]
-        )
+        engine_count, truth, now = self.counts(keys=[k.leases, k.sessions, k.units, k.wsum])
         return int(engine_count), int(truth), int(now)
 
     def _check_terms(self, answer) -> None:

@@ -107,9 +107,8 @@ class LicenseKeys:
     # The term's notices (lua/notices.lua): the shard's index, and this license's state
     notices: str  # ZSET per shard "<tenant>/<license>" -> next notice due (ms)
     notice: str  # HASH exp, g (the term armed), term, sent (the notices sent for it)
-    # Weighted leases (lua/_lib.lua, add_weight): one member each, and their extra seats
-    weights: str  # ZSET "<session_id>#<w>" -> the lease's deadline, for a weight w > 1
-    wsum: str  # STRING the sum of w - 1 over the members of ``weights``
+    # Weighted leases (lua/_lib.lua, add_weight): their extra seats
+    wsum: str  # STRING the sum of w - 1 over the license's leases of weight w > 1
     # The release before's weighted leases: a member per seat past the first (O(w) a call)
     units: str  # ZSET "<session_id>#<n>" -> the lease's deadline, n = 2 .. its weight
 
@@ -141,7 +140,6 @@ class LicenseKeys:
             ticket_index=ticket_index_key(shard),
             notices=notices_key(shard),
             notice=f"{base}:notice",
-            weights=f"{base}:weights",
             wsum=f"{base}:wsum",
             units=f"{base}:units",
         )
@@ -170,8 +168,8 @@ class LicenseKeys:
     @property
     def weight_keys(self) -> list[str]:
         """A weighted lease's keys, in the scripts' order: units (the release before's),
-        weights, wsum."""
-        return [self.units, self.weights, self.wsum]
+        wsum."""
+        return [self.units, self.wsum]
 
     @property
     def policy_keys(self) -> list[str]:

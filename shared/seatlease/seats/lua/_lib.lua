@@ -22,9 +22,8 @@
 --             remember below)
 --   rate      string per shard and tenant: the tenant's rate budget (_ratelimit.lua)
 --   users     HASH  the license policy's live counts (_policy.lua), kept by drop_lease
---   weights   ZSET  "<sid>#<w>" -> the lease's deadline, one member per lease of weight
---                   w > 1 (rec.w; absent: 1)   wsum  STRING the sum of their w - 1
---                   (add_weight below)
+--   wsum      STRING the sum of w - 1 over the license's leases of weight w > 1 (rec.w;
+--                   absent: 1), stored and not yet reclaimed (add_weight below)
 --   units     ZSET  the release before's weighted leases' other seats (drop_units below)
 
 -- Milliseconds from the Redis server clock: function instances' clocks differ.
@@ -376,23 +375,22 @@ local function remember(slot, ttl_ms, now, reply)
 end
 
 -- Weighted seats: a lease of weight w > 1 (rec.w) counts as w seats, at O(1) a call
--- whatever w (docs/design.md, "Weighted seats"):
---   wsum      the sum of w - 1 over the weighted leases stored (live, or expired and not
---             yet reclaimed), kept by add_weight and drop_weight
---   weights   one member "<sid>#<w>" per weighted lease, scored with its deadline like the
---             lease itself (set_weight moves it with the lease)
--- The seats in use at `now` are the live leases plus wsum less the extra seats of the
--- weighted leases whose deadline has passed (live_extra reads those through `weights`,
--- at most EXPIRED_READ of them): exact whenever at most that many of the license's
--- weighted leases have expired and not been reclaimed (an acquire prunes 100 first, the
--- reaper the rest), and otherwise counting more seats than are in use, never fewer.
--- A record of a weighted lease counted this way has ws = 1.
+-- whatever w (docs/design.md, "Weighted seats"): the license's `wsum` holds the sum of
+-- w - 1 over its weighted leases stored (live, or expired and not yet reclaimed), kept by
+-- add_weight and drop_weight, one INCRBY or DECRBY; moving a weighted lease's deadline
+-- costs nothing more than a plain lease's. The seats in use at `now` are the live leases
+-- plus wsum less the extra seats of the leases whose deadline has passed (live_extra
+-- reads those leases' records, at most EXPIRED_READ of them, and only when the license
+-- has weighted leases): exact whenever at most that many of the license's leases have
+-- expired and not been reclaimed (an acquire prunes 100 first, the reaper the rest), and
+-- otherwise counting more seats than are in use, never fewer. A record counted in the
+-- sum has ws = 1.
 -- A weighted lease of the release before this one ("units": its w - 1 seats were each a
 -- member "<sid>#2" .. "<sid>#<w>" of the `units` ZSET, O(w) a call) is still counted
 -- through `units`, and moves to the sum the first time a call moves its deadline
--- (set_weight); the units of a lease that a call of that release renewed after this one
--- counted it are dropped with it. A license without weights pays one GET of an absent
--- key and one ZCARD of an empty one.
+-- (set_weight); units that a call of that release added to a lease counted in the sum,
+-- while both releases ran, are dropped with it. A license without weights pays one GET of
+-- an absent key and one ZCARD of an empty one.
 local UNIT_CHUNK = 1000  -- (the release before's units: members a command)
 local EXPIRED_READ = 100
 
@@ -404,36 +402,28 @@ local function drop_units(units, sid, w)
   end
 end
 
-local function weight_member(sid, w) return sid .. '#' .. int_arg(w) end
-
 -- A new lease of weight w (its record `rec`, not yet stored) is counted.
-local function add_weight(k, sid, rec, w, deadline_text)
+local function add_weight(k, rec, w)
   if w <= 1 then return end
   rec.ws = 1
-  redis.call('ZADD', k.weights, deadline_text, weight_member(sid, w))
   redis.call('INCRBY', k.wsum, int_arg(w - 1))
 end
 
--- A counted lease's deadline moved (the record is stored by the caller: a lease of the
--- release before gets ws = 1 here, so its caller must store it).
-local function set_weight(k, sid, rec, deadline_text)
+-- A lease's deadline moves: one of the release before (units) is counted in the sum from
+-- now on (its record gets ws = 1: the caller stores it).
+local function set_weight(k, sid, rec)
   local w = rec.w
-  if not w or w <= 1 then return end
-  if not rec.ws then  -- the release before's units: counted in the sum from now on
+  if w and w > 1 and not rec.ws then
     drop_units(k.units, sid, w)
-    add_weight(k, sid, rec, w, deadline_text)
-    return
+    add_weight(k, rec, w)
   end
-  redis.call('ZADD', k.weights, deadline_text, weight_member(sid, w))
 end
 
 local function drop_weight(k, sid, rec)
   local w = rec.w
   if not w or w <= 1 then return end
   if rec.ws then
-    if redis.call('ZREM', k.weights, weight_member(sid, w)) == 1 then
-      redis.call('DECRBY', k.wsum, int_arg(w - 1))
-    end
+    redis.call('DECRBY', k.wsum, int_arg(w - 1))
     -- units that a call of the release before added while both ran (an upgrade)
     if not redis.call('ZSCORE', k.units, sid .. '#2') then return end
   end
@@ -441,16 +431,18 @@ local function drop_weight(k, sid, rec)
 end
 
 -- The extra seats (w - 1 each) of the live weighted leases at `now`: the sum, less those
--- of the weighted leases whose deadline has passed. (A member whose lease is gone but
--- was not taken out of the sum, which only a call of the release before can leave, is
--- one of those too once its deadline has passed.)
+-- of the leases stored whose deadline has passed.
 local function live_extra(k, now)
   local sum = tonumber(redis.call('GET', k.wsum) or 0)
   if sum <= 0 then return 0 end
-  local expired = redis.call('ZRANGEBYSCORE', k.weights, '-inf', int_arg(now), 'LIMIT', '0',
+  local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', int_arg(now), 'LIMIT', '0',
     int_arg(EXPIRED_READ))
-  for _, member in ipairs(expired) do
-    sum = sum - (tonumber(string.match(member, '#(%d+)$')) - 1)
+  if #expired == 0 then return sum end
+  for _, raw in ipairs(redis.call('HMGET', k.sessions, unpack(expired))) do
+    if raw then
+      local rec = cjson.decode(raw)
+      if rec.ws and rec.w then sum = sum - (rec.w - 1) end
+    end
   end
   return math.max(0, sum)
 end
@@ -501,11 +493,11 @@ local function drop_lease(k, lk, sid)
 end
 
 -- A lease's deadline moved to `deadline_text` in every index that holds it (the lease
--- set, the shard's deadline index, its weight); the caller stores the record.
+-- set, the shard's deadline index); the caller stores the record (set_weight).
 local function move_deadline(k, lk, sid, rec, deadline_text)
   redis.call('ZADD', k.leases, deadline_text, sid)
   redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
-  set_weight(k, sid, rec, deadline_text)
+  set_weight(k, sid, rec)
 end
 
 -- Why a lease was cut short, in its record (x) and its end's event (metadata.reason):

@@ -18,8 +18,7 @@
 -- ARGV[17] the product's version as comparable text (version_text; '' for none)
 -- KEYS[15] the shard's ticket deadline index (the reaper's, _policy.lua)
 -- KEYS[16] units (the release before's weighted leases, _lib.lua's drop_units)
--- KEYS[17] weights   KEYS[18] wsum (the weighted leases and their extra seats, _lib.lua's
---   add_weight)
+-- KEYS[17] wsum (the weighted leases' extra seats, _lib.lua's add_weight)
 -- ARGV[18] the seats the lease counts as ('' for not said: 1 for a new lease, a held
 --   lease's own weight for a renewal)
 -- ARGV[19] the machine's fingerprint ('' for none): a borrowed lease keeps the machine it
@@ -71,7 +70,7 @@
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7], users = KEYS[11],
            queue = KEYS[12], tickets = KEYS[13], tdl = KEYS[14], tix = KEYS[15],
-           units = KEYS[16], weights = KEYS[17], wsum = KEYS[18]}
+           units = KEYS[16], wsum = KEYS[17]}
 local tenant, license, client = ARGV[1], ARGV[2], ARGV[3]
 local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV[6], ARGV[7]
 local reply_key, reply_ttl = reply_slot(KEYS[8], KEYS[10], ARGV[11]), ARGV[8]
@@ -207,11 +206,15 @@ if held then
   end
 end
 
--- Under the prune limit every expired lease is gone (its weight with it), so ZCARD is the
--- live count.
+-- Under the prune limit every expired lease is gone (its weight with it), so ZCARD and
+-- the weights' sum are the live count.
 local used
 if pruned < 100 then
-  used = redis.call('ZCARD', k.leases) + redis.call('ZCARD', k.units) + live_extra(k, now)
+  local leases = redis.call('ZCARD', k.leases)
+  local extra = tonumber(redis.call('GET', k.wsum) or 0)
+  -- (no lease left, no weight: a sum a call of the release before left behind goes)
+  if leases == 0 and extra ~= 0 then redis.call('DEL', k.wsum) extra = 0 end
+  used = leases + redis.call('ZCARD', k.units) + extra
 else
   used = in_use(k, now)
 end
@@ -275,7 +278,7 @@ if grant then
       'queue.granted', client, grant.ticket, now, nil, sid, used - own + w)
   end
 end
-add_weight(k, sid, rec, w, deadline_text)
+add_weight(k, rec, w)
 redis.call('ZADD', k.leases, deadline_text, sid)
 redis.call('HSET', k.sessions, sid, cjson.encode(rec))
 redis.call('HSET', k.clients, client, sid)

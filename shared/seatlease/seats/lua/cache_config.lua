@@ -12,7 +12,7 @@
 -- KEYS[1] cfg   KEYS[2] queue   KEYS[3] tickets   KEYS[4] ticket deadlines (the license's)
 -- KEYS[5] the shard's ticket deadline index   KEYS[6] outbox (shard)
 -- KEYS[7] leases   KEYS[8] sessions   KEYS[9] deadlines (shard)   KEYS[10] units
--- KEYS[11] weights   KEYS[12] wsum
+-- KEYS[11] wsum
 -- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] TTL in seconds
 -- ARGV[4] '' to keep the queue, else the reason its tickets leave ('queue_off',
 --   'license_gone')   ARGV[5] event id prefix   ARGV[6...] the cfg hash's fields and
@@ -44,7 +44,7 @@ local cut = 0
 local config = load_config(cfg)
 if type(config) == 'table' and config.terms then
   local k = {leases = KEYS[7], sessions = KEYS[8], deadlines = KEYS[9], units = KEYS[10],
-             weights = KEYS[11], wsum = KEYS[12]}
+             wsum = KEYS[11]}
   cut = cut_held(k, lk, term_bound(load_terms(cfg, config.terms), now), CUT_CHUNK)
 end
 

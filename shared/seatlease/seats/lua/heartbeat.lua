@@ -10,8 +10,8 @@
 -- KEYS[9] reply hash 1 (KEYS[7]: generation 0)   ARGV[7] this call's field in them
 -- KEYS[10] users (the license policy's live counts, _lib.lua's uncount)
 -- KEYS[11] units (the release before's weighted leases, _lib.lua's drop_units)
--- KEYS[12] weights   KEYS[13] wsum (the weighted leases, _lib.lua's add_weight: a lease's
---   weight moves with it at O(1))
+-- KEYS[12] wsum (the weighted leases' extra seats, _lib.lua's add_weight: a weight costs
+--   nothing when its lease's deadline moves)
 --
 -- Over the budget, a heartbeat is refused ({'rate_limited', retry_ms}, nothing changed)
 -- only when it cannot cost the lease: it came early (more than two thirds of the lease
@@ -45,7 +45,7 @@
 --                 session: is the license real?)
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10], units = KEYS[11],
-           weights = KEYS[12], wsum = KEYS[13]}
+           wsum = KEYS[12]}
 local tenant, license, sid, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[7]), ARGV[5]
 local lk = tenant .. '/' .. license

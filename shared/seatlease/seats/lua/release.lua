@@ -11,7 +11,7 @@
 --   ticket deadline index: on a license with a wait queue, a seat this release frees is
 --   held for the queue's head at once (_policy.lua's hold_for_queue)
 -- KEYS[15] units (the release before's weighted leases, _lib.lua's drop_units)
--- KEYS[16] weights   KEYS[17] wsum (the weighted leases, _lib.lua's add_weight)
+-- KEYS[16] wsum (the weighted leases' extra seats, _lib.lua's add_weight)
 --
 -- Linger: a client's release of its live lease on a license with linger_seconds > 0
 -- keeps the seat held for that client (the lease stays in `leases` and the deadline
@@ -32,7 +32,7 @@
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10], queue = KEYS[11],
            tickets = KEYS[12], tdl = KEYS[13], tix = KEYS[14], units = KEYS[15],
-           weights = KEYS[16], wsum = KEYS[17]}
+           wsum = KEYS[16]}
 local tenant, license, sid, prefix, etype = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[8]), ARGV[6]
 local lk = tenant .. '/' .. license
