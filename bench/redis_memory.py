@@ -15,8 +15,10 @@ Starts a private redis-server (loopback, nothing on disk) and, through the seat 
   with a TTL), written here the way the scripts wrote it;
 - a queued ticket: ``--tickets`` clients waiting in one full license's queue (metadata
   ``{"user": ..., "host": ...}``), less their replies and ``queue.joined`` events;
-- a weighted lease's other seats: ``--weighted`` leases of 8 seats (members of the
-  license's ``units`` ZSET), less the same number of one-seat leases: per extra seat.
+- a weighted lease: ``--weighted`` leases of 8 seats and of 100,000 seats (their weight
+  and its mark in the record, and the license's sum of extra seats), less the same number
+  of one-seat leases: per lease, whatever its weight (before 2026-11-28 each extra seat
+  was a member of the license's ``units`` ZSET: 141 B a seat).
 
 Run: ``python3 bench/redis_memory.py`` (about a minute).
 """
@@ -138,9 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         redis.delete(*(outbox_key(s) for s in range(SHARDS)))
         rows.append(("queued ticket (user + host)", (used(redis) - before) / args.tickets))
 
-        # weighted leases (8 seats each) against one-seat leases, on licenses of 100 each
+        # weighted leases (8 and 100,000 seats) against one-seat leases, 100 a license
         sizes = {}
-        for weight in (1, 8):
+        config = LicenseConfig(seats=100_000 * 100, lease_seconds=3600)
+        for weight in (1, 8, 100_000):
             names = [f"w{weight}-{n}" for n in range(max(1, args.weighted // 100))]
             for license_id in names:
                 engine.cache_config("bench", license_id, config)
@@ -155,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             drop_replies(redis, names)
             redis.delete(*(outbox_key(s) for s in range(SHARDS)))
             sizes[weight] = (used(redis) - before) / args.weighted
-        rows.append(("weighted lease, per seat past its first", (sizes[8] - sizes[1]) / 7))
+        rows.append(("weighted lease of 8 seats, over one seat", sizes[8] - sizes[1]))
+        rows.append(("weighted lease of 100,000, over one seat", sizes[100_000] - sizes[1]))
         redis.close()
     finally:
         server.stop()
