@@ -62,6 +62,7 @@ def slow(redis_client):
 
 
 def within(name: str, large: int, small: int) -> None:
+    print(f"  {name}: {large} us at the maximum, {small} us small")  # (shown with -s)
     assert large <= BOUND * small + SLACK_US, (
         f"{name}: {large} us at the caller's maximum against {small} us at a small size"
     )
