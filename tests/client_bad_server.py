@@ -55,6 +55,11 @@ WEIGHTED_DENIAL = {
     "retry_after_seconds": 5,
     "seats_requested": 4,
 }
+MACHINE_MISMATCH = {
+    "code": "machine_mismatch",
+    "message": "Client 'pc-1' borrowed its seat for another machine: a borrowed seat stays on "
+    "the machine it was borrowed for until it is returned (release) or its borrow ends.",
+}
 HUGE = b'{"session_id": "' + b"a" * (5 * 1024 * 1024) + b'"}'
 
 # scenario: (status, body of acquire/heartbeat/release, body of /keys)
@@ -100,6 +105,12 @@ SCENARIOS: dict[str, tuple[int, bytes, bytes]] = {
     "weighted_denial": (
         409,
         json.dumps({"error": WEIGHTED_DENIAL}).encode(),
+        b"",
+    ),
+    # a borrowed seat asked from another machine (issue 38): typed, never waited for
+    "machine_mismatch": (
+        409,
+        json.dumps({"error": MACHINE_MISMATCH}).encode(),
         b"",
     ),
     "absurd_numbers_409": (

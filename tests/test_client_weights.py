@@ -228,3 +228,32 @@ def test_a_weighted_lease_against_the_functions(client_functions):
         post_json(f"{client_functions.url}/_test/flush", {})  # the seat is lost
         assert regained.wait(10), "the lost weighted seat is taken again"
         assert lease.seats == 3 and live_weights("py-weights") == {"render-1": 3}
+
+
+def test_a_borrow_from_another_machine_is_machine_mismatch_never_waited_for(
+    client_functions, tmp_path
+):
+    """Issue 38, item 12, through the Python client and the real functions: a seat
+    borrowed on one machine is refused to another machine asking with the same client id
+    (``MachineMismatch``, a 409 that no wait cures), and stays the first machine's."""
+    from seatlease_client import MachineMismatch
+
+    post_json(
+        f"{client_functions.url}/_test/license",
+        {"license_id": "bound-borrow", "max_borrow_seconds": 86400},
+    )
+    first = SeatClient(
+        client_functions.url, client_functions.api_key, machine_id="laptop-a", tenant_id="acme"
+    )
+    other = SeatClient(
+        client_functions.url, client_functions.api_key, machine_id="laptop-b", tenant_id="acme"
+    )
+    seat = first.borrow("bound-borrow", "laptop", 3600, path=tmp_path / "a.json")
+    started = time.monotonic()
+    with pytest.raises(MachineMismatch) as refused:
+        other.borrow("bound-borrow", "laptop", 3600, path=tmp_path / "b.json")
+    assert refused.value.status == 409 and refused.value.code == "machine_mismatch"
+    assert not isinstance(refused.value, NoSeatsAvailable)
+    assert time.monotonic() - started < 5 and not (tmp_path / "b.json").exists()
+    again = first.borrow("bound-borrow", "laptop", 3600, path=tmp_path / "a2.json")
+    assert again.session_id == seat.session_id

@@ -298,3 +298,21 @@ def test_a_renewal_after_the_seats_were_lowered_is_one_answer(timeline, configs)
     with_seats = acquire(timeline, "lic", "node", seats=4)
     assert without.session_id == with_seats.session_id == lease.session_id
     assert (without.seats, with_seats.seats) == (4, 4)
+
+
+def test_a_lingering_lease_taken_back_as_a_borrow_of_another_weight(timeline, configs) -> None:
+    """The same session, borrowed now, with its new weight: lease.converted, as a lingering
+    lease borrowed with its own weight is."""
+    configs.add(T, "lic", seats=4, lease_seconds=60, linger_seconds=300, max_borrow_seconds=600)
+    first = acquire(timeline, "lic", "node", seats=2)
+    timeline.engine.release(T, "lic", first.session_id)
+    back = acquire(timeline, "lic", "node", seats=3, borrow_seconds=600, fingerprint=MACHINE_A)
+    assert (back.session_id, back.borrowed, back.seats, back.machine) == (
+        first.session_id,
+        True,
+        3,
+        MACHINE_A,
+    )
+    kinds = [e["type"] for e in events(timeline, "lic")]
+    assert kinds == ["lease.acquired", "lease.lingering", "lease.converted"]
+    assert int(timeline.redis.get(LicenseKeys.of(T, "lic").wsum)) == 2

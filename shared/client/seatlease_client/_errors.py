@@ -140,6 +140,12 @@ class SeatsMismatch(SeatError):
         return self._int_field("seats", 0)
 
 
+class MachineMismatch(SeatError):
+    """409 ``machine_mismatch``: this ``client_id``'s seat was borrowed for another machine
+    (its token's ``cnf.machine``), which keeps it until it is returned or the borrow ends.
+    Not a ``NoSeatsAvailable``: waiting on this machine does not cure it."""
+
+
 class SeatWaitTimeout(NoSeatsAvailable):
     """``wait=True`` and no seat came free within ``timeout`` (a ``NoSeatsAvailable``
     carrying the last denial's numbers)."""
@@ -242,6 +248,7 @@ _CODES: dict[str, type[SeatError]] = {
 _CONFLICT_CODES: dict[str, type[SeatError]] = {
     "queue_full": QueueFull,
     "seats_mismatch": SeatsMismatch,
+    "machine_mismatch": MachineMismatch,
 }
 
 

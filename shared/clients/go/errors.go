@@ -35,6 +35,10 @@ var (
 	// another weight (409 seats_mismatch; not a NoSeatsAvailable: release the lease to
 	// take the other weight, or renew without Seats).
 	ErrSeatsMismatch = errors.New("seatlease: seats_mismatch (409)")
+	// ErrMachineMismatch: this client's seat was borrowed for another machine (its
+	// token's cnf.machine), which keeps it until it is returned or the borrow ends (409
+	// machine_mismatch; not a NoSeatsAvailable: waiting here does not cure it).
+	ErrMachineMismatch = errors.New("seatlease: machine_mismatch (409)")
 	// The license's term and entitlements (403s; each is also ErrLicenseSuspended): its
 	// term has not begun (Body["starts_at"]), it ended with its grace (Body["expired_at"];
 	// a heartbeat too, when the license ends its leases), it lacks entitlements the
@@ -84,6 +88,7 @@ var byCode = map[string]struct {
 	"user_denied":          {403, ErrUserDenied, false},
 	"queue_full":           {409, ErrQueueFull, false},
 	"seats_mismatch":       {409, ErrSeatsMismatch, true},
+	"machine_mismatch":     {409, ErrMachineMismatch, true},
 	"license_not_started":  {403, ErrLicenseNotStarted, false},
 	"license_expired":      {403, ErrLicenseExpired, false},
 	"not_entitled":         {403, ErrNotEntitled, false},

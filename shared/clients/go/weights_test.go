@@ -192,6 +192,29 @@ func TestSeatsMismatchIsTypedAndNeverWaitedFor(t *testing.T) {
 	}
 }
 
+func TestMachineMismatchIsTypedAndNeverWaitedFor(t *testing.T) {
+	mismatch := map[string]any{"error": map[string]any{"code": "machine_mismatch",
+		"message": "Client 'pc-1' borrowed its seat for another machine"}}
+	client, r := recording(t, func(string, map[string]any) (int, any) { return 409, mismatch })
+	ctx := context.Background()
+	_, err := client.Acquire(ctx, "lic", "pc-1", seatlease.AcquireOptions{})
+	var refused *seatlease.SeatError
+	if !errors.Is(err, seatlease.ErrMachineMismatch) || errors.Is(err, seatlease.ErrNoSeatsAvailable) || !errors.As(err, &refused) {
+		t.Fatal("mismatch:", err)
+	}
+	if refused.Status != 409 || refused.Code != "machine_mismatch" {
+		t.Fatalf("mismatch %+v", refused)
+	}
+	started := time.Now()
+	_, err = client.Lease(ctx, "lic", seatlease.LeaseOptions{ClientID: "pc-1", Wait: true, Timeout: 10 * time.Second})
+	if !errors.Is(err, seatlease.ErrMachineMismatch) || time.Since(started) > 5*time.Second {
+		t.Fatal("a waiting lease:", err)
+	}
+	if n := len(r.sent("acquire")); n != 2 {
+		t.Fatalf("%d acquires: a mismatch is neither retried nor waited for", n)
+	}
+}
+
 func TestADenialSaysHowManySeatsWereAsked(t *testing.T) {
 	denial := map[string]any{"error": map[string]any{"code": "no_seats_available", "message": "2 seats are free, 4 asked",
 		"seats_used": 6, "seats_total": 8, "seats_held": 0, "seats_reserved": 0, "retry_after_seconds": 5, "seats_requested": 4}}

@@ -69,9 +69,14 @@ typedef enum seatlease_code {
     SEATLEASE_ERR_VERSION_NOT_ENTITLED = 28,  /* 403 version_not_entitled (also a suspension) */
     SEATLEASE_ERR_TOKEN_WRONG_MACHINE = 29,   /* token_wrong_machine: a borrowed token of
                                                  another machine (cnf.machine) */
-    SEATLEASE_ERR_SEATS_MISMATCH = 30         /* 409 seats_mismatch: this client holds a
+    SEATLEASE_ERR_SEATS_MISMATCH = 30,        /* 409 seats_mismatch: this client holds a
                                                  lease of another weight (not a "no seats":
                                                  waiting does not cure it) */
+    SEATLEASE_ERR_MACHINE_MISMATCH = 31       /* 409 machine_mismatch: this client's seat
+                                                 was borrowed for another machine, which
+                                                 keeps it until it is returned or the borrow
+                                                 ends (not a "no seats": waiting here does
+                                                 not cure it) */
 } seatlease_code;
 
 /* A short constant name of a code ("no_seats_available"); never NULL. */

@@ -19,6 +19,7 @@ static const char *const code_names[] = {
     "token_untrusted_key", "token_bad_signature", "token_wrong_audience", "token_expired",
     "token_replayed", "token_mismatch", "cancelled", "license_not_started", "license_expired",
     "not_entitled", "version_not_entitled", "token_wrong_machine", "seats_mismatch",
+    "machine_mismatch",
 };
 
 const char *seatlease_code_name(seatlease_code code) {
@@ -250,6 +251,8 @@ seatlease_code sl_error_from_answer(seatlease_error **out, int status, const cJS
         code = SEATLEASE_ERR_USER_LIMIT_REACHED;
     } else if (status == 409 && strcmp(server_code, "seats_mismatch") == 0) {
         code = SEATLEASE_ERR_SEATS_MISMATCH;
+    } else if (status == 409 && strcmp(server_code, "machine_mismatch") == 0) {
+        code = SEATLEASE_ERR_MACHINE_MISMATCH;
     } else if (status == 403 && strcmp(server_code, "user_denied") == 0) {
         code = SEATLEASE_ERR_USER_DENIED;
     } else if (status == 403 && strcmp(server_code, "license_not_started") == 0) {

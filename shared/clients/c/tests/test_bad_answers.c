@@ -40,6 +40,8 @@ static const bad_case cases[] = {
     {"seats_mismatch", "acquire", 0, SEATLEASE_ERR_SEATS_MISMATCH, 409},
     {"seats_mismatch", "lease", 0, SEATLEASE_ERR_SEATS_MISMATCH, 409},
     {"weighted_denial", "acquire", 0, SEATLEASE_ERR_NO_SEATS_AVAILABLE, 409},
+    {"machine_mismatch", "acquire", 0, SEATLEASE_ERR_MACHINE_MISMATCH, 409},
+    {"machine_mismatch", "lease", 0, SEATLEASE_ERR_MACHINE_MISMATCH, 409},
 };
 
 static void every_bad_answer_is_a_typed_error(void) {

@@ -218,6 +218,7 @@ static void times_and_urls(void) {
     CHECK(strcmp(seatlease_code_name(SEATLEASE_ERR_TOKEN_WRONG_MACHINE), "token_wrong_machine") == 0);
     CHECK(strcmp(seatlease_code_name(SEATLEASE_ERR_VERSION_NOT_ENTITLED), "version_not_entitled") == 0);
     CHECK(strcmp(seatlease_code_name(SEATLEASE_ERR_SEATS_MISMATCH), "seats_mismatch") == 0);
+    CHECK(strcmp(seatlease_code_name(SEATLEASE_ERR_MACHINE_MISMATCH), "machine_mismatch") == 0);
     CHECK(!seatlease_code_is_license_suspended(SEATLEASE_ERR_SEATS_MISMATCH));
     CHECK(!seatlease_code_is_token_error(SEATLEASE_ERR_SEATS_MISMATCH));
     CHECK(seatlease_code_is_token_error(SEATLEASE_ERR_TOKEN_WRONG_MACHINE));

@@ -112,6 +112,13 @@ export class SeatsMismatch extends SeatError {
   }
 }
 
+/**
+ * 409 `machine_mismatch`: this client's seat was borrowed for another machine (its token's
+ * `cnf.machine`), which keeps it until it is returned or the borrow ends. Not a
+ * `NoSeatsAvailable`: waiting on this machine does not cure it.
+ */
+export class MachineMismatch extends SeatError {}
+
 /** 409 `queue_full`: no seat, and the license's wait queue already holds `queueMax` clients. */
 export class QueueFull extends NoSeatsAvailable {
   get queueMax(): number {
@@ -202,6 +209,7 @@ const BY_CODE: Record<string, { status: number; kind: SeatErrorClass }> = {
   user_denied: { status: 403, kind: UserDenied },
   queue_full: { status: 409, kind: QueueFull },
   seats_mismatch: { status: 409, kind: SeatsMismatch },
+  machine_mismatch: { status: 409, kind: MachineMismatch },
   license_not_started: { status: 403, kind: LicenseNotStarted },
   license_expired: { status: 403, kind: LicenseExpired },
   not_entitled: { status: 403, kind: NotEntitled },

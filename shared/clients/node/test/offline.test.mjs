@@ -175,6 +175,22 @@ test("seats_mismatch is a SeatsMismatch with the held weight, never waited for",
   assert.ok(!(odd instanceof seatlease.SeatsMismatch));
 });
 
+test("machine_mismatch is a MachineMismatch, never waited for", async () => {
+  const mismatch = { error: { code: "machine_mismatch", message: "Client 'pc-1' borrowed its seat for another machine" } };
+  const server = await recording(() => [409, mismatch]);
+  try {
+    await assert.rejects(server.client.acquire("lic", "pc-1"), (error) => {
+      assert.ok(error instanceof seatlease.MachineMismatch && error instanceof SeatError && !(error instanceof NoSeatsAvailable));
+      assert.deepEqual([error.status, error.code, error.name], [409, "machine_mismatch", "MachineMismatch"]);
+      return true;
+    });
+    await assert.rejects(server.client.lease("lic", { clientId: "pc-1", wait: true }), seatlease.MachineMismatch);
+    assert.equal(server.sent("acquire").length, 2); // once each: no retry, no wait
+  } finally {
+    await server.close();
+  }
+});
+
 test("a denial says how many seats were asked (1 for a plain request)", () => {
   const denied = seatlease.errorFromAnswer(409, { error: { code: "no_seats_available", message: "m", seats_used: 6, seats_total: 8, retry_after_seconds: 5, seats_requested: 4 } }, "5", "Conflict");
   assert.ok(denied instanceof NoSeatsAvailable);

@@ -259,7 +259,8 @@ if reweigh then
 end
 if w > 1 then rec.w = w end
 if is_borrow == 1 then
-  rec.b, etype = 1, 'lease.borrowed'
+  -- (the lingering lease taken back as a borrow: converted, as with its own weight)
+  rec.b, etype = 1, reweigh and 'lease.converted' or 'lease.borrowed'
   if machine ~= '' then rec.f = machine end
   bound_to = rec.f
 end

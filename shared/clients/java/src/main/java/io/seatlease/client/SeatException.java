@@ -167,6 +167,16 @@ public class SeatException extends RuntimeException {
         public int seats() { return intField("seats", -1); }
     }
 
+    /**
+     * 409 machine_mismatch: this client's seat was borrowed for another machine (its token's
+     * cnf.machine), which keeps it until it is returned or the borrow ends. Not a
+     * NoSeatsAvailable: waiting on this machine does not cure it.
+     */
+    public static class MachineMismatch extends SeatException {
+        private static final long serialVersionUID = 1L;
+        public MachineMismatch(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+    }
+
     /** Waiting, and no seat came free in time. */
     public static class SeatWaitTimeout extends NoSeatsAvailable {
         private static final long serialVersionUID = 1L;
@@ -289,6 +299,9 @@ public class SeatException extends RuntimeException {
                 }
                 if (code.equals("seats_mismatch")) {
                     return new SeatsMismatch(status, code, message, body, retryAfterHeader);
+                }
+                if (code.equals("machine_mismatch")) {
+                    return new MachineMismatch(status, code, message, body, retryAfterHeader);
                 }
                 return code.equals("queue_full")
                         ? new QueueFull(status, code, message, body, retryAfterHeader)

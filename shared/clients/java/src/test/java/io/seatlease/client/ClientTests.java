@@ -255,6 +255,8 @@ public final class ClientTests {
         {"seats_mismatch", "acquire", false, SeatException.SeatsMismatch.class, 409},
         {"seats_mismatch", "lease", false, SeatException.SeatsMismatch.class, 409},
         {"weighted_denial", "acquire", false, SeatException.NoSeatsAvailable.class, 409},
+        {"machine_mismatch", "acquire", false, SeatException.MachineMismatch.class, 409},
+        {"machine_mismatch", "lease", false, SeatException.MachineMismatch.class, 409},
     };
 
     /**
