@@ -23,8 +23,8 @@ spread over all 256 shards. Then, per phase, it reads the server's own time per 
   (``seats=4``: its three extra seats added to the license's ``wsum``) on a license with
   an end a year away, a 7-day grace, 8 entitlements and a max_version, holding as many
   leases as the hot one, each of weight 4; the acquire asks for two entitlements and its
-  version (every check runs, and the answer carries the term and the weight). The rows' leases are released between rounds, which takes their
-  weight with them (checked);
+  version (every check runs, and the answer carries the term and the weight). The rows'
+  leases are released between rounds, which takes their weight with them (checked);
 - the heaviest lease a caller may ask for, against the same call on a one-seat lease of
   the same round (target at most 1.5x: a weight must cost what a light lease costs, not
   O(weight)): ``heartbeat (w100k)``, ``acquire (renew w100k)`` and ``release (w100k)``,
