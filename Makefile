@@ -97,7 +97,9 @@ clean:
 # are installed here when missing, from Debian with apt-get, as root (CI): Go (golang-go,
 # 1.19+), Node.js (nodejs, npm), the C toolchain and libraries (cmake, a C/C++ compiler,
 # pkg-config, libcurl4-openssl-dev, libsodium-dev, libcjson-dev, valgrind), and Java
-# (openjdk-17-jdk-headless, libgoogle-gson-java); the Node package's dev dependencies
+# (openjdk-17-jdk-headless, libgoogle-gson-java, and for `mvn -o package` Maven with the
+# plugins and JUnit 5 of Debian's /usr/share/maven-repo: maven, junit5,
+# libmaven-{compiler,jar,resources,install}-plugin-java, libsurefire-java); the Node package's dev dependencies
 # (typescript, @types/node) by `npm ci` from its package-lock.json. Go needs no modules;
 # the C and Java clients need nothing beyond these packages.
 NODE_CLIENT := shared/clients/node
@@ -120,6 +122,15 @@ clients-tools:
 	done; \
 	command -v javac >/dev/null || missing="$$missing openjdk-17-jdk-headless"; \
 	[ -f /usr/share/java/gson.jar ] || missing="$$missing libgoogle-gson-java"; \
+	command -v mvn >/dev/null || missing="$$missing maven"; \
+	for pair in org/junit/jupiter/junit-jupiter-engine:junit5 \
+	    org/apache/maven/plugins/maven-compiler-plugin/3.10.1:libmaven-compiler-plugin-java \
+	    org/apache/maven/plugins/maven-surefire-plugin/2.22.3:libsurefire-java \
+	    org/apache/maven/plugins/maven-jar-plugin/3.3.0:libmaven-jar-plugin-java \
+	    org/apache/maven/plugins/maven-resources-plugin/3.3.0:libmaven-resources-plugin-java \
+	    org/apache/maven/plugins/maven-install-plugin/3.1.0:libmaven-install-plugin-java; do \
+	  [ -d "/usr/share/maven-repo/$${pair%%:*}" ] || missing="$$missing $${pair#*:}"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "install$$missing (apt-get, as root): the clients' tests need them" >&2; exit 1; fi; \
 	  echo "apt-get install$$missing"; \

@@ -1,5 +1,7 @@
-"""A tiny fake server of bad answers for the C and Java clients' "bad server answers"
-tests (tests/test_client_c.py, tests/test_client_java.py): never the real functions.
+"""A tiny fake server of bad answers (and of behaviours no real server shows on demand: a
+stalled answer, a long Retry-After, a region's loss, a term that ended) for the clients'
+tests (tests/test_client_c.py, tests/test_client_java.py, and the others'): never the
+real functions.
 Each scenario is a base URL, ``<server>/<scenario>``; its ``/acquire``, ``/heartbeat``,
 ``/release`` and ``/keys`` answer as listed in ``SCENARIOS`` whatever is asked (but for
 ``weights``, which echoes the weight asked: see ``weights``). The
@@ -142,11 +144,139 @@ def weights(request: Request, function: str) -> Response:
     return Response(json.dumps(grant), status=status, mimetype="application/json")
 
 
+# -- scenarios of behaviour, not of bad bytes (issues 39, 40 and 42) ----------------------
+
+TOKEN = _jwt_shaped()  # the token the "recover" scenario grants and takes back
+RENEWAL = {
+    "session_id": GRANT["session_id"],
+    "lease_expires_at": "2100-01-01T00:00:00.000Z",
+    "lease_seconds": 60,
+    "heartbeat_interval_seconds": 20,
+    "borrowed": False,
+    "lease_token": TOKEN,
+}
+SESSION_UNKNOWN = {
+    "code": "session_expired",
+    "message": "The session is gone (unknown): acquire again.",
+    "reason": "unknown",
+}
+LICENSE_EXPIRED = {
+    "code": "license_expired",
+    "message": "This license's term ended at 2026-11-28T03:12:21Z; its seats stopped at "
+    "2026-11-28T03:12:24Z (the end of its grace).",
+    "expires_at": "2026-11-28T03:12:21Z",
+    "expired_at": "2026-11-28T03:12:24Z",
+}
+UNAVAILABLE = {"code": "backend_unavailable", "message": "Redis is unreachable; retry."}
+DRIP_SECONDS = 1.0  # between two bytes of a dripped answer
+
+
+def _json(status: int, body: object, headers: dict | None = None) -> Response:
+    return Response(json.dumps(body), status=status, mimetype="application/json", headers=headers)
+
+
+def _drip(status: int, body: object) -> Response:
+    """``body`` with its status, Content-Length and Content-Type sent at once, then one
+    byte every DRIP_SECONDS: a reverse proxy or a link that stalls mid-answer. A client
+    whose timeout covers only the wait for the headers hangs for the whole body."""
+    raw = json.dumps(body).encode()
+
+    def drip():
+        import time
+
+        for i in range(len(raw)):
+            yield raw[i : i + 1]
+            time.sleep(DRIP_SECONDS)
+
+    return Response(
+        drip(), status=status, mimetype="application/json",
+        headers={"Content-Length": str(len(raw))}, direct_passthrough=True,
+    )  # fmt: skip
+
+
+def behaviour(scenario: str, request: Request, function: str) -> Response | None:
+    """The scenarios that answer by what is asked:
+
+    - ``drip``: every answer (a grant, a renewal, a release) dripped after its headers;
+    - ``drip_heartbeat``: acquire and release answer at once, a heartbeat is dripped (a
+      lease whose renewals stall must be lost by its deadline, not by the stall's end);
+    - ``retry_after_long``: every call is ``503`` with ``Retry-After: 3600``: a client
+      waits at most its maximum back-off between attempts, whatever the hint;
+    - ``recover`` (a region lost, issue 40): acquire grants ``TOKEN``; a heartbeat without
+      a ``lease_token`` is ``410`` (``unknown``: the new primary never heard of the
+      session), with ``TOKEN`` it is ``200`` (re-admitted by the token); release ``200``;
+    - ``term_ended``: acquire grants once (the first call), then every call is ``403``
+      ``license_expired`` (a heartbeat ended the seat, a re-acquire is refused): final
+      until the operator renews, so a client says it once and asks again only at a slow
+      back-off (minutes);
+    - ``suspended``: acquire grants once, then an acquire is ``403`` ``license_suspended``
+      while heartbeats go on ``200`` (a suspended license keeps its held seats).
+    None for any other scenario."""
+    body = json.loads(request.get_data() or b"{}") if request.get_data() else {}
+    if scenario in ("drip", "drip_heartbeat"):
+        if function == "release":
+            answer = {"released": True, "seats_used": 0}
+        elif function == "heartbeat":
+            answer = RENEWAL
+        else:
+            answer = {**GRANT, "lease_token": TOKEN}
+        status = 201 if function == "acquire" else 200
+        if scenario == "drip" or function == "heartbeat":
+            return _drip(status, answer)
+        return _json(status, answer)
+    if scenario == "retry_after_long":
+        return _json(503, {"error": UNAVAILABLE}, {"Retry-After": "3600"})
+    if scenario == "recover":
+        if function == "acquire":
+            return _json(201, {**GRANT, "lease_token": TOKEN})
+        if function == "heartbeat":
+            if body.get("lease_token") == TOKEN:
+                return _json(200, RENEWAL)
+            return _json(410, {"error": SESSION_UNKNOWN})
+        return _json(200, {"released": True, "seats_used": 0})
+    if scenario in ("term_ended", "suspended"):
+        key = (scenario, function)
+        with _COUNT_LOCK:
+            _COUNTS[key] = _COUNTS.get(key, 0) + 1
+            calls = _COUNTS[key]
+        if function == "release":
+            return _json(200, {"released": True, "seats_used": 0})
+        if function == "acquire" and calls == 1:
+            return _json(201, {**GRANT, "lease_seconds": 3, "heartbeat_interval_seconds": 1})
+        if scenario == "term_ended":
+            return _json(403, {"error": LICENSE_EXPIRED})
+        if function == "heartbeat":
+            return _json(200, {**RENEWAL, "lease_seconds": 3, "heartbeat_interval_seconds": 1})
+        suspended = {"code": "license_suspended", "message": "The license is suspended."}
+        return _json(403, {"error": suspended})
+    return None
+
+
+_COUNTS: dict[tuple[str, str], int] = {}  # calls per (scenario, function), since reset()
+_COUNT_LOCK = __import__("threading").Lock()
+
+
+def reset() -> None:
+    """Forget the calls counted (``term_ended``, ``suspended`` grant their first acquire)."""
+    with _COUNT_LOCK:
+        _COUNTS.clear()
+
+
 def app(environ, start_response):
     request = Request(environ)
     _, scenario, function = [*request.path.split("/"), "", ""][:3]
     if scenario == "weights":
         return weights(request, function)(environ, start_response)
+    if function == "_reset":
+        reset()
+        return _json(200, {"reset": True})(environ, start_response)
+    if function == "_calls":
+        with _COUNT_LOCK:
+            counts = {f: n for (s, f), n in _COUNTS.items() if s == scenario}
+        return _json(200, counts)(environ, start_response)
+    answer = behaviour(scenario, request, function)
+    if answer is not None:
+        return answer(environ, start_response)
     if scenario not in SCENARIOS:
         return Response("no such scenario", status=404)(environ, start_response)
     status, body, keys = SCENARIOS[scenario]

@@ -1,9 +1,18 @@
 """One contract for the holdout of every client: each client folder has an executable
 ``hold`` at its root; ``./hold URL API_KEY LICENSE_ID CLIENT_ID`` builds what it needs,
-takes a seat, prints one JSON line ``{"session_id", "seats_used", "seats_total",
-"verified": true}`` after verifying the lease token against ``URL/keys``, keeps the seat
-by heartbeats until its standard input closes, then releases it and exits 0. Checked
-here for the C, Java, Node, Go and Python clients against the served functions."""
+takes a seat, prints one JSON line, byte for byte the same in every language:
+
+    {"session_id": "...", "seats_used": 1, "seats_total": 3, "seats": 1, "verified": "unpinned"}
+
+(keys in that order, ``", "`` and ``": "`` between them, as Python's ``json.dumps``
+writes it), keeps the seat by heartbeats until its standard input closes, then releases
+it and exits 0. ``verified`` is ``true`` when the lease token was verified against the
+vendor's pinned keys (``SEATLEASE_PINNED_KEYS``: the keys' ``x``, comma separated),
+``"unpinned"`` when only against the keys the server itself publishes (``URL/keys``: it
+proves the answer came from that server, not who runs it), ``false`` when nothing was
+verified. A refused seat (none free) is one line on standard error and exit status 1,
+never a stack trace. Checked here for the C, Java, Node, Go and Python clients against the
+served functions."""
 
 from __future__ import annotations
 
@@ -27,9 +36,20 @@ HOLDS = {
 }
 
 
+def pinned_keys(url: str) -> str:
+    """The deployment's public keys' ``x``, comma separated (a vendor pins its own)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/keys", timeout=10) as answer:
+        return ",".join(key["x"] for key in json.load(answer)["keys"])
+
+
+@pytest.mark.parametrize("pinned", [False, True], ids=["unpinned", "pinned"])
 @pytest.mark.parametrize("client", sorted(HOLDS))
-def test_hold_keeps_a_verified_seat_until_stdin_closes_then_releases_it(client, client_functions):
-    license_id = f"hold-{client}"
+def test_hold_keeps_a_verified_seat_until_stdin_closes_then_releases_it(
+    client, pinned, client_functions
+):
+    license_id = f"hold-{client}-{pinned}"
     post_json(
         f"{client_functions.url}/_test/license",
         {"license_id": license_id, "seats": 3, "lease_seconds": 2},
@@ -37,6 +57,9 @@ def test_hold_keeps_a_verified_seat_until_stdin_closes_then_releases_it(client, 
     folder = HOLDS[client]
     assert os.access(folder / "hold", os.X_OK), f"{folder}/hold is not executable"
     env = {**os.environ, "PYTHON": sys.executable}
+    env.pop("SEATLEASE_PINNED_KEYS", None)
+    if pinned:
+        env["SEATLEASE_PINNED_KEYS"] = pinned_keys(client_functions.url)
     args = ["./hold", client_functions.url, client_functions.api_key, license_id, "pc-1"]
     hold = Popen(args, cwd=folder, env=env, stdin=PIPE, stdout=PIPE, stderr=PIPE, text=True)
     try:
@@ -44,8 +67,14 @@ def test_hold_keeps_a_verified_seat_until_stdin_closes_then_releases_it(client, 
         raw = hold.stdout.readline()  # after building what it needs
         assert raw, hold.stderr.read() if hold.poll() is not None and hold.stderr else raw
         line = json.loads(raw)
-        assert set(line) == {"session_id", "seats_used", "seats_total", "verified"}, line
-        assert (line["seats_used"], line["seats_total"], line["verified"]) == (1, 3, True)
+        expected = {
+            "session_id": line["session_id"],
+            "seats_used": 1,
+            "seats_total": 3,
+            "seats": 1,
+            "verified": True if pinned else "unpinned",
+        }
+        assert raw == json.dumps(expected) + "\n", raw  # the same bytes in every language
         live_url = f"{client_functions.url}/_test/live?license_id={license_id}"
         _, live = post_json(live_url, {})
         assert live == [{"session_id": line["session_id"], "client_id": "pc-1"}]
@@ -60,3 +89,20 @@ def test_hold_keeps_a_verified_seat_until_stdin_closes_then_releases_it(client, 
         hold.wait()
     _, live = post_json(live_url, {})
     assert live == []
+
+
+@pytest.mark.parametrize("client", sorted(HOLDS))
+def test_a_refused_hold_is_one_line_on_stderr_and_exit_1(client, client_functions):
+    """No seat free (a license of none): one line saying so, no stack trace."""
+    license_id = f"hold-none-{client}"
+    post_json(f"{client_functions.url}/_test/license", {"license_id": license_id, "seats": 0})
+    folder = HOLDS[client]
+    env = {**os.environ, "PYTHON": sys.executable}
+    args = ["./hold", client_functions.url, client_functions.api_key, license_id, "pc-1"]
+    hold = Popen(args, cwd=folder, env=env, stdin=PIPE, stdout=PIPE, stderr=PIPE, text=True)
+    out, err = hold.communicate(timeout=300)
+    assert hold.returncode == 1, (hold.returncode, out, err)
+    lines = err.strip().splitlines()
+    assert out == "" and len(lines) == 1, err
+    assert "no_seats_available" in lines[0] or "seats" in lines[0], lines
+    assert "Traceback" not in err and "at io.seatlease" not in err and "    at " not in err
