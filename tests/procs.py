@@ -179,10 +179,18 @@ class ShiftedClock:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset_ms = 0
+        if not path.exists():
+            path.write_bytes(bytes(8))
         self._write()
 
     def _write(self) -> None:
-        self.path.write_bytes(self.offset_ms.to_bytes(8, "little", signed=True))
+        # In place, never truncated: the server maps these 8 bytes, and reading a mapping
+        # past the file's end (a truncate-then-write) is a SIGBUS in the server.
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, self.offset_ms.to_bytes(8, "little", signed=True), 0)
+        finally:
+            os.close(fd)
 
     def advance(self, seconds: float) -> None:
         if seconds < 0:

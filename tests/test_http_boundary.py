@@ -31,6 +31,7 @@ EXAMPLES = {
     errors.QueueFull: (errors.QueueFull(30, 3, 3), 409, "queue_full"),
     errors.SeatsMismatch: (errors.SeatsMismatch("node-1", 4, 2), 409, "seats_mismatch"),
     errors.MachineMismatch: (errors.MachineMismatch("laptop"), 409, "machine_mismatch"),
+    errors.Recovering: (errors.Recovering(40), 503, "recovering"),
     errors.UserDenied: (errors.UserDenied("ann"), 403, "user_denied"),
     errors.LicenseNotStarted: (
         errors.LicenseNotStarted(1_800_000_000_000),

@@ -224,7 +224,9 @@ def test_a_reply_costs_at_most_120_bytes_of_redis_memory(redis_client) -> None:
 def test_a_reply_answers_a_repeat_for_its_ttl_and_is_gone_by_twice_it(
     redis_client, monkeypatch
 ) -> None:
-    monkeypatch.setattr(engine_module, "_REPLY_TTL_MS", 1000)
+    from seatlease.seats import calls
+
+    monkeypatch.setattr(calls, "_REPLY_TTL_MS", 1000)  # (each script's ARGV: seats/calls.py)
     engine = SeatEngine(
         redis_client, lambda _tenant, _license: engine_module.LicenseConfig(seats=5)
     )

@@ -14,12 +14,19 @@ from typing import Any
 import functions_framework
 
 from seatlease.api.http import Call, endpoint
-from seatlease.api.runtime import seat_engine
+from seatlease.api.runtime import failover_began_ms, seat_engine
 from seatlease.api.schemas import AcquireRequest
 from seatlease.api.tenantlicenses import require_license
 from seatlease.api.tenantlimits import rate_limit
-from seatlease.api.tokens import machine_claim, signer, terms_answer, weight_field
+from seatlease.api.tokens import (
+    machine_claim,
+    recovering_answer,
+    signer,
+    terms_answer,
+    weight_field,
+)
 from seatlease.clock import rfc3339
+from seatlease.errors import SessionExpired
 from seatlease.seats.engine import QueuePlace, SeatRequest
 
 
@@ -28,7 +35,22 @@ from seatlease.seats.engine import QueuePlace, SeatRequest
 def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
     require_license(call.tenant_id, body.license_id)  # an unknown id: 404, no lookup
     sign = signer()  # before the seat is taken: no key, no seat
-    lease = seat_engine().acquire(
+    engine = seat_engine()
+    if body.lease_token is not None:
+        # After a region's loss: the lease this client held comes back from its token
+        # (seatlease.api.recovery); the acquire below then renews it. A token whose seat
+        # does not come back is no refusal: the client asks for a seat as anyone does.
+        from seatlease.api.recovery import readmit
+
+        try:
+            readmit(
+                engine, call.tenant_id, body.license_id, body.lease_token,
+                client_id=body.client_id,
+            )  # fmt: skip
+            call.log["recovered"] = True
+        except SessionExpired:
+            pass
+    lease = engine.acquire(
         SeatRequest(
             tenant_id=call.tenant_id,
             license_id=body.license_id,
@@ -46,6 +68,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
             version=body.version,
             seats=body.seats,
             fingerprint=body.fingerprint,
+            failover_began_ms=failover_began_ms(),
         )
     )
     if isinstance(lease, QueuePlace):  # a full license with a queue: a place in line
@@ -87,6 +110,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
         "borrowed": lease.borrowed,
         **weight_field(lease.seats),
         **terms_answer(terms),
+        **recovering_answer(lease.recovering_until_ms),
         **sign.lease(
             tenant_id=call.tenant_id,
             license_id=lease.license_id,

@@ -10,25 +10,46 @@ import functions_framework
 
 from seatlease.api.http import Call, endpoint
 from seatlease.api.runtime import seat_engine
-from seatlease.api.schemas import SessionRequest
+from seatlease.api.schemas import HeartbeatRequest
 from seatlease.api.tenantlicenses import require_license
 from seatlease.api.tenantlimits import rate_limit
 from seatlease.api.tokens import machine_claim, signer, terms_answer, weight_field
 from seatlease.clock import rfc3339
+from seatlease.errors import SessionExpired
 
 
 @functions_framework.http
-@endpoint("heartbeat", SessionRequest, needs=("signing", "redis", "database"))
-def heartbeat(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
+@endpoint("heartbeat", HeartbeatRequest, needs=("signing", "redis", "database"))
+def heartbeat(call: Call, body: HeartbeatRequest) -> tuple[int, dict[str, Any]]:
     require_license(call.tenant_id, body.license_id)  # an unknown id: 404, no lookup
     sign = signer()  # before the lease is extended: no key, no change
-    renewal = seat_engine().heartbeat(
-        call.tenant_id,
-        body.license_id,
-        body.session_id,
-        request_id=body.request_id,
-        rate_limit=rate_limit(call.tenant_id),
-    )
+    engine, limit = seat_engine(), rate_limit(call.tenant_id)
+    try:
+        renewal = engine.heartbeat(
+            call.tenant_id,
+            body.license_id,
+            body.session_id,
+            request_id=body.request_id,
+            rate_limit=limit,
+        )
+    except SessionExpired as gone:
+        # After a region's loss the new primary may not know the session: its token
+        # brings it back (seatlease.api.recovery), then the heartbeat goes on as usual.
+        if gone.reason != "unknown" or body.lease_token is None:
+            raise
+        from seatlease.api.recovery import readmit
+
+        readmit(
+            engine, call.tenant_id, body.license_id, body.lease_token, session_id=body.session_id
+        )
+        renewal = engine.heartbeat(
+            call.tenant_id,
+            body.license_id,
+            body.session_id,
+            request_id=f"{body.request_id}-r" if body.request_id else None,
+            rate_limit=limit,
+        )
+        call.log["recovered"] = True
     call.log["outcome"] = "renewed"
     return 200, {
         "session_id": renewal.session_id,

@@ -160,6 +160,16 @@ class SeatsMismatch(SeatError):
         self.seats = seats
 
 
+class Recovering(SeatError):
+    """A failover's recovery window (seatlease/seats/failover.py): no new seat yet, while
+    the holders the new primary lost come back with their tokens; retry in
+    ``retry_after_seconds`` (the window's end)."""
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__(f"recovering from a failover: retry in {retry_after_seconds} s")
+        self.retry_after_seconds = retry_after_seconds
+
+
 class MachineMismatch(SeatError):
     """The client's borrowed lease was borrowed for another machine: a borrowed seat stays
     on the machine it was borrowed for (its token's ``cnf.machine``)."""

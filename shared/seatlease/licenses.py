@@ -25,7 +25,10 @@ LICENSE_FIELDS = (
     # what the license entitles to (migration 0011): none, no check
     "entitlements",
     "max_version",
+    # a failover's recovery window (migration 0013): "hold" new grants, or "grant"
+    "on_failover",
 )
+ON_FAILOVER = ("hold", "grant")
 # A borrowed seat needs no heartbeats until it ends: at most 30 days (0 = no borrowing).
 MAX_BORROW_SECONDS = 30 * 24 * 3600
 # A released seat stays held for its client this long: at most a day (0 = no linger).
@@ -111,6 +114,7 @@ class LicenseConfig:
     on_expiry: str = "end_leases"  # or keep_leases: held leases live on after the end
     entitlements: tuple[str, ...] = ()  # names, sorted
     max_version: str | None = None  # dotted numbers; None: any version
+    on_failover: str = "hold"  # or grant: new seats in a failover's recovery window
     # The license policy as acquire.lua reads it (seatlease.seats.policy.LicensePolicy's
     # redis_form()); "" for none: acquire then takes the path it always took.
     policy: str = ""
@@ -123,6 +127,7 @@ class LicenseConfig:
         values["entitlements"] = tuple(sorted(values.get("entitlements") or ()))
         values["grace_seconds"] = values.get("grace_seconds") or 0
         values["on_expiry"] = values.get("on_expiry") or "end_leases"
+        values["on_failover"] = values.get("on_failover") or "hold"
         return cls(**values)
 
     @property

@@ -41,7 +41,17 @@ __all__ = [
 ]
 
 # Command group modules, in the order ``seatlease --help`` lists them.
-GROUPS = ("db", "tenants", "licenses", "status", "local", "report", "audit", "keys")
+GROUPS = (
+    "db",
+    "tenants",
+    "licenses",
+    "status",
+    "failover",
+    "local",
+    "report",
+    "audit",
+    "keys",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -50,7 +50,12 @@ def exit_code(exc: BaseException) -> int | None:
         ):
             return EXIT_USAGE
         # NotConfigured: the admin function answers it as a 503, so both backends exit alike.
-        case errors.BackendUnavailable() | errors.EventsNotPublished() | errors.NotConfigured():
+        case (
+            errors.BackendUnavailable()
+            | errors.EventsNotPublished()
+            | errors.NotConfigured()
+            | errors.Recovering()
+        ):
             return EXIT_UNAVAILABLE
         case errors.SeatError():  # suspended license, expired session, refused key
             return EXIT_FAILED

@@ -119,6 +119,14 @@ def _term_flags(parser: argparse.ArgumentParser, *, create: bool) -> None:
     group.add_argument(
         "--max-version", default=None, help="the highest product version entitled (2026.4)"
     )
+    group.add_argument(
+        "--on-failover",
+        choices=("hold", "grant"),
+        default=None,
+        help="in a failover's recovery window (seatlease failover begin): hold new seats "
+        "until the holders the new primary lost are back (default: no seat granted twice), "
+        "or grant them (availability first: the license may run over by those holders)",
+    )
     if not create:
         group.add_argument(
             "--renew-for",
@@ -141,7 +149,14 @@ def _term_flags(parser: argparse.ArgumentParser, *, create: bool) -> None:
 
 def _term_settings(args: argparse.Namespace) -> dict[str, Any]:
     settings: dict[str, Any] = {}
-    for name in ("starts_at", "expires_at", "grace_seconds", "on_expiry", "max_version"):
+    for name in (
+        "starts_at",
+        "expires_at",
+        "grace_seconds",
+        "on_expiry",
+        "max_version",
+        "on_failover",
+    ):
         if getattr(args, name, None) is not None:
             settings[name] = getattr(args, name)
     if args.entitlement:

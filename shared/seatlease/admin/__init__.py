@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from seatlease.admin import keys, licenses, reports, seats, tenants
+from seatlease.admin import failover, keys, licenses, reports, seats, tenants
 from seatlease.admin.common import Action, parse_time
 from seatlease.admin.keys import api_key_views, revoke_api_key
 from seatlease.errors import InvalidRequest
@@ -47,6 +47,7 @@ HANDLERS: dict[type[Action], Callable[[Any], tuple[int, dict[str, Any]]]] = {
     **licenses.HANDLERS,
     **seats.HANDLERS,
     **reports.HANDLERS,
+    **failover.HANDLERS,
 }
 MODELS: dict[str, type[Action]] = {
     name: model

@@ -32,6 +32,7 @@ from seatlease.seats.policy import LicensePolicy, parse_policy
 
 GraceSeconds = Annotated[int, Field(ge=0, le=MAX_GRACE_SECONDS)]
 OnExpiry = Literal["end_leases", "keep_leases"]
+OnFailover = Literal["hold", "grant"]
 # --renew-for: at most ten years at a time
 RenewSeconds = Annotated[int, Field(ge=1, le=10 * 366 * 24 * 3600)]
 
@@ -70,6 +71,7 @@ class LicenseCreate(Action):
     on_expiry: OnExpiry = "end_leases"
     entitlements: Entitlements | None = None
     max_version: Version | None = None
+    on_failover: OnFailover = "hold"
 
     @field_validator("expires_at")
     @classmethod
@@ -104,6 +106,7 @@ class LicenseUpdate(Action):
     on_expiry: OnExpiry | None = None
     entitlements: Entitlements | None = None  # replaces the set
     max_version: Version | None = None
+    on_failover: OnFailover | None = None
     clear_term: bool = False  # no starts_at, no expires_at: perpetual again
     clear_entitlements: bool = False
     clear_max_version: bool = False
@@ -191,6 +194,7 @@ def license_view(row: dict[str, Any]) -> dict[str, Any]:
         "suspended": bool(config.suspended),
         "policy": _policy_view(row.get("policy")),
         **term_view(config),
+        "on_failover": config.on_failover,
         "created_at": iso_time(row.get("created_at")),
         "updated_at": iso_time(row.get("updated_at")),
     }

@@ -28,6 +28,7 @@ from seatlease.errors import (
     NotFound,
     QueueFull,
     RateLimited,
+    Recovering,
     SeatsMismatch,
     SessionExpired,
     SessionNotLive,
@@ -145,6 +146,16 @@ def to_api_error(exc: Exception) -> ApiError:
                 seats_used=exc.seats_used,
                 seats_total=exc.seats_total,
                 retry_after_seconds=QUEUE_FULL_RETRY_SECONDS,
+            )
+        case Recovering():
+            return ApiError(
+                503,
+                "recovering",
+                "The service is recovering from a failover: the seats held before it are "
+                "being confirmed by their holders, and no new seat is granted until then; "
+                f"retry after {exc.retry_after_seconds} s.",
+                {"Retry-After": str(exc.retry_after_seconds)},
+                retry_after_seconds=exc.retry_after_seconds,
             )
         case TenantRateLimited():
             return ApiError(

@@ -215,6 +215,8 @@ def client_log_line(call: Call, status: int) -> tuple[str, str]:
     are WARNINGs."""
     warning = status in (401, 403) or call.log.get("outcome") == BodyCutShort.outcome
     severity = "ERROR" if status >= 500 else "WARNING" if warning else "INFO"
+    if call.log.get("outcome") == "recovering":  # a failover's window: expected, said once
+        severity = "INFO"  # by `seatlease failover begin`'s NOTICE
     return severity, f"{call.function} {status} {call.log.get('outcome', '')}".strip()
 
 

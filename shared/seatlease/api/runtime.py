@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from seatlease.licenses import LicenseConfig
 from seatlease.seats.engine import SeatEngine
+from seatlease.seats.failover import SinceCache
 from seatlease.seats.redisconn import get_redis
 
 _engines: dict[int, SeatEngine] = {}
+_failover = SinceCache()  # this instance's view of a failover's recovery (every 2 s)
 
 
 def load_license_config(tenant_id: str, license_id: str) -> LicenseConfig | None:
@@ -35,3 +37,14 @@ def refresh_license_cache(tenant_id: str, license_id: str) -> None:
     seat_engine().cache_config(tenant_id, license_id, config)
     if config is not None:
         tenantlicenses.learn(tenant_id, license_id)
+
+
+def failover_began_ms() -> int | None:
+    """When the failover's recovery under way began (seatlease/seats/failover.py), as
+    this instance last read it (at most 2 s ago), or None."""
+    return _failover.since(get_redis())
+
+
+def forget_failover() -> None:
+    """Read the failover mark again at the next call (tests; a process switching Redis)."""
+    _failover.forget()

@@ -40,6 +40,12 @@ from seatlease.licenses import MAX_BORROW_SECONDS
 MAX_LEASE_WEIGHT = 100_000
 
 Fingerprint = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+# A lease token (a compact JWS) sent back after a region's loss (seatlease.api.recovery):
+# at most 4 KB, which is several times the largest token this service signs.
+LeaseToken = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$",
+                           max_length=4096)
+]  # fmt: skip
 
 
 class _Body(BaseModel):
@@ -74,6 +80,9 @@ class AcquireRequest(_Body):
     # which acquire.lua checks; this is every license's ceiling. Absent: 1 for a new lease,
     # the held lease's own for a renewal (another weight: 409 seats_mismatch).
     seats: Annotated[int, Field(ge=1, le=MAX_LEASE_WEIGHT)] | None = None
+    # After a region's loss: the lease this client held, when the new primary does not
+    # know it (its session is re-admitted from the token, seatlease.api.recovery).
+    lease_token: LeaseToken | None = None
 
     @field_validator("borrow_seconds")
     @classmethod
@@ -109,9 +118,16 @@ class AcquireRequest(_Body):
 
 
 class SessionRequest(_Body):
-    """heartbeat and release."""
+    """release (and heartbeat's base)."""
 
     license_id: Identifier
     session_id: Identifier
     request_id: Identifier | None = None  # as in AcquireRequest
     nonce: Nonce | None = None
+
+
+class HeartbeatRequest(SessionRequest):
+    """heartbeat: with ``lease_token`` after a 410 ``unknown``, the lease is re-admitted
+    from it (a region's loss: seatlease.api.recovery)."""
+
+    lease_token: LeaseToken | None = None

@@ -161,6 +161,15 @@ def weight_field(seats: int) -> dict[str, int]:
     return {"seats": seats} if seats > 1 else {}
 
 
+def recovering_answer(until_ms: int | None) -> dict[str, Any]:
+    """A grant made in a failover's recovery window, by a license that chose availability
+    (``on_failover`` grant): the answer says so and until when the window lasts (the
+    license may run over its seats by the holders who come back meanwhile)."""
+    if until_ms is None:
+        return {}
+    return {"recovering": True, "recovering_until": rfc3339(until_ms)}
+
+
 def machine_claim(fingerprint: str | None) -> dict[str, dict[str, str]]:
     """``cnf`` for a token of a lease taken on a machine (its fingerprint): a client
     refuses a borrowed lease's token on another machine. None: no claim."""

@@ -43,6 +43,9 @@ EventType = Literal[
     "lease.reclaimed",
     "lease.revoked",
     "lease.denied",
+    # a lease re-created from its token after a region's loss (no seat changes hands: the
+    # holder kept it; docs/design.md, "A region lost")
+    "lease.recovered",
     # the wait queue (no seat changes hands): a place taken, given up or run out, served
     "queue.joined",
     "queue.left",

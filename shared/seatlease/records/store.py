@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
-from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy import Connection, Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from seatlease import apikeys, clock
@@ -29,6 +29,7 @@ from seatlease.licenses import (
     MAX_GRACE_SECONDS,
     MAX_LINGER_SECONDS,
     ON_EXPIRY,
+    ON_FAILOVER,
     LicenseConfig,
 )
 from seatlease.records.db import (  # transaction: also used as store.transaction
@@ -322,6 +323,8 @@ def validate_license(values: dict[str, Any]) -> None:
         raise StoreError(f"grace_seconds must be between 0 and {MAX_GRACE_SECONDS}")
     if (values.get("on_expiry") or "end_leases") not in ON_EXPIRY:
         raise StoreError(f"on_expiry must be one of {', '.join(ON_EXPIRY)}")
+    if (values.get("on_failover") or "hold") not in ON_FAILOVER:
+        raise StoreError(f"on_failover must be one of {', '.join(ON_FAILOVER)}")
     starts, expires = values.get("starts_at"), values.get("expires_at")
     if starts is not None and expires is not None and clock.utc(expires) <= clock.utc(starts):
         raise StoreError("expires_at must be after starts_at")
@@ -405,6 +408,16 @@ def list_licenses(
         query = query.where(licenses.c.tenant_id == tenant_id)
     with transaction(engine) as conn:
         return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def licenses_by_longest_lease(engine: Engine | None = None) -> dict[int, int]:
+    """``{max_lease_seconds: how many licenses have it}`` over every license: what a
+    failover's recovery windows depend on (seatlease.admin.failover), in one query."""
+    query = select(licenses.c.max_lease_seconds, func.count()).group_by(
+        licenses.c.max_lease_seconds
+    )
+    with transaction(engine) as conn:
+        return {int(length): int(n) for length, n in conn.execute(query)}
 
 
 def license_config(

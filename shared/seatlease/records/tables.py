@@ -87,6 +87,8 @@ licenses = Table(
     Column("on_expiry", String(16), nullable=False, server_default="end_leases"),
     Column("entitlements", JSON, nullable=True),
     Column("max_version", String(96), nullable=True),
+    # A failover's recovery window (migration 0013): hold new grants, or grant
+    Column("on_failover", String(8), nullable=False, server_default="hold"),
     CheckConstraint("seats >= 0", name="ck_licenses_seats"),
     CheckConstraint("lease_seconds >= 1", name="ck_licenses_lease"),
     CheckConstraint("max_lease_seconds >= lease_seconds", name="ck_licenses_max_lease"),
@@ -95,6 +97,7 @@ licenses = Table(
     CheckConstraint("linger_seconds BETWEEN 0 AND 86400", name="ck_licenses_linger"),
     CheckConstraint("grace_seconds BETWEEN 0 AND 7776000", name="ck_licenses_grace"),
     CheckConstraint("on_expiry IN ('end_leases', 'keep_leases')", name="ck_licenses_on_expiry"),
+    CheckConstraint("on_failover IN ('hold', 'grant')", name="ck_licenses_on_failover"),
     CheckConstraint(
         "starts_at IS NULL OR expires_at IS NULL OR expires_at > starts_at",
         name="ck_licenses_term",

@@ -42,6 +42,7 @@ from seatlease.errors import (
     NoSeatsAvailable,
     NotEntitled,
     QueueFull,
+    Recovering,
     SeatsMismatch,
     SessionExpired,
     TenantRateLimited,
@@ -50,8 +51,16 @@ from seatlease.errors import (
     VersionNotEntitled,
 )
 from seatlease.fields import policy_name
-from seatlease.licenses import LicenseConfig, epoch_ms, version_text  # LicenseConfig: here too
-from seatlease.seats.ids import new_event_prefix, new_request_id, new_session_id, with_identity
+from seatlease.licenses import LicenseConfig, epoch_ms  # LicenseConfig: here too
+from seatlease.seats.calls import (  # each script's KEYS and ARGV: importable from here too
+    REPLY_TTL_SECONDS as REPLY_TTL_SECONDS,
+)
+from seatlease.seats.calls import acquire_call, heartbeat_call, release_call
+from seatlease.seats.failover import recovered_key
+from seatlease.seats.ids import new_event_prefix, new_request_id, with_identity
+from seatlease.seats.ids import (  # the ids too: bench/ and tests import them from here
+    new_session_id as new_session_id,
+)
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.scripts import SeatScripts
 from seatlease.seats.terms import Terms, cache_fields
@@ -61,19 +70,12 @@ from seatlease.seats.values import (  # the engine's request and answers: import
     Release,
     Renewal,
     SeatRequest,
+    TokenGrant,
 )
 
 CONFIG_TTL_SECONDS = 600  # admin changes refresh the cache at once; the TTL bounds drift
 CUT_CHUNK = 1000  # held leases a script cuts to a new term (lua/cache_config.lua's)
 NEGATIVE_TTL_SECONDS = 30  # "no such license" is cached briefly against 404 storms
-# How long a seat call's reply answers a repeat of its request id, at least: a repeat comes
-# at most the client's retry window (seatlease_client's defaults: 6 attempts of 10 s and
-# the pauses between them, 68 s from the first send to the last) plus redis-py's retries
-# of the script on the server (4 tries of 2 + 2 s timeouts and 1 s pauses, 19 s) after
-# the first run: 87 s (tests/test_reply_store.py computes both from the code). A reply
-# lives between this and twice this (lua/_lib.lua, ``remember``: two generations).
-REPLY_TTL_SECONDS = 90
-_REPLY_TTL_MS = REPLY_TTL_SECONDS * 1000
 
 
 ConfigLoader = Callable[[str, str], LicenseConfig | None]
@@ -101,6 +103,15 @@ def _machine(reply: list) -> tuple[list, str | None]:
     return reply, None
 
 
+def _recovering(reply: list) -> tuple[list, int | None]:
+    """The reply without its recovery tail (acquire.lua: a grant made in a failover's
+    window, ``r:<the window's end, ms>``), and that end (None without one)."""
+    last = reply[-1] if reply else None
+    if isinstance(last, str) and last.startswith("r:"):
+        return reply[:-1], int(last[2:])
+    return reply, None
+
+
 def too_many_seats(seats: int) -> InvalidRequest:
     """The 400 for a lease counting more seats than its license has."""
     problem = f"may be at most {seats} (the license's seats)"
@@ -121,119 +132,6 @@ def borrow_too_long(max_borrow_seconds: int) -> InvalidRequest:
         max_borrow_seconds=max_borrow_seconds,
         details=[{"field": "borrow_seconds", "problem": problem}],
     )
-
-
-# -- each script's KEYS and ARGV, in one place (the engine and bench/redis_cost.py) -------
-
-
-def acquire_call(
-    tenant_id: str,
-    license_id: str,
-    client_id: str,
-    *,
-    lease_seconds: int | None = None,
-    metadata_json: str = "{}",
-    request_id: str,
-    session_id: str | None = None,
-    event_prefix: str | None = None,
-    borrow_seconds: int | None = None,
-    rate_limit: int = 0,
-    user: str | None = None,
-    queue: bool = False,
-    ticket: str | None = None,
-    entitlements: tuple[str, ...] | list[str] | None = None,
-    version: str | None = None,
-    seats: int | None = None,
-    fingerprint: str | None = None,
-) -> tuple[list[str], list[Any]]:
-    """acquire.lua's KEYS and ARGV (documented in its header). ``rate_limit``: the
-    tenant's calls per second (0: none, as for an operator's call). ``seats``: the lease's
-    weight (None: not said). ``fingerprint``: the machine asking (a borrow is bound to
-    it)."""
-    keys = LicenseKeys.of(tenant_id, license_id)
-    return [
-        *keys.lease_keys,
-        keys.denials,
-        keys.replies[0],
-        keys.rate,
-        keys.replies[1],
-        *keys.policy_keys,
-        *keys.weight_keys,
-    ], [
-        tenant_id,
-        license_id,
-        client_id,
-        session_id or new_session_id(),
-        lease_seconds or 0,
-        metadata_json,
-        event_prefix or new_event_prefix(),
-        _REPLY_TTL_MS,
-        borrow_seconds or 0,
-        rate_limit,
-        keys.reply_field("acquire", client_id, request_id),
-        user or "",
-        1 if queue else 0,
-        ticket or "",
-        new_request_id(),  # a new place in line's ticket
-        " ".join(entitlements or ()),
-        version_text(version) if version else "",
-        "" if seats is None else seats,
-        fingerprint or "",
-    ]
-
-
-def heartbeat_call(
-    tenant_id: str, license_id: str, session_id: str, *, request_id: str, rate_limit: int = 0
-) -> tuple[list[str], list[Any]]:
-    """heartbeat.lua's KEYS and ARGV."""
-    keys = LicenseKeys.of(tenant_id, license_id)
-    return [
-        *keys.lease_keys,
-        keys.replies[0],
-        keys.rate,
-        keys.replies[1],
-        keys.users,
-        *keys.weight_keys,
-    ], [
-        tenant_id,
-        license_id,
-        session_id,
-        new_event_prefix(),
-        _REPLY_TTL_MS,
-        rate_limit,
-        keys.reply_field("heartbeat", session_id, request_id),
-    ]
-
-
-def release_call(
-    tenant_id: str,
-    license_id: str,
-    session_id: str,
-    *,
-    request_id: str,
-    revoke: bool = False,
-    rate_limit: int = 0,
-) -> tuple[list[str], list[Any]]:
-    """release.lua's KEYS and ARGV (``revoke``: an operator's ``lease.revoked``)."""
-    keys = LicenseKeys.of(tenant_id, license_id)
-    event = "lease.revoked" if revoke else "lease.released"
-    return [
-        *keys.lease_keys,
-        keys.replies[0],
-        keys.rate,
-        keys.replies[1],
-        *keys.policy_keys,
-        *keys.weight_keys,
-    ], [
-        tenant_id,
-        license_id,
-        session_id,
-        new_event_prefix(),
-        event,
-        _REPLY_TTL_MS,
-        rate_limit,
-        keys.reply_field(event, session_id, request_id),
-    ]
 
 
 class SeatEngine:
@@ -265,6 +163,8 @@ class SeatEngine:
             }
             if config.has_terms:  # absent without: acquire and heartbeat skip them
                 mapping.update(cache_fields(config))
+            if config.on_failover == "grant":  # absent: hold (acquire.lua reads it only
+                mapping["fo"] = "grant"  # in a failover's recovery window)
             if config.policy:  # absent for a license without one: acquire reads nil
                 form = json.loads(config.policy)  # seatlease.seats.policy's redis_form()
                 mapping["policy"] = json.dumps(form["policy"], separators=(",", ":"))
@@ -371,12 +271,16 @@ class SeatEngine:
             version=request.version,
             seats=request.seats,
             fingerprint=request.fingerprint,
+            failover_began_ms=request.failover_began_ms,
         )
         reply = self._run(
             self.scripts.acquire, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
         )
+        reply, recovering_until = _recovering(reply)
         reply, machine = _machine(reply)
         status = reply[0]
+        if status == "recovering":
+            raise Recovering(max(1, math.ceil(int(reply[1]) / 1000)))
         if status == "suspended":
             raise LicenseSuspended(f"license {license_id!r} is suspended")
         if status == "not_started":
@@ -443,6 +347,7 @@ class SeatEngine:
             terms=Terms.from_reply(reply, 9),
             seats=_weight(reply, 9),
             machine=machine,
+            recovering_until_ms=recovering_until,
         )
 
     def heartbeat(
@@ -515,6 +420,39 @@ class SeatEngine:
             _flag(reply, 3),
             now_ms=int(reply[4]) if len(reply) > 4 else 0,
         )
+
+    def readmit(self, tenant_id: str, license_id: str, grant: TokenGrant) -> str:
+        """Re-create a lease this Redis does not know from its verified lease token, after
+        a region's loss (readmit.lua's header). Returns ``recovered`` or ``known`` (the
+        lease is live here: nothing to do); raises ``SessionExpired`` when its seat does
+        not come back (``superseded``, ``expired``, ``full``), ``LicenseExpired`` /
+        ``LicenseNotStarted`` by the license's term, ``LicenseNotFound``."""
+        keys = LicenseKeys.of(tenant_id, license_id)
+        key_list = [
+            *keys.lease_keys,
+            *keys.weight_keys,
+            recovered_key(keys.shard),
+        ]
+        args = [
+            tenant_id,
+            license_id,
+            grant.session_id,
+            grant.client_id,
+            grant.seats,
+            grant.expires_at_ms,
+            1 if grant.borrowed else 0,
+            grant.machine or "",
+            new_event_prefix(),
+        ]
+        reply = self._run(self.scripts.readmit, keys, key_list, args, grant.session_id)
+        status = reply[0]
+        if status == "license_expired":
+            raise LicenseExpired(int(reply[1]), int(reply[2]))
+        if status == "not_started":
+            raise LicenseNotStarted(int(reply[1]))
+        if status in ("recovered", "known"):
+            return status
+        raise SessionExpired("unknown")  # its seat does not come back: acquire again
 
     # -- read side (status / lmstat) -----------------------------------------------
 

@@ -26,6 +26,7 @@ SCRIPT_NAMES = (
     "arm_notice",
     "notices",
     "cut_held",
+    "readmit",
 )
 
 # Helpers only some scripts need, placed between _lib.lua and the script: the seat calls
@@ -60,3 +61,4 @@ class SeatScripts:
         self.arm_notice: Script = client.register_script(script_source("arm_notice"))
         self.notices: Script = client.register_script(script_source("notices"))
         self.cut_held: Script = client.register_script(script_source("cut_held"))
+        self.readmit: Script = client.register_script(script_source("readmit"))

@@ -46,6 +46,8 @@ class SeatRequest:
     # the machine asking (the hex SHA-256 fingerprint): a borrowed lease is bound to the
     # machine it was borrowed for (another one's re-acquire: MachineMismatch)
     fingerprint: str | None = None
+    # a failover's recovery under way: when it began (ms; seats/failover.py), or None
+    failover_began_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,8 @@ class Lease:
     terms: Terms | None = None  # the license's term and entitlements, when it has some
     seats: int = 1  # the seats this lease counts as (its weight)
     machine: str | None = None  # a borrowed lease's machine (its token's cnf.machine)
+    # granted in a failover's recovery window (a license that chose to grant): its end
+    recovering_until_ms: int | None = None
 
     @property
     def overage(self) -> bool:
@@ -107,6 +111,19 @@ class Renewal:
     def heartbeat_interval_seconds(self) -> int:
         cut = self.expires_at_ms - self.now_ms if self.terms and self.terms.cut else None
         return heartbeat_interval(self.lease_seconds, self.borrowed, cut)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenGrant:
+    """What a verified lease token says of its lease (seatlease.api.recovery): enough to
+    re-create it on a Redis that lost it (``SeatEngine.readmit``)."""
+
+    session_id: str
+    client_id: str
+    expires_at_ms: int  # the token's exp
+    seats: int = 1
+    borrowed: bool = False
+    machine: str | None = None  # cnf.machine
 
 
 @dataclass(frozen=True, slots=True)

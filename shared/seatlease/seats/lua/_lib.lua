@@ -533,12 +533,14 @@ local function cut_held(k, lk, bound, limit)
   return #sids
 end
 
--- `meta` (a JSON object's text) with "reason" added last (ours wins over a client's key).
-local function with_reason(meta, reason)
-  local field = '"reason":"' .. reason .. '"'
+-- `meta` (a JSON object's text) with `field` ('"name":value') added last (ours wins over
+-- a client's key of that name).
+local function with_field(meta, field)
   if meta == nil or meta == '' or meta == '{}' then return '{' .. field .. '}' end
   return string.sub(meta, 1, -2) .. ',' .. field .. '}'
 end
+
+local function with_reason(meta, reason) return with_field(meta, '"reason":"' .. reason .. '"') end
 
 -- The event of an expired lease's end (`rec`: its record, dropped): lease.reclaimed, or
 -- lease.released for a lingering lease (its client did release it, and the seat it kept

@@ -23,6 +23,10 @@
 --   lease's own weight for a renewal)
 -- ARGV[19] the machine's fingerprint ('' for none): a borrowed lease keeps the machine it
 --   was borrowed for (rec.f)
+-- ARGV[20] when a failover's recovery began (ms, `seatlease failover begin`; '' for none):
+--   until one heartbeat interval of the license's longest lease (+ 5 s) has passed, a new
+--   grant waits ({'recovering', retry_ms}) unless the license chose availability (cfg
+--   'fo' = 'grant': then granted, its reply and event saying so); renewals go on
 --
 -- A license with terms (cfg 'terms', load_terms in _lib.lua): nothing is granted before
 -- `starts` or from `fin` (expires_at + grace) on; with end_leases no deadline goes past
@@ -59,6 +63,7 @@
 --   {'too_many_seats', seats}   more seats asked than the license has
 --   {'seats_mismatch', held_weight, asked}   the caller's live lease counts another weight
 --   {'machine_mismatch'}        the caller's borrowed lease was borrowed for another machine
+--   {'recovering', retry_ms}    a failover's recovery window: no new grant yet
 --   {'not_started', starts_ms} | {'license_expired', expires_ms, end_ms}
 --   {'not_entitled', 'name name'} (the missing ones) | {'version_not_entitled', max_version}
 --   {'acquired' | 'renewed', session_id, deadline_ms, lease_ms, used, seats, limit, now_ms,
@@ -67,6 +72,7 @@
 --      (terms_tail in _lib.lua)
 --    + for a lease of weight w > 1: w (weighted_tail in _lib.lua)
 --    + for a borrowed lease bound to a machine: 'm:<fingerprint>' (machine_tail)
+--    + for a grant in a failover's recovery window: 'r:<window end ms>' (recovering_tail)
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7], users = KEYS[11],
            queue = KEYS[12], tickets = KEYS[13], tdl = KEYS[14], tix = KEYS[15],
@@ -81,6 +87,7 @@ local user = ARGV[12] or ''
 local asked = tonumber(ARGV[18] or '')  -- nil: not said
 local w = asked or 1
 local machine = ARGV[19] or ''
+local failover_began = tonumber(ARGV[20] or '')
 
 local done = replay(reply_key)
 if done then return done end
@@ -145,10 +152,13 @@ local deadline = now + lease_ms
 local cut = false
 if T and T.fin and not T.keep and deadline > T.fin then deadline, cut = T.fin, true end
 local bound_to = nil  -- the machine a borrowed lease is bound to (its answer says it)
+local recovering = nil  -- a grant made in a failover's window: the window's end (ms)
 -- the reply, with the license's terms when it has some
 local function answer(reply)
   if T then terms_tail(reply, T, now, cut) end
-  return remember(reply_key, reply_ttl, now, machine_tail(weighted_tail(reply, w), bound_to))
+  reply = machine_tail(weighted_tail(reply, w), bound_to)
+  if recovering then reply[#reply + 1] = 'r:' .. int_arg(recovering) end
+  return remember(reply_key, reply_ttl, now, reply)
 end
 local held = redis.call('HGET', k.clients, client)
 local reweigh = nil  -- the caller's lingering lease, taken back with another weight
@@ -203,6 +213,20 @@ if held then
     end
   else
     reclaim(k, lk, tenant, license, held, now, cfg.seats, prefix)
+  end
+end
+
+-- A failover's recovery window (seatlease/seats/failover.py): the holders this Redis lost
+-- come back with their tokens (readmit.lua) within one heartbeat interval of the
+-- license's longest lease; until then no new seat, unless the license chose to grant.
+if failover_began then
+  local window_end = failover_began + math.floor(cfg.max_lease_ms / 3) + 5000
+  if now < window_end then
+    if redis.call('HGET', k.cfg, 'fo') ~= 'grant' then
+      redis.call('HINCRBY', k.denials, lk, 1)
+      return remember(reply_key, reply_ttl, now, {'recovering', window_end - now})
+    end
+    recovering = window_end
   end
 end
 
@@ -284,8 +308,11 @@ redis.call('ZADD', k.leases, deadline_text, sid)
 redis.call('HSET', k.sessions, sid, cjson.encode(rec))
 redis.call('HSET', k.clients, client, sid)
 redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
+-- (a grant in a failover's window: the event says so, after the client's metadata)
+local event_meta = rec.m
+if recovering then event_meta = with_field(rec.m, '"recovering":true') end
 emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
   session_id = sid, client_id = client, seats_used = used - own + w, seats_total = cfg.seats,
-  w = w}, rec.m)
+  w = w}, event_meta)
 return answer({reweigh and 'renewed' or 'acquired', sid, deadline, lease_ms, used - own + w,
   cfg.seats, cfg.limit, now, is_borrow})

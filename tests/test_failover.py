@@ -1,0 +1,212 @@
+"""A region lost (issue 40; docs/design.md, "A region lost"), played on two private
+redis-servers, a primary P and its replica R, behind the functions as the local stack
+serves them (one database, one set of signing keys: the same deployment in two regions).
+
+R replicates P, then stops (asynchronous replication loses the last writes): client b's
+grant reaches P and not R. P dies; the functions start on R. Before this issue a new
+client then got b's seat: three programs on a 2-seat license. Now, after `seatlease
+failover begin` on R: a (known to R) heartbeats as before; b's heartbeat is `410 unknown`
+until it carries its lease token, then b keeps its seat; a new client waits (`503
+recovering`, `Retry-After` within one heartbeat interval of the license's longest lease);
+a forged token is refused; the license never has more holders than seats. And the same
+with the Python client holding a seat through the failover without `on_lost`."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import jwt
+import pytest
+import requests
+from client_harness import TENANT, client_stack
+from procs import start_shifted_redis
+
+from seatlease import admin
+from seatlease.api import auth, runtime, tenantlicenses, tenantlimits
+from seatlease.records import store
+from seatlease.seats import failover, redisconn
+
+LICENSE = "cad"
+MAX_LEASE = 30  # the license's longest lease: its recovery window is 30 / 3 + 30 s
+
+
+def wait_until(check: Any, seconds: float = 10, what: str = "") -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Region:
+    """The functions of one region: this process's Redis switched to ``url``."""
+
+    @staticmethod
+    def serve_on(url: str) -> None:
+        os.environ["REDIS_URL"] = url
+        redisconn.reset()
+        runtime.forget_failover()
+        tenantlicenses.forget_all()
+        tenantlimits.forget_all()
+        auth.forget_all()
+
+
+@pytest.fixture
+def regions(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    primary, primary_clock = start_shifted_redis()
+    replica, replica_clock = start_shifted_redis()
+    monkeypatch.setenv("REDIS_URL", primary.url)
+    Region.serve_on(primary.url)
+    try:
+        with client_stack() as stack:
+            store.create_license(
+                TENANT, LICENSE, seats=2, lease_seconds=9, max_lease_seconds=MAX_LEASE
+            )
+            runtime.refresh_license_cache(TENANT, LICENSE)
+            yield {
+                "stack": stack,
+                "primary": primary,
+                "replica": replica,
+                "replica_clock": replica_clock,
+                "primary_clock": primary_clock,
+            }
+    finally:
+        primary.stop()
+        replica.stop()
+        redisconn.reset()
+        runtime.forget_failover()
+
+
+def call(stack: Any, fn: str, **body: Any) -> requests.Response:
+    return requests.post(
+        f"{stack.url}/{fn}",
+        json={"license_id": LICENSE, **body},
+        headers={"Authorization": f"Bearer {stack.api_key}"},
+        timeout=10,
+    )
+
+
+def holders() -> int:
+    return len(runtime.seat_engine().live_leases(TENANT, LICENSE))
+
+
+def replicate_then_lose_the_last_write(regions: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """a's grant reaches the replica; replication stops; b's grant reaches P alone; P
+    dies; the functions serve on R."""
+    stack, primary, replica = regions["stack"], regions["primary"], regions["replica"]
+    r = redisconn.connect(replica.url)
+    host, port = primary.url.split("//")[1].split("/")[0].split(":")
+    r.replicaof(host, int(port))
+    a = call(stack, "acquire", client_id="a").json()
+    a_sid = a["session_id"]
+    wait_until(lambda: r.zscore(f"sl:{{{_shard()}}}:{TENANT}/{LICENSE}:leases", a_sid), 20, "R")
+    r.replicaof("no", "one")  # the replica falls behind: what follows never reaches it
+    b = call(stack, "acquire", client_id="b").json()
+    assert holders() == 2
+    primary.kill()  # the region is lost
+    r.close()
+    Region.serve_on(replica.url)
+    return {"a": a, "b": b}
+
+
+def _shard() -> int:
+    from seatlease.seats.keys import shard_of
+
+    return shard_of(TENANT, LICENSE)
+
+
+def test_a_lost_grant_comes_back_by_its_token_and_no_seat_is_granted_twice(regions) -> None:
+    stack = regions["stack"]
+    held = replicate_then_lose_the_last_write(regions)
+    # before any recovery: R does not know b (this is what granted a seat twice)
+    assert holders() == 1
+    _status, began = admin.execute(admin.parse({"action": "failover.begin"}))
+    assert began["recovering"] is True
+    window = MAX_LEASE // 3 + failover.RECOVERY_SLACK_SECONDS
+
+    # a new client waits: no seat while b may still come back
+    c = call(stack, "acquire", client_id="c")
+    assert c.status_code == 503 and c.json()["error"]["code"] == "recovering", c.text
+    assert 1 <= int(c.headers["Retry-After"]) <= window
+    # a (known to R) heartbeats as before
+    assert call(stack, "heartbeat", session_id=held["a"]["session_id"]).status_code == 200
+    # b's heartbeat: R never heard of the session...
+    b_sid, b_token = held["b"]["session_id"], held["b"]["lease_token"]
+    unknown = call(stack, "heartbeat", session_id=b_sid)
+    assert unknown.status_code == 410 and unknown.json()["error"]["reason"] == "unknown"
+    # ...a forged token (a's token, another session; and a's re-signed by nobody) is refused
+    forged = call(stack, "heartbeat", session_id=b_sid, lease_token=held["a"]["lease_token"])
+    assert forged.status_code == 410
+    header, payload, _sig = b_token.split(".")
+    tampered = f"{header}.{payload}.{'A' * 86}"
+    assert call(stack, "heartbeat", session_id=b_sid, lease_token=tampered).status_code == 410
+    assert holders() == 1
+    # ...and its own token brings the seat back: same session, same client
+    back = call(stack, "heartbeat", session_id=b_sid, lease_token=b_token)
+    assert back.status_code == 200, back.text
+    claims = jwt.decode(back.json()["lease_token"], options={"verify_signature": False})
+    assert (claims["sid"], claims["sub"]) == (b_sid, "b")
+    assert holders() == 2
+    _status, status = admin.execute(admin.parse({"action": "failover.status"}))
+    assert status["recovered_leases"] == 1 and status["licenses_holding_grants"] == 1
+    # past the window (a and b heartbeating all along): c may ask again, and the license
+    # is full: never three holders
+    for _step in range(window // 3 + 1):
+        regions["replica_clock"].advance(3)
+        assert call(stack, "heartbeat", session_id=held["a"]["session_id"]).status_code == 200
+        assert call(stack, "heartbeat", session_id=b_sid).status_code == 200
+        assert holders() == 2
+    full = call(stack, "acquire", client_id="c")
+    assert full.status_code == 409 and full.json()["error"]["code"] == "no_seats_available"
+    assert holders() == 2
+    # the re-admission is in the audit trail's events
+    from seatlease.events.pubsub import outbox_events
+    from seatlease.seats.keys import outbox_key
+
+    kinds = [
+        e["type"]
+        for e in outbox_events(runtime.seat_engine().redis, outbox_key(_shard()))
+        if e.get("session_id") == b_sid
+    ]
+    assert "lease.recovered" in kinds
+
+
+def test_a_license_that_chose_availability_grants_in_the_window_and_says_so(regions) -> None:
+    stack = regions["stack"]
+    store.update_license(TENANT, LICENSE, on_failover="grant", seats=3)
+    runtime.refresh_license_cache(TENANT, LICENSE)
+    replicate_then_lose_the_last_write(regions)
+    admin.execute(admin.parse({"action": "failover.begin"}))
+    granted = call(stack, "acquire", client_id="c")
+    assert granted.status_code == 201, granted.text
+    body = granted.json()
+    assert body["recovering"] is True and body["recovering_until"].endswith("Z")
+    _status, ended = admin.execute(admin.parse({"action": "failover.end"}))
+    assert ended == {"recovering": False, "ended": True}
+
+
+def test_the_python_client_keeps_its_seat_through_the_failover(regions) -> None:
+    """A program holding a seat through the region's loss: its heartbeats fail for a
+    moment, then R answers `unknown`, the client sends its token once, and the seat is
+    kept: same session, no on_lost."""
+    from seatlease_client import SeatClient
+
+    stack, primary, replica = regions["stack"], regions["primary"], regions["replica"]
+    r = redisconn.connect(replica.url)
+    host, port = primary.url.split("//")[1].split("/")[0].split(":")
+    r.replicaof(host, int(port))
+    r.replicaof("no", "one")  # R falls behind before the program takes its seat
+    lost: list[str] = []
+    client = SeatClient(stack.url, stack.api_key, backoff=0.1, max_backoff=0.5)
+    with client.lease(LICENSE, client_id="pc-1", on_lost=lambda _l, why: lost.append(why)) as lease:
+        session = lease.session_id
+        primary.kill()
+        r.close()
+        Region.serve_on(replica.url)
+        admin.execute(admin.parse({"action": "failover.begin"}))
+        time.sleep(8)  # two heartbeat intervals of the 9 s lease
+        assert lease.session_id == session and not lease.lost and lost == []
+        assert holders() == 1
