@@ -210,3 +210,27 @@ def test_the_python_client_keeps_its_seat_through_the_failover(regions) -> None:
         time.sleep(8)  # two heartbeat intervals of the 9 s lease
         assert lease.session_id == session and not lease.lost and lost == []
         assert holders() == 1
+
+
+def test_the_failover_commands(stack, capsys) -> None:
+    """`seatlease failover begin|status|end` in the operator's words, and --json."""
+    import json
+
+    import seatlease_cli as cli
+
+    store.create_tenant("acme")
+    store.create_license("acme", "short", seats=1, lease_seconds=60, max_lease_seconds=360)
+    store.create_license("acme", "long", seats=1, lease_seconds=60, max_lease_seconds=3600)
+    assert cli.main(["failover", "status"]) == 0
+    assert "no failover recovery under way" in capsys.readouterr().out
+    assert cli.main(["failover", "begin"]) == 0
+    out = capsys.readouterr().out
+    assert "2 license(s) still hold new seats back" in out and "route traffic here" in out
+    assert cli.main(["failover", "status", "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    windows = {w["max_lease_seconds"]: w["window_seconds"] for w in body["windows"]}
+    assert windows == {360: 125, 3600: 1205} and body["recovered_leases"] == 0
+    assert cli.main(["failover", "end"]) == 0
+    assert "ended now" in capsys.readouterr().out
+    assert cli.main(["failover", "status"]) == 0
+    assert "no failover recovery under way" in capsys.readouterr().out
