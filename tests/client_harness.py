@@ -12,7 +12,8 @@ Control routes (no API key; the test server only):
     a term: ``starts_in_seconds`` and ``expires_in_seconds`` (from now), ``grace_seconds``,
     ``on_expiry``, ``entitlements``, ``max_version``.
 ``POST /_test/flush``
-    flushes Redis: every seat is forgotten (a heartbeat answers 410).
+    flushes Redis: every seat is forgotten (a heartbeat answers 410 ``unknown``; a
+    client's retry with the lease token re-admits the session, as after a region's loss).
 ``POST /_test/stall`` ``{"path": "/acquire", "seconds": 1.5}``
     the next request to ``path`` runs, and its answer is held that long (a stalled server).
 ``POST /_test/fail`` ``{"path": "/acquire", "status": 503, "retry_after": 1}``

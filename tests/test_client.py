@@ -261,6 +261,25 @@ def test_server_down_longer_than_the_lease_marks_it_lost_then_regains(client, ma
     assert live() == []
 
 
+def test_a_lease_redis_forgot_is_kept_by_its_token_without_on_lost(client, make_license, served):
+    """Redis loses every seat (as a region's loss does, issue 40): the next heartbeat is
+    410 ``unknown``, its one retry with the lease's last token (kept without ``verify``)
+    re-admits the session: the same seat, no on_lost, nothing acquired again."""
+    make_license(lease_seconds=2)
+    events = Events()
+    with client.lease(
+        "lic", client_id="ws-1", on_lost=events.on_lost, on_regained=events.on_regained
+    ) as lease:
+        session = lease.session_id
+        served.gate.counts.clear()
+        redisconn.get_redis().flushall()
+        time.sleep(2.5)  # past the 2 s lease: kept only by renewals after the flush
+        assert events.lost == [] and events.regained == 0 and not lease.lost
+        assert lease.session_id == session and [s["session_id"] for s in live()] == [session]
+        assert served.gate.counts["/acquire"] == 0
+    assert live() == []
+
+
 def test_revoked_lease_stays_lost_while_denied_then_regains(client, make_license):
     make_license(seats=1, lease_seconds=2)
     events = Events()

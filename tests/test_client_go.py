@@ -1,9 +1,10 @@
 """The Go client (shared/clients/go) against the served functions: its own tests
 (``go test -race``: the token vectors, the lease life, a stalled server, borrow, typed
 errors, the wait queue served in join order, the policy's errors, and no goroutine left
-running) run as a subprocess against
-tests/client_harness.py's server on real Redis and PostgreSQL; and the
-module built with no network. Its ``hold`` is checked with every client's in
+running) run as a subprocess against tests/client_harness.py's server on real Redis and
+PostgreSQL, and against tests/client_bad_server.py's behaviours (``SEATLEASE_BAD_URL``: a
+Retry-After of an hour, an ended term, a suspension); and the module built with no
+network. Its ``hold`` is checked with every client's in
 tests/test_client_holds.py."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from client_bad_server import bad_server
 from http_support import post_json
 
 from seatlease_client import SeatClient
@@ -55,7 +57,9 @@ def go_tool() -> str:
 
 
 def test_the_go_client_passes_its_tests_with_race_detection(go_tool, client_functions):
-    result = go(["test", "-race", "-count=1", "-v", "./..."], client_functions.env())
+    with bad_server() as bad_url:
+        env = {**client_functions.env(), "SEATLEASE_BAD_URL": bad_url}
+        result = go(["test", "-race", "-count=1", "-v", "./..."], env)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-8000:]
     assert "--- SKIP" not in output, output  # the live tests ran against the client_functions
@@ -75,6 +79,12 @@ def test_the_go_client_passes_its_tests_with_race_detection(go_tool, client_func
         "TestQueuedWaitersGetTheSeatInTheOrderTheyJoined",
         "TestWaitingInLineGivesUpAtTheTimeout",
         "TestTypedErrorsOfALicensePolicy",
+        "TestRetryAfterNeverExceedsMaxBackoff",
+        "TestARetryAfterOfAnHourNeverOutlastsTheMaximumBackoff",
+        "TestAnEndedTermIsSaidOnceAndAskedAgainOnlyMinutesLater",
+        "TestASuspendedLicenseKeepsItsHeldSeatAndRefusesANewOne",
+        "TestASessionTheServerForgotIsKeptByItsLastToken",
+        "TestATokenTheServerRefusesLosesTheSeatAsBefore",
     ):
         assert name in passed, output[-4000:]
 

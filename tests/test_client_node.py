@@ -1,13 +1,15 @@
 """The Node client (shared/clients/node) against the served functions: its own test
 programs (``node --test``: the token vectors, the lease life, a stalled server, borrow,
 typed errors, the wait queue served in join order, the policy's errors) run as a
-subprocess against tests/client_harness.py's server on real Redis and PostgreSQL; and the
-package ``npm pack`` makes. Its ``hold`` is checked with every client's in
-tests/test_client_holds.py."""
+subprocess against tests/client_harness.py's server on real Redis and PostgreSQL, and
+against tests/client_bad_server.py's behaviours (``SEATLEASE_BAD_URL``: a Retry-After of
+an hour, an ended term, a suspension); and the package ``npm pack`` makes. Its ``hold``
+is checked with every client's in tests/test_client_holds.py."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import tarfile
@@ -15,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from client_bad_server import bad_server
 from http_support import post_json
 
 from seatlease_client import SeatClient
@@ -49,10 +52,12 @@ def node_package() -> Path:
 def test_the_node_client_passes_its_tests_against_the_served_functions(
     node_package, client_functions
 ):
-    result = run(
-        ["node", "--test", "--test-concurrency=1", "test/"], env=client_functions.env(), timeout=240
-    )
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    with bad_server() as bad_url:
+        env = {**client_functions.env(), "SEATLEASE_BAD_URL": bad_url}
+        result = run(["node", "--test", "--test-concurrency=1", "test/"], env=env, timeout=300)
+    # node's TAP output: each failed test's "not ok" line and what follows it (its error)
+    failed = re.findall(r"^not ok .*(?:\n(?!(?:not )?ok ).*){0,25}", result.stdout, re.MULTILINE)
+    assert result.returncode == 0, "\n".join(failed)[-8000:] + result.stderr[-3000:]
     summary = dict(
         line[2:].split(" ", 1) for line in result.stdout.splitlines() if line.startswith("# ")
     )

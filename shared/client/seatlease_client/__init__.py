@@ -14,16 +14,24 @@ Behaviour (docs/client.md in the seatlease repository has the details):
 - ``base_url`` is where the functions live: ``POST <base_url>/acquire``, ``/heartbeat``,
   ``/release`` (Cloud Functions' URLs; the local devserver serves the same paths).
 - Network errors, ``503`` (and ``429``/``502``/``504`` from a front end) are retried with
-  exponential backoff and jitter, never sooner than ``Retry-After``. Every call is safe
+  exponential backoff and jitter, never sooner than ``Retry-After`` and never later than
+  ``max_backoff``, whatever ``Retry-After`` says. Every call is safe
   to retry: acquiring again with the same ``client_id`` returns the lease already held,
   a heartbeat only extends, a release is idempotent. Other errors raise typed
   exceptions (``NoSeatsAvailable``, ``LicenseNotFound``, ...; base ``SeatError``).
 - A held lease heartbeats every ``heartbeat_interval_seconds`` (told by the server)
-  minus up to 25 % jitter, from a daemon thread. When the seat is lost (``410``: the
-  lease expired or was revoked; or the service stayed unreachable until the lease ran
-  out) the client calls ``on_lost(lease, reason)``, sets ``lease.lost`` and re-acquires
-  with the same ``client_id``; a denial (``409``) is retried at ``Retry-After`` until a
-  seat frees, then ``on_regained(lease)`` is called and ``lease.lost`` is False again.
+  minus up to 25 % jitter, from a daemon thread. A heartbeat answered ``410`` ``unknown``
+  (the server lost the session, as in a region's loss) is sent once more with the
+  session's last ``lease_token``, kept with or without ``verify``: re-admitted, the seat
+  goes on as if nothing happened. When the seat is lost (``410``: the lease expired or
+  was revoked; ``403`` ``license_expired``: the license's term ended; or the service
+  stayed unreachable until the lease ran out) the client calls ``on_lost(lease,
+  reason)`` once, sets ``lease.lost`` and re-acquires with the same ``client_id``; a
+  denial (``409``) is retried at ``Retry-After`` until a seat frees, then
+  ``on_regained(lease)`` is called and ``lease.lost`` is False again. A re-acquire
+  refused with a ``403`` (term ended or not begun, suspended, not entitled) is final
+  until an operator acts: one WARNING, then asked again only every 5 minutes, quietly
+  (a renewed license is regained by itself). A suspended license keeps its held seats.
 - ``seats=N`` (``acquire`` and ``lease``) takes a lease that counts as N of the
   license's seats (its weight; ``lease.seats``); renewals and re-acquires keep it, and a
   different weight for a lease this ``client_id`` holds raises ``SeatsMismatch``.

@@ -68,7 +68,8 @@ class SeatClient:
 
     ``timeout``: seconds per HTTP request. ``retries``: extra attempts of a plain call
     after a network error or 503. ``backoff``/``max_backoff``: first and largest pause
-    between attempts (doubled each time, with jitter; never shorter than Retry-After).
+    between attempts (doubled each time, with jitter; never shorter than Retry-After,
+    never longer than ``max_backoff`` whatever Retry-After says).
     ``max_wait_poll``: the longest pause between two acquires while waiting for a seat
     (a seat released early is noticed this soon even when Retry-After is long).
     ``release_timeout``: time budget of a release on exit, atexit or SIGTERM.
@@ -207,9 +208,13 @@ class SeatClient:
         )
 
     def _backoff_delay(self, attempt: int, retry_after: float | None, cap: float) -> float:
+        """The pause before attempt ``attempt + 1``: the backoff (doubled per attempt, at
+        most ``cap``, with jitter), never shorter than the server's Retry-After, and never
+        longer than ``max_backoff`` whatever the server asks: a ``Retry-After: 3600``
+        from a proxy must not leave the product asleep for an hour."""
         delay = min(cap, self.backoff * 2 ** max(0, attempt))
         delay = random.uniform(delay / 2, delay)
-        return max(delay, retry_after or 0.0)
+        return min(max(delay, retry_after or 0.0), self.max_backoff)
 
     def _wait_pause(self, denied: NoSeatsAvailable) -> float:
         """Pause before asking again for a seat: Retry-After plus up to 20 % jitter (so
@@ -379,8 +384,10 @@ class SeatClient:
         needs (a license without them raises ``NotEntitled``/``VersionNotEntitled``);
         ``lease.entitlements``, ``lease.license_expires_at`` and ``lease.in_grace`` say
         what the license gives. ``on_lost(lease, reason)`` and ``on_regained(lease)`` are
-        called from the heartbeat thread (reason ``license_expired`` when the license
-        ended its leases). ``seats``: the lease's weight (``lease.seats``), sent with the
+        called from the heartbeat thread (reason ``license_expired`` when the license's
+        term ended its leases; a re-acquire refused with a 403 is then asked again only
+        every 5 minutes). A 403 to the first acquire is raised at once, even with
+        ``wait``. ``seats``: the lease's weight (``lease.seats``), sent with the
         first acquire and with every re-acquire after a loss, so a regained seat has it.
         """
         lease = Lease(license_id, client_id, metadata)

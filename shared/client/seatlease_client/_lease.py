@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from seatlease_client._errors import (
     BackendUnavailable,
+    LicenseSuspended,
     NoSeatsAvailable,
     SeatError,
     SeatWaitTimeout,
@@ -29,6 +30,12 @@ log = logging.getLogger("seatlease.client")
 
 OnLost = Callable[["Lease", str], None]
 OnRegained = Callable[["Lease"], None]
+
+# A re-acquire refused with a 403 (the license's term ended or has not begun, it is
+# suspended, it does not entitle this product, version or user) stays refused until an
+# operator acts: asked again only this rarely (plus up to 20 % jitter), so that a renewal
+# is noticed by itself without a stream of refused requests and log lines.
+FINAL_REFUSAL_PAUSE = 300.0
 
 
 _RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)[Tt ](\d\d:\d\d:\d\d)(?:\.(\d+))?([Zz]|[+-]\d\d:\d\d)")
@@ -80,8 +87,10 @@ class Lease:
         self.lost = False
         self.lost_reason: str | None = None
         self.released = False
-        # The last verified lease token (``SeatClient(verify=True)``), e.g. for a product
-        # that keeps proof of its grant; None without verification.
+        # The last lease token of this session (verified with ``SeatClient(verify=True)``,
+        # e.g. for a product that keeps proof of its grant). Kept whether or not it is
+        # verified: it is the proof a heartbeat shows to keep the seat after the server
+        # lost the session (a region's loss). None from a server that sends none.
         self.token: str | None = None
         # The license's term and entitlements, when it has some (else [], None, False):
         # what it entitles to, when it expires (aware UTC; its grace may run after it),
@@ -100,7 +109,10 @@ class Lease:
         )
 
     def _apply(self, body: dict[str, Any]) -> None:
-        self.session_id = str(body.get("session_id", self.session_id))
+        session_id = str(body.get("session_id", self.session_id))
+        if session_id != self.session_id:
+            self.token = None  # a token names one session: never show another's
+        self.session_id = session_id
         if isinstance(body.get("lease_expires_at"), str):
             self.expires_at = _parse_time(body["lease_expires_at"])
         for name in ("lease_seconds", "heartbeat_interval_seconds", "seats_used", "seats_total"):
@@ -147,6 +159,9 @@ class _Keeper:
         # acquire: a re-acquire after a loss asks for the same weight
         self.identity: dict[str, Any] = {}
         self.place: dict[str, Any] = {}  # queue and ticket while waiting in line
+        # The code of the refusal already said (a WARNING once; repeats are INFO), until
+        # the seat is back.
+        self.announced: str | None = None
 
     # -- requests ----------------------------------------------------------------------
 
@@ -245,14 +260,19 @@ class _Keeper:
         try:
             reply = self.client._send("heartbeat", body)
         except SessionExpired as gone:
-            if not self.stop.is_set():
-                self._lose(gone.reason)
-            return 0.0  # ask for the seat again at once
+            recovered = self._recover(body) if gone.reason == "unknown" else None
+            if recovered is None:
+                if not self.stop.is_set():
+                    self._lose(gone.reason)
+                return 0.0  # ask for the seat again at once
+            reply = recovered
         except BackendUnavailable:
             raise
-        except SeatError as refused:  # 401 (key revoked), 403, 404: it cannot be renewed
+        except SeatError as refused:
+            # 401 (key revoked), 403 (the license's term ended or has not begun), 404:
+            # it cannot be renewed. (A suspended license's held seats keep renewing.)
             if not self.stop.is_set():
-                self._lose(refused.code)
+                self._lose(refused.code, refused)
             self.failures += 1
             return self._backoff(None, cap=self.client.max_backoff)
         with self.lock:
@@ -260,6 +280,21 @@ class _Keeper:
                 self._took(reply, time.monotonic())
         self.failures = 0
         return self.beat_delay()
+
+    def _recover(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """After a ``410`` ``unknown`` (the server does not know the session: it may have
+        lost its last writes with a region), the same heartbeat once more with the
+        session's last lease token, which the server may take as proof of the seat. The
+        renewal, or None: then the seat is lost as before. Only then is the token sent
+        (a normal heartbeat does not carry its 400 bytes)."""
+        token = self.lease.token
+        if token is None or self.stop.is_set():
+            return None
+        try:  # a fresh request_id: this is not a retry of the refused heartbeat
+            return self.client._call("heartbeat", {**body, "lease_token": token}, retries=0)
+        except SeatError as refused:
+            log.info("seatlease: %s not re-admitted: %s", self.lease.license_id, refused)
+            return None
 
     def _regain(self) -> float:
         try:
@@ -274,8 +309,14 @@ class _Keeper:
             return pause
         except BackendUnavailable:
             raise
-        except SeatError as refused:  # suspended, deleted, key revoked: try now and then
-            log.warning("seatlease: re-acquire of %s refused: %s", self.lease.license_id, refused)
+        except LicenseSuspended as refused:
+            # 403: the term ended or has not begun, suspended, not entitled: final until an
+            # operator acts. Said once, then asked again only every few minutes.
+            self._say_refused(refused)
+            self.failures = 0
+            return random.uniform(FINAL_REFUSAL_PAUSE, FINAL_REFUSAL_PAUSE * 1.2)
+        except SeatError as refused:  # deleted, key revoked, a bad answer: try now and then
+            self._say_refused(refused)
             self.failures += 1
             return self._backoff(None, cap=self.client.max_backoff)
         with self.lock:
@@ -285,6 +326,7 @@ class _Keeper:
             self._took(reply, time.monotonic())
             self.lease.lost, self.lease.lost_reason = False, None
         self.failures = 0
+        self.announced = None
         log.warning(
             "seatlease: seat on %s regained (session %s)",
             self.lease.license_id, self.lease.session_id,
@@ -311,12 +353,25 @@ class _Keeper:
                 cap = min(cap, max(0.05, left / 3))
         return self.client._backoff_delay(self.failures - 1, retry_after, cap)
 
-    def _lose(self, reason: str) -> None:
+    def _say_refused(self, refused: SeatError) -> None:
+        """Log a refused re-acquire: a WARNING the first time for its code, INFO after (a
+        refusal that lasts, an ended term, must not fill the product's log)."""
+        level = logging.INFO if refused.code == self.announced else logging.WARNING
+        self.announced = refused.code
+        log.log(level, "seatlease: re-acquire of %s refused: %s", self.lease.license_id, refused)
+
+    def _lose(self, reason: str, refused: SeatError | None = None) -> None:
         with self.lock:
             if self.lease.lost:
                 return
             self.lease.lost, self.lease.lost_reason = True, reason
-        log.warning("seatlease: seat on %s lost (%s); re-acquiring", self.lease.license_id, reason)
+        if refused is None:
+            log.warning(
+                "seatlease: seat on %s lost (%s); re-acquiring", self.lease.license_id, reason
+            )
+        else:  # said here: the same refusal of the re-acquire that follows is not said again
+            self.announced = refused.code
+            log.warning("seatlease: seat on %s lost: %s", self.lease.license_id, refused)
         self._callback(self.on_lost, self.lease, reason)
 
     def _callback(self, callback: Callable[..., Any] | None, *args: Any) -> None:

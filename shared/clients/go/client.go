@@ -33,7 +33,8 @@ type Options struct {
 	// (default 5; negative: none).
 	Retries int
 	// Backoff: first pause between attempts, doubled each time with jitter, never shorter
-	// than Retry-After (default 500 ms). MaxBackoff: the largest (default 30 s).
+	// than Retry-After (default 500 ms). MaxBackoff: the largest, whatever Retry-After
+	// says (default 30 s).
 	Backoff, MaxBackoff time.Duration
 	// MaxWaitPoll: longest pause between two acquires while waiting for a seat (default 30 s).
 	MaxWaitPoll time.Duration
@@ -311,14 +312,22 @@ func uniform(low, high time.Duration) time.Duration {
 	return low + time.Duration(mathrand.Int63n(int64(high-low)))
 }
 
+// backoffDelay is the pause before attempt attempt+1: the backoff (doubled per attempt, at
+// most ceiling, with jitter), never shorter than the server's Retry-After, and never
+// longer than MaxBackoff whatever the server asks (a Retry-After: 3600 from a proxy must
+// not leave the product asleep for an hour).
 func (c *Client) backoffDelay(attempt int, retryAfterSeconds float64, ceiling time.Duration) time.Duration {
 	if attempt < 0 {
 		attempt = 0
 	}
 	delay := time.Duration(math.Min(float64(ceiling), float64(c.opts.Backoff)*math.Pow(2, float64(attempt))))
 	delay = uniform(delay/2, delay)
-	if hint := time.Duration(retryAfterSeconds * float64(time.Second)); hint > delay {
-		return hint
+	// In float seconds first: an absurd hint (1e300) must not overflow a Duration.
+	if hint := math.Min(retryAfterSeconds, c.opts.MaxBackoff.Seconds()); hint > delay.Seconds() {
+		delay = time.Duration(hint * float64(time.Second))
+	}
+	if delay > c.opts.MaxBackoff {
+		delay = c.opts.MaxBackoff
 	}
 	return delay
 }

@@ -10,6 +10,12 @@ import (
 	"time"
 )
 
+// FinalRefusalPause: a re-acquire refused with a 403 (the license's term ended or has not
+// begun, it is suspended, it does not entitle this product, version or user) stays refused
+// until an operator acts, so it is asked again only this rarely (plus up to 20 % jitter):
+// a renewal is noticed by itself without a stream of refused requests and log lines.
+const FinalRefusalPause = 5 * time.Minute
+
 // LeaseOptions for Client.Lease.
 type LeaseOptions struct {
 	// ClientID identifies this running copy (acquiring again with it returns the same seat).
@@ -31,8 +37,9 @@ type LeaseOptions struct {
 	// wait queue it waits in line (queue: true, keeping its place with the ticket).
 	Wait    bool
 	Timeout time.Duration
-	// OnLost is called (from the heartbeat goroutine) when the seat is known to be gone:
-	// reason "expired", "unknown", "unreachable", or the refusal's code.
+	// OnLost is called once (from the heartbeat goroutine) when the seat is known to be
+	// gone: reason "expired", "unknown", "unreachable", or the refusal's code
+	// ("license_expired" when the license's term ended).
 	OnLost func(lease *Lease, reason string)
 	// OnRegained is called when a lost seat was acquired again (a new session).
 	OnRegained func(lease *Lease)
@@ -53,7 +60,9 @@ type LeaseState struct {
 	Lost       bool
 	LostReason string
 	Released   bool
-	// Token: the last verified lease token (with Verify), else "".
+	// Token: the last lease token of this session (verified with Verify). Kept whether or
+	// not it is verified: it is the proof a heartbeat shows to keep the seat after the
+	// server lost the session (a region's loss). "" from a server that sends none.
 	Token string
 	// The license's term and entitlements, when it has some (see Answer).
 	Entitlements     []string
@@ -76,6 +85,7 @@ type Lease struct {
 	state      LeaseState
 	validUntil time.Time // the seat lapses then without a renewal
 	failures   int
+	announced  string // the refusal already logged (once), until the seat is back
 
 	run        context.Context // cancelled by Close: ends the goroutine and its call in flight
 	inCallback atomic.Bool     // the goroutine is running OnLost or OnRegained
@@ -122,8 +132,9 @@ func (l *Lease) took(raw map[string]any, sentAt time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := &l.state
-	if answer.SessionID != "" {
+	if answer.SessionID != "" && answer.SessionID != s.SessionID {
 		s.SessionID = answer.SessionID
+		s.Token = "" // a token names one session: never show another's
 	}
 	if !answer.LeaseExpiresAt.IsZero() {
 		s.ExpiresAt = answer.LeaseExpiresAt
@@ -276,15 +287,47 @@ func (l *Lease) beat() (time.Duration, error) {
 	case l.run.Err() != nil:
 		return 0, err
 	case errors.Is(err, ErrSessionExpired) && errors.As(err, &refused):
+		if refused.Reason() == "unknown" {
+			if renewed := l.recover(body); renewed != nil {
+				l.took(renewed, sentAt)
+				l.succeeded()
+				return l.beatDelay(), nil
+			}
+		}
 		l.lose(refused.Reason())
 		return 0, nil // ask for the seat again at once
 	case errors.Is(err, ErrBackendUnavailable) || !errors.As(err, &refused):
 		return 0, err
-	default: // 401 (key revoked), 403, 404, a bad token: it cannot be renewed
-		l.lose(refused.Code)
+	default:
+		// 401 (key revoked), 403 (the license's term ended or has not begun), 404, a bad
+		// token: it cannot be renewed. (A suspended license's held seats keep renewing.)
+		l.loseTo(refused)
 		l.failed()
 		return l.backoff(-1, l.client.opts.MaxBackoff), nil
 	}
+}
+
+// recover: after a 410 "unknown" (the server does not know the session: it may have lost
+// its last writes with a region), the same heartbeat once more with the session's last
+// lease token, which the server may take as proof of the seat. The renewal, or nil: then
+// the seat is lost as before. Only then is the token sent (a normal heartbeat does not
+// carry its 400 bytes); the call has a request_id of its own.
+func (l *Lease) recover(body map[string]any) map[string]any {
+	token := l.State().Token
+	if token == "" || l.run.Err() != nil {
+		return nil
+	}
+	retry := make(map[string]any, len(body)+1)
+	for name, value := range body {
+		retry[name] = value
+	}
+	retry["lease_token"] = token
+	raw, err := l.client.call(l.run, "heartbeat", retry, callPlan{retries: 0})
+	if err != nil {
+		l.client.logf("seatlease: %s not re-admitted: %v", l.LicenseID, err)
+		return nil
+	}
+	return raw
 }
 
 func (l *Lease) regain() (time.Duration, error) {
@@ -300,14 +343,21 @@ func (l *Lease) regain() (time.Duration, error) {
 		return l.client.waitPause(refused), nil
 	case errors.Is(err, ErrBackendUnavailable) || !errors.As(err, &refused):
 		return 0, err
-	default: // suspended, deleted, key revoked: try now and then
-		l.client.logf("seatlease: re-acquire of %s refused: %v", l.LicenseID, err)
+	case errors.Is(err, ErrLicenseSuspended):
+		// 403: the term ended or has not begun, suspended, not entitled: final until an
+		// operator acts. Said once, then asked again only every few minutes.
+		l.sayRefused(refused)
+		l.succeeded()
+		return uniform(FinalRefusalPause, FinalRefusalPause*6/5), nil
+	default: // deleted, key revoked, a bad answer: try now and then
+		l.sayRefused(refused)
 		l.failed()
 		return l.backoff(-1, l.client.opts.MaxBackoff), nil
 	}
 	l.took(raw, sentAt)
 	l.mu.Lock()
 	l.state.Lost, l.state.LostReason = false, ""
+	l.announced = ""
 	session := l.state.SessionID
 	l.mu.Unlock()
 	l.succeeded()
@@ -344,15 +394,49 @@ func (l *Lease) backoff(retryAfterSeconds float64, ceiling time.Duration) time.D
 	return l.client.backoffDelay(failures-1, retryAfterSeconds, ceiling)
 }
 
-func (l *Lease) lose(reason string) {
+// sayRefused logs a refused re-acquire the first time for its code only (a refusal that
+// lasts, an ended term, must not fill the product's log).
+func (l *Lease) sayRefused(refused *SeatError) {
 	l.mu.Lock()
+	said := l.announced == refused.Code
+	l.announced = refused.Code
+	l.mu.Unlock()
+	if !said {
+		l.client.logf("seatlease: re-acquire of %s refused: %v", l.LicenseID, refused)
+	}
+}
+
+// lose marks the seat lost (once) and tells OnLost.
+func (l *Lease) lose(reason string) {
+	if l.markLost(reason, "") {
+		l.client.logf("seatlease: seat on %s lost (%s); re-acquiring", l.LicenseID, reason)
+		l.tellLost(reason)
+	}
+}
+
+// loseTo: the seat lost by a refusal, said here, so the same refusal of the re-acquire
+// that follows is not said again.
+func (l *Lease) loseTo(refused *SeatError) {
+	if l.markLost(refused.Code, refused.Code) {
+		l.client.logf("seatlease: seat on %s lost: %v", l.LicenseID, refused)
+		l.tellLost(refused.Code)
+	}
+}
+
+func (l *Lease) markLost(reason, announced string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.state.Lost || l.run.Err() != nil {
-		l.mu.Unlock()
-		return
+		return false
 	}
 	l.state.Lost, l.state.LostReason = true, reason
-	l.mu.Unlock()
-	l.client.logf("seatlease: seat on %s lost (%s); re-acquiring", l.LicenseID, reason)
+	if announced != "" {
+		l.announced = announced
+	}
+	return true
+}
+
+func (l *Lease) tellLost(reason string) {
 	if l.options.OnLost != nil {
 		l.callback(func() { l.options.OnLost(l, reason) })
 	}

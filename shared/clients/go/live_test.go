@@ -180,18 +180,35 @@ func TestLeaseLifePastThreeLeasesAndARedisFlush(t *testing.T) {
 		t.Fatalf("%d heartbeats in 6.5 s", beats)
 	}
 
-	s.control("flush", map[string]any{}, nil) // Redis forgets every seat: the next heartbeat answers 410
-	eventually(t, 5*time.Second, "the seat regained", func() bool { mu.Lock(); defer mu.Unlock(); return regained == 1 })
+	// Redis forgets every seat (a region lost): the next heartbeat answers 410 unknown, its
+	// one retry with the lease token re-admits the session, and later heartbeats renew it.
+	before := len(s.requests("/heartbeat"))
+	s.control("flush", map[string]any{}, nil)
+	gone := -1
+	eventually(t, 5*time.Second, "a heartbeat answered 410", func() bool {
+		for i, r := range s.requests("/heartbeat")[before:] {
+			if r.Status == 410 {
+				gone = i
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(1500 * time.Millisecond)
+	since := s.requests("/heartbeat")[before+gone:]
+	if len(since) < 3 || since[1].Status != 200 || since[1].RequestID == since[0].RequestID || since[2].Status != 200 {
+		t.Fatalf("heartbeats after the flush %+v", since)
+	}
 	mu.Lock()
-	if len(lost) != 1 || lost[0] != "unknown" {
-		t.Fatalf("lost %v", lost)
+	if len(lost) != 0 || regained != 0 {
+		t.Fatalf("lost %v, regained %d", lost, regained)
 	}
 	mu.Unlock()
 	again := lease.State()
-	if again.Lost || again.SessionID == first.SessionID {
+	if again.Lost || again.SessionID != first.SessionID {
 		t.Fatalf("after the flush: %+v", again)
 	}
-	if seats := s.live("go-life"); len(seats) != 1 || seats[0] != (liveSeat{again.SessionID, "ws-1"}) {
+	if seats := s.live("go-life"); len(seats) != 1 || seats[0] != (liveSeat{first.SessionID, "ws-1"}) {
 		t.Fatalf("live seats %+v", seats)
 	}
 	if err := lease.Close(); err != nil {
@@ -428,7 +445,7 @@ func TestCloseFromTheOnLostCallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.control("flush", map[string]any{}, nil)
+	s.control("outage", map[string]any{"seconds": 3}, nil) // longer than the lease: lost (unreachable)
 	select {
 	case err := <-closed:
 		if err != nil {
@@ -768,14 +785,20 @@ func TestAWeightedLease(t *testing.T) {
 	if len(weights) != 1 || weights["render-1"] != 3 {
 		t.Fatalf("weights %v", weights)
 	}
-	s.control("flush", map[string]any{}, nil) // the seat is lost: the re-acquire asks for the same weight
+	s.control("flush", map[string]any{}, nil) // Redis forgets the seat: re-admitted by its token, with its weight
+	time.Sleep(2500 * time.Millisecond)
+	s.control("weights?license_id=go-weights", nil, &weights)
+	if now := lease.State(); len(regained) != 0 || now.Lost || now.SessionID != state.SessionID || now.Seats != 3 || len(weights) != 1 || weights["render-1"] != 3 {
+		t.Fatalf("after the flush: %+v %v", now, weights)
+	}
+	s.control("outage", map[string]any{"seconds": 4}, nil) // longer than the lease: lost, the re-acquire asks for the same weight
 	select {
 	case <-regained:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the weighted seat was not regained")
 	}
 	s.control("weights?license_id=go-weights", nil, &weights)
-	if lease.State().Seats != 3 || len(weights) != 1 || weights["render-1"] != 3 {
-		t.Fatalf("after the loss: %+v %v", lease.State(), weights)
+	if now := lease.State(); now.Seats != 3 || now.SessionID == state.SessionID || len(weights) != 1 || weights["render-1"] != 3 {
+		t.Fatalf("after the loss: %+v %v", now, weights)
 	}
 }

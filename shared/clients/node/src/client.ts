@@ -22,7 +22,7 @@ export interface ClientOptions {
   retries?: number;
   /** First pause between attempts in ms, doubled each time with jitter, never below Retry-After (default 500). */
   backoffMs?: number;
-  /** Largest pause between attempts in ms (default 30000). */
+  /** Largest pause between attempts in ms, whatever Retry-After says (default 30000). */
   maxBackoffMs?: number;
   /** Longest pause between two acquires while waiting for a seat, in ms (default 30000). */
   maxWaitPollMs?: number;
@@ -193,9 +193,16 @@ export class SeatClient {
     return SeatClient.decode(this.jwksUrl, await this.#request(this.jwksUrl, { headers }, this.timeoutMs));
   }
 
+  /**
+   * The pause before attempt `attempt + 1`: the backoff (doubled per attempt, at most
+   * `capMs`, with jitter), never shorter than the server's Retry-After, and never longer
+   * than `maxBackoffMs` whatever the server asks (a `Retry-After: 3600` from a proxy must
+   * not leave the product asleep for an hour).
+   */
   backoffDelay(attempt: number, retryAfterSeconds: number | undefined, capMs: number): number {
     const delay = Math.min(capMs, this.backoffMs * 2 ** Math.max(0, attempt));
-    return Math.max(uniform(delay / 2, delay), (retryAfterSeconds ?? 0) * 1000);
+    const hinted = Math.max(uniform(delay / 2, delay), (retryAfterSeconds ?? 0) * 1000);
+    return Math.min(hinted, this.maxBackoffMs);
   }
 
   /** Pause before asking again for a seat: Retry-After plus up to 20 % jitter, at most `maxWaitPollMs`. */

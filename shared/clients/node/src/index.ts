@@ -5,7 +5,7 @@
  */
 
 export { SeatClient, VERSION, type AcquireOptions, type CallOptions, type ClientOptions, type Identity, type Json, type Needs, type QueuePlace, type Weight, type Logger } from "./client.js";
-export { Lease, type LeaseOptions, type OnLost, type OnRegained } from "./lease.js";
+export { FINAL_REFUSAL_PAUSE_MS, Lease, type LeaseOptions, type OnLost, type OnRegained } from "./lease.js";
 export { BorrowedSeat, BORROWED_FORMAT } from "./borrow.js";
 export { TokenVerifier, LEASE_TYP, RELEASE_TYP, claimedSeats, newNonce, pinnedRaw, type Claims, type PinnedKey, type SignedFunction, type VerifierOptions } from "./verify.js";
 export { fingerprint, machineId } from "./machine.js";

@@ -3,7 +3,7 @@
  * heartbeat, or one re-acquire while the seat is lost, per step, on a timer).
  */
 
-import { BackendUnavailable, NoSeatsAvailable, SeatError, SeatWaitTimeout, SessionExpired } from "./errors.js";
+import { BackendUnavailable, LicenseSuspended, NoSeatsAvailable, SeatError, SeatWaitTimeout, SessionExpired } from "./errors.js";
 import { parseTime } from "./time.js";
 import { acquireBody, sleep, type CallPlan, type Identity, type Json, type Logger, type Needs, type QueuePlace, type Weight } from "./transport.js";
 import type { SignedFunction } from "./verify.js";
@@ -17,6 +17,14 @@ export interface LeaseClient {
   backoffDelay(attempt: number, retryAfterSeconds: number | undefined, capMs: number): number;
   releaseQuietly(licenseId: string, sessionId: string, budgetMs?: number): Promise<void>;
 }
+
+/**
+ * A re-acquire refused with a 403 (the license's term ended or has not begun, it is
+ * suspended, it does not entitle this product, version or user) stays refused until an
+ * operator acts: asked again only this rarely (plus up to 20 % jitter), so that a renewal
+ * is noticed by itself without a stream of refused requests and log lines.
+ */
+export const FINAL_REFUSAL_PAUSE_MS = 300_000;
 
 export type OnLost = (lease: Lease, reason: string) => void;
 export type OnRegained = (lease: Lease) => void;
@@ -33,7 +41,7 @@ export interface LeaseOptions extends Identity, Needs, Weight {
   wait?: boolean;
   /** With `wait`: give up after this many ms (`SeatWaitTimeout`); default: never. */
   timeoutMs?: number;
-  /** Called when the seat is known to be gone (reason: `expired`, `unknown`, `unreachable`, or the refusal's code). */
+  /** Called once when the seat is known to be gone (reason: `expired`, `unknown`, `unreachable`, or the refusal's code: `license_expired` when the license's term ended). */
   onLost?: OnLost;
   /** Called when a lost seat was acquired again (a new session). */
   onRegained?: OnRegained;
@@ -60,7 +68,11 @@ export class Lease {
   lost = false;
   lostReason: string | undefined;
   released = false;
-  /** The last verified lease token (with `verify`), else undefined. */
+  /**
+   * The last lease token of this session (verified with `verify`). Kept whether or not it
+   * is verified: it is the proof a heartbeat shows to keep the seat after the server lost
+   * the session (a region's loss). Undefined from a server that sends none.
+   */
   token: string | undefined;
   /** What the license entitles to ([] when it names nothing). */
   entitlements: string[] = [];
@@ -89,7 +101,10 @@ export class Lease {
   }
 
   apply(body: Json): void {
-    if (typeof body["session_id"] === "string") this.sessionId = body["session_id"];
+    if (typeof body["session_id"] === "string" && body["session_id"] !== this.sessionId) {
+      this.sessionId = body["session_id"];
+      this.token = undefined; // a token names one session: never show another's
+    }
     if (typeof body["lease_expires_at"] === "string") {
       const ms = parseTime(body["lease_expires_at"]);
       if (ms !== undefined) this.expiresAt = new Date(ms);
@@ -131,6 +146,7 @@ export class Keeper {
   private inFlight: Promise<void> | undefined;
   private closing: Promise<void> | undefined;
   private place: QueuePlace = {}; // queue and ticket while waiting in line
+  private announced: string | undefined; // the refusal already said (warn once, info after) until the seat is back
 
   constructor(client: LeaseClient, licenseId: string, options: LeaseOptions, forget: (keeper: Keeper) => void) {
     this.client = client;
@@ -230,18 +246,42 @@ export class Keeper {
       reply = await this.client.call("heartbeat", body, { retries: 0 });
     } catch (error) {
       if (error instanceof SessionExpired) {
-        if (!this.stopped) this.lose(error.reason);
-        return 0; // ask for the seat again at once
+        const recovered = error.reason === "unknown" ? await this.recover(body) : undefined;
+        if (recovered === undefined) {
+          if (!this.stopped) this.lose(error.reason);
+          return 0; // ask for the seat again at once
+        }
+        reply = recovered;
+      } else {
+        if (error instanceof BackendUnavailable || !(error instanceof SeatError)) throw error;
+        // 401 (key revoked), 403 (the license's term ended or has not begun), 404, a bad
+        // token: it cannot be renewed. (A suspended license's held seats keep renewing.)
+        if (!this.stopped) this.lose(error.code, error);
+        this.failures += 1;
+        return this.backoff(undefined, this.client.maxBackoffMs);
       }
-      if (error instanceof BackendUnavailable || !(error instanceof SeatError)) throw error;
-      // 401 (key revoked), 403, 404, a bad token: it cannot be renewed
-      if (!this.stopped) this.lose(error.code);
-      this.failures += 1;
-      return this.backoff(undefined, this.client.maxBackoffMs);
     }
     if (!this.stopped) this.took(reply, sentAt);
     this.failures = 0;
     return this.beatDelay();
+  }
+
+  /**
+   * After a 410 `unknown` (the server does not know the session: it may have lost its last
+   * writes with a region), the same heartbeat once more with the session's last lease
+   * token, which the server may take as proof of the seat. The renewal, or undefined: then
+   * the seat is lost as before. Only then is the token sent (a normal heartbeat does not
+   * carry its 400 bytes); the call has a request_id of its own.
+   */
+  private async recover(body: Json): Promise<Json | undefined> {
+    const token = this.lease.token;
+    if (token === undefined || this.stopped) return undefined;
+    try {
+      return await this.client.call("heartbeat", { ...body, lease_token: token }, { retries: 0 });
+    } catch (error) {
+      this.client.log("info", `seatlease: ${this.lease.licenseId} not re-admitted: ${(error as Error)?.message ?? error}`);
+      return undefined;
+    }
   }
 
   private async regain(): Promise<number> {
@@ -255,7 +295,14 @@ export class Keeper {
         return this.client.waitPause(error);
       }
       if (error instanceof BackendUnavailable || !(error instanceof SeatError)) throw error;
-      this.client.log("warn", `seatlease: re-acquire of ${this.lease.licenseId} refused: ${error.message}`);
+      this.sayRefused(error);
+      if (error instanceof LicenseSuspended) {
+        // 403: the term ended or has not begun, suspended, not entitled: final until an
+        // operator acts. Said once, then asked again only every few minutes.
+        this.failures = 0;
+        return uniform(FINAL_REFUSAL_PAUSE_MS, FINAL_REFUSAL_PAUSE_MS * 1.2);
+      }
+      // deleted, key revoked, a bad answer: try now and then
       this.failures += 1;
       return this.backoff(undefined, this.client.maxBackoffMs);
     }
@@ -268,6 +315,7 @@ export class Keeper {
     this.lease.lost = false;
     this.lease.lostReason = undefined;
     this.failures = 0;
+    this.announced = undefined;
     this.client.log("warn", `seatlease: seat on ${this.lease.licenseId} regained (session ${this.lease.sessionId})`);
     this.callback(() => this.options.onRegained?.(this.lease));
     return this.beatDelay();
@@ -295,11 +343,24 @@ export class Keeper {
     return this.client.backoffDelay(this.failures - 1, retryAfterSeconds, cap);
   }
 
-  private lose(reason: string): void {
+  /** A refused re-acquire: a warning the first time for its code, info after (a refusal that lasts, an ended term, must not fill the product's log). */
+  private sayRefused(error: SeatError): void {
+    const level = error.code === this.announced ? "info" : "warn";
+    this.announced = error.code;
+    this.client.log(level, `seatlease: re-acquire of ${this.lease.licenseId} refused: ${error.message}`);
+  }
+
+  private lose(reason: string, refused?: SeatError): void {
     if (this.lease.lost) return;
     this.lease.lost = true;
     this.lease.lostReason = reason;
-    this.client.log("warn", `seatlease: seat on ${this.lease.licenseId} lost (${reason}); re-acquiring`);
+    if (refused === undefined) {
+      this.client.log("warn", `seatlease: seat on ${this.lease.licenseId} lost (${reason}); re-acquiring`);
+    } else {
+      // said here: the same refusal of the re-acquire that follows is not said again
+      this.announced = refused.code;
+      this.client.log("warn", `seatlease: seat on ${this.lease.licenseId} lost: ${refused.message}`);
+    }
     this.callback(() => this.options.onLost?.(this.lease, reason));
   }
 

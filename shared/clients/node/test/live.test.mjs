@@ -57,7 +57,7 @@ async function eventually(check, ms, what) {
   }
 }
 
-test("a verified lease lives past three lease lengths, survives a Redis flush (410, re-acquired) and is released", async () => {
+test("a verified lease lives past three lease lengths, keeps its seat through a Redis flush by its token (410 unknown, one retry with the token: the same session, no onLost) and is released", async () => {
   await license("node-life", { seats: 2, lease_seconds: 2 });
   const client = new SeatClient(URL_, KEY, { verify: true, tenantId: "acme", backoffMs: 50 });
   const events = { lost: [], regained: 0 };
@@ -79,11 +79,18 @@ test("a verified lease lives past three lease lengths, survives a Redis flush (4
   assert.ok(beats >= 8 && beats <= 14, `${beats} heartbeats`);
   assert.deepEqual(events.lost, []);
 
-  await control("flush"); // Redis forgets every seat: the next heartbeat answers 410
-  await eventually(() => events.regained === 1, 5000, "the seat regained");
-  assert.deepEqual(events.lost, ["unknown"]);
-  assert.ok(!lease.lost && lease.sessionId !== first.session);
-  assert.deepEqual(await live("node-life"), [{ session_id: lease.sessionId, client_id: "ws-1" }]);
+  const before = (await requests("/heartbeat")).length;
+  await control("flush"); // Redis forgets every seat (a region lost): the next heartbeat answers 410 unknown
+  await eventually(async () => (await requests("/heartbeat")).slice(before).some((r) => r.status === 410), 5000, "a heartbeat answered 410");
+  await sleep(1500); // the retry with the token re-admitted the session; later heartbeats renew it
+  const since = (await requests("/heartbeat")).slice(before);
+  const [gone, readmitted, ...later] = since.slice(since.findIndex((r) => r.status === 410));
+  assert.deepEqual([gone.status, readmitted.status], [410, 200]);
+  assert.notEqual(readmitted.request_id, gone.request_id);
+  assert.ok(later.every((r) => r.status === 200));
+  assert.deepEqual(events, { lost: [], regained: 0 });
+  assert.ok(!lease.lost && lease.sessionId === first.session);
+  assert.deepEqual(await live("node-life"), [{ session_id: first.session, client_id: "ws-1" }]);
 
   await lease.close();
   await lease.close(); // once
@@ -320,7 +327,7 @@ test("closing the lease from its onLost callback stops it without a new seat", a
   const client = new SeatClient(URL_, KEY, { backoffMs: 50 });
   let closing;
   const lease = await client.lease("node-callback", { clientId: "ws-1", onLost: (l) => (closing = l.close()) });
-  await control("flush");
+  await control("outage", { seconds: 3 }); // longer than the lease: lost (unreachable)
   await eventually(() => closing !== undefined, 5000, "onLost");
   await closing;
   assert.ok(lease.released && lease.lost);
@@ -367,9 +374,15 @@ test("a weighted lease: its seats on the answer, the token and the server, kept 
   assert.deepEqual([plain.seats, plain.seats_used], [undefined, 4]); // a plain lease: no seats
   await client.release("node-weights", plain.session_id);
   assert.deepEqual(await control("weights?license_id=node-weights"), { "render-1": 3 });
-  await control("flush"); // the seat is lost: the re-acquire asks for the same weight
+  const session = lease.sessionId;
+  await control("flush"); // Redis forgets the seat: re-admitted by its token, with its weight
+  await sleep(2500);
+  assert.deepEqual([regained, lease.lost, lease.sessionId, lease.seats], [0, false, session, 3]);
+  assert.deepEqual(await control("weights?license_id=node-weights"), { "render-1": 3 });
+  await control("outage", { seconds: 4 }); // longer than the lease: lost, then the re-acquire asks for the same weight
   await eventually(() => regained === 1 && !lease.lost, 10000, "the weighted seat regained");
   assert.equal(lease.seats, 3);
+  assert.notEqual(lease.sessionId, session);
   assert.deepEqual(await control("weights?license_id=node-weights"), { "render-1": 3 });
   await lease.close();
 });

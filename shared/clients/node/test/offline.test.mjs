@@ -203,3 +203,74 @@ test("the token's seats claim is 1 when absent", () => {
   assert.equal(seatlease.claimedSeats({ sid: "s", seats: 4 }), 4);
   assert.equal(seatlease.claimedSeats({ sid: "s", seats: true }), 1);
 });
+
+// -- a session the server forgot (a region lost): kept by its last lease token --------------
+
+const TOKEN = "eyJhbGciOiJFZERTQSJ9.eyJzaWQiOiJzIn0.c2lnbmF0dXJl"; // not verified here: kept all the same
+const UNKNOWN = { error: { code: "session_expired", message: "The session is gone (unknown): acquire again.", reason: "unknown" } };
+
+async function until(check, ms, what) {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+test("a session the server forgot is kept by its last lease token: one retry with it, no onLost", async () => {
+  // as the bad server's `recover`: without the token a heartbeat is 410 unknown, with it 200
+  const server = await recording((fn, body) => {
+    if (fn === "acquire") return [201, { ...GRANT, lease_token: TOKEN }];
+    if (fn === "heartbeat") return body.lease_token === TOKEN ? [200, { ...GRANT, lease_token: TOKEN }] : [410, UNKNOWN];
+    return [200, { released: true, seats_used: 0 }];
+  });
+  try {
+    const lost = [];
+    const lease = await server.client.lease("lic", { clientId: "pc-1", onLost: (_l, reason) => lost.push(reason) });
+    assert.equal(lease.token, TOKEN);
+    await until(() => server.sent("heartbeat").length >= 4, 5000, "two heartbeats, each retried with the token");
+    assert.deepEqual(lost, []);
+    assert.ok(!lease.lost && lease.sessionId === GRANT.session_id);
+    await lease.close();
+    const [first, retry, second, again] = server.sent("heartbeat");
+    assert.ok(!("lease_token" in first) && !("lease_token" in second)); // never on a normal heartbeat
+    assert.deepEqual([retry.lease_token, again.lease_token], [TOKEN, TOKEN]);
+    assert.equal(retry.session_id, first.session_id);
+    assert.ok(retry.request_id && retry.request_id !== first.request_id);
+    assert.equal(server.sent("acquire").length, 1); // never lost, never acquired again
+  } finally {
+    await server.close();
+  }
+});
+
+test("a token the server refuses loses the seat as before (unknown), then it is acquired again", async () => {
+  let sessions = 0;
+  const server = await recording((fn) => {
+    if (fn === "acquire") return [201, { ...GRANT, session_id: `session-${++sessions}`, lease_token: `${TOKEN}${sessions}` }];
+    if (fn === "heartbeat" && sessions === 1) return [410, UNKNOWN]; // with the token or not
+    if (fn === "heartbeat") return [200, { ...GRANT, session_id: "session-2" }];
+    return [200, { released: true, seats_used: 0 }];
+  });
+  try {
+    const events = [];
+    const lease = await server.client.lease("lic", { clientId: "pc-1", onLost: (_l, reason) => events.push(reason), onRegained: () => events.push("regained") });
+    await until(() => events.length === 2, 5000, "the seat lost and regained");
+    assert.deepEqual(events, ["unknown", "regained"]);
+    assert.equal(lease.sessionId, "session-2");
+    assert.equal(lease.token, `${TOKEN}2`); // the new session's own token
+    await lease.close();
+    const [first, retry] = server.sent("heartbeat");
+    assert.deepEqual([first.lease_token, retry.lease_token], [undefined, `${TOKEN}1`]);
+  } finally {
+    await server.close();
+  }
+});
+
+test("a server's Retry-After never makes a pause longer than maxBackoffMs", () => {
+  const client = new SeatClient("http://127.0.0.1:1", "k", { backoffMs: 100, maxBackoffMs: 1000 });
+  for (let attempt = 0; attempt < 8; attempt++) {
+    assert.equal(client.backoffDelay(attempt, 3600, 30_000), 1000);
+    assert.ok(client.backoffDelay(attempt, undefined, 30_000) <= 1000);
+  }
+  assert.ok(client.backoffDelay(0, 0.5, 30_000) >= 500); // a shorter hint is still honoured
+});

@@ -2,9 +2,13 @@
 //
 //	./hold URL API_KEY LICENSE_ID CLIENT_ID   (or go run ./examples/hold ...)
 //
-// It acquires (verifying the signed token against the deployment's JWKS), prints one
-// JSON line {"session_id", "seats_used", "seats_total", "verified"}, heartbeats in the background, and
-// when stdin closes (Ctrl-D, or the parent closing the pipe) releases the seat and exits 0.
+// It acquires, verifying the signed token against the vendor's keys pinned in
+// SEATLEASE_PINNED_KEYS (each JWK's "x", comma separated) or, with none pinned, only
+// against the keys the server serves at URL/keys; prints one JSON line
+// {"session_id", "seats_used", "seats_total", "seats", "verified"} (verified: true when
+// pinned, "unpinned" otherwise), heartbeats in the background, and when stdin closes
+// (Ctrl-D, or the parent closing the pipe) releases the seat and exits 0. No seat: one
+// line on stderr, exit status 1.
 package main
 
 import (
@@ -14,9 +18,42 @@ import (
 	"io"
 	"log"
 	"os"
+	"strings"
 
 	seatlease "github.com/seatlease/seatlease/shared/clients/go"
 )
+
+// field is one name and value of a JSON line, in the order given.
+type field struct {
+	name  string
+	value any
+}
+
+// jsonLine writes one JSON object with Python's json.dumps separators (", " and ": ") and
+// the fields in their order: the same bytes as every client's hold (json.Marshal sorts a
+// map's keys and writes no spaces).
+func jsonLine(fields ...field) string {
+	parts := make([]string, 0, len(fields))
+	for _, f := range fields {
+		name, _ := json.Marshal(f.name)
+		value, err := json.Marshal(f.value)
+		if err != nil {
+			panic(err) // strings, numbers and booleans only
+		}
+		parts = append(parts, string(name)+": "+string(value))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+func pinnedKeys() []any {
+	var keys []any
+	for _, x := range strings.Split(os.Getenv("SEATLEASE_PINNED_KEYS"), ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			keys = append(keys, x)
+		}
+	}
+	return keys
+}
 
 func main() {
 	if len(os.Args) != 5 {
@@ -25,26 +62,37 @@ func main() {
 	}
 	url, apiKey, licenseID, clientID := os.Args[1], os.Args[2], os.Args[3], os.Args[4]
 	logger := log.New(os.Stderr, "", log.LstdFlags)
+	pinned := pinnedKeys()
 	client, err := seatlease.New(url, apiKey, seatlease.Options{
-		Verify: true, // every answer's token checked against URL/keys (pin the vendor's keys in a product)
-		Logger: logger,
+		Verify:     true,   // every answer's token checked; against the pinned keys when there are some
+		PinnedKeys: pinned, // none: only against the server's own keys ("unpinned")
+		Logger:     logger,
 	})
 	if err != nil {
-		logger.Fatal(err)
+		fmt.Fprintln(os.Stderr, "hold:", err)
+		os.Exit(1)
 	}
 	lease, err := client.Lease(context.Background(), licenseID, seatlease.LeaseOptions{
 		ClientID: clientID,
-		OnLost:   func(_ *seatlease.Lease, reason string) { logger.Printf("seat lost (%s); asking again", reason) },
+		OnLost:   func(_ *seatlease.Lease, reason string) { logger.Printf("seat lost (%s)", reason) },
 	})
 	if err != nil {
-		logger.Fatal(err)
+		fmt.Fprintln(os.Stderr, "hold: no seat:", err) // one line, exit status 1
+		os.Exit(1)
+	}
+	var verified any = "unpinned"
+	if len(pinned) > 0 {
+		verified = true
 	}
 	state := lease.State()
-	line, _ := json.Marshal(map[string]any{"session_id": state.SessionID, "seats_used": state.SeatsUsed, "seats_total": state.SeatsTotal, "verified": state.Token != ""})
-	fmt.Println(string(line))
+	fmt.Println(jsonLine(
+		field{"session_id", state.SessionID}, field{"seats_used", state.SeatsUsed},
+		field{"seats_total", state.SeatsTotal}, field{"seats", state.Seats}, field{"verified", verified},
+	))
 
 	io.Copy(io.Discard, os.Stdin) // until stdin closes
 	if err := lease.Close(); err != nil {
-		logger.Fatal(err)
+		fmt.Fprintln(os.Stderr, "hold: release:", err)
+		os.Exit(1)
 	}
 }
