@@ -56,7 +56,6 @@ from seatlease.errors import NoSeatsAvailable, Recovering, SessionExpired  # noq
 from seatlease.licenses import LicenseConfig  # noqa: E402
 from seatlease.seats import failover  # noqa: E402
 from seatlease.seats.engine import SeatEngine, SeatRequest, heartbeat_call  # noqa: E402
-from seatlease.seats.keys import LicenseKeys  # noqa: E402
 from seatlease.seats.redisconn import connect  # noqa: E402
 from seatlease.seats.values import TokenGrant  # noqa: E402
 from seatlease_cli.procs import Proc, free_port, port_open, redis_args, spawn, wait_until  # noqa: E402

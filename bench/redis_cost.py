@@ -759,6 +759,7 @@ NEW_LEASE_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("ZCARD", "KEYS[2]"),  # seats used: the leases ...
     ("GET", "KEYS[17]"),  # ... the weighted leases' extra seats (wsum: none here) ...
     ("ZCARD", "KEYS[16]"),  # ... and the release before's weighted leases' seats (units)
+    ("HGET", "KEYS[18]", "ARGV[3]"),  # the client's refusals to mark served (none)
     ("ZADD", "KEYS[2]", "ARGV[4]", "ARGV[5]"),  # the lease and its deadline
     ("HSET", "KEYS[3]", "ARGV[5]", "ARGV[6]"),  # its record
     ("HSET", "KEYS[4]", "ARGV[3]", "ARGV[5]"),  # the client's lease

@@ -188,6 +188,53 @@ def test_a_license_that_chose_availability_grants_in_the_window_and_says_so(regi
     assert ended == {"recovering": False, "ended": True}
 
 
+@pytest.mark.parametrize("ended_by", ["revoke", "release", "linger"])
+def test_a_lease_ended_here_never_comes_back_by_its_token(regions, ended_by) -> None:
+    """A token outlives its lease when the lease is released or revoked before its
+    deadline: the heartbeat that carries it after the 410 must not undo the operator's
+    revoke (or the client's own release), with a seat free or not, failover or not."""
+    stack = regions["stack"]
+    if ended_by == "linger":
+        store.update_license(TENANT, LICENSE, linger_seconds=1)
+        runtime.refresh_license_cache(TENANT, LICENSE)
+    granted = call(stack, "acquire", client_id="a").json()
+    sid, token = granted["session_id"], granted["lease_token"]
+    if ended_by == "revoke":
+        admin.execute(admin.parse({"action": "revoke", "tenant_id": TENANT,
+                                   "license_id": LICENSE, "session_id": sid}))  # fmt: skip
+    else:
+        assert call(stack, "release", session_id=sid).status_code == 200
+    if ended_by == "linger":
+        regions["primary_clock"].advance(2)  # the linger ran out: reclaimed as released
+    assert holders() == 0
+    for _attempt in range(2):  # failover or not, the answer is the same
+        back = call(stack, "heartbeat", session_id=sid, lease_token=token)
+        assert back.status_code == 410, back.text
+        assert back.json()["error"]["reason"] == "unknown"
+        assert holders() == 0
+        admin.execute(admin.parse({"action": "failover.begin"}))
+    # a lingering lease taken back by its client is its lease again, token and all
+    if ended_by == "linger":
+        admin.execute(admin.parse({"action": "failover.end"}))
+        again = call(stack, "acquire", client_id="a").json()
+        assert again["session_id"] != sid  # (the linger had run out: a new lease)
+
+
+def test_a_lingering_lease_taken_back_is_not_ended(regions) -> None:
+    stack = regions["stack"]
+    store.update_license(TENANT, LICENSE, linger_seconds=60)
+    runtime.refresh_license_cache(TENANT, LICENSE)
+    granted = call(stack, "acquire", client_id="a").json()
+    sid = granted["session_id"]
+    assert call(stack, "release", session_id=sid).status_code == 200
+    back = call(stack, "acquire", client_id="a").json()
+    assert back["session_id"] == sid  # taken back: the same lease
+    from seatlease.seats.keys import LicenseKeys
+
+    ended = LicenseKeys.of(TENANT, LICENSE).ended
+    assert runtime.seat_engine().redis.zscore(ended, sid) is None
+
+
 def test_the_python_client_keeps_its_seat_through_the_failover(regions) -> None:
     """A program holding a seat through the region's loss: its heartbeats fail for a
     moment, then R answers `unknown`, the client sends its token once, and the seat is

@@ -13,6 +13,7 @@ import binascii
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -23,6 +24,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from seatlease.fields import Identifier, check_metadata_text
@@ -46,6 +48,9 @@ EventType = Literal[
     # a lease re-created from its token after a region's loss (no seat changes hands: the
     # holder kept it; docs/design.md, "A region lost")
     "lease.recovered",
+    # who was refused a seat in a minute, judged once its true-denial window passed
+    # (docs/design.md, "Right-sizing"; no seat changes hands)
+    "lease.refused",
     # the wait queue (no seat changes hands): a place taken, given up or run out, served
     "queue.joined",
     "queue.left",
@@ -80,6 +85,24 @@ class EventFields(BaseModel):
     # Strict: a weight of true, 4.0 or "4" is a producer's bug, not a weight to guess.
     seats: Annotated[int, Field(ge=1, le=INT_MAX, strict=True)] | None = None
     metadata: dict[str, str | int | float | bool | None] | None = None
+
+    @model_validator(mode="after")
+    def _refusal_minute(self) -> EventFields:
+        # The audit insert casts a refusal's minute to a time (usage_refusals.minute): a
+        # bad one is this event's problem, not a database error retried until the whole
+        # message is dead-lettered.
+        if self.type == "lease.refused":
+            minute = (self.metadata or {}).get("minute")
+            if not isinstance(minute, str) or not _MINUTE.fullmatch(minute):
+                raise ValueError("a lease.refused event needs metadata.minute, a UTC minute")
+            try:
+                datetime.fromisoformat(minute.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError("metadata.minute is not a time") from None
+        return self
+
+
+_MINUTE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:00(\.000)?Z")
 
 
 class LeaseEvent(EventFields):

@@ -25,6 +25,12 @@ One run (Cloud Scheduler calls it every minute):
 4. a time budget stops starting new work so the run returns before the function times
    out; what is left waits for the next run.
 
+The refusals acquire.lua noted per license, client and minute (lua/_refusals.lua) become
+``lease.refused`` events once each minute's true-denial window (``TRUE_DENIAL_MINUTES``,
+10 by default) has passed: each shard's refused-due index is read like the deadline
+index (``ZRANGEBYSCORE -inf cutoff``), and ``flush_refusals.lua`` judges at most
+``REFUSAL_BATCH`` client-minutes a call (served in the minute, a true denial or not).
+
 Before the outboxes are drained, the licenses whose term notice is due (each shard's
 notice index, ``ZRANGEBYSCORE -inf now``: O(log N + K), never a scan of the licenses) get
 their ``license.expiring`` / ``license.expired`` event from ``notices.lua``, which also
@@ -57,6 +63,7 @@ from seatlease.seats.keys import (
     notices_key,
     outbox_key,
     reaper_lock_key,
+    refused_due_key,
     ticket_index_key,
 )
 from seatlease.seats.scripts import SeatScripts
@@ -69,6 +76,9 @@ ROUND_EVENTS = 20_000  # entries published per round across shards (~7 MB in mem
 # Expired leases found by a run's first sweep from which it publishes while reclaiming.
 WAVE_CANDIDATES = 2 * SWEEP_LIMIT
 NOTICE_BATCH = 100  # due licenses per notices.lua call
+REFUSAL_LICENSES = 50  # due licenses per flush_refusals.lua call (2 keys each)
+REFUSAL_BATCH = 2000  # client-minutes judged per flush_refusals.lua call (an event each)
+DEFAULT_TRUE_DENIAL_MINUTES = 10
 # license.expiring this many days before a license's expires_at (LICENSE_NOTICE_DAYS)
 DEFAULT_NOTICE_DAYS = (30, 7, 1)
 
@@ -85,12 +95,24 @@ def notice_days() -> tuple[float, ...]:
     return tuple(sorted(days, reverse=True))
 
 
+def true_denial_ms() -> int:
+    """How long a refused client has to be granted before its refusal is a *true denial*
+    (it gave up): ``TRUE_DENIAL_MINUTES``, 1 to 60 (a client's notes outlive the window:
+    lua/_refusals.lua keeps 64 minutes of them)."""
+    raw = os.environ.get("TRUE_DENIAL_MINUTES", "").strip()
+    minutes = float(raw) if raw else DEFAULT_TRUE_DENIAL_MINUTES
+    if not 1 <= minutes <= 60:
+        raise ValueError("TRUE_DENIAL_MINUTES: minutes between 1 and 60")
+    return int(minutes * 60_000)
+
+
 @dataclass
 class RunReport:
     reclaimed: int = 0
     tickets_dropped: int = 0
     published: int = 0
     denials: int = 0
+    refusals: int = 0  # client-minutes judged into lease.refused events
     notices: int = 0
     outbox_backlog: int = 0
     shards_swept: int = 0
@@ -128,9 +150,12 @@ class Reaper:
         report = RunReport()
         candidates, denials, backlog = self.survey()
         lapsed = self.ticket_survey()
+        refused = self.refusal_survey()
         report.shards_swept = self.shards
         busy = [
-            s for s in range(self.shards) if candidates[s] or denials[s] or backlog[s] or lapsed[s]
+            s
+            for s in range(self.shards)
+            if candidates[s] or denials[s] or backlog[s] or lapsed[s] or refused[s]
         ]
         # A crash wave: publish what is reclaimed while the rest is being reclaimed, so the
         # audit trail starts filling at once rather than after the last reclaim.
@@ -146,7 +171,7 @@ class Reaper:
             with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
                 for _ in pool.map(
                     lambda s: self._work_shard(
-                        s, candidates[s], denials[s], deadline, report, lapsed[s]
+                        s, candidates[s], denials[s], deadline, report, lapsed[s], refused[s]
                     ),
                     busy,
                 ):
@@ -225,6 +250,16 @@ class Reaper:
             )
         )
 
+    def refusal_survey(self) -> list[list[str]]:
+        """Every shard's licenses with a refused minute due (at most REFUSAL_LICENSES
+        each), in one pipelined round trip."""
+        cutoff = server_time_ms(self.redis) - 60_000 - true_denial_ms()
+        return self._pipeline_each(
+            lambda pipe, shard: pipe.zrangebyscore(
+                refused_due_key(shard), "-inf", cutoff, start=0, num=REFUSAL_LICENSES
+            )
+        )
+
     def _add(self, report: RunReport, **counts: int) -> None:
         with self._lock:
             for name, value in counts.items():
@@ -238,6 +273,7 @@ class Reaper:
         deadline: float,
         report: RunReport,
         lapsed: list[str] | None = None,
+        refused: list[str] | None = None,
     ) -> None:
         while candidates and time.monotonic() < deadline:
             self._add(report, reclaimed=self.reclaim(shard, candidates))
@@ -250,6 +286,8 @@ class Reaper:
             self._add(report, denials=self.flush_denials(shard))
         if lapsed and time.monotonic() < deadline:
             self._add(report, tickets_dropped=self.sweep_tickets(shard, lapsed))
+        if refused and time.monotonic() < deadline:
+            self._add(report, refusals=self.flush_refusals(shard, refused, deadline))
 
     # -- the three jobs, each usable on its own ----------------------------------------
 
@@ -311,6 +349,24 @@ class Reaper:
                 keys=[denials_key(shard), outbox_key(shard)], args=[secrets.token_hex(8)]
             )
         )
+
+    def flush_refusals(self, shard: int, licenses: list[str], deadline: float | None = None) -> int:
+        """Judge these licenses' due refused minutes into lease.refused events (again while
+        a call says more are due, until ``deadline``); returns the client-minutes judged."""
+        window = true_denial_ms()
+        keys = [refused_due_key(shard), outbox_key(shard)]
+        for member in licenses:
+            tenant_id, _, license_id = member.partition("/")
+            lic = LicenseKeys.of(tenant_id, license_id)
+            keys += [lic.refused, lic.refusing]
+        judged = 0
+        for _ in range(1000):  # every call makes progress; the bound is a safety net
+            args = [secrets.token_hex(8), window, REFUSAL_BATCH, *licenses]
+            count, more = self.scripts.flush_refusals(keys=keys, args=args)
+            judged += int(count)
+            if not int(more) or (deadline is not None and time.monotonic() >= deadline):
+                break
+        return judged
 
     def drain(self, shards: list[int], deadline: float) -> int:
         """Publish these shards' outboxes and delete what Pub/Sub confirmed; returns the

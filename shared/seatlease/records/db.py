@@ -166,5 +166,9 @@ def sqlstate(exc: DBAPIError) -> str:
 
 
 def _is_network(exc: DBAPIError) -> bool:
-    text = str(exc.orig).lower()
+    # A server's error names its problem in its message ("M"); the rest of its fields
+    # quote the statement (whose words, "refused" among them, say nothing of the network).
+    orig = getattr(exc, "orig", None)
+    fields = orig.args[0] if orig is not None and orig.args else None
+    text = str(fields.get("M", "") if isinstance(fields, dict) else orig).lower()
     return any(w in text for w in ("connection", "network", "timeout", "refused", "closed"))

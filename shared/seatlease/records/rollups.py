@@ -51,6 +51,16 @@ that half is missing (row locks make the second of two concurrent transactions s
 first's committed row); the statement that returns the row with both ends set counts the
 lease, once. The reports read ``usage_leases`` for the partial days at a window's edges.
 
+Per license, UTC minute and client refused a seat (``usage_refusals``, migration 0014):
+each ``lease.refused`` event is one row (the reaper judged it: served in the minute, a
+true denial, waiting in the queue; the seats it asked, its refusals). An event is stored
+once (``ins``), so a redelivery adds nothing; two events of one row (never made by the
+reaper, which judges a client-minute once) would merge: sums and ORs, which commute.
+
+Per ended wait-queue ticket (``usage_queue_waits``, migration 0014): its ``queue.granted``
+or ``queue.left`` event's ``queued_ms``, keyed by the event id (a redelivery adds
+nothing), so the sizing report's waits outlive the raw events.
+
 The monthly partitions of ``lease_events`` are ``partitions``' job; SQLite's step-by-step
 version of the same rollups is ``sqlite_fold``.
 """
@@ -73,6 +83,12 @@ BORROWED = "lease.borrowed"
 STARTS = (ACQUIRED, BORROWED)  # a lease's first event: a seat taken (+1)
 ENDINGS = ("lease.released", "lease.reclaimed", "lease.revoked")  # its last: -1
 DENIED = "lease.denied"
+# Who was refused in a minute (lua/flush_refusals.lua): a row of ``usage_refusals`` each,
+# no seat and no period rollup.
+REFUSED = "lease.refused"
+# A wait-queue ticket's end, with how long it waited (``queued_ms``): a row of
+# ``usage_queue_waits`` each.
+QUEUE_OUTCOME_TYPES = ("queue.granted", "queue.left")
 # license.expiring and license.expired (the reaper's term notices) are stored with the
 # lease events but are no usage: the rollups leave them out.
 NOTICE_PREFIX = "license."
@@ -135,6 +151,7 @@ def insert_statement(source: str = _RECORDSET) -> str:
     the rows added."""
     endings = ", ".join(f"'{t}'" for t in ENDINGS)
     starts = ", ".join(f"'{t}'" for t in STARTS)
+    outcomes = ", ".join(f"'{t}'" for t in QUEUE_OUTCOME_TYPES)
     return f"""
 WITH src AS ({source}),
 ins AS (
@@ -147,7 +164,8 @@ ins AS (
                                   '-infinity')
     ON CONFLICT (event_id, occurred_at) DO NOTHING
     RETURNING event_id, type, tenant_id, license_id, session_id, client_id, occurred_at,
-              seats_used, seats_total, count, {USER_SQL} AS user_name, seats
+              seats_used, seats_total, count, {USER_SQL} AS user_name, seats,
+              CASE WHEN type IN ('{REFUSED}', {outcomes}) THEN metadata END AS detail
 ),
 ev AS (
     SELECT ins.*, date_trunc('hour', occurred_at, 'UTC') AS hour,
@@ -155,7 +173,8 @@ ev AS (
            CASE WHEN type IN ({starts}) THEN 1 WHEN type IN ({endings}) THEN -1 ELSE 0 END
                AS delta
     FROM ins
-    WHERE type NOT LIKE '{NOTICE_PREFIX}%'  -- a license's term notices: no seat, no row
+    -- a license's term notices and the refused clients: no seat, no row here
+    WHERE type NOT LIKE '{NOTICE_PREFIX}%' AND type <> '{REFUSED}'
 ),
 {_period_rollup("usage_rollups", "hour")},
 {_period_rollup("usage_minute_rollups", "minute")},
@@ -230,6 +249,39 @@ clients AS (
         reclaimed = c.reclaimed + EXCLUDED.reclaimed,
         total_ms = c.total_ms + EXCLUDED.total_ms,
         max_ms = GREATEST(c.max_ms, EXCLUDED.max_ms)
+    RETURNING 1
+),
+refused AS (
+    INSERT INTO usage_refusals AS r (tenant_id, license_id, minute, client_id, user_name,
+                                     seats, refusals, served, true_denial, waiting,
+                                     lower_bound)
+    SELECT tenant_id, license_id, CAST(detail->>'minute' AS timestamptz),
+           coalesce(client_id, ''),
+           min(CASE WHEN jsonb_typeof(detail->'user') = 'string' THEN detail->>'user' END),
+           max(seats), sum(count), bool_or(detail->>'served' = 'true'),
+           bool_or(detail->>'true_denial' = 'true'), bool_or(detail->>'waiting' = 'true'),
+           bool_or(detail->>'lower_bound' = 'true')
+    FROM ins WHERE type = '{REFUSED}'
+    GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+    ON CONFLICT (tenant_id, license_id, minute, client_id) DO UPDATE SET
+        seats = GREATEST(r.seats, EXCLUDED.seats), refusals = r.refusals + EXCLUDED.refusals,
+        served = r.served OR EXCLUDED.served,
+        true_denial = r.true_denial OR EXCLUDED.true_denial,
+        waiting = r.waiting OR EXCLUDED.waiting,
+        lower_bound = r.lower_bound OR EXCLUDED.lower_bound
+    RETURNING 1
+),
+waits AS (
+    INSERT INTO usage_queue_waits (event_id, tenant_id, license_id, ended_at, outcome,
+                                   waited_ms)
+    SELECT event_id, tenant_id, license_id, occurred_at, type,
+           round((detail->>'queued_ms')::float8)::bigint
+    FROM ins
+    WHERE type IN ({outcomes}) AND jsonb_typeof(detail->'queued_ms') = 'number'
+      -- (any number is valid JSON; only a duration fits the column)
+      AND (detail->>'queued_ms')::float8 BETWEEN 0 AND 1e15
+    ORDER BY event_id
+    ON CONFLICT (event_id) DO NOTHING
     RETURNING 1
 )
 SELECT count(*) AS inserted FROM ins

@@ -5,6 +5,7 @@ rows)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,6 +20,8 @@ from seatlease.records.rollups import (
     ENDINGS,
     NOTICE_PREFIX,
     PERIOD_LENGTHS,
+    QUEUE_OUTCOME_TYPES,
+    REFUSED,
     STARTS,
     user_of,
 )
@@ -28,6 +31,8 @@ from seatlease.records.tables import (
     usage_client_rollups,
     usage_leases,
     usage_minute_rollups,
+    usage_queue_waits,
+    usage_refusals,
     usage_rollups,
 )
 
@@ -123,6 +128,9 @@ def fold_sqlite(conn: Connection, new: list[dict[str, Any]]) -> None:
     new = [e for e in new if not e["type"].startswith(NOTICE_PREFIX)]  # not usage
     for e in new:
         e["occurred_at"] = _at(e["occurred_at"])
+    fold_refusals(conn, [e for e in new if e["type"] == REFUSED])
+    fold_waits(conn, [e for e in new if e["type"] in QUEUE_OUTCOME_TYPES])
+    new = [e for e in new if e["type"] != REFUSED]
     fold_periods(conn, new, usage_rollups, "hour")
     fold_periods(conn, new, usage_minute_rollups, "minute")
     sessions: dict[str, _Session] = {}
@@ -160,6 +168,67 @@ def fold_sqlite(conn: Connection, new: list[dict[str, Any]]) -> None:
         c.max_ms = _bigger(c.max_ms, ms)
     for key4, c in sorted(clients.items()):
         _merge_client(conn, key4, c)
+
+
+def fold_refusals(conn: Connection, new: list[dict[str, Any]]) -> None:
+    """``lease.refused`` events into ``usage_refusals``, a row per license, minute and
+    client (merged as the PostgreSQL statement merges them)."""
+    r = usage_refusals.c
+    for e in new:
+        meta = e.get("metadata") or {}
+        if isinstance(meta, str | bytes):
+            meta = json.loads(meta)
+        user = meta.get("user")
+        row = {
+            "user_name": user if isinstance(user, str) else None,
+            "seats": _seats(e),
+            "refusals": int(e.get("count") or 1),
+            "served": meta.get("served") is True,
+            "true_denial": meta.get("true_denial") is True,
+            "waiting": meta.get("waiting") is True,
+            "lower_bound": meta.get("lower_bound") is True,
+        }
+        key = {
+            "tenant_id": e["tenant_id"],
+            "license_id": e["license_id"],
+            "minute": _at(meta["minute"].replace("Z", "+00:00")),
+            "client_id": e.get("client_id") or "",
+        }
+        where = [r[name] == value for name, value in key.items()]
+        old = conn.execute(select(usage_refusals).where(*where)).first()
+        if old is None:
+            conn.execute(insert(usage_refusals).values(**key, **row))
+            continue
+        row["seats"] = max(row["seats"], old.seats)
+        row["refusals"] += old.refusals
+        for name in ("served", "true_denial", "waiting", "lower_bound"):
+            row[name] = row[name] or getattr(old, name)
+        row["user_name"] = old.user_name if old.user_name is not None else row["user_name"]
+        conn.execute(update(usage_refusals).where(*where).values(**row))
+
+
+def fold_waits(conn: Connection, new: list[dict[str, Any]]) -> None:
+    """Ended wait-queue tickets into ``usage_queue_waits`` (each event once: these are
+    the events just stored)."""
+    for e in new:
+        meta = e.get("metadata") or {}
+        if isinstance(meta, str | bytes):
+            meta = json.loads(meta)
+        waited = meta.get("queued_ms")
+        if isinstance(waited, bool) or not isinstance(waited, int | float):
+            continue
+        if not 0 <= waited <= 1e15:  # only a duration fits the column
+            continue
+        conn.execute(
+            insert(usage_queue_waits).values(
+                event_id=e["event_id"],
+                tenant_id=e["tenant_id"],
+                license_id=e["license_id"],
+                ended_at=e["occurred_at"],
+                outcome=e["type"],
+                waited_ms=round(waited),
+            )
+        )
 
 
 def fold_periods(conn: Connection, new: list[dict[str, Any]], table: Table, period: str) -> None:

@@ -229,6 +229,42 @@ usage_leases = Table(
     ),
 )
 
+# Who was refused a seat (migration 0014): one row per license, UTC minute and client,
+# from its ``lease.refused`` event (lua/flush_refusals.lua judged it once the minute's
+# true-denial window had passed), and one row of client '' per minute that refused more
+# distinct clients than Redis keeps (``refusals``: those not kept, ``lower_bound``). The
+# sizing report reads it with the minute and hour rollups. Kept as the hourly rollups are.
+usage_refusals = Table(
+    "usage_refusals",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("license_id", ID, primary_key=True),
+    Column("minute", DateTime(timezone=True), primary_key=True),
+    Column("client_id", ID, primary_key=True),
+    Column("user_name", Text, nullable=True),
+    Column("seats", Integer, nullable=False, server_default="1"),  # the most it asked
+    Column("refusals", Integer, nullable=False, server_default="1"),
+    Column("served", Boolean, nullable=False, server_default=false()),  # in the minute
+    Column("true_denial", Boolean, nullable=False, server_default=false()),  # it gave up
+    Column("waiting", Boolean, nullable=False, server_default=false()),  # held a place
+    Column("lower_bound", Boolean, nullable=False, server_default=false()),
+)
+
+# Per ended wait-queue ticket (migration 0014): how long it waited, from its
+# queue.granted or queue.left event (keyed by the event id: stored once). The sizing
+# report's queue waits; kept as the hourly rollups are.
+usage_queue_waits = Table(
+    "usage_queue_waits",
+    metadata,
+    Column("event_id", String(64), primary_key=True),
+    Column("tenant_id", ID, nullable=False),
+    Column("license_id", ID, nullable=False),
+    Column("ended_at", DateTime(timezone=True), nullable=False),
+    Column("outcome", String(32), nullable=False),  # queue.granted or queue.left
+    Column("waited_ms", BigInteger, nullable=False),
+    Index("ix_usage_queue_waits_license", "tenant_id", "license_id", "ended_at"),
+)
+
 # One row (id 1): events older than ``pruned_before`` were pruned and are not stored again.
 audit_retention = Table(
     "audit_retention",

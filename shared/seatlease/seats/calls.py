@@ -40,11 +40,13 @@ def acquire_call(
     seats: int | None = None,
     fingerprint: str | None = None,
     failover_began_ms: int | None = None,
+    shown_user: str | None = None,
 ) -> tuple[list[str], list[Any]]:
     """acquire.lua's KEYS and ARGV (documented in its header). ``rate_limit``: the
     tenant's calls per second (0: none, as for an operator's call). ``seats``: the lease's
     weight (None: not said). ``fingerprint``: the machine asking (a borrow is bound to
-    it). ``failover_began_ms``: a failover's recovery under way (seats/failover.py)."""
+    it). ``failover_began_ms``: a failover's recovery under way (seats/failover.py).
+    ``shown_user``: the user as the metadata shows it (a refusal's note keeps it)."""
     keys = LicenseKeys.of(tenant_id, license_id)
     return [
         *keys.lease_keys,
@@ -54,6 +56,8 @@ def acquire_call(
         keys.replies[1],
         *keys.policy_keys,
         *keys.weight_keys,
+        *keys.refusal_keys,
+        keys.ended,
     ], [
         tenant_id,
         license_id,
@@ -75,6 +79,7 @@ def acquire_call(
         "" if seats is None else seats,
         fingerprint or "",
         "" if failover_began_ms is None else failover_began_ms,
+        shown_user or "",
     ]
 
 
@@ -120,6 +125,7 @@ def release_call(
         keys.replies[1],
         *keys.policy_keys,
         *keys.weight_keys,
+        keys.ended,
     ], [
         tenant_id,
         license_id,

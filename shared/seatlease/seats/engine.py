@@ -57,7 +57,7 @@ from seatlease.seats.calls import (  # each script's KEYS and ARGV: importable f
 )
 from seatlease.seats.calls import acquire_call, heartbeat_call, release_call
 from seatlease.seats.failover import recovered_key
-from seatlease.seats.ids import new_event_prefix, new_request_id, with_identity
+from seatlease.seats.ids import new_event_prefix, new_request_id, shown_user, with_identity
 from seatlease.seats.ids import (  # the ids too: bench/ and tests import them from here
     new_session_id as new_session_id,
 )
@@ -272,6 +272,7 @@ class SeatEngine:
             seats=request.seats,
             fingerprint=request.fingerprint,
             failover_began_ms=request.failover_began_ms,
+            shown_user=shown_user(metadata),
         )
         reply = self._run(
             self.scripts.acquire, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
@@ -432,6 +433,7 @@ class SeatEngine:
             *keys.lease_keys,
             *keys.weight_keys,
             recovered_key(keys.shard),
+            keys.ended,
         ]
         args = [
             tenant_id,

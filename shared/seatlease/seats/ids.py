@@ -40,3 +40,10 @@ def with_identity(
     if host is not None:
         merged["host"] = host
     return merged
+
+
+def shown_user(metadata: dict[str, Any]) -> str | None:
+    """The user the lease's metadata shows (a string ``user``; anything else is none): a
+    refusal is noted with it, as the per-user report counts leases by it."""
+    user = metadata.get("user")
+    return user if isinstance(user, str) and user else None

@@ -56,6 +56,12 @@ def notices_key(shard: int) -> str:
     return f"{shard_prefix(shard)}:notices"
 
 
+def refused_due_key(shard: int) -> str:
+    """The shard's index of licenses with refusals not yet flushed: ``<tenant>/<license>``
+    -> the earliest such minute (ms; lua/_refusals.lua, read by the reaper)."""
+    return f"{shard_prefix(shard)}:refused-due"
+
+
 def reaper_lock_key(shard: int) -> str:
     return f"{shard_prefix(shard)}:reaper-lock"
 
@@ -111,6 +117,13 @@ class LicenseKeys:
     wsum: str  # STRING the sum of w - 1 over the license's leases of weight w > 1
     # The release before's weighted leases: a member per seat past the first (O(w) a call)
     units: str  # ZSET "<session_id>#<n>" -> the lease's deadline, n = 2 .. its weight
+    # Who was refused, per minute, until the reaper flushes it (lua/_refusals.lua)
+    refused: str  # HASH client_id -> its minutes' refusals; "#<minute>", "+<minute>" counts
+    refusing: str  # ZSET client_id (or "#<minute>") -> its earliest minute not flushed
+    refused_due: str  # the shard's ZSET "<tenant>/<license>" -> the same, per license
+    # Leases ended before their tokens expire (released, revoked): their tokens must not
+    # bring them back (readmit.lua); pruned once every token of them has expired
+    ended: str  # ZSET session_id -> the latest expiry of its tokens (ms)
 
     @classmethod
     def of(cls, tenant_id: str, license_id: str) -> LicenseKeys:
@@ -142,6 +155,10 @@ class LicenseKeys:
             notice=f"{base}:notice",
             wsum=f"{base}:wsum",
             units=f"{base}:units",
+            refused=f"{base}:refused",
+            refusing=f"{base}:refusing",
+            refused_due=refused_due_key(shard),
+            ended=f"{base}:ended",
         )
 
     @property
@@ -170,6 +187,12 @@ class LicenseKeys:
         """A weighted lease's keys, in the scripts' order: units (the release before's),
         wsum."""
         return [self.units, self.wsum]
+
+    @property
+    def refusal_keys(self) -> list[str]:
+        """KEYS[18..20] of acquire.lua: the license's refused clients and the shard's
+        index of them."""
+        return [self.refused, self.refusing, self.refused_due]
 
     @property
     def policy_keys(self) -> list[str]:

@@ -27,13 +27,15 @@ SCRIPT_NAMES = (
     "notices",
     "cut_held",
     "readmit",
+    "flush_refusals",
 )
 
 # Helpers only some scripts need, placed between _lib.lua and the script: the seat calls
 # check the tenant's rate budget (_ratelimit.lua); acquire decides the license policy, and
 # release hands a seat it frees to the license's wait queue.
 PRELUDES = {
-    "acquire": ("_ratelimit", "_policy"),
+    "acquire": ("_ratelimit", "_policy", "_refusals"),
+    "flush_refusals": ("_refusals",),
     "heartbeat": ("_ratelimit",),
     "release": ("_ratelimit", "_policy"),  # a freed seat is held for the queue at once
     "reclaim": ("_policy",),  # ... and one the reaper frees
@@ -62,3 +64,4 @@ class SeatScripts:
         self.notices: Script = client.register_script(script_source("notices"))
         self.cut_held: Script = client.register_script(script_source("cut_held"))
         self.readmit: Script = client.register_script(script_source("readmit"))
+        self.flush_refusals: Script = client.register_script(script_source("flush_refusals"))

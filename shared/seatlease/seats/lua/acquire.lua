@@ -27,6 +27,11 @@
 --   until one heartbeat interval of the license's longest lease (+ 5 s) has passed, a new
 --   grant waits ({'recovering', retry_ms}) unless the license chose availability (cfg
 --   'fo' = 'grant': then granted, its reply and event saying so); renewals go on
+-- KEYS[18] refused   KEYS[19] refusing (the license's refused clients, _refusals.lua)
+-- KEYS[20] the shard's refused-due index   ARGV[21] the user as shown ('' for none)
+-- KEYS[21] ended (release.lua): a lingering lease taken back is no longer ended
+--   A refusal for want of seats ('denied', 'queue_full', and 'queued': waiting) is noted
+--   per client and minute; a new grant marks the client's noted refusals served.
 --
 -- A license with terms (cfg 'terms', load_terms in _lib.lua): nothing is granted before
 -- `starts` or from `fin` (expires_at + grace) on; with end_leases no deadline goes past
@@ -76,7 +81,8 @@
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7], users = KEYS[11],
            queue = KEYS[12], tickets = KEYS[13], tdl = KEYS[14], tix = KEYS[15],
-           units = KEYS[16], wsum = KEYS[17]}
+           units = KEYS[16], wsum = KEYS[17], refused = KEYS[18], refusing = KEYS[19],
+           refused_due = KEYS[20], ended = KEYS[21]}
 local tenant, license, client = ARGV[1], ARGV[2], ARGV[3]
 local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV[6], ARGV[7]
 local reply_key, reply_ttl = reply_slot(KEYS[8], KEYS[10], ARGV[11]), ARGV[8]
@@ -88,6 +94,7 @@ local asked = tonumber(ARGV[18] or '')  -- nil: not said
 local w = asked or 1
 local machine = ARGV[19] or ''
 local failover_began = tonumber(ARGV[20] or '')
+local shown_user = ARGV[21] or ''
 
 local done = replay(reply_key)
 if done then return done end
@@ -198,6 +205,7 @@ if held then
       elseif rec.lg then
         etype = 'lease.renewed'
       end
+      if rec.lg then redis.call('ZREM', k.ended, held) end
       rec.lg = nil
       rec.l = lease_ms
       rec.x, rec.tm = cut and 1 or nil, T and 1 or nil
@@ -255,6 +263,9 @@ if P then
     license = license, prefix = prefix, seats = cfg.seats, w = w})
   if refusal then
     if refusal[1] ~= 'queued' then redis.call('HINCRBY', k.denials, lk, 1) end
+    if refusal[1] == 'denied' or refusal[1] == 'queued' or refusal[1] == 'queue_full' then
+      note_refusal(k, lk, client, shown_user, w, now, refusal[1] == 'queued')
+    end
     return remember(reply_key, reply_ttl, now, refusal)
   end
   grant.S = S
@@ -262,6 +273,7 @@ elseif used - own + w > cfg.limit then
   -- Denials are counters (one field per license), not events: a retry storm cannot grow
   -- Redis. The reaper turns them into lease.denied events.
   redis.call('HINCRBY', k.denials, lk, 1)
+  note_refusal(k, lk, client, shown_user, w, now, false)
   local first = redis.call('ZRANGEBYSCORE', k.leases, '(' .. int_arg(now), '+inf',
     'WITHSCORES', 'LIMIT', '0', '1')
   local retry_ms = 1000
@@ -276,6 +288,7 @@ local deadline_text = int_arg(deadline)
 if reweigh then
   -- the lingering lease, taken back with its new weight: same session, new counts
   sid, rec, etype = held, reweigh, 'lease.renewed'
+  redis.call('ZREM', k.ended, sid)
   uncount(k.users, rec)
   drop_weight(k, sid, rec)
   rec.w, rec.ws, rec.lg, rec.cu, rec.cg, rec.u, rec.g = nil, nil, nil, nil, nil, nil, nil
@@ -304,6 +317,7 @@ if grant then
   end
 end
 add_weight(k, rec, w)
+note_grant(k, client, now)
 redis.call('ZADD', k.leases, deadline_text, sid)
 redis.call('HSET', k.sessions, sid, cjson.encode(rec))
 redis.call('HSET', k.clients, client, sid)

@@ -8,7 +8,8 @@
 --
 -- KEYS[1] cfg   KEYS[2] leases   KEYS[3] sessions   KEYS[4] clients   KEYS[5] deadlines
 -- (shard)   KEYS[6] outbox (shard)   KEYS[7] units   KEYS[8] wsum   KEYS[9] the shard's
--- count of re-admissions (`seatlease failover status` sums them)
+-- count of re-admissions (`seatlease failover status` sums them)   KEYS[10] ended (the
+-- leases released or revoked before their tokens expire: release.lua)
 -- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] session_id   ARGV[4] client_id
 -- ARGV[5] the weight (the token's seats, 1 without)   ARGV[6] the token's exp (ms)
 -- ARGV[7] 1 for a borrowed lease   ARGV[8] the machine (cnf.machine, '' for none)
@@ -21,6 +22,8 @@
 --   {'superseded'}               its client holds another live lease here (it acquired
 --                                again meanwhile): the token's seat is not given twice
 --   {'expired'}                  the token's exp has passed on the Redis clock
+--   {'ended'}                    the lease was released or revoked here: its tokens are
+--                                void (an operator's revoke is never undone by one)
 --   {'full', used, limit}        a lease's seat would pass the cap: refused (never over)
 --   {'license_expired', expires_ms, end_ms} | {'not_started', starts_ms}
 --   {'missing'} | {'not_found'}
@@ -38,6 +41,8 @@ local now = now_ms()
 local score = tonumber(redis.call('ZSCORE', k.leases, sid))
 if score and score > now then return {'known'} end
 if exp <= now then return {'expired'} end
+local ended = tonumber(redis.call('ZSCORE', KEYS[10], sid))
+if ended and ended > now then return {'ended'} end
 local held = redis.call('HGET', k.clients, client)
 if held and held ~= sid then
   local other = tonumber(redis.call('ZSCORE', k.leases, held))

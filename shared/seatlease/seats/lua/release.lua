@@ -12,6 +12,9 @@
 --   held for the queue's head at once (_policy.lua's hold_for_queue)
 -- KEYS[15] units (the release before's weighted leases, _lib.lua's drop_units)
 -- KEYS[16] wsum (the weighted leases' extra seats, _lib.lua's add_weight)
+-- KEYS[17] ended: a lease released, lingering or revoked before its deadline still has
+--   valid tokens (their exp is that deadline); it is noted there until then, so no token
+--   brings it back (readmit.lua). Each release prunes the notes whose tokens expired.
 --
 -- Linger: a client's release of its live lease on a license with linger_seconds > 0
 -- keeps the seat held for that client (the lease stays in `leases` and the deadline
@@ -32,7 +35,7 @@
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10], queue = KEYS[11],
            tickets = KEYS[12], tdl = KEYS[13], tix = KEYS[14], units = KEYS[15],
-           wsum = KEYS[16]}
+           wsum = KEYS[16], ended = KEYS[17]}
 local tenant, license, sid, prefix, etype = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[8]), ARGV[6]
 local lk = tenant .. '/' .. license
@@ -58,6 +61,9 @@ if score and score > now then
     return remember(reply_key, reply_ttl, now,
       {'gone', in_use(k, now), cfg.seats, 0, now})
   end
+  -- its tokens are void from now on (their exp: at most this deadline)
+  redis.call('ZREMRANGEBYSCORE', k.ended, '-inf', int_arg(now))
+  redis.call('ZADD', k.ended, int_arg(score + 1000), sid)  -- (exp is in whole seconds)
   local linger = nil  -- the linger's end (nil: none, the seat is free now)
   if cfg.linger_ms > 0 and not revoke and not rec.b then
     linger = now + cfg.linger_ms

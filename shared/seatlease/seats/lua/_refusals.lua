@@ -1,0 +1,64 @@
+-- _refusals.lua: who was refused a seat, per license and minute (right-sizing, the sizing
+-- report of docs/design.md): acquire.lua notes each refusal for want of seats and each
+-- grant; flush_refusals.lua (the reaper) turns the notes into lease.refused events once a
+-- minute's refused clients have had their true-denial window to come back.
+--
+-- Per license (k.refused, a HASH):
+--   <client_id>  JSON {u = user as shown, e = entries}, an entry per minute the client was
+--                refused in: {minute ms, refusals, seats asked (the largest), last refusal
+--                ms, waiting (1: it held a place in the queue), granted at ms (0: not yet)}
+--   #<minute>    the distinct clients kept for that minute (at most REFUSED_CAP)
+--   +<minute>    refusals past the cap (or past a client's REFUSED_ENTRIES): counted, not
+--                kept, so the minute's refused clients are a lower bound
+-- Per license (k.refusing, a ZSET): each client -> its earliest minute not yet flushed,
+--   and '#<minute>' -> minute (the minute's counters, flushed with it)
+-- Per shard (k.refused_due, a ZSET): '<tenant>/<license>' -> the license's earliest
+--   minute not yet flushed (the reaper reads the due ones: no SCAN)
+--
+-- Identifiers are A-Z a-z 0-9 . _ : @ - (keys.py): '#' and '+' never start a client id.
+-- A retry storm costs O(1) a call and no memory: a client's repeat in a minute is one
+-- counter in its entry.
+local REFUSED_CAP = 1000  -- distinct clients kept per license and minute
+local REFUSED_ENTRIES = 64  -- a client's minutes kept until the reaper flushes them
+
+-- A refusal of `client` (asking `w` seats) at `now`; `waiting`: it holds a place in line.
+local function note_refusal(k, lk, client, user, w, now, waiting)
+  local minute = now - now % 60000
+  local mtext = int_arg(minute)
+  local raw = redis.call('HGET', k.refused, client)
+  local rec = raw and cjson.decode(raw) or nil
+  local e = rec and rec.e[#rec.e] or nil
+  if e == nil or e[1] ~= minute then
+    local kept = tonumber(redis.call('HGET', k.refused, '#' .. mtext) or 0)
+    if redis.call('ZADD', k.refusing, 'NX', mtext, '#' .. mtext) == 1 then
+      redis.call('ZADD', k.refused_due, 'NX', mtext, lk)
+    end
+    if kept >= REFUSED_CAP or (rec and #rec.e >= REFUSED_ENTRIES) then
+      redis.call('HINCRBY', k.refused, '+' .. mtext, 1)
+      return
+    end
+    redis.call('HINCRBY', k.refused, '#' .. mtext, 1)
+    rec = rec or {e = {}}
+    e = {minute, 0, w, now, 0, 0}
+    rec.e[#rec.e + 1] = e
+    redis.call('ZADD', k.refusing, 'NX', mtext, client)
+  end
+  e[2] = e[2] + 1
+  if w > e[3] then e[3] = w end
+  e[4] = now
+  if waiting then e[5] = 1 end
+  if user ~= '' then rec.u = user end
+  redis.call('HSET', k.refused, client, cjson.encode(rec))
+end
+
+-- A seat granted to `client` at `now`: its refusals not yet flushed were served then.
+local function note_grant(k, client, now)
+  local raw = redis.call('HGET', k.refused, client)
+  if not raw then return end
+  local rec = cjson.decode(raw)
+  local changed = false
+  for _, e in ipairs(rec.e) do
+    if e[6] == 0 then e[6], changed = now, true end
+  end
+  if changed then redis.call('HSET', k.refused, client, cjson.encode(rec)) end
+end
