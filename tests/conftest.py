@@ -181,8 +181,8 @@ def database_url(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator
         conn.execute(
             text(
                 "TRUNCATE lease_events, usage_rollups, usage_minute_rollups, "
-                "usage_client_rollups, usage_leases, audit_retention, portal_actions, licenses, "
-                "api_keys, tenants RESTART IDENTITY"
+                "usage_client_rollups, usage_leases, usage_refusals, usage_queue_waits, "
+                "audit_retention, portal_actions, licenses, api_keys, tenants RESTART IDENTITY"
             )
         )
     yield postgres_url

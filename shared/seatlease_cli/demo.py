@@ -19,8 +19,7 @@ from typing import Any
 
 from seatlease_cli.backend import HttpBackend, local_stack_state
 from seatlease_cli.exits import EXIT_USAGE, CommandError
-from seatlease_cli.output import table
-from seatlease_cli.report import human_duration
+from seatlease_cli.output import human_duration, table
 from seatlease_client import NoSeatsAvailable, SeatClient
 
 # What the story leaves in the audit trail (and a denial per "denied" line it printed);

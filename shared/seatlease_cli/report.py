@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from seatlease.clock import iso_utc
 from seatlease_cli.backend import backend_for, common_parent
 from seatlease_cli.exits import EXIT_USAGE, CommandError
-from seatlease_cli.output import table
+from seatlease_cli.output import human_duration, table
 
 if TYPE_CHECKING:
     from seatlease.records.reports import Timeline, Window
@@ -88,6 +88,9 @@ def register(subparsers: Any) -> None:
         "--chart", type=Path, default=None, metavar="PNG", help="also draw seats in use to PNG"
     )
     usage.set_defaults(func=cmd_usage)
+    from seatlease_cli import sizing
+
+    sizing.register(report_sub, _iso)
 
 
 def _iso(value: str) -> datetime:
@@ -97,17 +100,6 @@ def _iso(value: str) -> datetime:
         return parse_time(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def human_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def _iso_text(value: datetime | None) -> str:

@@ -1,5 +1,6 @@
 """Usage reports of a tenant's licenses: peak and average seats per period, denials,
-and per user (``report.usage``, ``report.users``)."""
+per user, and how many seats each license needed (``report.usage``, ``report.users``,
+``report.sizing``)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,40 @@ class ReportUsers(Action):
         return Window(self.tenant_id, self.license_id, self.since, self.until)
 
 
+class ReportSizing(Action):
+    """Right-sizing: per license, the seats it needed from the seats in use, the clients
+    refused and the queue's waits (``seatlease.records.reports.sizing``)."""
+
+    action: Literal["report.sizing"]
+    tenant_id: Identifier
+    license_id: Identifier | None = None
+    since: OptionalTime = None  # inclusive
+    until: OptionalTime = None  # exclusive
+
+    @model_validator(mode="after")
+    def _window_is_valid(self) -> ReportSizing:
+        self.window()
+        return self
+
+    def window(self) -> Window:
+        from seatlease.records.reports import Window
+
+        return Window(self.tenant_id, self.license_id, self.since, self.until)
+
+
+def _report_sizing(req: ReportSizing) -> tuple[int, dict[str, Any]]:
+    """``SizingReport.as_dict()``: per license the busy minutes, peak, refused clients,
+    true denials, queue waits, demand per period and the recommended seats with a verdict
+    and a sentence. Unknown tenant or license: 404; a window beyond the report's bounds:
+    400 naming the field."""
+    from seatlease.records.reports.sizing import sizing_report
+
+    store.get_tenant(req.tenant_id)
+    if req.license_id is not None:
+        require_license(req.tenant_id, req.license_id)
+    return 200, sizing_report(req.window()).as_dict()
+
+
 def _report_usage(req: ReportUsage) -> tuple[int, dict[str, Any]]:
     """Usage of a tenant's licenses from the usage rollups (shared/seatlease/records/reports/),
     as ``UsageReport.as_dict()``; with ``timelines``, also each license's peak seats in use
@@ -130,4 +165,5 @@ def _timeline_view(line: Timeline, seats: dict[str, int]) -> dict[str, Any]:
 HANDLERS = {
     ReportUsage: _report_usage,
     ReportUsers: _report_users,
+    ReportSizing: _report_sizing,
 }

@@ -258,9 +258,11 @@ refused AS (
     SELECT tenant_id, license_id, CAST(detail->>'minute' AS timestamptz),
            coalesce(client_id, ''),
            min(CASE WHEN jsonb_typeof(detail->'user') = 'string' THEN detail->>'user' END),
-           max(seats), sum(count), bool_or(detail->>'served' = 'true'),
-           bool_or(detail->>'true_denial' = 'true'), bool_or(detail->>'waiting' = 'true'),
-           bool_or(detail->>'lower_bound' = 'true')
+           max(seats), sum(count),
+           coalesce(bool_or(detail->>'served' = 'true'), false),
+           coalesce(bool_or(detail->>'true_denial' = 'true'), false),
+           coalesce(bool_or(detail->>'waiting' = 'true'), false),
+           coalesce(bool_or(detail->>'lower_bound' = 'true'), false)
     FROM ins WHERE type = '{REFUSED}'
     GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
     ON CONFLICT (tenant_id, license_id, minute, client_id) DO UPDATE SET
