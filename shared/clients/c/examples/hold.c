@@ -2,18 +2,28 @@
  *
  *     hold URL API_KEY LICENSE_ID CLIENT_ID
  *
- * Acquires (verifying the signed token against URL/keys), prints one JSON line
- * {"session_id", "seats_used", "seats_total", "verified"}, heartbeats on the library's
- * background thread, and when stdin closes (Ctrl-D, or the parent closing the pipe)
- * releases the seat and exits 0. */
+ * Acquires, verifying the signed lease token (against the vendor's keys pinned in
+ * SEATLEASE_PINNED_KEYS, their JWK "x" comma separated; else only against the server's
+ * own URL/keys), prints one JSON line
+ *     {"session_id": "...", "seats_used": 1, "seats_total": 3, "seats": 1, "verified": true}
+ * ("verified": true when pinned keys verified it, "unpinned" when only the server's own
+ * keys did, false when nothing was verified), heartbeats on the library's background
+ * thread, and when stdin closes (Ctrl-D, or the parent closing the pipe) releases the seat
+ * and exits 0. A refused seat is one line on stderr and exit status 1. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "seatlease.h"
 
+#define MAX_PINNED 16
+
 static void log_line(void *user_data, int level, const char *message) {
     (void)user_data;
-    fprintf(stderr, "%s: %s\n", level == SEATLEASE_LOG_WARNING ? "warning" : "info", message);
+    if (level >= SEATLEASE_LOG_WARNING) { /* retries are the library's business */
+        fprintf(stderr, "warning: %s\n", message);
+    }
 }
 
 static void lost(seatlease_lease *lease, const char *reason, void *user_data) {
@@ -29,6 +39,49 @@ static int fail(const char *what, seatlease_error *error) {
     return 1;
 }
 
+/* SEATLEASE_PINNED_KEYS split at its commas, in place; the number of keys. */
+static size_t pinned_from_env(char *keys, const char *pinned[MAX_PINNED]) {
+    size_t count = 0;
+    for (char *key = strtok(keys, ", "); key != NULL && count < MAX_PINNED; key = strtok(NULL, ", ")) {
+        pinned[count++] = key;
+    }
+    return count;
+}
+
+/* The canonical line, as Python's json.dumps writes it (session ids are base64url). */
+static void print_held(seatlease_lease *lease, int pinned) {
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    const char *verified = !info.verified ? "false" : pinned ? "true" : "\"unpinned\"";
+    printf("{\"session_id\": \"%s\", \"seats_used\": %d, \"seats_total\": %d, \"seats\": %d, "
+           "\"verified\": %s}\n",
+           info.session_id, info.seats_used, info.seats_total, info.seats, verified);
+    fflush(stdout);
+}
+
+static int hold(seatlease_client *client, const char *license_id, const char *client_id,
+                int pinned) {
+    seatlease_lease_options lease_options;
+    seatlease_lease_options_init(&lease_options);
+    lease_options.client_id = client_id;
+    lease_options.on_lost = lost;
+    seatlease_lease *lease = NULL;
+    seatlease_error *error = NULL;
+    if (seatlease_lease_acquire(client, license_id, &lease_options, &lease, &error) != SEATLEASE_OK) {
+        return fail("acquire", error);
+    }
+    print_held(lease, pinned);
+    char chunk[256];
+    while (fread(chunk, 1, sizeof chunk, stdin) > 0) { /* until stdin closes */
+    }
+    int status = 0;
+    if (seatlease_lease_release(lease, &error) != SEATLEASE_OK) {
+        status = fail("release", error);
+    }
+    seatlease_lease_free(lease);
+    return status;
+}
+
 int main(int argc, char **argv) {
     if (argc != 5) {
         fprintf(stderr, "usage: hold URL API_KEY LICENSE_ID CLIENT_ID\n");
@@ -38,39 +91,26 @@ int main(int argc, char **argv) {
         fprintf(stderr, "seatlease_global_init failed\n");
         return 1;
     }
+    const char *env = getenv("SEATLEASE_PINNED_KEYS");
+    char *keys = env != NULL ? strdup(env) : NULL;
+    const char *pinned[MAX_PINNED];
+    size_t pinned_count = keys != NULL ? pinned_from_env(keys, pinned) : 0;
     seatlease_options options;
     seatlease_options_init(&options);
-    options.verify = 1; /* every answer's token checked against URL/keys (pin the vendor's keys in a product) */
+    options.verify = 1; /* every answer's token checked, against the pinned keys when given */
+    options.pinned_keys = pinned;
+    options.pinned_key_count = pinned_count;
     options.log = log_line;
     seatlease_client *client = NULL;
     seatlease_error *error = NULL;
-    int status = 0;
+    int status;
     if (seatlease_client_new(argv[1], argv[2], &options, &client, &error) != SEATLEASE_OK) {
         status = fail("client", error);
     } else {
-        seatlease_lease_options lease_options;
-        seatlease_lease_options_init(&lease_options);
-        lease_options.client_id = argv[4];
-        lease_options.on_lost = lost;
-        seatlease_lease *lease = NULL;
-        if (seatlease_lease_acquire(client, argv[3], &lease_options, &lease, &error) != SEATLEASE_OK) {
-            status = fail("acquire", error);
-        } else {
-            seatlease_lease_info info;
-            seatlease_lease_get_info(lease, &info);
-            printf("{\"session_id\": \"%s\", \"seats_used\": %d, \"seats_total\": %d, \"verified\": %s}\n",
-                   info.session_id, info.seats_used, info.seats_total, info.verified ? "true" : "false");
-            fflush(stdout);
-            char chunk[256];
-            while (fread(chunk, 1, sizeof chunk, stdin) > 0) { /* until stdin closes */
-            }
-            if (seatlease_lease_release(lease, &error) != SEATLEASE_OK) {
-                status = fail("release", error);
-            }
-            seatlease_lease_free(lease);
-        }
+        status = hold(client, argv[3], argv[4], pinned_count > 0);
         seatlease_client_free(client);
     }
+    free(keys);
     seatlease_global_cleanup();
     return status;
 }

@@ -12,6 +12,16 @@
  * Errors: every call that can fail returns a seatlease_code (SEATLEASE_OK is 0) and,
  * when `error` is not NULL, stores a seatlease_error (free it with seatlease_error_free)
  * with the HTTP status, the server's machine code and its message.
+ *
+ * The ABI only grows: functions and error codes are only ever added, and fields only ever
+ * appended to the structs. Each struct carries its size (struct_size, set by its _init
+ * macro), so a program built against an older seatlease.h runs on a newer library (fields
+ * past its struct_size take their defaults; a newer program's larger struct is taken while
+ * it sets no field this library does not know), and results the library fills in take the
+ * caller's size (seatlease_lease_get_info_sized) or come through getters. The SONAME
+ * (libseatlease.so.0) changes only when that promise is broken: a function removed or
+ * changed, a field moved, a code renumbered. seatlease_version_number() says, at run time,
+ * which library a program got.
  */
 #ifndef SEATLEASE_H
 #define SEATLEASE_H
@@ -34,7 +44,15 @@ extern "C" {
 #  define SEATLEASE_API
 #endif
 
-#define SEATLEASE_VERSION "0.1.0"
+/* The version of this header; seatlease_version() and seatlease_version_number() give the
+ * library's at run time (a program may run on a newer library than it was built with). */
+#define SEATLEASE_VERSION "0.2.0"
+#define SEATLEASE_VERSION_MAJOR 0
+#define SEATLEASE_VERSION_MINOR 2
+#define SEATLEASE_VERSION_PATCH 0
+/* 0xMMmmpp, as LIBCURL_VERSION_NUM: compare with >= */
+#define SEATLEASE_VERSION_NUMBER                                                           \
+    ((SEATLEASE_VERSION_MAJOR << 16) | (SEATLEASE_VERSION_MINOR << 8) | SEATLEASE_VERSION_PATCH)
 
 /* The kinds of error. Values are part of the ABI: new ones are only ever appended. */
 typedef enum seatlease_code {
@@ -62,7 +80,8 @@ typedef enum seatlease_code {
     SEATLEASE_ERR_TOKEN_EXPIRED = 21,     /* token_expired */
     SEATLEASE_ERR_TOKEN_REPLAYED = 22,    /* token_replayed */
     SEATLEASE_ERR_TOKEN_MISMATCH = 23,    /* token_mismatch */
-    SEATLEASE_ERR_CANCELLED = 24,         /* the lease was released while the call ran */
+    SEATLEASE_ERR_CANCELLED = 24,         /* the call's cancel handle was triggered, or its
+                                             lease was released while the call ran */
     SEATLEASE_ERR_LICENSE_NOT_STARTED = 25,   /* 403 license_not_started (also a suspension) */
     SEATLEASE_ERR_LICENSE_EXPIRED = 26,       /* 403 license_expired (also a suspension) */
     SEATLEASE_ERR_NOT_ENTITLED = 27,          /* 403 not_entitled (also a suspension) */
@@ -72,12 +91,22 @@ typedef enum seatlease_code {
     SEATLEASE_ERR_SEATS_MISMATCH = 30,        /* 409 seats_mismatch: this client holds a
                                                  lease of another weight (not a "no seats":
                                                  waiting does not cure it) */
-    SEATLEASE_ERR_MACHINE_MISMATCH = 31       /* 409 machine_mismatch: this client's seat
+    SEATLEASE_ERR_MACHINE_MISMATCH = 31,      /* 409 machine_mismatch: this client's seat
                                                  was borrowed for another machine, which
                                                  keeps it until it is returned or the borrow
                                                  ends (not a "no seats": waiting here does
                                                  not cure it) */
+    SEATLEASE_ERR_QUEUE_FULL = 32,            /* 409 queue_full: no seat, and the license's
+                                                 wait queue is full (seatlease_error_queue_max);
+                                                 a "no seats": a wait waits it out */
+    SEATLEASE_ERR_FILE = 33                   /* a borrowed-seat file could not be read or
+                                                 written (the message says why) */
 } seatlease_code;
+
+/* The library's version at run time: "0.2.0", and 0xMMmmpp (SEATLEASE_VERSION_NUMBER of
+ * the header it was built from). */
+SEATLEASE_API const char *seatlease_version(void);
+SEATLEASE_API int seatlease_version_number(void);
 
 /* A short constant name of a code ("no_seats_available"); never NULL. */
 SEATLEASE_API const char *seatlease_code_name(seatlease_code code);
@@ -87,6 +116,9 @@ SEATLEASE_API int seatlease_code_is_token_error(seatlease_code code);
 /* Nonzero for the 403 kinds of a license-suspended error: LICENSE_SUSPENDED, USER_DENIED,
  * LICENSE_NOT_STARTED, LICENSE_EXPIRED, NOT_ENTITLED, VERSION_NOT_ENTITLED. */
 SEATLEASE_API int seatlease_code_is_license_suspended(seatlease_code code);
+/* Nonzero for the "no seat free now" kinds, which a wait waits out: NO_SEATS_AVAILABLE,
+ * USER_LIMIT_REACHED and QUEUE_FULL (not SEATS_MISMATCH or MACHINE_MISMATCH). */
+SEATLEASE_API int seatlease_code_is_no_seats(seatlease_code code);
 /* A machine's fingerprint (what acquire sends as "fingerprint" and a borrowed token's
  * cnf.machine names): the lowercase hex SHA-256 of "seatlease-machine/1:" + the machine id
  * trimmed and lowercased. out: 65 bytes (64 hex digits and a NUL). */
@@ -109,6 +141,8 @@ SEATLEASE_API int seatlease_error_retry_after_seconds(const seatlease_error *err
  * (held_seats; -1 when absent). */
 SEATLEASE_API int seatlease_error_seats_requested(const seatlease_error *error);
 SEATLEASE_API int seatlease_error_held_seats(const seatlease_error *error);
+/* A queue_full's size of the license's wait queue (-1 when absent). */
+SEATLEASE_API int seatlease_error_queue_max(const seatlease_error *error);
 /* A SessionExpired's reason ("expired", "unknown"); "" otherwise. */
 SEATLEASE_API const char *seatlease_error_reason(const seatlease_error *error);
 /* The answer's "error" object as JSON text ("{}" when none). */
@@ -126,7 +160,8 @@ typedef void (*seatlease_log_fn)(void *user_data, int level, const char *message
 
 /* Client options: seatlease_options_init() fills the defaults; then set what you need. */
 typedef struct seatlease_options {
-    size_t struct_size;               /* sizeof(seatlease_options), set by _init */
+    size_t struct_size;               /* sizeof(seatlease_options), set by _init (see the
+                                         ABI rule above: any older size is accepted) */
     double timeout_seconds;           /* per HTTP request (10) */
     int retries;                      /* extra attempts after a network error or 503 (5; <0: none) */
     double backoff_seconds;           /* first pause between attempts, doubling with jitter (0.5) */
@@ -141,9 +176,20 @@ typedef struct seatlease_options {
     const char *jwks_url;             /* NULL: <base_url>/keys */
     seatlease_log_fn log;             /* retries at INFO, losses and regains at WARNING (NULL: none) */
     void *log_user_data;
+    /* -- 0.2 -- */
+    const char *machine_id;           /* this machine's id, whose fingerprint binds a borrowed
+                                         seat (NULL: the system's, Linux /etc/machine-id,
+                                         macOS IOPlatformUUID, Windows MachineGuid) */
 } seatlease_options;
 
+/* Fill *options with the defaults for a struct of struct_size bytes (the macro below
+ * passes the caller's sizeof). A smaller, older struct gets the fields it has; a larger
+ * one (a program built against a newer header) gets zeros past the fields this library
+ * knows. */
+SEATLEASE_API void seatlease_options_init_sized(seatlease_options *options, size_t struct_size);
+/* The 0.1 entry point, kept for programs built against it: it fills a 0.1 struct. */
 SEATLEASE_API void seatlease_options_init(seatlease_options *options);
+#define seatlease_options_init(options) seatlease_options_init_sized((options), sizeof *(options))
 
 typedef struct seatlease_client seatlease_client;
 
@@ -152,8 +198,27 @@ SEATLEASE_API seatlease_code seatlease_client_new(const char *base_url, const ch
                                                   const seatlease_options *options,
                                                   seatlease_client **client,
                                                   seatlease_error **error);
-/* Free a client: every lease made with it must be freed first. */
+/* Free a client. The handle must not be used for new calls afterwards, but its leases and
+ * borrowed seats still alive keep working (heartbeats, release): the client is freed with
+ * the last of them (seatlease_lease_free, seatlease_borrowed_free), on whichever thread
+ * frees it. Thread-safe with respect to those frees. */
 SEATLEASE_API void seatlease_client_free(seatlease_client *client);
+
+/* -- cancelling a wait --------------------------------------------------------------- */
+
+/* A cancel handle, for a Cancel button: make one before a call that may wait
+ * (seatlease_lease_acquire with wait, which waits for ever by default, or
+ * seatlease_acquire), put it in the call's options, and trigger it from any thread: the
+ * call ends promptly (within a fraction of a second, a transfer in flight aborted) with
+ * SEATLEASE_ERR_CANCELLED. A handle triggered before the call starts cancels it at once;
+ * one handle may cancel several calls. It cancels nothing once the seat is held (release
+ * the lease for that). Free it after the calls that use it have returned. */
+typedef struct seatlease_cancel seatlease_cancel;
+SEATLEASE_API seatlease_code seatlease_cancel_new(seatlease_cancel **cancel);
+/* Thread-safe; once triggered it stays so. */
+SEATLEASE_API void seatlease_cancel_trigger(seatlease_cancel *cancel);
+SEATLEASE_API int seatlease_cancel_triggered(const seatlease_cancel *cancel);
+SEATLEASE_API void seatlease_cancel_free(seatlease_cancel *cancel);
 
 /* -- plain calls ------------------------------------------------------------------- */
 
@@ -174,9 +239,20 @@ typedef struct seatlease_acquire_options {
                                   seats (at most its seats). 0: not sent (1 for a new lease, a
                                   renewal keeps the held lease's); another weight than a held
                                   lease's is SEATLEASE_ERR_SEATS_MISMATCH */
+    /* -- 0.2 -- */
+    const char *const *entitlements; /* what the product needs: a license without one of
+                                        them is SEATLEASE_ERR_NOT_ENTITLED (NULL: not sent) */
+    size_t entitlement_count;
+    const char *version;       /* the product's version: above the license's max_version is
+                                  SEATLEASE_ERR_VERSION_NOT_ENTITLED (NULL: not sent) */
+    seatlease_cancel *cancel;  /* triggered: the call ends with SEATLEASE_ERR_CANCELLED */
 } seatlease_acquire_options;
 
+SEATLEASE_API void seatlease_acquire_options_init_sized(seatlease_acquire_options *options,
+                                                        size_t struct_size);
 SEATLEASE_API void seatlease_acquire_options_init(seatlease_acquire_options *options);
+#define seatlease_acquire_options_init(options)                                             \
+    seatlease_acquire_options_init_sized((options), sizeof *(options))
 
 typedef struct seatlease_answer seatlease_answer;
 SEATLEASE_API const char *seatlease_answer_session_id(const seatlease_answer *answer);
@@ -247,8 +323,11 @@ typedef struct seatlease_lease_options {
     const char *user;
     const char *host;
     const char *request_id;    /* of the first acquire (NULL: a fresh one) */
-    int wait;                  /* wait for a seat (in line on a license with a queue) */
-    double wait_timeout_seconds; /* then SEATLEASE_ERR_SEAT_WAIT_TIMEOUT (0: for ever) */
+    int wait;                  /* wait for a seat (in line on a license with a queue):
+                                  no seats, user_limit_reached and queue_full are waited out;
+                                  any other refusal (a 403, seats_mismatch) is returned at once */
+    double wait_timeout_seconds; /* then SEATLEASE_ERR_SEAT_WAIT_TIMEOUT (0: for ever; see
+                                    cancel) */
     seatlease_lost_fn on_lost;
     seatlease_regained_fn on_regained;
     void *user_data;
@@ -256,11 +335,30 @@ typedef struct seatlease_lease_options {
     int seats;                 /* the lease's weight (see seatlease_acquire_options), asked for
                                   by the first acquire and by every re-acquire after a loss
                                   (0: not sent) */
+    /* -- 0.2 -- */
+    const char *const *entitlements; /* sent with every acquire (see seatlease_acquire_options;
+                                        copied) */
+    size_t entitlement_count;
+    const char *version;
+    seatlease_cancel *cancel;  /* ends the first acquire or the wait for a seat (and any
+                                  transfer in flight) with SEATLEASE_ERR_CANCELLED */
 } seatlease_lease_options;
 
+SEATLEASE_API void seatlease_lease_options_init_sized(seatlease_lease_options *options,
+                                                      size_t struct_size);
 SEATLEASE_API void seatlease_lease_options_init(seatlease_lease_options *options);
+#define seatlease_lease_options_init(options)                                               \
+    seatlease_lease_options_init_sized((options), sizeof *(options))
 
-/* Acquire a seat and keep it by heartbeats on a background thread until released. */
+/* Acquire a seat and keep it by heartbeats on a background thread until released.
+ *
+ * While held: a heartbeat answered 410 "unknown" is sent once more with the lease's last
+ * token (a region's loss: the server may re-admit the seat; no on_lost then); a seat
+ * otherwise lost is asked for again at once. A license's term that ended (403
+ * license_expired, license_not_started) ends the seat (on_lost with that code); a
+ * re-acquire refused by a 403 (the term, a suspension, entitlements) is final until an
+ * operator acts: said once (one WARNING), then asked again every 5 to 6 minutes. A
+ * suspended license keeps the seats it holds (their heartbeats go on). */
 SEATLEASE_API seatlease_code seatlease_lease_acquire(seatlease_client *client,
                                                      const char *license_id,
                                                      const seatlease_lease_options *options,
@@ -280,9 +378,18 @@ typedef struct seatlease_lease_info {
     char lost_reason[64];
     int released;
     int verified;             /* the last grant's token was verified */
+    /* -- 0.2 -- */
+    int seats;                /* the lease's weight (seatlease_lease_seats) */
 } seatlease_lease_info;
 
+/* Fill the first info_size bytes of *info (the macro passes the caller's sizeof: an older,
+ * smaller struct gets the fields it has). */
+SEATLEASE_API void seatlease_lease_get_info_sized(seatlease_lease *lease,
+                                                  seatlease_lease_info *info, size_t info_size);
+/* The 0.1 entry point, kept for programs built against it: it fills a 0.1 struct. */
 SEATLEASE_API void seatlease_lease_get_info(seatlease_lease *lease, seatlease_lease_info *info);
+#define seatlease_lease_get_info(lease, info)                                               \
+    seatlease_lease_get_info_sized((lease), (info), sizeof *(info))
 /* The lease's weight as the last answer gave it (1 when the server does not say). */
 SEATLEASE_API int seatlease_lease_seats(seatlease_lease *lease);
 /* The last verified lease token, a copy: free it with seatlease_string_free (NULL: none). */
@@ -296,13 +403,65 @@ SEATLEASE_API char *seatlease_lease_entitlements_json(seatlease_lease *lease);
 SEATLEASE_API char *seatlease_lease_max_version(seatlease_lease *lease);
 SEATLEASE_API void seatlease_lease_license_term(seatlease_lease *lease, double *expires_at,
                                                 double *grace_ends_at, int *in_grace);
+/* The entitlements one by one: their count, and a copy of one (free it with
+ * seatlease_string_free; NULL past the end). */
+SEATLEASE_API int seatlease_lease_entitlement_count(seatlease_lease *lease);
+SEATLEASE_API char *seatlease_lease_entitlement(seatlease_lease *lease, int index);
 
 /* Stop the heartbeats and release the seat within release_timeout_seconds. Once: later
  * calls return the first one's result. */
 SEATLEASE_API seatlease_code seatlease_lease_release(seatlease_lease *lease,
                                                      seatlease_error **error);
-/* Release (when not done yet), wait for the heartbeat thread, and free. */
+/* Release (when not done yet), wait for the heartbeat thread, and free (and the client, if
+ * it was freed and this was its last lease or borrowed seat). */
 SEATLEASE_API void seatlease_lease_free(seatlease_lease *lease);
+
+/* -- a borrowed seat (offline use) ---------------------------------------------------- */
+
+/* A seat borrowed for a fixed time with no heartbeats (a laptop going offline), saved to a
+ * file with its signed token and verified offline later: the same file as the other
+ * clients' (a JSON document "seatlease-borrowed-seat/1": the request with its nonce, the
+ * answer with its lease_token, the deployment's JWKS), so a seat borrowed by the Python
+ * client loads here and the other way round. Loading verifies the token as a live answer
+ * is verified (signature by the saved JWKS within the client's pinned keys, aud, sid, sub,
+ * nonce, exp against this machine's clock) whether or not the client verifies answers, and
+ * that it was borrowed for this machine (cnf.machine: SEATLEASE_ERR_TOKEN_WRONG_MACHINE).
+ * Pin the vendor's keys: without them the saved JWKS is the only anchor. */
+typedef struct seatlease_borrowed seatlease_borrowed;
+
+/* Borrow a seat of license_id for `seconds` (at most the license's max_borrow_seconds),
+ * bound to this machine, save it to path (atomically, readable by this user only) and
+ * return it verified from the file. options (NULL: none): metadata_json, user, host,
+ * request_id, entitlements, version, seats and cancel are used. */
+SEATLEASE_API seatlease_code seatlease_borrow(seatlease_client *client, const char *license_id,
+                                              const char *client_id, int seconds,
+                                              const char *path,
+                                              const seatlease_acquire_options *options,
+                                              seatlease_borrowed **borrowed,
+                                              seatlease_error **error);
+/* The borrowed seat saved at path, verified offline (no request is sent): a token error
+ * when it does not verify (SEATLEASE_ERR_TOKEN_EXPIRED once the borrow has ended, beyond
+ * the leeway), SEATLEASE_ERR_FILE when it cannot be read. */
+SEATLEASE_API seatlease_code seatlease_borrowed_load(seatlease_client *client, const char *path,
+                                                     seatlease_borrowed **borrowed,
+                                                     seatlease_error **error);
+SEATLEASE_API const char *seatlease_borrowed_license_id(const seatlease_borrowed *borrowed);
+SEATLEASE_API const char *seatlease_borrowed_client_id(const seatlease_borrowed *borrowed);
+SEATLEASE_API const char *seatlease_borrowed_session_id(const seatlease_borrowed *borrowed);
+SEATLEASE_API const char *seatlease_borrowed_token(const seatlease_borrowed *borrowed);
+SEATLEASE_API const char *seatlease_borrowed_path(const seatlease_borrowed *borrowed);
+/* The borrow's end (Unix seconds: the answer's lease_expires_at), its length, the seconds
+ * left by this machine's clock (0 once ended), and its weight (the token's seats; 1). */
+SEATLEASE_API double seatlease_borrowed_expires_at(const seatlease_borrowed *borrowed);
+SEATLEASE_API int seatlease_borrowed_seconds(const seatlease_borrowed *borrowed);
+SEATLEASE_API double seatlease_borrowed_seconds_left(const seatlease_borrowed *borrowed);
+SEATLEASE_API int seatlease_borrowed_seats(const seatlease_borrowed *borrowed);
+/* Give the seat back early (POST /release, retried like any call) and delete the file;
+ * answer (may be NULL): the release's (released false: it had already ended). */
+SEATLEASE_API seatlease_code seatlease_borrowed_return(seatlease_borrowed *borrowed,
+                                                       seatlease_answer **answer,
+                                                       seatlease_error **error);
+SEATLEASE_API void seatlease_borrowed_free(seatlease_borrowed *borrowed);
 
 #ifdef __cplusplus
 }

@@ -11,7 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if LIBCURL_VERSION_NUM < 0x075500
+#error "libseatlease needs libcurl 7.85 or newer (CURLOPT_PROTOCOLS_STR)"
+#endif
+
 #define SL_MAX_BODY (1024 * 1024) /* a bigger answer is refused (invalid_response) */
+/* How soon a cancel (or a lease's release) ends a transfer in flight: the longest wait
+ * for the network between two looks at the call's stopper. */
+#define SL_STOP_POLL_MS 50
 
 seatlease_code seatlease_global_init(void) {
     if (sodium_init() < 0) {
@@ -25,10 +32,7 @@ seatlease_code seatlease_global_init(void) {
 
 void seatlease_global_cleanup(void) { curl_global_cleanup(); }
 
-void seatlease_options_init(seatlease_options *o) {
-    if (o == NULL) {
-        return;
-    }
+static void options_defaults(seatlease_options *o) {
     memset(o, 0, sizeof *o);
     o->struct_size = sizeof *o;
     o->timeout_seconds = 10;
@@ -40,11 +44,26 @@ void seatlease_options_init(seatlease_options *o) {
     o->token_leeway_seconds = 60;
 }
 
-void seatlease_acquire_options_init(seatlease_acquire_options *o) {
-    if (o != NULL) {
-        memset(o, 0, sizeof *o);
-        o->struct_size = sizeof *o;
-    }
+void seatlease_options_init_sized(seatlease_options *o, size_t size) {
+    seatlease_options defaults;
+    options_defaults(&defaults);
+    sl_struct_init(o, size, &defaults, sizeof defaults);
+}
+
+/* Programs built against seatlease.h 0.1 call this symbol with a 0.1 struct. */
+void(seatlease_options_init)(seatlease_options *o) {
+    seatlease_options_init_sized(o, SL_OPTIONS_V1_SIZE);
+}
+
+void seatlease_acquire_options_init_sized(seatlease_acquire_options *o, size_t size) {
+    seatlease_acquire_options defaults;
+    memset(&defaults, 0, sizeof defaults);
+    defaults.struct_size = sizeof defaults;
+    sl_struct_init(o, size, &defaults, sizeof defaults);
+}
+
+void(seatlease_acquire_options_init)(seatlease_acquire_options *o) {
+    seatlease_acquire_options_init_sized(o, SL_ACQUIRE_OPTIONS_V1_SIZE);
 }
 
 void sl_log(seatlease_client *client, int level, const char *format, ...) {
@@ -66,7 +85,6 @@ typedef struct {
     size_t length, capacity;
     int too_big;
     double retry_after; /* the Retry-After header in seconds; -1: none */
-    sl_stopper *stopper;
 } sl_exchange;
 
 static size_t on_body(char *chunk, size_t size, size_t count, void *user) {
@@ -125,10 +143,49 @@ static size_t on_header(char *line, size_t size, size_t count, void *user) {
     return bytes;
 }
 
-static int on_progress(void *user, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d) {
-    (void)a, (void)b, (void)c, (void)d;
-    sl_exchange *exchange = user;
-    return exchange->stopper != NULL && atomic_load(&exchange->stopper->stop);
+/* curl_easy_perform, but ended within SL_STOP_POLL_MS of the stopper's stop (a cancel
+ * handle triggered, a lease released), whatever the transfer is waiting for; *stopped
+ * then. The transfer's own deadline (CURLOPT_TIMEOUT_MS) covers it whole, body included. */
+static CURLcode perform(CURL *curl, sl_stopper *stopper, int *stopped) {
+    *stopped = 0;
+    CURLM *multi = curl_multi_init();
+    if (multi == NULL) {
+        return CURLE_OUT_OF_MEMORY;
+    }
+    if (curl_multi_add_handle(multi, curl) != CURLM_OK) {
+        curl_multi_cleanup(multi);
+        return CURLE_OUT_OF_MEMORY;
+    }
+    CURLcode result = CURLE_GOT_NOTHING;
+    int running = 1;
+    while (running) {
+        if (curl_multi_perform(multi, &running) != CURLM_OK) {
+            result = CURLE_OUT_OF_MEMORY;
+            break;
+        }
+        if (running && sl_stopped(stopper)) {
+            *stopped = 1;
+            result = CURLE_ABORTED_BY_CALLBACK;
+            break;
+        }
+        int wait_ms = stopper != NULL ? SL_STOP_POLL_MS : 1000; /* curl's own timers cut it */
+        if (running && curl_multi_poll(multi, NULL, 0, wait_ms, NULL) != CURLM_OK) {
+            result = CURLE_OUT_OF_MEMORY;
+            break;
+        }
+    }
+    if (!running) {
+        int left = 0;
+        const CURLMsg *message;
+        while ((message = curl_multi_info_read(multi, &left)) != NULL) {
+            if (message->msg == CURLMSG_DONE) {
+                result = message->data.result;
+            }
+        }
+    }
+    curl_multi_remove_handle(multi, curl);
+    curl_multi_cleanup(multi);
+    return result;
 }
 
 /* One request. On success *status and the body (exchange->data, may be NULL). */
@@ -137,7 +194,9 @@ static seatlease_code http_exchange(seatlease_client *client, const char *url, c
                                     sl_exchange *exchange, long *status, seatlease_error **error) {
     memset(exchange, 0, sizeof *exchange);
     exchange->retry_after = -1;
-    exchange->stopper = stopper;
+    if (sl_stopped(stopper)) {
+        return sl_fail(error, SEATLEASE_ERR_CANCELLED, 0, "cancelled", "The call was cancelled.");
+    }
     CURL *curl = curl_easy_init();
     if (curl == NULL) {
         return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "curl_easy_init failed.");
@@ -173,9 +232,6 @@ static seatlease_code http_exchange(seatlease_client *client, const char *url, c
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, exchange);
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, exchange);
-    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, exchange);
-    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
     if (client->loopback) {
         curl_easy_setopt(curl, CURLOPT_NOPROXY, "*"); /* proxies from the environment, never for loopback */
     }
@@ -183,7 +239,8 @@ static seatlease_code http_exchange(seatlease_client *client, const char *url, c
         curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
     }
-    CURLcode result = curl_easy_perform(curl);
+    int stopped = 0;
+    CURLcode result = perform(curl, stopper, &stopped);
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
@@ -196,7 +253,7 @@ static seatlease_code http_exchange(seatlease_client *client, const char *url, c
         return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)*status, "invalid_response",
                        "%s answered more than %d bytes.", url, SL_MAX_BODY);
     }
-    if (stopper != NULL && atomic_load(&stopper->stop)) {
+    if (stopped) {
         return sl_fail(error, SEATLEASE_ERR_CANCELLED, 0, "cancelled", "The call was cancelled.");
     }
     return sl_fail(error, SEATLEASE_ERR_BACKEND_UNAVAILABLE, 0, "network_error", "%s: %s", url,
@@ -226,13 +283,13 @@ static seatlease_code decode_answer(const char *url, long status, sl_exchange *e
     return SEATLEASE_OK;
 }
 
-static seatlease_code fetch_jwks(void *context, char **document, seatlease_error **error) {
-    seatlease_client *client = context;
+seatlease_code sl_fetch_jwks(seatlease_client *client, sl_stopper *stopper, char **document,
+                             seatlease_error **error) {
     sl_exchange exchange;
     long status = 0;
     seatlease_code code = http_exchange(client, client->jwks_url, NULL, 0,
-                                        client->options.timeout_seconds, NULL, &exchange, &status,
-                                        error);
+                                        client->options.timeout_seconds, stopper, &exchange,
+                                        &status, error);
     if (code != SEATLEASE_OK) {
         return code;
     }
@@ -243,11 +300,81 @@ static seatlease_code fetch_jwks(void *context, char **document, seatlease_error
         free(exchange.data);
         return code;
     }
+    if (exchange.data == NULL) {
+        return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
+    }
     *document = exchange.data;
     return SEATLEASE_OK;
 }
 
+static seatlease_code fetch_jwks(void *context, sl_stopper *stopper, char **document,
+                                 seatlease_error **error) {
+    return sl_fetch_jwks(context, stopper, document, error);
+}
+
 /* -- the client ----------------------------------------------------------------------------- */
+
+/* The base URL's scheme and host checked; *loopback for 127.x, localhost and [::1]. */
+static int check_base_url(const char *base_url, int *loopback) {
+    CURLU *parsed = curl_url();
+    char *scheme = NULL, *host = NULL;
+    int bad = parsed == NULL || curl_url_set(parsed, CURLUPART_URL, base_url, 0) != CURLUE_OK ||
+              curl_url_get(parsed, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+              curl_url_get(parsed, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+              (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) || host[0] == '\0';
+    *loopback = !bad && (strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 ||
+                         strcmp(host, "[::1]") == 0);
+    curl_free(scheme);
+    curl_free(host);
+    curl_url_cleanup(parsed);
+    return bad ? -1 : 0;
+}
+
+/* The client's own copies of what the options point to (they need not outlive the call). */
+static int copy_option_strings(seatlease_client *client, const char *base_url,
+                               const seatlease_options *o) {
+    size_t length = strlen(base_url);
+    while (length > 0 && base_url[length - 1] == '/') {
+        length--;
+    }
+    client->base_url = malloc(length + 1);
+    if (client->base_url == NULL) {
+        return -1;
+    }
+    memcpy(client->base_url, base_url, length);
+    client->base_url[length] = '\0';
+    if (o->jwks_url != NULL) {
+        client->jwks_url = sl_strdup(o->jwks_url);
+    } else if ((client->jwks_url = malloc(length + 6)) != NULL) {
+        snprintf(client->jwks_url, length + 6, "%s/keys", client->base_url);
+    }
+    if (client->jwks_url == NULL ||
+        (o->tenant_id != NULL && (client->tenant_id = sl_strdup(o->tenant_id)) == NULL) ||
+        (o->machine_id != NULL && (client->machine_id = sl_strdup(o->machine_id)) == NULL)) {
+        return -1;
+    }
+    if (o->pinned_key_count > 0 && o->pinned_keys != NULL) {
+        if (sl_strings_copy(o->pinned_keys, o->pinned_key_count, &client->pinned_keys) != 0) {
+            return -1;
+        }
+        client->pinned_key_count = o->pinned_key_count;
+    }
+    return 0;
+}
+
+static void client_destroy(seatlease_client *client) {
+    sl_verifier_free(client->verifier);
+    if (client->api_key != NULL) {
+        sodium_memzero(client->api_key, strlen(client->api_key));
+    }
+    free(client->api_key);
+    free(client->base_url);
+    free(client->jwks_url);
+    free(client->tenant_id);
+    free(client->machine_id);
+    sl_strings_free(client->pinned_keys, client->pinned_key_count);
+    free(client);
+}
 
 seatlease_code seatlease_client_new(const char *base_url, const char *api_key,
                                     const seatlease_options *options, seatlease_client **out,
@@ -256,77 +383,55 @@ seatlease_code seatlease_client_new(const char *base_url, const char *api_key,
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "base_url, api_key and client are required.");
     }
     *out = NULL;
-    seatlease_options defaults;
-    seatlease_options_init(&defaults);
-    if (options == NULL) {
-        options = &defaults;
-    }
-    if (options->struct_size != sizeof(seatlease_options)) {
-        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "seatlease_options: call seatlease_options_init first.");
+    seatlease_options o;
+    seatlease_options_init(&o);
+    if (options != NULL) {
+        seatlease_code code = sl_struct_in(&o, sizeof o, options, "seatlease_options", error);
+        if (code != SEATLEASE_OK) {
+            return code;
+        }
     }
     if (strlen(api_key) > 1000 || strpbrk(api_key, "\r\n") != NULL) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "The API key is not a key.");
     }
-    CURLU *parsed = curl_url();
-    char *scheme = NULL, *host = NULL;
-    int bad = parsed == NULL || curl_url_set(parsed, CURLUPART_URL, base_url, 0) != CURLUE_OK ||
-              curl_url_get(parsed, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-              curl_url_get(parsed, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-              (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) || host[0] == '\0';
-    int loopback = !bad && (strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 ||
-                            strcmp(host, "[::1]") == 0);
-    curl_free(scheme);
-    curl_free(host);
-    curl_url_cleanup(parsed);
-    if (bad) {
+    int loopback = 0;
+    if (check_base_url(base_url, &loopback) != 0) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "base_url must be an http:// or https:// URL.");
+    }
+    if (o.pinned_key_count > 0 && o.pinned_keys == NULL) {
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "pinned_key_count is set but pinned_keys is NULL.");
     }
     seatlease_client *client = calloc(1, sizeof *client);
     if (client == NULL) {
         return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
     }
-    client->options = *options;
-    client->options.pinned_keys = NULL;
-    client->options.pinned_key_count = 0;
-    client->options.tenant_id = NULL;
-    client->options.jwks_url = NULL;
+    atomic_init(&client->refs, 1);
     client->loopback = loopback;
-    seatlease_options *o = &client->options;
-    if (o->timeout_seconds <= 0) o->timeout_seconds = 10;
-    if (o->backoff_seconds <= 0) o->backoff_seconds = 0.5;
-    if (o->max_backoff_seconds <= 0) o->max_backoff_seconds = 30;
-    if (o->max_wait_poll_seconds <= 0) o->max_wait_poll_seconds = 30;
-    if (o->release_timeout_seconds <= 0) o->release_timeout_seconds = 5;
-    if (o->retries < 0) o->retries = 0;
-    size_t length = strlen(base_url);
-    while (length > 0 && base_url[length - 1] == '/') {
-        length--;
-    }
-    client->base_url = malloc(length + 1);
-    client->api_key = sl_strdup(api_key);
-    if (client->base_url != NULL) {
-        memcpy(client->base_url, base_url, length);
-        client->base_url[length] = '\0';
-    }
-    if (options->jwks_url != NULL) {
-        client->jwks_url = sl_strdup(options->jwks_url);
-    } else if (client->base_url != NULL) {
-        client->jwks_url = malloc(length + 6);
-        if (client->jwks_url != NULL) {
-            snprintf(client->jwks_url, length + 6, "%s/keys", client->base_url);
-        }
-    }
-    if (client->base_url == NULL || client->api_key == NULL || client->jwks_url == NULL) {
-        seatlease_client_free(client);
+    if ((client->api_key = sl_strdup(api_key)) == NULL ||
+        copy_option_strings(client, base_url, &o) != 0) {
+        client_destroy(client);
         return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
     }
-    if (options->verify || options->pinned_key_count > 0) {
-        double leeway = options->token_leeway_seconds < 0 ? 0 : options->token_leeway_seconds;
-        seatlease_code code = sl_verifier_new(fetch_jwks, client, options->pinned_keys,
-                                              options->pinned_key_count, options->tenant_id,
-                                              leeway, &client->verifier, error);
+    client->options = o;
+    seatlease_options *kept = &client->options;
+    kept->pinned_keys = NULL; /* the copies above stand for them */
+    kept->pinned_key_count = 0;
+    kept->tenant_id = NULL;
+    kept->jwks_url = NULL;
+    kept->machine_id = NULL;
+    if (kept->timeout_seconds <= 0) kept->timeout_seconds = 10;
+    if (kept->backoff_seconds <= 0) kept->backoff_seconds = 0.5;
+    if (kept->max_backoff_seconds <= 0) kept->max_backoff_seconds = 30;
+    if (kept->max_wait_poll_seconds <= 0) kept->max_wait_poll_seconds = 30;
+    if (kept->release_timeout_seconds <= 0) kept->release_timeout_seconds = 5;
+    if (kept->retries < 0) kept->retries = 0;
+    if (o.verify || o.pinned_key_count > 0) {
+        double leeway = o.token_leeway_seconds < 0 ? 0 : o.token_leeway_seconds;
+        seatlease_code code = sl_verifier_new(fetch_jwks, client, o.pinned_keys,
+                                              o.pinned_key_count, o.tenant_id, leeway,
+                                              &client->verifier, error);
         if (code != SEATLEASE_OK) {
-            seatlease_client_free(client);
+            client_destroy(client);
             return code;
         }
     }
@@ -334,19 +439,17 @@ seatlease_code seatlease_client_new(const char *base_url, const char *api_key,
     return SEATLEASE_OK;
 }
 
-void seatlease_client_free(seatlease_client *client) {
-    if (client == NULL) {
-        return;
+void sl_client_ref(seatlease_client *client) { atomic_fetch_add(&client->refs, 1); }
+
+void sl_client_unref(seatlease_client *client) {
+    if (client != NULL && atomic_fetch_sub(&client->refs, 1) == 1) {
+        client_destroy(client);
     }
-    sl_verifier_free(client->verifier);
-    if (client->api_key != NULL) {
-        sodium_memzero(client->api_key, strlen(client->api_key));
-    }
-    free(client->api_key);
-    free(client->base_url);
-    free(client->jwks_url);
-    free(client);
 }
+
+/* The product's reference goes; the leases' and borrowed seats' keep it until theirs go. */
+void seatlease_client_free(seatlease_client *client) { sl_client_unref(client); }
+
 
 /* -- calls ------------------------------------------------------------------------------ */
 
@@ -406,7 +509,8 @@ static seatlease_code send_once(seatlease_client *client, const char *fn, const 
     code = check_shape(fn, payload, status, error);
     /* A place in the wait queue (202) grants nothing: it carries no token to check. */
     if (code == SEATLEASE_OK && client->verifier != NULL && status != 202) {
-        code = sl_verifier_check(client->verifier, fn, body, payload, (int)status, NULL, error);
+        code = sl_verifier_check(client->verifier, fn, body, payload, (int)status, stopper, NULL,
+                                 error);
     }
     if (code != SEATLEASE_OK) {
         cJSON_Delete(payload);
@@ -417,6 +521,9 @@ static seatlease_code send_once(seatlease_client *client, const char *fn, const 
     return SEATLEASE_OK;
 }
 
+/* The pause before attempt + 1: the back-off doubling with jitter, no sooner than the
+ * server's Retry-After, and never longer than the ceiling (the client's maximum back-off,
+ * or less while a lease runs out): a hint of an hour must not put the product to sleep. */
 double sl_backoff_delay(seatlease_client *client, int attempt, double retry_after,
                         double ceiling) {
     if (attempt < 0) {
@@ -427,7 +534,7 @@ double sl_backoff_delay(seatlease_client *client, int attempt, double retry_afte
     }
     double delay = fmin(ceiling, client->options.backoff_seconds * pow(2, attempt));
     delay = sl_uniform(delay / 2, delay);
-    return retry_after > delay ? retry_after : delay;
+    return fmin(fmax(delay, retry_after), ceiling);
 }
 
 double sl_wait_pause(seatlease_client *client, const seatlease_error *denied) {
@@ -442,6 +549,9 @@ seatlease_code sl_call(seatlease_client *client, const char *fn, cJSON *body, in
                        double budget, sl_stopper *stopper, cJSON **reply, int *status,
                        seatlease_error **error) {
     char request_id[40], nonce[32];
+    if (sl_stopped(stopper)) { /* a cancel handle triggered before the call: nothing sent */
+        return sl_fail(error, SEATLEASE_ERR_CANCELLED, 0, "cancelled", "The call was cancelled.");
+    }
     if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(body, "request_id"))) {
         sl_new_request_id(request_id);
         if (!cJSON_AddStringToObject(body, "request_id", request_id)) {
@@ -474,21 +584,13 @@ seatlease_code sl_call(seatlease_client *client, const char *fn, cJSON *body, in
         seatlease_error *failed = NULL;
         code = send_once(client, fn, body, text, timeout, stopper, reply, status, &failed);
         if (code != SEATLEASE_ERR_BACKEND_UNAVAILABLE || attempt >= retries) {
-            if (error != NULL) {
-                *error = failed;
-            } else {
-                seatlease_error_free(failed);
-            }
+            sl_error_give(failed, error);
             break;
         }
         double delay = sl_backoff_delay(client, attempt, failed->backend_retry_after,
                                         client->options.max_backoff_seconds);
         if (give_up > 0 && sl_mono_now() + delay > give_up) {
-            if (error != NULL) {
-                *error = failed;
-            } else {
-                seatlease_error_free(failed);
-            }
+            sl_error_give(failed, error);
             break;
         }
         sl_log(client, SEATLEASE_LOG_INFO, "seatlease: %s failed (%s); retry in %.2f s", fn,
@@ -503,33 +605,57 @@ seatlease_code sl_call(seatlease_client *client, const char *fn, cJSON *body, in
     return code;
 }
 
-seatlease_code sl_acquire_body(const char *license_id, const char *client_id,
-                               int lease_seconds, int borrow_seconds, const char *metadata_json,
-                               const char *user, const char *host, int queue,
-                               const char *ticket, const char *request_id,
-                               const char *fingerprint, int seats, cJSON **out,
-                               seatlease_error **error) {
-    if (license_id == NULL || client_id == NULL) {
+static cJSON *string_array(const char *const *items, size_t count) {
+    cJSON *array = cJSON_CreateArray();
+    for (size_t i = 0; array != NULL && i < count; i++) {
+        cJSON *item = items[i] != NULL ? cJSON_CreateString(items[i]) : NULL;
+        if (item == NULL || !cJSON_AddItemToArray(array, item)) {
+            cJSON_Delete(item);
+            cJSON_Delete(array);
+            return NULL;
+        }
+    }
+    return array;
+}
+
+seatlease_code sl_acquire_body(const sl_acquire_fields *f, cJSON **out, seatlease_error **error) {
+    if (f->license_id == NULL || f->client_id == NULL) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "license_id and client_id are required.");
     }
+    if (f->entitlement_count > 0 && f->entitlements == NULL) {
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "entitlement_count is set but entitlements is NULL.");
+    }
+    for (size_t i = 0; i < f->entitlement_count; i++) {
+        if (f->entitlements[i] == NULL) {
+            return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "entitlements[%zu] is NULL.", i);
+        }
+    }
     cJSON *body = cJSON_CreateObject();
-    int ok = body != NULL && cJSON_AddStringToObject(body, "license_id", license_id) &&
-             cJSON_AddStringToObject(body, "client_id", client_id);
-    if (ok && lease_seconds > 0) ok = cJSON_AddNumberToObject(body, "lease_seconds", lease_seconds) != NULL;
-    if (ok && borrow_seconds > 0) ok = cJSON_AddNumberToObject(body, "borrow_seconds", borrow_seconds) != NULL;
-    if (ok && user != NULL) ok = cJSON_AddStringToObject(body, "user", user) != NULL;
-    if (ok && host != NULL) ok = cJSON_AddStringToObject(body, "host", host) != NULL;
-    if (ok && queue) ok = cJSON_AddTrueToObject(body, "queue") != NULL;
-    if (ok && ticket != NULL) ok = cJSON_AddStringToObject(body, "ticket", ticket) != NULL;
-    if (ok && request_id != NULL) ok = cJSON_AddStringToObject(body, "request_id", request_id) != NULL;
-    if (ok && fingerprint != NULL) ok = cJSON_AddStringToObject(body, "fingerprint", fingerprint) != NULL;
-    if (ok && seats > 0) ok = cJSON_AddNumberToObject(body, "seats", seats) != NULL;
+    int ok = body != NULL && cJSON_AddStringToObject(body, "license_id", f->license_id) &&
+             cJSON_AddStringToObject(body, "client_id", f->client_id);
+    if (ok && f->lease_seconds > 0) ok = cJSON_AddNumberToObject(body, "lease_seconds", f->lease_seconds) != NULL;
+    if (ok && f->borrow_seconds > 0) ok = cJSON_AddNumberToObject(body, "borrow_seconds", f->borrow_seconds) != NULL;
+    if (ok && f->user != NULL) ok = cJSON_AddStringToObject(body, "user", f->user) != NULL;
+    if (ok && f->host != NULL) ok = cJSON_AddStringToObject(body, "host", f->host) != NULL;
+    if (ok && f->queue) ok = cJSON_AddTrueToObject(body, "queue") != NULL;
+    if (ok && f->ticket != NULL) ok = cJSON_AddStringToObject(body, "ticket", f->ticket) != NULL;
+    if (ok && f->request_id != NULL) ok = cJSON_AddStringToObject(body, "request_id", f->request_id) != NULL;
+    if (ok && f->fingerprint != NULL) ok = cJSON_AddStringToObject(body, "fingerprint", f->fingerprint) != NULL;
+    if (ok && f->seats > 0) ok = cJSON_AddNumberToObject(body, "seats", f->seats) != NULL;
+    if (ok && f->version != NULL) ok = cJSON_AddStringToObject(body, "version", f->version) != NULL;
+    if (ok && f->entitlements != NULL) {
+        cJSON *entitlements = string_array(f->entitlements, f->entitlement_count);
+        ok = entitlements != NULL && cJSON_AddItemToObject(body, "entitlements", entitlements);
+        if (!ok) {
+            cJSON_Delete(entitlements);
+        }
+    }
     if (!ok) {
         cJSON_Delete(body);
         return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
     }
-    if (metadata_json != NULL) {
-        cJSON *metadata = sl_parse_object(metadata_json, strlen(metadata_json));
+    if (f->metadata_json != NULL) {
+        cJSON *metadata = sl_parse_object(f->metadata_json, strlen(f->metadata_json));
         if (metadata == NULL) {
             cJSON_Delete(body);
             return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "metadata_json must be a JSON object.");
@@ -570,10 +696,11 @@ static seatlease_code answer_of(cJSON *reply, int status, seatlease_answer **out
 }
 
 static seatlease_code plain_call(seatlease_client *client, const char *fn, cJSON *body,
-                                 seatlease_answer **answer, seatlease_error **error) {
+                                 sl_stopper *stopper, seatlease_answer **answer,
+                                 seatlease_error **error) {
     cJSON *reply = NULL;
     int status = 0;
-    seatlease_code code = sl_call(client, fn, body, -1, 0, NULL, &reply, &status, error);
+    seatlease_code code = sl_call(client, fn, body, -1, 0, stopper, &reply, &status, error);
     cJSON_Delete(body);
     if (code != SEATLEASE_OK) {
         return code;
@@ -586,7 +713,7 @@ static seatlease_code plain_call(seatlease_client *client, const char *fn, cJSON
 }
 
 seatlease_code seatlease_acquire(seatlease_client *client, const char *license_id,
-                                 const char *client_id, const seatlease_acquire_options *o,
+                                 const char *client_id, const seatlease_acquire_options *given,
                                  seatlease_answer **answer, seatlease_error **error) {
     if (answer != NULL) {
         *answer = NULL;
@@ -594,32 +721,29 @@ seatlease_code seatlease_acquire(seatlease_client *client, const char *license_i
     if (client == NULL) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "client is NULL.");
     }
-    seatlease_acquire_options defaults;
-    seatlease_acquire_options_init(&defaults);
-    if (o == NULL) {
-        o = &defaults;
+    /* A caller built against an older header passes a shorter struct: the newer fields
+     * keep their defaults. */
+    seatlease_acquire_options o;
+    seatlease_acquire_options_init(&o);
+    if (given != NULL) {
+        seatlease_code code = sl_struct_in(&o, sizeof o, given, "seatlease_acquire_options", error);
+        if (code != SEATLEASE_OK) {
+            return code;
+        }
     }
-    /* A caller built against an older header passes a shorter struct (before seats was
-     * appended): read what it has, the newer fields stay at their defaults. */
-    seatlease_acquire_options full;
-    if (o->struct_size < offsetof(seatlease_acquire_options, seats) || o->struct_size > sizeof *o) {
-        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "seatlease_acquire_options: call seatlease_acquire_options_init first.");
-    }
-    if (o->struct_size < sizeof *o) {
-        seatlease_acquire_options_init(&full);
-        memcpy(&full, o, o->struct_size);
-        full.struct_size = sizeof full;
-        o = &full;
-    }
+    sl_acquire_fields fields = {
+        .license_id = license_id, .client_id = client_id, .lease_seconds = o.lease_seconds,
+        .borrow_seconds = o.borrow_seconds, .metadata_json = o.metadata_json, .user = o.user,
+        .host = o.host, .queue = o.queue, .ticket = o.ticket, .request_id = o.request_id,
+        .fingerprint = o.fingerprint, .seats = o.seats, .entitlements = o.entitlements,
+        .entitlement_count = o.entitlement_count, .version = o.version,
+    };
     cJSON *body = NULL;
-    seatlease_code code = sl_acquire_body(license_id, client_id, o->lease_seconds,
-                                          o->borrow_seconds, o->metadata_json, o->user, o->host,
-                                          o->queue, o->ticket, o->request_id, o->fingerprint,
-                                          o->seats, &body, error);
+    seatlease_code code = sl_acquire_body(&fields, &body, error);
     if (code != SEATLEASE_OK) {
         return code;
     }
-    return plain_call(client, "acquire", body, answer, error);
+    return plain_call(client, "acquire", body, sl_cancel_stopper(o.cancel), answer, error);
 }
 
 static seatlease_code session_call(seatlease_client *client, const char *fn,
@@ -637,7 +761,7 @@ static seatlease_code session_call(seatlease_client *client, const char *fn,
         cJSON_Delete(body);
         return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
     }
-    return plain_call(client, fn, body, answer, error);
+    return plain_call(client, fn, body, NULL, answer, error);
 }
 
 seatlease_code seatlease_heartbeat(seatlease_client *client, const char *license_id,

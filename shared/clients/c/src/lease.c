@@ -1,6 +1,8 @@
-/* A held seat: the first acquire (waiting, in line on a license with a queue), the
- * heartbeat thread (the server's interval, faster retries as the deadline nears, a new
- * seat at once after a 410), on_lost/on_regained, and the release. As the Go client. */
+/* A held seat: the first acquire (waiting, in line on a license with a queue, until a
+ * seat, a refusal, the timeout or the cancel handle), the heartbeat thread (the server's
+ * interval, faster retries as the deadline nears, a 410 "unknown" answered once more with
+ * the lease's token, a new seat at once after a loss, a final 403 said once and asked
+ * again every few minutes), on_lost/on_regained, and the release. As the Python client. */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 
@@ -8,18 +10,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A re-acquire refused by a 403 (the term ended, a suspension, entitlements) is final until
+ * an operator acts: asked again only this often (with up to a fifth more, at random), so
+ * that a renewed license is taken up by itself without a storm of refused calls. */
+#define SL_FINAL_REFUSAL_PAUSE 300.0
+
 struct seatlease_lease {
-    seatlease_client *client;
-    char *license_id, *client_id, *metadata_json, *user, *host, *fingerprint;
+    seatlease_client *client; /* a reference: the client lives while the lease does */
+    char *license_id, *client_id, *metadata_json, *user, *host, *fingerprint, *version;
+    char **entitlements;
+    size_t entitlement_count;
     int lease_seconds;
     int seats_asked; /* the weight sent with every acquire (0: not sent) */
     seatlease_lost_fn on_lost;
     seatlease_regained_fn on_regained;
     void *user_data;
+    char announced[64]; /* the refusal already said at WARNING (heartbeat thread only) */
 
     pthread_mutex_t mu; /* guards the fields below */
     seatlease_lease_info info;
-    char *token;
+    char *token;      /* the last verified lease token */
+    char *last_token; /* the last lease token answered, verified or not: a 410 "unknown"
+                         is answered with it (a region's loss) */
     char *entitlements_json, *max_version; /* the license's terms (NULL: none given) */
     double license_expires_at, license_grace_ends_at;
     int in_grace;
@@ -36,10 +48,23 @@ struct seatlease_lease {
     seatlease_error *release_error;
 };
 
-void seatlease_lease_options_init(seatlease_lease_options *o) {
-    if (o != NULL) {
-        memset(o, 0, sizeof *o);
-        o->struct_size = sizeof *o;
+void seatlease_lease_options_init_sized(seatlease_lease_options *o, size_t size) {
+    seatlease_lease_options defaults;
+    memset(&defaults, 0, sizeof defaults);
+    defaults.struct_size = sizeof defaults;
+    sl_struct_init(o, size, &defaults, sizeof defaults);
+}
+
+/* Programs built against seatlease.h 0.1 call this symbol with a 0.1 struct. */
+void(seatlease_lease_options_init)(seatlease_lease_options *o) {
+    seatlease_lease_options_init_sized(o, SL_LEASE_OPTIONS_V1_SIZE);
+}
+
+static void copy_into(char **slot, const char *text) {
+    char *copy = sl_strdup(text);
+    if (copy != NULL) {
+        free(*slot);
+        *slot = copy;
     }
 }
 
@@ -74,6 +99,7 @@ static void took(seatlease_lease *l, const cJSON *reply, double sent_at) {
     s->overage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "overage"));
     int seats = sl_json_int(reply, "seats", 1);
     l->seats = seats >= 1 ? seats : 1;
+    s->seats = l->seats;
     const cJSON *entitlements = cJSON_GetObjectItemCaseSensitive(reply, "entitlements");
     if (cJSON_IsArray(entitlements)) {
         char *printed = cJSON_PrintUnformatted(entitlements);
@@ -99,6 +125,9 @@ static void took(seatlease_lease *l, const cJSON *reply, double sent_at) {
         sl_parse_time(sl_json_string(reply, "license_grace_ends_at"), &term) == 0 ? term : 0;
     l->in_grace = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "in_grace"));
     const char *token = sl_json_string(reply, "lease_token");
+    if (token != NULL) {
+        copy_into(&l->last_token, token);
+    }
     if (token != NULL && l->client->verifier != NULL) {
         char *copy = sl_strdup(token);
         if (copy != NULL) {
@@ -113,13 +142,22 @@ static void took(seatlease_lease *l, const cJSON *reply, double sent_at) {
 
 static seatlease_code lease_body(seatlease_lease *l, int queue, const char *ticket,
                                  const char *request_id, cJSON **body, seatlease_error **error) {
-    return sl_acquire_body(l->license_id, l->client_id, l->lease_seconds, 0, l->metadata_json,
-                           l->user, l->host, queue, ticket, request_id, l->fingerprint,
-                           l->seats_asked, body, error);
+    sl_acquire_fields fields = {
+        .license_id = l->license_id, .client_id = l->client_id,
+        .lease_seconds = l->lease_seconds, .metadata_json = l->metadata_json, .user = l->user,
+        .host = l->host, .queue = queue, .ticket = ticket, .request_id = request_id,
+        .fingerprint = l->fingerprint, .seats = l->seats_asked,
+        .entitlements = (const char *const *)l->entitlements,
+        .entitlement_count = l->entitlement_count, .version = l->version,
+    };
+    return sl_acquire_body(&fields, body, error);
 }
 
-static seatlease_code acquire_first(seatlease_lease *l, double wait, double timeout,
-                                    const char *request_id, seatlease_error **error) {
+/* The first seat: once, or (wait) until one comes free, the timeout (0: none) or the cancel
+ * handle; no seats, user_limit_reached and queue_full are waited out, nothing else. */
+static seatlease_code acquire_first(seatlease_lease *l, int wait, double timeout,
+                                    const char *request_id, sl_stopper *cancel,
+                                    seatlease_error **error) {
     double give_up = timeout > 0 ? sl_mono_now() + timeout : 0;
     char *ticket = NULL;
     seatlease_code code;
@@ -133,7 +171,7 @@ static seatlease_code acquire_first(seatlease_lease *l, double wait, double time
         }
         request_id = NULL; /* a new request each round */
         double sent_at = sl_mono_now();
-        code = sl_call(l->client, "acquire", body, -1, 0, NULL, &reply, &status, &denied);
+        code = sl_call(l->client, "acquire", body, -1, 0, cancel, &reply, &status, &denied);
         cJSON_Delete(body);
         if (code == SEATLEASE_OK && status != 202) {
             took(l, reply, sent_at);
@@ -156,13 +194,8 @@ static seatlease_code acquire_first(seatlease_lease *l, double wait, double time
             }
             code = SEATLEASE_ERR_NO_SEATS_AVAILABLE;
         }
-        if (!wait || (code != SEATLEASE_ERR_NO_SEATS_AVAILABLE &&
-                      code != SEATLEASE_ERR_USER_LIMIT_REACHED)) {
-            if (error != NULL) {
-                *error = denied;
-            } else {
-                seatlease_error_free(denied);
-            }
+        if (!wait || !seatlease_code_is_no_seats(code)) {
+            sl_error_give(denied, error);
             break;
         }
         double pause = sl_wait_pause(l->client, denied);
@@ -171,11 +204,7 @@ static seatlease_code acquire_first(seatlease_lease *l, double wait, double time
             if (left <= 0) {
                 sl_error_set_wait_timeout(denied, l->license_id, timeout);
                 code = SEATLEASE_ERR_SEAT_WAIT_TIMEOUT;
-                if (error != NULL) {
-                    *error = denied;
-                } else {
-                    seatlease_error_free(denied);
-                }
+                sl_error_give(denied, error);
                 break;
             }
             if (left < pause) {
@@ -185,7 +214,11 @@ static seatlease_code acquire_first(seatlease_lease *l, double wait, double time
         sl_log(l->client, SEATLEASE_LOG_INFO, "seatlease: no seat on %s; retrying in %.2f s",
                l->license_id, pause);
         seatlease_error_free(denied);
-        sl_sleep(NULL, pause);
+        if (sl_sleep(cancel, pause)) {
+            code = sl_fail(error, SEATLEASE_ERR_CANCELLED, 0, "cancelled",
+                           "The wait for a seat on %.200s was cancelled.", l->license_id);
+            break;
+        }
     }
     free(ticket);
     return code;
@@ -239,7 +272,10 @@ static double lease_backoff(seatlease_lease *l, double retry_after, double ceili
     return sl_backoff_delay(l->client, failures - 1, retry_after, ceiling);
 }
 
-static void lose(seatlease_lease *l, const char *reason) {
+/* The seat is gone: said once at WARNING, on_lost once. refused: the server's refusal that
+ * ended it (a 403 of the term, a 401, a 404), said here so that the same refusal of the
+ * re-acquire that follows is not said again. */
+static void lose(seatlease_lease *l, const char *reason, const seatlease_error *refused) {
     pthread_mutex_lock(&l->mu);
     if (l->info.lost || stopped(l)) {
         pthread_mutex_unlock(&l->mu);
@@ -248,11 +284,66 @@ static void lose(seatlease_lease *l, const char *reason) {
     l->info.lost = 1;
     copy_text(l->info.lost_reason, sizeof l->info.lost_reason, reason);
     pthread_mutex_unlock(&l->mu);
-    sl_log(l->client, SEATLEASE_LOG_WARNING, "seatlease: seat on %s lost (%s); re-acquiring",
-           l->license_id, reason);
+    if (refused == NULL) {
+        sl_log(l->client, SEATLEASE_LOG_WARNING, "seatlease: seat on %s lost (%s); re-acquiring",
+               l->license_id, reason);
+    } else {
+        copy_text(l->announced, sizeof l->announced, refused->server_code);
+        sl_log(l->client, SEATLEASE_LOG_WARNING, "seatlease: seat on %s lost: %s (%s)",
+               l->license_id, refused->message, refused->server_code);
+    }
     if (l->on_lost != NULL) {
         l->on_lost(l, reason, l->user_data);
     }
+}
+
+/* A refused re-acquire: at WARNING the first time for its code, at INFO after (a refusal
+ * that lasts, an ended term, must not fill the product's log). */
+static void say_refused(seatlease_lease *l, const seatlease_error *refused) {
+    int said = strcmp(l->announced, refused->server_code) == 0;
+    copy_text(l->announced, sizeof l->announced, refused->server_code);
+    sl_log(l->client, said ? SEATLEASE_LOG_INFO : SEATLEASE_LOG_WARNING,
+           "seatlease: re-acquire of %s refused: %s (%s)", l->license_id, refused->message,
+           refused->server_code);
+}
+
+/* After a 410 "unknown" (the server does not know the session: it may have lost its last
+ * writes with a region), the same heartbeat once more with the lease's last token, which
+ * the server may take as proof of the seat; a fresh request_id (it is not a retry of the
+ * refused one). Nonzero when renewed: the seat is kept. Only then is the token sent (a
+ * normal heartbeat does not carry its 400 bytes). */
+static int recover(seatlease_lease *l, const char *session_id) {
+    pthread_mutex_lock(&l->mu);
+    char *token = sl_strdup(l->last_token);
+    pthread_mutex_unlock(&l->mu);
+    if (token == NULL || stopped(l)) {
+        free(token);
+        return 0;
+    }
+    cJSON *body = cJSON_CreateObject();
+    int ok = body != NULL && cJSON_AddStringToObject(body, "license_id", l->license_id) &&
+             cJSON_AddStringToObject(body, "session_id", session_id) &&
+             cJSON_AddStringToObject(body, "lease_token", token);
+    free(token);
+    cJSON *reply = NULL;
+    int status = 0;
+    seatlease_error *refused = NULL;
+    double sent_at = sl_mono_now();
+    seatlease_code code = ok ? sl_call(l->client, "heartbeat", body, 0, 0, &l->stopper, &reply,
+                                       &status, &refused)
+                             : SEATLEASE_ERR_NO_MEMORY;
+    cJSON_Delete(body);
+    if (code != SEATLEASE_OK) {
+        sl_log(l->client, SEATLEASE_LOG_INFO, "seatlease: %s not re-admitted by its token: %s",
+               l->license_id, refused != NULL ? refused->message : "out of memory");
+        seatlease_error_free(refused);
+        return 0;
+    }
+    took(l, reply, sent_at);
+    cJSON_Delete(reply);
+    sl_log(l->client, SEATLEASE_LOG_INFO, "seatlease: seat on %s re-admitted by its token",
+           l->license_id);
+    return 1;
 }
 
 /* One heartbeat; the delay to the next step in *delay. */
@@ -285,12 +376,19 @@ static seatlease_code beat(seatlease_lease *l, double *delay, seatlease_error **
         return code;
     }
     if (code == SEATLEASE_ERR_SESSION_EXPIRED) {
-        lose(l, refused->reason);
+        if (strcmp(refused->reason, "unknown") == 0 && recover(l, s.session_id)) {
+            seatlease_error_free(refused);
+            failed(l, 1);
+            *delay = beat_delay(l);
+            return SEATLEASE_OK;
+        }
+        lose(l, refused->reason, NULL);
         seatlease_error_free(refused);
         return SEATLEASE_OK; /* ask for the seat again at once */
     }
-    /* 401 (key revoked), 403, 404, a bad token or answer: it cannot be renewed */
-    lose(l, refused->server_code);
+    /* 401 (key revoked), 403 (the license's term ended or has not begun), 404, a bad token
+     * or answer: it cannot be renewed. (A suspended license's held seats keep renewing.) */
+    lose(l, refused->server_code, refused);
     seatlease_error_free(refused);
     failed(l, 0);
     *delay = lease_backoff(l, -1, l->client->options.max_backoff_seconds);
@@ -314,12 +412,18 @@ static seatlease_code regain(seatlease_lease *l, double *delay, seatlease_error 
             *error = refused;
             return code;
         }
-        if (code == SEATLEASE_ERR_NO_SEATS_AVAILABLE || code == SEATLEASE_ERR_USER_LIMIT_REACHED) {
+        if (seatlease_code_is_no_seats(code)) {
             failed(l, 1);
             *delay = sl_wait_pause(l->client, refused);
-        } else { /* suspended, deleted, key revoked: try now and then */
-            sl_log(l->client, SEATLEASE_LOG_INFO, "seatlease: re-acquire of %s refused: %s",
-                   l->license_id, refused->message);
+            sl_log(l->client, SEATLEASE_LOG_INFO, "seatlease: seat on %s still lost (%s); retrying in %.1f s",
+                   l->license_id, refused->server_code, *delay);
+        } else if (seatlease_code_is_license_suspended(code)) {
+            /* the term, a suspension, entitlements: final until an operator acts */
+            say_refused(l, refused);
+            failed(l, 1);
+            *delay = sl_uniform(SL_FINAL_REFUSAL_PAUSE, SL_FINAL_REFUSAL_PAUSE * 1.2);
+        } else { /* deleted, key revoked, a bad answer: try now and then */
+            say_refused(l, refused);
             failed(l, 0);
             *delay = lease_backoff(l, -1, l->client->options.max_backoff_seconds);
         }
@@ -332,6 +436,7 @@ static seatlease_code regain(seatlease_lease *l, double *delay, seatlease_error 
     l->info.lost = 0;
     l->info.lost_reason[0] = '\0';
     pthread_mutex_unlock(&l->mu);
+    l->announced[0] = '\0';
     failed(l, 1);
     sl_log(l->client, SEATLEASE_LOG_WARNING, "seatlease: seat on %s regained", l->license_id);
     if (l->on_regained != NULL && !stopped(l)) {
@@ -359,7 +464,7 @@ static double step(seatlease_lease *l) {
         int past = !l->info.lost && sl_mono_now() > l->valid_until;
         pthread_mutex_unlock(&l->mu);
         if (past) {
-            lose(l, "unreachable"); /* no renewal reached the server before the deadline */
+            lose(l, "unreachable", NULL); /* no renewal reached the server before the deadline */
         }
         sl_log(l->client, SEATLEASE_LOG_INFO, "seatlease: %s unreachable (%s); retrying",
                l->license_id, error != NULL ? error->message : "");
@@ -382,6 +487,7 @@ static void *keep(void *argument) {
 /* -- the public calls ----------------------------------------------------------------------- */
 
 static void lease_destroy(seatlease_lease *l) {
+    sl_client_unref(l->client);
     sl_stopper_destroy(&l->stopper);
     pthread_mutex_destroy(&l->mu);
     pthread_mutex_destroy(&l->release_mu);
@@ -391,33 +497,61 @@ static void lease_destroy(seatlease_lease *l) {
     free(l->user);
     free(l->host);
     free(l->fingerprint);
+    free(l->version);
+    sl_strings_free(l->entitlements, l->entitlement_count);
     free(l->token);
+    free(l->last_token);
     free(l->entitlements_json);
     free(l->max_version);
     seatlease_error_free(l->release_error);
     free(l);
 }
 
+/* The lease's own copies of what the options point to. */
+static int copy_lease_options(seatlease_lease *l, const char *license_id,
+                              const seatlease_lease_options *o) {
+    l->license_id = sl_strdup(license_id);
+    l->client_id = sl_strdup(o->client_id);
+    l->metadata_json = sl_strdup(o->metadata_json);
+    l->user = sl_strdup(o->user);
+    l->host = sl_strdup(o->host);
+    l->fingerprint = sl_strdup(o->fingerprint);
+    l->version = sl_strdup(o->version);
+    if (o->entitlement_count > 0 && o->entitlements == NULL) {
+        return -1;
+    }
+    if (sl_strings_copy(o->entitlements, o->entitlement_count, &l->entitlements) != 0) {
+        return -1;
+    }
+    l->entitlement_count = l->entitlements != NULL ? o->entitlement_count : 0;
+    return !l->license_id || !l->client_id || (o->metadata_json && !l->metadata_json) ||
+                   (o->user && !l->user) || (o->host && !l->host) ||
+                   (o->fingerprint && !l->fingerprint) || (o->version && !l->version)
+               ? -1 : 0;
+}
+
 seatlease_code seatlease_lease_acquire(seatlease_client *client, const char *license_id,
-                                       const seatlease_lease_options *o,
+                                       const seatlease_lease_options *given,
                                        seatlease_lease **out, seatlease_error **error) {
     if (out != NULL) {
         *out = NULL;
     }
-    if (client == NULL || license_id == NULL || o == NULL || out == NULL || o->client_id == NULL) {
+    if (client == NULL || license_id == NULL || given == NULL || out == NULL) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "client, license_id, options.client_id and lease are required.");
     }
-    /* A caller built against an older header passes a shorter struct (before seats was
-     * appended): read what it has, the newer fields stay at their defaults. */
-    seatlease_lease_options full;
-    if (o->struct_size < offsetof(seatlease_lease_options, seats) || o->struct_size > sizeof *o) {
-        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "seatlease_lease_options: call seatlease_lease_options_init first.");
+    /* A caller built against an older header passes a shorter struct: the newer fields
+     * keep their defaults. */
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    seatlease_code code = sl_struct_in(&o, sizeof o, given, "seatlease_lease_options", error);
+    if (code != SEATLEASE_OK) {
+        return code;
     }
-    if (o->struct_size < sizeof *o) {
-        seatlease_lease_options_init(&full);
-        memcpy(&full, o, o->struct_size);
-        full.struct_size = sizeof full;
-        o = &full;
+    if (o.client_id == NULL) {
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "client, license_id, options.client_id and lease are required.");
+    }
+    if (o.entitlement_count > 0 && o.entitlements == NULL) {
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "entitlement_count is set but entitlements is NULL.");
     }
     seatlease_lease *l = calloc(1, sizeof *l);
     if (l == NULL) {
@@ -429,25 +563,21 @@ seatlease_code seatlease_lease_acquire(seatlease_client *client, const char *lic
     }
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->release_mu, NULL);
+    sl_client_ref(client);
     l->client = client;
-    l->license_id = sl_strdup(license_id);
-    l->client_id = sl_strdup(o->client_id);
-    l->metadata_json = sl_strdup(o->metadata_json);
-    l->user = sl_strdup(o->user);
-    l->host = sl_strdup(o->host);
-    l->fingerprint = sl_strdup(o->fingerprint);
-    l->lease_seconds = o->lease_seconds;
-    l->seats_asked = o->seats;
+    l->lease_seconds = o.lease_seconds;
+    l->seats_asked = o.seats;
     l->seats = 1;
-    l->on_lost = o->on_lost;
-    l->on_regained = o->on_regained;
-    l->user_data = o->user_data;
-    if (!l->license_id || !l->client_id || (o->metadata_json && !l->metadata_json) ||
-        (o->user && !l->user) || (o->host && !l->host) || (o->fingerprint && !l->fingerprint)) {
+    l->info.seats = 1;
+    l->on_lost = o.on_lost;
+    l->on_regained = o.on_regained;
+    l->user_data = o.user_data;
+    if (copy_lease_options(l, license_id, &o) != 0) {
         lease_destroy(l);
         return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
     }
-    seatlease_code code = acquire_first(l, o->wait, o->wait_timeout_seconds, o->request_id, error);
+    code = acquire_first(l, o.wait, o.wait_timeout_seconds, o.request_id,
+                         sl_cancel_stopper(o.cancel), error);
     if (code != SEATLEASE_OK) {
         lease_destroy(l);
         return code;
@@ -462,12 +592,26 @@ seatlease_code seatlease_lease_acquire(seatlease_client *client, const char *lic
     return SEATLEASE_OK;
 }
 
-void seatlease_lease_get_info(seatlease_lease *lease, seatlease_lease_info *info) {
+void seatlease_lease_get_info_sized(seatlease_lease *lease, seatlease_lease_info *info,
+                                    size_t info_size) {
     if (lease == NULL || info == NULL) {
         return;
     }
-    info_copy(lease, info);
+    seatlease_lease_info full;
+    info_copy(lease, &full);
+    /* an older caller's struct gets the fields it has; a newer one zeros past ours */
+    memcpy(info, &full, info_size < sizeof full ? info_size : sizeof full);
+    if (info_size > sizeof full) {
+        memset((char *)info + sizeof full, 0, info_size - sizeof full);
+    }
 }
+
+/* Programs built against seatlease.h 0.1 call this symbol with a 0.1 struct. */
+void(seatlease_lease_get_info)(seatlease_lease *lease, seatlease_lease_info *info) {
+    seatlease_lease_get_info_sized(lease, info, SL_LEASE_INFO_V1_SIZE);
+}
+
+void sl_lease_heartbeat_now(seatlease_lease *lease) { sl_stopper_nudge(&lease->stopper); }
 
 int seatlease_lease_seats(seatlease_lease *lease) {
     if (lease == NULL) {
@@ -506,6 +650,35 @@ char *seatlease_lease_max_version(seatlease_lease *lease) {
     pthread_mutex_lock(&lease->mu);
     char *copy = sl_strdup(lease->max_version);
     pthread_mutex_unlock(&lease->mu);
+    return copy;
+}
+
+/* The granted entitlements (a JSON array of strings) parsed, under the lease's lock. */
+static cJSON *granted_entitlements(seatlease_lease *lease) {
+    pthread_mutex_lock(&lease->mu);
+    cJSON *list = lease->entitlements_json != NULL ? cJSON_Parse(lease->entitlements_json) : NULL;
+    pthread_mutex_unlock(&lease->mu);
+    return list;
+}
+
+int seatlease_lease_entitlement_count(seatlease_lease *lease) {
+    if (lease == NULL) {
+        return 0;
+    }
+    cJSON *list = granted_entitlements(lease);
+    int count = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : 0;
+    cJSON_Delete(list);
+    return count;
+}
+
+char *seatlease_lease_entitlement(seatlease_lease *lease, int index) {
+    if (lease == NULL || index < 0) {
+        return NULL;
+    }
+    cJSON *list = granted_entitlements(lease);
+    const cJSON *item = cJSON_IsArray(list) ? cJSON_GetArrayItem(list, index) : NULL;
+    char *copy = cJSON_IsString(item) ? sl_strdup(item->valuestring) : NULL;
+    cJSON_Delete(list);
     return copy;
 }
 

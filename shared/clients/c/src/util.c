@@ -19,8 +19,12 @@ static const char *const code_names[] = {
     "token_untrusted_key", "token_bad_signature", "token_wrong_audience", "token_expired",
     "token_replayed", "token_mismatch", "cancelled", "license_not_started", "license_expired",
     "not_entitled", "version_not_entitled", "token_wrong_machine", "seats_mismatch",
-    "machine_mismatch",
+    "machine_mismatch", "queue_full", "file_error",
 };
+
+const char *seatlease_version(void) { return SEATLEASE_VERSION; }
+
+int seatlease_version_number(void) { return SEATLEASE_VERSION_NUMBER; }
 
 const char *seatlease_code_name(seatlease_code code) {
     if ((int)code < 0 || (size_t)code >= sizeof code_names / sizeof code_names[0]) {
@@ -37,6 +41,11 @@ int seatlease_code_is_token_error(seatlease_code code) {
 int seatlease_code_is_license_suspended(seatlease_code code) {
     return code == SEATLEASE_ERR_LICENSE_SUSPENDED || code == SEATLEASE_ERR_USER_DENIED ||
            (code >= SEATLEASE_ERR_LICENSE_NOT_STARTED && code <= SEATLEASE_ERR_VERSION_NOT_ENTITLED);
+}
+
+int seatlease_code_is_no_seats(seatlease_code code) {
+    return code == SEATLEASE_ERR_NO_SEATS_AVAILABLE || code == SEATLEASE_ERR_USER_LIMIT_REACHED ||
+           code == SEATLEASE_ERR_QUEUE_FULL;
 }
 
 seatlease_code seatlease_machine_fingerprint(const char *machine_id, char out[65]) {
@@ -74,8 +83,74 @@ seatlease_code seatlease_machine_fingerprint(const char *machine_id, char out[65
 
 /* When even an error cannot be allocated: a static one, which free ignores. */
 static seatlease_error out_of_memory = {
-    SEATLEASE_ERR_NO_MEMORY, 0, "no_memory", "Out of memory.", "{}", "", -1, -1, -1, 1, -1, -1,
+    SEATLEASE_ERR_NO_MEMORY, 0, "no_memory", "Out of memory.", "{}", "", -1, -1, -1, 1, -1, -1, -1,
 };
+
+seatlease_code sl_struct_in(void *full, size_t full_size, const void *given, const char *what,
+                            seatlease_error **error) {
+    size_t size;
+    memcpy(&size, given, sizeof size); /* struct_size, every struct's first member */
+    if (size < sizeof size || size > SL_MAX_STRUCT_SIZE) {
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL,
+                       "%s: struct_size is %zu; fill it with %s_init first.", what, size, what);
+    }
+    if (size > full_size) {
+        /* A program built against a newer seatlease.h: fine while it sets nothing this
+         * library does not know. */
+        const unsigned char *tail = (const unsigned char *)given + full_size;
+        for (size_t i = 0; i < size - full_size; i++) {
+            if (tail[i] != 0) {
+                return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL,
+                               "%s: a field this library (%s) does not know is set: the program "
+                               "needs a newer libseatlease.", what, SEATLEASE_VERSION);
+            }
+        }
+        size = full_size;
+    }
+    memcpy(full, given, size);
+    memcpy(full, &full_size, sizeof full_size);
+    return SEATLEASE_OK;
+}
+
+void sl_struct_init(void *out, size_t size, const void *defaults, size_t full_size) {
+    if (out == NULL || size < sizeof size) {
+        return;
+    }
+    memcpy(out, defaults, size < full_size ? size : full_size);
+    if (size > full_size) {
+        memset((char *)out + full_size, 0, size - full_size);
+    }
+    memcpy(out, &size, sizeof size);
+}
+
+int sl_strings_copy(const char *const *items, size_t count, char ***out) {
+    *out = NULL;
+    if (items == NULL || count == 0) {
+        return 0;
+    }
+    char **copy = calloc(count, sizeof *copy);
+    if (copy == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (items[i] == NULL || (copy[i] = sl_strdup(items[i])) == NULL) {
+            sl_strings_free(copy, count);
+            return -1;
+        }
+    }
+    *out = copy;
+    return 0;
+}
+
+void sl_strings_free(char **items, size_t count) {
+    if (items == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        free(items[i]);
+    }
+    free(items);
+}
 
 char *sl_strdup(const char *text) {
     if (text == NULL) {
@@ -105,6 +180,7 @@ static seatlease_error *error_new(seatlease_code code, int status, const char *s
     error->seats_requested = 1;
     error->held_seats = -1;
     error->backend_retry_after = -1;
+    error->queue_max = -1;
     if (!error->server_code || !error->message || !error->body_json || !error->reason) {
         seatlease_error_free(error);
         return &out_of_memory;
@@ -152,7 +228,16 @@ seatlease_error *sl_error_copy(const seatlease_error *error) {
     copy->seats_requested = error->seats_requested;
     copy->held_seats = error->held_seats;
     copy->backend_retry_after = error->backend_retry_after;
+    copy->queue_max = error->queue_max;
     return copy;
+}
+
+void sl_error_give(seatlease_error *error, seatlease_error **out) {
+    if (out != NULL) {
+        *out = error;
+    } else {
+        seatlease_error_free(error);
+    }
 }
 
 void seatlease_error_free(seatlease_error *error) {
@@ -175,6 +260,7 @@ int seatlease_error_seats_total(const seatlease_error *e) { return e ? e->seats_
 int seatlease_error_retry_after_seconds(const seatlease_error *e) { return e ? e->retry_after : -1; }
 int seatlease_error_seats_requested(const seatlease_error *e) { return e ? e->seats_requested : 1; }
 int seatlease_error_held_seats(const seatlease_error *e) { return e ? e->held_seats : -1; }
+int seatlease_error_queue_max(const seatlease_error *e) { return e ? e->queue_max : -1; }
 const char *seatlease_error_reason(const seatlease_error *e) { return e ? e->reason : ""; }
 const char *seatlease_error_body_json(const seatlease_error *e) { return e ? e->body_json : "{}"; }
 
@@ -253,6 +339,8 @@ seatlease_code sl_error_from_answer(seatlease_error **out, int status, const cJS
         code = SEATLEASE_ERR_SEATS_MISMATCH;
     } else if (status == 409 && strcmp(server_code, "machine_mismatch") == 0) {
         code = SEATLEASE_ERR_MACHINE_MISMATCH;
+    } else if (status == 409 && strcmp(server_code, "queue_full") == 0) {
+        code = SEATLEASE_ERR_QUEUE_FULL;
     } else if (status == 403 && strcmp(server_code, "user_denied") == 0) {
         code = SEATLEASE_ERR_USER_DENIED;
     } else if (status == 403 && strcmp(server_code, "license_not_started") == 0) {
@@ -302,6 +390,7 @@ seatlease_code sl_error_from_answer(seatlease_error **out, int status, const cJS
         int asked = sl_json_int(body, "seats_requested", sl_json_int(body, "seats", 1));
         error->seats_requested = asked >= 1 ? asked : 1;
         error->held_seats = sl_json_int(body, "held_seats", -1);
+        error->queue_max = sl_json_int(body, "queue_max", -1);
     }
     if (code == SEATLEASE_ERR_SESSION_EXPIRED && error->reason[0] == '\0') {
         char *unknown = sl_strdup("unknown");
@@ -447,6 +536,7 @@ int sl_parse_time(const char *text, double *seconds) {
 
 int sl_stopper_init(sl_stopper *stopper) {
     atomic_init(&stopper->stop, 0);
+    atomic_init(&stopper->nudged, 0);
     if (pthread_mutex_init(&stopper->mu, NULL) != 0) {
         return -1;
     }
@@ -476,6 +566,15 @@ void sl_stopper_stop(sl_stopper *stopper) {
     pthread_mutex_unlock(&stopper->mu);
 }
 
+void sl_stopper_nudge(sl_stopper *stopper) {
+    pthread_mutex_lock(&stopper->mu);
+    atomic_store(&stopper->nudged, 1);
+    pthread_cond_broadcast(&stopper->cond);
+    pthread_mutex_unlock(&stopper->mu);
+}
+
+int sl_stopped(sl_stopper *stopper) { return stopper != NULL && atomic_load(&stopper->stop); }
+
 int sl_sleep(sl_stopper *stopper, double seconds) {
     if (seconds < 0) {
         seconds = 0;
@@ -496,12 +595,53 @@ int sl_sleep(sl_stopper *stopper, double seconds) {
     until.tv_sec += (time_t)floor(at);
     until.tv_nsec = (long)((at - floor(at)) * 1e9);
     pthread_mutex_lock(&stopper->mu);
-    while (!atomic_load(&stopper->stop)) {
+    while (!atomic_load(&stopper->stop) && !atomic_load(&stopper->nudged)) {
         if (pthread_cond_timedwait(&stopper->cond, &stopper->mu, &until) == ETIMEDOUT) {
             break;
         }
     }
+    atomic_store(&stopper->nudged, 0);
     int stopped = atomic_load(&stopper->stop);
     pthread_mutex_unlock(&stopper->mu);
     return stopped;
+}
+
+/* -- cancel handles ------------------------------------------------------------------------ */
+
+seatlease_code seatlease_cancel_new(seatlease_cancel **out) {
+    if (out == NULL) {
+        return SEATLEASE_ERR_ARGUMENT;
+    }
+    *out = NULL;
+    seatlease_cancel *cancel = calloc(1, sizeof *cancel);
+    if (cancel == NULL) {
+        return SEATLEASE_ERR_NO_MEMORY;
+    }
+    if (sl_stopper_init(&cancel->stopper) != 0) {
+        free(cancel);
+        return SEATLEASE_ERR_NO_MEMORY;
+    }
+    *out = cancel;
+    return SEATLEASE_OK;
+}
+
+void seatlease_cancel_trigger(seatlease_cancel *cancel) {
+    if (cancel != NULL) {
+        sl_stopper_stop(&cancel->stopper);
+    }
+}
+
+int seatlease_cancel_triggered(const seatlease_cancel *cancel) {
+    return cancel != NULL && atomic_load(&cancel->stopper.stop);
+}
+
+void seatlease_cancel_free(seatlease_cancel *cancel) {
+    if (cancel != NULL) {
+        sl_stopper_destroy(&cancel->stopper);
+        free(cancel);
+    }
+}
+
+sl_stopper *sl_cancel_stopper(seatlease_cancel *cancel) {
+    return cancel != NULL ? &cancel->stopper : NULL;
 }

@@ -192,9 +192,9 @@ void sl_verifier_set_machine(sl_verifier *v, const char *fingerprint) {
 }
 
 /* Fetch the JWKS again (v->mu held). */
-static seatlease_code refresh(sl_verifier *v, seatlease_error **error) {
+static seatlease_code refresh(sl_verifier *v, sl_stopper *stopper, seatlease_error **error) {
     char *document = NULL;
-    seatlease_code code = v->fetch(v->context, &document, error);
+    seatlease_code code = v->fetch(v->context, stopper, &document, error);
     if (code != SEATLEASE_OK) {
         return code;
     }
@@ -238,15 +238,15 @@ static const unsigned char *known(sl_verifier *v, const char *kid) {
     return NULL;
 }
 
-static seatlease_code key_for(sl_verifier *v, const char *kid, int status,
+static seatlease_code key_for(sl_verifier *v, const char *kid, int status, sl_stopper *stopper,
                               unsigned char key[SL_KEY], seatlease_error **error) {
     pthread_mutex_lock(&v->mu);
     seatlease_code code = SEATLEASE_OK;
     double now = sl_mono_now();
     if (v->fetched_at < 0 || now - v->fetched_at > v->ttl) {
-        code = refresh(v, error);
+        code = refresh(v, stopper, error);
     } else if (known(v, kid) == NULL && now - v->fetched_at > v->min_refetch) {
-        code = refresh(v, error); /* a key published since: rotation */
+        code = refresh(v, stopper, error); /* a key published since: rotation */
     }
     const unsigned char *found = code == SEATLEASE_OK ? known(v, kid) : NULL;
     if (found != NULL) {
@@ -450,8 +450,8 @@ static seatlease_code check_claims(sl_verifier *v, const char *fn, const cJSON *
 }
 
 seatlease_code sl_verifier_check(sl_verifier *v, const char *fn, const cJSON *request,
-                                 const cJSON *reply, int status, cJSON **claims_out,
-                                 seatlease_error **error) {
+                                 const cJSON *reply, int status, sl_stopper *stopper,
+                                 cJSON **claims_out, seatlease_error **error) {
     int release = strcmp(fn, "release") == 0;
     const char *field = release ? "release_token" : "lease_token";
     const char *typ = release ? "seatlease-release+jwt" : "seatlease-lease+jwt";
@@ -491,7 +491,7 @@ seatlease_code sl_verifier_check(sl_verifier *v, const char *fn, const cJSON *re
         goto done;
     }
     unsigned char key[SL_KEY];
-    if ((code = key_for(v, kid, status, key, error)) != SEATLEASE_OK) {
+    if ((code = key_for(v, kid, status, stopper, key, error)) != SEATLEASE_OK) {
         goto done;
     }
     if (signature_length != crypto_sign_BYTES ||

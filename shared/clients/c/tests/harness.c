@@ -69,6 +69,11 @@ const char *served_url(void) {
     return url && url[0] ? url : NULL;
 }
 
+const char *bad_url(void) {
+    const char *url = getenv("SEATLEASE_BAD_URL");
+    return url && url[0] ? url : NULL;
+}
+
 const char *served_key(void) {
     const char *key = getenv("SEATLEASE_TEST_API_KEY");
     return key && key[0] ? key : NULL;
@@ -92,9 +97,7 @@ static size_t collect(char *chunk, size_t size, size_t count, void *user) {
     return size * count;
 }
 
-cJSON *control(const char *action, const char *body_json) {
-    char url[1024];
-    snprintf(url, sizeof url, "%s/_test/%s", served_url(), action);
+cJSON *fetch_json(const char *url, const char *body_json) {
     CURL *curl = curl_easy_init();
     buffer b = {NULL, 0};
     struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
@@ -113,13 +116,19 @@ cJSON *control(const char *action, const char *body_json) {
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
     if (result != CURLE_OK || status != 200) {
-        fprintf(stderr, "control %s: %s, status %ld\n", action, curl_easy_strerror(result), status);
+        fprintf(stderr, "%s: %s, status %ld\n", url, curl_easy_strerror(result), status);
         free(b.data);
         exit(2);
     }
     cJSON *parsed = cJSON_Parse(b.data);
     free(b.data);
     return parsed;
+}
+
+cJSON *control(const char *action, const char *body_json) {
+    char url[1024];
+    snprintf(url, sizeof url, "%s/_test/%s", served_url(), action);
+    return fetch_json(url, body_json);
 }
 
 void make_license(const char *license_id, const char *fields_json) {

@@ -50,6 +50,10 @@ int run_tests(const char *suite, const test_case *tests, size_t count, int argc,
 /* The served functions (SEATLEASE_TEST_URL, SEATLEASE_TEST_API_KEY); NULL when unset. */
 const char *served_url(void);
 const char *served_key(void);
+/* The fake server of bad answers and behaviours (SEATLEASE_BAD_URL); NULL when unset. */
+const char *bad_url(void);
+/* GET url without a body, else POST; the 200 answer's JSON (free it); exits on another. */
+cJSON *fetch_json(const char *url, const char *body_json);
 /* A /_test/ control route: GET without a body, else POST; the answer's JSON (free it). */
 cJSON *control(const char *action, const char *body_json);
 void make_license(const char *license_id, const char *fields_json);

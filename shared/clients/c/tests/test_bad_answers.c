@@ -1,11 +1,22 @@
-/* Bad server answers give the typed error, never a crash (run under ASan and UBSan):
- * tests/client_bad_server.py serves each scenario at SEATLEASE_BAD_URL/<scenario>. */
+/* Bad server answers give the typed error, never a crash (run under ASan and UBSan), and
+ * the behaviours no real server shows on demand (a long Retry-After, a region's loss, an
+ * ended term, a suspension): tests/client_bad_server.py serves each scenario at
+ * SEATLEASE_BAD_URL/<scenario>. */
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
+#include "internal.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define NEED_BAD_SERVER()                                                                   \
+    do {                                                                                    \
+        if (bad_url() == NULL)                                                              \
+            SKIP("SEATLEASE_BAD_URL not set: run through pytest tests/test_client_c.py");   \
+    } while (0)
 
 typedef struct {
     const char *scenario;
@@ -189,6 +200,334 @@ static void weights_are_sent_and_read(void) {
     seatlease_client_free(client);
 }
 
+/* -- behaviours ------------------------------------------------------------------------- */
+
+/* What the library logged, and the seat's losses. */
+typedef struct {
+    pthread_mutex_t mu;
+    int warnings, lost;
+    char text[8192], reasons[256];
+} book;
+
+static void book_log(void *user_data, int level, const char *message) {
+    book *b = user_data;
+    pthread_mutex_lock(&b->mu);
+    b->warnings += level >= SEATLEASE_LOG_WARNING;
+    strncat(b->text, message, sizeof b->text - strlen(b->text) - 2);
+    strcat(b->text, "\n");
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void book_lost(seatlease_lease *lease, const char *reason, void *user_data) {
+    (void)lease;
+    book *b = user_data;
+    pthread_mutex_lock(&b->mu);
+    b->lost++;
+    strncat(b->reasons, reason, sizeof b->reasons - strlen(b->reasons) - 2);
+    strcat(b->reasons, ",");
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* How often the book's text says `words`. */
+static int said(book *b, const char *words) {
+    pthread_mutex_lock(&b->mu);
+    int count = 0;
+    for (const char *at = strstr(b->text, words); at != NULL; at = strstr(at + 1, words)) {
+        count++;
+    }
+    pthread_mutex_unlock(&b->mu);
+    return count;
+}
+
+static seatlease_client *behaviour_client(const char *scenario, book *b, double max_backoff,
+                                          int retries) {
+    char url[512];
+    snprintf(url, sizeof url, "%s/%s", bad_url(), scenario);
+    seatlease_options options;
+    seatlease_options_init(&options);
+    options.retries = retries;
+    options.backoff_seconds = 0.05;
+    options.max_backoff_seconds = max_backoff;
+    options.log = b != NULL ? book_log : NULL;
+    options.log_user_data = b;
+    seatlease_client *client = NULL;
+    return seatlease_client_new(url, "sl_test", &options, &client, NULL) == SEATLEASE_OK ? client : NULL;
+}
+
+static seatlease_lease *behaviour_lease(seatlease_client *client, const char *client_id, book *b) {
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = client_id;
+    o.on_lost = book_lost;
+    o.user_data = b;
+    seatlease_lease *lease = NULL;
+    return seatlease_lease_acquire(client, "lic", &o, &lease, NULL) == SEATLEASE_OK ? lease : NULL;
+}
+
+/* The scenario's calls of fn since its _reset (term_ended, suspended). */
+static int calls_of(const char *scenario, const char *fn) {
+    char url[512];
+    snprintf(url, sizeof url, "%s/%s/_calls", bad_url(), scenario);
+    cJSON *calls = fetch_json(url, NULL);
+    int count = sl_json_int(calls, fn, 0);
+    cJSON_Delete(calls);
+    return count;
+}
+
+static void reset_calls(const char *scenario) {
+    char url[512];
+    snprintf(url, sizeof url, "%s/%s/_reset", bad_url(), scenario);
+    cJSON_Delete(fetch_json(url, "{}"));
+}
+
+typedef struct {
+    seatlease_client *client;
+    atomic_int done;
+    seatlease_code code;
+} pending_acquire;
+
+static void *acquire_in_background(void *argument) {
+    pending_acquire *p = argument;
+    p->code = seatlease_acquire(p->client, "lic", "pc-1", NULL, NULL, NULL);
+    atomic_store(&p->done, 1);
+    return NULL;
+}
+
+static int acquire_done(void *context) { return atomic_load(&((pending_acquire *)context)->done); }
+
+/* 503 with Retry-After: 3600 on every call: the pause between attempts is the hint capped
+ * at the maximum back-off, so 2 retries at 1 s end in about 2 s, not in two hours. */
+static void a_retry_after_never_outlasts_the_max_backoff(void) {
+    NEED_BAD_SERVER();
+    seatlease_client *client = behaviour_client("retry_after_long", NULL, 1, 2);
+    CHECK(client != NULL);
+    pending_acquire p = {client, 0, SEATLEASE_OK};
+    pthread_t thread;
+    double started = now_seconds();
+    pthread_create(&thread, NULL, acquire_in_background, &p);
+    /* a watchdog: on a client that sleeps 3600 s this fails (and leaves the thread) */
+    CHECK(eventually(10, acquire_done, &p));
+    pthread_join(thread, NULL);
+    double took = now_seconds() - started;
+    CHECK_CODE(p.code, SEATLEASE_ERR_BACKEND_UNAVAILABLE);
+    CHECK(took >= 1.0 && took < 4.0);
+    seatlease_client_free(client);
+}
+
+/* A region lost its last writes: a heartbeat is 410 "unknown" without the lease's token
+ * and 200 with it. The seat is kept: no on_lost, no warning, once per heartbeat (a normal
+ * heartbeat never carries the token, so each is refused first). */
+static void a_heartbeat_of_an_unknown_session_is_recovered_by_its_token(void) {
+    NEED_BAD_SERVER();
+    book b = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", ""};
+    seatlease_client *client = behaviour_client("recover", &b, 1, 0);
+    CHECK(client != NULL);
+    seatlease_lease *lease = behaviour_lease(client, "pc-1", &b);
+    CHECK(lease != NULL);
+    for (int beat = 1; beat <= 2; beat++) {
+        sl_lease_heartbeat_now(lease); /* the scenario's interval is 20 s */
+        double deadline = now_seconds() + 5;
+        while (said(&b, "re-admitted by its token") < beat && now_seconds() < deadline) {
+            sleep_seconds(0.05);
+        }
+        CHECK(said(&b, "re-admitted by its token") == beat);
+    }
+    sleep_seconds(0.3);
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    pthread_mutex_lock(&b.mu);
+    int lost = b.lost, warnings = b.warnings;
+    pthread_mutex_unlock(&b.mu);
+    CHECK(lost == 0 && !info.lost && warnings == 0);
+    CHECK(strcmp(info.session_id, "c2Vzc2lvbi0wMDAwMDAwMDAx") == 0);
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+}
+
+static int lost_once(void *context) {
+    book *b = context;
+    pthread_mutex_lock(&b->mu);
+    int lost = b->lost;
+    pthread_mutex_unlock(&b->mu);
+    return lost > 0;
+}
+
+/* The license's term ends while the seat is held: a heartbeat's 403 license_expired ends
+ * it (on_lost once, with that reason), the re-acquire's 403 is final: said once, asked
+ * again only minutes later; a wait for a first seat gets the 403 at once. */
+static void an_ended_term_ends_the_seat_and_is_said_once(void) {
+    NEED_BAD_SERVER();
+    reset_calls("term_ended");
+    book b = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", ""};
+    seatlease_client *client = behaviour_client("term_ended", &b, 30, 5);
+    CHECK(client != NULL);
+    seatlease_lease *lease = behaviour_lease(client, "pc-1", &b); /* heartbeats every 1 s */
+    CHECK(lease != NULL);
+    CHECK(eventually(5, lost_once, &b));
+    sleep_seconds(8);
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    CHECK(info.lost && strcmp(info.lost_reason, "license_expired") == 0);
+    pthread_mutex_lock(&b.mu);
+    int lost = b.lost, warnings = b.warnings, one_reason = strcmp(b.reasons, "license_expired,") == 0;
+    pthread_mutex_unlock(&b.mu);
+    CHECK(lost == 1 && one_reason);
+    CHECK(warnings == 1); /* the loss, naming the refusal; the re-acquire's is not said again */
+    CHECK(calls_of("term_ended", "acquire") == 2); /* the grant, and one re-acquire */
+    CHECK(calls_of("term_ended", "heartbeat") == 1);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-2";
+    o.wait = 1; /* a 403 is never waited on */
+    seatlease_lease *never = NULL;
+    seatlease_error *error = NULL;
+    double started = now_seconds();
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &never, &error), SEATLEASE_ERR_LICENSE_EXPIRED);
+    CHECK(never == NULL && seatlease_error_status(error) == 403 && now_seconds() - started < 2);
+    seatlease_error_free(error);
+    started = now_seconds();
+    seatlease_lease_free(lease); /* its thread sleeps for minutes: the free does not wait */
+    CHECK(now_seconds() - started < 2);
+    seatlease_client_free(client);
+}
+
+/* A suspended license keeps the seats it holds (their heartbeats go on) and refuses new
+ * ones at once. */
+static void a_suspended_license_keeps_its_held_seats(void) {
+    NEED_BAD_SERVER();
+    reset_calls("suspended");
+    book b = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", ""};
+    seatlease_client *client = behaviour_client("suspended", &b, 30, 5);
+    CHECK(client != NULL);
+    seatlease_lease *lease = behaviour_lease(client, "pc-1", &b);
+    CHECK(lease != NULL);
+    sleep_seconds(3.5); /* past a lease of 3 s, heartbeats every second */
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    pthread_mutex_lock(&b.mu);
+    int warnings = b.warnings;
+    pthread_mutex_unlock(&b.mu);
+    CHECK(!info.lost && !lost_once(&b) && warnings == 0);
+    CHECK(calls_of("suspended", "heartbeat") >= 3);
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "lic", "pc-2", NULL, NULL, &error), SEATLEASE_ERR_LICENSE_SUSPENDED);
+    seatlease_error_free(error);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-3";
+    o.wait = 1;
+    seatlease_lease *never = NULL;
+    double started = now_seconds();
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &never, NULL), SEATLEASE_ERR_LICENSE_SUSPENDED);
+    CHECK(now_seconds() - started < 2);
+    seatlease_lease_free(lease);
+    CHECK(calls_of("suspended", "release") == 1);
+    seatlease_client_free(client);
+}
+
+static void *free_lease(void *lease) {
+    seatlease_lease_free(lease);
+    return NULL;
+}
+
+/* seatlease_client_free with leases alive: they keep working (and release through it),
+ * and the client goes with the last of them, freed on any thread (ASan, TSan). */
+static void a_client_freed_before_its_leases_goes_with_the_last(void) {
+    NEED_BAD_SERVER();
+    seatlease_client *client = client_at(bad_url(), "weights");
+    CHECK(client != NULL);
+    enum { COUNT = 4 };
+    seatlease_lease *leases[COUNT];
+    for (int i = 0; i < COUNT; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "pc-%d", i);
+        seatlease_lease_options o;
+        seatlease_lease_options_init(&o);
+        o.client_id = id;
+        CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &leases[i], NULL), SEATLEASE_OK);
+    }
+    seatlease_client_free(client); /* deferred: four leases hold it */
+    CHECK_CODE(seatlease_lease_release(leases[0], NULL), SEATLEASE_OK);
+    seatlease_lease_free(leases[0]);
+    pthread_t threads[COUNT - 1];
+    for (int i = 1; i < COUNT; i++) {
+        pthread_create(&threads[i - 1], NULL, free_lease, leases[i]);
+    }
+    for (int i = 1; i < COUNT; i++) {
+        pthread_join(threads[i - 1], NULL);
+    }
+}
+
+/* The first acquire is cancelled before it starts: nothing is sent. */
+static void a_triggered_cancel_ends_a_call_before_it_starts(void) {
+    NEED_BAD_SERVER();
+    seatlease_client *client = client_at(bad_url(), "weights");
+    CHECK(client != NULL);
+    seatlease_cancel *cancel = NULL;
+    CHECK_CODE(seatlease_cancel_new(&cancel), SEATLEASE_OK);
+    CHECK(!seatlease_cancel_triggered(cancel));
+    seatlease_cancel_trigger(cancel);
+    CHECK(seatlease_cancel_triggered(cancel));
+    seatlease_acquire_options ao;
+    seatlease_acquire_options_init(&ao);
+    ao.cancel = cancel;
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "lic", "pc-1", &ao, NULL, &error), SEATLEASE_ERR_CANCELLED);
+    CHECK(strcmp(seatlease_error_server_code(error), "cancelled") == 0);
+    seatlease_error_free(error);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-1";
+    o.cancel = cancel;
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_ERR_CANCELLED);
+    CHECK(lease == NULL);
+    seatlease_cancel_free(cancel);
+    seatlease_client_free(client);
+}
+
+/* Structs of every size: an older (smaller) one takes the defaults past it, a newer
+ * (larger) one is taken while what this library does not know is unset. */
+static void option_structs_of_other_sizes(void) {
+    seatlease_client *client = NULL;
+    seatlease_error *error = NULL;
+    seatlease_options o;
+    seatlease_options_init(&o);
+    CHECK(o.struct_size == sizeof o && o.timeout_seconds == 10 && o.machine_id == NULL);
+    o.struct_size = offsetof(seatlease_options, verify); /* older than 0.1 even */
+    o.verify = 1; /* past its size: never read */
+    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", &o, &client, NULL), SEATLEASE_OK);
+    CHECK(client->verifier == NULL && client->options.release_timeout_seconds == 5 &&
+          client->options.token_leeway_seconds == 60);
+    seatlease_client_free(client);
+    o.struct_size = 0;
+    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", &o, &client, &error), SEATLEASE_ERR_ARGUMENT);
+    CHECK(strstr(seatlease_error_message(error), "seatlease_options_init") != NULL);
+    seatlease_error_free(error);
+    o.struct_size = (size_t)1 << 40; /* a struct never given to its _init */
+    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", &o, &client, NULL), SEATLEASE_ERR_ARGUMENT);
+    /* a program built against a newer header: 16 bytes more */
+    unsigned char newer[sizeof(seatlease_options) + 16];
+    seatlease_options_init_sized((seatlease_options *)(void *)newer, sizeof newer);
+    seatlease_options *as_options = (seatlease_options *)(void *)newer;
+    CHECK(as_options->struct_size == sizeof newer && as_options->retries == 5);
+    CHECK(newer[sizeof newer - 1] == 0);
+    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", as_options, &client, NULL), SEATLEASE_OK);
+    seatlease_client_free(client);
+    newer[sizeof newer - 3] = 1; /* a field this library does not know, set */
+    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", as_options, &client, &error), SEATLEASE_ERR_ARGUMENT);
+    CHECK(strstr(seatlease_error_message(error), "newer libseatlease") != NULL);
+    seatlease_error_free(error);
+    /* the 0.1 entry points fill exactly a 0.1 struct */
+    seatlease_lease_options lo;
+    memset(&lo, 0xAB, sizeof lo);
+    (seatlease_lease_options_init)(&lo);
+    CHECK(lo.struct_size == offsetof(seatlease_lease_options, entitlements) && lo.seats == 0);
+    CHECK(*(unsigned char *)&lo.entitlements == 0xAB); /* untouched: past a 0.1 struct */
+    CHECK(strcmp(seatlease_version(), SEATLEASE_VERSION) == 0);
+    CHECK(seatlease_version_number() == SEATLEASE_VERSION_NUMBER && SEATLEASE_VERSION_NUMBER >= 0x000200);
+}
+
 static void misuse_is_an_argument_error(void) {
     seatlease_client *client = NULL;
     seatlease_error *error = NULL;
@@ -222,6 +561,13 @@ int main(int argc, char **argv) {
         {"every_bad_answer_is_a_typed_error", every_bad_answer_is_a_typed_error},
         {"weights_are_sent_and_read", weights_are_sent_and_read},
         {"misuse_is_an_argument_error", misuse_is_an_argument_error},
+        {"a_retry_after_never_outlasts_the_max_backoff", a_retry_after_never_outlasts_the_max_backoff},
+        {"a_heartbeat_of_an_unknown_session_is_recovered_by_its_token", a_heartbeat_of_an_unknown_session_is_recovered_by_its_token},
+        {"an_ended_term_ends_the_seat_and_is_said_once", an_ended_term_ends_the_seat_and_is_said_once},
+        {"a_suspended_license_keeps_its_held_seats", a_suspended_license_keeps_its_held_seats},
+        {"a_client_freed_before_its_leases_goes_with_the_last", a_client_freed_before_its_leases_goes_with_the_last},
+        {"a_triggered_cancel_ends_a_call_before_it_starts", a_triggered_cancel_ends_a_call_before_it_starts},
+        {"option_structs_of_other_sizes", option_structs_of_other_sizes},
     };
     return run_tests("bad_answers", tests, sizeof tests / sizeof tests[0], argc, argv);
 }

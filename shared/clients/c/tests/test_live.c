@@ -11,6 +11,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define NEED_STACK()                                                                      \
     do {                                                                                  \
@@ -75,6 +77,23 @@ static int regained_once(void *context) {
     return done;
 }
 
+static int lease_lost(void *context) {
+    seatlease_lease_info info;
+    seatlease_lease_get_info(context, &info);
+    return info.lost;
+}
+
+/* A heartbeat answered 410 among those logged after the first *context. */
+static int a_heartbeat_refused_since(void *context) {
+    cJSON *log = requests("/heartbeat");
+    int refused = 0;
+    for (int i = *(int *)context; i < cJSON_GetArraySize(log); i++) {
+        refused |= cJSON_GetObjectItem(cJSON_GetArrayItem(log, i), "status")->valueint == 410;
+    }
+    cJSON_Delete(log);
+    return refused;
+}
+
 static int only_live_seat(const char *license_id, const char *session_id, const char *client_id) {
     cJSON *seats = live(license_id);
     int ok = cJSON_GetArraySize(seats) == 1;
@@ -125,36 +144,63 @@ static void lease_life_past_three_leases_a_redis_flush_and_a_revoke(void) {
     cJSON_Delete(after);
     CHECK(beats >= 8 && beats <= 14);
 
-    /* an operator revokes the lease: the next heartbeat answers 410, a new seat at once */
+    /* An operator revokes the lease and another client takes both seats before the next
+     * heartbeat: that heartbeat answers 410, its retry with the token finds no seat for it,
+     * the seat is lost ("unknown"), asked for again, and regained once the other lets go. */
     char revoke[256];
     snprintf(revoke, sizeof revoke, "{\"license_id\": \"c-life\", \"session_id\": \"%s\"}",
              first.session_id);
     cJSON_Delete(control("revoke", revoke));
-    CHECK(eventually(5, regained_once, &w));
+    seatlease_acquire_options both;
+    seatlease_acquire_options_init(&both);
+    both.seats = 2;
+    seatlease_answer *other = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-life", "ws-2", &both, &other, NULL), SEATLEASE_OK);
+    CHECK(eventually(5, lease_lost, lease));
+    sleep_seconds(0.7); /* the re-acquires are answered 409: still lost */
     pthread_mutex_lock(&w.mu);
-    int lost = w.lost;
+    int lost = w.lost, regained = w.regained;
     pthread_mutex_unlock(&w.mu);
-    CHECK(lost == 1);
+    CHECK(lost == 1 && regained == 0 && lease_lost(lease));
+    CHECK_CODE(seatlease_release(client, "c-life", seatlease_answer_session_id(other), NULL, NULL), SEATLEASE_OK);
+    seatlease_answer_free(other);
+    CHECK(eventually(5, regained_once, &w));
     seatlease_lease_info again;
     seatlease_lease_get_info(lease, &again);
     CHECK(!again.lost && strcmp(again.session_id, first.session_id) != 0);
     CHECK(only_live_seat("c-life", again.session_id, "ws-1"));
 
-    /* Redis forgets every seat: 410 "unknown", and the seat is regained again */
+    /* Redis forgets every seat (a region lost): the next heartbeat answers 410 "unknown",
+     * its one retry with the lease's token (a fresh request_id) re-admits the session: the
+     * same seat, no on_lost. */
+    cJSON *log = requests("/heartbeat");
+    int before_flush = cJSON_GetArraySize(log);
+    cJSON_Delete(log);
     cJSON_Delete(control("flush", "{}"));
-    sleep_seconds(0.1);
-    double deadline = now_seconds() + 5;
-    for (;;) {
-        pthread_mutex_lock(&w.mu);
-        int done = w.regained == 2;
-        pthread_mutex_unlock(&w.mu);
-        if (done) break;
-        CHECK(now_seconds() < deadline);
-        sleep_seconds(0.05);
+    CHECK(eventually(5, a_heartbeat_refused_since, &before_flush));
+    sleep_seconds(1.5); /* the retry re-admitted it; later heartbeats renew it */
+    log = requests("/heartbeat");
+    int n = cJSON_GetArraySize(log), refused_at = -1, renewed_after = 1;
+    for (int i = before_flush; i < n; i++) {
+        int status = cJSON_GetObjectItem(cJSON_GetArrayItem(log, i), "status")->valueint;
+        if (refused_at < 0 && status == 410) {
+            refused_at = i;
+        } else if (refused_at >= 0) {
+            renewed_after &= status == 200;
+        }
     }
-    CHECK(strcmp(w.reasons, "unknown,unknown,") == 0);
+    int fresh_id = refused_at >= 0 && refused_at + 1 < n &&
+                   strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(log, refused_at), "request_id")->valuestring,
+                          cJSON_GetObjectItem(cJSON_GetArrayItem(log, refused_at + 1), "request_id")->valuestring) != 0;
+    cJSON_Delete(log);
+    CHECK(refused_at >= 0 && renewed_after && fresh_id);
+    pthread_mutex_lock(&w.mu);
+    int unchanged = w.lost == 1 && w.regained == 1 && strcmp(w.reasons, "unknown,") == 0;
+    pthread_mutex_unlock(&w.mu);
+    CHECK(unchanged);
     seatlease_lease_info third;
     seatlease_lease_get_info(lease, &third);
+    CHECK(!third.lost && strcmp(third.session_id, again.session_id) == 0);
     CHECK(only_live_seat("c-life", third.session_id, "ws-1"));
     CHECK_CODE(seatlease_lease_release(lease, &error), SEATLEASE_OK);
     CHECK_CODE(seatlease_lease_release(lease, &error), SEATLEASE_OK); /* once */
@@ -415,22 +461,16 @@ static void release_from_the_on_lost_callback(void) {
     o.user_data = &c;
     seatlease_lease *lease = NULL;
     CHECK_CODE(seatlease_lease_acquire(client, "c-callback", &o, &lease, NULL), SEATLEASE_OK);
-    cJSON_Delete(control("flush", "{}"));
+    cJSON_Delete(control("outage", "{\"seconds\": 3}")); /* longer than the lease: lost */
     CHECK(eventually(5, closer_called, &c));
     CHECK_CODE(c.code, SEATLEASE_OK);
     seatlease_lease_info info;
     seatlease_lease_get_info(lease, &info);
     CHECK(info.released && info.lost);
-    sleep_seconds(1.5); /* no re-acquire after the release */
+    sleep_seconds(2.5); /* no re-acquire after the release, once the outage is over */
     CHECK(live_count("c-callback") == 0);
     seatlease_lease_free(lease);
     seatlease_client_free(client);
-}
-
-static int lease_lost(void *context) {
-    seatlease_lease_info info;
-    seatlease_lease_get_info(context, &info);
-    return info.lost;
 }
 
 static int lease_held(void *context) { return !lease_lost(context); }
@@ -813,11 +853,340 @@ static void a_weighted_lease(void) {
     CHECK_CODE(seatlease_release(client, "c-weights", seatlease_answer_session_id(answer), NULL, NULL), SEATLEASE_OK);
     seatlease_answer_free(answer);
     CHECK(weight_of("c-weights", "render-1") == 3);
-    cJSON_Delete(control("flush", "{}")); /* the seat is lost: the re-acquire asks for 3 */
+    seatlease_lease_get_info(lease, &info);
+    char session[128];
+    snprintf(session, sizeof session, "%s", info.session_id);
+    cJSON_Delete(control("flush", "{}")); /* forgotten: re-admitted by its token, with its weight */
+    sleep_seconds(2.5);
+    seatlease_lease_get_info(lease, &info);
+    pthread_mutex_lock(&w.mu);
+    int regained = w.regained;
+    pthread_mutex_unlock(&w.mu);
+    CHECK(regained == 0 && !info.lost && strcmp(info.session_id, session) == 0);
+    CHECK(seatlease_lease_seats(lease) == 3 && weight_of("c-weights", "render-1") == 3);
+    /* longer than the lease: lost, and the re-acquire asks for the same weight */
+    cJSON_Delete(control("outage", "{\"seconds\": 4}"));
     CHECK(eventually(10, regained_once, &w));
+    seatlease_lease_get_info(lease, &info);
+    CHECK(strcmp(info.session_id, session) != 0);
     CHECK(seatlease_lease_seats(lease) == 3 && weight_of("c-weights", "render-1") == 3);
     seatlease_lease_free(lease);
     seatlease_client_free(client);
+}
+
+/* -- cancel ------------------------------------------------------------------------------- */
+
+typedef struct {
+    seatlease_cancel *cancel;
+    double delay, triggered_at;
+} canceller;
+
+static void *cancel_later(void *argument) {
+    canceller *c = argument;
+    sleep_seconds(c->delay);
+    c->triggered_at = now_seconds();
+    seatlease_cancel_trigger(c->cancel);
+    return NULL;
+}
+
+/* A lease_acquire (waiting for ever when wait is set) cancelled from another thread after
+ * 0.6 s; its code, and in *late how long after the trigger it returned. */
+static seatlease_code cancelled_acquire(seatlease_client *client, const char *license_id,
+                                        const char *client_id, int wait, double *late) {
+    canceller c = {NULL, 0.6, 0};
+    if (seatlease_cancel_new(&c.cancel) != SEATLEASE_OK) {
+        return SEATLEASE_ERR_NO_MEMORY;
+    }
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = client_id;
+    o.wait = wait; /* wait_timeout_seconds 0: for ever */
+    o.cancel = c.cancel;
+    seatlease_lease *lease = NULL;
+    seatlease_error *error = NULL;
+    pthread_t thread;
+    pthread_create(&thread, NULL, cancel_later, &c);
+    seatlease_code code = seatlease_lease_acquire(client, license_id, &o, &lease, &error);
+    double returned = now_seconds();
+    pthread_join(thread, NULL);
+    *late = returned - c.triggered_at;
+    if (code == SEATLEASE_ERR_CANCELLED && strcmp(seatlease_error_server_code(error), "cancelled") != 0) {
+        code = SEATLEASE_ERR_HTTP; /* not the cancel's error */
+    }
+    seatlease_error_free(error);
+    seatlease_lease_free(lease);
+    seatlease_cancel_free(c.cancel);
+    return code;
+}
+
+/* A Cancel button: the wait on a full license, the wait in line, and an acquire whose
+ * answer is stalled all end within a second of the trigger, with SEATLEASE_ERR_CANCELLED. */
+static void a_wait_is_cancelled_from_another_thread(void) {
+    NEED_STACK();
+    make_license("c-cancel", "{\"seats\": 1, \"lease_seconds\": 60}");
+    make_license("c-cancel-line", "{\"seats\": 1, \"lease_seconds\": 60, \"policy\": {\"queue\": true, \"queue_hold_seconds\": 30}}");
+    make_license("c-cancel-stall", "{\"seats\": 2, \"lease_seconds\": 60}");
+    seatlease_client *client = served_client(1, 0.05);
+    CHECK(client != NULL);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "holder";
+    seatlease_lease *full = NULL, *line = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-cancel", &o, &full, NULL), SEATLEASE_OK);
+    CHECK_CODE(seatlease_lease_acquire(client, "c-cancel-line", &o, &line, NULL), SEATLEASE_OK);
+    double late = 99;
+    CHECK_CODE(cancelled_acquire(client, "c-cancel", "waiter", 1, &late), SEATLEASE_ERR_CANCELLED);
+    CHECK(late >= 0 && late < 1.0);
+    CHECK_CODE(cancelled_acquire(client, "c-cancel-line", "waiter", 1, &late), SEATLEASE_ERR_CANCELLED);
+    CHECK(late >= 0 && late < 1.0);
+    cJSON_Delete(control("stall", "{\"path\": \"/acquire\", \"seconds\": 5}"));
+    CHECK_CODE(cancelled_acquire(client, "c-cancel-stall", "stalled", 0, &late), SEATLEASE_ERR_CANCELLED);
+    CHECK(late >= 0 && late < 1.0); /* the transfer in flight was aborted */
+    seatlease_lease_free(full);
+    seatlease_lease_free(line);
+    seatlease_client_free(client);
+}
+
+/* A full wait queue: its own code (a "no seats": a wait waits it out). */
+static void a_full_queue_is_queue_full(void) {
+    NEED_STACK();
+    make_license("c-queue-full", "{\"seats\": 1, \"lease_seconds\": 30, \"policy\": {\"queue\": true, \"queue_max\": 1, \"queue_hold_seconds\": 30}}");
+    seatlease_client *client = served_client(0, 0.05);
+    CHECK(client != NULL);
+    seatlease_answer *holder = NULL, *place = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-queue-full", "holder", NULL, &holder, NULL), SEATLEASE_OK);
+    seatlease_acquire_options ao;
+    seatlease_acquire_options_init(&ao);
+    ao.queue = 1;
+    CHECK_CODE(seatlease_acquire(client, "c-queue-full", "w1", &ao, &place, NULL), SEATLEASE_OK);
+    CHECK(seatlease_answer_queued(place) && seatlease_answer_position(place) == 1);
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-queue-full", "w2", &ao, NULL, &error), SEATLEASE_ERR_QUEUE_FULL);
+    CHECK(seatlease_error_status(error) == 409 && strcmp(seatlease_error_server_code(error), "queue_full") == 0);
+    CHECK(seatlease_error_queue_max(error) == 1 && seatlease_error_seats_total(error) == 1);
+    CHECK(seatlease_code_is_no_seats(seatlease_error_code(error)) &&
+          !seatlease_code_is_no_seats(SEATLEASE_ERR_SEATS_MISMATCH));
+    CHECK(strcmp(seatlease_code_name(SEATLEASE_ERR_QUEUE_FULL), "queue_full") == 0);
+    seatlease_error_free(error);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "w2";
+    o.wait = 1;
+    o.wait_timeout_seconds = 1.5;
+    seatlease_lease *never = NULL;
+    double started = now_seconds();
+    CHECK_CODE(seatlease_lease_acquire(client, "c-queue-full", &o, &never, NULL), SEATLEASE_ERR_SEAT_WAIT_TIMEOUT);
+    CHECK(now_seconds() - started >= 1.4); /* waited out, not returned at once */
+    seatlease_answer_free(place);
+    CHECK_CODE(seatlease_release(client, "c-queue-full", seatlease_answer_session_id(holder), NULL, NULL), SEATLEASE_OK);
+    seatlease_answer_free(holder);
+    seatlease_client_free(client);
+}
+
+/* What the product needs, asked with every acquire: entitlements and its version. */
+static void entitlements_and_version_are_asked(void) {
+    NEED_STACK();
+    make_license("c-ent", "{\"seats\": 2, \"lease_seconds\": 60, \"entitlements\": [\"pro\", \"render\"], \"max_version\": \"2026.4\"}");
+    seatlease_client *client = served_client(1, 0.05);
+    CHECK(client != NULL);
+    const char *pro[] = {"pro"}, *cloud[] = {"pro", "cloud"};
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "ws-1";
+    o.entitlements = pro;
+    o.entitlement_count = 1;
+    o.version = "2026.1";
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-ent", &o, &lease, NULL), SEATLEASE_OK);
+    CHECK(seatlease_lease_entitlement_count(lease) == 2);
+    char *first = seatlease_lease_entitlement(lease, 0), *second = seatlease_lease_entitlement(lease, 1);
+    int named = first && second && strcmp(first, "pro") == 0 && strcmp(second, "render") == 0;
+    seatlease_string_free(first);
+    seatlease_string_free(second);
+    CHECK(named && seatlease_lease_entitlement(lease, 2) == NULL);
+    seatlease_acquire_options ao;
+    seatlease_acquire_options_init(&ao);
+    ao.entitlements = cloud;
+    ao.entitlement_count = 2;
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "c-ent", "ws-2", &ao, NULL, &error), SEATLEASE_ERR_NOT_ENTITLED);
+    CHECK(seatlease_error_status(error) == 403 && strstr(seatlease_error_body_json(error), "cloud") != NULL);
+    seatlease_error_free(error);
+    ao.entitlements = pro;
+    ao.entitlement_count = 1;
+    ao.version = "2027.1";
+    CHECK_CODE(seatlease_acquire(client, "c-ent", "ws-2", &ao, NULL, &error), SEATLEASE_ERR_VERSION_NOT_ENTITLED);
+    seatlease_error_free(error);
+    o.client_id = "ws-3";
+    o.entitlements = cloud;
+    o.entitlement_count = 2;
+    o.wait = 1; /* a refusal of entitlements is not waited on */
+    seatlease_lease *never = NULL;
+    double started = now_seconds();
+    CHECK_CODE(seatlease_lease_acquire(client, "c-ent", &o, &never, NULL), SEATLEASE_ERR_NOT_ENTITLED);
+    CHECK(never == NULL && now_seconds() - started < 3);
+    CHECK(live_count("c-ent") == 1);
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+}
+
+/* -- borrowed-seat files --------------------------------------------------------------------- */
+
+static char *read_text(const char *path) {
+    FILE *file = fopen(path, "rb");
+    if (file == NULL) {
+        return NULL;
+    }
+    static char text[1 << 20];
+    size_t length = fread(text, 1, sizeof text - 1, file);
+    fclose(file);
+    text[length] = '\0';
+    char *copy = malloc(length + 1);
+    if (copy != NULL) {
+        memcpy(copy, text, length + 1);
+    }
+    return copy;
+}
+
+static int write_text(const char *path, const char *text) {
+    FILE *file = fopen(path, "wb");
+    if (file == NULL) {
+        return -1;
+    }
+    int ok = fputs(text, file) >= 0;
+    return fclose(file) == 0 && ok ? 0 : -1;
+}
+
+static seatlease_client *borrowing_client(const char *pins_text, const char *machine_id) {
+    static char pins_copy[2048];
+    const char *pins[8];
+    size_t count = 0;
+    if (pins_text != NULL) {
+        snprintf(pins_copy, sizeof pins_copy, "%s", pins_text);
+        for (char *pin = strtok(pins_copy, ","); pin != NULL && count < 8; pin = strtok(NULL, ",")) {
+            pins[count++] = pin;
+        }
+    }
+    seatlease_options options;
+    seatlease_options_init(&options);
+    options.pinned_keys = pins;
+    options.pinned_key_count = count;
+    options.tenant_id = count > 0 ? "acme" : NULL;
+    options.machine_id = machine_id;
+    options.backoff_seconds = 0.05;
+    seatlease_client *client = NULL;
+    return seatlease_client_new(served_url(), served_key(), &options, &client, NULL) == SEATLEASE_OK ? client : NULL;
+}
+
+static int holds_a_seat(const char *license_id, const char *client_id) {
+    cJSON *seats = live(license_id), *seat;
+    int held = 0;
+    cJSON_ArrayForEach(seat, seats) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(seat, "client_id");
+        held |= cJSON_IsString(c) && strcmp(c->valuestring, client_id) == 0;
+    }
+    cJSON_Delete(seats);
+    return held;
+}
+
+static seatlease_code load_code(seatlease_client *client, const char *path) {
+    seatlease_borrowed *borrowed = NULL;
+    seatlease_code code = seatlease_borrowed_load(client, path, &borrowed, NULL);
+    seatlease_borrowed_free(borrowed);
+    return code;
+}
+
+/* A seat borrowed by the Python client loads here; one borrowed here is left for the
+ * Python client (tests/test_client_c.py loads it after this suite); a round trip here:
+ * borrow, load, an edited file, another machine, another vendor's keys, no file, return. */
+static void borrowed_seat_files_are_the_python_clients(void) {
+    NEED_STACK();
+    const char *pins = getenv("SEATLEASE_TEST_PINNED_KEYS");
+    const char *machine = getenv("SEATLEASE_TEST_MACHINE_ID");
+    const char *from_python = getenv("SEATLEASE_BORROWED_FROM_PYTHON");
+    const char *for_python = getenv("SEATLEASE_BORROWED_FOR_PYTHON");
+    const char *this_machine = getenv("SEATLEASE_TEST_THIS_MACHINE");
+    if (!pins || !machine || !from_python || !for_python || !this_machine) {
+        SKIP("the borrowed files' environment is not set: run through pytest tests/test_client_c.py");
+    }
+    seatlease_client *client = borrowing_client(pins, machine);
+    CHECK(client != NULL);
+    seatlease_borrowed *python = NULL, *mine = NULL, *again = NULL;
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_borrowed_load(client, from_python, &python, &error), SEATLEASE_OK);
+    CHECK(strcmp(seatlease_borrowed_license_id(python), "c-borrow-files") == 0 &&
+          strcmp(seatlease_borrowed_client_id(python), "py-laptop") == 0);
+    CHECK(seatlease_borrowed_seconds(python) == 3600 && seatlease_borrowed_seats(python) == 1);
+    CHECK(seatlease_borrowed_seconds_left(python) > 3000 && strchr(seatlease_borrowed_token(python), '.'));
+    seatlease_borrowed_free(python);
+
+    CHECK_CODE(seatlease_borrow(client, "c-borrow-files", "c-laptop", 3600, for_python, NULL, &mine, &error), SEATLEASE_OK);
+    seatlease_borrowed_free(mine); /* left for the Python client */
+
+    char folder[] = "/tmp/seatlease-c-borrow-XXXXXX";
+    CHECK(mkdtemp(folder) != NULL);
+    char path[128], edited[128];
+    snprintf(path, sizeof path, "%s/seat.json", folder);
+    snprintf(edited, sizeof edited, "%s/edited.json", folder);
+    CHECK_CODE(seatlease_borrow(client, "c-borrow-files", "c-roundtrip", 600, path, NULL, &mine, &error), SEATLEASE_OK);
+    struct stat saved;
+    CHECK(stat(path, &saved) == 0 && (saved.st_mode & 0777) == 0600);
+    CHECK(seatlease_borrowed_seconds(mine) == 600 && seatlease_borrowed_expires_at(mine) > 0);
+    CHECK(holds_a_seat("c-borrow-files", "c-laptop") && holds_a_seat("c-borrow-files", "c-roundtrip"));
+    CHECK_CODE(seatlease_borrowed_load(client, path, &again, NULL), SEATLEASE_OK);
+    CHECK(strcmp(seatlease_borrowed_session_id(again), seatlease_borrowed_session_id(mine)) == 0);
+    seatlease_borrowed_free(again);
+
+    char *text = read_text(path);
+    CHECK(text != NULL && strstr(text, "\"seatlease-borrowed-seat/1\"") != NULL);
+    char *at;
+    while ((at = strstr(text, "c-roundtrip")) != NULL) {
+        at[10] = 'q'; /* another client_id in the request and the answer */
+    }
+    int written = write_text(edited, text);
+    free(text);
+    CHECK(written == 0);
+    CHECK_CODE(load_code(client, edited), SEATLEASE_ERR_TOKEN_MISMATCH);
+    CHECK(write_text(edited, "{\"format\": \"something else\"}") == 0);
+    CHECK_CODE(load_code(client, edited), SEATLEASE_ERR_MALFORMED_TOKEN);
+    remove(edited);
+    CHECK_CODE(load_code(client, edited), SEATLEASE_ERR_FILE);
+
+    seatlease_client *elsewhere = borrowing_client(pins, "another machine");
+    seatlease_client *unpinned = borrowing_client(NULL, machine);
+    seatlease_client *other_vendor = borrowing_client("4P6zMz3qNlp82HWLnCvYcqHJfiULC1etRbo2YHystqk", machine);
+    CHECK(elsewhere && unpinned && other_vendor);
+    CHECK_CODE(load_code(elsewhere, path), SEATLEASE_ERR_TOKEN_WRONG_MACHINE);
+    CHECK_CODE(load_code(unpinned, path), SEATLEASE_OK); /* only the saved JWKS vouches */
+    CHECK_CODE(load_code(other_vendor, path), SEATLEASE_ERR_UNTRUSTED_KEY);
+    seatlease_client_free(elsewhere);
+    seatlease_client_free(unpinned);
+    seatlease_client_free(other_vendor);
+
+    /* the borrowed seat keeps its client: returned after the client was freed */
+    seatlease_client_free(client);
+    seatlease_answer *back = NULL;
+    CHECK_CODE(seatlease_borrowed_return(mine, &back, &error), SEATLEASE_OK);
+    CHECK(seatlease_answer_released(back) && access(path, F_OK) != 0);
+    CHECK(!holds_a_seat("c-borrow-files", "c-roundtrip"));
+    seatlease_answer_free(back);
+    seatlease_borrowed_free(mine);
+
+    /* no machine_id: the system's, the same fingerprint as the Python client's */
+    seatlease_client *system = borrowing_client(pins, NULL);
+    CHECK_CODE(seatlease_borrow(system, "c-borrow-files", "c-system", 60, path, NULL, &mine, &error), SEATLEASE_OK);
+    text = read_text(path);
+    cJSON *document = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *request = cJSON_GetObjectItemCaseSensitive(document, "request");
+    const cJSON *fingerprint = cJSON_GetObjectItemCaseSensitive(request, "fingerprint");
+    int same = cJSON_IsString(fingerprint) && strcmp(fingerprint->valuestring, this_machine) == 0;
+    cJSON_Delete(document);
+    CHECK(same);
+    CHECK_CODE(seatlease_borrowed_return(mine, NULL, NULL), SEATLEASE_OK);
+    seatlease_borrowed_free(mine);
+    seatlease_client_free(system);
+    rmdir(folder);
 }
 
 int main(int argc, char **argv) {
@@ -839,6 +1208,10 @@ int main(int argc, char **argv) {
         {"a_licenses_terms_and_a_machine_bound_seat", a_licenses_terms_and_a_machine_bound_seat},
         {"a_suspended_license_is_license_suspended_until_it_is_resumed", a_suspended_license_is_license_suspended_until_it_is_resumed},
         {"a_weighted_lease", a_weighted_lease},
+        {"a_wait_is_cancelled_from_another_thread", a_wait_is_cancelled_from_another_thread},
+        {"a_full_queue_is_queue_full", a_full_queue_is_queue_full},
+        {"entitlements_and_version_are_asked", entitlements_and_version_are_asked},
+        {"borrowed_seat_files_are_the_python_clients", borrowed_seat_files_are_the_python_clients},
     };
     return run_tests("live", tests, sizeof tests / sizeof tests[0], argc, argv);
 }

@@ -24,8 +24,9 @@ static cJSON *load_vectors(void) {
     return vectors;
 }
 
-static seatlease_code fetch_jwks(void *context, char **document, seatlease_error **error) {
-    (void)error;
+static seatlease_code fetch_jwks(void *context, sl_stopper *stopper, char **document,
+                                 seatlease_error **error) {
+    (void)stopper, (void)error;
     char *printed = cJSON_PrintUnformatted(context);
     *document = sl_strdup(printed);
     cJSON_free(printed);
@@ -97,7 +98,7 @@ static void every_vector(void) {
         cJSON *claims = NULL;
         seatlease_error *error = NULL;
         seatlease_code code = verifier ? sl_verifier_check(verifier, fn, request, answer, status,
-                                                           &claims, &error)
+                                                           NULL, &claims, &error)
                                        : SEATLEASE_ERR_ARGUMENT;
         int ok;
         if (strcmp(expect, "ok") == 0) {
@@ -161,7 +162,7 @@ static void leeway_by_the_verifiers_clock(void) {
     seatlease_code got[4];
     for (int i = 0; i < 4; i++) {
         sl_verifier *verifier = verifier_for(vectors, good, at[i]);
-        got[i] = sl_verifier_check(verifier, "acquire", request, answer, 201, NULL, NULL);
+        got[i] = sl_verifier_check(verifier, "acquire", request, answer, 201, NULL, NULL, NULL);
         sl_verifier_free(verifier);
     }
     cJSON_Delete(vectors);

@@ -1,0 +1,311 @@
+/*
+ * seatlease.h: the C client of seatlease, a floating-license seat service.
+ *
+ * C11, one header, a stable C ABI: opaque handles, plain types, no C++ in the interface.
+ * Hold a seat (acquire, heartbeats on a background thread at the server's interval, a new
+ * seat asked for at once when the old one is lost, release), make plain calls, and verify
+ * every signed answer (Ed25519 JWTs against the deployment's JWKS and the vendor's pinned
+ * keys). Thread-safe: one client may be shared by any number of threads. There is no
+ * global state beyond seatlease_global_init(). Everything returned that must be freed
+ * names its free function; every allocation has one.
+ *
+ * Errors: every call that can fail returns a seatlease_code (SEATLEASE_OK is 0) and,
+ * when `error` is not NULL, stores a seatlease_error (free it with seatlease_error_free)
+ * with the HTTP status, the server's machine code and its message.
+ */
+#ifndef SEATLEASE_H
+#define SEATLEASE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(SEATLEASE_SHARED)
+#  ifdef SEATLEASE_BUILDING
+#    define SEATLEASE_API __declspec(dllexport)
+#  else
+#    define SEATLEASE_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__)
+#  define SEATLEASE_API __attribute__((visibility("default")))
+#else
+#  define SEATLEASE_API
+#endif
+
+#define SEATLEASE_VERSION "0.1.0"
+
+/* The kinds of error. Values are part of the ABI: new ones are only ever appended. */
+typedef enum seatlease_code {
+    SEATLEASE_OK = 0,
+    SEATLEASE_ERR_ARGUMENT = 1,           /* a bad argument (NULL, a bad URL or pinned key) */
+    SEATLEASE_ERR_NO_MEMORY = 2,
+    SEATLEASE_ERR_INVALID_REQUEST = 3,    /* 400 */
+    SEATLEASE_ERR_UNAUTHENTICATED = 4,    /* 401: API key missing, unknown or revoked */
+    SEATLEASE_ERR_LICENSE_SUSPENDED = 5,  /* 403 */
+    SEATLEASE_ERR_USER_DENIED = 6,        /* 403 user_denied (also a suspension) */
+    SEATLEASE_ERR_LICENSE_NOT_FOUND = 7,  /* 404 */
+    SEATLEASE_ERR_NO_SEATS_AVAILABLE = 8, /* 409 */
+    SEATLEASE_ERR_USER_LIMIT_REACHED = 9, /* 409 user_limit_reached (also no seats) */
+    SEATLEASE_ERR_SEAT_WAIT_TIMEOUT = 10, /* waited, and no seat came free in time */
+    SEATLEASE_ERR_SESSION_EXPIRED = 11,   /* 410 */
+    SEATLEASE_ERR_BACKEND_UNAVAILABLE = 12, /* unreachable, or 503/429/502/504 throughout */
+    SEATLEASE_ERR_HTTP = 13,              /* any other status (a 500, a redirect): not retried */
+    SEATLEASE_ERR_INVALID_RESPONSE = 14,  /* a 2xx that is not the expected JSON, or too big */
+    SEATLEASE_ERR_TOKEN_MISSING = 15,     /* token_missing */
+    SEATLEASE_ERR_MALFORMED_TOKEN = 16,   /* token_malformed */
+    SEATLEASE_ERR_UNKNOWN_KEY_ID = 17,    /* token_unknown_kid */
+    SEATLEASE_ERR_UNTRUSTED_KEY = 18,     /* token_untrusted_key */
+    SEATLEASE_ERR_BAD_SIGNATURE = 19,     /* token_bad_signature */
+    SEATLEASE_ERR_WRONG_AUDIENCE = 20,    /* token_wrong_audience */
+    SEATLEASE_ERR_TOKEN_EXPIRED = 21,     /* token_expired */
+    SEATLEASE_ERR_TOKEN_REPLAYED = 22,    /* token_replayed */
+    SEATLEASE_ERR_TOKEN_MISMATCH = 23,    /* token_mismatch */
+    SEATLEASE_ERR_CANCELLED = 24,         /* the lease was released while the call ran */
+    SEATLEASE_ERR_LICENSE_NOT_STARTED = 25,   /* 403 license_not_started (also a suspension) */
+    SEATLEASE_ERR_LICENSE_EXPIRED = 26,       /* 403 license_expired (also a suspension) */
+    SEATLEASE_ERR_NOT_ENTITLED = 27,          /* 403 not_entitled (also a suspension) */
+    SEATLEASE_ERR_VERSION_NOT_ENTITLED = 28,  /* 403 version_not_entitled (also a suspension) */
+    SEATLEASE_ERR_TOKEN_WRONG_MACHINE = 29,   /* token_wrong_machine: a borrowed token of
+                                                 another machine (cnf.machine) */
+    SEATLEASE_ERR_SEATS_MISMATCH = 30,        /* 409 seats_mismatch: this client holds a
+                                                 lease of another weight (not a "no seats":
+                                                 waiting does not cure it) */
+    SEATLEASE_ERR_MACHINE_MISMATCH = 31       /* 409 machine_mismatch: this client's seat
+                                                 was borrowed for another machine, which
+                                                 keeps it until it is returned or the borrow
+                                                 ends (not a "no seats": waiting here does
+                                                 not cure it) */
+} seatlease_code;
+
+/* A short constant name of a code ("no_seats_available"); never NULL. */
+SEATLEASE_API const char *seatlease_code_name(seatlease_code code);
+/* Nonzero for the token verification codes (SEATLEASE_ERR_TOKEN_MISSING..TOKEN_MISMATCH,
+ * and SEATLEASE_ERR_TOKEN_WRONG_MACHINE). */
+SEATLEASE_API int seatlease_code_is_token_error(seatlease_code code);
+/* Nonzero for the 403 kinds of a license-suspended error: LICENSE_SUSPENDED, USER_DENIED,
+ * LICENSE_NOT_STARTED, LICENSE_EXPIRED, NOT_ENTITLED, VERSION_NOT_ENTITLED. */
+SEATLEASE_API int seatlease_code_is_license_suspended(seatlease_code code);
+/* A machine's fingerprint (what acquire sends as "fingerprint" and a borrowed token's
+ * cnf.machine names): the lowercase hex SHA-256 of "seatlease-machine/1:" + the machine id
+ * trimmed and lowercased. out: 65 bytes (64 hex digits and a NUL). */
+SEATLEASE_API seatlease_code seatlease_machine_fingerprint(const char *machine_id, char out[65]);
+
+typedef struct seatlease_error seatlease_error;
+SEATLEASE_API seatlease_code seatlease_error_code(const seatlease_error *error);
+/* The HTTP status (0: no answer came back). */
+SEATLEASE_API int seatlease_error_status(const seatlease_error *error);
+/* The server's machine code ("no_seats_available", "network_error", "token_expired"). */
+SEATLEASE_API const char *seatlease_error_server_code(const seatlease_error *error);
+/* The server's (or the client's) human sentence. Never the API key. */
+SEATLEASE_API const char *seatlease_error_message(const seatlease_error *error);
+/* A denial's numbers (409), -1 when absent; retry_after: at least 1 for a 409. */
+SEATLEASE_API int seatlease_error_seats_used(const seatlease_error *error);
+SEATLEASE_API int seatlease_error_seats_total(const seatlease_error *error);
+SEATLEASE_API int seatlease_error_retry_after_seconds(const seatlease_error *error);
+/* Weighted seats (409): the weight asked (a denial's seats_requested, a seats_mismatch's
+ * seats; 1 when the error names none) and a seats_mismatch's weight of the lease held
+ * (held_seats; -1 when absent). */
+SEATLEASE_API int seatlease_error_seats_requested(const seatlease_error *error);
+SEATLEASE_API int seatlease_error_held_seats(const seatlease_error *error);
+/* A SessionExpired's reason ("expired", "unknown"); "" otherwise. */
+SEATLEASE_API const char *seatlease_error_reason(const seatlease_error *error);
+/* The answer's "error" object as JSON text ("{}" when none). */
+SEATLEASE_API const char *seatlease_error_body_json(const seatlease_error *error);
+SEATLEASE_API void seatlease_error_free(seatlease_error *error);
+
+/* Once per process, before any other call (libcurl's and libsodium's initialisation);
+ * not thread-safe itself. Cleanup once at the end, after every client is freed. */
+SEATLEASE_API seatlease_code seatlease_global_init(void);
+SEATLEASE_API void seatlease_global_cleanup(void);
+
+typedef void (*seatlease_log_fn)(void *user_data, int level, const char *message);
+#define SEATLEASE_LOG_INFO 1
+#define SEATLEASE_LOG_WARNING 2
+
+/* Client options: seatlease_options_init() fills the defaults; then set what you need. */
+typedef struct seatlease_options {
+    size_t struct_size;               /* sizeof(seatlease_options), set by _init */
+    double timeout_seconds;           /* per HTTP request (10) */
+    int retries;                      /* extra attempts after a network error or 503 (5; <0: none) */
+    double backoff_seconds;           /* first pause between attempts, doubling with jitter (0.5) */
+    double max_backoff_seconds;       /* largest pause (30) */
+    double max_wait_poll_seconds;     /* longest pause between acquires while waiting (30) */
+    double release_timeout_seconds;   /* budget of the release of a lease (5) */
+    int verify;                       /* verify every answer's token (0) */
+    const char *const *pinned_keys;   /* the vendor's Ed25519 keys: JWK "x", a JWK (JSON) or PEM */
+    size_t pinned_key_count;          /* > 0 turns verify on */
+    const char *tenant_id;            /* the tenant the tokens' aud must name (NULL: any) */
+    double token_leeway_seconds;      /* clock slack on exp/nbf/iat (60; <0: none) */
+    const char *jwks_url;             /* NULL: <base_url>/keys */
+    seatlease_log_fn log;             /* retries at INFO, losses and regains at WARNING (NULL: none) */
+    void *log_user_data;
+} seatlease_options;
+
+SEATLEASE_API void seatlease_options_init(seatlease_options *options);
+
+typedef struct seatlease_client seatlease_client;
+
+/* A client for base_url (http:// or https://, the functions' base). Strings are copied. */
+SEATLEASE_API seatlease_code seatlease_client_new(const char *base_url, const char *api_key,
+                                                  const seatlease_options *options,
+                                                  seatlease_client **client,
+                                                  seatlease_error **error);
+/* Free a client: every lease made with it must be freed first. */
+SEATLEASE_API void seatlease_client_free(seatlease_client *client);
+
+/* -- plain calls ------------------------------------------------------------------- */
+
+typedef struct seatlease_acquire_options {
+    size_t struct_size;        /* sizeof(seatlease_acquire_options), set by _init */
+    int lease_seconds;         /* 0: the license's default */
+    int borrow_seconds;        /* > 0: borrow the seat for that long (no heartbeats) */
+    const char *metadata_json; /* a flat JSON object, shown to operators (NULL: none) */
+    const char *user;          /* who asks (a policy may require it; NULL: not sent) */
+    const char *host;
+    int queue;                 /* on a full license with a wait queue: a place in line (202) */
+    const char *ticket;        /* a previous place's ticket, to keep it */
+    const char *request_id;    /* the same id for a retry of your own: answered exactly once
+                                  (NULL: a fresh one, reused by the client's own retries) */
+    const char *fingerprint;   /* bind the seat to this machine: seatlease_machine_fingerprint
+                                  (the token's cnf.machine; NULL: not sent) */
+    int seats;                 /* the lease's weight: it counts as that many of the license's
+                                  seats (at most its seats). 0: not sent (1 for a new lease, a
+                                  renewal keeps the held lease's); another weight than a held
+                                  lease's is SEATLEASE_ERR_SEATS_MISMATCH */
+} seatlease_acquire_options;
+
+SEATLEASE_API void seatlease_acquire_options_init(seatlease_acquire_options *options);
+
+typedef struct seatlease_answer seatlease_answer;
+SEATLEASE_API const char *seatlease_answer_session_id(const seatlease_answer *answer);
+SEATLEASE_API int seatlease_answer_seats_used(const seatlease_answer *answer);
+SEATLEASE_API int seatlease_answer_seats_total(const seatlease_answer *answer);
+/* The lease's (or a place in line's) weight: how many of the license's seats it counts as
+ * (1 when the answer does not say). */
+SEATLEASE_API int seatlease_answer_seats(const seatlease_answer *answer);
+SEATLEASE_API int seatlease_answer_lease_seconds(const seatlease_answer *answer);
+SEATLEASE_API int seatlease_answer_heartbeat_interval_seconds(const seatlease_answer *answer);
+/* The server's deadline, Unix seconds (0 when absent). */
+SEATLEASE_API double seatlease_answer_expires_at(const seatlease_answer *answer);
+SEATLEASE_API int seatlease_answer_released(const seatlease_answer *answer);
+SEATLEASE_API int seatlease_answer_borrowed(const seatlease_answer *answer);
+/* A 202 place in line: queued, position (1: the head), ticket, retry_after_seconds. */
+SEATLEASE_API int seatlease_answer_queued(const seatlease_answer *answer);
+SEATLEASE_API int seatlease_answer_position(const seatlease_answer *answer);
+SEATLEASE_API const char *seatlease_answer_ticket(const seatlease_answer *answer);
+SEATLEASE_API int seatlease_answer_retry_after_seconds(const seatlease_answer *answer);
+/* The license's terms (signed by the token as ent, lexp, maxv): its entitlements (count 0
+ * when none), its end and its grace's end (Unix seconds, 0 when none), whether it is in its
+ * grace, and the highest product version it covers ("" when any). */
+SEATLEASE_API int seatlease_answer_entitlement_count(const seatlease_answer *answer);
+SEATLEASE_API const char *seatlease_answer_entitlement(const seatlease_answer *answer, int index);
+SEATLEASE_API double seatlease_answer_license_expires_at(const seatlease_answer *answer);
+SEATLEASE_API double seatlease_answer_license_grace_ends_at(const seatlease_answer *answer);
+SEATLEASE_API int seatlease_answer_in_grace(const seatlease_answer *answer);
+SEATLEASE_API const char *seatlease_answer_max_version(const seatlease_answer *answer);
+/* The lease_token or release_token ("" when none; verified when the client verifies). */
+SEATLEASE_API const char *seatlease_answer_token(const seatlease_answer *answer);
+/* The HTTP status and the whole answer as JSON text. */
+SEATLEASE_API int seatlease_answer_status(const seatlease_answer *answer);
+SEATLEASE_API const char *seatlease_answer_json(const seatlease_answer *answer);
+SEATLEASE_API void seatlease_answer_free(seatlease_answer *answer);
+
+/* POST /acquire (retried with backoff on a network error or 503, with the same
+ * request_id). No heartbeats: see seatlease_lease_acquire. */
+SEATLEASE_API seatlease_code seatlease_acquire(seatlease_client *client, const char *license_id,
+                                               const char *client_id,
+                                               const seatlease_acquire_options *options,
+                                               seatlease_answer **answer,
+                                               seatlease_error **error);
+SEATLEASE_API seatlease_code seatlease_heartbeat(seatlease_client *client,
+                                                 const char *license_id,
+                                                 const char *session_id,
+                                                 seatlease_answer **answer,
+                                                 seatlease_error **error);
+SEATLEASE_API seatlease_code seatlease_release(seatlease_client *client, const char *license_id,
+                                               const char *session_id,
+                                               seatlease_answer **answer,
+                                               seatlease_error **error);
+
+/* -- a held seat ------------------------------------------------------------------- */
+
+typedef struct seatlease_lease seatlease_lease;
+
+/* Called on the heartbeat thread: keep them short. reason: "expired", "unknown",
+ * "unreachable", or the refusal's code. They may call seatlease_lease_release (not
+ * seatlease_lease_free). */
+typedef void (*seatlease_lost_fn)(seatlease_lease *lease, const char *reason, void *user_data);
+typedef void (*seatlease_regained_fn)(seatlease_lease *lease, void *user_data);
+
+typedef struct seatlease_lease_options {
+    size_t struct_size;        /* sizeof(seatlease_lease_options), set by _init */
+    const char *client_id;     /* this running copy: acquiring again with it gives the same seat */
+    const char *metadata_json;
+    int lease_seconds;
+    const char *user;
+    const char *host;
+    const char *request_id;    /* of the first acquire (NULL: a fresh one) */
+    int wait;                  /* wait for a seat (in line on a license with a queue) */
+    double wait_timeout_seconds; /* then SEATLEASE_ERR_SEAT_WAIT_TIMEOUT (0: for ever) */
+    seatlease_lost_fn on_lost;
+    seatlease_regained_fn on_regained;
+    void *user_data;
+    const char *fingerprint;   /* bind every seat to this machine (NULL: not sent) */
+    int seats;                 /* the lease's weight (see seatlease_acquire_options), asked for
+                                  by the first acquire and by every re-acquire after a loss
+                                  (0: not sent) */
+} seatlease_lease_options;
+
+SEATLEASE_API void seatlease_lease_options_init(seatlease_lease_options *options);
+
+/* Acquire a seat and keep it by heartbeats on a background thread until released. */
+SEATLEASE_API seatlease_code seatlease_lease_acquire(seatlease_client *client,
+                                                     const char *license_id,
+                                                     const seatlease_lease_options *options,
+                                                     seatlease_lease **lease,
+                                                     seatlease_error **error);
+
+/* A copy of the lease's state at one moment. */
+typedef struct seatlease_lease_info {
+    char session_id[128];     /* a new one after the seat was lost and regained */
+    double expires_at;        /* the server's deadline, Unix seconds */
+    int lease_seconds;
+    int heartbeat_interval_seconds;
+    int seats_used;
+    int seats_total;
+    int overage;
+    int lost;                 /* from the moment the seat is known gone until regained */
+    char lost_reason[64];
+    int released;
+    int verified;             /* the last grant's token was verified */
+} seatlease_lease_info;
+
+SEATLEASE_API void seatlease_lease_get_info(seatlease_lease *lease, seatlease_lease_info *info);
+/* The lease's weight as the last answer gave it (1 when the server does not say). */
+SEATLEASE_API int seatlease_lease_seats(seatlease_lease *lease);
+/* The last verified lease token, a copy: free it with seatlease_string_free (NULL: none). */
+SEATLEASE_API char *seatlease_lease_token(seatlease_lease *lease);
+SEATLEASE_API void seatlease_string_free(char *text);
+/* The license's terms as the last answer gave them (its token signed them): the
+ * entitlements as a JSON array and the highest product version, copies to free with
+ * seatlease_string_free (NULL: none given); the license's end and its grace's end (Unix
+ * seconds, 0: none) and whether it is in its grace (any pointer may be NULL). */
+SEATLEASE_API char *seatlease_lease_entitlements_json(seatlease_lease *lease);
+SEATLEASE_API char *seatlease_lease_max_version(seatlease_lease *lease);
+SEATLEASE_API void seatlease_lease_license_term(seatlease_lease *lease, double *expires_at,
+                                                double *grace_ends_at, int *in_grace);
+
+/* Stop the heartbeats and release the seat within release_timeout_seconds. Once: later
+ * calls return the first one's result. */
+SEATLEASE_API seatlease_code seatlease_lease_release(seatlease_lease *lease,
+                                                     seatlease_error **error);
+/* Release (when not done yet), wait for the heartbeat thread, and free. */
+SEATLEASE_API void seatlease_lease_free(seatlease_lease *lease);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SEATLEASE_H */
