@@ -1,87 +1,204 @@
-"""The Java client (shared/clients/java) against the served functions: its own test runner
-(``./run-tests``: javac offline, Gson from Debian) with every shared token vector, the
-bad-answer cases against tests/client_bad_server.py, and the live suite against
-tests/client_harness.py's server on real Redis and PostgreSQL (the Go and C clients'
-tests)."""
+"""The Java client (shared/clients/java) as a vendor builds it: ``mvn -o package`` with the
+plugins and JUnit 5 of Debian's /usr/share/maven-repo (offline) builds the jar and runs its
+JUnit 5 tests against what this file serves: the functions on real Redis and PostgreSQL
+(tests/client_harness.py: ``SEATLEASE_TEST_URL``, ``SEATLEASE_TEST_API_KEY``), the fake
+server of bad answers and behaviours (tests/client_bad_server.py: ``SEATLEASE_BAD_URL``),
+and a seat borrowed by the Python client for the Java client to load, while the Java client
+saves one for the Python client to load here afterwards. Surefire's reports must show every
+test run, none failed, none skipped. ``build.sh`` (javac alone, used by ``./hold`` and
+``make lint``) must build the same sources."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+import urllib.request
+import xml.etree.ElementTree as ElementTree
+import zipfile
 from pathlib import Path
 
 import pytest
 from client_bad_server import bad_server
+from http_support import post_json
+
+from seatlease_client import SeatClient
 
 REPO = Path(__file__).resolve().parent.parent
 JAVA_DIR = REPO / "shared" / "clients" / "java"
+MAVEN_REPO = Path("/usr/share/maven-repo")
 GSON = Path("/usr/share/java/gson.jar")
-
-TESTS = [
-    "every_vector",
-    "every_machine_fingerprint",
-    "leeway_by_the_verifiers_clock",
-    "pinned_key_forms",
-    "every_bad_answer_is_a_typed_error",
-    "weights_are_sent_and_read",
-    "lease_life_past_three_leases_a_redis_flush_and_a_revoke",
-    "a_stalled_server_answers_the_retry_from_the_first_run",
-    "a_retry_of_your_own_with_the_same_request_id_takes_one_seat",
-    "typed_errors",
-    "a_500_is_an_http_error_not_retried",
-    "a_503_with_retry_after_is_retried_no_sooner_with_the_same_request_id",
-    "waiting_gets_the_seat_released_meanwhile",
-    "an_unreachable_url_is_backend_unavailable",
-    "release_from_the_on_lost_callback",
-    "an_outage_longer_than_the_lease_marks_it_lost_then_regains",
-    "queued_waiters_get_the_seat_in_the_order_they_joined",
-    "waiting_in_line_gives_up_at_the_timeout",
-    "typed_errors_of_a_license_policy",
-    "a_full_queue_is_queue_full",
-    "a_borrowed_seat",
-    "a_licenses_terms_and_a_machine_bound_seat",
-    "pinned_keys_from_the_deployment_verify_and_others_are_refused",
-    "a_suspended_license_is_license_suspended_until_it_is_resumed",
-    "a_weighted_lease",
+PLUGINS = [
+    "org/apache/maven/plugins/maven-resources-plugin/3.3.0",
+    "org/apache/maven/plugins/maven-compiler-plugin/3.10.1",
+    "org/apache/maven/plugins/maven-surefire-plugin/2.22.3",
+    "org/apache/maven/plugins/maven-jar-plugin/3.3.0",
+    "org/apache/maven/plugins/maven-install-plugin/3.1.0",
+    "org/junit/jupiter/junit-jupiter-engine/5.9.2",
+    "com/google/code/gson/gson/2.10",
 ]
+
+# Every test the Java suite must have run (class, method).
+TESTS = {
+    "VectorTests": ["everyMachineFingerprint", "leewayByTheVerifiersClock", "pinnedKeyForms"],
+    "ApiTests": [
+        "noGsonTypeInThePublicApi",
+        "theClientIsImmutableOnceBuilt",
+        "aClosedClientRefusesCalls",
+        "optionsTakePlainJavaValues",
+    ],
+    "BadAnswerTests": [
+        "weightsAreSentAndRead",
+        "aDrippedAnswerEndsAtTheTimeout",
+        "retryAfterIsCappedAtTheMaximumBackoff",
+        "interruptingAPlainCallEndsIt",
+    ],
+    "LocalServerTests": [
+        "httpUrlsUseHttp11WithoutAnUpgrade",
+        "aLossTheTokenDoesNotRecoverIsLostAndRegained",
+        "closeNeverWaitsPastTheReleaseTimeout",
+        "aDrippedHeartbeatLosesTheLeaseByItsDeadline",
+    ],
+    "BehaviourTests": [
+        "aDrippingHeartbeatLosesTheLeaseByItsDeadline",
+        "aRegionsLossIsRecoveredByTheLeaseToken",
+        "anEndedTermIsLostOnceAndAskedForSlowly",
+        "aSuspensionKeepsTheHeldSeat",
+    ],
+    "LiveTests": [
+        "leaseLifePastThreeLeasesAndARevoke",
+        "aStalledServerAnswersTheRetryFromTheFirstRun",
+        "aRetryOfYourOwnWithTheSameRequestIdTakesOneSeat",
+        "typedErrors",
+        "a500IsAnHttpErrorNotRetried",
+        "a503WithRetryAfterIsRetriedNoSoonerWithTheSameRequestId",
+        "waitingGetsTheSeatReleasedMeanwhile",
+        "anUnreachableUrlIsBackendUnavailable",
+        "releaseFromTheOnLostCallback",
+        "anOutageLongerThanTheLeaseMarksItLostThenRegains",
+        "queuedWaitersGetTheSeatInTheOrderTheyJoined",
+        "waitingInLineGivesUpAtTheTimeout",
+        "typedErrorsOfALicensePolicy",
+        "aFullQueueIsQueueFull",
+        "aBorrowedSeatThroughAPlainAcquire",
+        "aLicensesTermsAndAMachineBoundSeat",
+        "entitlementsAndVersionAreAskedFor",
+        "pinnedKeysFromTheDeploymentVerifyAndOthersAreRefused",
+        "aWeightedLease",
+        "aSuspendedLicenseIsLicenseSuspendedUntilItIsResumed",
+        "closingTheClientReleasesItsSeats",
+    ],
+    "CancelTests": [
+        "cancellingEndsAWaitForAFullLicense",
+        "cancellingEndsAWaitInLine",
+        "cancellingAnAcquireInFlightGivesBackTheSeatItTook",
+        "interruptingAWaitingThreadCancelsIt",
+        "closingTheClientEndsItsWaits",
+    ],
+    "BorrowTests": [
+        "borrowLoadRefuseAnEditedFileReturnEarly",
+        "aSeatBorrowedByThePythonClientLoadsAndOneBorrowedHereIsSavedForIt",
+    ],
+}
 
 
 @pytest.fixture(scope="module")
 def java_toolchain() -> None:
-    for tool in ("javac", "java"):
-        assert shutil.which(tool), f"{tool} is missing: make test installs it (README)"
+    for tool in ("javac", "java", "mvn"):
+        assert shutil.which(tool), f"{tool} is missing: make test installs it (clients-tools)"
     version = subprocess.run(["javac", "-version"], capture_output=True, text=True, check=True)
     major = int(re.search(r"javac (\d+)", version.stdout + version.stderr).group(1))  # type: ignore[union-attr]
     assert major >= 17, version.stdout
     assert GSON.exists(), "gson is missing: make test installs libgoogle-gson-java"
+    for plugin in PLUGINS:
+        assert (MAVEN_REPO / plugin).is_dir(), f"{plugin} is missing: make test installs it"
     built = subprocess.run(
         ["./build.sh"], cwd=JAVA_DIR, capture_output=True, text=True, timeout=300, check=False
     )
-    assert built.returncode == 0, built.stderr
+    assert built.returncode == 0, built.stderr  # javac alone: ./hold and make lint
 
 
-def test_the_java_client_passes_its_tests_against_the_served_functions(
-    java_toolchain, client_functions
+def deployment_keys(url: str) -> list[str]:
+    with urllib.request.urlopen(f"{url}/keys", timeout=10) as answer:
+        return [key["x"] for key in json.load(answer)["keys"]]
+
+
+def surefire_reports() -> tuple[dict[str, int], dict[str, list[str]]]:
+    """The totals of surefire's XML reports, and each test class's test names."""
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    names: dict[str, list[str]] = {}
+    for report in sorted((JAVA_DIR / "target" / "surefire-reports").glob("TEST-*.xml")):
+        suite = ElementTree.parse(report).getroot()
+        for field in totals:
+            totals[field] += int(suite.get(field, "0"))
+        for case in suite.iter("testcase"):
+            kind = case.get("classname", "").rsplit(".", 1)[-1]
+            # "method", "method{Path}" (a parameter), "method[3]" (the third dynamic test)
+            name = re.sub(r"[{\[].*$", "", case.get("name", ""))
+            names.setdefault(kind, []).append(name)
+    return totals, names
+
+
+def test_mvn_package_builds_the_jar_and_its_junit_tests_pass_against_the_served_functions(
+    java_toolchain, client_functions, tmp_path
 ):
+    license_id = "java-shared-borrow"
+    post_json(
+        f"{client_functions.url}/_test/license",
+        {"license_id": license_id, "seats": 2, "max_borrow_seconds": 86400},
+    )
+    pinned = deployment_keys(client_functions.url)
+    python_client = SeatClient(
+        client_functions.url, client_functions.api_key, pinned_keys=pinned, tenant_id="acme"
+    )
+    from_python, for_python = tmp_path / "from-python.json", tmp_path / "for-python.json"
+    borrowed = python_client.borrow(license_id, "python-laptop", 3600, path=from_python)
+
+    shutil.rmtree(JAVA_DIR / "target" / "surefire-reports", ignore_errors=True)
     with bad_server() as bad_url:
-        env = {**client_functions.env(), "SEATLEASE_BAD_URL": bad_url}
-        result = subprocess.run(
-            ["./run-tests"],
+        env = {
+            **client_functions.env(),
+            "SEATLEASE_BAD_URL": bad_url,
+            "SEATLEASE_BORROWED_BY_PYTHON": str(from_python),
+            "SEATLEASE_BORROW_FOR_PYTHON": str(for_python),
+        }
+        maven = subprocess.run(
+            ["mvn", "-o", "-B", f"-Dmaven.repo.local={MAVEN_REPO}", "package"],
             cwd=JAVA_DIR,
             env=env,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=900,
             check=False,
         )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-10000:]
-    assert "--- SKIP" not in output and "--- FAIL" not in output, output[-6000:]
-    passed = re.findall(r"--- PASS: (\S+)", output)
-    assert len([name for name in passed if name.startswith("every_vector/")]) >= 31
-    assert len([name for name in passed if name.startswith("every_bad_answer_is_a_typed")]) >= 21
-    for name in TESTS:
-        assert name in passed, (name, output[-4000:])
-    summary = re.search(r"seatlease-java: (\d+) passed, (\d+) failed, (\d+) skipped", output)
-    assert summary and summary.groups() == (str(len(TESTS)), "0", "0"), output[-2000:]
+    output = maven.stdout + maven.stderr
+    assert maven.returncode == 0, output[-12000:]
+
+    totals, names = surefire_reports()
+    assert totals["tests"] > 0 and totals["failures"] == 0 and totals["errors"] == 0, totals
+    assert totals["skipped"] == 0, totals
+    for kind, tests in TESTS.items():
+        for name in tests:
+            assert name in names.get(kind, []), (kind, name, names)
+    # one test per shared vector and per bad answer (dynamic tests)
+    assert names["VectorTests"].count("everyVector") >= 31, names["VectorTests"]
+    assert names["BadAnswerTests"].count("everyBadAnswerIsATypedError") >= 21
+
+    jar = JAVA_DIR / "target" / "seatlease-client-0.2.0.jar"
+    with zipfile.ZipFile(jar) as archive:
+        manifest = archive.read("META-INF/MANIFEST.MF").decode()
+        assert "Automatic-Module-Name: io.seatlease.client" in manifest, manifest
+        assert "io/seatlease/client/SeatClient.class" in archive.namelist()
+
+    # The Java client loaded the Python client's seat and returned it early...
+    assert not from_python.exists()
+    _, live = post_json(f"{client_functions.url}/_test/live?license_id={license_id}", {})
+    assert borrowed.session_id not in [seat["session_id"] for seat in live]
+    # ...and the seat it borrowed loads in the Python client, offline, and is returned.
+    seat = python_client.load_borrowed(for_python)
+    assert seat.client_id == "java-laptop" and 3500 < seat.seconds_left <= 3600
+    assert live == [{"session_id": seat.session_id, "client_id": "java-laptop"}]
+    assert seat.return_early()["released"] is True
+    _, live = post_json(f"{client_functions.url}/_test/live?license_id={license_id}", {})
+    assert live == []

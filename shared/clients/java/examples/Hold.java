@@ -2,37 +2,90 @@ import io.seatlease.client.Lease;
 import io.seatlease.client.LeaseOptions;
 import io.seatlease.client.SeatClient;
 import io.seatlease.client.SeatException;
+import java.io.OutputStream;
+import java.util.Arrays;
+import java.util.List;
 
 /**
  * Holds one seat until standard input closes: {@code ./hold URL API_KEY LICENSE_ID CLIENT_ID}.
- * Acquires (verifying the signed token against URL/keys), prints one JSON line
- * {"session_id", "seats_used", "seats_total", "verified"}, heartbeats on the client's
- * thread, and when stdin closes (Ctrl-D, or the parent closing the pipe) releases the seat
- * and exits 0.
+ * Acquires, verifying the signed token against the vendor's keys in SEATLEASE_PINNED_KEYS
+ * (their JWK "x", comma separated) or, without them, against URL/keys; prints one JSON line,
+ * the same in every client:
+ * {"session_id": "...", "seats_used": 1, "seats_total": 3, "seats": 1, "verified": "unpinned"}
+ * ("verified": true against pinned keys, "unpinned" against the server's own keys only, false
+ * when nothing was verified); heartbeats on the client's thread; when stdin closes (Ctrl-D,
+ * or the parent closing the pipe) releases the seat and exits 0. A refused seat is one line
+ * on stderr and exit status 1.
  */
 public final class Hold {
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
         if (args.length != 4) {
             System.err.println("usage: hold URL API_KEY LICENSE_ID CLIENT_ID");
             System.exit(2);
         }
-        SeatClient client = new SeatClient(args[0], args[1], new SeatClient.Options()
-                .verify(true) // every answer's token checked against URL/keys (pin the vendor's keys in a product)
-                .logger((level, message) -> System.err.println(level + ": " + message)));
-        try (Lease lease = client.lease(args[2], new LeaseOptions(args[3]).listener(new LeaseOptions.Listener() {
-            @Override
-            public void onLost(Lease l, String reason) {
-                System.err.println("seat lost (" + reason + "); asking again");
-            }
-        }))) {
-            System.out.printf("{\"session_id\": \"%s\", \"seats_used\": %d, \"seats_total\": %d, \"verified\": %s}%n",
-                    lease.sessionId(), lease.seatsUsed(), lease.seatsTotal(), lease.token() != null);
-            System.out.flush();
-            System.in.transferTo(java.io.OutputStream.nullOutputStream()); // until stdin closes
-            lease.release();
-        } catch (SeatException e) {
-            System.err.println(e);
-            System.exit(1);
+        List<String> pins = pinnedKeys(System.getenv("SEATLEASE_PINNED_KEYS"));
+        int status;
+        try (SeatClient client = SeatClient.builder(args[0], args[1])
+                .verify(true) // without pinned keys: against URL/keys, which proves less ("unpinned")
+                .pinnedKeys(pins)
+                .logger((level, message) -> {
+                    if (level.equals("warning")) {
+                        System.err.println(message);
+                    }
+                })
+                .build()) {
+            status = hold(client, args[2], args[3]);
+        } catch (IllegalArgumentException e) {
+            System.err.println("hold: " + e.getMessage());
+            status = 2;
         }
+        System.exit(status);
+    }
+
+    private static int hold(SeatClient client, String licenseId, String clientId) {
+        try (Lease lease = client.lease(licenseId, new LeaseOptions(clientId))) {
+            String verified = lease.token() == null ? "false" : client.pinned() ? "true" : "\"unpinned\"";
+            System.out.printf("{\"session_id\": %s, \"seats_used\": %d, \"seats_total\": %d, \"seats\": %d, \"verified\": %s}%n",
+                    quoted(lease.sessionId()), lease.seatsUsed(), lease.seatsTotal(), lease.seats(), verified);
+            System.out.flush();
+            System.in.transferTo(OutputStream.nullOutputStream()); // until stdin closes
+            lease.release();
+            return 0;
+        } catch (SeatException e) {
+            System.err.println("hold: " + e.toString().replaceAll("\\s+", " ")); // one line, no stack trace
+            return 1;
+        } catch (java.io.IOException e) {
+            System.err.println("hold: stdin: " + e.getMessage());
+            return 1;
+        }
+    }
+
+    private static List<String> pinnedKeys(String env) {
+        if (env == null || env.isBlank()) {
+            return List.of();
+        }
+        return Arrays.stream(env.split(",")).map(String::strip).filter(key -> !key.isEmpty()).toList();
+    }
+
+    /** A JSON string, as Python's json.dumps writes it. */
+    private static String quoted(String text) {
+        StringBuilder out = new StringBuilder("\"");
+        for (char c : text.toCharArray()) {
+            switch (c) {
+                case '"' -> out.append("\\\"");
+                case '\\' -> out.append("\\\\");
+                case '\n' -> out.append("\\n");
+                case '\r' -> out.append("\\r");
+                case '\t' -> out.append("\\t");
+                default -> {
+                    if (c < 0x20 || c > 0x7e) {
+                        out.append(String.format("\\u%04x", (int) c));
+                    } else {
+                        out.append(c);
+                    }
+                }
+            }
+        }
+        return out.append('"').toString();
     }
 }

@@ -2,16 +2,23 @@ package io.seatlease.client;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.Optional;
 
-/** A decoded 2xx answer of acquire, heartbeat or release; {@link #raw()} is the whole JSON. */
+/**
+ * A decoded 2xx answer of acquire, heartbeat or release, immutable; {@link #raw()} is the
+ * whole JSON object as plain Java values.
+ */
 public final class Answer {
     private final JsonObject raw;
     private final int status;
 
     Answer(JsonObject raw, int status) {
-        this.raw = raw;
+        this.raw = raw.deepCopy();
         this.status = status;
     }
 
@@ -21,13 +28,11 @@ public final class Answer {
     public int seatsTotal() { return Json.integer(raw, "seats_total", 0); }
     /** The lease's (or a place in line's) weight: how many of the license's seats it counts as (1 when the answer does not say). */
     public int seats() { return Math.max(1, Json.integer(raw, "seats", 1)); }
-    public int leaseSeconds() { return Json.integer(raw, "lease_seconds", 0); }
-    public int heartbeatIntervalSeconds() { return Json.integer(raw, "heartbeat_interval_seconds", 0); }
-    /** The server's deadline, Unix seconds (0 when absent). */
-    public double expiresAt() {
-        Double at = Times.parse(Json.string(raw, "lease_expires_at"));
-        return at == null ? 0 : at;
-    }
+    /** The lease's length (a borrow's, for a borrowed seat); zero when the answer has none. */
+    public Duration leaseDuration() { return Duration.ofSeconds(Json.integer(raw, "lease_seconds", 0)); }
+    public Duration heartbeatInterval() { return Duration.ofSeconds(Json.integer(raw, "heartbeat_interval_seconds", 0)); }
+    /** The server's deadline of the lease; empty for a place in line or a release. */
+    public Optional<Instant> expiresAt() { return Optional.ofNullable(Times.parse(Json.string(raw, "lease_expires_at"))); }
     public boolean released() { return Json.isTrue(raw, "released"); }
     public boolean borrowed() { return Json.isTrue(raw, "borrowed"); }
     public boolean overage() { return Json.isTrue(raw, "overage"); }
@@ -35,41 +40,40 @@ public final class Answer {
     public boolean queued() { return Json.isTrue(raw, "queued"); }
     public int position() { return Json.integer(raw, "position", 0); }
     public String ticket() { return Json.string(raw, "ticket"); }
-    public int retryAfterSeconds() { return Json.integer(raw, "retry_after_seconds", 0); }
-    /** The license's entitlements (the token's ent); null when the answer has none. */
+    /** When to come back to keep a place in line (202); zero when the answer does not say. */
+    public Duration retryAfter() { return Duration.ofSeconds(Math.max(0, Json.integer(raw, "retry_after_seconds", 0))); }
+    /** The license's entitlements (the token's ent); empty when the answer has none. */
     public List<String> entitlements() {
         JsonElement value = raw.get("entitlements");
-        if (value == null || !value.isJsonArray()) {
-            return null;
-        }
         List<String> names = new ArrayList<>();
-        for (JsonElement item : value.getAsJsonArray()) {
-            if (item.isJsonPrimitive() && item.getAsJsonPrimitive().isString()) {
-                names.add(item.getAsString());
+        if (value != null && value.isJsonArray()) {
+            for (JsonElement item : value.getAsJsonArray()) {
+                if (item.isJsonPrimitive() && item.getAsJsonPrimitive().isString()) {
+                    names.add(item.getAsString());
+                }
             }
         }
         return List.copyOf(names);
     }
-    /** The license's end, Unix seconds (0 when it has none). */
-    public double licenseExpiresAt() {
-        Double at = Times.parse(Json.string(raw, "license_expires_at"));
-        return at == null ? 0 : at;
-    }
-    /** The license's end plus its grace (the token's lexp), Unix seconds (0 when none). */
-    public double licenseGraceEndsAt() {
-        Double at = Times.parse(Json.string(raw, "license_grace_ends_at"));
-        return at == null ? 0 : at;
-    }
+    /** Whether the answer lists the license's entitlements at all (a license without any: no). */
+    boolean hasEntitlements() { return raw.has("entitlements") && raw.get("entitlements").isJsonArray(); }
+    /** The license's end; empty when it has none. */
+    public Optional<Instant> licenseExpiresAt() { return Optional.ofNullable(Times.parse(Json.string(raw, "license_expires_at"))); }
+    /** The license's end plus its grace (the token's lexp); empty when it has no end. */
+    public Optional<Instant> licenseGraceEndsAt() { return Optional.ofNullable(Times.parse(Json.string(raw, "license_grace_ends_at"))); }
     /** Past the license's end, within its grace. */
     public boolean inGrace() { return Json.isTrue(raw, "in_grace"); }
-    /** The highest product version the license covers (the token's maxv); null when none. */
-    public String maxVersion() { return Json.string(raw, "max_version"); }
+    /** The highest product version the license covers (the token's maxv); empty when none. */
+    public Optional<String> maxVersion() { return Optional.ofNullable(Json.string(raw, "max_version")); }
     /** The lease_token (acquire, heartbeat) or release_token (release); null when none. */
     public String token() {
         String token = Json.string(raw, "lease_token");
         return token != null ? token : Json.string(raw, "release_token");
     }
-    public JsonObject raw() { return raw.deepCopy(); }
+    /** The whole answer as plain, unmodifiable Java values (String, Long, Double, Boolean, List, Map). */
+    public Map<String, Object> raw() { return Json.toMap(raw); }
+
+    JsonObject json() { return raw; }
 
     @Override
     public String toString() { return "Answer(" + status + ", " + Json.write(raw) + ")"; }

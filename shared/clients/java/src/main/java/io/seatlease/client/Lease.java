@@ -1,38 +1,58 @@
 package io.seatlease.client;
 
 import com.google.gson.JsonObject;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.List;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * A seat held by this process: a daemon thread heartbeats at the server's interval (at most
- * a third of the lease, with jitter), retries faster as the deadline nears, marks the lease
- * lost when no renewal got through in time ("unreachable") or on a 410 ("expired",
- * "unknown"), and acquires again at once. {@link #close} stops it and releases the seat
- * (never throws; use {@link #release} to see a failure). Thread-safe.
+ * a third of the lease, with jitter), each heartbeat bounded by the time the lease has left,
+ * retries faster as the deadline nears, marks the lease lost when no renewal got through in
+ * time ("unreachable"), on a 410 ("expired", "unknown") or when the license's term ended
+ * ("license_expired", "license_not_started"), and acquires again: at once after a loss, every
+ * five minutes or so while the server refuses for good (an ended term, a suspension). A 410
+ * "unknown" (a region lost its sessions) is first answered by the lease's last token, which
+ * keeps the seat when the server takes it back. {@link #close} stops it and releases the
+ * seat within the client's release timeout (never throws; use {@link #release} to see a
+ * failure). Thread-safe.
  */
 public final class Lease implements AutoCloseable {
+    /** The pause between re-acquires the server refuses until an operator acts (jittered). */
+    static final Duration FINAL_REFUSAL_PAUSE = Duration.ofMinutes(5);
+    /** The 403 codes no retry cures: said once, then asked again at FINAL_REFUSAL_PAUSE. */
+    private static final Set<String> FINAL_CODES = Set.of("license_expired", "license_not_started",
+            "license_suspended", "not_entitled", "version_not_entitled", "user_denied");
+    /** A heartbeat failure this close to the deadline leaves no time for another renewal. */
+    private static final long DEADLINE_SLACK_NANOS = 100_000_000L;
+
     private final SeatClient client;
     private final String licenseId;
     private final LeaseOptions options;
 
     private final Object lock = new Object();
     private String sessionId;
-    private double expiresAt;
+    private Instant expiresAt;
     private int leaseSeconds;
     private int heartbeatIntervalSeconds;
     private int seatsUsed;
     private int seatsTotal;
     private int seats = 1;
     private boolean overage;
-    private List<String> entitlements;
-    private double licenseExpiresAt;
-    private double licenseGraceEndsAt;
+    private List<String> entitlements = List.of();
+    private Instant licenseExpiresAt;
+    private Instant licenseGraceEndsAt;
     private boolean inGrace;
     private String maxVersion;
     private boolean lost;
     private String lostReason;
     private boolean released;
-    private String token;
+    private String token;           // verified
+    private String lastLeaseToken;  // verified or not: what a recovery by token sends
+    private String finalCodeSaid;   // the final refusal already logged as a warning
     private long validUntil; // System.nanoTime(): the seat lapses then without a renewal
     private int failures;
 
@@ -48,15 +68,20 @@ public final class Lease implements AutoCloseable {
         this.options = options;
     }
 
-    static Lease open(SeatClient client, String licenseId, LeaseOptions options) {
+    /** The first seat (waiting for it when asked, until cancel completes), then heartbeats. */
+    static Lease open(SeatClient client, String licenseId, LeaseOptions options, CompletableFuture<?> cancel) {
         if (licenseId == null || options == null || options.clientId == null) {
             throw new IllegalArgumentException("licenseId and a clientId are required");
         }
         Lease lease = new Lease(client, licenseId, options);
-        lease.acquireFirst();
+        lease.acquireFirst(cancel);
         lease.thread = new Thread(lease::keep, "seatlease-heartbeat-" + licenseId);
         lease.thread.setDaemon(true);
         lease.thread.start();
+        if (!client.register(lease)) {
+            lease.close();
+            throw new SeatException.Cancelled("The client was closed.");
+        }
         return lease;
     }
 
@@ -64,10 +89,12 @@ public final class Lease implements AutoCloseable {
     public String clientId() { return options.clientId; }
     /** The session holding the seat now (a new one after the seat was lost and regained). */
     public String sessionId() { synchronized (lock) { return sessionId; } }
-    /** The server's deadline, Unix seconds. */
-    public double expiresAt() { synchronized (lock) { return expiresAt; } }
-    public int leaseSeconds() { synchronized (lock) { return leaseSeconds; } }
-    public int heartbeatIntervalSeconds() { synchronized (lock) { return heartbeatIntervalSeconds; } }
+    /** The server's deadline of the seat, as its last answer gave it. */
+    public Instant expiresAt() { synchronized (lock) { return expiresAt; } }
+    /** The lease's length the server granted. */
+    public Duration leaseDuration() { synchronized (lock) { return Duration.ofSeconds(leaseSeconds); } }
+    /** The heartbeat interval the server asked for. */
+    public Duration heartbeatInterval() { synchronized (lock) { return Duration.ofSeconds(heartbeatIntervalSeconds); } }
     public int seatsUsed() { synchronized (lock) { return seatsUsed; } }
     public int seatsTotal() { synchronized (lock) { return seatsTotal; } }
     /** This lease's weight: how many of the license's seats it counts as (1 when the server does not say). */
@@ -75,14 +102,15 @@ public final class Lease implements AutoCloseable {
     /** The same as {@link #seats()}, for bean-style callers. */
     public int getSeats() { return seats(); }
     public boolean overage() { synchronized (lock) { return overage; } }
-    /** The license's terms, as the last answer gave them (and its token signed them): the
-     * entitlements (null: none given), the license's end and its grace's end (Unix seconds,
-     * 0: none), whether it is in its grace, the highest product version (null: any). */
+    /** The license's entitlements, as the last answer that listed them gave them (empty: none). */
     public List<String> entitlements() { synchronized (lock) { return entitlements; } }
-    public double licenseExpiresAt() { synchronized (lock) { return licenseExpiresAt; } }
-    public double licenseGraceEndsAt() { synchronized (lock) { return licenseGraceEndsAt; } }
+    /** The license's end; empty when it has none. */
+    public Optional<Instant> licenseExpiresAt() { synchronized (lock) { return Optional.ofNullable(licenseExpiresAt); } }
+    /** The license's end plus its grace; empty when it has no end. */
+    public Optional<Instant> licenseGraceEndsAt() { synchronized (lock) { return Optional.ofNullable(licenseGraceEndsAt); } }
     public boolean inGrace() { synchronized (lock) { return inGrace; } }
-    public String maxVersion() { synchronized (lock) { return maxVersion; } }
+    /** The highest product version the license covers; empty: any. */
+    public Optional<String> maxVersion() { synchronized (lock) { return Optional.ofNullable(maxVersion); } }
     /** True from the moment the seat is known gone until it is regained. */
     public boolean lost() { synchronized (lock) { return lost; } }
     public String lostReason() { synchronized (lock) { return lostReason; } }
@@ -90,11 +118,8 @@ public final class Lease implements AutoCloseable {
     /** The last verified lease token (the client verifies), else null. */
     public String token() { synchronized (lock) { return token; } }
 
-    private JsonObject body(boolean queue, String ticket, String requestId) {
-        return SeatClient.acquireBody(licenseId, options.clientId, new SeatClient.AcquireOptions()
-                .leaseSeconds(options.leaseSeconds).metadata(options.metadata).user(options.user)
-                .host(options.host).queue(queue).ticket(ticket).requestId(requestId)
-                .fingerprint(options.fingerprint).seats(options.seats));
+    private JsonObject acquireBody(boolean queue, String ticket, String requestId) {
+        return options.acquire(queue, ticket, requestId).body(licenseId, options.clientId);
     }
 
     private void took(Answer answer, long sentAt) {
@@ -102,40 +127,42 @@ public final class Lease implements AutoCloseable {
             if (answer.sessionId() != null) {
                 sessionId = answer.sessionId();
             }
-            if (answer.expiresAt() > 0) {
-                expiresAt = answer.expiresAt();
-            }
-            leaseSeconds = answer.leaseSeconds();
-            heartbeatIntervalSeconds = answer.heartbeatIntervalSeconds();
+            answer.expiresAt().ifPresent(at -> expiresAt = at);
+            leaseSeconds = (int) answer.leaseDuration().getSeconds();
+            heartbeatIntervalSeconds = (int) answer.heartbeatInterval().getSeconds();
             seatsUsed = answer.seatsUsed();
             seatsTotal = answer.seatsTotal();
             seats = answer.seats();
             overage = answer.overage();
-            if (answer.entitlements() != null) {
+            if (answer.hasEntitlements()) {
                 entitlements = answer.entitlements();
             }
-            licenseExpiresAt = answer.licenseExpiresAt();
-            licenseGraceEndsAt = answer.licenseGraceEndsAt();
+            licenseExpiresAt = answer.licenseExpiresAt().orElse(null);
+            licenseGraceEndsAt = answer.licenseGraceEndsAt().orElse(null);
             inGrace = answer.inGrace();
-            if (answer.maxVersion() != null) {
-                maxVersion = answer.maxVersion();
-            }
-            if (client.verifier != null && answer.token() != null) {
-                token = answer.token();
+            answer.maxVersion().ifPresent(version -> maxVersion = version);
+            String leaseToken = Json.string(answer.json(), "lease_token");
+            if (leaseToken != null) {
+                lastLeaseToken = leaseToken;
+                if (client.verifier != null) {
+                    token = leaseToken;
+                }
             }
             validUntil = sentAt + (long) leaseSeconds * 1_000_000_000L;
         }
     }
 
-    private void acquireFirst() {
+    private void acquireFirst(CompletableFuture<?> cancel) {
         long giveUp = options.waitTimeout.isZero() ? 0 : System.nanoTime() + options.waitTimeout.toNanos();
         String ticket = null;
         String requestId = options.requestId;
         for (;;) {
             long sentAt = System.nanoTime();
             SeatException denied;
+            // stamped now (request_id, nonce) so that a cancelled attempt can be asked again as is
+            JsonObject body = client.stamped(acquireBody(options.wait, ticket, requestId));
             try {
-                Answer answer = client.call("acquire", body(options.wait, ticket, requestId), -1, 0);
+                Answer answer = client.call("acquire", body, SeatClient.Plan.DEFAULT.cancelledBy(cancel));
                 requestId = null;
                 if (answer.status() != 202) {
                     took(answer, sentAt);
@@ -144,9 +171,12 @@ public final class Lease implements AutoCloseable {
                 // a place in line (202): paced like a denial, by its retry_after_seconds
                 ticket = answer.ticket();
                 JsonObject hint = new JsonObject();
-                hint.addProperty("retry_after_seconds", Math.max(answer.retryAfterSeconds(), 1));
+                hint.addProperty("retry_after_seconds", Math.max(answer.retryAfter().getSeconds(), 1));
                 denied = new SeatException.NoSeatsAvailable(202, "queued", "Waiting in line for a seat.", hint, -1);
                 client.log("info", "seatlease: waiting in line for " + licenseId + ", position " + answer.position());
+            } catch (SeatException.Cancelled cancelled) {
+                client.giveBack(licenseId, body);
+                throw cancelled;
             } catch (SeatException.NoSeatsAvailable refused) {
                 requestId = null;
                 if (!options.wait) {
@@ -159,13 +189,13 @@ public final class Lease implements AutoCloseable {
                 double left = (giveUp - System.nanoTime()) / 1e9;
                 if (left <= 0) {
                     throw new SeatException.SeatWaitTimeout(409, "seat_wait_timeout",
-                            "No seat on " + licenseId + " came free within " + SeatClient.seconds(options.waitTimeout) + " s.",
-                            denied.body(), denied.retryAfterHeader());
+                            "No seat on " + licenseId + " came free within " + options.waitTimeout.toMillis() + " ms.",
+                            denied.bodyJson(), denied.retryAfterHeader());
                 }
                 pause = Math.min(pause, left);
             }
-            client.log("info", "seatlease: no seat on " + licenseId + "; retrying in " + pause + " s");
-            SeatClient.pause(pause);
+            client.log("info", "seatlease: no seat on " + licenseId + "; asking again in " + Math.round(pause * 1000) + " ms");
+            SeatClient.pause(pause, cancel);
         }
     }
 
@@ -222,8 +252,9 @@ public final class Lease implements AutoCloseable {
             interval = heartbeatIntervalSeconds;
             left = validUntil - System.nanoTime();
         }
+        double maxBackoff = Times.seconds(client.maxBackoff());
         if (ceiling == 0) {
-            ceiling = Math.min(Math.max(interval, 0.2), SeatClient.seconds(client.options.maxBackoff));
+            ceiling = Math.min(Math.max(interval, 0.2), maxBackoff);
             double leftSeconds = left / 1e9;
             if (!isLost && leftSeconds > 0 && leftSeconds / 3 < ceiling) {
                 ceiling = Math.max(leftSeconds / 3, 0.05);
@@ -232,7 +263,17 @@ public final class Lease implements AutoCloseable {
         return client.backoffDelay(failuresNow - 1, retryAfter, ceiling);
     }
 
-    private void lose(String reason) {
+    /** The slow pause after a refusal no retry cures: 5 minutes, give or take 10 %. */
+    private static double finalRefusalPause() {
+        double pause = Times.seconds(FINAL_REFUSAL_PAUSE);
+        return SeatClient.uniform(pause * 0.9, pause * 1.1);
+    }
+
+    private static boolean isFinal(SeatException refused) {
+        return refused.status() == 403 && FINAL_CODES.contains(refused.code());
+    }
+
+    private void lose(String reason, String warning) {
         synchronized (lock) {
             if (lost || stopping) {
                 return;
@@ -240,7 +281,7 @@ public final class Lease implements AutoCloseable {
             lost = true;
             lostReason = reason;
         }
-        client.log("warning", "seatlease: seat on " + licenseId + " lost (" + reason + "); re-acquiring");
+        client.log("warning", warning);
         try {
             options.listener.onLost(this, reason);
         } catch (RuntimeException e) {
@@ -248,9 +289,15 @@ public final class Lease implements AutoCloseable {
         }
     }
 
+    private void lose(String reason) {
+        lose(reason, "seatlease: seat on " + licenseId + " lost (" + reason + "); re-acquiring");
+    }
+
     private double step() {
         try {
             return lost() ? regain() : beat();
+        } catch (SeatException.Cancelled cancelled) {
+            return 0; // closing: the loop ends
         } catch (SeatException.BackendUnavailable failure) {
             if (stopping) {
                 return 0;
@@ -258,7 +305,7 @@ public final class Lease implements AutoCloseable {
             failed(false);
             boolean past;
             synchronized (lock) {
-                past = !lost && System.nanoTime() > validUntil;
+                past = !lost && System.nanoTime() + DEADLINE_SLACK_NANOS - validUntil >= 0;
             }
             if (past) {
                 lose("unreachable"); // no renewal reached the server before the deadline
@@ -275,52 +322,115 @@ public final class Lease implements AutoCloseable {
         }
     }
 
+    private JsonObject heartbeatBody(String session, String leaseToken) {
+        JsonObject body = SeatClient.sessionBody(licenseId, session);
+        if (leaseToken != null) {
+            body.addProperty("lease_token", leaseToken);
+        }
+        return body;
+    }
+
     private double beat() {
-        JsonObject body = new JsonObject();
-        body.addProperty("license_id", licenseId);
-        body.addProperty("session_id", sessionId());
+        String session;
+        long deadline;
+        synchronized (lock) {
+            session = sessionId;
+            deadline = validUntil;
+        }
         long sentAt = System.nanoTime();
+        // a renewal that arrives after the deadline renews nothing: the call ends by then
+        SeatClient.Plan plan = SeatClient.Plan.DEFAULT.withRetries(0).until(deadline);
         try {
-            took(client.call("heartbeat", body, 0, 0), sentAt);
+            took(client.call("heartbeat", heartbeatBody(session, null), plan), sentAt);
             failed(true);
             return beatDelay();
         } catch (SeatException.SessionExpired gone) {
+            if (gone.reason().equals("unknown") && recover(session, plan)) {
+                return beatDelay();
+            }
             lose(gone.reason());
             return 0; // ask for the seat again at once
-        } catch (SeatException.BackendUnavailable unavailable) {
+        } catch (SeatException.BackendUnavailable | SeatException.Cancelled unavailable) {
             throw unavailable;
         } catch (SeatException refused) {
-            if (stopping || refused.code().equals("cancelled")) {
+            if (stopping) {
                 throw refused;
             }
-            lose(refused.code()); // 401 (key revoked), 403, 404, a bad token: cannot be renewed
             failed(false);
-            return backoff(-1, SeatClient.seconds(client.options.maxBackoff));
+            if (isFinal(refused)) {
+                // the server ended the seat (its term, a policy): say so once, ask again slowly
+                synchronized (lock) {
+                    finalCodeSaid = refused.code();
+                }
+                lose(refused.code(), "seatlease: seat on " + licenseId + " lost (" + refused.code() + "): "
+                        + refused.getMessage() + "; asking again every 5 minutes");
+                return finalRefusalPause();
+            }
+            lose(refused.code()); // 401 (key revoked), 404, a bad token: cannot be renewed
+            return backoff(-1, Times.seconds(client.maxBackoff()));
         }
+    }
+
+    /**
+     * After a 410 "unknown" (the server lost the session, e.g. with a region): the same
+     * heartbeat once more with the lease's last token, which the server may take the seat
+     * back by. True when it did: the lease goes on as if nothing happened.
+     */
+    private boolean recover(String session, SeatClient.Plan plan) {
+        String leaseToken;
+        synchronized (lock) {
+            leaseToken = lastLeaseToken;
+        }
+        if (leaseToken == null) {
+            return false;
+        }
+        long sentAt = System.nanoTime();
+        try {
+            took(client.call("heartbeat", heartbeatBody(session, leaseToken), plan), sentAt);
+        } catch (SeatException.Cancelled cancelled) {
+            throw cancelled;
+        } catch (SeatException refused) {
+            client.log("info", "seatlease: " + licenseId + " not recovered by its token: " + refused.getMessage());
+            return false;
+        }
+        failed(true);
+        client.log("info", "seatlease: seat on " + licenseId + " kept by its token after the server lost the session");
+        return true;
     }
 
     private double regain() {
         long sentAt = System.nanoTime();
         Answer answer;
         try {
-            answer = client.call("acquire", body(false, null, null), 0, 0);
+            answer = client.call("acquire", acquireBody(false, null, null), SeatClient.Plan.DEFAULT.withRetries(0));
         } catch (SeatException.NoSeatsAvailable full) {
             failed(true);
             return client.waitPause(full);
-        } catch (SeatException.BackendUnavailable unavailable) {
+        } catch (SeatException.BackendUnavailable | SeatException.Cancelled unavailable) {
             throw unavailable;
         } catch (SeatException refused) {
-            if (stopping || refused.code().equals("cancelled")) {
+            if (stopping) {
                 throw refused;
             }
-            client.log("info", "seatlease: re-acquire of " + licenseId + " refused: " + refused.getMessage());
             failed(false);
-            return backoff(-1, SeatClient.seconds(client.options.maxBackoff));
+            if (isFinal(refused)) {
+                boolean said;
+                synchronized (lock) {
+                    said = refused.code().equals(finalCodeSaid);
+                    finalCodeSaid = refused.code();
+                }
+                client.log(said ? "info" : "warning", "seatlease: re-acquire of " + licenseId + " refused ("
+                        + refused.code() + "): " + refused.getMessage() + "; asking again every 5 minutes");
+                return finalRefusalPause();
+            }
+            client.log("info", "seatlease: re-acquire of " + licenseId + " refused: " + refused.getMessage());
+            return backoff(-1, Times.seconds(client.maxBackoff()));
         }
         took(answer, sentAt);
         synchronized (lock) {
             lost = false;
             lostReason = null;
+            finalCodeSaid = null;
         }
         failed(true);
         client.log("warning", "seatlease: seat on " + licenseId + " regained");
@@ -335,11 +445,15 @@ public final class Lease implements AutoCloseable {
     }
 
     /**
-     * Stops the heartbeats (waiting for the thread, unless called from a listener on it) and
-     * releases the seat within the client's release timeout. Once: later calls give the first
-     * one's outcome. A failure is thrown; the seat then expires by itself.
+     * Stops the heartbeats (ending a heartbeat in flight) and releases the seat, the whole
+     * within the client's release timeout. Once: later calls give the first one's outcome. A
+     * failure is thrown; the seat then expires by itself.
      */
     public void release() {
+        releaseBy(System.nanoTime() + client.releaseTimeout().toNanos());
+    }
+
+    void releaseBy(long giveUp) {
         boolean onHeartbeatThread = Thread.currentThread() == thread;
         String session;
         boolean wasLost;
@@ -354,38 +468,54 @@ public final class Lease implements AutoCloseable {
             stopping = true;
             releaseLock.notifyAll();
         }
-        if (!onHeartbeatThread && thread != null) {
-            thread.interrupt(); // ends a call in flight
-            try {
-                thread.join();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
+        try {
+            if (!onHeartbeatThread && thread != null) {
+                thread.interrupt(); // ends a call in flight
+                joinBy(giveUp);
             }
+            synchronized (lock) {
+                released = true;
+                session = sessionId;
+                wasLost = lost;
+            }
+            if (session == null || wasLost) {
+                return;
+            }
+            try {
+                client.releaseBy(licenseId, session, giveUp);
+            } catch (SeatException failure) {
+                client.log("warning", "seatlease: release of " + licenseId + " failed: " + failure.getMessage());
+                synchronized (releaseLock) {
+                    releaseError = failure;
+                }
+                throw failure;
+            }
+        } finally {
+            client.unregister(this);
         }
-        synchronized (lock) {
-            released = true;
-            session = sessionId;
-            wasLost = lost;
-        }
-        if (session == null || wasLost) {
+    }
+
+    private void joinBy(long giveUp) {
+        long left = giveUp - System.nanoTime();
+        if (left <= 0) {
             return;
         }
         try {
-            client.releaseWithin(licenseId, session);
-        } catch (SeatException failure) {
-            client.log("warning", "seatlease: release of " + licenseId + " failed: " + failure.getMessage());
-            synchronized (releaseLock) {
-                releaseError = failure;
-            }
-            throw failure;
+            thread.join(Math.max(1, left / 1_000_000L));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
     /** {@link #release}, never throwing (try-with-resources). */
     @Override
     public void close() {
+        closeBy(System.nanoTime() + client.releaseTimeout().toNanos());
+    }
+
+    void closeBy(long giveUp) {
         try {
-            release();
+            releaseBy(giveUp);
         } catch (SeatException e) {
             // logged by release; the seat expires by itself
         }

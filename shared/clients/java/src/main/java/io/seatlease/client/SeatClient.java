@@ -2,122 +2,161 @@ package io.seatlease.client;
 
 import com.google.gson.JsonObject;
 import java.io.IOException;
-import java.io.InputStream;
 import java.net.ProxySelector;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BiConsumer;
 
 /**
  * The seatlease client for Java 17: hold a seat ({@link #lease}: acquire, heartbeats on a
  * daemon thread at the server's interval, a new seat asked for at once when the old one is
- * lost, release on close), plain calls, typed errors ({@link SeatException} and its nested
- * kinds) and verification of every signed answer (the JDK's Ed25519). {@code java.net.http}
- * and Gson only. Thread-safe: share one.
+ * lost, release on close; {@link #leaseAsync} to wait for one with a way to cancel), plain
+ * calls, borrowed seats saved to a file ({@link #borrow}, {@link #loadBorrowed}), typed errors
+ * ({@link SeatException} and its nested kinds) and verification of every signed answer (the
+ * JDK's Ed25519). {@code java.net.http} and Gson (an implementation detail: no Gson type is
+ * part of this API).
+ *
+ * <p>Built once by {@link #builder}, immutable and thread-safe: share one. Every exchange
+ * (the answer's headers and its whole body) ends by its deadline, whatever pace the server
+ * sends at. {@link #close} releases the seats it still holds and ends the waits for one.
  */
-public final class SeatClient {
-    public static final String VERSION = "0.1.0";
+public final class SeatClient implements AutoCloseable {
+    public static final String VERSION = "0.2.0";
     static final int MAX_BODY = 1 << 20;
     private static final SecureRandom RANDOM = new SecureRandom();
+    /** The deadline of the exchange in progress on this thread, for a JWKS fetched within it. */
+    private static final ThreadLocal<Long> ATTEMPT_DEADLINE = new ThreadLocal<>();
 
-    /** Client options (the defaults of the other clients). */
-    public static final class Options {
-        Duration timeout = Duration.ofSeconds(10);
-        int retries = 5;
-        Duration backoff = Duration.ofMillis(500);
-        Duration maxBackoff = Duration.ofSeconds(30);
-        Duration maxWaitPoll = Duration.ofSeconds(30);
-        Duration releaseTimeout = Duration.ofSeconds(5);
-        boolean verify;
-        List<String> pinnedKeys = List.of();
-        String tenantId;
-        double tokenLeewaySeconds = 60;
-        String jwksUrl;
-        BiConsumer<String, String> logger;
+    /**
+     * Builds a {@link SeatClient}: each setting is copied into the client by {@link #build},
+     * so a builder may be changed and used again.
+     */
+    public static final class Builder {
+        private final String baseUrl;
+        private final String apiKey;
+        private Duration timeout = Duration.ofSeconds(10);
+        private int retries = 5;
+        private Duration backoff = Duration.ofMillis(500);
+        private Duration maxBackoff = Duration.ofSeconds(30);
+        private Duration maxWaitPoll = Duration.ofSeconds(30);
+        private Duration releaseTimeout = Duration.ofSeconds(5);
+        private boolean verify;
+        private List<String> pinnedKeys = List.of();
+        private String tenantId;
+        private Duration tokenLeeway = Duration.ofSeconds(60);
+        private String jwksUrl;
+        private BiConsumer<String, String> logger;
+        private String machineId;
 
-        /** Per HTTP request (10 s). */
-        public Options timeout(Duration value) { timeout = value; return this; }
+        private Builder(String baseUrl, String apiKey) {
+            this.baseUrl = Objects.requireNonNull(baseUrl, "baseUrl");
+            this.apiKey = Objects.requireNonNull(apiKey, "apiKey");
+        }
+
+        /** The deadline of one exchange: connecting, the answer's headers and its whole body (10 s). */
+        public Builder timeout(Duration value) { timeout = positive(value, "timeout"); return this; }
         /** Extra attempts after a network error or a 503/429/502/504 (5; 0: none). */
-        public Options retries(int value) { retries = Math.max(0, value); return this; }
+        public Builder retries(int value) {
+            if (value < 0) {
+                throw new IllegalArgumentException("retries must be 0 or more");
+            }
+            retries = value;
+            return this;
+        }
         /** First pause between attempts, doubling with jitter (500 ms). */
-        public Options backoff(Duration value) { backoff = value; return this; }
-        public Options maxBackoff(Duration value) { maxBackoff = value; return this; }
+        public Builder backoff(Duration value) { backoff = positive(value, "backoff"); return this; }
+        /** The longest pause between attempts, whatever a server's Retry-After asks (30 s). */
+        public Builder maxBackoff(Duration value) { maxBackoff = positive(value, "maxBackoff"); return this; }
         /** Longest pause between acquires while waiting for a seat (30 s). */
-        public Options maxWaitPoll(Duration value) { maxWaitPoll = value; return this; }
-        /** Time budget of a lease's release (5 s). */
-        public Options releaseTimeout(Duration value) { releaseTimeout = value; return this; }
-        /** Verify every answer's signed token. */
-        public Options verify(boolean value) { verify = value; return this; }
+        public Builder maxWaitPoll(Duration value) { maxWaitPoll = positive(value, "maxWaitPoll"); return this; }
+        /** Time budget of a lease's release, waiting for its heartbeat thread included (5 s). */
+        public Builder releaseTimeout(Duration value) { releaseTimeout = positive(value, "releaseTimeout"); return this; }
+        /** Verify every answer's signed token (against the server's /keys unless keys are pinned). */
+        public Builder verify(boolean value) { verify = value; return this; }
         /** The vendor's Ed25519 keys (a JWK's "x", a JWK as JSON, or PEM); turns verify on. */
-        public Options pinnedKeys(List<String> value) { pinnedKeys = List.copyOf(value); return this; }
+        public Builder pinnedKeys(List<String> value) { pinnedKeys = List.copyOf(value); return this; }
         /** The tenant the tokens' aud must name (else any tenant with this license). */
-        public Options tenantId(String value) { tenantId = value; return this; }
+        public Builder tenantId(String value) { tenantId = value; return this; }
         /** Clock slack on the tokens' exp, nbf, iat (60 s). */
-        public Options tokenLeewaySeconds(double value) { tokenLeewaySeconds = value; return this; }
+        public Builder tokenLeeway(Duration value) {
+            if (value.isNegative()) {
+                throw new IllegalArgumentException("tokenLeeway must not be negative");
+            }
+            tokenLeeway = value;
+            return this;
+        }
         /** Where the JWKS is fetched (default base URL + "/keys"). */
-        public Options jwksUrl(String value) { jwksUrl = value; return this; }
+        public Builder jwksUrl(String value) { jwksUrl = value; return this; }
         /** (level, message): retries at "info", losses and regains at "warning". Never the key. */
-        public Options logger(BiConsumer<String, String> value) { logger = value; return this; }
+        public Builder logger(BiConsumer<String, String> value) { logger = value; return this; }
+        /**
+         * This machine's id for borrowed seats and {@link #thisMachine()} (default: the
+         * system's, {@link Machine#machineId()}), e.g. in a container whose id is not stable.
+         */
+        public Builder machineId(String value) { machineId = value; return this; }
+
+        /** The client; IllegalArgumentException for a URL that is not http(s) or a key that is no key. */
+        public SeatClient build() { return new SeatClient(this); }
+
+        private static Duration positive(Duration value, String name) {
+            if (value == null || value.isNegative() || value.isZero()) {
+                throw new IllegalArgumentException(name + " must be a positive duration");
+            }
+            return value;
+        }
     }
 
-    /** The optional fields of an acquire. */
-    public static final class AcquireOptions {
-        int leaseSeconds;
-        int borrowSeconds;
-        JsonObject metadata;
-        String user;
-        String host;
-        boolean queue;
-        String ticket;
-        String requestId;
-        String fingerprint;
-        int seats;
-
-        public AcquireOptions leaseSeconds(int value) { leaseSeconds = value; return this; }
-        /** Borrow the seat for that long (no heartbeats until it ends). */
-        public AcquireOptions borrowSeconds(int value) { borrowSeconds = value; return this; }
-        public AcquireOptions metadata(JsonObject value) { metadata = value == null ? null : value.deepCopy(); return this; }
-        /** Who asks (a policy may require user). */
-        public AcquireOptions user(String value) { user = value; return this; }
-        public AcquireOptions host(String value) { host = value; return this; }
-        /** On a full license with a wait queue: a place in line (a 202 answer). */
-        public AcquireOptions queue(boolean value) { queue = value; return this; }
-        public AcquireOptions ticket(String value) { ticket = value; return this; }
-        /** The id of an acquire you retry yourself: the server answers it exactly once. */
-        public AcquireOptions requestId(String value) { requestId = value; return this; }
-        /** Bind the seat to this machine ({@link Machine#fingerprint}): the token's cnf.machine. */
-        public AcquireOptions fingerprint(String value) { fingerprint = value; return this; }
-        /**
-         * The lease's weight: it counts as that many of the license's seats (at most its
-         * seats). Not set (0): not sent, 1 for a new lease, a renewal keeps the held lease's;
-         * another weight than a held lease's is a {@link SeatException.SeatsMismatch}.
-         */
-        public AcquireOptions seats(int value) { seats = value; return this; }
+    /** A client for the deployment at baseUrl (http:// or https://), with apiKey. */
+    public static Builder builder(String baseUrl, String apiKey) {
+        return new Builder(baseUrl, apiKey);
     }
 
     private final String baseUrl;
     private final String apiKey;
-    final Options options;
+    private final Duration timeout;
+    private final int retries;
+    private final Duration backoff;
+    private final Duration maxBackoff;
+    private final Duration maxWaitPoll;
+    private final Duration releaseTimeout;
+    private final List<String> pinnedKeys;
+    private final String tenantId;
+    private final Duration tokenLeeway;
+    private final String jwksUrl;
+    private final BiConsumer<String, String> logger;
+    private final String machineId;
     private final HttpClient http;
     final TokenVerifier verifier;
 
-    public SeatClient(String baseUrl, String apiKey) {
-        this(baseUrl, apiKey, new Options());
-    }
+    private final Set<Lease> held = ConcurrentHashMap.newKeySet();
+    private final AtomicBoolean closed = new AtomicBoolean();
+    /** Completed by close(): every wait for a first seat ends. */
+    private final CompletableFuture<Void> closing = new CompletableFuture<>();
 
-    public SeatClient(String baseUrl, String apiKey, Options options) {
+    private SeatClient(Builder b) {
         URI parsed;
         try {
-            parsed = URI.create(baseUrl);
+            parsed = URI.create(b.baseUrl);
         } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException("baseUrl must be an http:// or https:// URL");
         }
@@ -125,22 +164,31 @@ public final class SeatClient {
                 || parsed.getHost() == null) {
             throw new IllegalArgumentException("baseUrl must be an http:// or https:// URL");
         }
-        this.baseUrl = baseUrl.replaceAll("/+$", "");
-        this.apiKey = apiKey;
-        this.options = options;
+        baseUrl = b.baseUrl.replaceAll("/+$", "");
+        apiKey = b.apiKey;
+        timeout = b.timeout;
+        retries = b.retries;
+        backoff = b.backoff;
+        maxBackoff = b.maxBackoff;
+        maxWaitPoll = b.maxWaitPoll;
+        releaseTimeout = b.releaseTimeout;
+        pinnedKeys = b.pinnedKeys;
+        tenantId = b.tenantId;
+        tokenLeeway = b.tokenLeeway;
+        jwksUrl = b.jwksUrl != null ? b.jwksUrl : baseUrl + "/keys";
+        logger = b.logger;
+        machineId = b.machineId;
         String host = parsed.getHost();
         boolean loopback = host.equals("localhost") || host.startsWith("127.") || host.equals("[::1]");
         HttpClient.Builder builder = HttpClient.newBuilder()
                 .followRedirects(HttpClient.Redirect.NEVER) // the API key never reaches another host
-                .connectTimeout(options.timeout);
+                .connectTimeout(timeout);
         if (!loopback) {
             builder.proxy(ProxySelector.getDefault());
         }
-        this.http = builder.build();
-        String jwksUrl = options.jwksUrl != null ? options.jwksUrl : this.baseUrl + "/keys";
-        if (options.verify || !options.pinnedKeys.isEmpty()) {
-            verifier = new TokenVerifier(() -> fetchJwks(jwksUrl), options.pinnedKeys, options.tenantId,
-                    options.tokenLeewaySeconds, null);
+        http = builder.build();
+        if (b.verify || !pinnedKeys.isEmpty()) {
+            verifier = new TokenVerifier(() -> fetchJwks(jwksUrl), pinnedKeys, tenantId, tokenLeeway, null);
         } else {
             verifier = null;
         }
@@ -151,50 +199,136 @@ public final class SeatClient {
     public String toString() { return "SeatClient(" + baseUrl + ", apiKey=<hidden>)"; }
 
     public String baseUrl() { return baseUrl; }
+    public Duration timeout() { return timeout; }
+    public Duration releaseTimeout() { return releaseTimeout; }
+    /** Whether answers' tokens are verified (verify, or pinned keys). */
+    public boolean verifies() { return verifier != null; }
+    /** Whether the tokens must be signed by one of the vendor's pinned keys. */
+    public boolean pinned() { return !pinnedKeys.isEmpty(); }
+    /** This machine's fingerprint ({@link Machine#fingerprint} of the builder's machineId or the system's). */
+    public String thisMachine() { return Machine.thisMachine(machineId); }
+
+    List<String> pinnedKeys() { return pinnedKeys; }
+    String tenantId() { return tenantId; }
+    Duration tokenLeeway() { return tokenLeeway; }
+    Duration maxBackoff() { return maxBackoff; }
 
     void log(String level, String message) {
-        if (options.logger != null) {
-            options.logger.accept(level, message);
+        if (logger != null) {
+            logger.accept(level, message);
+        }
+    }
+
+    private void checkOpen() {
+        if (closed.get()) {
+            throw new IllegalStateException("This SeatClient is closed.");
         }
     }
 
     // -- HTTP -------------------------------------------------------------------------------
 
-    private record Exchange(int status, String body, double retryAfter) {}
+    /**
+     * How one call is made: its extra attempts (-1: the client's retries), the instant
+     * (System.nanoTime) past which no attempt runs (0: none), what cancels it (null:
+     * interrupting the thread only) and whether its answer's token is verified.
+     */
+    record Plan(int retries, long giveUpNanos, CompletableFuture<?> cancel, boolean verify) {
+        static final Plan DEFAULT = new Plan(-1, 0, null, true);
 
-    private Exchange exchange(HttpRequest request) {
-        try {
-            HttpResponse<InputStream> response = http.send(request, HttpResponse.BodyHandlers.ofInputStream());
-            byte[] body;
-            try (InputStream stream = response.body()) {
-                body = stream.readNBytes(MAX_BODY + 1);
-            }
-            if (body.length > MAX_BODY) {
-                throw new SeatException.InvalidResponse(response.statusCode(),
-                        request.uri() + " answered more than " + MAX_BODY + " bytes.");
-            }
-            double retryAfter = -1;
-            Optional<String> header = response.headers().firstValue("Retry-After");
-            if (header.isPresent()) {
-                try {
-                    double seconds = Double.parseDouble(header.get().trim());
-                    if (seconds >= 0 && seconds < 86400) {
-                        retryAfter = seconds;
-                    }
-                } catch (NumberFormatException e) {
-                    // an HTTP date from a proxy is ignored
-                }
-            }
-            return new Exchange(response.statusCode(), new String(body, StandardCharsets.UTF_8), retryAfter);
-        } catch (IOException e) {
-            throw new SeatException.BackendUnavailable(0, "network_error", request.uri() + ": " + e, null, -1);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new SeatException(0, "cancelled", "The call was interrupted.");
-        }
+        Plan withRetries(int value) { return new Plan(value, giveUpNanos, cancel, verify); }
+        Plan until(long nanos) { return new Plan(retries, nanos, cancel, verify); }
+        Plan cancelledBy(CompletableFuture<?> value) { return new Plan(retries, giveUpNanos, value, verify); }
+        Plan unverified() { return new Plan(retries, giveUpNanos, cancel, false); }
     }
 
-    private static JsonObject decode(String where, Exchange exchange) {
+    private record Exchange(int status, String body, double retryAfter) {}
+
+    private static HttpClient.Version versionFor(URI uri) {
+        // http:// is HTTP/1.1: no "Upgrade: h2c" that a proxy or an old server may choke on
+        return "http".equals(uri.getScheme()) ? HttpClient.Version.HTTP_1_1 : HttpClient.Version.HTTP_2;
+    }
+
+    private static SeatException.BackendUnavailable networkError(URI uri, String what) {
+        return new SeatException.BackendUnavailable(0, "network_error", uri + ": " + what, null, -1);
+    }
+
+    /**
+     * One request and its whole answer by deadline (System.nanoTime), or earlier when
+     * cancel completes: the body is read as it arrives, up to MAX_BODY, and the exchange is
+     * aborted (its connection closed) when the deadline passes first.
+     */
+    private Exchange exchange(HttpRequest.Builder builder, URI uri, long deadline, CompletableFuture<?> cancel) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+            throw networkError(uri, "no time left for the call");
+        }
+        HttpRequest request = builder.timeout(Duration.ofNanos(left)).version(versionFor(uri)).build();
+        CappedBody body = new CappedBody(MAX_BODY);
+        CompletableFuture<HttpResponse<CappedBody.Bytes>> pending = http.sendAsync(request, info -> body);
+        HttpResponse<CappedBody.Bytes> response;
+        try {
+            response = await(pending, deadline, cancel);
+        } catch (TimeoutException e) {
+            abort(pending, body);
+            throw networkError(uri, "no whole answer within " + Duration.ofNanos(left).toMillis() + " ms");
+        } catch (CancellationException e) {
+            abort(pending, body);
+            throw new SeatException.Cancelled("The call was cancelled.");
+        } catch (InterruptedException e) {
+            abort(pending, body);
+            Thread.currentThread().interrupt();
+            throw new SeatException.Cancelled("The call was interrupted.");
+        } catch (ExecutionException e) {
+            Throwable cause = e.getCause() != null ? e.getCause() : e;
+            throw networkError(uri, cause instanceof IOException ? cause.toString() : "failed: " + cause);
+        }
+        if (response.body().tooBig()) {
+            throw new SeatException.InvalidResponse(response.statusCode(),
+                    uri + " answered more than " + MAX_BODY + " bytes.");
+        }
+        return new Exchange(response.statusCode(), new String(response.body().data(), StandardCharsets.UTF_8),
+                retryAfterHeader(response));
+    }
+
+    /** The answer by deadline; CancellationException as soon as cancel completes first. */
+    private static <T> T await(CompletableFuture<T> pending, long deadline, CompletableFuture<?> cancel)
+            throws TimeoutException, InterruptedException, ExecutionException {
+        long left = Math.max(0, deadline - System.nanoTime());
+        if (cancel == null) {
+            return pending.get(left, TimeUnit.NANOSECONDS);
+        }
+        try {
+            CompletableFuture.anyOf(pending, cancel).get(left, TimeUnit.NANOSECONDS);
+        } catch (ExecutionException e) {
+            // pending failed (its failure is read below) or cancel did (a cancel all the same)
+        }
+        if (!pending.isDone()) {
+            throw new CancellationException();
+        }
+        return pending.get();
+    }
+
+    private static void abort(CompletableFuture<?> pending, CappedBody body) {
+        body.abort();
+        pending.cancel(true);
+    }
+
+    private static double retryAfterHeader(HttpResponse<?> response) {
+        Optional<String> header = response.headers().firstValue("Retry-After");
+        if (header.isPresent()) {
+            try {
+                double seconds = Double.parseDouble(header.get().trim());
+                if (seconds >= 0 && seconds < 86400) {
+                    return seconds;
+                }
+            } catch (NumberFormatException e) {
+                // an HTTP date from a proxy is ignored
+            }
+        }
+        return -1;
+    }
+
+    private static JsonObject decode(URI where, Exchange exchange) {
         JsonObject payload = Json.parseObject(exchange.body);
         if (exchange.status >= 300 || exchange.status < 200) {
             throw SeatException.fromAnswer(exchange.status, payload, exchange.retryAfter);
@@ -205,13 +339,22 @@ public final class SeatClient {
         return payload;
     }
 
-    private String fetchJwks(String url) {
-        HttpRequest request = HttpRequest.newBuilder(URI.create(url)).timeout(options.timeout)
-                .header("Accept", "application/json").header("User-Agent", "seatlease-java/" + VERSION).GET().build();
-        Exchange answer = exchange(request);
-        decode(url, answer);
+    /** The JWKS document, within the deadline of the exchange that needs it. */
+    String fetchJwks(String url) {
+        URI where = URI.create(url);
+        HttpRequest.Builder request = HttpRequest.newBuilder(where)
+                .header("Accept", "application/json").header("User-Agent", "seatlease-java/" + VERSION).GET();
+        long deadline = System.nanoTime() + timeout.toNanos();
+        Long attempt = ATTEMPT_DEADLINE.get();
+        if (attempt != null && attempt - deadline < 0) {
+            deadline = attempt;
+        }
+        Exchange answer = exchange(request, where, deadline, null);
+        decode(where, answer);
         return answer.body;
     }
+
+    String fetchJwks() { return fetchJwks(jwksUrl); }
 
     /** The shape of a 2xx: wrong types are an InvalidResponse, never a failure later. */
     private static void checkShape(String fn, JsonObject reply, int status) {
@@ -238,30 +381,42 @@ public final class SeatClient {
         }
     }
 
-    private Answer send(String fn, JsonObject body, Duration timeout) {
-        String where = baseUrl + "/" + fn;
-        HttpRequest request = HttpRequest.newBuilder(URI.create(where)).timeout(timeout)
+    private Answer send(String fn, JsonObject body, long deadline, Plan plan) {
+        URI where = URI.create(baseUrl + "/" + fn);
+        HttpRequest.Builder request = HttpRequest.newBuilder(where)
                 .header("Content-Type", "application/json").header("Accept", "application/json")
                 .header("Authorization", "Bearer " + apiKey).header("User-Agent", "seatlease-java/" + VERSION)
-                .POST(HttpRequest.BodyPublishers.ofString(Json.write(body))).build();
-        Exchange answer = exchange(request);
+                .POST(HttpRequest.BodyPublishers.ofString(Json.write(body)));
+        Exchange answer = exchange(request, where, deadline, plan.cancel());
         JsonObject reply = decode(where, answer);
         checkShape(fn, reply, answer.status);
         // A place in the wait queue (202) grants nothing: it carries no token to check.
-        if (verifier != null && answer.status != 202) {
-            verifier.check(fn, body, reply, answer.status);
+        if (verifier != null && plan.verify() && answer.status != 202) {
+            ATTEMPT_DEADLINE.set(deadline);
+            try {
+                verifier.verify(fn, body, reply, answer.status);
+            } finally {
+                ATTEMPT_DEADLINE.remove();
+            }
         }
         return new Answer(reply, answer.status);
     }
 
+    /**
+     * The pause before retry number attempt + 1: the back-off doubling from backoff up to
+     * ceiling, with jitter, no sooner than the server's Retry-After, and never longer than
+     * maxBackoff whatever the server asks (a hint of an hour must not put a product to sleep
+     * for an hour).
+     */
     double backoffDelay(int attempt, double retryAfter, double ceiling) {
-        double delay = Math.min(ceiling, seconds(options.backoff) * Math.pow(2, Math.max(0, Math.min(attempt, 60))));
+        double delay = Math.min(ceiling, Times.seconds(backoff) * Math.pow(2, Math.max(0, Math.min(attempt, 60))));
         delay = uniform(delay / 2, delay);
-        return Math.max(delay, retryAfter);
+        return Math.min(Math.max(delay, retryAfter), Times.seconds(maxBackoff));
     }
 
+    /** The pause before asking again for a seat that was refused (or a place in line). */
     double waitPause(SeatException denied) {
-        double pause = Math.min(denied.retryAfterSeconds(), seconds(options.maxWaitPoll));
+        double pause = Math.min(Times.seconds(denied.retryAfter()), Times.seconds(maxWaitPoll));
         return uniform(pause, pause * 1.2);
     }
 
@@ -269,30 +424,34 @@ public final class SeatClient {
         return high <= low ? low : low + (high - low) * ThreadLocalRandom.current().nextDouble();
     }
 
-    static double seconds(Duration duration) { return duration.toNanos() / 1e9; }
-
     static String newRequestId() {
         byte[] raw = new byte[16];
         RANDOM.nextBytes(raw);
         return HexFormat.of().formatHex(raw);
     }
 
-    /** Sleeps, or throws SeatException "cancelled" when interrupted. */
-    static void pause(double seconds) {
+    /** Sleeps, or throws SeatException.Cancelled when interrupted or when cancel completes. */
+    static void pause(double seconds, CompletableFuture<?> cancel) {
+        long nanos = (long) (Math.max(0, seconds) * 1e9);
         try {
-            Thread.sleep((long) (Math.max(0, seconds) * 1000));
+            if (cancel == null) {
+                TimeUnit.NANOSECONDS.sleep(nanos);
+                return;
+            }
+            cancel.get(nanos, TimeUnit.NANOSECONDS);
+        } catch (TimeoutException e) {
+            return; // slept the whole pause
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new SeatException(0, "cancelled", "The call was interrupted.");
+            throw new SeatException.Cancelled("The call was interrupted.");
+        } catch (ExecutionException | CancellationException e) {
+            // cancel completed exceptionally: a cancel all the same
         }
+        throw new SeatException.Cancelled("The call was cancelled.");
     }
 
-    /**
-     * One call retried on network errors and 503 (429/502/504) with backoff, never sooner than
-     * Retry-After. Every attempt carries the same request_id (and nonce): should an answer be
-     * lost, the server answers the retry with what the first attempt did.
-     */
-    Answer call(String fn, JsonObject body, int retries, double budgetSeconds) {
+    /** The request_id and (when verifying) the nonce every attempt of a call carries. */
+    JsonObject stamped(JsonObject body) {
         JsonObject sent = body.deepCopy();
         if (Json.string(sent, "request_id") == null) {
             sent.addProperty("request_id", newRequestId());
@@ -300,64 +459,56 @@ public final class SeatClient {
         if (verifier != null && sent.get("nonce") == null) {
             sent.addProperty("nonce", TokenVerifier.newNonce());
         }
-        if (retries < 0) {
-            retries = options.retries;
-        }
-        long giveUp = budgetSeconds > 0 ? System.nanoTime() + (long) (budgetSeconds * 1e9) : 0;
-        for (int attempt = 0; ; attempt++) {
-            Duration timeout = options.timeout;
-            if (giveUp != 0) {
-                long left = Math.max(giveUp - System.nanoTime(), 50_000_000L);
-                timeout = Duration.ofNanos(Math.min(left, timeout.toNanos()));
-            }
-            try {
-                return send(fn, sent, timeout);
-            } catch (SeatException.BackendUnavailable failed) {
-                if (attempt >= retries) {
-                    throw failed;
-                }
-                double delay = backoffDelay(attempt, failed.backendRetryAfter(), seconds(options.maxBackoff));
-                if (giveUp != 0 && System.nanoTime() + (long) (delay * 1e9) > giveUp) {
-                    throw failed;
-                }
-                log("info", "seatlease: " + fn + " failed (" + failed.getMessage() + "); retry in " + delay + " s");
-                pause(delay);
-            }
-        }
+        return sent;
     }
 
-    static JsonObject acquireBody(String licenseId, String clientId, AcquireOptions o) {
-        if (licenseId == null || clientId == null) {
-            throw new IllegalArgumentException("licenseId and clientId are required");
+    /**
+     * One call retried on network errors and 503 (429/502/504) with backoff. Every attempt
+     * carries the same request_id (and nonce): should an answer be lost, the server answers
+     * the retry with what the first attempt did. Each attempt ends by the client's timeout
+     * and by the plan's give-up instant, whichever comes first.
+     */
+    Answer call(String fn, JsonObject body, Plan plan) {
+        JsonObject sent = stamped(body);
+        int attempts = plan.retries() < 0 ? retries : plan.retries();
+        for (int attempt = 0; ; attempt++) {
+            long deadline = System.nanoTime() + timeout.toNanos();
+            if (plan.giveUpNanos() != 0) {
+                long floor = System.nanoTime() + 50_000_000L; // an attempt, however short, is sent
+                long giveUp = plan.giveUpNanos() - floor > 0 ? plan.giveUpNanos() : floor;
+                deadline = giveUp - deadline < 0 ? giveUp : deadline;
+            }
+            try {
+                return send(fn, sent, deadline, plan);
+            } catch (SeatException.BackendUnavailable failed) {
+                if (attempt >= attempts) {
+                    throw failed;
+                }
+                double delay = backoffDelay(attempt, failed.backendRetryAfter(), Times.seconds(maxBackoff));
+                if (plan.giveUpNanos() != 0 && System.nanoTime() + (long) (delay * 1e9) - plan.giveUpNanos() > 0) {
+                    throw failed;
+                }
+                log("info", "seatlease: " + fn + " failed (" + failed.getMessage() + "); retry in "
+                        + Math.round(delay * 1000) + " ms");
+                pause(delay, plan.cancel());
+            }
         }
-        JsonObject body = new JsonObject();
-        body.addProperty("license_id", licenseId);
-        body.addProperty("client_id", clientId);
-        if (o.leaseSeconds > 0) body.addProperty("lease_seconds", o.leaseSeconds);
-        if (o.borrowSeconds > 0) body.addProperty("borrow_seconds", o.borrowSeconds);
-        if (o.metadata != null) body.add("metadata", o.metadata.deepCopy());
-        if (o.user != null) body.addProperty("user", o.user);
-        if (o.host != null) body.addProperty("host", o.host);
-        if (o.queue) body.addProperty("queue", true);
-        if (o.ticket != null) body.addProperty("ticket", o.ticket);
-        if (o.requestId != null) body.addProperty("request_id", o.requestId);
-        if (o.fingerprint != null) body.addProperty("fingerprint", o.fingerprint);
-        if (o.seats > 0) body.addProperty("seats", o.seats);
-        return body;
     }
 
     // -- plain calls ---------------------------------------------------------------------------
 
     /** POST /acquire (retried). No heartbeats: see {@link #lease}. */
     public Answer acquire(String licenseId, String clientId, AcquireOptions options) {
-        return call("acquire", acquireBody(licenseId, clientId, options == null ? new AcquireOptions() : options), -1, 0);
+        checkOpen();
+        AcquireOptions fields = options == null ? new AcquireOptions() : options.copy();
+        return call("acquire", fields.body(licenseId, clientId), Plan.DEFAULT);
     }
 
     public Answer acquire(String licenseId, String clientId) {
         return acquire(licenseId, clientId, null);
     }
 
-    private static JsonObject sessionBody(String licenseId, String sessionId) {
+    static JsonObject sessionBody(String licenseId, String sessionId) {
         JsonObject body = new JsonObject();
         body.addProperty("license_id", licenseId);
         body.addProperty("session_id", sessionId);
@@ -366,20 +517,152 @@ public final class SeatClient {
 
     /** POST /heartbeat (retried); SessionExpired when the seat is gone. */
     public Answer heartbeat(String licenseId, String sessionId) {
-        return call("heartbeat", sessionBody(licenseId, sessionId), -1, 0);
+        checkOpen();
+        return call("heartbeat", sessionBody(licenseId, sessionId), Plan.DEFAULT);
     }
 
     /** POST /release (retried, idempotent). */
     public Answer release(String licenseId, String sessionId) {
-        return call("release", sessionBody(licenseId, sessionId), -1, 0);
+        checkOpen();
+        return call("release", sessionBody(licenseId, sessionId), Plan.DEFAULT);
     }
 
-    Answer releaseWithin(String licenseId, String sessionId) {
-        return call("release", sessionBody(licenseId, sessionId), -1, seconds(options.releaseTimeout));
+    /** A release that ends by giveUp (System.nanoTime), retries included. */
+    Answer releaseBy(String licenseId, String sessionId, long giveUp) {
+        return call("release", sessionBody(licenseId, sessionId), Plan.DEFAULT.until(giveUp));
     }
 
-    /** Acquires a seat and keeps it by heartbeats until the Lease is closed. */
+    // -- held leases ---------------------------------------------------------------------------
+
+    /**
+     * Acquires a seat and keeps it by heartbeats until the Lease is closed. With {@link
+     * LeaseOptions#waitFor} it waits for one; interrupting the thread ends the wait
+     * ({@link SeatException.Cancelled}), giving back a seat taken meanwhile.
+     */
     public Lease lease(String licenseId, LeaseOptions options) {
-        return Lease.open(this, licenseId, options);
+        checkOpen();
+        return Lease.open(this, licenseId, options.copy(), closing);
+    }
+
+    /**
+     * {@link #lease} on a thread of its own: the future completes with the Lease (or the
+     * error). {@code cancel(true)} on this future (not on a stage derived from it) ends a
+     * wait in line or a first acquire in flight at once; a seat taken meanwhile is released
+     * in the background. Closing the client ends it too ({@link SeatException.Cancelled}).
+     */
+    public CompletableFuture<Lease> leaseAsync(String licenseId, LeaseOptions options) {
+        checkOpen();
+        LeaseOptions copy = options.copy();
+        if (licenseId == null || copy.clientId == null) {
+            throw new IllegalArgumentException("licenseId and a clientId are required");
+        }
+        LeaseFuture future = new LeaseFuture();
+        CompletableFuture<Object> cancel = CompletableFuture.anyOf(future.ended, closing);
+        Thread worker = new Thread(() -> {
+            try {
+                Lease lease = Lease.open(this, licenseId, copy, cancel);
+                if (!future.complete(lease)) {
+                    lease.close(); // cancelled as the seat came: give it back
+                }
+            } catch (Throwable failure) {
+                future.completeExceptionally(failure);
+            }
+        }, "seatlease-acquire-" + licenseId);
+        worker.setDaemon(true);
+        worker.start();
+        return future;
+    }
+
+    /** A lease's future whose completion (a cancel above all) ends the wait it stands for. */
+    private static final class LeaseFuture extends CompletableFuture<Lease> {
+        final CompletableFuture<Void> ended = new CompletableFuture<>();
+
+        LeaseFuture() {
+            whenComplete((lease, failure) -> ended.complete(null));
+        }
+    }
+
+    /**
+     * The seat an acquire cancelled in flight may have taken, released in the background: the
+     * same body (its request_id) sent again is answered with what the first run did, without
+     * taking a second seat, and the session it names is released. Within the release timeout.
+     */
+    void giveBack(String licenseId, JsonObject sentBody) {
+        Thread thread = new Thread(() -> {
+            long giveUp = System.nanoTime() + releaseTimeout.toNanos();
+            try {
+                Answer answer = call("acquire", sentBody, Plan.DEFAULT.until(giveUp).unverified());
+                if (answer.status() != 202 && answer.sessionId() != null) {
+                    releaseBy(licenseId, answer.sessionId(), giveUp);
+                    log("info", "seatlease: the seat taken by a cancelled acquire of " + licenseId + " was released");
+                }
+            } catch (SeatException e) {
+                log("info", "seatlease: nothing to give back after a cancelled acquire of " + licenseId + ": " + e.getMessage());
+            }
+        }, "seatlease-give-back-" + licenseId);
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    /** A lease now held; false (the caller releases it) when the client closed meanwhile. */
+    boolean register(Lease lease) {
+        held.add(lease);
+        if (closed.get()) {
+            held.remove(lease);
+            return false;
+        }
+        return true;
+    }
+
+    void unregister(Lease lease) {
+        held.remove(lease);
+    }
+
+    /**
+     * Releases every seat this client still holds (all within one release timeout), ends
+     * every wait for a first seat ({@link SeatException.Cancelled}) and refuses new calls
+     * (IllegalStateException). Once; never throws.
+     */
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        closing.complete(null);
+        long giveUp = System.nanoTime() + releaseTimeout.toNanos();
+        for (Lease lease : List.copyOf(held)) {
+            lease.closeBy(giveUp);
+        }
+    }
+
+    // -- borrowed seats ------------------------------------------------------------------------
+
+    /**
+     * Borrows a seat for duration (whole seconds; no heartbeats until it ends, at most the
+     * license's max_borrow_seconds), bound to this machine, saves it with its signed token
+     * and the deployment's keys to path (atomically, readable by this user only; the same
+     * file as the other clients') and returns it verified.
+     */
+    public BorrowedSeat borrow(String licenseId, String clientId, Duration duration, Path path) throws IOException {
+        return borrow(licenseId, clientId, duration, path, null);
+    }
+
+    /** {@link #borrow(String, String, Duration, Path)} with the lease's metadata. */
+    public BorrowedSeat borrow(String licenseId, String clientId, Duration duration, Path path,
+                               Map<String, ?> metadata) throws IOException {
+        checkOpen();
+        return BorrowedSeat.borrow(this, licenseId, clientId, duration, path, metadata);
+    }
+
+    /**
+     * The borrowed seat saved at path (by this client or another), verified offline (no
+     * request is sent): signature (the saved keys, within this client's pinned keys: pin the
+     * vendor's keys so that an edited file cannot pass), audience, session, client, nonce,
+     * expiry ({@link SeatException.TokenExpired} once the borrow has ended), the borrowed
+     * claim and the machine ({@link SeatException.TokenWrongMachine} on another machine).
+     */
+    public BorrowedSeat loadBorrowed(Path path) throws IOException {
+        checkOpen();
+        return BorrowedSeat.load(this, path);
     }
 }

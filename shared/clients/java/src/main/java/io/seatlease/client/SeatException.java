@@ -2,10 +2,13 @@ package io.seatlease.client;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
+import java.time.Duration;
+import java.util.Map;
 
 /**
  * Every error of the client: the HTTP status (0 when no answer came back), the server's
- * machine code and its message; {@link #body()} is the answer's {@code error} object. The
+ * machine code and its message; {@link #body()} is the answer's {@code error} object (plain
+ * Java values). The
  * nested classes are the kinds ({@code catch (SeatException.NoSeatsAvailable e)}); a
  * {@link SeatWaitTimeout} and a {@link UserLimitReached} are also a {@link NoSeatsAvailable},
  * a {@link UserDenied}, {@link LicenseNotStarted}, {@link LicenseExpired}, {@link NotEntitled}
@@ -20,7 +23,7 @@ public class SeatException extends RuntimeException {
     private final transient JsonObject body;
     private final double retryAfterHeader;
 
-    public SeatException(int status, String code, String message, JsonObject body, double retryAfterHeader) {
+    SeatException(int status, String code, String message, JsonObject body, double retryAfterHeader) {
         super(message);
         this.status = status;
         this.code = code;
@@ -36,8 +39,11 @@ public class SeatException extends RuntimeException {
     public int status() { return status; }
     /** The server's machine code ("no_seats_available", "network_error", "token_expired"). */
     public String code() { return code; }
-    /** The answer's "error" object (a copy). */
-    public JsonObject body() { return body.deepCopy(); }
+    /**
+     * The answer's "error" object as plain, unmodifiable Java values (String, Long, Double,
+     * Boolean, List, Map); empty when the answer had none.
+     */
+    public Map<String, Object> body() { return Json.toMap(body); }
 
     int intField(String name, int fallback) {
         JsonElement value = body.get(name);
@@ -56,11 +62,11 @@ public class SeatException extends RuntimeException {
     /** The weight a denial asked for (seats_requested): 1 for a plain request. */
     public int seatsRequested() { return intField("seats_requested", 1); }
 
-    /** When a seat may come free (409), at least 1. */
-    public int retryAfterSeconds() {
+    /** When a seat may come free (409): the answer's retry_after_seconds, at least a second. */
+    public Duration retryAfter() {
         int header = retryAfterHeader > 0 ? (int) retryAfterHeader : 1;
         int seconds = intField("retry_after_seconds", header);
-        return Math.max(seconds, 1);
+        return Duration.ofSeconds(Math.max(seconds, 1));
     }
 
     /** A 503's hint in seconds (body, then header), -1 without one. */
@@ -75,6 +81,8 @@ public class SeatException extends RuntimeException {
 
     double retryAfterHeader() { return retryAfterHeader; }
 
+    JsonObject bodyJson() { return body; }
+
     @Override
     public String toString() {
         return getClass().getSimpleName() + ": " + (status != 0 ? status + " " : "") + code + ": " + getMessage();
@@ -83,67 +91,67 @@ public class SeatException extends RuntimeException {
     /** 400: a bad identifier, a lease or borrow longer than the license allows. */
     public static class InvalidRequest extends SeatException {
         private static final long serialVersionUID = 1L;
-        public InvalidRequest(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        InvalidRequest(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** 401: API key missing, unknown or revoked. */
     public static class Unauthenticated extends SeatException {
         private static final long serialVersionUID = 1L;
-        public Unauthenticated(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        Unauthenticated(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** 403: the license is suspended. */
     public static class LicenseSuspended extends SeatException {
         private static final long serialVersionUID = 1L;
-        public LicenseSuspended(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        LicenseSuspended(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** 403 user_denied: the license's policy refuses this user any seat. */
     public static class UserDenied extends LicenseSuspended {
         private static final long serialVersionUID = 1L;
-        public UserDenied(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        UserDenied(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** 403 license_not_started: the license's term has not begun. */
     public static class LicenseNotStarted extends LicenseSuspended {
         private static final long serialVersionUID = 1L;
-        public LicenseNotStarted(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        LicenseNotStarted(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** 403 license_expired: the license's term (and its grace) has ended. */
     public static class LicenseExpired extends LicenseSuspended {
         private static final long serialVersionUID = 1L;
-        public LicenseExpired(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        LicenseExpired(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** 403 not_entitled: the license lacks an entitlement asked for. */
     public static class NotEntitled extends LicenseSuspended {
         private static final long serialVersionUID = 1L;
-        public NotEntitled(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        NotEntitled(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** 403 version_not_entitled: the product version is beyond the license's max_version. */
     public static class VersionNotEntitled extends LicenseSuspended {
         private static final long serialVersionUID = 1L;
-        public VersionNotEntitled(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        VersionNotEntitled(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** 404: no such license for this key's tenant. */
     public static class LicenseNotFound extends SeatException {
         private static final long serialVersionUID = 1L;
-        public LicenseNotFound(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        LicenseNotFound(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** 409: every seat (plus any overage) is in use. */
     public static class NoSeatsAvailable extends SeatException {
         private static final long serialVersionUID = 1L;
-        public NoSeatsAvailable(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        NoSeatsAvailable(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** 409 user_limit_reached: the user holds the license's max_per_user leases. */
     public static class UserLimitReached extends NoSeatsAvailable {
         private static final long serialVersionUID = 1L;
-        public UserLimitReached(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        UserLimitReached(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
         public int maxPerUser() { return intField("max_per_user", -1); }
         public int sessions() { return intField("sessions", -1); }
     }
@@ -151,7 +159,7 @@ public class SeatException extends RuntimeException {
     /** 409 queue_full: no seat, and the license's wait queue already holds queue_max clients. */
     public static class QueueFull extends NoSeatsAvailable {
         private static final long serialVersionUID = 1L;
-        public QueueFull(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        QueueFull(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
         public int queueMax() { return intField("queue_max", -1); }
     }
 
@@ -162,7 +170,7 @@ public class SeatException extends RuntimeException {
      */
     public static class SeatsMismatch extends SeatException {
         private static final long serialVersionUID = 1L;
-        public SeatsMismatch(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        SeatsMismatch(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
         public int heldSeats() { return intField("held_seats", -1); }
         public int seats() { return intField("seats", -1); }
     }
@@ -174,92 +182,104 @@ public class SeatException extends RuntimeException {
      */
     public static class MachineMismatch extends SeatException {
         private static final long serialVersionUID = 1L;
-        public MachineMismatch(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        MachineMismatch(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** Waiting, and no seat came free in time. */
     public static class SeatWaitTimeout extends NoSeatsAvailable {
         private static final long serialVersionUID = 1L;
-        public SeatWaitTimeout(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        SeatWaitTimeout(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** 410: the session holds no seat; reason "expired" or "unknown". */
     public static class SessionExpired extends SeatException {
         private static final long serialVersionUID = 1L;
-        public SessionExpired(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        SessionExpired(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
         public String reason() {
-            JsonElement reason = body().get("reason");
+            JsonElement reason = bodyJson().get("reason");
             return reason != null && reason.isJsonPrimitive() ? reason.getAsString() : "unknown";
         }
     }
 
-    /** Unreachable (status 0, code network_error), or 503/429/502/504 through every retry. */
+    /**
+     * The call was cancelled: its thread interrupted, or the client closed. A seat it may
+     * have taken meanwhile is given back.
+     */
+    public static class Cancelled extends SeatException {
+        private static final long serialVersionUID = 1L;
+        Cancelled(String m) { super(0, "cancelled", m, null, -1); }
+    }
+
+    /**
+     * Unreachable (status 0, code network_error: refused, reset, or no whole answer within
+     * the timeout), or 503/429/502/504 through every retry.
+     */
     public static class BackendUnavailable extends SeatException {
         private static final long serialVersionUID = 1L;
-        public BackendUnavailable(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
+        BackendUnavailable(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
     /** A 2xx that is not the expected JSON (truncated, wrong types, too big). */
     public static class InvalidResponse extends SeatException {
         private static final long serialVersionUID = 1L;
-        public InvalidResponse(int s, String m) { super(s, "invalid_response", m, null, -1); }
+        InvalidResponse(int s, String m) { super(s, "invalid_response", m, null, -1); }
     }
 
     /** The answer's signed token failed verification: the answer never counts. */
     public static class TokenException extends SeatException {
         private static final long serialVersionUID = 1L;
-        public TokenException(int s, String c, String m) { super(s, c, m, null, -1); }
+        TokenException(int s, String c, String m) { super(s, c, m, null, -1); }
     }
 
     public static class TokenMissing extends TokenException {
         private static final long serialVersionUID = 1L;
-        public TokenMissing(int s, String m) { super(s, "token_missing", m); }
+        TokenMissing(int s, String m) { super(s, "token_missing", m); }
     }
 
     public static class MalformedToken extends TokenException {
         private static final long serialVersionUID = 1L;
-        public MalformedToken(int s, String m) { super(s, "token_malformed", m); }
+        MalformedToken(int s, String m) { super(s, "token_malformed", m); }
     }
 
     public static class UnknownKeyId extends TokenException {
         private static final long serialVersionUID = 1L;
-        public UnknownKeyId(int s, String m) { super(s, "token_unknown_kid", m); }
+        UnknownKeyId(int s, String m) { super(s, "token_unknown_kid", m); }
     }
 
     public static class UntrustedKey extends TokenException {
         private static final long serialVersionUID = 1L;
-        public UntrustedKey(int s, String m) { super(s, "token_untrusted_key", m); }
+        UntrustedKey(int s, String m) { super(s, "token_untrusted_key", m); }
     }
 
     public static class BadSignature extends TokenException {
         private static final long serialVersionUID = 1L;
-        public BadSignature(int s, String m) { super(s, "token_bad_signature", m); }
+        BadSignature(int s, String m) { super(s, "token_bad_signature", m); }
     }
 
     public static class WrongAudience extends TokenException {
         private static final long serialVersionUID = 1L;
-        public WrongAudience(int s, String m) { super(s, "token_wrong_audience", m); }
+        WrongAudience(int s, String m) { super(s, "token_wrong_audience", m); }
     }
 
     public static class TokenExpired extends TokenException {
         private static final long serialVersionUID = 1L;
-        public TokenExpired(int s, String m) { super(s, "token_expired", m); }
+        TokenExpired(int s, String m) { super(s, "token_expired", m); }
     }
 
     public static class TokenReplayed extends TokenException {
         private static final long serialVersionUID = 1L;
-        public TokenReplayed(int s, String m) { super(s, "token_replayed", m); }
+        TokenReplayed(int s, String m) { super(s, "token_replayed", m); }
     }
 
     public static class TokenMismatch extends TokenException {
         private static final long serialVersionUID = 1L;
-        public TokenMismatch(int s, String m) { super(s, "token_mismatch", m); }
+        TokenMismatch(int s, String m) { super(s, "token_mismatch", m); }
     }
 
     /** A borrowed token taken for another machine (or none): its cnf.machine is not this one's. */
     public static class TokenWrongMachine extends TokenException {
         private static final long serialVersionUID = 1L;
-        public TokenWrongMachine(int s, String m) { super(s, "token_wrong_machine", m); }
+        TokenWrongMachine(int s, String m) { super(s, "token_wrong_machine", m); }
     }
 
     /** The typed error of an HTTP error answer. */

@@ -11,6 +11,7 @@ import java.security.PublicKey;
 import java.security.SecureRandom;
 import java.security.Signature;
 import java.security.spec.X509EncodedKeySpec;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -29,6 +30,7 @@ import java.util.function.Supplier;
  * SeatException.TokenException}, checked in the same order as the other clients, so that every
  * client gives each test vector (shared/clients/testdata/vectors.json) the same outcome. The
  * signature is checked by the JDK's Ed25519 ({@code Signature.getInstance("Ed25519")}).
+ * Requests, answers and claims are plain Java values (a JSON object as a {@code Map}).
  * Thread-safe.
  */
 public final class TokenVerifier {
@@ -57,12 +59,12 @@ public final class TokenVerifier {
      * @param fetch returns the JWKS document (may throw a SeatException)
      * @param pinnedKeys the vendor's Ed25519 keys: a JWK's "x", a JWK as JSON, or a PEM public key
      * @param tenantId the tenant the tokens' aud must name (null: any)
-     * @param leewaySeconds clock slack on exp, nbf and iat
+     * @param leeway clock slack on exp, nbf and iat
      * @param clock the clock (null: the system's)
      */
     public TokenVerifier(Supplier<String> fetch, List<String> pinnedKeys, String tenantId,
-                         double leewaySeconds, Supplier<Instant> clock) {
-        this(fetch, pinnedKeys, tenantId, leewaySeconds, clock, null);
+                         Duration leeway, Supplier<Instant> clock) {
+        this(fetch, pinnedKeys, tenantId, leeway, clock, null);
     }
 
     /**
@@ -71,7 +73,7 @@ public final class TokenVerifier {
      *     SeatException.TokenWrongMachine} (null or empty: no machine check)
      */
     public TokenVerifier(Supplier<String> fetch, List<String> pinnedKeys, String tenantId,
-                         double leewaySeconds, Supplier<Instant> clock, String machineFingerprint) {
+                         Duration leeway, Supplier<Instant> clock, String machineFingerprint) {
         this.fetch = fetch;
         this.machine = machineFingerprint == null || machineFingerprint.isEmpty() ? null : machineFingerprint;
         if (pinnedKeys != null) {
@@ -80,7 +82,7 @@ public final class TokenVerifier {
             }
         }
         this.tenantId = tenantId;
-        this.leeway = Math.max(0, leewaySeconds);
+        this.leeway = Math.max(0, Times.seconds(leeway));
         this.clock = clock != null ? clock : Instant::now;
     }
 
@@ -196,9 +198,14 @@ public final class TokenVerifier {
 
     /**
      * The verified claims of reply's token, else a TokenException. fn is "acquire",
-     * "heartbeat" or "release"; request is the body as sent (with its nonce).
+     * "heartbeat" or "release"; request is the body as sent (with its nonce), reply the
+     * answer's JSON object, status its HTTP status (given to the exceptions).
      */
-    public JsonObject check(String fn, JsonObject request, JsonObject reply, int status) {
+    public Map<String, Object> check(String fn, Map<String, ?> request, Map<String, ?> reply, int status) {
+        return Json.toMap(verify(fn, Json.toJsonObject(request), Json.toJsonObject(reply), status));
+    }
+
+    JsonObject verify(String fn, JsonObject request, JsonObject reply, int status) {
         boolean release = fn.equals("release");
         String field = release ? "release_token" : "lease_token";
         String token = Json.string(reply, field);
@@ -326,7 +333,7 @@ public final class TokenVerifier {
         }
         if (claims.has("lexp")) {
             JsonElement lexp = claims.get("lexp");
-            Double ends = Times.parse(Json.string(reply, "license_grace_ends_at"));
+            Double ends = Times.parseSeconds(Json.string(reply, "license_grace_ends_at"));
             double gap = -1;
             if (Json.isNumber(lexp) && ends != null && lexp.getAsDouble() == Math.rint(lexp.getAsDouble())) {
                 gap = ends - lexp.getAsDouble();
@@ -348,7 +355,11 @@ public final class TokenVerifier {
     }
 
     /** The lease's weight a verified token signs (its seats claim; 1 when absent). */
-    public static int claimedSeats(JsonObject claims) {
+    public static int claimedSeats(Map<String, ?> claims) {
+        return claimedSeats(Json.toJsonObject(claims));
+    }
+
+    static int claimedSeats(JsonObject claims) {
         return Math.max(1, Json.integer(claims, "seats", 1));
     }
 
@@ -373,7 +384,7 @@ public final class TokenVerifier {
     /** exp is the answer's deadline rounded down to a second. */
     private static boolean sameDeadline(JsonObject reply, JsonObject claims) {
         JsonElement exp = claims.get("exp");
-        Double deadline = Times.parse(Json.string(reply, "lease_expires_at"));
+        Double deadline = Times.parseSeconds(Json.string(reply, "lease_expires_at"));
         if (!Json.isNumber(exp) || deadline == null || exp.getAsDouble() != Math.rint(exp.getAsDouble())) {
             return false;
         }
