@@ -36,6 +36,7 @@ COMPONENT_MODULES = {
     "scheduler",
     "secrets",
     "monitoring",
+    "loadbalancer",  # two regions only (test_two_regions.py)
 }
 EXPECTED_MODULES = COMPONENT_MODULES | {"stack"}  # stack: the composition the envs call
 EXPECTED_FUNCTIONS = {
@@ -88,6 +89,12 @@ ENV_OUTPUTS = {
     "dead_letter_subscription",
     "jwks_url",
     "signing_key_secret",
+    # two regions (test_two_regions.py): null or empty with one region
+    "load_balancer_ip",
+    "load_balancer_urls",
+    "redis_endpoints",
+    "sql_replica_connection_name",
+    "secondary_function_urls",
 }
 
 
@@ -167,12 +174,15 @@ def test_every_reference_resolves_and_every_variable_is_used(cfg):
     assert not unused, f"{config_id(cfg)}: variables never used: {sorted(unused)}"
 
 
-CALLERS = {"stack": COMPONENT_MODULES, "dev": {"stack"}, "prod": {"stack"}}
+# The stack calls each component module once, and redis a second time for the second
+# region's cluster (redis_secondary, two regions only).
+CALLERS = {"stack": [*COMPONENT_MODULES, "redis"], "dev": ["stack"], "prod": ["stack"]}
 
 
 @pytest.mark.parametrize(("caller", "expected"), sorted(CALLERS.items()))
 def test_module_calls_pass_every_required_input_and_no_unknown_one(caller, expected):
-    """The stack calls each component module once; each env calls the stack once."""
+    """The stack calls each component module once (redis twice: the second region's
+    cluster); each env calls the stack once."""
     cfg = MODULES_CFG.get(caller) or ENVS_CFG[caller]
     called = []
     for call, body in cfg.modules.items():
@@ -193,7 +203,7 @@ def test_module_calls_pass_every_required_input_and_no_unknown_one(caller, expec
                 )
             for ref in re.findall(r"var\.(\w+)", str(body[name])):
                 assert ref in cfg.variables, f"{caller}.{call}.{name}: var.{ref} undeclared"
-    assert sorted(called) == sorted(expected), "each module called exactly once"
+    assert sorted(called) == sorted(expected), "each module called as often as expected"
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
@@ -474,10 +484,17 @@ def test_reaper_and_other_private_functions_are_not_public():
         for key in ("member", "members")
         if re.search(r"allUsers|allAuthenticatedUsers", str(body.get(key, "")))
     ]
-    assert public_members == [("functions", "google_cloud_run_v2_service_iam_member", "public")]
+    assert public_members == [
+        ("functions", "google_cloud_run_v2_service_iam_member", "public"),
+        ("functions", "google_cloud_run_v2_service_iam_member", "public_secondary"),
+    ]
     public = FN.resource("google_cloud_run_v2_service_iam_member", "public")
     assert expr(attr(public, "for_each")) == "local.public_functions"
     assert "f.public" in expr(FN.locals["public_functions"])
+    # The second region's (two regions only): the same public functions.
+    public = FN.resource("google_cloud_run_v2_service_iam_member", "public_secondary")
+    assert expr(attr(public, "for_each")) == "local.secondary_public_functions"
+    assert "fn in local.public_functions" in expr(FN.locals["secondary_public_functions"])
     # reaper: invoker is the scheduler's service account, and nobody else.
     sched = MODULES_CFG["scheduler"]
     invokers = [
@@ -507,7 +524,12 @@ def test_scheduler_calls_the_reaper_every_minute_with_oidc():
     assert attr(oidc, "audience") == "${var.reaper_uri}"
     assert blocks(job, "retry_config")
     call = STACK.modules["scheduler"]
-    assert attr(call, "reaper_uri") == '${module.functions.service_uris["reaper"]}'
+    # The serving region's reaper (the first region's unless two regions failed over:
+    # test_two_regions.py).
+    assert attr(call, "reaper_uri") == (
+        '${local.serves_secondary ? module.functions.secondary_service_uris["reaper"] : '
+        'module.functions.service_uris["reaper"]}'
+    )
 
 
 # --------------------------------------------------------------------------------
@@ -680,7 +702,8 @@ def test_build_service_account_holds_what_the_docs_list_and_no_more():
         "gcf-v2-sources-${data.google_project.this.number}-${var.region}"
     )
     assert "projects/_/buckets/${google_storage_bucket.sources.name}" in cond
-    # Every grant to the build account is one of these two resources.
+    # Every grant to the build account is one of these resources (the third: the second
+    # region's gen2 source bucket, two regions only).
     build_member = "serviceAccount:${google_service_account.build.email}"
     holders = [
         (rtype, name)
@@ -690,7 +713,15 @@ def test_build_service_account_holds_what_the_docs_list_and_no_more():
     assert sorted(holders) == [
         ("google_project_iam_member", "build"),
         ("google_project_iam_member", "build_sources"),
+        ("google_project_iam_member", "build_sources_secondary"),
     ]
+    secondary = FN.resource("google_project_iam_member", "build_sources_secondary")
+    assert attr(secondary, "role") == "roles/storage.objectAdmin"
+    assert expr(attr(secondary, "count")) == "var.secondary_region == null ? 0 : 1"
+    assert attr(block(secondary, "condition"), "expression") == (
+        'resource.name.startsWith(\\"projects/_/buckets/gcf-v2-sources-'
+        '${data.google_project.this.number}-${var.secondary_region}\\")'
+    )
     fn = FN.resource("google_cloudfunctions2_function", "this")
     assert "${google_project_iam_member.build_sources}" in attr(fn, "depends_on")
     assert "docs" in FN.files["main.tf"][: FN.files["main.tf"].index('"build_sources"')]
@@ -741,7 +772,8 @@ def test_seat_events_topic_dead_letters_into_a_held_subscription():
     invoker = FN.resource("google_cloud_run_v2_service_iam_member", "audit_push")
     assert attr(invoker, "member") == "serviceAccount:${google_service_account.audit_push.email}"
     assert attr(STACK.modules["pubsub"], "audit_push_endpoint") == (
-        '${module.functions.service_uris["audit"]}'
+        '${local.serves_secondary ? module.functions.secondary_service_uris["audit"] : '
+        'module.functions.service_uris["audit"]}'
     )
 
 

@@ -166,8 +166,10 @@ def stubbed_tree(tmp_path_factory) -> Path:
         "google_project_service.apis": "terraform_data.apis",
         "time_sleep.apis_propagated": "terraform_data.apis_propagated",
     }, renames
-    for call in stack.modules.values():
-        src = (STACK / attr(call, "source")).resolve()
+    # One stub per module directory (the stack calls redis twice: redis_secondary).
+    for src in sorted(
+        {(STACK / attr(call, "source")).resolve() for call in stack.modules.values()}
+    ):
         _stub_module(src, root / "modules" / src.name)
     for rel in ROOTS:
         env = TF / rel
@@ -183,7 +185,7 @@ def stubbed_tree(tmp_path_factory) -> Path:
 def test_stubbed_tree_keeps_every_call_and_reference(stubbed_tree):
     """The copy leaves out only versions.tf and the google resources of the stack."""
     stack = load(STACK)
-    assert set(stack.modules) == {
+    assert {(STACK / attr(c, "source")).resolve().name for c in stack.modules.values()} == {
         p.name for p in (stubbed_tree / "modules").iterdir() if p.name != "stack"
     }
     assert "examples/minimal" in ROOTS and "envs/dev" in ROOTS
@@ -199,6 +201,23 @@ def test_stubbed_tree_keeps_every_call_and_reference(stubbed_tree):
         provider = cfg.providers[0]["google"]
         assert expr(attr(provider, "project")) == "var.project_id"
         assert expr(attr(provider, "region")) == "var.region"
+
+
+TWO_REGION_CALLS = {"redis_secondary", "loadbalancer"}
+
+
+def module_instances(tfvars: Path) -> list[str]:
+    """The stack's module calls that exist with these tfvars: all, less the two-region
+    ones when secondary_region is not set."""
+    import hcl2
+
+    two_regions = hcl2.loads(tfvars.read_text()).get("secondary_region") not in (None, "null")
+    calls = load(STACK).modules
+    conditional = {n for n, c in calls.items() if "count" in c}
+    assert conditional == TWO_REGION_CALLS, conditional
+    for name in conditional:
+        assert expr(attr(calls[name], "count")) == "local.two_regions ? 1 : 0", name
+    return sorted(n for n in calls if two_regions or n not in conditional)
 
 
 def _check(cwd: Path, version: str = "current") -> tuple[str, int, str]:
@@ -232,8 +251,10 @@ def test_terraform_validates_and_plans_the_env_with_its_example_tfvars(
     shutil.copytree(stubbed_tree, tree, ignore=shutil.ignore_patterns(".terraform*"))
     step, rc, out = _check(tree / env, version)
     assert (step, rc) == ("plan", 0), out
-    # Every APIs instance plus one stub per component module, nothing else.
-    n_modules = len(load(STACK).modules)
+    # Every APIs instance plus one stub per module instance, nothing else: the calls
+    # that exist with two regions only (count = local.two_regions ? 1 : 0) when the
+    # example sets secondary_region (envs/prod's does).
+    n_modules = len(module_instances(TF / env / "terraform.tfvars.example"))
     n_apis = len(load(STACK).locals["apis"]) + 1  # + the wait for them to propagate
     assert f"Plan: {n_modules + n_apis} to add, 0 to change, 0 to destroy." in out, out
 

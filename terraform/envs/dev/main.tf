@@ -37,4 +37,11 @@ module "seatlease" {
   function_settings     = var.function_settings
   log_level             = var.log_level
   python                = var.python
+
+  # two regions (terraform/README.md, "Two regions")
+  secondary_region     = var.secondary_region
+  serving_region       = var.serving_region
+  sql_replica_promoted = var.sql_replica_promoted
+  lb_domains           = var.lb_domains
+  lb_ssl_certificates  = var.lb_ssl_certificates
 }

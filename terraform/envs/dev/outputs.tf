@@ -62,3 +62,28 @@ output "signing_key_secret" {
   description = "Secret Manager secret of the lease-token signing keys, for `seatlease keys rotate --secret` (add the first key right after the first apply)."
   value       = module.seatlease.signing_key_secret
 }
+
+output "load_balancer_ip" {
+  description = "Two regions: the load balancer's IPv4 address (the A record of every name in lb_domains); null with one region."
+  value       = module.seatlease.load_balancer_ip
+}
+
+output "load_balancer_urls" {
+  description = "Two regions: the URL clients use for each function behind the load balancer (acquire, heartbeat, release, keys, portal); null with one region."
+  value       = module.seatlease.load_balancer_urls
+}
+
+output "redis_endpoints" {
+  description = "Redis endpoint (HOST:PORT, private) of each region's Redis, by region: the first region's, and with two regions the second's (for `seatlease failover begin`)."
+  value       = module.seatlease.redis_endpoints
+}
+
+output "sql_replica_connection_name" {
+  description = "Two regions: connection name of the Cloud SQL cross-region replica (`gcloud sql instances promote-replica` promotes it); null with one region."
+  value       = module.seatlease.sql_replica_connection_name
+}
+
+output "secondary_function_urls" {
+  description = "Two regions: every function URL of the second region by name (admin for the operators; the public ones answer through the load balancer only); empty with one region."
+  value       = module.seatlease.secondary_function_urls
+}

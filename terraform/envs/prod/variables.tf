@@ -84,3 +84,35 @@ variable "python" {
   description = "Python 3.11+ interpreter that builds the function archives at plan time."
   default     = "python3"
 }
+
+# Two regions (terraform/README.md, "Two regions"); unset: one region.
+
+variable "secondary_region" {
+  type        = string
+  description = "A second region (functions, load balancer, Redis Cluster secondary, Cloud SQL replica, secrets replicated); needs use_redis_cluster = true. null: one region."
+  default     = null
+}
+
+variable "serving_region" {
+  type        = string
+  description = "The region that serves (two regions): region (null) or secondary_region after a failover (docs/operations.md)."
+  default     = null
+}
+
+variable "sql_replica_promoted" {
+  type        = bool
+  description = "The Cloud SQL cross-region replica has been promoted (docs/operations.md)."
+  default     = false
+}
+
+variable "lb_domains" {
+  type        = list(string)
+  description = "DNS names of the load balancer (two regions), for its Google-managed certificate."
+  default     = []
+}
+
+variable "lb_ssl_certificates" {
+  type        = list(string)
+  description = "Ids of existing SSL certificates for the load balancer (two regions)."
+  default     = []
+}

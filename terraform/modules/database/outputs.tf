@@ -27,3 +27,13 @@ output "max_connections" {
   description = "max_connections of the instance: var.max_connections, else Cloud SQL's default for the tier (connections.tf); null for a tier whose default is not known here."
   value       = local.max_connections
 }
+
+output "replica_connection_name" {
+  description = "Connection name PROJECT:REGION:INSTANCE of the cross-region replica (null without replica_region)."
+  value       = var.replica_region == null ? null : google_sql_database_instance.replica[0].connection_name
+}
+
+output "replica_instance_name" {
+  description = "Name of the cross-region replica (null without replica_region)."
+  value       = var.replica_region == null ? null : google_sql_database_instance.replica[0].name
+}

@@ -149,3 +149,31 @@ variable "labels" {
   description = "User labels set on the instance."
   default     = {}
 }
+
+variable "replica_region" {
+  type        = string
+  description = "Region of a cross-region read replica of the instance (two-region stacks: the second region); promotable with `gcloud sql instances promote-replica`. null (default): no replica."
+  default     = null
+
+  validation {
+    condition     = var.replica_region == null || (can(regex("^[a-z]+-[a-z]+[0-9]+$", var.replica_region)) && var.replica_region != var.region)
+    error_message = "replica_region is a region name such as europe-west4, other than region."
+  }
+}
+
+variable "replica_name" {
+  type        = string
+  description = "Name of the cross-region replica. null (default): NAME-REPLICA_REGION, e.g. seatlease-prod-europe-west4."
+  default     = null
+}
+
+variable "replica_promoted" {
+  type        = bool
+  description = "The replica has been promoted (`gcloud sql instances promote-replica`, or by this apply): it is declared as a standalone instance without master_instance_name, with backups and point-in-time recovery. Set it in the apply that follows a promotion: a promoted instance still declared a replica would be replaced."
+  default     = false
+
+  validation {
+    condition     = !var.replica_promoted || var.replica_region != null
+    error_message = "replica_promoted needs a replica (replica_region)."
+  }
+}

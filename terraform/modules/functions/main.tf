@@ -65,6 +65,34 @@ locals {
   key_metadata_functions = toset([for fn, f in local.functions : fn if f.signing_key != "none"])
 
   admin_invoker_grants = { for m in var.admin_invokers : m => m }
+
+  # The second region (secondary_region, modules/stack's two-region mode): the same
+  # functions, identities, grants and source objects. Their environment differs only in
+  # Redis: each region's functions use their own region's cluster (the second region's
+  # is a read-only secondary until `gcloud redis clusters switchover`). CLOUD_SQL_INSTANCE
+  # is the instance that takes writes, for both regions (the stack picks it), and the
+  # issuer is the same, so that either region re-admits the other's lease tokens.
+  secondary_functions = { for fn, f in local.functions : fn => f if var.secondary_region != null }
+  secondary_redis_env = merge(
+    {
+      REDIS_URL     = var.secondary_redis_url
+      REDIS_CA_CERT = var.secondary_redis_ca_cert
+    },
+    var.redis_cluster ? { REDIS_CLUSTER = "1" } : {},
+  )
+  secondary_environment = {
+    for fn, f in local.secondary_functions : fn => merge(local.environment[fn], f.redis ? local.secondary_redis_env : {})
+  }
+  # Clients reach the second region only through the load balancer: its public functions
+  # take no traffic from anywhere else (the first region's keep their
+  # cloudfunctions.net URLs for the clients that use them). admin stays callable by its
+  # invokers, reaper and audit stay internal.
+  secondary_ingress = {
+    for fn, f in local.secondary_functions : fn => f.public ? "ALLOW_INTERNAL_AND_GCLB" : f.ingress
+  }
+  secondary_public_functions = toset([for fn in local.public_functions : fn if var.secondary_region != null])
+  secondary_admin_grants     = { for m, member in local.admin_invoker_grants : m => member if var.secondary_region != null }
+  secondary_sql_functions    = toset([for fn in local.sql_functions : fn if var.secondary_region != null])
 }
 
 # --------------------------------------------------------------------------------
@@ -126,6 +154,21 @@ resource "google_project_iam_member" "build_sources" {
     title       = "seatlease-function-source-buckets"
     description = "The Cloud Functions gen2 source bucket of this region and the seatlease source bucket only."
     expression  = "resource.name.startsWith(\"projects/_/buckets/${local.gcf_sources_bucket}\") || resource.name == \"projects/_/buckets/${google_storage_bucket.sources.name}\" || resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.sources.name}/\")"
+  }
+}
+
+# The second region's builds read that region's gen2 source bucket.
+resource "google_project_iam_member" "build_sources_secondary" {
+  count = var.secondary_region == null ? 0 : 1
+
+  project = var.project_id
+  role    = "roles/storage.objectAdmin"
+  member  = "serviceAccount:${google_service_account.build.email}"
+
+  condition {
+    title       = "seatlease-function-source-bucket-secondary"
+    description = "The Cloud Functions gen2 source bucket of the second region only."
+    expression  = "resource.name.startsWith(\"projects/_/buckets/gcf-v2-sources-${data.google_project.this.number}-${var.secondary_region}\")"
   }
 }
 
@@ -201,6 +244,34 @@ resource "google_project_iam_member" "sql_instance_user" {
   condition {
     title      = "seatlease-sql-instance-only"
     expression = "resource.name == \"projects/${var.project_id}/instances/${var.sql_instance_name}\" && resource.service == \"sqladmin.googleapis.com\""
+  }
+}
+
+# Two regions: the same grants on the cross-region replica, which takes the writes once
+# promoted (the IAM database users are PostgreSQL roles: the replica has them).
+resource "google_project_iam_member" "sql_client_replica" {
+  for_each = local.secondary_sql_functions
+
+  project = var.project_id
+  role    = "roles/cloudsql.client"
+  member  = "serviceAccount:${google_service_account.function[each.key].email}"
+
+  condition {
+    title      = "seatlease-sql-replica-only"
+    expression = "resource.name == \"projects/${var.project_id}/instances/${var.sql_replica_instance_name}\" && resource.service == \"sqladmin.googleapis.com\""
+  }
+}
+
+resource "google_project_iam_member" "sql_instance_user_replica" {
+  for_each = var.db_iam_auth ? local.secondary_sql_functions : toset([])
+
+  project = var.project_id
+  role    = "roles/cloudsql.instanceUser"
+  member  = "serviceAccount:${google_service_account.function[each.key].email}"
+
+  condition {
+    title      = "seatlease-sql-replica-only"
+    expression = "resource.name == \"projects/${var.project_id}/instances/${var.sql_replica_instance_name}\" && resource.service == \"sqladmin.googleapis.com\""
   }
 }
 
@@ -358,6 +429,75 @@ resource "google_cloudfunctions2_function" "this" {
   ]
 }
 
+# The second region's functions: the resource above with the second region's location,
+# subnet, environment (its Redis) and ingress. Everything else is the same on purpose
+# (tests/terraform/test_two_regions.py compares the two blocks).
+resource "google_cloudfunctions2_function" "secondary" {
+  #checkov:skip=CKV_GCP_124:acquire/heartbeat/release/keys/portal are ALLOW_INTERNAL_AND_GCLB here (the load balancer only); admin is called by operators from outside Google Cloud (IAM-protected); reaper and audit are ALLOW_INTERNAL_ONLY.
+  for_each = local.secondary_functions
+
+  project     = var.project_id
+  location    = var.secondary_region
+  name        = each.key
+  description = each.value.description
+  labels      = merge(var.labels, { function = each.key })
+
+  build_config {
+    runtime         = "python312"
+    entry_point     = each.key
+    service_account = google_service_account.build.id
+
+    source {
+      storage_source {
+        bucket = google_storage_bucket.sources.name
+        object = google_storage_bucket_object.source[each.key].name
+      }
+    }
+  }
+
+  service_config {
+    service_account_email            = google_service_account.function[each.key].email
+    ingress_settings                 = local.secondary_ingress[each.key]
+    all_traffic_on_latest_revision   = true
+    min_instance_count               = local.settings[each.key].min_instances
+    max_instance_count               = local.settings[each.key].max_instances
+    max_instance_request_concurrency = local.settings[each.key].concurrency
+    available_cpu                    = local.settings[each.key].cpu
+    available_memory                 = local.settings[each.key].memory
+    timeout_seconds                  = local.settings[each.key].timeout_seconds
+
+    environment_variables = local.secondary_environment[each.key]
+
+    dynamic "secret_environment_variables" {
+      for_each = local.secrets[each.key]
+      content {
+        key        = secret_environment_variables.key
+        project_id = var.project_id
+        secret     = secret_environment_variables.value
+        version    = "latest"
+      }
+    }
+
+    direct_vpc_network_interface {
+      network    = var.network_id
+      subnetwork = var.secondary_subnet_id
+      tags       = ["seatlease-functions"]
+    }
+    direct_vpc_egress = "VPC_EGRESS_PRIVATE_RANGES_ONLY"
+  }
+
+  depends_on = [
+    google_secret_manager_secret_iam_member.function,
+    google_secret_manager_secret_iam_member.signing_key_accessor,
+    google_secret_manager_secret_iam_member.signing_key_viewer,
+    google_project_iam_member.sql_client,
+    google_project_iam_member.sql_client_replica,
+    google_project_iam_member.build,
+    google_project_iam_member.build_sources,
+    google_project_iam_member.build_sources_secondary,
+  ]
+}
+
 # --------------------------------------------------------------------------------
 # Who may invoke what (roles/run.invoker on the underlying Cloud Run service)
 # --------------------------------------------------------------------------------
@@ -390,6 +530,39 @@ resource "google_cloud_run_v2_service_iam_member" "audit_push" {
   project  = var.project_id
   location = var.region
   name     = google_cloudfunctions2_function.this["audit"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.audit_push.email}"
+}
+
+# The second region: the same invokers on its services. The load balancer's serverless
+# requests carry no identity, so the public functions stay allUsers there too (their
+# ingress admits the load balancer only).
+resource "google_cloud_run_v2_service_iam_member" "public_secondary" {
+  for_each = local.secondary_public_functions
+
+  project  = var.project_id
+  location = var.secondary_region
+  name     = google_cloudfunctions2_function.secondary[each.key].name
+  role     = "roles/run.invoker"
+  member   = "allUsers"
+}
+
+resource "google_cloud_run_v2_service_iam_member" "admin_secondary" {
+  for_each = local.secondary_admin_grants
+
+  project  = var.project_id
+  location = var.secondary_region
+  name     = google_cloudfunctions2_function.secondary["admin"].name
+  role     = "roles/run.invoker"
+  member   = each.value
+}
+
+resource "google_cloud_run_v2_service_iam_member" "audit_push_secondary" {
+  count = var.secondary_region == null ? 0 : 1
+
+  project  = var.project_id
+  location = var.secondary_region
+  name     = google_cloudfunctions2_function.secondary["audit"].name
   role     = "roles/run.invoker"
   member   = "serviceAccount:${google_service_account.audit_push.email}"
 }

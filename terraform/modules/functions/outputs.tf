@@ -52,3 +52,18 @@ output "sql_connections" {
   description = "Cloud SQL connections each function that uses the database may hold at its maximum instance count (max_instances x DB_POOL_SIZE), by name; sql_pool.tf fails the plan when their sum exceeds sql_max_connections less sql_reserved_connections."
   value       = local.sql_connections
 }
+
+output "secondary_urls" {
+  description = "HTTPS URL of every function of the second region, by function name (empty without secondary_region). Its public functions answer only through the load balancer."
+  value       = { for fn, f in google_cloudfunctions2_function.secondary : fn => f.url }
+}
+
+output "secondary_service_uris" {
+  description = "URI of the Cloud Run service behind every function of the second region, by function name (empty without secondary_region)."
+  value       = { for fn, f in google_cloudfunctions2_function.secondary : fn => f.service_config[0].uri }
+}
+
+output "secondary_service_names" {
+  description = "Name of the Cloud Run service behind every function of the second region (serverless NEGs, run.invoker grants); empty without secondary_region."
+  value       = { for fn, f in google_cloudfunctions2_function.secondary : fn => f.name }
+}

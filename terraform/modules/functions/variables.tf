@@ -190,3 +190,38 @@ variable "source_noncurrent_days" {
   description = "Days a replaced source archive (a noncurrent object version in the source bucket) is kept before it is deleted. Live archives are never aged out."
   default     = 30
 }
+
+variable "secondary_region" {
+  type        = string
+  description = "Second region of a two-region stack: every function is deployed there too (same identities, grants and source objects), with secondary_subnet_id, secondary_redis_url and secondary_redis_ca_cert. null (default): one region."
+  default     = null
+
+  validation {
+    condition     = var.secondary_region == null || (var.secondary_region != var.region && var.secondary_subnet_id != null && var.secondary_redis_url != null && var.secondary_redis_ca_cert != null && var.sql_replica_instance_name != null)
+    error_message = "secondary_region (other than region) needs secondary_subnet_id, secondary_redis_url, secondary_redis_ca_cert and sql_replica_instance_name."
+  }
+}
+
+variable "secondary_subnet_id" {
+  type        = string
+  description = "Direct VPC egress subnet of the second region's functions (the network module's secondary_functions_subnet_id)."
+  default     = null
+}
+
+variable "secondary_redis_url" {
+  type        = string
+  description = "REDIS_URL of the second region's functions: their own region's Redis Cluster (rediss://HOST:PORT/0)."
+  default     = null
+}
+
+variable "secondary_redis_ca_cert" {
+  type        = string
+  description = "REDIS_CA_CERT of the second region's functions: the CAs of their own region's Redis Cluster."
+  default     = null
+}
+
+variable "sql_replica_instance_name" {
+  type        = string
+  description = "Name of the Cloud SQL cross-region replica (two regions): every function that uses the database gets the same cloudsql.client grant on it, which it uses once the replica is promoted."
+  default     = null
+}

@@ -116,6 +116,48 @@ resource "google_compute_firewall" "deny_all_ingress" {
   }
 }
 
+# ---------------------------------------------------------------------------------
+# The second region (secondary_region set, modules/stack's two-region mode): the same two
+# subnets there, for the functions' Direct VPC egress and for the Private Service Connect
+# endpoints of the secondary Redis Cluster. The VPC is global and so is the private
+# services access range: Cloud SQL's cross-region replica takes its address from it.
+# Nothing here exists without secondary_region.
+# ---------------------------------------------------------------------------------
+
+locals {
+  secondary_subnet_cidrs = var.secondary_region == null ? {} : {
+    functions = local.secondary_functions_subnet_cidr # sizing.tf
+    psc       = var.secondary_psc_subnet_cidr
+  }
+}
+
+resource "google_compute_subnetwork" "secondary" {
+  for_each = local.secondary_subnet_cidrs
+
+  project                  = var.project_id
+  name                     = "${var.name}-${each.key}-${var.secondary_region}"
+  region                   = var.secondary_region
+  network                  = google_compute_network.this.id
+  ip_cidr_range            = each.value
+  private_ip_google_access = true
+
+  log_config {
+    aggregation_interval = "INTERVAL_5_MIN"
+    flow_sampling        = var.flow_log_sampling
+    metadata             = "INCLUDE_ALL_METADATA"
+  }
+}
+
+# The same wait as functions_subnet_release below, for the second region's functions.
+resource "time_sleep" "secondary_functions_subnet_release" {
+  count = var.secondary_region == null ? 0 : 1
+
+  destroy_duration = var.functions_subnet_release_wait
+  triggers = {
+    subnet_id = google_compute_subnetwork.secondary["functions"].id
+  }
+}
+
 # Direct VPC egress keeps addresses of the functions subnet for a while after the
 # functions are deleted: Cloud Run's docs say to wait 1 to 2 hours before deleting such a
 # subnet. The functions take the subnet id through this resource's triggers, so on

@@ -32,3 +32,13 @@ output "private_services_connection" {
   description = "The google_service_networking_connection id. Pass it to modules whose resources need private services access so that they depend on it explicitly (and are destroyed before its peering is removed)."
   value       = terraform_data.private_services_peering.output.connection
 }
+
+output "secondary_functions_subnet_id" {
+  description = "Id of the second region's Direct VPC egress subnet (null without secondary_region); taken through the destroy-time wait, like functions_subnet_id."
+  value       = var.secondary_region == null ? null : time_sleep.secondary_functions_subnet_release[0].triggers["subnet_id"]
+}
+
+output "secondary_psc_subnet_id" {
+  description = "Id of the second region's subnet for Private Service Connect endpoints (its Redis Cluster); null without secondary_region."
+  value       = var.secondary_region == null ? null : google_compute_subnetwork.secondary["psc"].id
+}

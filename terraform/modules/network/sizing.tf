@@ -8,7 +8,10 @@
 #
 # Placement when functions_subnet_cidr is null: a /24 to /26 starts at 10.10.0.0 (the
 # range stacks have always used); a larger one is the second block of its size in
-# 10.10.0.0/16, because the first holds the PSC subnet (10.10.1.0/28).
+# 10.10.0.0/16, because the first holds the PSC subnet (10.10.1.0/28). The second
+# region's functions (secondary_region) run the same functions with the same maximums:
+# their subnet has the same size, placed the same way in 10.11.0.0/16 (its PSC subnet is
+# 10.11.1.0/28), unless secondary_functions_subnet_cidr says otherwise.
 
 locals {
   functions_addresses_needed = sum(concat([0], [
@@ -26,6 +29,13 @@ locals {
   )
   functions_subnet_prefix   = tonumber(split("/", local.functions_subnet_cidr)[1])
   functions_subnet_capacity = pow(2, 32 - local.functions_subnet_prefix) - 4
+
+  secondary_functions_subnet_cidr = coalesce(
+    var.secondary_functions_subnet_cidr,
+    cidrsubnet("10.11.0.0/16", local.functions_subnet_auto_prefix - 16, local.functions_subnet_auto_prefix >= 24 ? 0 : 1),
+  )
+  secondary_functions_subnet_prefix   = tonumber(split("/", local.secondary_functions_subnet_cidr)[1])
+  secondary_functions_subnet_capacity = pow(2, 32 - local.secondary_functions_subnet_prefix) - 4
 }
 
 # Fails the plan (not a warning: a check block would only warn) when the subnet cannot
@@ -40,6 +50,23 @@ resource "terraform_data" "functions_subnet_size" {
     precondition {
       condition     = local.functions_subnet_prefix <= 26 && local.functions_subnet_capacity >= local.functions_addresses_needed
       error_message = "The Direct VPC egress subnet ${local.functions_subnet_cidr} has ${local.functions_subnet_capacity} usable addresses; the functions need ${local.functions_addresses_needed} (about 2 per instance of the sum of max_instance_count, in /28 blocks per function) and Cloud Run at least a /26. Lower max_instances or set a larger functions_subnet_cidr."
+    }
+  }
+}
+
+# The same check for the second region's subnet (only with secondary_region).
+resource "terraform_data" "secondary_functions_subnet_size" {
+  count = var.secondary_region == null ? 0 : 1
+
+  input = {
+    cidr             = local.secondary_functions_subnet_cidr
+    addresses_needed = local.functions_addresses_needed
+  }
+
+  lifecycle {
+    precondition {
+      condition     = local.secondary_functions_subnet_prefix <= 26 && local.secondary_functions_subnet_capacity >= local.functions_addresses_needed
+      error_message = "The second region's Direct VPC egress subnet ${local.secondary_functions_subnet_cidr} has ${local.secondary_functions_subnet_capacity} usable addresses; the functions need ${local.functions_addresses_needed} (about 2 per instance of the sum of max_instance_count, in /28 blocks per function) and Cloud Run at least a /26. Lower max_instances or set a larger secondary_functions_subnet_cidr."
     }
   }
 }

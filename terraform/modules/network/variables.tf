@@ -62,3 +62,36 @@ variable "functions_subnet_release_wait" {
     error_message = "functions_subnet_release_wait is a duration such as 90m or 2h."
   }
 }
+
+variable "secondary_region" {
+  type        = string
+  description = "Second region of a two-region stack (modules/stack's secondary_region): its functions subnet and PSC subnet are created there. null (default): one region, nothing else is created."
+  default     = null
+
+  validation {
+    condition     = var.secondary_region == null || (can(regex("^[a-z]+-[a-z]+[0-9]+$", var.secondary_region)) && var.secondary_region != var.region)
+    error_message = "secondary_region is a region name such as europe-west4, other than region."
+  }
+}
+
+variable "secondary_functions_subnet_cidr" {
+  type        = string
+  description = "Range of the second region's Direct VPC egress subnet. null (default): the size of the first region's, sized the same way (sizing.tf), in 10.11.0.0/16. It must not overlap any other subnet or the private services access range."
+  default     = null
+
+  validation {
+    condition     = var.secondary_functions_subnet_cidr == null || can(cidrhost(var.secondary_functions_subnet_cidr, 0))
+    error_message = "secondary_functions_subnet_cidr must be an IPv4 range such as 10.11.0.0/24."
+  }
+}
+
+variable "secondary_psc_subnet_cidr" {
+  type        = string
+  description = "Range of the second region's subnet for the Private Service Connect endpoints of its Redis Cluster (used only with secondary_region)."
+  default     = "10.11.1.0/28"
+
+  validation {
+    condition     = can(cidrhost(var.secondary_psc_subnet_cidr, 0))
+    error_message = "secondary_psc_subnet_cidr must be an IPv4 range such as 10.11.1.0/28."
+  }
+}

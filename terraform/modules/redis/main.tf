@@ -133,8 +133,30 @@ resource "google_redis_cluster" "this" {
     }
   }
 
+  # Two regions (modules/stack): the second region's cluster is a secondary of the first
+  # (cross-region replication, read-only until a switchover). The first cluster needs no
+  # block of its own: the API records its PRIMARY role when the secondary attaches.
+  dynamic "cross_cluster_replication_config" {
+    for_each = var.primary_cluster_id == null ? [] : [var.primary_cluster_id]
+    content {
+      cluster_role = "SECONDARY"
+      primary_cluster {
+        cluster = cross_cluster_replication_config.value
+      }
+    }
+  }
+
   deletion_protection_enabled = var.deletion_protection
   labels                      = var.labels
+
+  # Roles change outside Terraform: `gcloud redis clusters switchover` makes the secondary
+  # the primary and the old primary its secondary (terraform/README.md, "Two regions").
+  # Terraform must not try to put the roles back (the provider would switch over again,
+  # or detach a cluster whose block is absent), so it leaves the replication config to
+  # the API after creation.
+  lifecycle {
+    ignore_changes = [cross_cluster_replication_config]
+  }
 
   depends_on = [google_network_connectivity_service_connection_policy.redis]
 }

@@ -119,3 +119,14 @@ variable "labels" {
   description = "Labels set on the instance or cluster."
   default     = {}
 }
+
+variable "primary_cluster_id" {
+  type        = string
+  description = "Id (projects/P/locations/R/clusters/N) of the Memorystore for Redis Cluster this cluster replicates from (cross-region replication, cluster_role SECONDARY: read-only until `gcloud redis clusters switchover`). null (default): a primary or standalone cluster, or an instance. Needs use_cluster."
+  default     = null
+
+  validation {
+    condition     = var.primary_cluster_id == null || (var.use_cluster && can(regex("^projects/[^/]+/locations/[^/]+/clusters/[^/]+$", var.primary_cluster_id)))
+    error_message = "primary_cluster_id needs use_cluster = true (only Memorystore for Redis Cluster replicates across regions) and is a cluster id projects/P/locations/R/clusters/N."
+  }
+}

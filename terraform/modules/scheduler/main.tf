@@ -10,12 +10,20 @@ resource "google_service_account" "scheduler" {
   description  = "Identity Cloud Scheduler uses to invoke the reaper function."
 }
 
+# In a two-region stack the job and this grant follow the serving region (modules/stack:
+# serving_region): after a failover they move to the other region, which replaces both.
+# The new ones are created before the old ones are deleted, whose region may be the one
+# that is down (its deletion may then fail; the new job runs already).
 resource "google_cloud_run_v2_service_iam_member" "reaper_invoker" {
   project  = var.project_id
   location = var.region
   name     = var.reaper_service_name
   role     = "roles/run.invoker"
   member   = "serviceAccount:${google_service_account.scheduler.email}"
+
+  lifecycle {
+    create_before_destroy = true
+  }
 }
 
 resource "google_cloud_scheduler_job" "reaper" {
@@ -45,6 +53,10 @@ resource "google_cloud_scheduler_job" "reaper" {
       service_account_email = google_service_account.scheduler.email
       audience              = var.reaper_uri
     }
+  }
+
+  lifecycle {
+    create_before_destroy = true
   }
 
   depends_on = [google_cloud_run_v2_service_iam_member.reaper_invoker]

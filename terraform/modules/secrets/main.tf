@@ -26,6 +26,12 @@ resource "google_secret_manager_secret" "redis_auth" {
       }
     }
   }
+
+  # Replication is immutable: a changed replica_locations would replace the secret and
+  # its versions. See terraform_data.replica_locations below.
+  lifecycle {
+    ignore_changes = [replication]
+  }
 }
 
 resource "google_secret_manager_secret_version" "redis_auth" {
@@ -52,6 +58,12 @@ resource "google_secret_manager_secret" "db_password" {
         }
       }
     }
+  }
+
+  # Replication is immutable: a changed replica_locations would replace the secret and
+  # its versions. See terraform_data.replica_locations below.
+  lifecycle {
+    ignore_changes = [replication]
   }
 }
 
@@ -105,6 +117,44 @@ resource "google_secret_manager_secret" "signing_key" {
   }
 
   lifecycle {
-    ignore_changes = [annotations]
+    ignore_changes = [annotations, replication]
+  }
+}
+
+# Secret Manager cannot change a secret's replication after it was created: a new
+# replica_locations (a second region added to a stack that exists) would replace the
+# secrets, and with the signing-key secret every key version `seatlease keys rotate`
+# wrote (the lease tokens' kids: the clients' pinned keys). So the secrets ignore changes
+# to their replication, and this fails the plan, naming the secrets, while any of them
+# is not replicated to every location: the operator replaces them deliberately
+# (terraform/README.md, "Two regions", moving a stack that exists). Only with more than
+# one location (a two-region stack).
+locals {
+  replicated_secrets = merge(
+    {
+      db_password = google_secret_manager_secret.db_password
+      signing_key = google_secret_manager_secret.signing_key
+    },
+    var.redis_auth_enabled ? { redis_auth = google_secret_manager_secret.redis_auth[0] } : {},
+  )
+  secret_locations = {
+    for key, secret in local.replicated_secrets : key => try(toset(secret.replication[0].user_managed[0].replicas[*].location), toset([]))
+  }
+  secrets_missing_a_location = sort([
+    for key, locations in local.secret_locations : local.replicated_secrets[key].secret_id
+    if length(setsubtract(toset(var.replica_locations), locations)) > 0
+  ])
+}
+
+resource "terraform_data" "replica_locations" {
+  count = length(var.replica_locations) > 1 ? 1 : 0
+
+  input = var.replica_locations
+
+  lifecycle {
+    precondition {
+      condition     = length(local.secrets_missing_a_location) == 0
+      error_message = "Secrets ${join(", ", local.secrets_missing_a_location)} are not replicated to every one of ${join(", ", var.replica_locations)}, and Secret Manager cannot add a location to a secret: it must be replaced (-replace), which deletes its versions. Follow terraform/README.md, \"Two regions\", before adding a region to a stack that exists."
+    }
   }
 }

@@ -10,7 +10,12 @@ variable "name" {
 
 variable "replica_locations" {
   type        = list(string)
-  description = "Regions that hold the secret payloads (user-managed replication keeps them in your regions)."
+  description = "Regions that hold the secret payloads (user-managed replication keeps them in your regions): the stack's region, and its second region in a two-region stack. Fixed when a secret is created; a plan that adds a location to secrets that exist fails (main.tf)."
+
+  validation {
+    condition     = length(var.replica_locations) >= 1 && length(distinct(var.replica_locations)) == length(var.replica_locations)
+    error_message = "replica_locations lists one or more distinct regions."
+  }
 }
 
 variable "redis_auth_enabled" {

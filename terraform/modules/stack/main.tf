@@ -10,6 +10,14 @@ locals {
   build_dir = "${path.root}/.build"
   labels    = { app = "seatlease", env = var.environment }
 
+  # Two regions (secondary_region): which one serves, and the names of the second
+  # region's Redis Cluster and Cloud SQL replica (NAME-REGION: role-free, they keep their
+  # names when they become the primaries).
+  two_regions      = var.secondary_region != null
+  serving_region   = coalesce(var.serving_region, var.region)
+  serves_secondary = local.two_regions && local.serving_region == var.secondary_region
+  secondary_name   = "${var.name}-${coalesce(var.secondary_region, "none")}"
+
   apis = [
     "artifactregistry.googleapis.com",
     "cloudbuild.googleapis.com",
@@ -61,6 +69,9 @@ module "network" {
   functions_max_instances = module.functions.max_instance_counts
   functions_subnet_cidr   = var.functions_subnet_cidr
 
+  secondary_region                = var.secondary_region
+  secondary_functions_subnet_cidr = var.secondary_functions_subnet_cidr
+
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
 
@@ -84,12 +95,34 @@ module "redis" {
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
 
+# The second region's Redis Cluster: a secondary of the first (cross-region replication,
+# read-only until `gcloud redis clusters switchover`), the same shape, reached through
+# Private Service Connect in that region.
+module "redis_secondary" {
+  source = "../redis"
+  count  = local.two_regions ? 1 : 0
+
+  project_id                  = var.project_id
+  region                      = var.secondary_region
+  name                        = local.secondary_name
+  network_id                  = module.network.network_id
+  private_services_range_name = module.network.private_services_range_name
+  private_services_connection = module.network.private_services_connection
+  psc_subnet_id               = module.network.secondary_psc_subnet_id
+  use_cluster                 = var.use_redis_cluster
+  primary_cluster_id          = module.redis.instance_id
+  deletion_protection         = var.deletion_protection
+  labels                      = local.labels
+
+  depends_on = [google_project_service.apis, time_sleep.apis_propagated]
+}
+
 module "secrets" {
   source = "../secrets"
 
   project_id          = var.project_id
   name                = var.name
-  replica_locations   = [var.region]
+  replica_locations   = local.two_regions ? [var.region, var.secondary_region] : [var.region]
   redis_auth_enabled  = module.redis.auth_enabled
   redis_auth_string   = module.redis.auth_string
   db_password_version = var.db_password_version
@@ -118,6 +151,10 @@ module "database" {
   db_password_version            = var.db_password_version
   labels                         = local.labels
 
+  replica_region   = var.secondary_region
+  replica_name     = local.two_regions ? local.secondary_name : null
+  replica_promoted = var.sql_replica_promoted
+
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
 
@@ -136,7 +173,7 @@ module "functions" {
   redis_ca_cert              = module.redis.ca_cert
   redis_cluster              = module.redis.is_cluster
   redis_password_secret_id   = module.secrets.redis_password_secret_id
-  cloud_sql_instance         = module.database.connection_name
+  cloud_sql_instance         = var.sql_replica_promoted ? module.database.replica_connection_name : module.database.connection_name
   sql_instance_name          = module.database.instance_name
   db_name                    = module.database.db_name
   db_user                    = module.database.db_user
@@ -154,6 +191,13 @@ module "functions" {
 
   source_bucket_force_destroy = !var.deletion_protection
 
+  # Two regions: the same functions in the second region, on its own Redis Cluster.
+  secondary_region          = var.secondary_region
+  secondary_subnet_id       = local.two_regions ? module.network.secondary_functions_subnet_id : null
+  secondary_redis_url       = local.two_regions ? module.redis_secondary[0].redis_url : null
+  secondary_redis_ca_cert   = local.two_regions ? module.redis_secondary[0].ca_cert : null
+  sql_replica_instance_name = local.two_regions ? module.database.replica_instance_name : null
+
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
 
@@ -161,21 +205,23 @@ module "pubsub" {
   source = "../pubsub"
 
   project_id                       = var.project_id
-  audit_push_endpoint              = module.functions.service_uris["audit"]
+  audit_push_endpoint              = local.serves_secondary ? module.functions.secondary_service_uris["audit"] : module.functions.service_uris["audit"]
   audit_push_service_account_email = module.functions.audit_push_service_account_email
   labels                           = local.labels
 
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
 
+# The reaper runs in the serving region only (one job: two would sweep the same leases
+# twice, and the one in a lost region cannot reach its Redis).
 module "scheduler" {
   source = "../scheduler"
 
   project_id          = var.project_id
-  region              = var.region
+  region              = local.serving_region
   name                = var.name
-  reaper_service_name = module.functions.service_names["reaper"]
-  reaper_uri          = module.functions.service_uris["reaper"]
+  reaper_service_name = local.serves_secondary ? module.functions.secondary_service_names["reaper"] : module.functions.service_names["reaper"]
+  reaper_uri          = local.serves_secondary ? module.functions.secondary_service_uris["reaper"] : module.functions.service_uris["reaper"]
 
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
@@ -189,6 +235,27 @@ module "monitoring" {
   dead_letter_subscription_name = module.pubsub.dead_letter_subscription_name
   redis_is_cluster              = module.redis.is_cluster
   redis_instance_id             = module.redis.instance_id
+
+  depends_on = [google_project_service.apis, time_sleep.apis_propagated]
+}
+
+# Two regions: the client-facing functions behind one global external Application Load
+# Balancer (the loadbalancer module says which path goes where, and why acquire,
+# heartbeat, release and portal are served from serving_region only).
+module "loadbalancer" {
+  source = "../loadbalancer"
+  count  = local.two_regions ? 1 : 0
+
+  project_id = var.project_id
+  name       = var.name
+  service_names = {
+    (var.region)           = module.functions.service_names
+    (var.secondary_region) = module.functions.secondary_service_names
+  }
+  serving_region   = local.serving_region
+  domains          = var.lb_domains
+  ssl_certificates = var.lb_ssl_certificates
+  labels           = local.labels
 
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }

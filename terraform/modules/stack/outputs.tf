@@ -25,7 +25,7 @@ output "function_urls" {
 
 output "cloud_sql_instance" {
   description = "Cloud SQL connection name, for the Cloud SQL Auth Proxy."
-  value       = module.database.connection_name
+  value       = var.sql_replica_promoted ? module.database.replica_connection_name : module.database.connection_name
 }
 
 output "db_name" {
@@ -61,4 +61,32 @@ output "jwks_url" {
 output "signing_key_secret" {
   description = "Secret Manager secret of the lease-token signing keys, for `seatlease keys rotate --secret` (add the first key right after the first apply)."
   value       = "projects/${var.project_id}/secrets/${module.secrets.signing_key_secret_id}"
+}
+
+output "load_balancer_ip" {
+  description = "Two regions: the load balancer's IPv4 address (the A record of every name in lb_domains); null with one region."
+  value       = local.two_regions ? module.loadbalancer[0].ip_address : null
+}
+
+output "load_balancer_urls" {
+  description = "Two regions: the URL clients use for each function behind the load balancer (acquire, heartbeat, release, keys, portal); null with one region."
+  value       = local.two_regions ? module.loadbalancer[0].urls : null
+}
+
+output "redis_endpoints" {
+  description = "Redis endpoint (HOST:PORT, private) of each region's Redis, by region: the first region's, and with two regions the second's (for `seatlease failover begin`)."
+  value = merge(
+    { (var.region) = "${module.redis.host}:${module.redis.port}" },
+    local.two_regions ? { (var.secondary_region) = "${module.redis_secondary[0].host}:${module.redis_secondary[0].port}" } : {},
+  )
+}
+
+output "sql_replica_connection_name" {
+  description = "Two regions: connection name of the Cloud SQL cross-region replica (`gcloud sql instances promote-replica` promotes it); null with one region."
+  value       = module.database.replica_connection_name
+}
+
+output "secondary_function_urls" {
+  description = "Two regions: every function URL of the second region by name (admin for the operators; the public ones answer through the load balancer only); empty with one region."
+  value       = module.functions.secondary_urls
 }

@@ -151,3 +151,73 @@ variable "python" {
   description = "Python 3.11+ interpreter that builds the function archives at plan time."
   default     = "python3"
 }
+
+# --------------------------------------------------------------------------------
+# Two regions (terraform/README.md, "Two regions"). Unset, the stack is one region.
+# --------------------------------------------------------------------------------
+
+variable "secondary_region" {
+  type        = string
+  description = "A second region: every function deployed there too, the client-facing ones behind one global external Application Load Balancer, a Redis Cluster replicating the first region's (cross-region replication), a Cloud SQL cross-region read replica, and the secrets replicated to both regions. Needs use_redis_cluster. null (default): one region, the stack as before."
+  default     = null
+
+  validation {
+    condition     = var.secondary_region == null || (can(regex("^[a-z]+-[a-z]+[0-9]+$", var.secondary_region)) && var.secondary_region != var.region)
+    error_message = "secondary_region is a region name such as europe-west4, other than region."
+  }
+
+  validation {
+    condition     = var.secondary_region == null || var.use_redis_cluster
+    error_message = "secondary_region needs use_redis_cluster = true: only Memorystore for Redis Cluster replicates across regions (switching replaces the Redis instance and its leases: terraform/README.md, \"Two regions\")."
+  }
+}
+
+variable "serving_region" {
+  type        = string
+  description = "The region that serves (two regions): the load balancer sends acquire, heartbeat, release and portal there, the reaper's scheduler job runs there and the audit push goes there. null (default): region. Set it to secondary_region after a failover (docs/operations.md), back to region after the fail-back."
+  default     = null
+
+  validation {
+    condition     = var.serving_region == null || var.serving_region == var.region || (var.secondary_region != null && var.serving_region == var.secondary_region)
+    error_message = "serving_region must be region or secondary_region."
+  }
+}
+
+variable "sql_replica_promoted" {
+  type        = bool
+  description = "The Cloud SQL cross-region replica has been promoted (`gcloud sql instances promote-replica`): it is declared a standalone instance (with backups) and every function, in both regions, uses it. Set it in the apply right after the promotion (docs/operations.md)."
+  default     = false
+
+  validation {
+    condition     = !var.sql_replica_promoted || var.secondary_region != null
+    error_message = "sql_replica_promoted needs secondary_region (there is no replica otherwise)."
+  }
+}
+
+variable "lb_domains" {
+  type        = list(string)
+  description = "DNS names of the load balancer (two regions): a Google-managed certificate is created for them; point each at the load_balancer_ip output."
+  default     = []
+
+  validation {
+    condition     = alltrue([for d in var.lb_domains : can(regex("^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)+[a-z]{2,63}$", d))])
+    error_message = "lb_domains must be lower-case DNS names such as seats.example.com."
+  }
+
+  validation {
+    condition     = var.secondary_region == null || length(var.lb_domains) + length(var.lb_ssl_certificates) > 0
+    error_message = "Two regions need a certificate for the load balancer: lb_domains (Google-managed) or lb_ssl_certificates."
+  }
+}
+
+variable "lb_ssl_certificates" {
+  type        = list(string)
+  description = "Ids of existing SSL certificates (projects/P/global/sslCertificates/N) the load balancer serves, besides or instead of the managed one for lb_domains."
+  default     = []
+}
+
+variable "secondary_functions_subnet_cidr" {
+  type        = string
+  description = "Range of the second region's Direct VPC egress subnet. null (default): sized like the first region's, in 10.11.0.0/16 (network module, sizing.tf)."
+  default     = null
+}
