@@ -243,6 +243,12 @@ def test_usage_covers_a_bounded_window_with_timelines(acme: Tenant) -> None:
     month = ask(admin, "usage", days=30, period="day").get_json()
     assert (month["days"], month["period"]) == (30, "day")
     assert month["until"].endswith("T00:00:00Z")
+    # how many seats it needed, for this tenant's licenses only (issue 41)
+    sizing = week["sizing"]
+    assert set(sizing) == {lic["license_id"] for lic in store.list_licenses("acme")}
+    assert sizing["cad"]["recommended_seats"]["p100"] == 2
+    assert sizing["cad"]["verdict"] == "oversized" and sizing["cad"]["seats"] == 4
+    assert sizing["cad"]["sentence"].startswith("No client was turned away")
 
 
 def test_usage_draws_exact_steps_for_a_short_history(acme: Tenant) -> None:

@@ -23,7 +23,13 @@ from http_support import post_json
 
 from seatlease.records import db, event_log, store
 from seatlease.seats import redisconn
-from seatlease_cli.localstack import DEMO_LICENSE, DEMO_LICENSES, DEMO_TENANT, LocalStack
+from seatlease_cli.localstack import (
+    DEMO_LICENSE,
+    DEMO_LICENSES,
+    DEMO_TENANT,
+    STORY_LICENSE,
+    LocalStack,
+)
 from seatlease_cli.procs import free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -425,3 +431,78 @@ def test_the_page_shows_each_licenses_term(stack, browser) -> None:
     assert year.find_elements(By.CSS_SELECTOR, ".banner, .term-state") == []
     demo = block(DEMO_LICENSE)  # perpetual: no term line at all
     assert demo.find_elements(By.CSS_SELECTOR, ".term, .banner") == []
+
+
+SIZING_JS = """
+return [...document.querySelectorAll('#charts figure')].map((figure) => {
+  const line = (name) => figure.querySelector('line.' + name);
+  const sizing = figure.querySelector('p.sizing');
+  const box = sizing ? sizing.getBoundingClientRect() : null;
+  return {
+    license: figure.dataset.license,
+    limit_y: line('limit') ? Number(line('limit').getAttribute('y1')) : null,
+    needed_y: line('recommended') ? Number(line('recommended').getAttribute('y1')) : null,
+    key: figure.querySelector('.key').innerText,
+    verdict: sizing ? sizing.dataset.verdict : null,
+    sentence: sizing ? sizing.innerText : null,
+    font: sizing ? parseFloat(getComputedStyle(sizing).fontSize) : 0,
+    right: box ? box.right : 0,
+  };
+});
+"""
+
+
+def _refused_minutes(license_id: str, minutes: int, clients: int) -> None:
+    """``clients`` clients refused and not served in each of ``minutes`` minutes of the
+    week's busiest hours (the reaper's lease.refused events, through the insert path)."""
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(days=6)
+    at = start + timedelta(hours=10 - start.hour % 24)  # within the first day's 9:00 lease
+    events = []
+    for m in range(minutes):
+        minute = at + timedelta(minutes=m)
+        for c in range(clients):
+            events.append({
+                "event_id": f"refused-{license_id}-{m}-{c}", "type": "lease.refused",
+                "tenant_id": DEMO_TENANT, "license_id": license_id, "session_id": None,
+                "client_id": f"turned-away-{c}", "occurred_at": minute + timedelta(minutes=11),
+                "seats_used": None, "seats_total": None, "count": 3,
+                "metadata": {"minute": minute.isoformat().replace("+00:00", "Z"),
+                             "served": False, "true_denial": m == minutes - 1,
+                             "waiting": False},
+            })  # fmt: skip
+    event_log.insert_events(events)
+
+
+def test_each_chart_says_how_many_seats_were_needed(stack, browser) -> None:
+    """Right-sizing on the page (issue 41): each license's chart has its recommended seats
+    as a dotted line (the fewest seats meeting 99 % of the busy minutes' demand) and the
+    report's sentence beside it, readable at 1280 and 390 px; a license that turned
+    clients away in more than 1 % of its busy minutes is drawn needing more than it has."""
+    screenshots_tool().week_of_usage(DEMO_TENANT, list(DEMO_LICENSES))
+    _refused_minutes(DEMO_LICENSE, 60, 2)
+    wait = WebDriverWait(browser, 20)
+    browser.get(stack["portal_url"])
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#charts p.sizing")) == 2)
+    for width in (DESKTOP[0], PHONE["width"]):
+        if width == PHONE["width"]:
+            browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+            wait.until(lambda d: d.execute_script("return window.innerWidth") == PHONE["width"])
+            browser.find_element(By.CSS_SELECTOR, "[data-days='7']").click()  # redraw
+            wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#charts p.sizing")) == 2)
+        charts = {c["license"]: c for c in browser.execute_script(SIZING_JS)}
+        turned_away, other = charts[DEMO_LICENSE], charts[STORY_LICENSE]
+        assert turned_away["verdict"] == "undersized", turned_away
+        assert "2 clients were turned away in 60 minutes" in turned_away["sentence"]
+        # needing more than it has: the dotted line above the dashed one (SVG y grows down)
+        assert turned_away["needed_y"] < turned_away["limit_y"], turned_away
+        assert "seats needed (" in turned_away["key"]
+        assert (
+            other["verdict"] in ("right", "oversized")
+            and "No client was turned away" in (other["sentence"])
+        )
+        for chart in charts.values():
+            assert chart["font"] >= 11 and chart["right"] <= width, (width, chart)
+    overflow = browser.execute_script(
+        "const root = document.documentElement; return root.scrollWidth - root.clientWidth"
+    )
+    assert overflow == 0

@@ -11,7 +11,9 @@ A request is ``{"action": "<name>", ...fields}``:
   report with each license's timeline, over the last ``days`` days up to the next whole
   hour (``period`` ``hour`` or ``exact``) or day (``day``); without ``period``, exact
   steps when the window holds at most 1,500 changes (as ``--by auto``), else hours up to
-  7 days and days beyond;
+  7 days and days beyond; with ``sizing``, each license's recommended seats over the
+  same window (``report.sizing``: the fewest seats meeting 95/99/100 % of the busy
+  minutes' demand), its verdict and its sentence;
 - ``keys.list``, ``keys.create`` (``label``?), ``keys.revoke`` (``prefix``): the tenant's
   **seat** keys; a new key is in the answer once (only its hash is stored). Admin keys are
   the vendor's to issue and revoke (``seatlease apikey``), never the portal's.
@@ -161,7 +163,25 @@ def _usage(tenant_id: str, req: Usage) -> tuple[int, dict[str, Any]]:
             timelines=True,
         )
     )
-    return status, {**body, "days": req.days}
+    # How many seats each license needed over the same window (the chart's recommended
+    # line and its sentence): the operator's report.sizing, for this tenant only.
+    _status, sized = admin.execute(
+        admin_reports.ReportSizing(
+            action="report.sizing",
+            tenant_id=tenant_id,
+            license_id=req.license_id,
+            since=since,
+            until=until,
+        )
+    )
+    sizing = {
+        line["license_id"]: {
+            name: line[name]
+            for name in ("seats", "recommended_seats", "verdict", "sentence", "refused_clients")
+        }
+        for line in sized["licenses"]
+    }
+    return status, {**body, "days": req.days, "sizing": sizing}
 
 
 def _keys_list(tenant_id: str, _req: KeysList) -> tuple[int, dict[str, Any]]:

@@ -321,7 +321,10 @@ function licenseChart(line, body, width, since) {
   const vertices = stepVertices(line, exact, since, end);
   const seats = line.seats ?? line.start_total ?? null;
   const most = Math.max(0, ...vertices.map(([, v]) => v));
-  const top = Math.max(1, most, seats ?? 0);
+  // How many seats it needed (report.sizing): 99 % of the busy minutes' demand met
+  const sizing = (body.sizing || {})[line.license_id];
+  const needed = sizing ? sizing.recommended_seats.p99 : null;
+  const top = Math.max(1, most, seats ?? 0, needed ?? 0);
   const pad = { left: 30, right: 10, top: 10, bottom: 24 };
   const x = (t) => pad.left + ((t - since) / (end - since)) * (width - pad.left - pad.right);
   const y = (v) => CHART_HEIGHT - pad.bottom - (v / top) * (CHART_HEIGHT - pad.top - pad.bottom);
@@ -350,6 +353,9 @@ function licenseChart(line, body, width, since) {
   if (seats != null) {
     chart.append(svg("line", { class: "limit", x1: pad.left, x2: width - pad.right, y1: y(seats), y2: y(seats) }));
   }
+  if (needed != null && needed > 0) {
+    chart.append(svg("line", { class: "recommended", x1: pad.left, x2: width - pad.right, y1: y(needed), y2: y(needed) }));
+  }
   const changes = exact ? line.steps.length : line.points.length;
   return el(
     "figure",
@@ -366,9 +372,17 @@ function licenseChart(line, body, width, since) {
       { class: "key" },
       el("li", { class: "key-used" }, exact ? "seats in use" : `peak seats in use per ${body.period}`),
       seats != null ? el("li", { class: "key-limit" }, `seat limit (${seats})`) : "",
+      needed != null && needed > 0 ? el("li", { class: "key-recommended" }, `seats needed (${needed})`) : "",
     ),
+    sizing
+      ? el("p", { class: `sizing ${sizing.verdict}`, data: { verdict: sizing.verdict } },
+          el("strong", {}, VERDICTS[sizing.verdict] || sizing.verdict), " ", sizing.sentence)
+      : "",
   );
 }
+
+// The sizing report's verdicts, as a buyer reads them.
+const VERDICTS = { undersized: "Too few seats.", right: "About right.", oversized: "More seats than needed." };
 
 function drawCharts(body) {
   lastUsage = body;
@@ -390,7 +404,7 @@ function drawCharts(body) {
     body.period === "exact"
       ? `Seats in use, a step at each change${from}`
       : `Peak seats in use per ${body.period}`;
-  $("usage-note").textContent = `${what}; the dashed line is the seats you have. Times in ${zoneLabel()}.`;
+  $("usage-note").textContent = `${what}; the dashed line is the seats you have, the dotted one the seats that would have served 99 % of the busy minutes. Times in ${zoneLabel()}.`;
 }
 
 let resizing = 0;
