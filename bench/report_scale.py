@@ -21,9 +21,12 @@ runs, the two tenants' runs alternating) for a minute
 report over the last 24 hours (from the minute rollups, issue 19), an hourly report over
 the last 30 days and a daily report over the last 365 days (windows that start mid-hour
 and mid-minute, so the raw edges are read too), each with and without ``timelines``, and
-the peak Python memory of one report (tracemalloc). Checks: each report of ``big`` at
-most 1 s and at most 2x the same report of ``small``, peak memory at most 100 MB, and the
-two tenants' reports equal in shape (periods, licenses). Exit status 1 if a check fails.
+the peak Python memory of one report (tracemalloc), and ``report.sizing`` over the
+last 365 days (351 days from the hourly rollups, 14 from the minute rollups) and the last
+14 days, with 10 refused minutes of 20 clients and 30 queue tickets a day. Checks:
+each report of ``big`` at most 1 s and at most 2x the same report of ``small``, peak
+memory at most 100 MB, and the two tenants' reports equal in shape (periods, licenses).
+Exit status 1 if a check fails.
 
 Run: ``.venv/bin/python bench/report_scale.py`` (loading 10M events takes a few minutes
 on 2 cores; ``--events 1000000`` for a quicker look).
@@ -87,7 +90,7 @@ def source(
                     WHEN k < {clients // 2} THEN k + 1
                     ELSE {clients // 2} END AS seats_used,
                {clients}::int AS seats_total, 1 AS count,
-               {metadata or HOST_METADATA} AS metadata
+               {metadata or HOST_METADATA} AS metadata, 1 AS seats
         FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint) - 1) AS k
         CROSS JOIN (VALUES (1), (2)) AS e(n)"""
 
@@ -100,8 +103,44 @@ def denials(tenant: str, start: datetime, days: int) -> str:
                TIMESTAMPTZ '{start.isoformat()}' + make_interval(hours => h::int, mins => 30)
                    AS occurred_at,
                NULL::int AS seats_used, NULL::int AS seats_total, 3 AS count,
-               NULL::jsonb AS metadata
+               NULL::jsonb AS metadata, 1 AS seats
         FROM generate_series(0, {days * 24 - 1}) AS h"""
+
+
+REFUSED_MINUTES = 10  # a day's busy minutes that turn clients away (14:00 to 14:09 UTC)
+REFUSED_CLIENTS = 20  # distinct clients turned away in each of them
+QUEUE_TICKETS = 30  # tickets a day ending in the queue (granted or left)
+
+
+def refusals(tenant: str, start: datetime, days: int) -> str:
+    """The reaper's lease.refused events: REFUSED_CLIENTS clients in each of
+    REFUSED_MINUTES minutes a day (a quarter served in the minute, a fifth true denials),
+    and QUEUE_TICKETS queue outcomes a day with their waits: what the sizing report reads
+    besides the rollups."""
+    minute = (f"TIMESTAMPTZ '{start.isoformat()}' + make_interval(days => d::int, "
+              "hours => 14, mins => m::int)")  # fmt: skip
+    return f"""
+        SELECT '{tenant}-r-' || d || '-' || m || '-' || c AS event_id,
+               'lease.refused' AS type, '{tenant}'::text AS tenant_id,
+               '{LICENSE}'::text AS license_id, NULL::text AS session_id,
+               'turned-away-' || c AS client_id,
+               {minute} + interval '11 minutes' AS occurred_at,
+               NULL::int AS seats_used, NULL::int AS seats_total, 3 AS count,
+               jsonb_build_object(
+                   'minute', to_char(({minute}) AT TIME ZONE 'UTC',
+                                     'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                   'served', c % 4 = 0, 'true_denial', c % 5 = 0, 'waiting', false)
+                   AS metadata, 1 AS seats
+        FROM generate_series(0, {days - 1}) AS d,
+             generate_series(0, {REFUSED_MINUTES - 1}) AS m,
+             generate_series(0, {REFUSED_CLIENTS - 1}) AS c
+        UNION ALL
+        SELECT '{tenant}-q-' || d || '-' || t, CASE WHEN t % 3 = 0 THEN 'queue.left'
+               ELSE 'queue.granted' END, '{tenant}', '{LICENSE}', NULL, 'waiter-' || t,
+               TIMESTAMPTZ '{start.isoformat()}' + make_interval(days => d::int,
+                                                                   hours => 15, mins => t::int),
+               NULL, NULL, 1, jsonb_build_object('queued_ms', 1000 * (1 + (t * 37) % 600)), 1
+        FROM generate_series(0, {days - 1}) AS d, generate_series(0, {QUEUE_TICKETS - 1}) AS t"""
 
 
 def load(
@@ -135,6 +174,7 @@ def load(
             )
     with engine.begin() as conn:
         rollups.run_insert(conn, text(rollups.insert_statement(denials(tenant, start, days))), {})
+        rollups.run_insert(conn, text(rollups.insert_statement(refusals(tenant, start, days))), {})
         conn.execute(text("ANALYZE"))
     return time.perf_counter() - began
 
@@ -245,6 +285,25 @@ def main() -> int:
                       f"{len(big_body['durations'])} clients")  # fmt: skip
                 same_shape = len(small_body["usage"]) == len(big_body["usage"])
                 ok = ok and big_s <= 1.0 and ratio <= 2.0 and big_mb <= 100 and same_shape
+        # The sizing report (issue 41): the rollups, the refused minutes and the queue's
+        # waits; a year is 351 days of hours and 14 days of minutes.
+        for name, since in (("sizing, 365 days", end - timedelta(days=365)),
+                            ("sizing, 14 days", end - timedelta(days=13, hours=23))):  # fmt: skip
+            requests = {
+                tenant: {"action": "report.sizing", "tenant_id": tenant, "license_id": LICENSE,
+                         "since": since.isoformat(), "until": end.isoformat()}
+                for tenant in sizes
+            }  # fmt: skip
+            results = timed(requests, args.repeat)
+            (small_s, _small_mb, small_body), (big_s, big_mb, big_body) = results.values()
+            ratio = big_s / small_s
+            line = big_body["licenses"][0]
+            print(f"{name:32s} small {small_s * 1000:7.1f} ms, big {big_s * 1000:7.1f} ms "
+                  f"(x{ratio:.2f}); peak memory {big_mb:.1f} MB; {line['busy_minutes']:,} "
+                  f"busy minutes, {line['refused_clients']} clients refused, recommended "
+                  f"{line['recommended_seats']}, {line['queue_wait_seconds']['tickets']:,} "
+                  "queue tickets")  # fmt: skip
+            ok = ok and big_s <= 1.0 and ratio <= 2.0 and big_mb <= 100
     finally:
         cleanup()
     print("OK: every report within 1 s, 2x the small history and 100 MB" if ok else "FAILED")
