@@ -197,6 +197,30 @@ def test_cli_flags_show_renew_and_list(stack, capsys):
 # -- acquire and heartbeat over HTTP ----------------------------------------------------
 
 
+def test_cli_an_ended_term_reads_to_the_minute_and_clearing_it_clears_its_grace(stack, capsys):
+    """Issue 42: `license update` said "expired 2026-11-28" (a date) beside "stops ...
+    03:08 UTC", and after --clear-term still showed grace_seconds 600."""
+    store.create_tenant("acme")
+    ended = (datetime.now(UTC) - timedelta(minutes=5)).replace(second=0, microsecond=0)
+    code, out, err = run(
+        capsys, "license", "create", "--tenant", "acme", "--license", "cad", "--seats", "2",
+        "--expires-at", iso(ended), "--grace-seconds", "600",
+    )  # fmt: skip
+    assert code == 0, err
+    stops = ended + timedelta(seconds=600)
+    minute = "%Y-%m-%d %H:%M UTC"
+    said = f"in grace: expired {ended:{minute}}, stops {stops:{minute}}, grace 600 s"
+    assert said in out, out
+    assert not any(line.startswith(("grace_seconds", "on_expiry")) for line in out.splitlines())
+    code, out, err = run(
+        capsys, "license", "update", "--tenant", "acme", "--license", "cad", "--clear-term"
+    )
+    assert code == 0, err
+    term = next(line for line in out.splitlines() if line.startswith("term"))
+    assert term.split(None, 1)[1] == "perpetual" and "grace" not in out, out
+    assert store.get_license("acme", "cad")["grace_seconds"] == 0
+
+
 def test_http_grace_answer_token_and_the_end(acme: Tenant):
     lic = new_license(
         acme, "cad", seats=2, expires_at=soon(1.0), grace_seconds=2,
@@ -223,6 +247,11 @@ def test_http_grace_answer_token_and_the_end(acme: Tenant):
     time.sleep(max(0, expires.timestamp() + 2 - time.time()) + 0.1)
     error = error_of(acquire(acme, lic, "ws-3"), 403, "license_expired")
     assert parse_time(error["expired_at"]) == expires + timedelta(seconds=2)
+    # the term's end and the grace's, each by its own name, in the body and the message
+    assert parse_time(error["expires_at"]) == expires
+    assert error["grace_ends_at"] == error["expired_at"]
+    assert f"term ended at {error['expires_at']} (expires_at)" in error["message"]
+    assert f"its grace at {error['grace_ends_at']} (grace_ends_at)" in error["message"]
     error_of(heartbeat(acme, lic, body["session_id"]), 403, "license_expired")
     error_of(heartbeat(acme, lic, body["session_id"]), 410, "session_expired")
 

@@ -383,8 +383,9 @@ def _shown(lic: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-# shown as the one "term" line
-TERM_DETAILS = ("starts_at", "grace_ends_at", "expires_in_days", "term_state", "term_text")
+# shown as the one "term" line (its grace and on_expiry only when it has an end)
+TERM_DETAILS = ("starts_at", "grace_ends_at", "expires_in_days", "term_state", "term_text",
+                "grace_seconds", "on_expiry")  # fmt: skip
 
 
 def _print_change(args: argparse.Namespace, body: dict[str, Any], verb: str) -> int:

@@ -146,6 +146,8 @@ class LicenseUpdate(Action):
             changes["policy"] = self.policy.as_dict()
         if self.clear_policy:
             changes["policy"] = {}
+        if self.clear_term and self.grace_seconds is None:
+            changes["grace_seconds"] = 0  # a grace is the term's: none without one
         return changes
 
     def cleared(self) -> tuple[str, ...]:
@@ -236,23 +238,38 @@ def term_view(config: LicenseConfig, now: datetime | None = None) -> dict[str, A
 
 def term_text(view: dict[str, Any]) -> str:
     """The term in words, as ``license show``, ``status`` and the portal say it:
-    ``expires 2027-11-25 (in 364 days)``, ``in grace: expired 2026-11-20, stops
-    2026-11-27 00:00 UTC``, ``expired 2026-10-01``, ``starts 2027-01-01``, or ``perpetual``."""
+    ``expires 2027-11-25 (in 364 days)`` (``expires 2026-11-28 03:12 UTC`` within a day),
+    ``in grace: expired 2026-11-20 00:00 UTC, stops 2026-11-27 00:00 UTC``, ``expired
+    2026-10-01 00:00 UTC, stopped 2026-10-08 00:00 UTC`` (without a grace: ``expired
+    2026-10-01 00:00 UTC``), ``starts 2027-01-01``, or ``perpetual``."""
     parts = []
     state, expires = view["term_state"], (view.get("expires_at") or "")[:10]
     if state == "not_started":
         parts.append(f"starts {(view['starts_at'] or '')[:10]}")
-    if state == "in_grace":
-        stops = view["grace_ends_at"][:16].replace("T", " ")  # to the minute: a short grace
-        parts.append(f"in grace: expired {expires}, stops {stops} UTC")
-    elif state == "expired":
-        parts.append(f"expired {expires}")
+    if state in ("in_grace", "expired"):
+        # both ends to the minute, in one format: a grace may be minutes long
+        ended = f"expired {_to_minute(view['expires_at'])}"
+        stops = _to_minute(view["grace_ends_at"])
+        if state == "in_grace":
+            parts.append(f"in grace: {ended}, stops {stops}")
+        elif stops != _to_minute(view["expires_at"]):
+            parts.append(f"{ended}, stopped {stops}")
+        else:
+            parts.append(ended)
     elif expires:
         days = view["expires_in_days"]
-        parts.append(f"expires {expires} (in {days} day{'' if days == 1 else 's'})")
+        if days <= 1:  # today or tomorrow: the hour matters
+            parts.append(f"expires {_to_minute(view['expires_at'])}")
+        else:
+            parts.append(f"expires {expires} (in {days} day{'' if days == 1 else 's'})")
     elif state != "not_started":
         parts.append("perpetual")
     return ", ".join(parts)
+
+
+def _to_minute(iso: str) -> str:
+    """``2026-11-28T03:12:24Z`` as ``2026-11-28 03:12 UTC``."""
+    return iso[:16].replace("T", " ") + " UTC"
 
 
 def _policy_view(stored: Any) -> dict[str, Any] | None:

@@ -195,12 +195,21 @@ def to_api_error(exc: Exception) -> ApiError:
                 starts_at=starts,
             )
         case LicenseExpired():
-            ended = rfc3339(exc.ended_at_ms)
+            # Two times, each by its name: the term's end (expires_at) and the grace's,
+            # when seats stopped (grace_ends_at; expired_at is the same time, the name
+            # the clients before it read).
+            expires, ended = rfc3339(exc.expires_at_ms), rfc3339(exc.ended_at_ms)
+            if exc.ended_at_ms > exc.expires_at_ms:
+                said = (f"This license's term ended at {expires} (expires_at) and its grace "
+                        f"at {ended} (grace_ends_at): no seat since")  # fmt: skip
+            else:
+                said = f"This license's term ended at {expires} (expires_at): no seat since"
             return ApiError(
                 403,
                 "license_expired",
-                f"This license expired at {ended}; renew it to take seats again.",
-                expires_at=rfc3339(exc.expires_at_ms),
+                f"{said}; renew it to take seats again.",
+                expires_at=expires,
+                grace_ends_at=ended,
                 expired_at=ended,
             )
         case NotEntitled():
