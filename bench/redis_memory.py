@@ -18,9 +18,15 @@ Starts a private redis-server (loopback, nothing on disk) and, through the seat 
 - a weighted lease: ``--weighted`` leases of 8 seats and of 100,000 seats (their weight
   and its mark in the record, and the license's sum of extra seats), less the same number
   of one-seat leases: per lease, whatever its weight (before 2026-11-28 each extra seat
-  was a member of the license's ``units`` ZSET: 141 B a seat).
+  was a member of the license's ``units`` ZSET: 141 B a seat);
+- a refused client (right-sizing, ``lua/_refusals.lua``): ``--refused`` (1,000, the cap
+  a license and minute) distinct clients refused on a full license, their first refusal
+  in a minute (the note, its minute's counters, its place in the indexes), then each
+  refused again in the same minute (a retry: only its count), then again in the next
+  minute (waits for it: a second entry in the same note).
 
-Run: ``python3 bench/redis_memory.py`` (about a minute).
+Run: ``python3 bench/redis_memory.py`` (about three minutes: two of them wait for the
+next minute).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import secrets
 import sys
 import time
 
+from seatlease.errors import NoSeatsAvailable
 from seatlease.licenses import LicenseConfig
 from seatlease.seats.engine import SeatEngine, SeatRequest
 from seatlease.seats.keys import SHARDS, LicenseKeys, outbox_key
@@ -60,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replies", type=int, default=30_000)
     parser.add_argument("--tickets", type=int, default=10_000)
     parser.add_argument("--weighted", type=int, default=10_000)
+    parser.add_argument("--refused", type=int, default=1_000)
     args = parser.parse_args(argv)
     server = start_redis()
     rows: list[tuple[str, float]] = []
@@ -160,6 +168,29 @@ def main(argv: list[str] | None = None) -> int:
             sizes[weight] = (used(redis) - before) / args.weighted
         rows.append(("weighted lease of 8 seats, over one seat", sizes[8] - sizes[1]))
         rows.append(("weighted lease of 100,000, over one seat", sizes[100_000] - sizes[1]))
+
+        # refused clients: notes until the reaper judges them (never flushed here)
+        full = LicenseConfig(seats=1, lease_seconds=3600, max_lease_seconds=3600)
+        engine.cache_config("bench", "full", full)
+        engine.config_loader = lambda _t, _l: full
+        engine.acquire(SeatRequest("bench", "full", "holder", metadata=METADATA))
+
+        def refuse_all() -> int:
+            before = used(redis)
+            for n in range(args.refused):
+                try:
+                    engine.acquire(SeatRequest("bench", "full", f"r-{n:06d}", metadata=METADATA))
+                except NoSeatsAvailable:
+                    pass
+            drop_replies(redis, ["full"])
+            return used(redis) - before
+
+        # all in one minute: start just after a minute begins
+        time.sleep(60.5 - (engine.server_time_ms() / 1000) % 60)
+        rows.append(("refused client, first in its minute", refuse_all() / args.refused))
+        rows.append(("refused client, its retry in the minute", refuse_all() / args.refused))
+        time.sleep(60.5 - (engine.server_time_ms() / 1000) % 60)
+        rows.append(("refused client, its next minute", refuse_all() / args.refused))
         redis.close()
     finally:
         server.stop()

@@ -6,6 +6,7 @@ clients), so what the CLI changes is what a client sees."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import functions_framework
@@ -872,3 +873,21 @@ def test_demo_without_the_client_names_the_extra(tmp_path):
     line = one_line_error(proc.stderr)
     assert "seatlease-client" in line and "pip install 'seatlease[demo]'" in line
     assert files_under(tmp_path) == []
+
+
+def test_a_closed_pipe_ends_the_command_quietly(stack, capsys):
+    """`seatlease status | head -1` said "cannot reach a backend: [Errno 32] Broken pipe"
+    and exited 5 (issue 42): a reader that went away ends the command quietly."""
+    import subprocess
+
+    for n in range(300):  # more than a pipe's buffer of output
+        store.create_tenant(f"t{n:03d}", name="x" * 200)
+    command = [sys.executable, "-c", "import sys, seatlease_cli; sys.exit(seatlease_cli.main())",
+               "tenant", "list"]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()  # head -1
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert err == "", err

@@ -539,3 +539,30 @@ def test_cold_import_loads_neither_sqlalchemy_nor_pubsub(name: str) -> None:
     assert result.stdout.split()[-5:] == ["False", "False", "False", "False", "True"], (
         result.stdout + result.stderr
     )
+
+
+def test_a_licenses_own_refusal_is_info_a_refused_key_a_warning(
+    acme: Tenant, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make run`'s terminal filled with WARNING lines for every ordinary 403 (issue 42): a
+    suspended license, an ended term, a missing entitlement are the client's answer, not
+    an operator's to act on; a refused key still is a WARNING."""
+    from datetime import UTC, datetime, timedelta
+
+    from seatlease.api import runtime
+
+    capsys.readouterr()
+    store.update_license("acme", LICENSE, suspended=True)
+    runtime.refresh_license_cache("acme", LICENSE)
+    error_of(acquire(acme, LICENSE, "ws-1"), 403, "license_suspended")
+    line = _request_line(capsys.readouterr().out, "acquire")
+    assert (line["severity"], line["outcome"]) == ("INFO", "license_suspended")
+    ended = datetime.now(UTC) - timedelta(days=1)
+    store.update_license("acme", LICENSE, suspended=False, expires_at=ended)
+    runtime.refresh_license_cache("acme", LICENSE)
+    error_of(acquire(acme, LICENSE, "ws-1"), 403, "license_expired")
+    line = _request_line(capsys.readouterr().out, "acquire")
+    assert (line["severity"], line["outcome"]) == ("INFO", "license_expired")
+    call("acquire", _valid("acquire"), headers={"Authorization": "Bearer sl_0123abcd_" + "z" * 32})
+    line = _request_line(capsys.readouterr().out, "acquire")
+    assert (line["severity"], line["status"]) == ("WARNING", 401)

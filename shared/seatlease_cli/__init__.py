@@ -120,6 +120,12 @@ def _run(args: argparse.Namespace) -> int:
         return exc.code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`seatlease status | head -1`): stop quietly, as `ls | head`
+        # does; later writes (the interpreter's flush at exit) go nowhere.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a writer the pipe ended
     except Exception as exc:  # one clear line, never a traceback
         code = exit_code(exc)
         if code == EXIT_UNAVAILABLE or (code is None and _is_connection_error(exc)):

@@ -210,10 +210,20 @@ def identity_email(request: Request) -> str | None:
 LogLine = Callable[[Call, int], tuple[str, str]]
 
 
+# A key refused (401, or 403 forbidden: a key of the wrong scope) may be an operator's to
+# act on; a license's own refusals (suspended, its term, entitlements, a denied user) are
+# the client's answer, as a full license's 409 is: INFO, not a WARNING a tour fills a
+# terminal with (issue 42).
+KEY_REFUSALS = ("unauthenticated", "forbidden")
+
+
 def client_log_line(call: Call, status: int) -> tuple[str, str]:
     """The client API's line: ``acquire 201 acquired``; refused keys and bodies cut short
     are WARNINGs."""
-    warning = status in (401, 403) or call.log.get("outcome") == BodyCutShort.outcome
+    outcome = call.log.get("outcome")
+    warning = (status in (401, 403) and outcome in KEY_REFUSALS) or (
+        outcome == BodyCutShort.outcome
+    )
     severity = "ERROR" if status >= 500 else "WARNING" if warning else "INFO"
     if call.log.get("outcome") == "recovering":  # a failover's window: expected, said once
         severity = "INFO"  # by `seatlease failover begin`'s NOTICE
