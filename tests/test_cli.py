@@ -628,7 +628,7 @@ def test_revoke_help_says_tenant_is_optional(capsys):
     with pytest.raises(SystemExit):
         cli.main(["revoke", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "[--tenant TENANT] --license LICENSE --session SESSION" in out
+    assert "[--tenant TENANT] --license LICENSE (--session SESSION | --client CLIENT)" in out
     assert "exit code 2 if several have it" in out
 
 
@@ -891,3 +891,20 @@ def test_a_closed_pipe_ends_the_command_quietly(stack, capsys):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141, err
     assert err == "", err
+
+
+def test_revoke_by_client_id(stack, capsys, clients, redis_client):
+    """`seatlease revoke --client C` ends the lease C holds (the README's tour frees
+    laptop-1 and laptop-2 so, without copying a session id); exactly one of --session and
+    --client."""
+    key = setup_license(capsys)
+    for client in ("laptop-1", "laptop-2"):
+        assert acquire(clients, key, client).status_code == 201
+    code, out, err = run(capsys, "revoke", "--license", "cad", "--client", "laptop-1")
+    assert code == 0, err
+    assert out.startswith("revoked session ") and "client laptop-1" in out, out
+    code, out, err = run(capsys, "revoke", "--license", "cad", "--client", "laptop-1")
+    assert code == cli.EXIT_NOT_FOUND and "Client 'laptop-1' holds no seat" in err, err
+    with pytest.raises(SystemExit):
+        cli.main(["revoke", "--license", "cad", "--client", "x", "--session", "y"])
+    capsys.readouterr()

@@ -67,12 +67,13 @@ def register(subparsers: Any) -> None:
         "--tenant", default=None, help="the license's tenant (needed only if several have it)"
     )
     revoke.add_argument("--license", required=True, help="license id")
-    revoke.add_argument(
+    which = revoke.add_mutually_exclusive_group(required=True)
+    which.add_argument(
         "--session",
-        required=True,
         help="session id (see status); one made before 2026-11-23 that starts with '-' "
         "is given as --session=ID",
     )
+    which.add_argument("--client", help="the client id whose lease to end (see status)")
     revoke.set_defaults(func=cmd_revoke)
 
 
@@ -147,7 +148,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
-    fields = {"license_id": args.license, "session_id": args.session}
+    fields = {"license_id": args.license}
+    if args.session is not None:
+        fields["session_id"] = args.session
+    else:
+        fields["client_id"] = args.client
     if args.tenant:
         fields["tenant_id"] = args.tenant
     try:

@@ -36,7 +36,14 @@ class Revoke(Action):
     action: Literal["revoke"]
     tenant_id: Identifier | None = None  # absent: the one tenant that has license_id
     license_id: Identifier
-    session_id: Identifier
+    session_id: Identifier | None = None
+    client_id: Identifier | None = None  # instead of session_id: the lease it holds
+
+    @model_validator(mode="after")
+    def _one_lease(self) -> Revoke:
+        if (self.session_id is None) == (self.client_id is None):
+            raise ValueError("give session_id or client_id (the lease it holds), one of them")
+        return self
 
 
 def _lease_view(lease: dict[str, Any], now_ms: int) -> dict[str, Any]:
@@ -135,25 +142,28 @@ def _revoke(req: Revoke) -> tuple[int, dict[str, Any]]:
 
     tenant_id = _license_tenant(req.tenant_id, req.license_id)
     engine = seat_engine()
-    before = next(
-        (
-            lease
-            for lease in engine.live_leases(tenant_id, req.license_id)
-            if lease["session_id"] == req.session_id
-        ),
-        None,
-    )
-    result = engine.release(tenant_id, req.license_id, req.session_id, revoke=True)
+    live = engine.live_leases(tenant_id, req.license_id)
+    if req.client_id is not None:
+        mine = [lease for lease in live if lease["client_id"] == req.client_id]
+        if not mine:
+            raise SessionNotLive(
+                f"client {req.client_id!r} holds no seat on {tenant_id}/{req.license_id}"
+            )
+        session_id = mine[0]["session_id"]  # a client holds one lease per license
+    else:
+        session_id = req.session_id  # type: ignore[assignment]
+    before = next((lease for lease in live if lease["session_id"] == session_id), None)
+    result = engine.release(tenant_id, req.license_id, session_id, revoke=True)
     if not result.released:
         raise SessionNotLive(
-            f"session {req.session_id!r} holds no seat on {tenant_id}/{req.license_id} "
+            f"session {session_id!r} holds no seat on {tenant_id}/{req.license_id} "
             "(unknown, released, expired or already revoked)"
         )
     body: dict[str, Any] = {
         "revoked": True,
         "tenant_id": tenant_id,
         "license_id": req.license_id,
-        "session_id": req.session_id,
+        "session_id": session_id,
         "seats_used": result.seats_used,
         "seats_total": result.seats_total,
     }
@@ -165,7 +175,7 @@ def _revoke(req: Revoke) -> tuple[int, dict[str, Any]]:
         "admin: lease revoked",
         tenant_id=tenant_id,
         license_id=req.license_id,
-        session_id=req.session_id,
+        session_id=session_id,
         client_id=body.get("client_id"),
     )
     return 200, body
