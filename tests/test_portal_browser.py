@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from http_support import post_json
@@ -382,7 +384,8 @@ def test_a_few_minutes_of_use_in_a_week_are_drawn_wide(stack, browser) -> None:
 def test_the_readme_picture_is_an_ordinary_demo(tmp_path) -> None:
     """The portal's pictures (tools/portal_screenshots.py) show ordinary names, never the
     browser test's hostile strings (the README's picture once showed
-    ``<img src=x onerror=alert(1)>`` as a user name); the committed ones too."""
+    ``<img src=x onerror=alert(1)>`` as a user name), and the page's times in its one
+    format; the committed ones too."""
     tool = screenshots_tool()
     texts = tool.render(tmp_path / "shots", tmp_path)
     committed = {name: tool.read_page_text(REPO / "docs" / "images" / name) for name in texts}
@@ -391,14 +394,17 @@ def test_the_readme_picture_is_an_ordinary_demo(tmp_path) -> None:
             assert word in text, (name, word)
         for hostile in ("<img", "onerror", "alert(", "<script"):
             assert hostile not in text, (name, hostile)
+        # the page's one time format (issue 42), no "8:34:58 AM" or "11/26/2026"
+        assert STAMP.search(text) and not OLD_TIMES.search(text), (name, text)
     assert "seat limit (2)" in texts["portal-desktop.png"]
     assert (tmp_path / "shots" / "portal-phone.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_the_page_shows_each_licenses_term(stack, browser) -> None:
     """The term (issue 30): when it ends, a grace banner, an expired state, and the
-    entitlements, from licenses stored in the local stack's SQLite database."""
-    now = datetime.now(UTC)
+    entitlements, from licenses stored in the local stack's SQLite database; its times in
+    the page's one format (issue 42), here in UTC."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
     store.create_license(
         DEMO_TENANT, "grace-app", seats=1, expires_at=now - timedelta(days=2),
         grace_seconds=7 * 86400, entitlements=["pro", "render"], max_version="2026.4",
@@ -407,6 +413,7 @@ def test_the_page_shows_each_licenses_term(stack, browser) -> None:
     ends = now + timedelta(days=364, hours=1)
     store.create_license(DEMO_TENANT, "year-app", seats=1, expires_at=ends)
     wait = WebDriverWait(browser, 20)
+    browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "UTC"})
     browser.get(f"{stack['base_url']}/portal")
     wait.until(ready.visibility_of_element_located((By.ID, "key"))).send_keys(stack["admin_key"])
     browser.find_element(By.CSS_SELECTOR, "#sign-in-form button[type=submit]").click()
@@ -417,7 +424,7 @@ def test_the_page_shows_each_licenses_term(stack, browser) -> None:
 
     grace = block("grace-app")
     banner = grace.find_element(By.CSS_SELECTOR, ".banner.grace").text
-    assert "works until" in banner and (now + timedelta(days=5)).date().isoformat() in banner
+    assert f"works until {shown(now + timedelta(days=5), 'UTC')} (its grace)" in banner
     assert grace.find_element(By.CSS_SELECTOR, ".term-state").text == "in grace"
     term = grace.find_element(By.CSS_SELECTOR, ".term").text
     assert "entitlements: pro, render" in term and "versions up to 2026.4" in term
@@ -426,7 +433,7 @@ def test_the_page_shows_each_licenses_term(stack, browser) -> None:
     assert "no new seat is granted" in old.find_element(By.CSS_SELECTOR, ".banner.expired").text
     year = block("year-app")
     assert year.find_element(By.CSS_SELECTOR, ".term").text == (
-        f"expires {ends.date().isoformat()} (in 365 days)"
+        f"expires {shown(ends, 'UTC')} (in 365 days), no grace"
     )
     assert year.find_elements(By.CSS_SELECTOR, ".banner, .term-state") == []
     demo = block(DEMO_LICENSE)  # perpetual: no term line at all
@@ -506,3 +513,234 @@ def test_each_chart_says_how_many_seats_were_needed(stack, browser) -> None:
         "const root = document.documentElement; return root.scrollWidth - root.clientWidth"
     )
     assert overflow == 0
+
+
+# -- issue 42, item 7: one time format with its zone; a term not started; the Seats line --
+
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+# The page's one format: "28 Nov 2026, 03:13 UTC", or with the offset of a zone not at UTC
+# at that instant, "28 Nov 2026, 08:43 UTC+05:30".
+STAMP = re.compile(
+    rf"\d{{1,2}} (?:{'|'.join(MONTHS)}) \d{{4}}, \d{{2}}:\d{{2}} UTC(?:[+-]\d{{2}}:\d{{2}})?"
+)
+# A chart's tick label: that format's day, day and time, or time (with seconds over 10
+# minutes or less); its zone is said by the note above the charts.
+TICK = re.compile(
+    rf"\d{{1,2}} (?:{'|'.join(MONTHS)})(?:, \d{{2}}:\d{{2}})?|\d{{2}}:\d{{2}}(?::\d{{2}})?"
+)
+# Anything that looks like a time or a date in another format: "3:13:10 AM",
+# "11/28/2026", "2027-06-30", "Nov 28", "02:57 AM UTC".
+TIMEISH = re.compile(
+    rf"\d{{1,2}}:\d{{2}}|\d{{4}}-\d{{2}}-\d{{2}}|\d{{1,2}}/\d{{1,2}}/\d{{2,4}}|\b[AP]M\b"
+    rf"|\b(?:{'|'.join(MONTHS)})\b|\bUTC\b|\bGMT\b"
+)
+
+# The formats the page used to mix: "3:13:10 AM", "11/28/2026", "2027-06-30".
+OLD_TIMES = re.compile(r"\b[AP]M\b|\d{1,2}/\d{1,2}/\d{4}|\d{4}-\d{2}-\d{2}")
+
+
+def shown(at: datetime | str, zone: str) -> str:
+    """``at`` as the page shows it in the time zone ``zone``."""
+    if isinstance(at, str):
+        at = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    local = at.astimezone(ZoneInfo(zone))
+    minutes = int(local.utcoffset().total_seconds()) // 60
+    sign = "+" if minutes > 0 else "-"
+    offset = f"UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}" if minutes else "UTC"
+    return f"{local.day} {MONTHS[local.month - 1]} {local.year}, {local:%H:%M} {offset}"
+
+
+# Every time the page shows: the visible text (the charts' labels on lines of their own),
+# the charts' labels, and each <time> with where it is.
+TIMES_JS = """
+const place = (t) =>
+  t.closest('#as-of') ? 'status' : t.closest('#usage-note') ? 'usage'
+  : t.closest('tr[data-session]') ? 'lease' : t.closest('#keys') ? 'key'
+  : t.closest('.banner') ? 'banner' : t.closest('.term') ? 'term' : 'elsewhere';
+return {
+  text: document.body.innerText,
+  labels: [...document.querySelectorAll('svg text')].map((t) => t.textContent),
+  times: [...document.querySelectorAll('time')].filter((t) => t.getClientRects().length > 0)
+    .map((t) => [place(t), t.closest('[data-license]')?.dataset.license ?? null,
+                 t.getAttribute('datetime'), t.textContent]),
+};
+"""
+
+
+def test_every_time_on_the_page_has_one_format_with_its_zone(stack, browser) -> None:
+    """Issue 42, item 7: the page showed "3:13:10 AM" (no zone), "11/28/2026, 3:23:05 AM",
+    "2027-06-30" and "02:57 AM UTC". Every time it shows now, the status's, each lease's
+    since and until, the terms and their banners, the seat keys' created and revoked, the
+    usage note's, is one format with its zone, in the browser's zone (here Australia/Darwin,
+    UTC+09:30 all year), at 1280 and at 390 px; the charts' ticks are that format's day or time,
+    their zone said by the note."""
+    zone, offset = "Australia/Darwin", "UTC+09:30"
+    now = datetime.now(UTC)
+    base, seat_key, admin_key = stack["base_url"], stack["api_key"], stack["admin_key"]
+    store.create_license(DEMO_TENANT, "term-app", seats=1, expires_at=now + timedelta(days=30),
+                         grace_seconds=3 * 86400)  # fmt: skip
+    store.create_license(DEMO_TENANT, "grace-app", seats=1, expires_at=now - timedelta(days=2),
+                         grace_seconds=7 * 86400)  # fmt: skip
+    store.create_license(DEMO_TENANT, "soon-app", seats=1, starts_at=now + timedelta(days=3),
+                         expires_at=now + timedelta(days=60), grace_seconds=86400)  # fmt: skip
+    desk = {"license_id": DEMO_LICENSE, "client_id": "desk-1"}
+    status, lease = post_json(f"{base}/acquire", desk, seat_key)
+    assert status == 201, lease
+    status, made = post_json(f"{base}/portal", {"action": "keys.create", "label": "old"}, admin_key)
+    assert status == 201, made
+    status, body = post_json(
+        f"{base}/portal", {"action": "keys.revoke", "prefix": made["prefix"]}, admin_key
+    )
+    assert status == 200, body
+    # A few minutes of use: the usage note says since when the chart is drawn.
+    common = {"tenant_id": DEMO_TENANT, "license_id": DEMO_LICENSE, "metadata": {},
+              "seats_total": 2, "client_id": "laptop-a", "session_id": "a"}  # fmt: skip
+    event_log.insert_events([
+        {**common, "event_id": "a-1", "type": "lease.acquired",
+         "occurred_at": now - timedelta(seconds=400), "seats_used": 1},
+        {**common, "event_id": "a-2", "type": "lease.released",
+         "occurred_at": now - timedelta(seconds=100), "seats_used": 0},
+    ])  # fmt: skip
+
+    wait = WebDriverWait(browser, 20)
+    browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": zone})
+    browser.get(stack["portal_url"])
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#keys tbody tr[data-prefix]")))
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#charts figure svg"))
+    for width in (DESKTOP[0], PHONE["width"]):
+        if width == PHONE["width"]:
+            browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+            wait.until(lambda d: d.execute_script("return window.innerWidth") == PHONE["width"])
+            browser.find_element(By.CSS_SELECTOR, "[data-days='7']").click()  # redraw
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#charts figure svg"))
+        page = browser.execute_script(TIMES_JS)
+        # Each <time> in the one format, in the browser's zone, saying its own instant.
+        for where, license_id, iso, text in page["times"]:
+            assert STAMP.fullmatch(text), (width, where, license_id, text)
+            assert text == shown(iso, zone), (width, where, license_id, iso, text)
+            assert text.endswith(offset), (width, where, text)
+        places = {}
+        for where, license_id, _iso, _text in page["times"]:
+            places[where, license_id] = places.get((where, license_id), 0) + 1
+        assert places == {
+            ("status", None): 1,  # as of
+            ("lease", DEMO_LICENSE): 2,  # since, expires
+            ("key", None): 3,  # two created, one revoked
+            ("usage", None): 1,  # since just before the first use
+            ("term", "term-app"): 2,  # expires, grace until
+            ("term", "grace-app"): 2,  # expired, stops
+            ("banner", "grace-app"): 2,  # expired on, works until
+            ("term", "soon-app"): 3,  # starts, expires, grace until
+            ("banner", "soon-app"): 1,  # starts on
+        }, (width, places)
+        # Nothing else on the page looks like a time in another format (the charts' labels
+        # are on lines of their own; the note's "Times in Australia/Darwin (UTC+09:30).").
+        labels = set(page["labels"])
+        rest = "\n".join(line for line in page["text"].splitlines() if line not in labels)
+        note = f"Times in {zone} ({offset})."
+        assert note in page["text"], page["text"]
+        rest = rest.replace(note, "")
+        assert TIMEISH.findall(STAMP.sub("", rest)) == [], (width, STAMP.sub("", rest))
+        ticks = [label for label in page["labels"] if not label.isdigit()]
+        assert len(ticks) >= 2 and all(TICK.fullmatch(t) for t in ticks), (width, ticks)
+        overflow = browser.execute_script(
+            "const root = document.documentElement; return root.scrollWidth - root.clientWidth"
+        )
+        assert overflow == 0, (width, overflow)
+    _no_alert(browser)
+
+
+def test_a_term_not_yet_started_shows_its_start_end_and_grace(stack, browser) -> None:
+    """Issue 42, item 7: a license whose term has not started said when it starts and
+    ends but not its grace (only the in-grace banner named a grace). Now its term says
+    all three, and a banner that no seat is granted before the start; one without a grace
+    says so."""
+    zone = "America/New_York"
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    starts, ends = now + timedelta(days=3), now + timedelta(days=33)
+    store.create_license(DEMO_TENANT, "soon-app", seats=2, starts_at=starts, expires_at=ends,
+                         grace_seconds=7 * 86400)  # fmt: skip
+    store.create_license(DEMO_TENANT, "soon-strict", seats=2, starts_at=starts, expires_at=ends)
+    wait = WebDriverWait(browser, 20)
+    browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": zone})
+    browser.get(stack["portal_url"])
+
+    def block(name: str):
+        css = f'[data-license="{name}"]'
+        return wait.until(ready.visibility_of_element_located((By.CSS_SELECTOR, css)))
+
+    soon = block("soon-app")
+    assert soon.find_element(By.CSS_SELECTOR, ".term-state").text == "not started"
+    assert soon.find_element(By.CSS_SELECTOR, ".term").text == (
+        f"starts {shown(starts, zone)}, expires {shown(ends, zone)}, "
+        f"grace until {shown(ends + timedelta(days=7), zone)}"
+    )
+    banner = soon.find_element(By.CSS_SELECTOR, ".banner.not-started").text
+    assert banner == f"This license starts on {shown(starts, zone)}: no seat is granted before."
+    strict = block("soon-strict")
+    assert strict.find_element(By.CSS_SELECTOR, ".term").text == (
+        f"starts {shown(starts, zone)}, expires {shown(ends, zone)}, no grace"
+    )
+    assert strict.find_elements(By.CSS_SELECTOR, ".banner.not-started")
+
+
+def _shown_heads(browser, license_id: str) -> list[str]:
+    """The column heads shown above a license's leases (none at phone width: cards)."""
+    heads = browser.find_elements(By.CSS_SELECTOR, f'[data-license="{license_id}"] thead th')
+    return [th.text for th in heads if th.is_displayed()]
+
+
+# Per lease row of a license: its session, whether it has a Seats cell shown (a column
+# at 1280, a line of its card at 390) and that cell's text.
+SEATS_JS = """
+return [...document.querySelectorAll('[data-license] tr[data-session]')].map((row) => {
+  const cell = [...row.cells].find((td) => td.dataset.label === 'Seats');
+  return [row.closest('[data-license]').dataset.license, row.dataset.session,
+          Boolean(cell && cell.getClientRects().length > 0), cell ? cell.innerText : null];
+});
+"""
+
+
+def test_the_seats_line_is_only_on_the_heavy_leases_card(stack, browser) -> None:
+    """Issue 42, item 7: the Seats line was on every card of a license with a lease of
+    several seats at phone width ("Seats 1" on each plain lease). At 1280 px that license
+    has a Seats column ("\u00d74" on the node's lease, 1 on the laptop's, for the rows to line
+    up); at 390 px, where each lease is a card of its own, only the node's card has the
+    line; a license of plain leases has neither at either width."""
+    from seatlease.api import runtime
+
+    store.create_license(DEMO_TENANT, "render", seats=8)
+    runtime.refresh_license_cache(DEMO_TENANT, "render")
+    base, seat_key = stack["base_url"], stack["api_key"]
+    sessions = {}
+    uses = (("render", "render-1", {"seats": 4}), ("render", "laptop-1", {}),
+            (DEMO_LICENSE, "desk-1", {}), (DEMO_LICENSE, "desk-2", {}))  # fmt: skip
+    for license_id, client, extra in uses:
+        body = {"license_id": license_id, "client_id": client, **extra}
+        status, lease = post_json(f"{base}/acquire", body, seat_key)
+        assert status == 201, lease
+        sessions[lease["session_id"]] = client
+    wait = WebDriverWait(browser, 20)
+    browser.get(stack["portal_url"])
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "tr[data-session]")) == 4)
+    for width in (DESKTOP[0], PHONE["width"]):
+        if width == PHONE["width"]:
+            browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+            wait.until(lambda d: d.execute_script("return window.innerWidth") == PHONE["width"])
+        rows = {
+            sessions[session]: (license_id, displayed, text)
+            for license_id, session, displayed, text in browser.execute_script(SEATS_JS)
+        }
+        heads = {name: _shown_heads(browser, name) for name in ("render", DEMO_LICENSE)}
+        assert rows["render-1"] == ("render", True, "\u00d74"), width
+        assert not rows["desk-1"][1] and not rows["desk-2"][1], (width, rows)
+        if width == DESKTOP[0]:
+            assert rows["laptop-1"] == ("render", True, "1"), rows
+            assert heads["render"][:3] == ["CLIENT", "SEATS", "USER"], heads
+            assert "SEATS" not in heads[DEMO_LICENSE], heads
+        else:
+            assert not rows["laptop-1"][1], rows  # no "Seats 1" line on the laptop's card
+            assert heads == {"render": [], DEMO_LICENSE: []}, heads  # cards: no header row
+            cards = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "tr[data-session]")]
+            assert sum("\u00d74" in card for card in cards) == 1, cards
+    _no_alert(browser)

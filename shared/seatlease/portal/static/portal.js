@@ -73,10 +73,39 @@ function ago(iso) {
   return `${Math.floor(seconds / 86400)} d ago`;
 }
 
-function when(iso, relative = true) {
+// Every time the page shows, in one format with its zone (issue 42): "28 Nov 2026, 03:13
+// UTC" in a zone at UTC, "28 Nov 2026, 08:43 UTC+05:30" elsewhere: the browser's zone, its
+// offset at that instant (a summer and a winter date may differ). English month names and
+// a 24-hour clock whatever the browser's language, so one page never mixes "3:13:10 AM",
+// "11/28/2026" and "2027-06-30". The charts' tick labels are this format's day ("28 Nov")
+// or time ("03:13"), their zone said once in the note beneath the Usage title.
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+const two = (n) => String(n).padStart(2, "0");
+
+function offsetLabel(date) {
+  const minutes = -date.getTimezoneOffset();
+  if (minutes === 0) return "UTC";
+  const sign = minutes < 0 ? "-" : "+";
+  return `UTC${sign}${two(Math.floor(Math.abs(minutes) / 60))}:${two(Math.abs(minutes) % 60)}`;
+}
+
+const dayOf = (date) => `${date.getDate()} ${MONTHS[date.getMonth()]}`;
+const clockOf = (date) => `${two(date.getHours())}:${two(date.getMinutes())}`;
+
+// A <time> showing `iso` in the page's format (in a narrow column it may break between
+// the date and the time, never inside either); with `relative`, followed by how long ago.
+function when(iso, relative = false) {
   if (!iso) return "";
-  const text = relative ? ago(iso) : new Date(iso).toLocaleString();
-  return el("time", { datetime: iso, title: new Date(iso).toLocaleString() }, text);
+  const date = new Date(iso);
+  const time = el(
+    "time",
+    { datetime: iso },
+    el("span", { class: "nowrap" }, `${dayOf(date)} ${date.getFullYear()},`),
+    " ",
+    el("span", { class: "nowrap" }, `${clockOf(date)} ${offsetLabel(date)}`),
+  );
+  if (!relative) return time;
+  return el("span", { class: "when" }, time, " ", el("span", { class: "muted ago nowrap" }, `(${ago(iso)})`));
 }
 
 function confirmAction(text, yes) {
@@ -123,8 +152,16 @@ function leaseRow(license, lease, weighted) {
   const cell = (label, ...content) => el("td", { data: { label } }, ...content);
   const seats = seatsOf(lease);
   // Only a license with a lease of several seats gets the column; "×4" stands out, 1 not.
+  // On a phone, where each lease is a card of its own, only the heavy lease's card has the
+  // line (the CSS hides a plain lease's "1": it only keeps the table's column aligned).
   const weight = weighted
-    ? [cell("Seats", el("span", { class: seats > 1 ? "seats-weight heavy" : "seats-weight" }, seats > 1 ? `×${seats}` : "1"))]
+    ? [
+        el(
+          "td",
+          { class: seats > 1 ? "weight" : "weight plain", data: { label: "Seats" } },
+          el("span", { class: seats > 1 ? "seats-weight heavy" : "seats-weight" }, seats > 1 ? `×${seats}` : "1"),
+        ),
+      ]
     : [];
   return el(
     "tr",
@@ -133,8 +170,8 @@ function leaseRow(license, lease, weighted) {
     ...weight,
     cell("User", el("span", { class: "user" }, lease.user ?? "")),
     cell("Host", el("span", { class: "host" }, lease.host ?? "")),
-    cell("Since", when(lease.acquired_at)),
-    cell("Expires", when(lease.expires_at, false)),
+    cell("Since", when(lease.acquired_at, true)),
+    cell("Expires", when(lease.expires_at)),
     cell("Borrowed", lease.borrowed ? "borrowed" : lease.lingering ? "lingering" : "no"),
     cell("Details", el("span", { class: "mono details" }, otherMetadata(lease.metadata))),
     cell("", free),
@@ -166,17 +203,23 @@ function licenseBlock(license) {
       value: String(license.seats_used),
     }),
   );
-  // The term (issue 30): when it ends, a banner in the grace or after the end, and what it entitles to.
+  // The term (issue 30): when it starts and ends and its grace, a banner before the start,
+  // in the grace or after the end, and what it entitles to.
   if (state !== "perpetual" || (license.entitlements ?? []).length > 0) {
-    const facts = [license.term_text];
-    if ((license.entitlements ?? []).length > 0) facts.push(`entitlements: ${license.entitlements.join(", ")}`);
-    if (license.max_version) facts.push(`versions up to ${license.max_version}`);
-    block.append(el("p", { class: "muted term" }, facts.join(" · ")));
+    const facts = [termFacts(license)];
+    if ((license.entitlements ?? []).length > 0) facts.push([`entitlements: ${license.entitlements.join(", ")}`]);
+    if (license.max_version) facts.push([`versions up to ${license.max_version}`]);
+    block.append(el("p", { class: "muted term" }, ...facts.flatMap((fact, i) => (i ? [" · ", ...fact] : fact))));
   }
-  if (state === "in_grace") {
-    block.append(el("p", { class: "banner warn grace", role: "status" }, `This license expired on ${license.expires_at.slice(0, 10)} and works until ${license.grace_ends_at.slice(0, 10)} (its grace). Renew it with your vendor to keep your seats.`));
+  const banner = (kind, ...text) => el("p", { class: `banner warn ${kind}`, role: "status" }, ...text);
+  const expires = () => when(license.expires_at);
+  const graceEnds = () => when(license.grace_ends_at);
+  if (state === "not_started") {
+    block.append(banner("not-started", "This license starts on ", when(license.starts_at), ": no seat is granted before."));
+  } else if (state === "in_grace") {
+    block.append(banner("grace", "This license expired on ", expires(), " and works until ", graceEnds(), " (its grace). Renew it with your vendor to keep your seats."));
   } else if (state === "expired") {
-    block.append(el("p", { class: "banner warn expired", role: "status" }, `This license expired on ${license.expires_at.slice(0, 10)}: no new seat is granted. Renew it with your vendor.`));
+    block.append(banner("expired", "This license expired on ", expires(), ": no new seat is granted. Renew it with your vendor."));
   }
   if (license.leases.length === 0) {
     block.append(el("p", { class: "muted" }, "No seat is taken."));
@@ -212,10 +255,36 @@ function licenseBlock(license) {
   return block;
 }
 
+const hasGrace = (license) =>
+  Boolean(license.expires_at && license.grace_ends_at && license.grace_seconds > 0);
+
+// The term in words, as the server's term_text says it but with the page's times and,
+// before its end, its grace: "starts …, expires …, grace until …", "expires … (in 365
+// days), no grace", "in grace: expired …, stops …", "expired …", "starts …" (no end) or
+// "perpetual" (nodes: the times are <time> elements).
+function termFacts(license) {
+  const state = license.term_state ?? "perpetual";
+  const parts = [];
+  if (state === "not_started") parts.push(["starts ", when(license.starts_at)]);
+  if (state === "in_grace") {
+    parts.push(["in grace: expired ", when(license.expires_at), ", stops ", when(license.grace_ends_at)]);
+  } else if (state === "expired") {
+    parts.push(["expired ", when(license.expires_at)]);
+  } else if (license.expires_at) {
+    const days = license.expires_in_days;
+    const left = state === "active" && Number.isInteger(days) ? ` (in ${days} day${days === 1 ? "" : "s"})` : "";
+    parts.push(["expires ", when(license.expires_at), left]);
+    parts.push(hasGrace(license) ? ["grace until ", when(license.grace_ends_at)] : ["no grace"]);
+  } else if (state !== "not_started") {
+    parts.push(["perpetual"]);
+  }
+  return parts.flatMap((part, i) => (i ? [", ", ...part] : part));
+}
+
 async function loadStatus() {
   const body = await call("status");
   $("tenant").textContent = body.tenant_id ? `Organisation ${body.tenant_id}` : "";
-  $("as-of").textContent = `As of ${new Date(body.at).toLocaleTimeString()}`;
+  $("as-of").replaceChildren("As of ", when(body.at));
   const list = $("licenses");
   if (body.licenses.length === 0) {
     list.replaceChildren(el("p", { class: "muted" }, "No license yet."));
@@ -246,12 +315,9 @@ const LABEL_PX = 12; // the charts' text, in CSS pixels at every width (the SVG 
 
 function zoneLabel(at = new Date()) {
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
-  const minutes = -at.getTimezoneOffset();
-  if (minutes === 0 && /^(Etc\/)?(UTC|GMT|Universal|Zulu)$/.test(zone)) return "UTC";
-  const sign = minutes < 0 ? "-" : "+";
-  const hours = String(Math.floor(Math.abs(minutes) / 60)).padStart(2, "0");
-  const rest = String(Math.abs(minutes) % 60).padStart(2, "0");
-  return `${zone} (UTC${sign}${hours}:${rest})`;
+  const offset = offsetLabel(at);
+  if (offset === "UTC" && /^(Etc\/)?(UTC|GMT|Universal|Zulu)$/.test(zone)) return "UTC";
+  return `${zone} (${offset === "UTC" ? "UTC+00:00" : offset})`;
 }
 
 // The seats in use as step vertices [time, seats] from `since` to `end`: with exact steps
@@ -291,11 +357,14 @@ function tickTimes(since, end, most) {
   return midnights.filter((_, i) => i % every === 0);
 }
 
+// A tick's label: the page's format cut short (its zone is in the note): the day ("28
+// Nov") over more than 2 days, the day and time ("28 Nov, 03:13") over 1 to 2, the time
+// ("03:13") within a day, with its seconds ("03:13:10") within 10 minutes.
 function tickLabel(t, span) {
-  const options = span <= DAY_MS ? {} : { month: "short", day: "numeric" };
-  if (span <= 2 * DAY_MS) Object.assign(options, { hour: "2-digit", minute: "2-digit" });
-  if (span <= 10 * 60000) options.second = "2-digit";
-  return new Date(t).toLocaleString(undefined, options);
+  const date = new Date(t);
+  if (span > 2 * DAY_MS) return dayOf(date);
+  const time = clockOf(date) + (span <= 10 * 60000 ? `:${two(date.getSeconds())}` : "");
+  return span > DAY_MS ? `${dayOf(date)}, ${time}` : time;
 }
 
 // Where the charts' time axis starts: the window's start, or, with exact steps, a little
@@ -397,14 +466,16 @@ function drawCharts(body) {
   }
   const from =
     start > Date.parse(body.since)
-      ? ` since just before the first use (${new Date(start).toLocaleString(undefined, {
-          month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" })})`
-      : "";
+      ? [" since just before the first use (", when(new Date(start).toISOString()), ")"]
+      : [];
   const what =
     body.period === "exact"
-      ? `Seats in use, a step at each change${from}`
-      : `Peak seats in use per ${body.period}`;
-  $("usage-note").textContent = `${what}; the dashed line is the seats you have, the dotted one the seats that would have served 99 % of the busy minutes. Times in ${zoneLabel()}.`;
+      ? ["Seats in use, a step at each change", ...from]
+      : [`Peak seats in use per ${body.period}`];
+  $("usage-note").replaceChildren(
+    ...what,
+    `; the dashed line is the seats you have, the dotted one the seats that would have served 99 % of the busy minutes. Times in ${zoneLabel()}.`,
+  );
 }
 
 let resizing = 0;
@@ -432,8 +503,8 @@ function keyRow(key) {
     { data: { prefix: key.prefix } },
     cell("Key", el("code", {}, key.prefix)),
     cell("Label", key.label),
-    cell("Created", when(key.created_at, false)),
-    cell("State", key.active ? "active" : "revoked"),
+    cell("Created", when(key.created_at)),
+    cell("State", key.active ? "active" : el("span", {}, "revoked ", when(key.revoked_at))),
     actions,
   );
 }
