@@ -152,6 +152,21 @@ def test_exact_steps_refuse_a_window_older_than_the_raw_events(database, fixed_n
     assert resolve_period(old, "auto") != "exact"  # auto buckets instead
 
 
+def test_the_admin_action_answering_exact_carries_the_steps(database, fixed_now):
+    """`"period": "exact"` without `timelines` answered per-minute rows and no step."""
+    store.create_tenant(T)
+    store.create_license(T, "cad", 3)
+    held(database)
+    for period in ("exact", "auto"):
+        _status, body = admin.execute(admin.parse({
+            "action": "report.usage", "tenant_id": T, "since": "2026-11-24T12:09:00Z",
+            "period": period,
+        }))  # fmt: skip
+        assert body["period"] == "exact"
+        (line,) = body["timelines"]
+        assert [step["seats"] for step in line["steps"]] == [0, 2, 1, 0, 1]
+
+
 def test_cli_by_exact_and_auto(database, fixed_now, capsys, monkeypatch, tmp_path):
     monkeypatch.delenv("SEATLEASE_ADMIN_URL", raising=False)
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")  # direct mode; reports need no Redis
@@ -161,7 +176,11 @@ def test_cli_by_exact_and_auto(database, fixed_now, capsys, monkeypatch, tmp_pat
     base = ["report", "usage", "--tenant", T, "--since", "2026-11-24T12:09Z"]
     for by in ("exact", "auto"):
         assert main([*base, "--by", by, "--json"]) == 0
-        assert json.loads(capsys.readouterr().out)["period"] == "exact"
+        answer = json.loads(capsys.readouterr().out)
+        assert answer["period"] == "exact"
+        # exact means steps: the answer that says it carries them (issue 42)
+        (line,) = answer["timelines"]
+        assert [step["seats"] for step in line["steps"]] == [0, 2, 1, 0, 1]
     chart = tmp_path / "exact.png"
     assert main([*base, "--by", "exact", "--chart", str(chart)]) == 0
     out = capsys.readouterr().out

@@ -115,6 +115,7 @@ BASE = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 STARTS = ("lease.acquired", "lease.borrowed")
 ENDINGS = ("lease.released", "lease.reclaimed", "lease.revoked")
 QUEUE = ("queue.granted", "queue.left")
+TERM_REASONS = ("license_expired", "license_not_started")
 
 
 def old_user_usage(window: Window, engine: Engine | None) -> list[UserUsage]:
@@ -137,7 +138,7 @@ def old_user_usage(window: Window, engine: Engine | None) -> list[UserUsage]:
         rows = list(conn.execute(stmt, window.params(since=window.since)))
     found: dict[tuple[str, str | None], UserUsage] = {}
     started: dict[str, tuple[UserUsage, datetime]] = {}
-    ended: dict[str, datetime] = {}
+    ended: dict[str, tuple[datetime, bool]] = {}  # the first ending: when, by the term
 
     def of(license_id: str, metadata: dict[str, Any]) -> UserUsage:
         user = metadata.get("user")
@@ -159,7 +160,9 @@ def old_user_usage(window: Window, engine: Engine | None) -> list[UserUsage]:
             row.leases += 1
             started[session_id] = (row, at)
         elif kind in ENDINGS and session_id:
-            ended.setdefault(session_id, at)
+            # (added since: a lease.reclaimed of the license's term, issue 42)
+            by_term = kind == "lease.reclaimed" and metadata.get("reason") in TERM_REASONS
+            ended.setdefault(session_id, (at, by_term))
         elif kind in QUEUE and inside:
             row = of(license_id, metadata)
             waited = float(metadata.get("queued_ms") or 0) / 1000
@@ -170,10 +173,11 @@ def old_user_usage(window: Window, engine: Engine | None) -> list[UserUsage]:
             row.queued_seconds_total += waited
             row.queued_seconds_max = max(row.queued_seconds_max or 0.0, waited)
     for session_id, (row, began) in started.items():
-        end = ended.get(session_id)
-        if end is None:
+        if session_id not in ended:
             row.open_leases += 1
             continue
+        end, by_term = ended[session_id]
+        row.ended_by_term += by_term
         seconds = max(0.0, (end - began).total_seconds())
         row.seat_seconds += seconds
         row.longest_seconds = max(row.longest_seconds or 0.0, seconds)
@@ -236,7 +240,11 @@ def user_histories(draw) -> list[dict]:
             # The engine copies the acquire's metadata into the ending; another user here
             # checks that the report takes the acquire's.
             meta = _metadata(draw(st.sampled_from([ABSENT, "mallory"])))
-            add(draw(st.sampled_from(ENDINGS)), lic, max(0, began + held), session, meta)
+            ending = draw(st.sampled_from(ENDINGS))
+            if ending == "lease.reclaimed":  # by the license's term, or a crash
+                reason = draw(st.sampled_from([ABSENT, *TERM_REASONS, "failover", 7]))
+                meta = _metadata(meta.get("user", ABSENT), reason=reason)
+            add(ending, lic, max(0, began + held), session, meta)
         if draw(st.booleans()):
             add("lease.renewed", lic, began + 1000, session, {})
     for _ in range(draw(st.integers(0, 5))):
@@ -291,7 +299,7 @@ def _deliveries(draw, events: list[dict]) -> list[list[dict]]:
 def _table(rows: list[UserUsage]) -> dict[tuple[str, str | None], tuple]:
     return {
         (r.license_id, r.user): (
-            r.leases, r.open_leases, pytest.approx(r.seat_seconds, abs=1e-6),
+            r.leases, r.open_leases, r.ended_by_term, pytest.approx(r.seat_seconds, abs=1e-6),
             None if r.longest_seconds is None else pytest.approx(r.longest_seconds, abs=1e-6),
             r.queue_served, r.queue_left, pytest.approx(r.queued_seconds_total, abs=1e-9),
             None if r.queued_seconds_max is None else pytest.approx(r.queued_seconds_max),

@@ -221,7 +221,7 @@ def test_cli_table(acme, capsys):
     assert ["cad", "2026-11-20", "09:00", "3", "1.4167", "3", "4"] in rows
     assert ["cad", "2026-11-20", "13:00", "1", "1.0", "3", "0"] in rows
     assert sum(1 for r in rows if r[:2] == ["cad", "2026-11-20"]) == 24  # the whole day
-    assert ["cad", "c2", "2", "57m30s", "1h55m", "1h55m", "1", "0"] in rows
+    assert ["cad", "c2", "2", "57m30s", "1h55m", "1h55m", "1", "0", "0"] in rows
     assert "RECLAIMED_PERCENT" in out
 
 
@@ -245,11 +245,18 @@ def test_cli_json_flag_is_format_json(acme, capsys):
     code, by_flag, _ = run(capsys, "--license", "cad", "--since", DAY, "--json")
     assert code == 0
     code, by_format, _ = run(capsys, "--license", "cad", "--since", DAY, "--format", "json")
-    assert code == 0 and json.loads(by_flag) == json.loads(by_format)
+    flag_body, format_body = json.loads(by_flag), json.loads(by_format)
+    # (exact steps hold to now: the two runs' timelines end a moment apart)
+    assert ("timelines" in flag_body) == ("timelines" in format_body)
+    flag_body.pop("timelines", None)
+    format_body.pop("timelines", None)
+    assert code == 0 and flag_body == format_body
     body = json.loads(by_flag)
     assert (body["license_id"], body["since"], body["until"]) == ("cad", f"{DAY}T00:00:00Z", None)
-    assert "timelines" not in body
     expected = usage_report(Window(T, "cad", since=at("00:00")), "auto").as_dict()
+    # exact (auto picks it here) carries its steps in the timelines; otherwise none
+    assert ("timelines" in body) == (expected["period"] == "exact")
+    body.pop("timelines", None)
     assert body == expected  # the report of shared/seatlease/records/reports/, verbatim
     code, _, err = run(capsys, "--json", "--format", "csv")
     assert code == 2 and err == "seatlease: --json conflicts with --format csv\n"
@@ -351,14 +358,24 @@ BASE = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 SPAN_MS = 5 * 3600 * 1000
 ENDING_TYPES = ("lease.released", "lease.reclaimed", "lease.revoked")
 STARTS = ("lease.acquired", "lease.borrowed")
+# A lease.reclaimed with one of these reasons was ended by the license's term: counted as
+# ended_by_term, never as reclaimed; any other reason (or none) is a crash.
+TERM_REASONS = ("license_expired", "license_not_started")
+# How a drawn lease ends: an ending type, or a lease.reclaimed with this reason
+ENDS = (*ENDING_TYPES, *(f"lease.reclaimed:{r}" for r in (*TERM_REASONS, "other")))
+
+
+def _term_end(e: dict) -> bool:
+    return e["type"] == "lease.reclaimed" and e["metadata"].get("reason") in TERM_REASONS
 
 
 @st.composite
 def histories(draw) -> tuple[list[dict], dict[str, int]]:
     """Events as Redis would write them (``seats_used`` = the live leases' weights right
     after), from random leases of weight 1, 2 or 4 on two licenses (a weight-1 lease's
-    events sometimes without ``seats``, as written before weights), denials, and maybe
-    one Redis data loss per license (its live leases vanish without an ending). Returns
+    events sometimes without ``seats``, as written before weights), ended in any way (a
+    reclaim with the license's term as its reason too), denials, and maybe one Redis
+    data loss per license (its live leases vanish without an ending). Returns
     the events and, per license, the seats of the leases that vanished and were followed
     by a later event of that license."""
     plans = []  # (ms, order, what, details)
@@ -371,9 +388,7 @@ def histories(draw) -> tuple[list[dict], dict[str, int]]:
         plans.append((start, 0, "acquire", (lic, f"s{i}", client, start_type, weight)))
         length = draw(st.none() | st.integers(0, 3 * 3600 * 1000))
         if length is not None:
-            plans.append(
-                (start + length, 1, "end", (lic, f"s{i}", draw(st.sampled_from(ENDING_TYPES))))
-            )
+            plans.append((start + length, 1, "end", (lic, f"s{i}", draw(st.sampled_from(ENDS)))))
     for _ in range(draw(st.integers(0, 3))):
         denial = (draw(st.sampled_from(["cad", "cam"])), draw(st.integers(1, 5)))
         plans.append((draw(st.integers(0, SPAN_MS)), 2, "deny", denial))
@@ -408,15 +423,19 @@ def histories(draw) -> tuple[list[dict], dict[str, int]]:
                 continue  # lost with Redis: never ends
             client, weight = live[lic].pop(details[1])
             etype, session, count = details[2], details[1], 1
+            etype, _, reason = etype.partition(":")
         else:
             etype, session, client, count = "lease.denied", None, None, details[1]
+        if what != "end":
+            reason = ""
         denied = etype == "lease.denied"
         events.append({
             "event_id": f"{secrets_hex()}-{len(events)}", "type": etype, "tenant_id": T,
             "license_id": lic, "session_id": session, "client_id": client,
             "occurred_at": when.isoformat().replace("+00:00", "Z"),
             "seats_used": None if denied else sum(w for _c, w in live[lic].values()),
-            "seats_total": None if denied else 3, "count": count, "metadata": {},
+            "seats_total": None if denied else 3, "count": count,
+            "metadata": {"reason": reason} if reason else {},
         })  # fmt: skip
         if weight is not None and (weight > 1 or draw(st.booleans())):
             events[-1]["seats"] = weight  # else absent: an event from before weights
@@ -489,7 +508,7 @@ def model(events: list[dict], window: Window, period: str) -> dict:
             continue
         bucket = floor(since) if since else floor(min(_when(e) for e in own))
         counts = {"acquired": 0, "borrowed": 0, "released": 0, "reclaimed": 0, "revoked": 0,
-                  "denials": 0, "lost": 0}  # fmt: skip
+                  "denials": 0, "lost": 0, "ended_by_term": 0}  # fmt: skip
         while bucket <= last:
             lo = max(bucket, since) if since else bucket
             hi = min(bucket + step, until) if until else bucket + step
@@ -512,6 +531,8 @@ def model(events: list[dict], window: Window, period: str) -> dict:
                         total = e["seats_total"]
                     if e["type"] == "lease.denied":
                         denials += e["count"]
+                    elif _term_end(e):
+                        counts["ended_by_term"] += 1
                     else:
                         counts[e["type"].split(".")[1]] += 1
                 seat_ms += running * (h_end - cursor) / timedelta(milliseconds=1)
@@ -527,25 +548,30 @@ def model(events: list[dict], window: Window, period: str) -> dict:
             usage.append((lic, bucket, peak, total, denials, seconds, lost, average))
             bucket += step
         if own:
-            outcomes[lic] = counts
+            # crashes among the leases their clients or an operator ended (the term's
+            # ends and lost leases in neither part)
+            ended = counts["released"] + counts["reclaimed"] + counts["revoked"]
+            percent = round(100.0 * counts["reclaimed"] / ended, 1) if ended else None
+            outcomes[lic] = {**counts, "reclaimed_percent": percent}
     durations: dict[tuple[str, str], list] = {}
     for e in inside:
         if e["type"] not in STARTS:
             continue
         ends = sorted((x for x in events if x["session_id"] == e["session_id"]
                        and x["type"] in ENDING_TYPES), key=_key)  # fmt: skip
-        row = durations.setdefault((e["license_id"], e["client_id"]), [0, 0, 0, None, 0])
+        row = durations.setdefault((e["license_id"], e["client_id"]), [0, 0, 0, None, 0, 0])
         if not ends:
             row[4] += 1
             continue
         ms = (_when(ends[0]) - _when(e)) / timedelta(milliseconds=1)
         row[0] += 1
         row[1] += ms
-        row[2] += ends[0]["type"] == "lease.reclaimed"
+        row[2] += ends[0]["type"] == "lease.reclaimed" and not _term_end(ends[0])
         row[3] = ms if row[3] is None else max(row[3], ms)
+        row[5] += _term_end(ends[0])
     return {"usage": usage, "outcomes": outcomes, "durations": {
         k: (v[0], round(v[1] / 1000, 3), v[2], None if v[3] is None else round(v[3] / 1000, 3),
-            v[4]) for k, v in durations.items()}}  # fmt: skip
+            v[4], v[5]) for k, v in durations.items()}}  # fmt: skip
 
 
 def reported(window: Window, period: str, engine: Engine | None) -> dict:
@@ -573,6 +599,8 @@ def reported(window: Window, period: str, engine: Engine | None) -> dict:
                 "revoked": o.revoked,
                 "denials": o.denials,
                 "lost": o.lost,
+                "ended_by_term": o.ended_by_term,
+                "reclaimed_percent": o.reclaimed_percent,
             }
             for o in report.outcomes
         },
@@ -583,6 +611,7 @@ def reported(window: Window, period: str, engine: Engine | None) -> dict:
                 d.reclaimed,
                 d.max_seconds,
                 d.open,
+                d.ended_by_term,
             )
             for d in report.durations
         },

@@ -32,12 +32,15 @@ USAGE_COLUMNS = (
     "license_id", "period_start", "peak_seats", "average_seats", "seats_total", "denials",
 )  # fmt: skip
 PERIOD_CHOICES = ("auto", "exact", "minute", "hour", "day")
+# reclaimed: after a crash; ended_by_term: by the license's term (its end, or a start
+# moved later), never counted as a crash (nor in reclaimed_percent)
 DURATION_COLUMNS = (
-    "license_id", "client_id", "leases", "average", "max", "total", "reclaimed", "open",
+    "license_id", "client_id", "leases", "average", "max", "total", "reclaimed",
+    "ended_by_term", "open",
 )  # fmt: skip
 OUTCOME_COLUMNS = (
-    "license_id", "acquired", "borrowed", "released", "reclaimed", "revoked", "reclaimed_percent",
-    "denials", "lost",
+    "license_id", "acquired", "borrowed", "released", "reclaimed", "ended_by_term", "revoked",
+    "reclaimed_percent", "denials", "lost",
 )  # fmt: skip
 
 
@@ -52,7 +55,8 @@ def register(subparsers: Any) -> None:
         "peak and average concurrent seats, seat-seconds and denials per minute, hour or "
         "day (UTC), lease "
         "durations per client, and how leases ended (released, reclaimed after a crash, "
-        "revoked, lost with Redis's data). Times are ISO 8601 (a date means its midnight "
+        "ended by the license's term, revoked, lost with Redis's data). Times are ISO "
+        "8601 (a date means its midnight "
         "UTC; no offset means UTC), from 1970 to 2100; a report covers at most 10,000 "
         "periods per license (by hour: about 416 days; use --by day beyond) and nothing "
         "after now. Minute periods cover the last 14 days.",
@@ -128,6 +132,7 @@ USER_COLUMNS = (
     "user",
     "leases",
     "open_leases",
+    "ended_by_term",
     "seat_time",
     "longest",
     "queue_served",
@@ -195,7 +200,10 @@ def cmd_usage(args: argparse.Namespace) -> int:
     sections = SECTIONS if args.section == "all" else (args.section,)
     if fmt == "json":
         keep = {"usage", "durations", "outcomes"} - set(sections)
-        print(json.dumps({k: v for k, v in data.items() if k not in keep}, indent=2))
+        shown = {k: v for k, v in data.items() if k not in keep}
+        if data.get("period") == "exact" and timelines is not None:
+            shown["timelines"] = timelines  # the steps are what exact means
+        print(json.dumps(shown, indent=2))
     elif fmt == "csv":
         print(render_csv(data, sections), end="")
     else:
@@ -284,7 +292,8 @@ def _rows(data: dict[str, Any], section: str, *, readable: bool) -> tuple[list[d
                 )
                 for c in columns
             )
-            rows = [{k: r[k] for k in columns} for r in rows]
+            # .get: an older admin function answers without ended_by_term
+            rows = [{k: r.get(k) for k in columns} for r in rows]
         return rows, columns
     return data["outcomes"], OUTCOME_COLUMNS
 

@@ -115,7 +115,9 @@ def _report_usage(req: ReportUsage) -> tuple[int, dict[str, Any]]:
     window = req.window()
     report = reports.usage_report(window, req.period)
     body = report.as_dict()
-    if req.timelines:
+    # exact is the steps themselves: an answer saying "exact" carries them (in the
+    # timelines), asked for or not
+    if req.timelines or report.period == reports.EXACT:
         seats = {row["license_id"]: row["seats"] for row in store.list_licenses(req.tenant_id)}
         body["timelines"] = [_timeline_view(t, seats) for t in report.timelines]
     return 200, body

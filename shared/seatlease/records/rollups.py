@@ -11,8 +11,13 @@ event changes nothing.
 
 - ``acquired``, ``borrowed`` (the two ways a lease starts), ``released``, ``reclaimed``,
   ``revoked`` (the three ways it ends): event counts; ``denials``: the sum of
-  ``lease.denied`` counts. ``lease.converted`` and ``lease.lingering`` change no seat
-  count (docs/design.md, "Events") and are only seen through ``seats_used``.
+  ``lease.denied`` counts. ``ended_by_term`` (migration 0015): the ``lease.reclaimed``
+  events whose ``metadata.reason`` is ``license_expired`` or ``license_not_started``
+  (``TERM_REASONS``: the license's end, or a start moved later, ended the lease, not a
+  crash); ``reclaimed`` counts the other ``lease.reclaimed`` events only. Rows written
+  before 0015 keep every ``lease.reclaimed`` in ``reclaimed``. ``lease.converted`` and
+  ``lease.lingering`` change no seat count (docs/design.md, "Events") and are only seen
+  through ``seats_used``.
 - ``max_used``: the highest ``seats_used`` of the hour. Every lease event carries Redis's
   own count of seats in use (live leases by their weights) right after it
   (``seats_used``), so the *level* (seats in use) is never rebuilt from +1/-1 deltas: a
@@ -44,8 +49,10 @@ but reads the hour back on every insert; these columns need no read at all.
 
 Per license, client and UTC day of the acquire (``usage_client_rollups``): leases acquired
 and, once both ends of a lease are stored, its duration (count, total, longest,
-reclaimed). The two ends of a lease usually arrive in different messages, possibly in
-either order and in concurrent transactions: ``usage_leases`` has one row per lease, and
+reclaimed, ended by the term: ``usage_leases.end_type`` is ``TERM_END_TYPE`` for a lease
+whose first ending was a term's ``lease.reclaimed``, since migration 0015). The two
+ends of a lease usually arrive in different messages, possibly in either order and in
+concurrent transactions: ``usage_leases`` has one row per lease, and
 each end fills its half with ``INSERT ... ON CONFLICT (session_id) DO UPDATE ... WHERE``
 that half is missing (row locks make the second of two concurrent transactions see the
 first's committed row); the statement that returns the row with both ends set counts the
@@ -94,6 +101,19 @@ QUEUE_OUTCOME_TYPES = ("queue.granted", "queue.left")
 NOTICE_PREFIX = "license."
 COUNTED = {ACQUIRED: "acquired", BORROWED: "borrowed", "lease.released": "released",
            "lease.reclaimed": "reclaimed", "lease.revoked": "revoked"}  # fmt: skip
+RECLAIMED = "lease.reclaimed"
+# A lease.reclaimed with one of these metadata.reason values was ended by the license's
+# term (its end under end_leases, or a start moved later: lua/_lib.lua's CUT_REASON), not
+# by a crash: counted as ``ended_by_term``, never as ``reclaimed`` (migration 0015).
+TERM_REASONS = ("license_expired", "license_not_started")
+# ``usage_leases.end_type`` of a lease whose first ending was such an event (the event's
+# type stays lease.reclaimed in lease_events; only the lease's row says why).
+TERM_END_TYPE = "lease.reclaimed:term"
+_TERM_REASONS_SQL = ", ".join(f"'{r}'" for r in TERM_REASONS)
+# Whether a lease_events row (PostgreSQL: jsonb ``metadata``) is an end by the term.
+TERM_END_SQL = (
+    f"coalesce(type = '{RECLAIMED}' AND metadata->>'reason' IN ({_TERM_REASONS_SQL}), false)"
+)
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 MINUTE = timedelta(minutes=1)
@@ -107,15 +127,38 @@ MINUTE_RETENTION = timedelta(days=14)
 USER_SQL = "CASE WHEN jsonb_typeof(metadata->'user') = 'string' THEN metadata->>'user' END"
 
 
-def user_of(metadata: Any) -> str | None:
-    """``USER_SQL`` in Python: ``metadata`` as stored (a dict, JSON text or None)."""
+def _meta(metadata: Any) -> dict[str, Any]:
+    """``metadata`` as stored (a dict, JSON text or None) as a dict ({} for anything else)."""
     if isinstance(metadata, str | bytes):
         try:
             metadata = json.loads(metadata)
         except ValueError:
-            return None
-    user = metadata.get("user") if isinstance(metadata, dict) else None
+            return {}
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def user_of(metadata: Any) -> str | None:
+    """``USER_SQL`` in Python: ``metadata`` as stored (a dict, JSON text or None)."""
+    user = _meta(metadata).get("user")
     return user if isinstance(user, str) else None
+
+
+def term_end(etype: str, metadata: Any) -> bool:
+    """``TERM_END_SQL`` in Python: a ``lease.reclaimed`` whose ``metadata.reason`` (a
+    string) is one of ``TERM_REASONS``."""
+    return etype == RECLAIMED and _meta(metadata).get("reason") in TERM_REASONS
+
+
+def term_end_sql(dialect: str) -> str:
+    """``TERM_END_SQL`` for a read of ``lease_events`` on ``dialect`` (SQLite keeps the
+    metadata as JSON text): true (1) for an end by the term, else false (0), never NULL."""
+    if dialect == "postgresql":
+        return TERM_END_SQL
+    reason = "json_extract(metadata, '$.reason')"
+    return (
+        f"coalesce(type = '{RECLAIMED}' AND json_type(metadata, '$.reason') = 'text' "
+        f"AND {reason} IN ({_TERM_REASONS_SQL}), 0)"
+    )
 
 
 EVENT_COLUMNS = (
@@ -165,13 +208,16 @@ ins AS (
     ON CONFLICT (event_id, occurred_at) DO NOTHING
     RETURNING event_id, type, tenant_id, license_id, session_id, client_id, occurred_at,
               seats_used, seats_total, count, {USER_SQL} AS user_name, seats,
-              CASE WHEN type IN ('{REFUSED}', {outcomes}) THEN metadata END AS detail
+              CASE WHEN type IN ('{REFUSED}', {outcomes}) THEN metadata END AS detail,
+              {TERM_END_SQL} AS term_end
 ),
 ev AS (
     SELECT ins.*, date_trunc('hour', occurred_at, 'UTC') AS hour,
            date_trunc('minute', occurred_at, 'UTC') AS minute,
            CASE WHEN type IN ({starts}) THEN 1 WHEN type IN ({endings}) THEN -1 ELSE 0 END
-               AS delta
+               AS delta,
+           -- how the lease ended, as usage_leases.end_type keeps it
+           CASE WHEN term_end THEN '{TERM_END_TYPE}' ELSE type END AS end_kind
     FROM ins
     -- a license's term notices and the refused clients: no seat, no row here
     WHERE type NOT LIKE '{NOTICE_PREFIX}%' AND type <> '{REFUSED}'
@@ -183,7 +229,7 @@ sess AS (
            min(occurred_at) FILTER (WHERE delta = 1) AS acq_at,
            min(client_id) FILTER (WHERE delta = 1) AS acq_client,
            min(occurred_at) FILTER (WHERE delta = -1) AS end_at,
-           (array_agg(type ORDER BY occurred_at, event_id) FILTER (WHERE delta = -1))[1]
+           (array_agg(end_kind ORDER BY occurred_at, event_id) FILTER (WHERE delta = -1))[1]
                AS end_type,
            -- the user of the acquire acq_at is from
            (array_agg(user_name ORDER BY occurred_at, event_id) FILTER (WHERE delta = 1))[1]
@@ -225,14 +271,15 @@ pairs AS (
 per_client AS (
     SELECT tenant_id, license_id, coalesce(client_id, '') AS client_id,
            date_trunc('day', at, 'UTC') AS day, sum(acq) AS acquired, sum(ended) AS ended,
-           sum(recl) AS reclaimed, coalesce(sum(ms), 0) AS total_ms, max(ms) AS max_ms
+           sum(recl) AS reclaimed, sum(term) AS ended_by_term,
+           coalesce(sum(ms), 0) AS total_ms, max(ms) AS max_ms
     FROM (
         SELECT tenant_id, license_id, client_id, occurred_at AS at, 1 AS acq, 0 AS ended,
-               0 AS recl, NULL::bigint AS ms
+               0 AS recl, 0 AS term, NULL::bigint AS ms
         FROM ev WHERE delta = 1
         UNION ALL
         SELECT tenant_id, license_id, client_id, acq_at, 0, 1,
-               (end_type = 'lease.reclaimed')::int,
+               (end_type = '{RECLAIMED}')::int, (end_type = '{TERM_END_TYPE}')::int,
                round(extract(epoch FROM end_at - acq_at) * 1000)::bigint
         FROM pairs
     ) x
@@ -240,13 +287,14 @@ per_client AS (
 ),
 clients AS (
     INSERT INTO usage_client_rollups AS c (tenant_id, license_id, client_id, day, acquired,
-                                           ended, reclaimed, total_ms, max_ms)
-    SELECT tenant_id, license_id, client_id, day, acquired, ended, reclaimed, total_ms,
-           max_ms
+                                           ended, reclaimed, ended_by_term, total_ms, max_ms)
+    SELECT tenant_id, license_id, client_id, day, acquired, ended, reclaimed, ended_by_term,
+           total_ms, max_ms
     FROM per_client ORDER BY tenant_id, license_id, client_id, day
     ON CONFLICT (tenant_id, license_id, client_id, day) DO UPDATE SET
         acquired = c.acquired + EXCLUDED.acquired, ended = c.ended + EXCLUDED.ended,
         reclaimed = c.reclaimed + EXCLUDED.reclaimed,
+        ended_by_term = c.ended_by_term + EXCLUDED.ended_by_term,
         total_ms = c.total_ms + EXCLUDED.total_ms,
         max_ms = GREATEST(c.max_ms, EXCLUDED.max_ms)
     RETURNING 1
@@ -292,15 +340,16 @@ SELECT count(*) AS inserted FROM ins
 
 def _period_rollup(table: str, period: str) -> str:
     """The CTEs folding the new events (``ev``, with its ``period`` column: ``hour`` or
-    ``minute``) into ``table``, one row per license and period (the columns of the
-    module's docstring; ``dsec_ms`` to the period's end)."""
+    ``minute``, and ``term_end``: ``TERM_END_SQL``) into ``table``, one row per license
+    and period (the columns of the module's docstring; ``dsec_ms`` to the period's end)."""
     return f"""
 {period}_sums AS (
     SELECT tenant_id, license_id, {period},
            count(*) FILTER (WHERE type = '{ACQUIRED}') AS acquired,
            count(*) FILTER (WHERE type = '{BORROWED}') AS borrowed,
            count(*) FILTER (WHERE type = 'lease.released') AS released,
-           count(*) FILTER (WHERE type = 'lease.reclaimed') AS reclaimed,
+           count(*) FILTER (WHERE type = '{RECLAIMED}' AND NOT term_end) AS reclaimed,
+           count(*) FILTER (WHERE term_end) AS ended_by_term,
            count(*) FILTER (WHERE type = 'lease.revoked') AS revoked,
            coalesce(sum(count) FILTER (WHERE type = '{DENIED}'), 0) AS denials,
            sum(delta * seats) AS net,  -- weighted: seats, not leases
@@ -319,11 +368,11 @@ def _period_rollup(table: str, period: str) -> str:
 ),
 {period}_rolled AS (
     INSERT INTO {table} AS r (tenant_id, license_id, {period}, acquired, borrowed,
-        released, reclaimed, revoked, denials, net, dsec_ms, max_used, last_at, last_id,
-        last_used, last_total)
+        released, reclaimed, ended_by_term, revoked, denials, net, dsec_ms, max_used,
+        last_at, last_id, last_used, last_total)
     SELECT h.tenant_id, h.license_id, h.{period}, h.acquired, h.borrowed, h.released,
-           h.reclaimed, h.revoked, h.denials, h.net, h.dsec_ms, h.max_used, l.occurred_at,
-           l.event_id, l.seats_used, l.seats_total
+           h.reclaimed, h.ended_by_term, h.revoked, h.denials, h.net, h.dsec_ms, h.max_used,
+           l.occurred_at, l.event_id, l.seats_used, l.seats_total
     FROM {period}_sums h LEFT JOIN {period}_last l USING (tenant_id, license_id, {period})
     ORDER BY h.tenant_id, h.license_id, h.{period}  -- one lock order for every writer
     ON CONFLICT (tenant_id, license_id, {period}) DO UPDATE SET
@@ -331,6 +380,7 @@ def _period_rollup(table: str, period: str) -> str:
         borrowed = r.borrowed + EXCLUDED.borrowed,
         released = r.released + EXCLUDED.released,
         reclaimed = r.reclaimed + EXCLUDED.reclaimed,
+        ended_by_term = r.ended_by_term + EXCLUDED.ended_by_term,
         revoked = r.revoked + EXCLUDED.revoked,
         denials = r.denials + EXCLUDED.denials,
         net = r.net + EXCLUDED.net,
@@ -344,15 +394,17 @@ def _period_rollup(table: str, period: str) -> str:
 
 def minute_backfill_statement(source: str) -> str:
     """The minute rollups of events already stored (``source``: a SELECT of the event
-    columns with ``seats``, e.g. a range of ``lease_events``), without inserting them
-    again: what migration 0008 ran over the minute retention (from its frozen copy)."""
+    columns with ``seats`` and ``metadata``, e.g. a range of ``lease_events``), without
+    inserting them again: what migration 0008 ran over the minute retention (from its
+    frozen copy, which has no ``ended_by_term``)."""
     endings = ", ".join(f"'{t}'" for t in ENDINGS)
     starts = ", ".join(f"'{t}'" for t in STARTS)
     return f"""
 WITH ev AS (
     SELECT src.*, date_trunc('minute', occurred_at, 'UTC') AS minute,
            CASE WHEN type IN ({starts}) THEN 1 WHEN type IN ({endings}) THEN -1 ELSE 0 END
-               AS delta
+               AS delta,
+           {TERM_END_SQL} AS term_end
     FROM ({source}) src
 ),
 {_period_rollup("usage_minute_rollups", "minute")}

@@ -23,6 +23,8 @@ from seatlease.records.rollups import (
     QUEUE_OUTCOME_TYPES,
     REFUSED,
     STARTS,
+    TERM_END_TYPE,
+    term_end,
     user_of,
 )
 from seatlease.records.tables import (
@@ -61,6 +63,7 @@ class _Hour:
     borrowed: int = 0
     released: int = 0
     reclaimed: int = 0
+    ended_by_term: int = 0
     revoked: int = 0
     denials: int = 0
     net: int = 0
@@ -76,6 +79,7 @@ class _Client:
     acquired: int = 0
     ended: int = 0
     reclaimed: int = 0
+    ended_by_term: int = 0
     total_ms: int = 0
     max_ms: int | None = None
 
@@ -139,8 +143,9 @@ def fold_sqlite(conn: Connection, new: list[dict[str, Any]]) -> None:
         delta = 1 if etype in STARTS else -1 if etype in ENDINGS else 0
         if delta and e.get("session_id"):
             s = sessions.setdefault(e["session_id"], _Session(e["tenant_id"], e["license_id"]))
-            if delta == -1:
-                s.ends.append((at, e["event_id"], etype))
+            if delta == -1:  # how it ended, as usage_leases.end_type keeps it
+                kind = TERM_END_TYPE if term_end(etype, e.get("metadata")) else etype
+                s.ends.append((at, e["event_id"], kind))
                 s.end_seats = max(s.end_seats, _seats(e))
                 continue
             if s.acq_at is None or at < s.acq_at:
@@ -164,6 +169,7 @@ def fold_sqlite(conn: Connection, new: list[dict[str, Any]]) -> None:
         ms = _ms(end_at - acq_at)
         c.ended += 1
         c.reclaimed += end_type == "lease.reclaimed"
+        c.ended_by_term += end_type == TERM_END_TYPE
         c.total_ms += ms
         c.max_ms = _bigger(c.max_ms, ms)
     for key4, c in sorted(clients.items()):
@@ -241,8 +247,9 @@ def fold_periods(conn: Connection, new: list[dict[str, Any]], table: Table, peri
         start = _period_start(at, period)
         h = rows.setdefault((e["tenant_id"], e["license_id"], start), _Hour())
         delta = 1 if etype in STARTS else -1 if etype in ENDINGS else 0
-        if etype in COUNTED:
-            setattr(h, COUNTED[etype], getattr(h, COUNTED[etype]) + 1)
+        if etype in COUNTED:  # a lease.reclaimed of the term is counted apart
+            name = "ended_by_term" if term_end(etype, e.get("metadata")) else COUNTED[etype]
+            setattr(h, name, getattr(h, name) + 1)
         elif etype == DENIED:
             h.denials += int(e.get("count") or 1)
         # Weighted, as in the PostgreSQL statement: a weight-4 lease moves the level by 4.
@@ -309,7 +316,7 @@ def _merge_period(
     old = conn.execute(select(table).where(*where)).first()
     values: dict[str, Any] = {
         "acquired": h.acquired, "borrowed": h.borrowed, "released": h.released,
-        "reclaimed": h.reclaimed,
+        "reclaimed": h.reclaimed, "ended_by_term": h.ended_by_term,
         "revoked": h.revoked, "denials": h.denials, "net": h.net, "dsec_ms": h.dsec_ms,
         "max_used": h.max_used,
         "last_at": h.last[0] if h.last else None, "last_id": h.last[2] if h.last else None,
@@ -320,7 +327,7 @@ def _merge_period(
             insert(table).values(tenant_id=key[0], license_id=key[1], **{period: key[2]}, **values)
         )
         return
-    for name in COUNTED.values():
+    for name in (*COUNTED.values(), "ended_by_term"):
         values[name] += getattr(old, name)
     for name in ("denials", "net", "dsec_ms"):
         values[name] += getattr(old, name)
@@ -342,7 +349,8 @@ def _merge_client(conn: Connection, key: tuple[str, str, str, datetime], c: _Cli
     where = (r.tenant_id == key[0], r.license_id == key[1], r.client_id == key[2], r.day == key[3])
     old = conn.execute(select(usage_client_rollups).where(*where)).first()
     values = {"acquired": c.acquired, "ended": c.ended, "reclaimed": c.reclaimed,
-              "total_ms": c.total_ms, "max_ms": c.max_ms}  # fmt: skip
+              "ended_by_term": c.ended_by_term, "total_ms": c.total_ms,
+              "max_ms": c.max_ms}  # fmt: skip
     if old is None:
         conn.execute(
             insert(usage_client_rollups).values(
@@ -350,7 +358,7 @@ def _merge_client(conn: Connection, key: tuple[str, str, str, datetime], c: _Cli
             )
         )
         return
-    for name in ("acquired", "ended", "reclaimed", "total_ms"):
+    for name in ("acquired", "ended", "reclaimed", "ended_by_term", "total_ms"):
         values[name] += getattr(old, name)
     values["max_ms"] = _bigger(old.max_ms, c.max_ms)
     conn.execute(update(usage_client_rollups).where(*where).values(**values))

@@ -148,7 +148,7 @@ def _period_counters() -> list[Column]:
         Column("acquired", Integer, nullable=False, server_default="0"),
         Column("borrowed", Integer, nullable=False, server_default="0"),  # hourly: 0005
         Column("released", Integer, nullable=False, server_default="0"),
-        Column("reclaimed", Integer, nullable=False, server_default="0"),
+        Column("reclaimed", Integer, nullable=False, server_default="0"),  # crashes
         Column("revoked", Integer, nullable=False, server_default="0"),
         Column("denials", BigInteger, nullable=False, server_default="0"),
         Column("net", Integer, nullable=False, server_default="0"),
@@ -158,6 +158,8 @@ def _period_counters() -> list[Column]:
         Column("last_id", String(64), nullable=True),
         Column("last_used", Integer, nullable=True),
         Column("last_total", Integer, nullable=True),
+        # lease.reclaimed by the license's term (migration 0015): not in ``reclaimed``
+        Column("ended_by_term", Integer, nullable=False, server_default="0"),
     ]
 
 
@@ -184,7 +186,8 @@ usage_minute_rollups = Table(
 )
 
 # Per license, client and UTC day of acquisition: leases acquired, and of those the ones
-# whose ending is stored (count, reclaimed, total and longest duration).
+# whose ending is stored (count, reclaimed, ended by the term (migration 0015), total and
+# longest duration).
 usage_client_rollups = Table(
     "usage_client_rollups",
     metadata,
@@ -197,6 +200,7 @@ usage_client_rollups = Table(
     Column("reclaimed", Integer, nullable=False, server_default="0"),
     Column("total_ms", BigInteger, nullable=False, server_default="0"),
     Column("max_ms", BigInteger, nullable=True),
+    Column("ended_by_term", Integer, nullable=False, server_default="0"),
 )
 
 # One row per lease (session): its acquire and its first ending, each filled when its
@@ -212,6 +216,8 @@ usage_leases = Table(
     Column("client_id", ID, nullable=True),  # the acquire's
     Column("acquired_at", DateTime(timezone=True), nullable=True),
     Column("ended_at", DateTime(timezone=True), nullable=True),
+    # The first ending's event type; ``lease.reclaimed:term`` (rollups.TERM_END_TYPE, since
+    # migration 0015) for a lease.reclaimed whose reason was the license's term.
     Column("end_type", String(32), nullable=True),
     # The acquire's ``metadata.user`` when it is a string (migration 0010), else NULL:
     # what the per-user report groups by. Filled with acquired_at, from the same event.

@@ -60,14 +60,26 @@ scripts only increment a counter), so they land in the bucket of that run.
 ending is stored counts with its whole duration (ending - acquisition: how long the seat
 was out of the pool), even if it ended after ``until``; the others are *open*. These are
 times, not seat time: a weight-4 lease held an hour adds one hour here (its 4 seat-hours
-are in the usage rows and the per-user report).
+are in the usage rows and the per-user report). Of the leases ended, ``reclaimed`` counts
+those reclaimed after a crash and ``ended_by_term`` those the license's term ended, as
+in the endings below (from ``usage_leases.end_type``: ``lease.reclaimed`` or
+``lease.reclaimed:term``).
 
 *Endings* per license: acquired and borrowed (the two ways a lease starts), released,
-reclaimed (a crashed or vanished client), revoked (an operator), denied requests and
-lost leases in the window. Lease durations count borrowed leases like acquired ones.
+reclaimed (a crashed or vanished client), ended by the term, revoked (an operator),
+denied requests and lost leases in the window. Lease durations count borrowed leases
+like acquired ones. *Ended by the term* (``ended_by_term``) is a ``lease.reclaimed``
+whose ``metadata.reason`` is ``license_expired`` (the license's end, under
+``end_leases``) or ``license_not_started`` (its start moved later while the lease was
+held): no client crashed, so it is never counted in ``reclaimed``, whether read from the
+rollups or from the raw events at a window's edges (migration 0015; the rollups of
+events stored before it count those in ``reclaimed``). ``reclaimed_percent`` is
+``reclaimed / (released + reclaimed + revoked)`` x 100 (one decimal; none when that is
+0): the crashes among the leases that their clients or an operator ended.
 
 *Per user* (``user_usage``): per license and user (the acquire's ``metadata.user``),
-leases acquired in the window with the durations of those whose first ending is stored,
+leases acquired in the window with the durations of those whose first ending is stored
+(and how many of those the license's term ended),
 summed by the database from ``usage_leases`` (its ``user_name``; seat-seconds are each
 duration x the lease's ``seats``), and the wait queue's
 outcomes in the window from ``lease_events`` (a partial index holds them alone).
@@ -78,6 +90,7 @@ and times between ``MIN_TIME`` and ``MAX_TIME``. Raw events and leases older tha
 retention (``seatlease audit prune``) are gone: a window edge inside such an hour (or
 day, for durations) reads only whole hours (days) from the rollups."""
 
+from seatlease.records.reports.durations import lease_durations
 from seatlease.records.reports.model import (
     AUTO,
     AUTO_POINTS,
@@ -95,7 +108,6 @@ from seatlease.records.reports.model import (
 )
 from seatlease.records.reports.usage import (
     bucket_period,
-    lease_durations,
     minute_horizon,
     outcomes,
     peak_usage,

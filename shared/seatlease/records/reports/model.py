@@ -94,8 +94,9 @@ class ClientDurations:
     total_seconds: float
     average_seconds: float | None
     max_seconds: float | None
-    reclaimed: int
+    reclaimed: int  # of ``leases``: ended by lease.reclaimed after a crash
     open: int  # acquired in the window, no ending stored
+    ended_by_term: int = 0  # of ``leases``: ended by the license's term, not in reclaimed
 
 
 @dataclass
@@ -110,9 +111,16 @@ class LicenseOutcomes:
     # weight-4 lease counts 4 (Redis's count, which shows them gone, is in seats)
     lost: int = 0
     borrowed: int = 0  # leases started by a borrow (lease.borrowed), besides ``acquired``
+    # lease.reclaimed events of the license's term (metadata.reason license_expired or
+    # license_not_started): no client crashed, so not in ``reclaimed``
+    ended_by_term: int = 0
 
     @property
     def reclaimed_percent(self) -> float | None:
+        """Crashes among the leases their clients or an operator ended: ``reclaimed /
+        (released + reclaimed + revoked)`` x 100, one decimal; None when that is 0. Ends
+        by the term (``ended_by_term``) and lost leases are in neither part: a license
+        whose leases all ended with its term has no percent, not 100 % crashed."""
         ended = self.released + self.reclaimed + self.revoked
         return round(100.0 * self.reclaimed / ended, 1) if ended else None
 

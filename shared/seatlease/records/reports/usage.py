@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Engine, text
 from seatlease import clock
 from seatlease.clock import EPOCH, iso_utc
 from seatlease.errors import InvalidRequest
+from seatlease.records.reports.durations import lease_durations
 from seatlease.records.reports.model import (
     ACQUIRED,
     AUTO,
@@ -24,7 +25,6 @@ from seatlease.records.reports.model import (
     MAX_ROWS,
     PERIODS,
     STARTS,
-    ClientDurations,
     LicenseOutcomes,
     PeriodUsage,
     Timeline,
@@ -38,7 +38,7 @@ from seatlease.records.reports.model import (
     ms,
 )
 from seatlease.records.reports.steps import estimate_changes, exact_horizon, exact_steps
-from seatlease.records.rollups import MINUTE_RETENTION
+from seatlease.records.rollups import MINUTE_RETENTION, RECLAIMED, term_end_sql
 from seatlease.records.store import transaction
 
 # -- segments: aggregates of one license over [start, end) -------------------------------
@@ -59,6 +59,7 @@ class _Segment:
     max_used: int | None = None
     last_used: int | None = None
     last_total: int | None = None
+    ended_by_term: int = 0  # lease.reclaimed of the term, not in ``reclaimed``
 
 
 @dataclass
@@ -144,8 +145,10 @@ def _collect(window: Window, conn: Connection, unit: str = "hour") -> dict[str, 
         postgres = conn.dialect.name == "postgresql"
         epoch = f"CAST(extract(epoch FROM {unit}) AS bigint)" if postgres else (
             f"CAST(strftime('%s', {unit}) AS INTEGER)")  # fmt: skip
+        # (in _Segment's order)
         fields = [epoch, "acquired", "borrowed", "released", "reclaimed", "revoked", "denials",
-                  "net", "dsec_ms", "max_used", "last_used", "last_total"]  # fmt: skip
+                  "net", "dsec_ms", "max_used", "last_used", "last_total",
+                  "ended_by_term"]  # fmt: skip
         table = ROLLUPS[unit]
         if postgres:
             packed = "concat_ws(',', " + ", ".join(f"coalesce(CAST({f} AS text), '')"
@@ -188,6 +191,7 @@ def _collect(window: Window, conn: Connection, unit: str = "hour") -> dict[str, 
                     row.max_used,
                     None if last is None else int(last.seats_used),
                     None if last is None else last.seats_total,
+                    int(row.ended_by_term or 0),
                 )
             )
     for line in found.values():
@@ -208,10 +212,15 @@ def _edge_events(conn: Connection, window: Window, lo: datetime, hi: datetime) -
     def count(kind: str) -> str:
         return f"SUM(CASE WHEN type = '{kind}' THEN 1 ELSE 0 END)"
 
+    # A lease.reclaimed of the license's term counts apart, as in the rollups.
+    term = term_end_sql(conn.dialect.name)
     sql = f"""
         SELECT license_id, {count(ACQUIRED)} AS acquired, {count(BORROWED)} AS borrowed,
                {count("lease.released")} AS released,
-               {count("lease.reclaimed")} AS reclaimed, {count("lease.revoked")} AS revoked,
+               SUM(CASE WHEN type = '{RECLAIMED}' AND NOT {term} THEN 1 ELSE 0 END)
+                   AS reclaimed,
+               SUM(CASE WHEN {term} THEN 1 ELSE 0 END) AS ended_by_term,
+               {count("lease.revoked")} AS revoked,
                SUM(CASE WHEN type = '{DENIED}' THEN "count" ELSE 0 END) AS denials,
                SUM({delta}) AS net, SUM({delta} * {to_end}) AS dsec_ms,
                MAX(seats_used) AS max_used
@@ -400,6 +409,7 @@ def _walk(
             counts.borrowed += seg.borrowed
             counts.released += seg.released
             counts.reclaimed += seg.reclaimed
+            counts.ended_by_term += seg.ended_by_term
             counts.revoked += seg.revoked
             counts.denials += seg.denials
             cursor = seg.end
@@ -446,7 +456,8 @@ def peak_usage(
 
 
 def outcomes(window: Window, engine: Engine | None = None) -> list[LicenseOutcomes]:
-    """Per license: acquired, released, reclaimed, revoked, denied and lost in the window."""
+    """Per license: acquired, released, reclaimed, ended by the term, revoked, denied and
+    lost in the window."""
     return _compute(window, "day", engine).outcomes
 
 
@@ -454,102 +465,6 @@ def timelines(window: Window, engine: Engine | None = None, period: str = "hour"
     """Per license, the peak seats in use per period (for charts); with ``exact`` (or
     ``auto`` picking it), also the steps."""
     return usage_report(window, period, engine).timelines
-
-
-def lease_durations(window: Window, engine: Engine | None = None) -> list[ClientDurations]:
-    """Per license and client: leases acquired in the window and how long they held
-    (whole UTC days from ``usage_client_rollups``, the window's partial days from
-    ``usage_leases``)."""
-    since, until = window.since, window.until
-    d0 = ceil(since, "day") if since else None
-    d1 = floor(until, "day") if until else None
-    acc: dict[tuple[str, str], list[Any]] = {}  # acquired, ended, reclaimed, total_ms, max_ms
-
-    def add(
-        key: tuple[str, str], acquired: int, ended: int, recl: int, total: int, top: Any
-    ) -> None:
-        row = acc.setdefault(key, [0, 0, 0, 0, None])
-        row[0] += acquired
-        row[1] += ended
-        row[2] += recl
-        row[3] += total
-        if top is not None:
-            row[4] = top if row[4] is None else max(row[4], top)
-
-    edges: list[tuple[datetime, datetime]] = []
-    whole = True
-    if since and until and (d0 is None or d1 is None or d0 >= d1):
-        edges.append((since, until))
-        whole = False
-    else:
-        if since and since != d0:
-            edges.append((since, d0))  # type: ignore[arg-type]
-        if until and until != d1:
-            edges.append((d1, until))  # type: ignore[arg-type]
-    with transaction(engine) as conn:
-        limit_statements(conn)
-        if whole:
-            conds, names = [window.scope()], []
-            if d0 is not None:
-                conds.append("day >= :d0")
-                names.append("d0")
-            if d1 is not None:
-                conds.append("day < :d1")
-                names.append("d1")
-            sql = f"""
-                SELECT license_id, client_id, SUM(acquired) AS acquired, SUM(ended) AS ended,
-                       SUM(reclaimed) AS reclaimed, SUM(total_ms) AS total_ms,
-                       MAX(max_ms) AS max_ms
-                FROM usage_client_rollups WHERE {" AND ".join(conds)}
-                GROUP BY license_id, client_id"""
-            for r in conn.execute(bind_times(text(sql), *names), window.params(d0=d0, d1=d1)):
-                add(
-                    (r.license_id, r.client_id),
-                    int(r.acquired),
-                    int(r.ended),
-                    int(r.reclaimed),
-                    int(r.total_ms or 0),
-                    r.max_ms,
-                )
-        for lo, hi in edges:
-            for r in _edge_leases(conn, window, lo, hi):
-                top = None if r.max_ms is None else int(r.max_ms)
-                add((r.license_id, r.client_id), int(r.acquired), int(r.ended),
-                    int(r.reclaimed or 0), int(r.total_ms or 0), top)  # fmt: skip
-    result = []
-    for (license_id, client_id), (acquired, ended, recl, total_ms, max_ms) in sorted(acc.items()):
-        result.append(
-            ClientDurations(
-                license_id=license_id,
-                client_id=client_id or "-",
-                leases=ended,
-                total_seconds=round(total_ms / 1000, 3),
-                average_seconds=round(total_ms / 1000 / ended, 3) if ended else None,
-                max_seconds=None if max_ms is None else round(int(max_ms) / 1000, 3),
-                reclaimed=recl,
-                open=acquired - ended,
-            )
-        )
-    return result
-
-
-def _edge_leases(conn: Connection, window: Window, lo: datetime, hi: datetime) -> list[Any]:
-    """Per license and client, the leases acquired in ``[lo, hi)`` (part of a day) from
-    ``usage_leases`` (the rows the rollups were counted from), aggregated by the
-    database: a busy day is tens of thousands of leases."""
-    if conn.dialect.name == "postgresql":
-        duration_sql = "round(extract(epoch FROM ended_at - acquired_at) * 1000)"
-    else:
-        duration_sql = "round((julianday(ended_at) - julianday(acquired_at)) * 86400000)"
-    sql = f"""
-        SELECT license_id, coalesce(client_id, '') AS client_id, COUNT(*) AS acquired,
-               COUNT(ended_at) AS ended,
-               SUM(CASE WHEN end_type = 'lease.reclaimed' THEN 1 ELSE 0 END) AS reclaimed,
-               COALESCE(SUM({duration_sql}), 0) AS total_ms, MAX({duration_sql}) AS max_ms
-        FROM usage_leases
-        WHERE {window.scope()} AND acquired_at >= :lo AND acquired_at < :hi
-        GROUP BY license_id, coalesce(client_id, '')"""
-    return list(conn.execute(bind_times(text(sql), "lo", "hi"), window.params(lo=lo, hi=hi)))
 
 
 def usage_report(window: Window, period: str = "hour", engine: Engine | None = None) -> UsageReport:
