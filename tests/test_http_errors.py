@@ -566,3 +566,14 @@ def test_a_licenses_own_refusal_is_info_a_refused_key_a_warning(
     call("acquire", _valid("acquire"), headers={"Authorization": "Bearer sl_0123abcd_" + "z" * 32})
     line = _request_line(capsys.readouterr().out, "acquire")
     assert (line["severity"], line["status"]) == ("WARNING", 401)
+
+
+@pytest.mark.parametrize("name", ["reason", "recovering", "recovered"])
+def test_metadata_keys_the_service_writes_are_refused(acme: Tenant, name: str) -> None:
+    """A client's `metadata.reason` would pass for the service's own (a crashed lease
+    counted as ended by the license's term in the reports): the keys the service writes
+    in a lease's events are refused at the door, naming the field; nothing is taken."""
+    body = {"license_id": LICENSE, "client_id": "ws-1", "metadata": {name: "license_expired"}}
+    error = error_of(call("acquire", body, tenant=acme), 400, "invalid_request")
+    assert error["details"][0]["field"] == f"metadata.{name}", error
+    _nothing_changed(acme)

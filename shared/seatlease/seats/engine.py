@@ -134,6 +134,12 @@ def borrow_too_long(max_borrow_seconds: int) -> InvalidRequest:
     )
 
 
+# Keys the service writes into a lease's event metadata (lua/_lib.lua's with_reason, a
+# failover's grant, a re-admission): a client's own would pass for them (a crash counted
+# as ended by the license's term in the reports).
+RESERVED_METADATA = frozenset({"reason", "recovering", "recovered"})
+
+
 class SeatEngine:
     def __init__(self, redis: Any, config_loader: ConfigLoader) -> None:
         self.redis = redis
@@ -254,6 +260,14 @@ class SeatEngine:
                 details=[{"field": "borrow_seconds", "problem": "not with lease_seconds"}],
             )
         request_id = request.request_id or new_request_id()
+        reserved = RESERVED_METADATA.intersection(request.metadata or ())
+        if reserved:
+            name = sorted(reserved)[0]
+            raise InvalidRequest(
+                f"Invalid request: metadata.{name}: reserved (the service writes it in a "
+                "lease's events: why it ended, how it came back).",
+                details=[{"field": f"metadata.{name}", "problem": "reserved for the service"}],
+            )
         metadata = with_identity(request.metadata, user, host)
         key_list, args = acquire_call(
             tenant_id,
