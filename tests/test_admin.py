@@ -191,7 +191,10 @@ def test_status_gives_each_lease_and_ticket_its_seats(stack, functions):
             "suspended",
         ),
         ({"action": "apikey.revoke", "prefix": "sl_XYZ"}, "prefix"),
-        ({"action": "revoke", "tenant_id": "a", "license_id": "b"}, "session_id"),
+        (
+            {"action": "revoke", "tenant_id": "a", "license_id": "b", "session_id": "s 1"},
+            "session_id",
+        ),
     ],
 )
 def test_invalid_requests_name_the_field(stack, functions, body, field):
@@ -199,6 +202,19 @@ def test_invalid_requests_name_the_field(stack, functions, body, field):
     error = assert_error(response, 400, "invalid_request")
     assert field in {d["field"] for d in error["details"]}
     assert field in error["message"]
+
+
+@pytest.mark.parametrize(
+    "lease",
+    [{}, {"session_id": "s1", "client_id": "ws1"}],
+    ids=["neither", "both"],
+)
+def test_revoke_names_one_lease(stack, functions, lease):
+    """A rule on two fields is the body's: the message names both, as the choice to make."""
+    body = {"action": "revoke", "tenant_id": "a", "license_id": "b", **lease}
+    error = assert_error(functions["admin"].post("/", json=body), 400, "invalid_request")
+    assert [d["field"] for d in error["details"]] == ["body"]
+    assert "session_id" in error["message"] and "client_id" in error["message"]
 
 
 def test_http_level_errors(stack, functions):
@@ -559,8 +575,9 @@ def test_cli_report_through_the_admin_url(admin_url, capsys, functions, tmp_path
     )  # fmt: skip
     assert code == 0, err
     assert out.splitlines() == [
-        "license_id,acquired,borrowed,released,reclaimed,revoked,reclaimed_percent,denials,lost",
-        "cad,3,0,1,1,0,50.0,3,0",
+        "license_id,acquired,borrowed,released,reclaimed,ended_by_term,revoked,reclaimed_percent,"
+        "denials,lost",
+        "cad,3,0,1,1,0,0,50.0,3,0",
     ]
 
     base = ["report", "usage", "--admin-url", admin_url]
