@@ -12,7 +12,10 @@ spread over all 256 shards. Then, per phase, it reads the server's own time per 
   ``evalsha floor`` (a script that only returns 1: the fixed cost of any EVALSHA) and
   ``floor (commands)`` (the Redis commands of a new lease alone, ``NEW_LEASE_COMMANDS``,
   with ready-made arguments, on a license of its own: what acquire costs however its
-  Lua is written);
+  Lua is written), and the same for heartbeat and release, ``heartbeat floor (commands)``
+  (``HEARTBEAT_COMMANDS``, on that license's leases) and ``release floor (commands)``
+  (``RELEASE_COMMANDS``, ending the leases the round's acquire floor made); each seat op's
+  server time over its floor's, same round, is reported against ``FLOOR_TARGET`` (1.5x);
 - the license policy, each against ``acquire (new)`` of the same round (target at most
   1.3x): ``acquire (policy)``, a new lease on a license as large as the hot one with a
   full policy (at most 2 leases per user, each user holding one; two groups of 50 users
@@ -98,6 +101,15 @@ THROUGHPUT = "throughput"  # redis-benchmark's license (no policy)
 TENANT_LIMITED = "benchrl"  # redis-benchmark's rate-limited tenant
 FLOOR = "floor"  # the commands' floor row's license (never THROUGHPUT's keys)
 FLOOR_ROW = "floor (commands)"  # its row: NEW_LEASE_COMMANDS alone
+HEARTBEAT_FLOOR_ROW = "heartbeat floor (commands)"  # HEARTBEAT_COMMANDS alone
+RELEASE_FLOOR_ROW = "release floor (commands)"  # RELEASE_COMMANDS alone
+# Each seat op against its own commands' floor, same round: at most FLOOR_TARGET
+FLOORS = {
+    "acquire (new)": FLOOR_ROW,
+    "heartbeat": HEARTBEAT_FLOOR_ROW,
+    "release": RELEASE_FLOOR_ROW,
+}
+FLOOR_TARGET = 1.5
 THROUGHPUT_TARGET = 2.5  # acquire (new) at most this many ZADDs' time (redis-benchmark)
 NEVER_REFUSES = 10**9  # calls per second: the check runs, never refuses
 ACQ_FIELD, HB_FIELD = 10, 6  # the reply field's index in acquire's and heartbeat's ARGV
@@ -421,12 +433,30 @@ def one_round(
         created[client_id] = queue_acquire(eng, pipe, HOT, client_id)
 
     commands_floor = client.register_script(floor_script())
+    floor_made: dict[str, tuple[str, int]] = {}  # session -> (client, deadline)
 
     def floor_new(pipe: Any, client_id: str) -> None:
         field = keys.LicenseKeys.reply_field("acquire", client_id, new_request_id())
         now = int(time.time() * 1000)  # (later and later, as acquire's)
-        ks, av = floor_call(FLOOR, client_id, new_session_id(), field, now)
+        sid = new_session_id()
+        ks, av = floor_call(FLOOR, client_id, sid, field, now)
+        floor_made[sid] = (client_id, int(av[3]))
         commands_floor(keys=ks, args=av, client=pipe)
+
+    heartbeat_floor = client.register_script(floor_script(HEARTBEAT_COMMANDS))
+    release_floor = client.register_script(floor_script(RELEASE_COMMANDS))
+    floor_sessions = [f"{i:012d}" for i in range(min(ops, len(hot)))]  # fill_floor's
+
+    def floor_heartbeat(pipe: Any, sid: str) -> None:
+        field = keys.LicenseKeys.reply_field("heartbeat", sid, new_request_id())
+        ks, av = heartbeat_floor_call(FLOOR, sid, field, int(time.time() * 1000))
+        heartbeat_floor(keys=ks, args=av, client=pipe)
+
+    def floor_release(pipe: Any, sid: str) -> None:
+        client_id, deadline = floor_made[sid]
+        field = keys.LicenseKeys.reply_field("lease.released", sid, new_request_id())
+        ks, av = release_floor_call(FLOOR, client_id, sid, field, int(time.time() * 1000), deadline)
+        release_floor(keys=ks, args=av, client=pipe)
 
     # A second lease for users holding one (their limit is 2), on the policy license.
     policy_users = [user_of(c) for c in list(policy_hot)[:ops]]
@@ -516,6 +546,12 @@ def one_round(
         ),
         measure(
             client,
+            HEARTBEAT_FLOOR_ROW,
+            "evalsha",
+            lambda: run_batched(client, floor_sessions, floor_heartbeat, None),
+        ),
+        measure(
+            client,
             "release",
             "evalsha",
             lambda: run_batched(
@@ -524,6 +560,13 @@ def one_round(
                 lambda p, sid: queue_session(eng.scripts.release, p, HOT, sid, True),
                 "released",
             ),
+        ),
+        measure(
+            client,
+            RELEASE_FLOOR_ROW,
+            "evalsha",
+            # the leases the round's acquire floor made: FLOOR back to --hot leases
+            lambda: run_batched(client, list(floor_made), floor_release, None),
         ),
     ]
     # the heaviest leases: taken (not measured), then the three calls on them
@@ -587,6 +630,32 @@ TARGETED = ("acquire (new)", "heartbeat", "release")
 # Each against acquire (new) of the same round (no policy): at most POLICY_TARGET.
 POLICY_TARGETED = ("acquire (policy)", "acquire (queued)")
 POLICY_TARGET = 1.3
+
+
+def report_floors(rounds: list[list[Phase]]) -> bool:
+    """Each seat op's server time over its own commands' floor (the same Redis commands
+    with ready-made arguments, no Lua logic), same round: what the Lua costs on top."""
+    names = [p.name for p in rounds[0]]
+    print(
+        f"\neach op over its commands' floor: per round usec_per_call ratio, median (min over"
+        f" min); target at most {FLOOR_TARGET}x"
+    )
+    ok = True
+    for op, floor in FLOORS.items():
+        idx, base = names.index(op), names.index(floor)
+        ratios = [r[idx].usec / r[base].usec for r in rounds]
+        ratio = statistics.median(ratios)
+        low = min(r[idx].usec for r in rounds) / min(r[base].usec for r in rounds)
+        verdict = "PASS" if ratio <= FLOOR_TARGET else "FAIL"
+        ok = ok and ratio <= FLOOR_TARGET
+        cells = ", ".join(f"{x:.2f}" for x in ratios)
+        usec = statistics.median(r[idx].usec for r in rounds)
+        floor_usec = statistics.median(r[base].usec for r in rounds)
+        print(
+            f"  {op:<15} {usec:7.2f} us / {floor_usec:6.2f} us {ratio:5.2f}x ({low:.2f}x)"
+            f"  (rounds: {cells})  {verdict}"
+        )
+    return ok
 
 
 def report_policy(rounds: list[list[Phase]]) -> bool:
@@ -707,7 +776,7 @@ def report(rounds: list[list[Phase]], target: float) -> bool:
     print("(min: lowest usec of the rounds and its ratio to the lowest ZADD; load from other")
     print(" processes only adds time, so the minimums are the least disturbed estimate)")
     print(
-        f"  {'op':<19}{'usec_per_call':>14}{'ratio':>9}{'min usec':>10}{'min ratio':>10}  verdict"
+        f"  {'op':<27}{'usec_per_call':>14}{'ratio':>9}{'min usec':>10}{'min ratio':>10}  verdict"
     )
     ok = True
     zadd_min = min(r[0].usec for r in rounds)
@@ -720,7 +789,7 @@ def report(rounds: list[list[Phase]], target: float) -> bool:
             verdict = "PASS" if ratio <= target else "FAIL"
             ok = ok and ratio <= target
         print(
-            f"  {phase.name:<19}{usec:>14.2f}{ratio:>8.2f}x{low:>10.2f}{low / zadd_min:>9.2f}x"
+            f"  {phase.name:<27}{usec:>14.2f}{ratio:>8.2f}x{low:>10.2f}{low / zadd_min:>9.2f}x"
             f"  {verdict}"
         )
     print("\nwhere the time goes (last round; commands run inside each script, per op)")
@@ -770,16 +839,101 @@ NEW_LEASE_COMMANDS: tuple[tuple[str, ...], ...] = (
 )
 
 
+# The same for a heartbeat of a live one-seat lease (heartbeat.lua, in its order; KEYS are
+# heartbeat_call's, ARGV heartbeat_floor_call's) ...
+HEARTBEAT_COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("HGET", "KEYS[7]", "ARGV[1]"),  # replay: generation 0 ...
+    ("HGET", "KEYS[9]", "ARGV[1]"),  # ... and 1
+    ("ZSCORE", "KEYS[2]", "ARGV[2]"),  # the lease's deadline
+    ("TIME",),
+    ("HMGET", "KEYS[1]", "'exists'", "'terms'", "'seats'"),  # the config, as far as needed
+    ("HGET", "KEYS[3]", "ARGV[2]"),  # the lease's record
+    ("ZADD", "KEYS[2]", "ARGV[3]", "ARGV[2]"),  # the new deadline ...
+    ("ZADD", "KEYS[5]", "ARGV[3]", "ARGV[4]"),  # ... in the reaper's index too
+    ("HSET", "KEYS[7]", "ARGV[1]", "ARGV[5]"),  # the stored reply ...
+    ("PEXPIREAT", "KEYS[7]", "ARGV[6]"),  # ... and its hash's expiry
+)
+
+# ... and for a client's release of a live one-seat lease on a license without linger
+# and without a queue (release.lua; KEYS release_call's, ARGV release_floor_call's).
+RELEASE_COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("HGET", "KEYS[7]", "ARGV[1]"),  # replay: generation 0 ...
+    ("HGET", "KEYS[9]", "ARGV[1]"),  # ... and 1
+    ("HMGET", "KEYS[1]", *(f"'{field}'" for field in CONFIG_FIELDS)),  # load_config
+    ("TIME",),
+    ("ZSCORE", "KEYS[2]", "ARGV[2]"),  # the lease's deadline
+    ("HGET", "KEYS[3]", "ARGV[2]"),  # its record
+    ("ZREMRANGEBYSCORE", "KEYS[17]", "'-inf'", "ARGV[3]"),  # ended: notes whose tokens expired
+    ("ZADD", "KEYS[17]", "ARGV[4]", "ARGV[2]"),  # ... and this lease's, until its tokens expire
+    ("ZREM", "KEYS[2]", "ARGV[2]"),  # drop_lease: the lease ...
+    ("HDEL", "KEYS[3]", "ARGV[2]"),  # ... its record ...
+    ("ZREM", "KEYS[5]", "ARGV[5]"),  # ... its entry in the reaper's index ...
+    ("HGET", "KEYS[4]", "ARGV[6]"),  # ... and its client's entry, when still its own
+    ("HDEL", "KEYS[4]", "ARGV[6]"),
+    ("ZCOUNT", "KEYS[2]", "ARGV[7]", "'+inf'"),  # seats used: the live leases ...
+    ("ZCOUNT", "KEYS[15]", "ARGV[7]", "'+inf'"),  # ... the release before's units ...
+    ("GET", "KEYS[16]"),  # ... and the weighted leases' extra seats (wsum)
+    ("XADD", "KEYS[6]", "'*'", "'e'", "ARGV[8]"),  # the lease.released event
+    ("HSET", "KEYS[7]", "ARGV[1]", "ARGV[9]"),  # the stored reply ...
+    ("PEXPIREAT", "KEYS[7]", "ARGV[10]"),  # ... and its hash's expiry
+)
+
+
+def heartbeat_floor_call(
+    license_id: str, session_id: str, field: str, now_ms: int
+) -> tuple[list[str], list[str]]:
+    """HEARTBEAT_COMMANDS' KEYS (heartbeat's own) and ARGV: the texts a heartbeat of
+    ``session_id`` at ``now_ms`` writes (its new deadline, a packed ``ok`` reply)."""
+    key_list, _args = heartbeat_call(TENANT, license_id, session_id, request_id="r")
+    lease_ms = LEASE_SECONDS * 1000
+    deadline = now_ms + lease_ms
+    packed = f"O@{deadline - 1790000000000:x} {lease_ms:x}' 0~c-{session_id}"
+    return key_list, [
+        field,
+        session_id,
+        str(deadline),
+        f"{TENANT}/{license_id}|{session_id}",
+        packed,
+        str(now_ms + 2 * 3_600_000),
+    ]
+
+
+def release_floor_call(
+    license_id: str, client_id: str, session_id: str, field: str, now_ms: int, deadline: int
+) -> tuple[list[str], list[str]]:
+    """RELEASE_COMMANDS' KEYS (release's own) and ARGV: the texts a release of
+    ``session_id`` (``client_id``'s, ending at ``deadline``) at ``now_ms`` writes."""
+    key_list, _args = release_call(TENANT, license_id, session_id, request_id="r")
+    event = (
+        f'{{"event_id":"0123456789abcdef-1","type":"lease.released","tenant_id":"{TENANT}",'
+        f'"license_id":"{license_id}","session_id":"{session_id}","client_id":"{client_id}",'
+        f'"occurred_at":"2026-11-24T12:00:00.000Z","seats_used":10000,'
+        f'"seats_total":{SEATS},"count":1,"metadata":{META}}}'
+    )
+    return key_list, [
+        field,
+        session_id,
+        str(now_ms),
+        str(deadline + 1000),
+        f"{TENANT}/{license_id}|{session_id}",
+        client_id,
+        f"({now_ms}",
+        event,
+        f"L 2710 989680 0@{now_ms - 1790000000000:x}",
+        str(now_ms + 2 * 3_600_000),
+    ]
+
+
 def fill_floor(eng: SeatEngine, hot: int) -> None:
     """FLOOR as large as the acquire rows' licenses (once: both phases use it)."""
     if not eng.redis.zcard(keys.LicenseKeys.of(TENANT, FLOOR).leases):
         fill_license(eng, FLOOR, hot, "f", numbered=True)
 
 
-def floor_script() -> str:
-    """NEW_LEASE_COMMANDS as one Lua script."""
+def floor_script(commands: tuple[tuple[str, ...], ...] = NEW_LEASE_COMMANDS) -> str:
+    """``commands`` (default: NEW_LEASE_COMMANDS) as one Lua script."""
     calls = [f"redis.call('{cmd}'{''.join(', ' + a for a in args)})"
-             for cmd, *args in NEW_LEASE_COMMANDS]  # fmt: skip
+             for cmd, *args in commands]  # fmt: skip
     return "\n".join([*calls, "return 1"])
 
 
@@ -1102,6 +1256,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         rounds = [one_round(eng, hot, args.ops, i, policy_hot, waiting) for i in range(args.rounds)]
         ok = report(rounds, args.target)
+        ok = report_floors(rounds) and ok
         ok = report_policy(rounds) and ok
         ok = report_terms(rounds) and ok
         ok = report_heavy(rounds) and ok

@@ -1,8 +1,10 @@
-"""bench/redis_cost.py's floor row runs the Redis commands of a new lease alone
-(``NEW_LEASE_COMMANDS``, with ready-made arguments): the list must be what acquire.lua
-really runs for one, or the floor would measure something else. Both are counted in
-``INFO commandstats`` (Redis counts the commands a script calls) on a private
-redis-server; also: heartbeat and release read the server's clock once."""
+"""bench/redis_cost.py's floor rows run the Redis commands of a seat call alone, with
+ready-made arguments: a new lease's (``NEW_LEASE_COMMANDS``), a heartbeat's
+(``HEARTBEAT_COMMANDS``) and a release's (``RELEASE_COMMANDS``). Each list must be what
+acquire.lua, heartbeat.lua and release.lua really run, or the floor would measure
+something else. Both are counted in ``INFO commandstats`` (Redis counts the commands a
+script calls) on a private redis-server; also: heartbeat and release read the server's
+clock once."""
 
 from __future__ import annotations
 
@@ -16,7 +18,13 @@ from typing import Any
 
 import pytest
 
-from seatlease.seats.engine import SeatEngine, acquire_call, new_request_id
+from seatlease.seats.engine import (
+    SeatEngine,
+    acquire_call,
+    heartbeat_call,
+    new_request_id,
+    release_call,
+)
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "redis_cost.py"
 NOT_SCRIPTS = ("evalsha", "eval", "config", "info", "script")
@@ -80,6 +88,52 @@ def test_the_floor_runs_the_commands_of_a_new_lease(redis_client, engine, bench)
     # and it did a new lease's writes: the lease, its record, the client's entry
     assert redis_client.zcard(key_list[1]) == 4
     assert redis_client.hget(key_list[3], "c9") == "s9"
+
+
+def test_the_heartbeat_floor_runs_the_commands_of_a_heartbeat(redis_client, engine, bench) -> None:
+    expected = Counter(command.lower() for command, *_args in bench.HEARTBEAT_COMMANDS)
+    sid = new_lease(engine, bench, "hb")[1]
+    for n in range(3):  # a lease heartbeated again and again
+        key_list, args = heartbeat_call(bench.TENANT, bench.FLOOR, sid, request_id=f"r{n}")
+        reply, ran = commands_run(
+            redis_client, lambda k=key_list, a=args: engine.scripts.heartbeat(keys=k, args=a)
+        )
+        assert reply[0] == "ok"
+        assert ran == expected, n
+    floor = redis_client.register_script(bench.floor_script(bench.HEARTBEAT_COMMANDS))
+    now = int(time.time() * 1000)
+    key_list, args = bench.heartbeat_floor_call(bench.FLOOR, sid, "f9", now)
+    reply, ran = commands_run(redis_client, lambda: floor(keys=key_list, args=args))
+    assert reply == 1
+    assert ran == expected
+    # and it did a heartbeat's writes: the lease's new deadline, in both indexes
+    assert redis_client.zscore(key_list[1], sid) == int(args[2])
+    assert redis_client.zscore(key_list[4], f"{bench.TENANT}/{bench.FLOOR}|{sid}") == int(args[2])
+
+
+def test_the_release_floor_runs_the_commands_of_a_release(redis_client, engine, bench) -> None:
+    expected = Counter(command.lower() for command, *_args in bench.RELEASE_COMMANDS)
+    for n in range(3):  # the license's last leases, one by one
+        sid = new_lease(engine, bench, f"rel{n}")[1]
+        key_list, args = release_call(bench.TENANT, bench.FLOOR, sid, request_id=f"r{n}")
+        reply, ran = commands_run(
+            redis_client, lambda k=key_list, a=args: engine.scripts.release(keys=k, args=a)
+        )
+        assert reply[0] == "released"
+        assert ran == expected, n
+    floor = redis_client.register_script(bench.floor_script(bench.RELEASE_COMMANDS))
+    now = int(time.time() * 1000)
+    new_lease(engine, bench, "c9")
+    sid = redis_client.hget(key_list[3], "c9")
+    deadline = int(redis_client.zscore(key_list[1], sid))
+    key_list, args = bench.release_floor_call(bench.FLOOR, "c9", sid, "f9", now, deadline)
+    reply, ran = commands_run(redis_client, lambda: floor(keys=key_list, args=args))
+    assert reply == 1
+    assert ran == expected
+    # and it did a release's writes: the lease, its record and its client's entry gone
+    assert redis_client.zscore(key_list[1], sid) is None
+    assert redis_client.hget(key_list[2], sid) is None
+    assert redis_client.hget(key_list[3], "c9") is None
 
 
 def test_a_seat_call_reads_the_server_clock_once(redis_client, engine, bench) -> None:

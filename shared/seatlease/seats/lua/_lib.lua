@@ -477,13 +477,14 @@ end
 -- Removes one lease from every structure that knows it (`k.users`: the license's policy
 -- counts, see uncount; its weight, drop_weight). Returns its record, or nil when the
 -- session was unknown.
-local function drop_lease(k, lk, sid)
-  local raw = redis.call('HGET', k.sessions, sid)
+-- `rec`: the lease's record when the caller has already read it (one HGET fewer).
+local function drop_lease(k, lk, sid, rec)
+  local raw = not rec and redis.call('HGET', k.sessions, sid)
   redis.call('ZREM', k.leases, sid)
   redis.call('HDEL', k.sessions, sid)
   redis.call('ZREM', k.deadlines, lk .. '|' .. sid)
-  if not raw then return nil end
-  local rec = cjson.decode(raw)
+  if not rec and not raw then return nil end
+  rec = rec or cjson.decode(raw)
   if redis.call('HGET', k.clients, rec.c) == sid then
     redis.call('HDEL', k.clients, rec.c)
   end
