@@ -251,7 +251,8 @@ def test_server_down_longer_than_the_lease_marks_it_lost_then_regains(client, ma
     ) as lease:
         old = lease.session_id
         served.stop()
-        eventually(lambda: lease.lost, 4, "the lease marked lost")
+        # (the callback runs just after `lost` is set: wait for both)
+        eventually(lambda: lease.lost and events.lost, 4, "the lease marked lost")
         assert events.lost == ["unreachable"] and lease.lost_reason == "unreachable"
         served.start()
         # (the callback runs just after `lost` clears: wait for both)
