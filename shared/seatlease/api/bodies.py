@@ -59,10 +59,18 @@ class _Watch:
 class Watchdog:
     """One thread for the whole process that ends the reads of connections past their
     deadline (``shutdown(SHUT_RD)``: a blocked read returns at once, the answer can still
-    be written)."""
+    be written).
+
+    The thread looks every ``POLL_SECONDS``; arming never wakes it. (It did: a request
+    whose body was read before the woken thread ran left the heap empty, so the next
+    request woke it again, a notify and a thread switch on every call: 13 % of acquire's
+    GIL time under py-spy, docs/benchmarks.md.) A cut then comes at most
+    ``POLL_SECONDS`` late, against a deadline of ``BODY_READ_SECONDS``."""
+
+    POLL_SECONDS = 0.25
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._heap: list[tuple[float, int, _Watch]] = []
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
@@ -74,42 +82,35 @@ class Watchdog:
         if sock is None:
             return None
         watch = _Watch(sock)
-        with self._cond:
+        with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="body-watchdog", daemon=True)
                 self._thread.start()
-            entry = (time.monotonic() + seconds, next(self._seq), watch)
-            heapq.heappush(self._heap, entry)
-            if self._heap[0] is entry:  # sooner than what the thread waits for: wake it
-                self._cond.notify()
+            heapq.heappush(self._heap, (time.monotonic() + seconds, next(self._seq), watch))
         return watch
 
     def disarm(self, watch: _Watch | None) -> bool:
         """Stop watching; True if the deadline had already passed (the read was cut)."""
         if watch is None:
             return False
-        with self._cond:
+        with self._lock:
             watch.done = True
             return watch.fired
 
     def _run(self) -> None:
-        with self._cond:
-            while True:
-                while self._heap and self._heap[0][2].done:
-                    heapq.heappop(self._heap)
-                if not self._heap:
-                    self._cond.wait()
-                    continue
-                wait = self._heap[0][0] - time.monotonic()
-                if wait > 0:
-                    self._cond.wait(wait)
-                    continue
-                watch = heapq.heappop(self._heap)[2]
-                watch.done = watch.fired = True
-                try:
-                    watch.sock.shutdown(socket.SHUT_RD)
-                except OSError:
-                    pass  # already closed
+        while True:
+            time.sleep(self.POLL_SECONDS)
+            with self._lock:
+                now = time.monotonic()
+                while self._heap and (self._heap[0][2].done or self._heap[0][0] <= now):
+                    watch = heapq.heappop(self._heap)[2]
+                    if watch.done:
+                        continue
+                    watch.done = watch.fired = True
+                    try:
+                        watch.sock.shutdown(socket.SHUT_RD)
+                    except OSError:
+                        pass  # already closed
 
 
 WATCHDOG = Watchdog()
