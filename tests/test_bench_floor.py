@@ -27,7 +27,7 @@ from seatlease.seats.engine import (
 )
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "redis_cost.py"
-NOT_SCRIPTS = ("evalsha", "eval", "config", "info", "script")
+NOT_SCRIPTS = ("evalsha", "eval", "fcall", "function", "config", "info", "script")
 
 
 @pytest.fixture(scope="module")
@@ -193,3 +193,44 @@ def test_the_heavy_rows_take_the_heaviest_lease_a_caller_may_ask_for(redis_clien
     assert eng.heartbeat(bench.TENANT, bench.HEAVY, sid).seats == bench.HEAVY_WEIGHT
     assert eng.release(bench.TENANT, bench.HEAVY, sid).seats_used == 2
     assert bench.extra_seats(eng, bench.HEAVY) == 0
+
+
+def test_the_function_library_runs_what_the_scripts_run(redis_client, engine, bench) -> None:
+    """bench/fcall_ab.py's library (the scripts' Lua loaded once with FUNCTION LOAD) must
+    do what EVALSHA of the scripts does, or its comparison would measure something else:
+    the same commands, the same kind of answer, the lease really taken and heartbeated."""
+    sys.path.insert(0, str(BENCH.parent))  # fcall_ab imports redis_cost as the bench does
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "bench_fcall_ab", BENCH.parent / "fcall_ab.py"
+        )
+        assert spec is not None and spec.loader is not None
+        fcall_ab = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fcall_ab)
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    redis_client.function_load(fcall_ab.library_source(), replace=True)
+    key_list, args = acquire_call(
+        bench.TENANT, bench.FLOOR, "by-script", metadata_json=bench.META,
+        request_id=new_request_id(),
+    )  # fmt: skip
+    by_script, script_ran = commands_run(
+        redis_client, lambda: engine.scripts.acquire(keys=key_list, args=args)
+    )
+    key_list, args = acquire_call(
+        bench.TENANT, bench.FLOOR, "by-function", metadata_json=bench.META,
+        request_id=new_request_id(),
+    )  # fmt: skip
+    by_function, function_ran = commands_run(
+        redis_client, lambda: redis_client.fcall("acquire_ab", len(key_list), *key_list, *args)
+    )
+    assert by_script[0] == by_function[0] == "acquired"
+    assert script_ran == function_ran
+    sid = by_function[1]
+    assert redis_client.hget(key_list[3], "by-function") == sid
+    key_list, args = heartbeat_call(bench.TENANT, bench.FLOOR, sid, request_id=new_request_id())
+    beat, ran = commands_run(
+        redis_client, lambda: redis_client.fcall("heartbeat_ab", len(key_list), *key_list, *args)
+    )
+    assert beat[0] == "ok"
+    assert ran == Counter(command.lower() for command, *_args in bench.HEARTBEAT_COMMANDS)
