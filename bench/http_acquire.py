@@ -177,11 +177,13 @@ end
 """
 
 
-def body(prefix: str, thread: int, n: int, sessions: list[str] | None = None) -> bytes:
-    """The ``n``-th request of ``thread``: an acquire of a new client, or with
-    ``sessions`` a heartbeat or release of one of them (the wrk script's choice)."""
+def body(
+    prefix: str, thread: int, n: int, sessions: list[str] | None = None, threads: int = 1
+) -> bytes:
+    """The ``n``-th request of ``thread`` (of ``threads``): an acquire of a new client, or
+    with ``sessions`` a heartbeat or release of one of them (the wrk script's choice)."""
     if sessions:
-        sid = sessions[((n - 1) * THREAD_STRIDE[0] + thread) % len(sessions)]
+        sid = sessions[((n - 1) * threads + thread) % len(sessions)]
         return json.dumps(
             {"license_id": LICENSE, "session_id": sid}, separators=(",", ":")
         ).encode()
@@ -189,9 +191,6 @@ def body(prefix: str, thread: int, n: int, sessions: list[str] | None = None) ->
         {"license_id": LICENSE, "client_id": f"{prefix}-{thread}-{n}", "metadata": {"host": "ws"}},
         separators=(",", ":"),
     ).encode()
-
-
-THREAD_STRIDE = [1]  # python_load's connections (each is a thread of the load)
 
 
 def wrk_load(
@@ -223,7 +222,6 @@ def python_load(
     sessions: list[str] | None = None,
 ) -> Result:  # fmt: skip
     """Threads with one keep-alive connection each, for ``seconds``."""
-    THREAD_STRIDE[0] = conns
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
     latencies: list[list[float]] = [[] for _ in range(conns)]
     bad = [0] * conns
@@ -235,7 +233,7 @@ def python_load(
         while (started := time.perf_counter()) < stop_at:
             n += 1
             try:
-                conn.request("POST", "/", body(prefix, thread, n, sessions), headers)
+                conn.request("POST", "/", body(prefix, thread, n, sessions, conns), headers)
                 response = conn.getresponse()
                 response.read()
                 ok = 200 <= response.status < 300
