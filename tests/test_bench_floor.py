@@ -30,14 +30,24 @@ BENCH = Path(__file__).resolve().parent.parent / "bench" / "redis_cost.py"
 NOT_SCRIPTS = ("evalsha", "eval", "fcall", "function", "config", "info", "script")
 
 
-@pytest.fixture(scope="module")
-def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_redis_cost", BENCH)
+def load_bench(path: Path, name: str) -> Any:
+    """A bench script as a module, run as ``python3 bench/<script>.py`` runs it: with
+    bench/ on the path (fcall_ab imports redis_cost)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
     return module
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    return load_bench(BENCH, "bench_redis_cost")
 
 
 def commands_run(client: Any, run: Callable[[], Any]) -> tuple[Any, Counter[str]]:
@@ -199,16 +209,7 @@ def test_the_function_library_runs_what_the_scripts_run(redis_client, engine, be
     """bench/fcall_ab.py's library (the scripts' Lua loaded once with FUNCTION LOAD) must
     do what EVALSHA of the scripts does, or its comparison would measure something else:
     the same commands, the same kind of answer, the lease really taken and heartbeated."""
-    sys.path.insert(0, str(BENCH.parent))  # fcall_ab imports redis_cost as the bench does
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "bench_fcall_ab", BENCH.parent / "fcall_ab.py"
-        )
-        assert spec is not None and spec.loader is not None
-        fcall_ab = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(fcall_ab)
-    finally:
-        sys.path.remove(str(BENCH.parent))
+    fcall_ab = load_bench(BENCH.parent / "fcall_ab.py", "bench_fcall_ab")
     redis_client.function_load(fcall_ab.library_source(), replace=True)
     key_list, args = acquire_call(
         bench.TENANT, bench.FLOOR, "by-script", metadata_json=bench.META,
