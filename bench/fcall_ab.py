@@ -1,19 +1,12 @@
-"""What the seat scripts would cost as a Redis function library instead of EVALSHA.
+"""What the seat calls cost as functions of the seat library (FCALL, as the product calls
+them: seats/scripts.py) against the same scripts by EVALSHA (as they were called before).
 
 Every EVALSHA runs the script's top level again: `_lib.lua` and the preludes define their
-local functions on every call (Redis forbids globals, so nothing survives a call). A
-function library (Redis 7.0: ``FUNCTION LOAD`` once, ``FCALL`` per call) runs its top
-level once per load. This bench loads acquire.lua and heartbeat.lua, as they are, into one
-library (each script's body becomes a registered function whose parameters are named
-``KEYS`` and ``ARGV``) and measures both ways on one private redis-server, interleaved
-round by round: server ``usec_per_call`` of ``evalsha`` against ``fcall``, same keys, same
-arguments, the same hot license of ``--hot`` leases.
-
-This is a measurement, not the product: the library here is loaded without the care a
-deployment needs (every primary, a failover's new one included, must hold it before the
-first call; a version per release, so that two releases never call each other's code),
-and `_lib.lua`'s per-call counters (the event sequence, the formatted time) are not reset
-between calls, which is harmless to the cost and to these calls' replies.
+local functions on every call (Redis forbids globals, so nothing survives a call). The
+library (Redis 7.0: ``FUNCTION LOAD`` once, ``FCALL`` per call) runs its top level once
+per load. This bench calls acquire, heartbeat and release both ways on one private
+redis-server, interleaved round by round: server ``usec_per_call`` of ``evalsha`` against
+``fcall``, same keys, same arguments, the same hot license of ``--hot`` leases.
 
 Run: ``python3 bench/fcall_ab.py`` (about 1 minute).
 """
@@ -24,40 +17,25 @@ import argparse
 import statistics
 import sys
 from collections.abc import Callable
-from importlib import resources
 from typing import Any
 
 import redis_cost as rc  # the bench's loading and measuring helpers
 
-from seatlease.seats.engine import acquire_call, heartbeat_call, new_request_id
-from seatlease.seats.scripts import PRELUDES
+from seatlease.seats.engine import acquire_call, heartbeat_call, new_request_id, release_call
+from seatlease.seats.scripts import LIBRARY_SCRIPTS, script_source
 
-LIBRARY = "seatlease_ab"
-SCRIPTS = ("acquire", "heartbeat")
+SCRIPTS = LIBRARY_SCRIPTS
 
 
-def library_source(names: tuple[str, ...] = SCRIPTS) -> str:
-    """The scripts' Lua as one function library: `_lib.lua`, their preludes, and each
-    script's body registered as ``<name>_ab``. A library's top level may not touch Lua's
-    standard libraries (Redis 7.0 loads it without them), so `_lib.lua`'s one top-level
-    alias of ``string.format`` becomes a call through it."""
-    lua = resources.files("seatlease.seats") / "lua"
-    lib = (lua / "_lib.lua").read_text()
-    alias = "local format = string.format"
-    if alias not in lib:
-        raise RuntimeError(f"_lib.lua changed: {alias!r} not found")
-    parts = [
-        f"#!lua name={LIBRARY}",
-        lib.replace(alias, "local function format(...) return string.format(...) end"),
-    ]
-    preludes: list[str] = []
-    for name in names:
-        preludes += [p for p in PRELUDES.get(name, ()) if p not in preludes]
-    parts += [(lua / f"{part}.lua").read_text() for part in preludes]
-    for name in names:
-        body = (lua / f"{name}.lua").read_text()
-        parts.append(f"redis.register_function('{name}_ab', function(KEYS, ARGV)\n{body}\nend)")
-    return "\n".join(parts)
+def by_evalsha(client: Any) -> dict[str, Any]:
+    """The library's scripts as EVALSHA scripts (redis-py ``Script``), as before it."""
+    return {name: client.register_script(script_source(name)) for name in SCRIPTS}
+
+
+def session_ids(eng: Any, client_ids: list[str]) -> list[str]:
+    """The sessions the acquires of ``client_ids`` made on the hot license."""
+    keys = rc.keys.LicenseKeys.of(rc.TENANT, rc.HOT)
+    return [s for s in eng.redis.hmget(keys.clients, client_ids) if s]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         eng = rc.new_engine(server.url)
         client = eng.redis
-        client.function_load(library_source(), replace=True)
-        sessions = list(rc.fill_license(eng, rc.HOT, args.hot, "client").values())
+        scripts = {"fcall": eng.scripts.__dict__, "evalsha": by_evalsha(client)}
+        rc.fill_license(eng, rc.HOT, args.hot, "client")
 
         def acquire(via: str) -> Callable[[Any, str], None]:
             def queue(pipe: Any, client_id: str) -> None:
@@ -79,20 +57,21 @@ def main(argv: list[str] | None = None) -> int:
                     rc.TENANT, rc.HOT, client_id, metadata_json=rc.META,
                     request_id=new_request_id(),
                 )  # fmt: skip
-                if via == "evalsha":
-                    eng.scripts.acquire(keys=ks, args=av, client=pipe)
-                else:
-                    pipe.fcall("acquire_ab", len(ks), *ks, *av)
+                scripts[via]["acquire"](keys=ks, args=av, client=pipe)
 
             return queue
 
         def heartbeat(via: str) -> Callable[[Any, str], None]:
             def queue(pipe: Any, sid: str) -> None:
                 ks, av = heartbeat_call(rc.TENANT, rc.HOT, sid, request_id=new_request_id())
-                if via == "evalsha":
-                    eng.scripts.heartbeat(keys=ks, args=av, client=pipe)
-                else:
-                    pipe.fcall("heartbeat_ab", len(ks), *ks, *av)
+                scripts[via]["heartbeat"](keys=ks, args=av, client=pipe)
+
+            return queue
+
+        def release(via: str) -> Callable[[Any, str], None]:
+            def queue(pipe: Any, sid: str) -> None:
+                ks, av = release_call(rc.TENANT, rc.HOT, sid, request_id=new_request_id())
+                scripts[via]["release"](keys=ks, args=av, client=pipe)
 
             return queue
 
@@ -101,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         for round_no in range(args.rounds):
             ways = ["evalsha", "fcall"] if round_no % 2 == 0 else ["fcall", "evalsha"]
+            made: dict[str, list[str]] = {}
             for via in ways:  # new clients each time: every acquire makes a lease
                 items = [f"{via}{round_no}-{i}" for i in range(args.ops)]
                 queue = acquire(via)
@@ -109,13 +89,19 @@ def main(argv: list[str] | None = None) -> int:
                     lambda i=items, q=queue: rc.run_batched(client, i, q, "acquired"),
                 )  # fmt: skip
                 usec["acquire", via].append(phase.usec)
-            for via in ways:
-                batch, queue = sessions[: args.ops], heartbeat(via)
-                phase = rc.measure(
-                    client, "heartbeat", via,
-                    lambda b=batch, q=queue: rc.run_batched(client, b, q, "ok"),
-                )  # fmt: skip
-                usec["heartbeat", via].append(phase.usec)
+                made[via] = items
+            sessions = {via: session_ids(eng, made[via]) for via in ways}
+            for op, queue_of, status in (
+                ("heartbeat", heartbeat, "ok"),
+                ("release", release, "released"),
+            ):
+                for via in ways:
+                    batch, queue = sessions[via], queue_of(via)
+                    phase = rc.measure(
+                        client, op, via,
+                        lambda b=batch, q=queue, s=status: rc.run_batched(client, b, q, s),
+                    )  # fmt: skip
+                    usec[op, via].append(phase.usec)
         print(
             f"redis-server {client.info('server')['redis_version']}, {args.hot:,} leases, "
             f"{args.rounds} rounds of {args.ops:,} calls each way (server usec_per_call)"

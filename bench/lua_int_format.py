@@ -19,9 +19,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from importlib import resources
 
 from seatlease.seats.redisconn import connect
+from seatlease.seats.scripts import helpers_source
 from seatlease_cli.procs import start_redis
 
 LOOP = """
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loops", type=int, default=20_000)
     parser.add_argument("--samples", type=int, default=9)
     args = parser.parse_args(argv)
-    lib = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
+    lib = helpers_source()
     source = lib + LOOP
     server = start_redis()
     try:

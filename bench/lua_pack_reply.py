@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from importlib import resources
 
 from seatlease.seats.redisconn import connect
+from seatlease.seats.scripts import helpers_source
 from seatlease_cli.procs import start_redis
 
 LOOP = """
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loops", type=int, default=20_000)
     parser.add_argument("--samples", type=int, default=9)
     args = parser.parse_args(argv)
-    lib = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
+    lib = helpers_source()
     server = start_redis()
     try:
         client = connect(server.url, socket_timeout=120)

@@ -37,7 +37,9 @@ spread over all 256 shards. Then, per phase, it reads the server's own time per 
 A round measures every phase once, ZADD first. The machine is shared and noisy, so
 ``--rounds`` rounds (default 5) run and the median of the per-round ratios is reported.
 The ratio is server-side and per call (no network, no client):
-``usec_per_call(evalsha) / usec_per_call(zadd)``; target at most ``--target`` (3.0).
+``usec_per_call(fcall) / usec_per_call(zadd)`` (the seat calls are FCALLs of the seat
+library, as the product makes them: seats/scripts.py; the floors are EVALSHA scripts);
+target at most ``--target`` (3.0).
 
 For information it then runs redis-benchmark (50 connections, no pipelining) for ZADD,
 heartbeat and acquire (a new lease on a license without a policy, no rate limit), and the
@@ -48,12 +50,13 @@ acquire's against its target (at most 2.5x ZADD, ``THROUGHPUT_TARGET``) next to 
 floor's. ``--throughput-only`` skips the loading and the rounds and runs this part alone.
 
 The breakdown lists the Redis commands each script ran (Redis 7 counts commands called
-from Lua in commandstats too), as calls and microseconds per op; the rest of the EVALSHA
+from Lua in commandstats too), as calls and microseconds per op; the rest of the FCALL
 time is spent in Lua and at the Lua/Redis boundary (argument and reply conversion,
 command lookup and checks per ``redis.call``). ``--profile`` adds a step-by-step profile of
 acquire.lua and heartbeat.lua: each script cut short before each top-level statement, the
 cost of a step being the difference of consecutive cuts (minimum of several samples:
-other processes' load only ever adds time).
+other processes' load only ever adds time); the cuts run as EVALSHA scripts, so their
+first step also holds what defining the helpers costs, which the library pays at load.
 
 Run: ``python3 bench/redis_cost.py [--profile]`` (about 2.5 minutes on 2 shared cores;
 ``--total 100000`` for a quick look). Bounded: loading stops at ``--max-seconds``. A
@@ -92,8 +95,12 @@ from seatlease.seats.engine import (
 )
 from seatlease.seats.policy import LicensePolicy
 from seatlease.seats.redisconn import connect
-from seatlease.seats.scripts import PRELUDES, script_source
+from seatlease.seats.scripts import PRELUDES, helpers_source, library_function, script_source
 from seatlease_cli.procs import start_redis
+
+# The command the seat calls are made with (seats/scripts.py: acquire, heartbeat and
+# release are the seat library's functions); the floors stay EVALSHA scripts.
+SEAT_CALL = "fcall"
 
 TENANT = "bench"
 HOT = "hot"
@@ -498,13 +505,13 @@ def one_round(
         measure(
             client,
             "acquire (new)",
-            "evalsha",
+            SEAT_CALL,
             lambda: run_batched(client, new_clients, acquire_new, "acquired"),
         ),
         measure(
             client,
             TERMS_ROW,
-            "evalsha",
+            SEAT_CALL,
             lambda: run_batched(client, [f"t{c}" for c in new_clients], acquire_terms, "acquired"),
         ),
         measure(
@@ -516,13 +523,13 @@ def one_round(
         measure(
             client,
             "acquire (policy)",
-            "evalsha",
+            SEAT_CALL,
             lambda: run_batched(client, policy_users, acquire_policy, "acquired"),
         ),
         measure(
             client,
             "acquire (queued)",
-            "evalsha",
+            SEAT_CALL,
             lambda: run_batched(
                 client, [waiting[i % len(waiting)] for i in range(ops)], renew_place, "queued"
             ),
@@ -530,13 +537,13 @@ def one_round(
         measure(
             client,
             "acquire (renew)",
-            "evalsha",
+            SEAT_CALL,
             lambda: run_batched(client, [c for c, _s in old[:ops]], hot_acquire, "renewed"),
         ),
         measure(
             client,
             "heartbeat",
-            "evalsha",
+            SEAT_CALL,
             lambda: run_batched(
                 client,
                 [s for _c, s in old[-ops:]],
@@ -553,7 +560,7 @@ def one_round(
         measure(
             client,
             "release",
-            "evalsha",
+            SEAT_CALL,
             lambda: run_batched(
                 client,
                 list(created.values()),  # back to --hot live leases for the next round
@@ -575,7 +582,7 @@ def one_round(
         measure(
             client,
             "heartbeat (w100k)",
-            "evalsha",
+            SEAT_CALL,
             lambda: run_batched(
                 client,
                 list(heavy.values()),
@@ -586,13 +593,13 @@ def one_round(
         measure(
             client,
             "acquire (renew w100k)",
-            "evalsha",
+            SEAT_CALL,
             lambda: run_batched(client, list(heavy), renew_heavy, "renewed"),
         ),
         measure(
             client,
             "release (w100k)",
-            "evalsha",
+            SEAT_CALL,
             lambda: run_batched(
                 client,
                 list(heavy.values()),  # back to --hot one-seat leases for the next round
@@ -743,7 +750,7 @@ def paired_terms(eng: SeatEngine, samples: int, batch: int) -> bool:
             phase = measure(
                 client,
                 name,
-                "evalsha",
+                SEAT_CALL,
                 lambda q=queue, c=clients: run_batched(client, c, q, "acquired"),
             )
             (plain_us if name == "plain" else terms_us).append(phase.usec)
@@ -999,8 +1006,8 @@ def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
         return
     fill_license(eng, THROUGHPUT, hot, "t", numbered=True)
     eng.cache_config(TENANT_LIMITED, THROUGHPUT, load_config(TENANT_LIMITED, THROUGHPUT))
-    acquire_sha = eng.redis.script_load(script_source("acquire"))
-    heartbeat_sha = eng.redis.script_load(script_source("heartbeat"))
+    eng.scripts.library.load()  # (redis-benchmark calls its functions by name)
+    acquire_fn, heartbeat_fn = library_function("acquire"), library_function("heartbeat")
     rand = "__rand_int__"
     # session ids 000000000000..: every heartbeat hits a live lease of the license; every
     # call has its own reply field, as a real client's calls do (the field is a digest made
@@ -1032,11 +1039,11 @@ def throughput(eng: SeatEngine, port: int, hot: int, requests: int) -> None:
     )
     cases = {
         "zadd": (10**9, ["zadd", "bench:tput", rand, f"m{rand}"]),
-        "heartbeat": (hot, ["evalsha", heartbeat_sha, str(len(hb_keys)), *hb_keys,
+        "heartbeat": (hot, ["fcall", heartbeat_fn, str(len(hb_keys)), *hb_keys,
                             *map(str, hb_args)]),
-        "acquire (new)": (10**9, ["evalsha", acquire_sha, str(len(acq_keys)), *acq_keys,
+        "acquire (new)": (10**9, ["fcall", acquire_fn, str(len(acq_keys)), *acq_keys,
                                   *map(str, acq_args)]),
-        "acquire (rate)": (10**9, ["evalsha", acquire_sha, str(len(lim_keys)), *lim_keys,
+        "acquire (rate)": (10**9, ["fcall", acquire_fn, str(len(lim_keys)), *lim_keys,
                                    *map(str, lim_args)]),
         FLOOR_ROW: (10**9, ["evalsha", floor_sha, str(len(floor_keys)), *floor_keys,
                             *floor_args]),
@@ -1127,7 +1134,7 @@ def profile(eng: SeatEngine, hot: int, reps: int, calls: int) -> None:
     sessions = fill_license(eng, PROFILED, hot, "p")
     sids = list(sessions.values())
     k = keys.LicenseKeys.of(TENANT, PROFILED)
-    lib = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
+    lib = helpers_source()
     now = int(time.time() * 1000)
     record = json.dumps({"c": "client", "a": now, "l": 360000, "m": META})
     micro_keys = [k.leases, k.cfg]

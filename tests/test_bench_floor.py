@@ -206,32 +206,37 @@ def test_the_heavy_rows_take_the_heaviest_lease_a_caller_may_ask_for(redis_clien
 
 
 def test_the_function_library_runs_what_the_scripts_run(redis_client, engine, bench) -> None:
-    """bench/fcall_ab.py's library (the scripts' Lua loaded once with FUNCTION LOAD) must
-    do what EVALSHA of the scripts does, or its comparison would measure something else:
-    the same commands, the same kind of answer, the lease really taken and heartbeated."""
+    """The seat library's functions (FCALL, as the engine calls them) and the same scripts
+    by EVALSHA (bench/fcall_ab.py's other side) run the same commands with the same kind of
+    answer, or that bench would compare two different things: a lease taken,
+    heartbeated and released each way."""
     fcall_ab = load_bench(BENCH.parent / "fcall_ab.py", "bench_fcall_ab")
-    redis_client.function_load(fcall_ab.library_source(), replace=True)
-    key_list, args = acquire_call(
-        bench.TENANT, bench.FLOOR, "by-script", metadata_json=bench.META,
-        request_id=new_request_id(),
-    )  # fmt: skip
-    by_script, script_ran = commands_run(
-        redis_client, lambda: engine.scripts.acquire(keys=key_list, args=args)
-    )
-    key_list, args = acquire_call(
-        bench.TENANT, bench.FLOOR, "by-function", metadata_json=bench.META,
-        request_id=new_request_id(),
-    )  # fmt: skip
-    by_function, function_ran = commands_run(
-        redis_client, lambda: redis_client.fcall("acquire_ab", len(key_list), *key_list, *args)
-    )
-    assert by_script[0] == by_function[0] == "acquired"
-    assert script_ran == function_ran
-    sid = by_function[1]
-    assert redis_client.hget(key_list[3], "by-function") == sid
-    key_list, args = heartbeat_call(bench.TENANT, bench.FLOOR, sid, request_id=new_request_id())
-    beat, ran = commands_run(
-        redis_client, lambda: redis_client.fcall("heartbeat_ab", len(key_list), *key_list, *args)
-    )
-    assert beat[0] == "ok"
-    assert ran == Counter(command.lower() for command, *_args in bench.HEARTBEAT_COMMANDS)
+    ways = {"fcall": engine.scripts.__dict__, "evalsha": fcall_ab.by_evalsha(redis_client)}
+    ran: dict[str, list[Counter[str]]] = {}
+    for via, scripts in ways.items():
+        key_list, args = acquire_call(
+            bench.TENANT, bench.FLOOR, f"by-{via}", metadata_json=bench.META,
+            request_id=new_request_id(),
+        )  # fmt: skip
+        took, acquired = commands_run(
+            redis_client, lambda k=key_list, a=args, s=scripts: s["acquire"](keys=k, args=a)
+        )
+        assert took[0] == "acquired"
+        sid = took[1]
+        assert redis_client.hget(key_list[3], f"by-{via}") == sid
+        key_list, args = heartbeat_call(bench.TENANT, bench.FLOOR, sid, request_id=new_request_id())
+        beat, beaten = commands_run(
+            redis_client, lambda k=key_list, a=args, s=scripts: s["heartbeat"](keys=k, args=a)
+        )
+        assert beat[0] == "ok"
+        assert beaten == Counter(command.lower() for command, *_args in bench.HEARTBEAT_COMMANDS)
+        key_list, args = release_call(bench.TENANT, bench.FLOOR, sid, request_id=new_request_id())
+        end, released = commands_run(
+            redis_client, lambda k=key_list, a=args, s=scripts: s["release"](keys=k, args=a)
+        )
+        assert end[0] == "released"
+        assert redis_client.hget(key_list[3], f"by-{via}") is None
+        way = redis_client.info("commandstats")[f"cmdstat_{via}"]  # (a NOSCRIPT fails once)
+        assert way["calls"] - way["failed_calls"] == 1
+        ran[via] = [acquired, beaten, released]
+    assert ran["fcall"] == ran["evalsha"]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from importlib import resources
 
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
@@ -39,6 +38,7 @@ from seatlease.seats import redisconn
 from seatlease.seats.engine import Lease, LicenseConfig, QueuePlace, SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.policy import LicensePolicy
+from seatlease.seats.scripts import helpers_source
 
 T, L = "t", "lic"
 CLIENTS = [f"c{i}" for i in range(6)]
@@ -49,7 +49,7 @@ JUMPS = [1, 1, 15, 15, 31, 61, 400, 700, 3700, 90_000]  # past holds, tickets, l
 
 # The engine's own count of the seats in use (lua/_lib.lua's in_use), read beside the
 # ground truth (every live lease's record) in one script: they must agree.
-_LIB = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
+_LIB = helpers_source()
 COUNTS = (
     _LIB
     + """

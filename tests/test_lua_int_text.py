@@ -5,11 +5,11 @@ what a key holds after redis.call and what a concatenation (the event JSON) read
 
 from __future__ import annotations
 
-from importlib import resources
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from seatlease.seats.scripts import helpers_source
 
 PROBE = """
 local n = tonumber(ARGV[1])
@@ -21,7 +21,7 @@ return {'' .. n, '' .. int_arg(n), redis.call('GET', KEYS[1]), redis.call('GET',
 
 @pytest.fixture
 def probe(redis_client):
-    lib = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
+    lib = helpers_source()
     script = redis_client.register_script(lib + PROBE)
 
     def run(number: float) -> list[str]:

@@ -48,7 +48,7 @@ def acquire(eng: SeatEngine, license_id: str, client: str, user: str | None = No
 
 
 def take_many(eng: SeatEngine, license_id: str, user: str, n: int) -> list[str]:
-    """``n`` leases of one user, from 8 threads (each acquire is one EVALSHA)."""
+    """``n`` leases of one user, from 8 threads (each acquire is one FCALL)."""
     sids: list[str] = []
     lock = threading.Lock()
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-from importlib import resources
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -17,6 +16,7 @@ from seatlease.seats import engine as engine_module
 from seatlease.seats import redisconn
 from seatlease.seats.engine import REPLY_TTL_SECONDS, SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.scripts import helpers_source
 from seatlease_client import BackendUnavailable, SeatClient
 
 ROUND_TRIP = """
@@ -28,7 +28,7 @@ return cjson.encode(replay(slot))
 
 @pytest.fixture
 def round_trip(redis_client):
-    lib = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
+    lib = helpers_source()
     return redis_client.register_script(lib + ROUND_TRIP)
 
 
@@ -78,7 +78,7 @@ return {text, pack_any(reply), unpack_reply(text), own or false}
 
 @pytest.fixture
 def pack_both(redis_client):
-    lib = (resources.files("seatlease.seats") / "lua" / "_lib.lua").read_text()
+    lib = helpers_source()
     return redis_client.register_script(lib + PACK_BOTH)
 
 

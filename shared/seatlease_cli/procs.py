@@ -188,14 +188,15 @@ def redis_args(port: int, workdir: str, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def start_redis(port: int | None = None, persist: bool = False) -> Proc:
+def start_redis(port: int | None = None, persist: bool = False, *options: str) -> Proc:
     """A private redis-server on a free port. Nothing on disk, unless ``persist``: then
     every write is appended to a file in its working directory first (AOF, fsync on each
-    write), so that a ``restart()`` after a crash finds the same data."""
+    write), so that a ``restart()`` after a crash finds the same data. ``options``: more of
+    redis-server's arguments (``--rename-command FCALL ""``: a server without functions)."""
     port = port or free_port()
     workdir = tempfile.mkdtemp(prefix="seatlease-redis-")
     extra = ("--appendonly", "yes", "--appendfsync", "always") if persist else ()
-    args = redis_args(port, workdir, *extra)
+    args = redis_args(port, workdir, *extra, *options)
 
     def launch() -> list[subprocess.Popen]:
         wait_port_free(port)

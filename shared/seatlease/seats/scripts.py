@@ -1,19 +1,34 @@
-"""The Lua seat scripts, each registered once per Redis client through redis-py ``Script``.
+"""The Lua seat scripts: the three a client calls as functions of one Redis function
+library (FCALL), the rest each registered once per Redis client through redis-py ``Script``.
+
+Each script is ``_lib.lua``, the helpers it needs (``PRELUDES``) and its own file, so
+shared helpers exist once and every call is still one command.
 
 ``Script`` calls EVALSHA and, on NOSCRIPT (a restarted or failed-over server), loads the
-script and retries: no hand-written retry loop. Each script is ``_lib.lua`` followed by
-its own file, so shared helpers exist once and every call is still one EVALSHA. The
-client-facing seat scripts (``RATE_LIMITED``) also get ``_ratelimit.lua``, the tenant's
-call budget, between the two.
+script and retries: no hand-written retry loop. But every EVALSHA runs its script's top
+level again, defining each of ``_lib.lua``'s helpers anew (Redis allows no globals, so
+nothing survives a call): a fifth of a heartbeat's server time (bench/fcall_ab.py). The
+hot calls (``LIBRARY_SCRIPTS``: acquire, heartbeat, release) are therefore the functions
+of a Redis 7 function library (``library_source``), whose top level runs once, at
+``FUNCTION LOAD``. ``SeatLibrary`` calls them like ``Script`` and, as ``Script`` does on
+NOSCRIPT, loads the library when a server answers that the function is not found (a
+restarted server without persistence, a new shard) and calls again: the function did not
+run, so the call is made once. Its name carries a digest of its code: two releases'
+instances share one Redis during a rollout, each calling its own code, and a server too old
+for functions (Redis 6: no FUNCTION command) is called by EVALSHA instead.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
+import threading
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from redis.commands.core import Script
+from redis.exceptions import ResponseError
 
 SCRIPT_NAMES = (
     "acquire",
@@ -41,21 +56,128 @@ PRELUDES = {
     "reclaim": ("_policy",),  # ... and one the reaper frees
 }
 
+# A server's answer to a command it does not have (Redis 6; it quotes with backticks) or
+# does not allow (an ACL; Memorystore answers NOPERM for a command it does not support):
+# only FCALL's and FUNCTION's own, never a script's error from inside, which may have
+# written.
+_NOT_HERE = re.compile(r"(unknown command|no permissions to run the) [`']?(fcall|function)\b")
+
+# The seat calls every client makes: called as the library's functions.
+LIBRARY_SCRIPTS = ("acquire", "heartbeat", "release")
+
+
+def _lua(part: str) -> str:
+    return (resources.files("seatlease.seats") / "lua" / f"{part}.lua").read_text()
+
+
+def helpers_source(*preludes: str) -> str:
+    """``_lib.lua`` and ``preludes``, then ``begin_call()``: the start of a script for
+    EVAL, ready for its own code (the seat scripts', or a test's or a bench's probe)."""
+    return "\n".join([*(_lua(p) for p in ("_lib", *preludes)), "begin_call()\n"])
+
 
 @cache
 def script_source(name: str) -> str:
-    lua = resources.files("seatlease.seats") / "lua"
-    parts = ["_lib", *PRELUDES.get(name, ()), name]
-    return "\n".join((lua / f"{part}.lua").read_text() for part in parts)
+    """``name`` as one script for EVAL: its helpers, ``begin_call()``, its own code."""
+    return helpers_source(*PRELUDES.get(name, ())) + _lua(name)
+
+
+@cache
+def library_code() -> tuple[str, str]:
+    """The seat library's name and its code (``FUNCTION LOAD``'s text). The name is
+    ``seatlease_`` and a digest of the code, and each function is ``<name>_<script>``:
+    Redis keeps function names in one namespace across libraries."""
+    helpers: list[str] = ["_lib"]
+    for script in LIBRARY_SCRIPTS:
+        helpers += [p for p in PRELUDES.get(script, ()) if p not in helpers]
+    body = "\n".join(_lua(part) for part in helpers)
+    # A function's parameters are named KEYS and ARGV: the script's code reads them as it
+    # does under EVAL. begin_call starts each call's state (lua/_lib.lua).
+    functions = "\n".join(
+        f"redis.register_function('@NAME@_{script}', function(KEYS, ARGV)\n"
+        f"begin_call()\n{_lua(script)}\nend)"
+        for script in LIBRARY_SCRIPTS
+    )
+    code = f"{body}\n{functions}\n"
+    name = "seatlease_" + hashlib.sha256(code.encode()).hexdigest()[:16]
+    return name, f"#!lua name={name}\n" + code.replace("@NAME@", name)
+
+
+def library_function(script: str) -> str:
+    """The library's function that runs ``script``."""
+    return f"{library_code()[0]}_{script}"
+
+
+class SeatLibrary:
+    """The seat library on one Redis client (a cluster client loads it on every primary)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._lock = threading.Lock()
+        self._loaded = False
+        self.fallback: dict[str, Script] | None = None  # a server without functions
+
+    def load(self) -> None:
+        """FUNCTION LOAD the library (REPLACE: a second instance loading the same code at
+        the same time is no error). A server without the command gets the scripts."""
+        with self._lock:
+            try:
+                self.client.function_load(library_code()[1], replace=True)
+            except ResponseError as exc:
+                if not _NOT_HERE.search(str(exc).lower()):
+                    raise
+                self.fallback = {
+                    s: self.client.register_script(script_source(s)) for s in LIBRARY_SCRIPTS
+                }
+            self._loaded = True
+
+    def call(self, script: str, keys: list, args: list, client: Any) -> Any:
+        if self.fallback is not None:
+            return self.fallback[script](keys=keys, args=args, client=client)
+        if getattr(client, "command_stack", None) is not None and not self._loaded:
+            # A pipeline runs its commands later, where a missing function cannot be
+            # loaded and called again alone: the library is loaded before it is queued.
+            self.load()
+            return self.call(script, keys, args, client)
+        function = library_function(script)
+        try:
+            return client.fcall(function, len(keys), *keys, *args)
+        except ResponseError as exc:
+            text = str(exc).lower()
+            if "function not found" not in text and not _NOT_HERE.search(text):
+                raise
+        # The function did not run (a server that lost or never had the library): load it
+        # and call once more, so the call is made once.
+        self.load()
+        if self.fallback is not None:
+            return self.fallback[script](keys=keys, args=args, client=client)
+        return client.fcall(function, len(keys), *keys, *args)
+
+
+class LibraryScript:
+    """One function of the seat library, called as redis-py's ``Script`` is."""
+
+    def __init__(self, library: SeatLibrary, script: str) -> None:
+        self.library = library
+        self.script = script
+
+    def __call__(self, keys: Any = (), args: Any = (), client: Any = None) -> Any:
+        return self.library.call(
+            self.script,
+            list(keys),
+            list(args),
+            client if client is not None else self.library.client,
+        )
 
 
 class SeatScripts:
-    """The registered scripts of one Redis client."""
+    """The seat scripts of one Redis client."""
 
     def __init__(self, client: Any) -> None:
-        self.acquire: Script = client.register_script(script_source("acquire"))
-        self.heartbeat: Script = client.register_script(script_source("heartbeat"))
-        self.release: Script = client.register_script(script_source("release"))
+        self.library = SeatLibrary(client)
+        self.acquire = LibraryScript(self.library, "acquire")
+        self.heartbeat = LibraryScript(self.library, "heartbeat")
+        self.release = LibraryScript(self.library, "release")
         self.reclaim: Script = client.register_script(script_source("reclaim"))
         self.flush_denials: Script = client.register_script(script_source("flush_denials"))
         self.cache_config: Script = client.register_script(script_source("cache_config"))

@@ -39,8 +39,8 @@ end
 -- the same; any other number, zero included (-0 prints as "-0"), is returned as it is, to
 -- be formatted as before. A value used twice (the deadline) is passed through once.
 -- (bench/lua_int_format.py: about 0.1 us a number saved; a per-call cache of the texts
--- cost more than it saved.)
-local format = string.format
+-- cost more than it saved.) `format` is string.format, set by begin_call below.
+local format
 local function int_arg(n)
   if n % 1 == 0 and n < 1e14 and n > -1e14 and n ~= 0 then return format('%d', n) end
   return n
@@ -76,6 +76,16 @@ local last_at, last_text
 local function occurred(at)
   if at ~= last_at then last_at, last_text = at, rfc3339(at) end
   return last_text
+end
+
+-- Every seat script's first step (scripts.py puts the call before the script's own code).
+-- As an EVALSHA script the top level runs anew on each call; as a function of the seat
+-- library (Redis 7 FCALL, scripts.py) it ran once, at FUNCTION LOAD, where Lua's own
+-- libraries cannot be reached: so the per-call state starts here, not at the top level.
+-- (last_at and last_text may carry over: they cache a pure function's one result.)
+local function begin_call()
+  format = string.format
+  event_seq = 0
 end
 
 local function text_or_null(v) if v == nil then return 'null' end return '"' .. v .. '"' end

@@ -50,8 +50,15 @@ local set_aside
 -- and release.lua and reclaim.lua this one (a seat they free is held for the queue's head
 -- at once)
 local hold_for_queue
+-- What the policy said of each user in this call (user_facts): a call's own, so made anew
+-- by every define_policy, which every call using the policy makes first.
+local facts_cache
 
+-- As a function of the seat library (FCALL, scripts.py) the helpers stay defined from
+-- one call to the next: only the first call defines them.
 local function define_policy()
+  facts_cache = {}
+  if user_facts then return end
   -- The waiting tickets one acquire looks at when a seat is free, in order (lapsed ones
   -- it meets are dropped and not counted), and the most it drops on the way.
   local QUEUE_SCAN = 100
@@ -99,7 +106,6 @@ local function define_policy()
 
   -- What the policy says about `user` (cached for the call): {denied = bool, groups = the
   -- user's groups that reserve seats, by name}.
-  local facts_cache = {}
   function user_facts(cfg_key, user)
     local f = facts_cache[user]
     if f then return f end

@@ -1,0 +1,202 @@
+"""The seat library (seats/scripts.py): acquire, heartbeat and release are the functions of
+one Redis function library, called by FCALL, on real redis-servers. The library comes back
+by itself wherever a server lost it, each call starts its own state, two releases' code
+live side by side, and a server without functions is served by EVALSHA of the same
+scripts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from seatlease.errors import UserDenied
+from seatlease.seats import redisconn
+from seatlease.seats.engine import SeatEngine, SeatRequest
+from seatlease.seats.keys import SHARDS, shard_prefix
+from seatlease.seats.scripts import LIBRARY_SCRIPTS, library_code, library_function
+from seatlease_cli.procs import start_redis
+
+T = "t"
+
+
+def outbox_events(client) -> list[dict]:
+    events = []
+    for shard in range(SHARDS):
+        for _id, fields in client.xrange(f"{shard_prefix(shard)}:outbox"):
+            events.append(json.loads(fields["e"]))
+    return events
+
+
+def pairs(flat: list) -> dict:
+    """A RESP2 map (a flat list of names and values) as a dict."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def functions_of(client) -> dict[str, list[str]]:
+    """FUNCTION LIST: each library's name and its functions' names."""
+    libraries = [pairs(lib) for lib in client.function_list()]
+    return {
+        lib["library_name"]: sorted(pairs(f)["name"] for f in lib["functions"]) for lib in libraries
+    }
+
+
+def test_the_seat_calls_run_as_the_librarys_functions(engine, configs, redis_client) -> None:
+    """The first call loads the library (one FUNCTION LOAD) and every call is one FCALL."""
+    redis_client.function_flush()
+    configs.add(T, "lib", seats=2)
+    redis_client.config_resetstat()
+    lease = engine.acquire(SeatRequest(T, "lib", "c1"))
+    engine.heartbeat(T, "lib", lease.session_id)
+    engine.release(T, "lib", lease.session_id)
+    stats = redis_client.info("commandstats")
+    assert stats["cmdstat_function|load"]["calls"] == 1
+    fcall = stats["cmdstat_fcall"]
+    # the first FCALL found no function; acquire's first answer asked for the config
+    assert fcall["failed_calls"] == 1
+    assert fcall["calls"] - fcall["failed_calls"] == 4  # acquire twice, heartbeat, release
+    name = library_code()[0]
+    assert functions_of(redis_client) == {
+        name: sorted(library_function(s) for s in LIBRARY_SCRIPTS)
+    }
+
+
+def test_a_server_that_lost_the_library_is_given_it_again(engine, configs, redis_client) -> None:
+    """A restarted server without persistence, or a new shard, has no library: the call
+    that finds none loads it and is made once (one lease, one event)."""
+    configs.add(T, "lost", seats=2)
+    engine.acquire(SeatRequest(T, "lost", "c1"))
+    redis_client.function_flush()
+    before = len(outbox_events(redis_client))
+    lease = engine.acquire(SeatRequest(T, "lost", "c2"))
+    assert lease.created
+    assert redis_client.zcard(f"sl:{{{lease_shard(redis_client, 'lost')}}}:t/lost:leases") == 2
+    assert len(outbox_events(redis_client)) == before + 1
+    redis_client.function_flush()
+    assert engine.heartbeat(T, "lost", lease.session_id)
+    redis_client.function_flush()
+    assert engine.release(T, "lost", lease.session_id).seats_used == 1
+
+
+def lease_shard(client, license_id: str) -> int:
+    from seatlease.seats.keys import LicenseKeys
+
+    return int(LicenseKeys.of(T, license_id).leases.split("{", 1)[1].split("}", 1)[0])
+
+
+def test_each_call_numbers_its_own_events_from_one(engine, configs, redis_client) -> None:
+    """The library's top level runs once, at FUNCTION LOAD: a call's event count must still
+    start at 1 (begin_call), or ids would depend on the calls before."""
+    configs.add(T, "seq", seats=3)
+    for client_id in ("c1", "c2", "c3"):
+        engine.acquire(SeatRequest(T, "seq", client_id))
+    ids = [e["event_id"] for e in outbox_events(redis_client) if e["license_id"] == "seq"]
+    assert len(ids) == 3
+    assert [i.rsplit("-", 1)[1] for i in ids] == ["1", "1", "1"]
+    assert len({i.rsplit("-", 1)[0] for i in ids}) == 3
+
+
+def test_a_policy_call_after_another_reads_its_own_users(engine, configs, redis_client) -> None:
+    """The policy's helpers stay defined between calls in the library; what they learnt of
+    a user in one call (user_facts) must not answer the next: a user denied after a
+    first grant is refused."""
+    from seatlease.seats.policy import LicensePolicy
+
+    configs.add(T, "pol", seats=5, policy=LicensePolicy(max_per_user=5).redis_form())
+    assert engine.acquire(SeatRequest(T, "pol", "c1", user="ann")).created
+    configs.add(
+        T, "pol", seats=5, policy=LicensePolicy(max_per_user=5, deny_users=["ann"]).redis_form()
+    )
+    engine.cache_config(T, "pol", configs(T, "pol"))
+    with pytest.raises(UserDenied):
+        engine.acquire(SeatRequest(T, "pol", "c2", user="ann"))
+    assert engine.acquire(SeatRequest(T, "pol", "c3", user="bob")).created
+
+
+def test_two_releases_libraries_live_side_by_side(engine, configs, redis_client) -> None:
+    """During a rollout the old release's instances call their library while the new one's
+    call theirs: another release's library (other code, so another name) loads beside
+    this one, and both answer."""
+    configs.add(T, "two", seats=3)
+    engine.acquire(SeatRequest(T, "two", "c1"))
+    name, code = library_code()
+    other = "seatlease_0000000000000000"
+    redis_client.function_load(code.replace(name, other))
+    assert set(functions_of(redis_client)) >= {name, other}
+    from seatlease.seats.engine import acquire_call, new_request_id
+
+    ks, av = acquire_call(T, "two", "c2", request_id=new_request_id())
+    assert redis_client.fcall(f"{other}_acquire", len(ks), *ks, *av)[0] == "acquired"
+    assert engine.acquire(SeatRequest(T, "two", "c3")).created
+    redis_client.function_delete(other)
+
+
+def test_a_library_function_errs_like_a_script(engine, configs, redis_client) -> None:
+    """A call's own error (here: keys of another slot's shape cannot matter, so a wrong
+    argument count) is raised, not taken for a missing function and retried."""
+    from redis.exceptions import ResponseError
+
+    configs.add(T, "err", seats=1)
+    engine.acquire(SeatRequest(T, "err", "c1"))
+    redis_client.config_resetstat()
+    with pytest.raises(ResponseError):
+        engine.scripts.acquire(keys=["only-one-key"], args=["x"])
+    assert redis_client.info("commandstats")["cmdstat_fcall"]["calls"] == 1  # not retried
+    assert "cmdstat_function|load" not in redis_client.info("commandstats")
+
+
+@pytest.fixture(scope="module")
+def server_without_functions():
+    """A redis-server that has no FUNCTION or FCALL (Redis 6, or a provider's
+    restriction): the engine must use EVALSHA of the same scripts."""
+    handle = start_redis(None, False, "--rename-command", "FUNCTION", "", "--rename-command",
+                         "FCALL", "")  # fmt: skip
+    yield handle
+    handle.stop()
+
+
+def test_a_server_without_functions_is_served_by_evalsha(server_without_functions, configs):
+    client = redisconn.connect(server_without_functions.url)
+    try:
+        eng = SeatEngine(client, configs)
+        configs.add(T, "old", seats=1)
+        lease = eng.acquire(SeatRequest(T, "old", "c1"))
+        assert lease.created
+        assert eng.heartbeat(T, "old", lease.session_id)
+        assert eng.scripts.library.fallback is not None
+        stats = client.info("commandstats")
+        assert stats["cmdstat_evalsha"]["calls"] >= 3
+        assert eng.release(T, "old", lease.session_id).seats_used == 0
+        pipe = client.pipeline(transaction=False)  # (a pipeline, as the benches queue)
+        from seatlease.seats.engine import acquire_call, new_request_id
+
+        ks, av = acquire_call(T, "old", "c2", request_id=new_request_id())
+        eng.scripts.acquire(keys=ks, args=av, client=pipe)
+        assert pipe.execute()[0][0] == "acquired"
+    finally:
+        client.close()
+
+
+def test_a_server_that_forbids_functions_is_served_by_evalsha(configs) -> None:
+    """An ACL (or a provider) that answers NOPERM to FCALL and FUNCTION: the same fallback."""
+    handle = start_redis()
+    admin = redisconn.connect(handle.url)
+    try:
+        admin.acl_setuser(
+            "seats",
+            enabled=True,
+            nopass=True,
+            keys=["*"],
+            commands=["+@all", "-fcall", "-function"],
+        )
+        client = redisconn.connect(handle.url, username="seats")
+        eng = SeatEngine(client, configs)
+        configs.add(T, "acl", seats=1)
+        lease = eng.acquire(SeatRequest(T, "acl", "c1"))
+        assert lease.created and eng.scripts.library.fallback is not None
+        assert eng.release(T, "acl", lease.session_id).seats_used == 0
+        assert admin.info("commandstats")["cmdstat_evalsha"]["calls"] >= 2
+        client.close()
+    finally:
+        admin.close()
+        handle.stop()
