@@ -27,6 +27,24 @@ def test_lua_rfc3339_matches_python(redis_client, ms: int) -> None:
     assert lua(args=[ms]) == rfc3339(ms)
 
 
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.integers(min_value=0, max_value=253_402_300_799_999), min_size=1, max_size=40),
+    st.integers(min_value=-86_400_000, max_value=86_400_000),
+)
+def test_lua_rfc3339_keeps_no_stale_day(redis_client, times: list[int], step: int) -> None:
+    """rfc3339 keeps the last day's text (across the seat library's calls): a run of times
+    on the same day, the next day and far apart, in one call, each formatted right."""
+    times = [t for m in times for t in (m, min(max(m + step, 0), 253_402_300_799_999), m)]
+    lua = redis_client.register_script(
+        LIB + "\nlocal out = {} for i, ms in ipairs(ARGV) do out[i] = rfc3339(tonumber(ms)) end"
+        "\nreturn out"
+    )
+    assert lua(args=times) == [rfc3339(ms) for ms in times]
+
+
 def test_lua_rfc3339_at_calendar_edges(redis_client) -> None:
     lua = redis_client.register_script(LIB + "\nreturn rfc3339(tonumber(ARGV[1]))")
     for text in ("2024-02-29T23:59:59.999", "2100-03-01T00:00:00.000", "2000-12-31T12:00:00.5"):

@@ -47,24 +47,30 @@ local function int_arg(n)
 end
 
 -- RFC 3339 UTC with milliseconds ("2026-11-22T12:00:00.000Z") for ms since the epoch;
--- Redis's Lua has no os.date. Days to a civil date: H. Hinnant's civil_from_days.
+-- Redis's Lua has no os.date. Days to a civil date: H. Hinnant's civil_from_days, made
+-- once a day: the seat library's functions (FCALL) keep the last day's text from one call
+-- to the next (an EVALSHA script makes it once a call).
+local date_day, date_text
 local function rfc3339(ms)
   local floor = math.floor  -- (15 uses: a local is about 0.15 us faster a call)
   local secs = floor(ms / 1000)
   local days = floor(secs / 86400)
   local rem = secs - days * 86400
-  local z = days + 719468
-  local era = floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524)
-    - floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-  local mp = floor((5 * doy + 2) / 153)
-  local day = doy - floor((153 * mp + 2) / 5) + 1
-  local month = mp < 10 and mp + 3 or mp - 9
-  local year = yoe + era * 400 + (month <= 2 and 1 or 0)
-  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', year, month, day,
-    floor(rem / 3600), floor(rem % 3600 / 60), rem % 60, ms % 1000)
+  if days ~= date_day then
+    local z = days + 719468
+    local era = floor(z / 146097)
+    local doe = z - era * 146097
+    local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524)
+      - floor(doe / 146096)) / 365)
+    local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+    local mp = floor((5 * doy + 2) / 153)
+    local day = doy - floor((153 * mp + 2) / 5) + 1
+    local month = mp < 10 and mp + 3 or mp - 9
+    local year = yoe + era * 400 + (month <= 2 and 1 or 0)
+    date_day, date_text = days, string.format('%04d-%02d-%02dT', year, month, day)
+  end
+  return date_text .. string.format('%02d:%02d:%02d.%03dZ', floor(rem / 3600),
+    floor(rem % 3600 / 60), rem % 60, ms % 1000)
 end
 
 -- Event ids are "<prefix>-<n>": the prefix is random per call (from Python), n counts
@@ -82,7 +88,7 @@ end
 -- As an EVALSHA script the top level runs anew on each call; as a function of the seat
 -- library (Redis 7 FCALL, scripts.py) it ran once, at FUNCTION LOAD, where Lua's own
 -- libraries cannot be reached: so the per-call state starts here, not at the top level.
--- (last_at and last_text may carry over: they cache a pure function's one result.)
+-- (last_at and last_text may carry over, as rfc3339's day: they cache a pure function.)
 local function begin_call()
   format = string.format
   event_seq = 0
