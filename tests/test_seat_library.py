@@ -13,7 +13,7 @@ import pytest
 from seatlease.errors import UserDenied
 from seatlease.seats import redisconn
 from seatlease.seats.engine import SeatEngine, SeatRequest
-from seatlease.seats.keys import SHARDS, shard_prefix
+from seatlease.seats.keys import SHARDS, LicenseKeys, shard_prefix
 from seatlease.seats.scripts import LIBRARY_SCRIPTS, library_code, library_function
 from seatlease_cli.procs import start_redis
 
@@ -79,8 +79,6 @@ def test_a_server_that_lost_the_library_is_given_it_again(engine, configs, redis
 
 
 def lease_shard(client, license_id: str) -> int:
-    from seatlease.seats.keys import LicenseKeys
-
     return int(LicenseKeys.of(T, license_id).leases.split("{", 1)[1].split("}", 1)[0])
 
 
@@ -200,3 +198,56 @@ def test_a_server_that_forbids_functions_is_served_by_evalsha(configs) -> None:
     finally:
         admin.close()
         handle.stop()
+
+
+def test_a_restarted_server_gets_the_library_and_the_lease_is_made_once(configs) -> None:
+    """A real restart without persistence (the process killed and started again on the
+    same port): the library is gone with the data; the first call loads it again."""
+    handle = start_redis()
+    client = redisconn.connect(handle.url)
+    try:
+        eng = SeatEngine(client, configs)
+        configs.add(T, "restart", seats=2)
+        assert eng.acquire(SeatRequest(T, "restart", "c1")).created
+        handle.restart()
+        assert functions_of(client) == {}  # (the reconnect: redis-py's retry)
+        client.config_resetstat()
+        lease = eng.acquire(SeatRequest(T, "restart", "c1"))
+        assert lease.created  # (the data went with the restart: a new lease)
+        stats = client.info("commandstats")
+        assert stats["cmdstat_function|load"]["calls"] == 1
+        assert client.zcard(LicenseKeys.of(T, "restart").leases) == 1
+        assert [e["type"] for e in outbox_events(client)] == ["lease.acquired"]
+    finally:
+        client.close()
+        handle.stop()
+
+
+def test_each_cluster_shard_gets_the_library_when_it_lacks_it(redis_cluster, configs) -> None:
+    """Redis Cluster: FUNCTION LOAD goes to every primary; a shard that lost the library
+    (replaced, or added later) gets it on its first 'function not found', and the calls
+    on its licenses go on."""
+    client = redisconn.connect(redis_cluster.url)
+    try:
+        client.flushall()
+        eng = SeatEngine(client, configs)
+        licenses = [f"shard{n}" for n in range(12)]  # (licenses in every node's slots)
+        for lic in licenses:
+            configs.add(T, lic, seats=2)
+            assert eng.acquire(SeatRequest(T, lic, "c1")).created
+        nodes = client.get_primaries()
+        assert len(nodes) == 3
+        for node in nodes:
+            assert library_code()[0] in functions_of(node.redis_connection)
+        lost = nodes[0].redis_connection
+        lost.function_flush()
+        lost.config_resetstat()
+        for lic in licenses:
+            assert eng.acquire(SeatRequest(T, lic, "c2")).created
+        fcall = lost.info("commandstats")["cmdstat_fcall"]
+        assert fcall["failed_calls"] == 1  # that shard's one 'function not found'
+        assert fcall["calls"] > fcall["failed_calls"]  # ... and its calls after it
+        for node in nodes:
+            assert library_code()[0] in functions_of(node.redis_connection)
+    finally:
+        client.close()
