@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from redis.exceptions import OutOfMemoryError
 
 from seatlease.errors import UserDenied
 from seatlease.seats import redisconn
@@ -161,7 +162,7 @@ def test_a_server_without_functions_is_served_by_evalsha(server_without_function
         lease = eng.acquire(SeatRequest(T, "old", "c1"))
         assert lease.created
         assert eng.heartbeat(T, "old", lease.session_id)
-        assert eng.scripts.library.fallback is not None
+        assert eng.scripts.library.fallback
         stats = client.info("commandstats")
         assert stats["cmdstat_evalsha"]["calls"] >= 3
         assert eng.release(T, "old", lease.session_id).seats_used == 0
@@ -191,7 +192,7 @@ def test_a_server_that_forbids_functions_is_served_by_evalsha(configs) -> None:
         eng = SeatEngine(client, configs)
         configs.add(T, "acl", seats=1)
         lease = eng.acquire(SeatRequest(T, "acl", "c1"))
-        assert lease.created and eng.scripts.library.fallback is not None
+        assert lease.created and eng.scripts.library.fallback
         assert eng.release(T, "acl", lease.session_id).seats_used == 0
         assert admin.info("commandstats")["cmdstat_evalsha"]["calls"] >= 2
         client.close()
@@ -251,3 +252,40 @@ def test_each_cluster_shard_gets_the_library_when_it_lacks_it(redis_cluster, con
             assert library_code()[0] in functions_of(node.redis_connection)
     finally:
         client.close()
+
+
+def test_out_of_memory_a_release_frees_and_a_repeat_gets_its_answer(configs) -> None:
+    """At maxmemory (noeviction) Redis refuses a function that may write before it runs,
+    where a script without flags was refused only at its first write that could grow
+    memory. The engine then runs the same script by EVALSHA, so what callers are told
+    does not change: a release still frees its seat (docs/operations.md: the memory comes
+    back through releases and the reaper), a repeated acquire still gets its stored
+    answer, and a new lease or a heartbeat is refused (503) with nothing written."""
+    handle = start_redis()
+    client = redisconn.connect(handle.url)
+    try:
+        eng = SeatEngine(client, configs)
+        configs.add(T, "oom", seats=5)
+        first = eng.acquire(SeatRequest(T, "oom", "c1", request_id="first-call"))
+        other = eng.acquire(SeatRequest(T, "oom", "c2"))
+        leases = LicenseKeys.of(T, "oom").leases
+        events = len(outbox_events(client))
+        client.config_set("maxmemory", 1)
+        try:
+            again = eng.acquire(SeatRequest(T, "oom", "c1", request_id="first-call"))
+            assert again == first  # the stored answer, word for word
+            with pytest.raises(OutOfMemoryError):
+                eng.acquire(SeatRequest(T, "oom", "c3"))
+            with pytest.raises(OutOfMemoryError):
+                eng.heartbeat(T, "oom", first.session_id)
+            assert client.zcard(leases) == 2 and len(outbox_events(client)) == events
+            released = eng.release(T, "oom", other.session_id)
+            assert released.released and released.seats_used == 1
+            assert client.zcard(leases) == 1
+            assert [e["type"] for e in outbox_events(client)][-1] == "lease.released"
+        finally:
+            client.config_set("maxmemory", 0)
+        assert eng.heartbeat(T, "oom", first.session_id)  # (FCALL again once there is room)
+    finally:
+        client.close()
+        handle.stop()

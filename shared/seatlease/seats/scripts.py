@@ -14,8 +14,9 @@ of a Redis 7 function library (``library_source``), whose top level runs once, a
 NOSCRIPT, loads the library when a server answers that the function is not found (a
 restarted server without persistence, a new shard) and calls again: the function did not
 run, so the call is made once. Its name carries a digest of its code: two releases'
-instances share one Redis during a rollout, each calling its own code, and a server too old
-for functions (Redis 6: no FUNCTION command) is called by EVALSHA instead.
+instances share one Redis during a rollout, each calling its own code. A server too old
+for functions (Redis 6: no FUNCTION command) is called by EVALSHA instead, and so is a call
+refused for memory (``SeatLibrary.call``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from importlib import resources
 from typing import Any
 
 from redis.commands.core import Script
-from redis.exceptions import ResponseError
+from redis.exceptions import OutOfMemoryError, ResponseError
 
 SCRIPT_NAMES = (
     "acquire",
@@ -115,7 +116,14 @@ class SeatLibrary:
         self.client = client
         self._lock = threading.Lock()
         self._loaded = False
-        self.fallback: dict[str, Script] | None = None  # a server without functions
+        self._scripts: dict[str, Script] = {}  # the same code for EVALSHA, made when needed
+        self.fallback = False  # a server without functions: every call by EVALSHA
+
+    def script(self, name: str) -> Script:
+        """``name`` as an EVALSHA script (redis-py ``Script``) on this client."""
+        if name not in self._scripts:
+            self._scripts[name] = self.client.register_script(script_source(name))
+        return self._scripts[name]
 
     def load(self) -> None:
         """FUNCTION LOAD the library (REPLACE: a second instance loading the same code at
@@ -126,14 +134,12 @@ class SeatLibrary:
             except ResponseError as exc:
                 if not _NOT_HERE.search(str(exc).lower()):
                     raise
-                self.fallback = {
-                    s: self.client.register_script(script_source(s)) for s in LIBRARY_SCRIPTS
-                }
+                self.fallback = True
             self._loaded = True
 
     def call(self, script: str, keys: list, args: list, client: Any) -> Any:
-        if self.fallback is not None:
-            return self.fallback[script](keys=keys, args=args, client=client)
+        if self.fallback:
+            return self.script(script)(keys=keys, args=args, client=client)
         if getattr(client, "command_stack", None) is not None and not self._loaded:
             # A pipeline runs its commands later, where a missing function cannot be
             # loaded and called again alone: the library is loaded before it is queued.
@@ -142,6 +148,13 @@ class SeatLibrary:
         function = library_function(script)
         try:
             return client.fcall(function, len(keys), *keys, *args)
+        except OutOfMemoryError:
+            # Redis refuses a function that may write, whole, while it is out of memory
+            # (maxmemory, noeviction); a script without flags runs and is refused only at
+            # its first write that could grow memory. So by EVALSHA a release still frees
+            # a seat and a repeated call still gets its stored answer, as they always did.
+            # (The function did not run: running the script now makes the call once.)
+            return self.script(script)(keys=keys, args=args, client=client)
         except ResponseError as exc:
             text = str(exc).lower()
             if "function not found" not in text and not _NOT_HERE.search(text):
@@ -149,9 +162,7 @@ class SeatLibrary:
         # The function did not run (a server that lost or never had the library): load it
         # and call once more, so the call is made once.
         self.load()
-        if self.fallback is not None:
-            return self.fallback[script](keys=keys, args=args, client=client)
-        return client.fcall(function, len(keys), *keys, *args)
+        return self.call(script, keys, args, client)
 
 
 class LibraryScript:
