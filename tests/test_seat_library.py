@@ -289,3 +289,33 @@ def test_out_of_memory_a_release_frees_and_a_repeat_gets_its_answer(configs) -> 
     finally:
         client.close()
         handle.stop()
+
+
+def test_on_a_read_only_replica_a_repeat_still_gets_its_answer(configs) -> None:
+    """A failover's old primary turned replica refuses a function that may write before
+    it runs, where a script ran until its first write: a repeated call read its stored
+    answer there. The engine makes the call again by EVALSHA, so it still does, and a
+    new lease is refused (ReadOnlyError: a 503) with nothing written."""
+    from redis.exceptions import ReadOnlyError
+
+    primary, replica = start_redis(), start_redis()
+    to_primary = redisconn.connect(primary.url)
+    to_replica = redisconn.connect(replica.url)
+    try:
+        port = int(primary.url.rsplit(":", 1)[1].split("/")[0])
+        to_replica.replicaof("127.0.0.1", port)
+        configs.add(T, "ro", seats=5)
+        first = SeatEngine(to_primary, configs).acquire(
+            SeatRequest(T, "ro", "c1", request_id="first-call")
+        )
+        assert to_primary.wait(1, 5000) == 1  # (the replica has it all)
+        on_replica = SeatEngine(to_replica, configs)
+        assert on_replica.acquire(SeatRequest(T, "ro", "c1", request_id="first-call")) == first
+        with pytest.raises(ReadOnlyError):
+            on_replica.acquire(SeatRequest(T, "ro", "c2"))
+        assert to_replica.zcard(LicenseKeys.of(T, "ro").leases) == 1
+    finally:
+        to_primary.close()
+        to_replica.close()
+        replica.stop()
+        primary.stop()

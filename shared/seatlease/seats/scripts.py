@@ -16,7 +16,7 @@ restarted server without persistence, a new shard) and calls again: the function
 run, so the call is made once. Its name carries a digest of its code: two releases'
 instances share one Redis during a rollout, each calling its own code. A server too old
 for functions (Redis 6: no FUNCTION command) is called by EVALSHA instead, and so is a call
-refused for memory (``SeatLibrary.call``).
+refused for memory or on a read-only replica (``SeatLibrary.call``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from importlib import resources
 from typing import Any
 
 from redis.commands.core import Script
-from redis.exceptions import OutOfMemoryError, ResponseError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
 
 SCRIPT_NAMES = (
     "acquire",
@@ -148,11 +148,12 @@ class SeatLibrary:
         function = library_function(script)
         try:
             return client.fcall(function, len(keys), *keys, *args)
-        except OutOfMemoryError:
+        except (OutOfMemoryError, ReadOnlyError):
             # Redis refuses a function that may write, whole, while it is out of memory
-            # (maxmemory, noeviction); a script without flags runs and is refused only at
-            # its first write that could grow memory. So by EVALSHA a release still frees
-            # a seat and a repeated call still gets its stored answer, as they always did.
+            # (maxmemory, noeviction) or a read-only replica (a failover's old primary);
+            # a script without flags runs and is refused only at its first write (one that
+            # could grow memory). So by EVALSHA a release at a full Redis still frees a
+            # seat and a repeated call still gets its stored answer, as they always did.
             # (The function did not run: running the script now makes the call once.)
             return self.script(script)(keys=keys, args=args, client=client)
         except ResponseError as exc:
