@@ -9,7 +9,7 @@ script and retries: no hand-written retry loop. But every EVALSHA runs its scrip
 level again, defining each of ``_lib.lua``'s helpers anew (Redis allows no globals, so
 nothing survives a call): a fifth of a heartbeat's server time (bench/fcall_ab.py). The
 hot calls (``LIBRARY_SCRIPTS``: acquire, heartbeat, release) are therefore the functions
-of a Redis 7 function library (``library_source``), whose top level runs once, at
+of a Redis 7 function library (``library_code``), whose top level runs once, at
 ``FUNCTION LOAD``. ``SeatLibrary`` calls them like ``Script`` and, as ``Script`` does on
 NOSCRIPT, loads the library when a server answers that the function is not found (a
 restarted server without persistence, a new shard) and calls again: the function did not
