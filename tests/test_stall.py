@@ -122,3 +122,20 @@ def test_a_repeated_request_id_is_answered_from_the_first_run(private_redis, acm
     r2 = release(acme, "cad", sid, request_id="lost-reply-2")
     assert r1.get_json()["released"] is r2.get_json()["released"] is True
     assert release(acme, "cad", sid).get_json()["released"] is False  # a new call
+
+
+def test_a_stall_on_a_server_that_lost_the_library_makes_one_lease(private_redis, acme) -> None:
+    """The seat library gone (a restart without persistence) and Redis frozen when the
+    call comes: the FCALLs redis-py sends and sends again all answer "function not found"
+    once Redis resumes (none ran), the library is loaded, and the call is made once."""
+    from seatlease.seats.scripts import library_code
+
+    get_redis().function_flush()
+    freeze(private_redis, 3.0)
+    answer = acquire(acme, "cad", "ws-1")
+    assert answer.status_code == 201, answer.get_json()
+    assert [e["session_id"] for e in acquired_events(acme)] == [answer.get_json()["session_id"]]
+    assert get_redis().zcard(LicenseKeys.of("acme", "cad").leases) == 1
+    names = [dict(zip(lib[::2], lib[1::2], strict=True))["library_name"]
+             for lib in get_redis().function_list()]  # fmt: skip
+    assert names == [library_code()[0]]
