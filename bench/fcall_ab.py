@@ -22,14 +22,14 @@ from typing import Any
 import redis_cost as rc  # the bench's loading and measuring helpers
 
 from seatlease.seats.engine import acquire_call, heartbeat_call, new_request_id, release_call
-from seatlease.seats.scripts import LIBRARY_SCRIPTS, script_source
+from seatlease.seats.scripts import LIBRARY_SCRIPTS, SeatLibrary
 
 SCRIPTS = LIBRARY_SCRIPTS
 
 
-def by_evalsha(client: Any) -> dict[str, Any]:
+def by_evalsha(library: SeatLibrary) -> dict[str, Any]:
     """The library's scripts as EVALSHA scripts (redis-py ``Script``), as before it."""
-    return {name: client.register_script(script_source(name)) for name in SCRIPTS}
+    return {name: library.script(name) for name in SCRIPTS}
 
 
 def session_ids(eng: Any, client_ids: list[str]) -> list[str]:
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         eng = rc.new_engine(server.url)
         client = eng.redis
-        scripts = {"fcall": eng.scripts.__dict__, "evalsha": by_evalsha(client)}
+        scripts = {"fcall": eng.scripts.__dict__, "evalsha": by_evalsha(eng.scripts.library)}
         rc.fill_license(eng, rc.HOT, args.hot, "client")
 
         def acquire(via: str) -> Callable[[Any, str], None]:

@@ -211,7 +211,8 @@ def test_the_function_library_runs_what_the_scripts_run(redis_client, engine, be
     answer, or that bench would compare two different things: a lease taken,
     heartbeated and released each way."""
     fcall_ab = load_bench(BENCH.parent / "fcall_ab.py", "bench_fcall_ab")
-    ways = {"fcall": engine.scripts.__dict__, "evalsha": fcall_ab.by_evalsha(redis_client)}
+    library = engine.scripts.library
+    ways = {"fcall": engine.scripts.__dict__, "evalsha": fcall_ab.by_evalsha(library)}
     ran: dict[str, list[Counter[str]]] = {}
     for via, scripts in ways.items():
         key_list, args = acquire_call(

@@ -71,16 +71,12 @@ def test_a_server_that_lost_the_library_is_given_it_again(engine, configs, redis
     before = len(outbox_events(redis_client))
     lease = engine.acquire(SeatRequest(T, "lost", "c2"))
     assert lease.created
-    assert redis_client.zcard(f"sl:{{{lease_shard(redis_client, 'lost')}}}:t/lost:leases") == 2
+    assert redis_client.zcard(LicenseKeys.of(T, "lost").leases) == 2
     assert len(outbox_events(redis_client)) == before + 1
     redis_client.function_flush()
     assert engine.heartbeat(T, "lost", lease.session_id)
     redis_client.function_flush()
     assert engine.release(T, "lost", lease.session_id).seats_used == 1
-
-
-def lease_shard(client, license_id: str) -> int:
-    return int(LicenseKeys.of(T, license_id).leases.split("{", 1)[1].split("}", 1)[0])
 
 
 def test_each_call_numbers_its_own_events_from_one(engine, configs, redis_client) -> None:
@@ -319,3 +315,20 @@ def test_on_a_read_only_replica_a_repeat_still_gets_its_answer(configs) -> None:
         to_replica.close()
         replica.stop()
         primary.stop()
+
+
+def test_a_server_still_without_the_library_after_a_load_answers_its_error(
+    engine, configs, redis_client
+) -> None:
+    """The call is made again once after a load, not until the function appears: a load
+    that leaves it missing (here: a load that does nothing) ends in Redis's own error."""
+    from redis.exceptions import ResponseError
+
+    configs.add(T, "gone", seats=1)
+    engine.acquire(SeatRequest(T, "gone", "c1"))
+    redis_client.function_flush()
+    engine.scripts.library.load = lambda: None  # (this instance only)
+    redis_client.config_resetstat()
+    with pytest.raises(ResponseError, match=r"(?i)function not found"):
+        engine.acquire(SeatRequest(T, "gone", "c2"))
+    assert redis_client.info("commandstats")["cmdstat_fcall"]["failed_calls"] == 2

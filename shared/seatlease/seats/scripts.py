@@ -104,6 +104,7 @@ def library_code() -> tuple[str, str]:
     return name, f"#!lua name={name}\n" + code.replace("@NAME@", name)
 
 
+@cache  # (on every seat call)
 def library_function(script: str) -> str:
     """The library's function that runs ``script``."""
     return f"{library_code()[0]}_{script}"
@@ -140,14 +141,28 @@ class SeatLibrary:
     def call(self, script: str, keys: list, args: list, client: Any) -> Any:
         if self.fallback:
             return self.script(script)(keys=keys, args=args, client=client)
-        if getattr(client, "command_stack", None) is not None and not self._loaded:
+        if not self._loaded and getattr(client, "command_stack", None) is not None:
             # A pipeline runs its commands later, where a missing function cannot be
             # loaded and called again alone: the library is loaded before it is queued.
             self.load()
             return self.call(script, keys, args, client)
-        function = library_function(script)
         try:
-            return client.fcall(function, len(keys), *keys, *args)
+            return self._fcall(script, keys, args, client)
+        except ResponseError as exc:
+            text = str(exc).lower()
+            if "function not found" not in text and not _NOT_HERE.search(text):
+                raise
+        # The function did not run (a server that lost or never had the library): load it
+        # and call once more, so the call is made once. (Once: a server still without it
+        # after the load answers with its error.)
+        self.load()
+        if self.fallback:
+            return self.script(script)(keys=keys, args=args, client=client)
+        return self._fcall(script, keys, args, client)
+
+    def _fcall(self, script: str, keys: list, args: list, client: Any) -> Any:
+        try:
+            return client.fcall(library_function(script), len(keys), *keys, *args)
         except (OutOfMemoryError, ReadOnlyError):
             # Redis refuses a function that may write, whole, while it is out of memory
             # (maxmemory, noeviction) or a read-only replica (a failover's old primary);
@@ -156,14 +171,6 @@ class SeatLibrary:
             # seat and a repeated call still gets its stored answer, as they always did.
             # (The function did not run: running the script now makes the call once.)
             return self.script(script)(keys=keys, args=args, client=client)
-        except ResponseError as exc:
-            text = str(exc).lower()
-            if "function not found" not in text and not _NOT_HERE.search(text):
-                raise
-        # The function did not run (a server that lost or never had the library): load it
-        # and call once more, so the call is made once.
-        self.load()
-        return self.call(script, keys, args, client)
 
 
 class LibraryScript:
