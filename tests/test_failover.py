@@ -210,7 +210,9 @@ def test_a_lease_ended_here_never_comes_back_by_its_token(regions, ended_by) -> 
     for _attempt in range(2):  # failover or not, the answer is the same
         back = call(stack, "heartbeat", session_id=sid, lease_token=token)
         assert back.status_code == 410, back.text
-        assert back.json()["error"]["reason"] == "unknown"
+        # (a revoked client learns it: while its tokens could be valid, the reason says so)
+        reason = "revoked" if ended_by == "revoke" else "unknown"
+        assert back.json()["error"]["reason"] == reason
         assert holders() == 0
         admin.execute(admin.parse({"action": "failover.begin"}))
     # a lingering lease taken back by its client is its lease again, token and all
@@ -267,7 +269,7 @@ def test_the_failover_commands(stack, capsys) -> None:
 
     store.create_tenant("acme")
     store.create_license("acme", "short", seats=1, lease_seconds=60, max_lease_seconds=360)
-    store.create_license("acme", "long", seats=1, lease_seconds=60, max_lease_seconds=3600)
+    store.create_license("acme", "long", seats=1, lease_seconds=600, max_lease_seconds=3600)
     assert cli.main(["failover", "status"]) == 0
     assert "no failover recovery under way" in capsys.readouterr().out
     assert cli.main(["failover", "begin"]) == 0
@@ -275,8 +277,11 @@ def test_the_failover_commands(stack, capsys) -> None:
     assert "2 license(s) still hold new seats back" in out and "route traffic here" in out
     assert cli.main(["failover", "status", "--json"]) == 0
     body = json.loads(capsys.readouterr().out)
-    windows = {w["max_lease_seconds"]: w["window_seconds"] for w in body["windows"]}
-    assert windows == {360: 125, 3600: 1205} and body["recovered_leases"] == 0
+    # one heartbeat interval of the leases each license grants (its default here: none
+    # granted yet), not of the longest it allows (3600 / 3 + 5 = 1205 s before)
+    windows = {w["longest_lease_seconds"]: w["window_seconds"] for w in body["windows"]}
+    assert windows == {60: 25, 600: 205} and body["recovered_leases"] == 0
+    assert body["opened_by"] == "operator"
     assert cli.main(["failover", "end"]) == 0
     assert "ended now" in capsys.readouterr().out
     assert cli.main(["failover", "status"]) == 0

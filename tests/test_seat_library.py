@@ -327,7 +327,7 @@ def test_a_server_still_without_the_library_after_a_load_answers_its_error(
     configs.add(T, "gone", seats=1)
     engine.acquire(SeatRequest(T, "gone", "c1"))
     redis_client.function_flush()
-    engine.scripts.library.load = lambda: None  # (this instance only)
+    engine.scripts.library.load = lambda: True  # (this instance only: "loaded")
     redis_client.config_resetstat()
     with pytest.raises(ResponseError, match=r"(?i)function not found"):
         engine.acquire(SeatRequest(T, "gone", "c2"))

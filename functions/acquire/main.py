@@ -1,7 +1,8 @@
 """acquire: take a seat on a license (HTTP Cloud Function, entry point ``acquire``).
 
 201 for a new lease, 200 when this client_id already held a live lease (extended), or a
-lingering one (taken back); 202 with a place in the license's wait queue for
+lingering one (taken back), or when its ``lease_token``'s lease came back (re-admitted:
+seatlease.api.recovery); 202 with a place in the license's wait queue for
 ``"queue": true`` on a full license that has one. With ``borrow_seconds`` the seat is
 borrowed: no heartbeats until ``lease_expires_at``, which the token's ``exp`` carries
 (with ``borrowed: true``).
@@ -23,10 +24,10 @@ from seatlease.api.tokens import (
     recovering_answer,
     signer,
     terms_answer,
+    user_claim,
     weight_field,
 )
 from seatlease.clock import rfc3339
-from seatlease.errors import SessionExpired
 from seatlease.seats.engine import QueuePlace, SeatRequest
 
 
@@ -36,20 +37,13 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
     require_license(call.tenant_id, body.license_id)  # an unknown id: 404, no lookup
     sign = signer()  # before the seat is taken: no key, no seat
     engine = seat_engine()
+    recover = None
     if body.lease_token is not None:
-        # After a region's loss: the lease this client held comes back from its token
-        # (seatlease.api.recovery); the acquire below then renews it. A token whose seat
-        # does not come back is no refusal: the client asks for a seat as anyone does.
-        from seatlease.api.recovery import readmit
+        # A token's lease comes back when this Redis lost it (seatlease.api.recovery), in
+        # this same call; otherwise the client asks for a seat as anyone does.
+        from seatlease.api.recovery import acquire_grant
 
-        try:
-            readmit(
-                engine, call.tenant_id, body.license_id, body.lease_token,
-                client_id=body.client_id,
-            )  # fmt: skip
-            call.log["recovered"] = True
-        except SessionExpired:
-            pass
+        recover = acquire_grant(body.lease_token, call.tenant_id, body.license_id, body.client_id)
     lease = engine.acquire(
         SeatRequest(
             tenant_id=call.tenant_id,
@@ -69,6 +63,7 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
             seats=body.seats,
             fingerprint=body.fingerprint,
             failover_began_ms=failover_began_ms(),
+            recover=recover,
         )
     )
     if isinstance(lease, QueuePlace):  # a full license with a queue: a place in line
@@ -96,6 +91,11 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
     )
     if lease.borrowed:
         call.log["borrowed"] = True
+    if recover is not None:
+        from seatlease.api.recovery import recovered
+
+        if recovered(lease):
+            call.log["recovered"] = True
     terms = lease.terms
     return (201 if lease.created else 200), {
         "session_id": lease.session_id,
@@ -125,5 +125,6 @@ def acquire(call: Call, body: AcquireRequest) -> tuple[int, dict[str, Any]]:
             # the machine it was taken for: a client refuses a borrowed token elsewhere
             # (a borrowed lease's own: the machine it was borrowed for, whoever asks)
             **machine_claim(lease.machine or body.fingerprint),
+            **user_claim(lease.user),
         ),
     }

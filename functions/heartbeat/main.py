@@ -1,7 +1,8 @@
 """heartbeat: keep a lease alive (HTTP Cloud Function, entry point ``heartbeat``).
 
-410 ``session_expired`` (with ``reason`` ``expired`` or ``unknown``) tells the client to
-acquire again. The rules live in shared/seatlease/seats/lua/heartbeat.lua.
+410 ``session_expired`` (with ``reason`` ``expired``, ``unknown`` or ``revoked``: an
+operator freed the seat) tells the client to acquire again. The rules live in
+shared/seatlease/seats/lua/heartbeat.lua.
 """
 
 from typing import Any
@@ -9,11 +10,11 @@ from typing import Any
 import functions_framework
 
 from seatlease.api.http import Call, endpoint
-from seatlease.api.runtime import seat_engine
+from seatlease.api.runtime import failover_began_ms, seat_engine
 from seatlease.api.schemas import HeartbeatRequest
 from seatlease.api.tenantlicenses import require_license
 from seatlease.api.tenantlimits import rate_limit
-from seatlease.api.tokens import machine_claim, signer, terms_answer, weight_field
+from seatlease.api.tokens import machine_claim, signer, terms_answer, user_claim, weight_field
 from seatlease.clock import rfc3339
 from seatlease.errors import SessionExpired
 
@@ -33,21 +34,21 @@ def heartbeat(call: Call, body: HeartbeatRequest) -> tuple[int, dict[str, Any]]:
             rate_limit=limit,
         )
     except SessionExpired as gone:
-        # After a region's loss the new primary may not know the session: its token
-        # brings it back (seatlease.api.recovery), then the heartbeat goes on as usual.
+        # A session this Redis does not know (a region lost, its data lost): its token may
+        # bring it back (seatlease.api.recovery), in one call answered as this heartbeat.
         if gone.reason != "unknown" or body.lease_token is None:
             raise
         from seatlease.api.recovery import readmit
 
-        readmit(
-            engine, call.tenant_id, body.license_id, body.lease_token, session_id=body.session_id
-        )
-        renewal = engine.heartbeat(
+        renewal = readmit(
+            engine,
             call.tenant_id,
             body.license_id,
             body.session_id,
+            body.lease_token,
             request_id=f"{body.request_id}-r" if body.request_id else None,
             rate_limit=limit,
+            failover_began_ms=failover_began_ms(),
         )
         call.log["recovered"] = True
     call.log["outcome"] = "renewed"
@@ -71,5 +72,6 @@ def heartbeat(call: Call, body: HeartbeatRequest) -> tuple[int, dict[str, Any]]:
             **weight_field(renewal.seats),
             **(renewal.terms.claims() if renewal.terms else {}),
             **machine_claim(renewal.machine),  # a borrowed lease's machine
+            **user_claim(renewal.user),
         ),
     }

@@ -1,8 +1,10 @@
 """``seatlease failover begin|status|end``: after a region's loss, when the service runs
 on a replica that missed the last writes (docs/operations.md, "A region lost"). ``begin``
-marks it as recovering: for one heartbeat interval of each license's longest lease, new
-seats wait while the holders it lost come back with their lease tokens; ``status`` shows
-the windows and the leases re-admitted so far; ``end`` stops the recovery sooner."""
+marks it as recovering: for one heartbeat interval of the longest lease each license
+granted recently, new seats wait while the holders it lost come back with their lease
+tokens (the service opens such windows itself when it finds a shard's data gone);
+``status`` shows the windows and the leases re-admitted so far; ``end`` stops the
+recovery sooner, the service's own windows too."""
 
 from __future__ import annotations
 
@@ -25,8 +27,9 @@ def register(subparsers: Any) -> None:
     begin = actions.add_parser(
         "begin",
         parents=[common],
-        help="mark this Redis as recovering: new seats wait one heartbeat interval of each "
-        "license's longest lease (+5 s); holders with tokens are re-admitted",
+        help="mark this Redis as recovering: new seats wait one heartbeat interval of the "
+        "longest lease each license granted recently (+5 s); holders with tokens are "
+        "re-admitted",
     )
     begin.set_defaults(func=cmd_failover, action_name="failover.begin")
     status = actions.add_parser(
@@ -46,16 +49,26 @@ def render(body: dict[str, Any]) -> str:
     if not body.get("recovering"):
         ended = " (ended now)" if body.get("ended") else ""
         return f"no failover recovery under way{ended}"
+    opener = {
+        "operator": "failover begin",
+        "data_lost": "the service, on finding shards' data gone",
+        "both": "failover begin, and the service on finding shards' data gone",
+    }.get(body.get("opened_by", "operator"), "failover begin")
     lines = [
-        f"recovering since {body['began_at']} ({body['elapsed_seconds']} s ago): "
+        f"recovering since {body['began_at']} ({body['elapsed_seconds']} s ago, opened by "
+        f"{opener}): "
         f"{body['licenses_holding_grants']} license(s) still hold new seats back, "
         f"{body['recovered_leases']} lease(s) re-admitted by their tokens",
         f"the last window ends at {body['last_window_ends_at']}",
     ]
     rows = [{**w, "open": "yes" if w["open"] else "no"} for w in body["windows"]]
     if rows:
-        columns = ("max_lease_seconds", "window_seconds", "licenses", "ends_at", "open")
+        columns = ("longest_lease_seconds", "window_seconds", "licenses", "ends_at", "open")
         lines.append(table(rows, columns))
+    lost = body.get("lost_shards") or []
+    if lost:
+        shards = ", ".join(f"{s['shard']} (at {s['began_at']})" for s in lost)
+        lines.append(f"shards whose data was found gone: {shards}")
     if body.get("note"):
         lines.append(body["note"])
     return "\n".join(lines)

@@ -1,15 +1,18 @@
-"""A region lost, the seat kept (docs/design.md, "A region lost"): a heartbeat (or an
-acquire) of a session this Redis does not know, carrying the lease's signed
-``lease_token``, re-creates the lease from the token (``SeatEngine.readmit``), after
-checking the token as a product would offline: the signature with one of the keys this
-deployment publishes, ``typ``, ``iss``, the audience (this tenant and license), the
-session and client it names, and that ``exp`` has not passed (readmit.lua checks it on
-the Redis clock). A forged, expired or other license's token is refused as any unknown
-session is: ``410 session_expired`` (reason ``unknown``), nothing changed.
+"""What the service lost, a token brings back; what it ended stays ended (docs/design.md,
+"A region lost").
 
-Only this path verifies a token on the server, and only after Redis answered
-``unknown``: a normal heartbeat never pays for it (nor sends it: the clients attach the
-token to one retry after a 410 ``unknown``)."""
+A client sends its lease's signed ``lease_token`` with a heartbeat the server answered
+``410`` ``unknown`` (and may send it with an acquire). The token is checked here as a
+product would offline: the signature with one of the keys this deployment publishes,
+``typ``, ``iss``, the audience (this tenant and license), the session and client it
+names; a token that fails any of it is no token (a forged, other license's or malformed
+one: the call goes on as without it). Then the seat engine decides, in the one call that
+would grant a new seat (acquire.lua's re-admission): the lease comes back only when this
+Redis lost it (never one the service ended), in a recovery window (a borrow: any time),
+passing every rule a new grant passes.
+
+Only these paths verify a token on the server: a normal heartbeat never pays for it (nor
+sends it: the clients attach the token to one retry after a 410 ``unknown``)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from seatlease.api.tokens import LEASE_TYP, audience, issuer, keyring
 from seatlease.errors import SessionExpired
 from seatlease.logs import log
 from seatlease.seats.engine import SeatEngine
-from seatlease.seats.values import TokenGrant
+from seatlease.seats.values import Lease, Renewal, SeatRequest, TokenGrant
 
 
 def _segment(text: str) -> bytes:
@@ -33,8 +36,9 @@ def verified_grant(
     token: str, tenant_id: str, license_id: str, session_id: str | None, client_id: str | None
 ) -> TokenGrant | None:
     """What ``token`` grants, when it is a lease token this deployment signed for this
-    tenant's license (and, when given, this session and client), else None. ``exp`` is
-    left to the caller (Redis's clock decides it)."""
+    tenant's license (and, when given, this session and client), else None: whatever its
+    bytes (any header or claim of the wrong type is no token). ``exp`` is left to the
+    caller (Redis's clock decides it)."""
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -47,10 +51,11 @@ def verified_grant(
         return None
     if not isinstance(header, dict) or not isinstance(claims, dict):
         return None
-    if header.get("alg") != "EdDSA" or header.get("typ") != LEASE_TYP:
+    kid = header.get("kid")
+    if header.get("alg") != "EdDSA" or header.get("typ") != LEASE_TYP or not isinstance(kid, str):
         return None
     published = {v.kid: v.public for v in keyring().plan().published if v.public}
-    public = published.get(header.get("kid"))  # type: ignore[arg-type]
+    public = published.get(kid)
     if public is None:
         return None
     try:
@@ -59,16 +64,18 @@ def verified_grant(
         )
     except (InvalidSignature, ValueError, UnicodeEncodeError):
         return None
-    sid, sub, exp = claims.get("sid"), claims.get("sub"), claims.get("exp")
-    seats = claims.get("seats", 1)
+    sid, sub, exp, iat = claims.get("sid"), claims.get("sub"), claims.get("exp"), claims.get("iat")
+    seats, user = claims.get("seats", 1), claims.get("usr")
     if (
         claims.get("iss") != issuer()
         or claims.get("aud") != audience(tenant_id, license_id)
         or not isinstance(sid, str)
         or not isinstance(sub, str)
         or not _whole(exp)
+        or not _whole(iat)
         or not _whole(seats)
         or seats < 1
+        or (user is not None and not isinstance(user, str))
         or (session_id is not None and sid != session_id)
         or (client_id is not None and sub != client_id)
     ):
@@ -82,6 +89,8 @@ def verified_grant(
         seats=seats,
         borrowed=claims.get("borrowed") is True,
         machine=machine if isinstance(machine, str) else None,
+        issued_at_ms=iat * 1000,
+        user=user or None,
     )
 
 
@@ -89,38 +98,88 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _refused(tenant_id: str, license_id: str, session_id: str | None) -> None:
+    log(
+        "WARNING",
+        "recovery: a lease token was refused",
+        tenant_id=tenant_id,
+        license_id=license_id,
+        session_id=session_id,
+    )
+
+
+def _recovered(lease: Lease) -> None:
+    log(
+        "NOTICE",
+        "recovery: a lease re-admitted by its token",
+        license_id=lease.license_id,
+        session_id=lease.session_id,
+        client_id=lease.client_id,
+        seats=lease.seats,
+    )
+
+
+def acquire_grant(token: str, tenant_id: str, license_id: str, client_id: str) -> TokenGrant | None:
+    """An acquire's ``lease_token``: its lease to re-admit (``SeatRequest.recover``), or
+    None when it is no token of this client's (the acquire goes on as a new one)."""
+    grant = verified_grant(token, tenant_id, license_id, None, client_id)
+    if grant is None:
+        _refused(tenant_id, license_id, None)
+    return grant
+
+
+def recovered(lease: Lease) -> bool:
+    """Whether the acquire re-admitted its token's lease (logged once if so)."""
+    if lease.recovered:
+        _recovered(lease)
+    return lease.recovered
+
+
 def readmit(
     engine: SeatEngine,
     tenant_id: str,
     license_id: str,
+    session_id: str,
     token: str,
     *,
-    session_id: str | None = None,
-    client_id: str | None = None,
-) -> TokenGrant:
-    """Re-create the token's lease on this Redis (or find it live), or raise
-    ``SessionExpired("unknown")`` as for any session it does not know: the token is not
-    this deployment's, not this license's, session's or client's, has expired, or its
-    seat does not come back (its client holds another, or the license is full)."""
-    grant = verified_grant(token, tenant_id, license_id, session_id, client_id)
+    request_id: str | None,
+    rate_limit: int,
+    failover_began_ms: int | None,
+) -> Renewal:
+    """A heartbeat answered ``unknown``, with its lease's token: the lease re-created and
+    renewed in one call (``SeatEngine.readmit``), or ``SessionExpired`` (``unknown``, or
+    ``revoked`` when the service remembers an operator revoked it): nothing changed."""
+    grant = verified_grant(token, tenant_id, license_id, session_id, None)
     if grant is None:
-        log(
-            "WARNING",
-            "recovery: a lease token was refused",
-            tenant_id=tenant_id,
-            license_id=license_id,
-            session_id=session_id,
-        )
+        _refused(tenant_id, license_id, session_id)
         raise SessionExpired("unknown")
-    outcome = engine.readmit(tenant_id, license_id, grant)
-    if outcome == "recovered":
-        log(
-            "NOTICE",
-            "recovery: a lease re-admitted by its token",
+    lease = engine.readmit(
+        SeatRequest(
             tenant_id=tenant_id,
             license_id=license_id,
-            session_id=grant.session_id,
             client_id=grant.client_id,
+            # a lease of the length its token shows (the license's maximum at most); a
+            # borrow comes back until its end
+            lease_seconds=None if grant.borrowed else grant.lease_seconds,
+            request_id=request_id,
+            rate_limit=rate_limit,
+            user=grant.user,
             seats=grant.seats,
+            fingerprint=grant.machine,
+            failover_began_ms=failover_began_ms,
+            recover=grant,
         )
-    return grant
+    )
+    _recovered(lease)
+    return Renewal(
+        lease.session_id,
+        lease.expires_at_ms,
+        lease.lease_seconds,
+        lease.borrowed,
+        now_ms=lease.now_ms,
+        client_id=lease.client_id,
+        terms=lease.terms,
+        seats=lease.seats,
+        machine=lease.machine,
+        user=lease.user,
+    )

@@ -20,11 +20,31 @@ def load_license_config(tenant_id: str, license_id: str) -> LicenseConfig | None
     return store.license_config(tenant_id, license_id)
 
 
+class DatabaseHistory:
+    """What the database remembers for the seat engine across a loss of Redis's data
+    (seatlease/seats/failover.py's ``SeatHistory``; seatlease.records.seat_memory), loaded
+    lazily: only a configuration fill and a token's re-admission after a loss ask it."""
+
+    def shard_seen_before(self, shard: int) -> bool:
+        from seatlease.records import seat_memory
+
+        return seat_memory.shard_seen_before(shard)
+
+    def ended_before(
+        self, tenant_id: str, license_id: str, session_id: str, before_ms: int
+    ) -> str | None:
+        from seatlease.records import seat_memory
+
+        return seat_memory.session_ended_before(tenant_id, license_id, session_id, before_ms)
+
+
 def seat_engine() -> SeatEngine:
     client = get_redis()
     engine = _engines.get(id(client))
     if engine is None:
-        engine = _engines[id(client)] = SeatEngine(client, load_license_config)
+        engine = _engines[id(client)] = SeatEngine(
+            client, load_license_config, history=DatabaseHistory()
+        )
     return engine
 
 

@@ -170,6 +170,13 @@ def recovering_answer(until_ms: int | None) -> dict[str, Any]:
     return {"recovering": True, "recovering_until": rfc3339(until_ms)}
 
 
+def user_claim(user: str | None) -> dict[str, str]:
+    """``usr``: the user the license's policy judged the lease as (its deny list, per-user
+    limit and reservations), on a license with a policy: a re-admission by the token is
+    judged as that user's (seatlease.api.recovery). Absent without one."""
+    return {"usr": user} if user else {}
+
+
 def machine_claim(fingerprint: str | None) -> dict[str, dict[str, str]]:
     """``cnf`` for a token of a lease taken on a machine (its fingerprint): a client
     refuses a borrowed lease's token on another machine. None: no claim."""

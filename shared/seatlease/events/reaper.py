@@ -303,6 +303,7 @@ class Reaper:
                 lic = LicenseKeys.of(tenant_id, license_id)
                 keys += [lic.leases, lic.sessions, lic.clients, lic.cfg, lic.users]
                 keys += [*lic.weight_keys, lic.queue, lic.tickets, lic.ticket_deadlines]
+                keys.append(lic.ended)
                 args += [tenant_id, license_id, session_id]
             reclaimed += int(self.scripts.reclaim(keys=keys, args=args))
         return reclaimed

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, delete, insert, select, text, update
@@ -16,6 +16,7 @@ from sqlalchemy.exc import DBAPIError
 
 from seatlease import clock
 from seatlease.clock import utc
+from seatlease.licenses import MAX_BORROW_SECONDS
 from seatlease.logs import log
 from seatlease.records import partitions, rollups, sqlite_fold
 from seatlease.records.db import get_engine, sqlstate, transaction
@@ -27,6 +28,10 @@ from seatlease.records.tables import (
 )
 
 EVENT_COLUMNS = rollups.EVENT_COLUMNS
+# How long a lease's end is kept in ``usage_leases`` whatever the pruning horizon: at
+# least as long as a token issued for it may be valid (a borrow's, the longest), and a day
+# more.
+TOKEN_MEMORY_SECONDS = MAX_BORROW_SECONDS + 24 * 3600
 DEADLOCK_RETRIES = 3
 _partitions_ready: dict[str, datetime] = {}  # engine URL -> month whose partitions exist
 _insert_function_ready: dict[str, bool] = {}  # engine URL -> the insert function exists
@@ -169,10 +174,16 @@ def prune_events(before: datetime, engine: Engine | None = None) -> Pruned:
                 delete(lease_events).where(lease_events.c.occurred_at < horizon)
             ).rowcount
         leases = usage_leases.c
+        # (a lease that ended while a token of it may still be valid stays: it is how the
+        # service knows it ended it, should Redis lose its data: records/seat_memory.py)
+        recent_end = clock.now() - timedelta(seconds=TOKEN_MEMORY_SECONDS)
         gone = conn.execute(
             delete(usage_leases).where(
-                (leases.acquired_at < horizon)
-                | (leases.acquired_at.is_(None) & (leases.ended_at < horizon))
+                (
+                    (leases.acquired_at < horizon)
+                    | (leases.acquired_at.is_(None) & (leases.ended_at < horizon))
+                )
+                & (leases.ended_at.is_(None) | (leases.ended_at < recent_end))
             )
         ).rowcount
         minutes = usage_minute_rollups.c

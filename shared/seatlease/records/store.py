@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy import Connection, Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from seatlease import apikeys, clock
@@ -410,14 +410,12 @@ def list_licenses(
         return [dict(r) for r in conn.execute(query).mappings()]
 
 
-def licenses_by_longest_lease(engine: Engine | None = None) -> dict[int, int]:
-    """``{max_lease_seconds: how many licenses have it}`` over every license: what a
-    failover's recovery windows depend on (seatlease.admin.failover), in one query."""
-    query = select(licenses.c.max_lease_seconds, func.count()).group_by(
-        licenses.c.max_lease_seconds
-    )
+def lease_lengths(engine: Engine | None = None) -> list[tuple[str, str, int]]:
+    """``(tenant_id, license_id, lease_seconds)`` of every license: what a failover's
+    recovery windows fall back on (seatlease.admin.failover), in one query."""
+    query = select(licenses.c.tenant_id, licenses.c.license_id, licenses.c.lease_seconds)
     with transaction(engine) as conn:
-        return {int(length): int(n) for length, n in conn.execute(query)}
+        return [(t, lic, int(n)) for t, lic, n in conn.execute(query)]
 
 
 def license_config(

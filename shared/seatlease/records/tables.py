@@ -272,6 +272,16 @@ usage_queue_waits = Table(
 )
 
 # One row (id 1): events older than ``pruned_before`` were pruned and are not stored again.
+# The Redis shards that have served seats (migration 0016): a shard whose mark Redis lost
+# (seatlease.seats.failover) but that is listed here lost its data, and a recovery window
+# opens for its licenses; one that is not is new. At most 256 rows.
+seat_shards = Table(
+    "seat_shards",
+    metadata,
+    Column("shard", Integer, primary_key=True, autoincrement=False),
+    Column("first_seen_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
 audit_retention = Table(
     "audit_retention",
     metadata,

@@ -9,6 +9,7 @@ from typing import Any
 from seatlease.licenses import version_text
 from seatlease.seats.ids import new_event_prefix, new_request_id, new_session_id
 from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.values import TokenGrant
 
 # How long a seat call's reply answers a repeat of its request id, at least: a repeat comes
 # at most the client's retry window (seatlease_client's defaults: 6 attempts of 10 s and
@@ -41,12 +42,19 @@ def acquire_call(
     fingerprint: str | None = None,
     failover_began_ms: int | None = None,
     shown_user: str | None = None,
+    recover: TokenGrant | None = None,
+    on_heartbeat: bool = False,
+    audit_verdict: str = "",
 ) -> tuple[list[str], list[Any]]:
     """acquire.lua's KEYS and ARGV (documented in its header). ``rate_limit``: the
     tenant's calls per second (0: none, as for an operator's call). ``seats``: the lease's
     weight (None: not said). ``fingerprint``: the machine asking (a borrow is bound to
     it). ``failover_began_ms``: a failover's recovery under way (seats/failover.py).
-    ``shown_user``: the user as the metadata shows it (a refusal's note keeps it)."""
+    ``shown_user``: the user as the metadata shows it (a refusal's note keeps it).
+    ``recover``: a verified lease token's lease, to re-admit if this Redis lost it;
+    ``on_heartbeat``: the re-admission of a heartbeat (answers ``not_readmitted`` rather
+    than a new lease); ``audit_verdict``: the audit trail's word on that session, once the
+    script asked for it (``consult_audit``)."""
     keys = LicenseKeys.of(tenant_id, license_id)
     return [
         *keys.lease_keys,
@@ -58,6 +66,9 @@ def acquire_call(
         *keys.weight_keys,
         *keys.refusal_keys,
         keys.ended,
+        keys.lmax,
+        keys.mark,
+        keys.recovered,
     ], [
         tenant_id,
         license_id,
@@ -80,6 +91,23 @@ def acquire_call(
         fingerprint or "",
         "" if failover_began_ms is None else failover_began_ms,
         shown_user or "",
+        *_recovery_args(recover),
+        "heartbeat" if on_heartbeat else "",
+        audit_verdict,
+    ]
+
+
+def _recovery_args(grant: TokenGrant | None) -> list[Any]:
+    """ARGV[22..27] of acquire.lua: the token's lease (none: '' and zeros)."""
+    if grant is None:
+        return ["", 0, 0, 1, 0, ""]
+    return [
+        grant.session_id,
+        grant.expires_at_ms,
+        grant.issued_at_ms,
+        grant.seats,
+        1 if grant.borrowed else 0,
+        grant.machine or "",
     ]
 
 
@@ -95,6 +123,7 @@ def heartbeat_call(
         keys.replies[1],
         keys.users,
         *keys.weight_keys,
+        keys.ended,
     ], [
         tenant_id,
         license_id,

@@ -1,4 +1,4 @@
-"""The seat engine: acquire, heartbeat, release and revoke, one EVALSHA each.
+"""The seat engine: acquire, heartbeat, release and revoke, one FCALL each.
 
 All seat rules live in the Lua scripts (shared/seatlease/seats/lua/); this class picks the
 keys, passes
@@ -43,6 +43,7 @@ from seatlease.errors import (
     NotEntitled,
     QueueFull,
     Recovering,
+    SeatError,
     SeatsMismatch,
     SessionExpired,
     TenantRateLimited,
@@ -56,7 +57,7 @@ from seatlease.seats.calls import (  # each script's KEYS and ARGV: importable f
     REPLY_TTL_SECONDS as REPLY_TTL_SECONDS,
 )
 from seatlease.seats.calls import acquire_call, heartbeat_call, release_call
-from seatlease.seats.failover import recovered_key
+from seatlease.seats.failover import SeatHistory, mark_shard
 from seatlease.seats.ids import new_event_prefix, new_request_id, shown_user, with_identity
 from seatlease.seats.ids import (  # the ids too: bench/ and tests import them from here
     new_session_id as new_session_id,
@@ -70,7 +71,7 @@ from seatlease.seats.values import (  # the engine's request and answers: import
     Release,
     Renewal,
     SeatRequest,
-    TokenGrant,
+    TokenGrant,  # noqa: F401 (importable from here too)
 )
 
 CONFIG_TTL_SECONDS = 600  # admin changes refresh the cache at once; the TTL bounds drift
@@ -99,6 +100,15 @@ def _machine(reply: list) -> tuple[list, str | None]:
     lease's ``m:<fingerprint>``), and that fingerprint (None without one)."""
     last = reply[-1] if reply else None
     if isinstance(last, str) and last.startswith("m:"):
+        return reply[:-1], last[2:]
+    return reply, None
+
+
+def _user(reply: list) -> tuple[list, str | None]:
+    """The reply without its user tail (lua/_lib.lua, ``user_tail``: ``u:<user>``, the user
+    the license's policy judged the lease as), and that user (None without one)."""
+    last = reply[-1] if reply else None
+    if isinstance(last, str) and last.startswith("u:"):
         return reply[:-1], last[2:]
     return reply, None
 
@@ -141,10 +151,17 @@ RESERVED_METADATA = frozenset({"reason", "recovering", "recovered"})
 
 
 class SeatEngine:
-    def __init__(self, redis: Any, config_loader: ConfigLoader) -> None:
+    """``history``: what the database remembers across a loss of Redis's data (which shards
+    served seats before; how a session ended: seats/failover.py). None (tests of the rules
+    alone): no shard is marked, and a token's lease is judged by what Redis holds."""
+
+    def __init__(
+        self, redis: Any, config_loader: ConfigLoader, history: SeatHistory | None = None
+    ) -> None:
         self.redis = redis
         self.scripts = SeatScripts(redis)
         self.config_loader = config_loader
+        self.history = history
 
     # -- license configuration cache -------------------------------------------------
 
@@ -224,6 +241,11 @@ class SeatEngine:
         self.cache_config(
             keys.tenant_id, keys.license_id, self.config_loader(keys.tenant_id, keys.license_id)
         )
+        # A configuration not cached: also how a Redis that lost its data is found (every
+        # license's cache went with it). The shard's mark says whether it had served
+        # seats before; if it had, a recovery window opens (seats/failover.py).
+        if self.history is not None:
+            mark_shard(self.redis, keys.shard, self.history)
 
     def _run(
         self, script: Any, keys: LicenseKeys, key_list: list[str], args: list[Any], request_id: str
@@ -249,7 +271,38 @@ class SeatEngine:
         """Take a seat (or extend, take back or convert this client's lease: acquire.lua's
         header). ``request.queue``: on a full license with a queue, a ``QueuePlace``
         instead of ``NoSeatsAvailable`` (only then is the answer not a ``Lease``); over
-        the tenant's ``rate_limit``, ``TenantRateLimited`` and nothing changed."""
+        the tenant's ``rate_limit``, ``TenantRateLimited`` and nothing changed.
+        ``request.recover``: a verified lease token's lease, re-admitted (``recovered``)
+        when this Redis lost it and every rule a new grant passes lets it; otherwise the
+        acquire goes on as a new one."""
+        return self._acquire(request, on_heartbeat=False)
+
+    def readmit(self, request: SeatRequest) -> Lease:
+        """A heartbeat's re-admission: ``request.recover``'s lease (a session this Redis
+        does not know) re-created and renewed in one call, when this Redis lost it and
+        every rule a new grant passes lets it (acquire.lua's header). Raises
+        ``SessionExpired`` (``revoked`` for a lease an operator revoked, else ``unknown``)
+        when it does not come back; the term's refusals, the rate limit and a missing
+        license as an acquire would."""
+        grant = request.recover
+        assert grant is not None
+        try:
+            lease = self._acquire(request, on_heartbeat=True)
+        except (
+            SessionExpired,
+            LicenseExpired,
+            LicenseNotStarted,
+            LicenseNotFound,
+            TenantRateLimited,
+            CallOutcomeUnknown,
+        ):
+            raise
+        except SeatError:  # refused as a new grant would be (suspended: no lease by a token)
+            raise SessionExpired("unknown") from None
+        assert isinstance(lease, Lease)
+        return lease
+
+    def _acquire(self, request: SeatRequest, *, on_heartbeat: bool) -> Lease | QueuePlace:
         tenant_id, license_id, client_id = request.tenant_id, request.license_id, request.client_id
         lease_seconds, borrow_seconds = request.lease_seconds, request.borrow_seconds
         user, host = request.user, request.host
@@ -287,13 +340,36 @@ class SeatEngine:
             fingerprint=request.fingerprint,
             failover_began_ms=request.failover_began_ms,
             shown_user=shown_user(metadata),
+            recover=request.recover,
+            on_heartbeat=on_heartbeat,
         )
-        reply = self._run(
-            self.scripts.acquire, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
-        )
+        keys = LicenseKeys.of(tenant_id, license_id)
+        reply = self._run(self.scripts.acquire, keys, key_list, args, request_id)
+        if reply[0] == "consult_audit" and request.recover is not None:
+            # This Redis's data of the shard is younger than the token (it was lost since):
+            # the audit trail says whether the service ended the session before. The call
+            # wrote nothing; made again with the verdict, it is not counted again.
+            args[-1] = self._audit_verdict(keys, request.recover.session_id, int(reply[1]))
+            reply = self._run(self.scripts.acquire, keys, key_list, args, request_id)
+        return self._lease_of(request, reply)
+
+    def _audit_verdict(self, keys: LicenseKeys, session_id: str, before_ms: int) -> str:
+        """acquire.lua's ``audit_verdict``: how the audit trail says the session ended before
+        ``before_ms`` (``revoked``, ``ended``), or ``clear``."""
+        if self.history is None:
+            return "clear"
+        ended = self.history.ended_before(keys.tenant_id, keys.license_id, session_id, before_ms)
+        return ended or "clear"
+
+    def _lease_of(self, request: SeatRequest, reply: list) -> Lease | QueuePlace:
+        """acquire.lua's reply as the answer, or its refusal as a domain error."""
+        license_id, client_id, user = request.license_id, request.client_id, request.user
         reply, recovering_until = _recovering(reply)
+        reply, judged_user = _user(reply)
         reply, machine = _machine(reply)
         status = reply[0]
+        if status == "not_readmitted":
+            raise SessionExpired("revoked" if reply[1] == "revoked" else "unknown")
         if status == "recovering":
             raise Recovering(max(1, math.ceil(int(reply[1]) / 1000)))
         if status == "suspended":
@@ -316,7 +392,7 @@ class SeatEngine:
             raise SeatsMismatch(client_id, int(reply[1]), int(reply[2]))
         if status == "machine_mismatch":
             raise MachineMismatch(client_id)
-        weight = request.seats or 1
+        weight = request.seats or (request.recover.seats if request.recover else 1)
         if status == "denied":
             used, seats, _limit, retry_ms = (int(x) for x in reply[1:5])
             held, reserved = (int(x) for x in reply[5:7]) if len(reply) > 6 else (0, 0)
@@ -352,6 +428,8 @@ class SeatEngine:
             license_id=license_id,
             client_id=client_id,
             created=status == "acquired",
+            recovered=status == "recovered",
+            user=judged_user,
             expires_at_ms=int(deadline),
             lease_seconds=int(lease_ms) // 1000,
             seats_used=int(used),
@@ -386,13 +464,14 @@ class SeatEngine:
             args,
             request_id,
         )
+        reply, judged_user = _user(reply)
         reply, machine = _machine(reply)
         if reply[0] == "license_expired":
             raise LicenseExpired(int(reply[1]), int(reply[2]))
         if reply[0] == "not_started":
             raise LicenseNotStarted(int(reply[1]))
         if reply[0] != "ok":
-            raise SessionExpired(reply[0])  # 'expired' or 'unknown'
+            raise SessionExpired(reply[0])  # 'expired', 'unknown' or 'revoked'
         return Renewal(
             session_id,
             int(reply[1]),
@@ -403,6 +482,7 @@ class SeatEngine:
             terms=Terms.from_reply(reply, 6),
             seats=_weight(reply, 6),
             machine=machine,
+            user=judged_user,
         )
 
     def release(
@@ -435,40 +515,6 @@ class SeatEngine:
             _flag(reply, 3),
             now_ms=int(reply[4]) if len(reply) > 4 else 0,
         )
-
-    def readmit(self, tenant_id: str, license_id: str, grant: TokenGrant) -> str:
-        """Re-create a lease this Redis does not know from its verified lease token, after
-        a region's loss (readmit.lua's header). Returns ``recovered`` or ``known`` (the
-        lease is live here: nothing to do); raises ``SessionExpired`` when its seat does
-        not come back (``superseded``, ``expired``, ``full``), ``LicenseExpired`` /
-        ``LicenseNotStarted`` by the license's term, ``LicenseNotFound``."""
-        keys = LicenseKeys.of(tenant_id, license_id)
-        key_list = [
-            *keys.lease_keys,
-            *keys.weight_keys,
-            recovered_key(keys.shard),
-            keys.ended,
-        ]
-        args = [
-            tenant_id,
-            license_id,
-            grant.session_id,
-            grant.client_id,
-            grant.seats,
-            grant.expires_at_ms,
-            1 if grant.borrowed else 0,
-            grant.machine or "",
-            new_event_prefix(),
-        ]
-        reply = self._run(self.scripts.readmit, keys, key_list, args, grant.session_id)
-        status = reply[0]
-        if status == "license_expired":
-            raise LicenseExpired(int(reply[1]), int(reply[2]))
-        if status == "not_started":
-            raise LicenseNotStarted(int(reply[1]))
-        if status in ("recovered", "known"):
-            return status
-        raise SessionExpired("unknown")  # its seat does not come back: acquire again
 
     # -- read side (status / lmstat) -----------------------------------------------
 

@@ -62,6 +62,17 @@ def refused_due_key(shard: int) -> str:
     return f"{shard_prefix(shard)}:refused-due"
 
 
+def shard_mark_key(shard: int) -> str:
+    """The shard's mark (seats/failover.py): when this Redis's data of the shard began, and
+    whether it began again after the service found it gone (a recovery window opened)."""
+    return f"{shard_prefix(shard)}:data"
+
+
+def recovered_key(shard: int) -> str:
+    """The shard's count of leases re-admitted by their tokens (acquire.lua)."""
+    return f"{shard_prefix(shard)}:recovered"
+
+
 def reaper_lock_key(shard: int) -> str:
     return f"{shard_prefix(shard)}:reaper-lock"
 
@@ -121,9 +132,14 @@ class LicenseKeys:
     refused: str  # HASH client_id -> its minutes' refusals; "#<minute>", "+<minute>" counts
     refusing: str  # ZSET client_id (or "#<minute>") -> its earliest minute not flushed
     refused_due: str  # the shard's ZSET "<tenant>/<license>" -> the same, per license
-    # Leases ended before their tokens expire (released, revoked): their tokens must not
-    # bring them back (readmit.lua); pruned once every token of them has expired
-    ended: str  # ZSET session_id -> the latest expiry of its tokens (ms)
+    # Leases ended while a token of them may be valid (released, revoked, reclaimed after a
+    # call moved their deadline down): no token brings them back (acquire.lua), pruned
+    # once every token of them has expired (lua/_lib.lua's note_end)
+    ended: str  # ZSET session_id -> the latest expiry of its tokens (ms; + 0.5: revoked)
+    # A failover's recovery (seats/failover.py, acquire.lua's re-admission)
+    lmax: str  # STRING "<lease ms>:<when noted>": the longest lease granted recently
+    mark: str  # the shard's mark (shard_mark_key)
+    recovered: str  # the shard's count of re-admissions (recovered_key)
 
     @classmethod
     def of(cls, tenant_id: str, license_id: str) -> LicenseKeys:
@@ -159,6 +175,9 @@ class LicenseKeys:
             refusing=f"{base}:refusing",
             refused_due=refused_due_key(shard),
             ended=f"{base}:ended",
+            lmax=f"{base}:lmax",
+            mark=shard_mark_key(shard),
+            recovered=recovered_key(shard),
         )
 
     @property

@@ -42,7 +42,6 @@ SCRIPT_NAMES = (
     "arm_notice",
     "notices",
     "cut_held",
-    "readmit",
     "flush_refusals",
 )
 
@@ -126,17 +125,23 @@ class SeatLibrary:
             self._scripts[name] = self.client.register_script(script_source(name))
         return self._scripts[name]
 
-    def load(self) -> None:
+    def load(self) -> bool:
         """FUNCTION LOAD the library (REPLACE: a second instance loading the same code at
-        the same time is no error). A server without the command gets the scripts."""
+        the same time is no error). A server without the command gets the scripts. False
+        when the server refused the load for now (out of memory, or a read-only replica:
+        FUNCTION LOAD is a write): the call at hand goes by EVALSHA, and the next call
+        that finds the function missing loads it again."""
         with self._lock:
             try:
                 self.client.function_load(library_code()[1], replace=True)
+            except (OutOfMemoryError, ReadOnlyError):
+                return False
             except ResponseError as exc:
                 if not _NOT_HERE.search(str(exc).lower()):
                     raise
                 self.fallback = True
             self._loaded = True
+            return True
 
     def call(self, script: str, keys: list, args: list, client: Any) -> Any:
         if self.fallback:
@@ -144,7 +149,8 @@ class SeatLibrary:
         if not self._loaded and getattr(client, "command_stack", None) is not None:
             # A pipeline runs its commands later, where a missing function cannot be
             # loaded and called again alone: the library is loaded before it is queued.
-            self.load()
+            if not self.load():
+                return self.script(script)(keys=keys, args=args, client=client)
             return self.call(script, keys, args, client)
         try:
             return self._fcall(script, keys, args, client)
@@ -154,9 +160,10 @@ class SeatLibrary:
                 raise
         # The function did not run (a server that lost or never had the library): load it
         # and call once more, so the call is made once. (Once: a server still without it
-        # after the load answers with its error.)
-        self.load()
-        if self.fallback:
+        # after the load answers with its error.) A full or read-only server refuses the
+        # load: the script of the same code runs, as for a refused FCALL (_fcall), so a
+        # release there still frees its seat and a repeat still gets its answer.
+        if not self.load() or self.fallback:
             return self.script(script)(keys=keys, args=args, client=client)
         return self._fcall(script, keys, args, client)
 
@@ -204,5 +211,4 @@ class SeatScripts:
         self.arm_notice: Script = client.register_script(script_source("arm_notice"))
         self.notices: Script = client.register_script(script_source("notices"))
         self.cut_held: Script = client.register_script(script_source("cut_held"))
-        self.readmit: Script = client.register_script(script_source("readmit"))
         self.flush_refusals: Script = client.register_script(script_source("flush_refusals"))

@@ -48,6 +48,9 @@ class SeatRequest:
     fingerprint: str | None = None
     # a failover's recovery under way: when it began (ms; seats/failover.py), or None
     failover_began_ms: int | None = None
+    # the verified lease token the client sent (its lease, re-admitted if this Redis lost
+    # it: acquire.lua's re-admission), or None
+    recover: TokenGrant | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,8 @@ class Lease:
     machine: str | None = None  # a borrowed lease's machine (its token's cnf.machine)
     # granted in a failover's recovery window (a license that chose to grant): its end
     recovering_until_ms: int | None = None
+    recovered: bool = False  # re-admitted by its lease token (it was lost here)
+    user: str | None = None  # the user the license's policy judged it as (its tokens' usr)
 
     @property
     def overage(self) -> bool:
@@ -106,6 +111,8 @@ class Renewal:
     terms: Terms | None = None  # the license's term and entitlements, when it has some
     seats: int = 1  # the seats the lease counts as (its weight)
     machine: str | None = None  # a borrowed lease's machine (its token's cnf.machine)
+    user: str | None = None  # the user the license's policy judged it as (its tokens' usr)
+    recovered: bool = False  # re-admitted by its lease token in this call
 
     @property
     def heartbeat_interval_seconds(self) -> int:
@@ -116,7 +123,7 @@ class Renewal:
 @dataclass(frozen=True, slots=True)
 class TokenGrant:
     """What a verified lease token says of its lease (seatlease.api.recovery): enough to
-    re-create it on a Redis that lost it (``SeatEngine.readmit``)."""
+    re-create it on a Redis that lost it (acquire.lua's re-admission)."""
 
     session_id: str
     client_id: str
@@ -124,6 +131,13 @@ class TokenGrant:
     seats: int = 1
     borrowed: bool = False
     machine: str | None = None  # cnf.machine
+    issued_at_ms: int = 0  # the token's iat
+    user: str | None = None  # usr: the user the license's policy judged the lease as
+
+    @property
+    def lease_seconds(self) -> int:
+        """The lease's length as its token shows it (exp - iat), at least 1 s."""
+        return max(1, (self.expires_at_ms - self.issued_at_ms) // 1000)
 
 
 @dataclass(frozen=True, slots=True)

@@ -490,11 +490,47 @@ local function uncount(users, rec)
   end
 end
 
+-- What the service ended stays ended (docs/design.md, "A region lost"). A lease ended
+-- while a token issued for it may still be valid is noted in the license's `ended` ZSET
+-- until the last such token expires: no token brings it back (acquire.lua's
+-- re-admission), and its heartbeat can say why (a revoke). A token's exp is at most the
+-- deadline it was issued with, so the latest is the lease's current deadline
+-- (`held_until`, when the caller read it; an expired lease's is past) or its record's
+-- `te`: the latest deadline it was given before a call moved it down (move_deadline: a
+-- shorter re-acquire, a term's cut, a conversion to a shorter borrow, a linger). The
+-- member is the session id (24 characters: the service makes them), the score the note's
+-- end in ms, plus 0.5 for a revoke: a fixed size per note. Each note prunes the notes
+-- whose tokens have all expired, and the key expires with its last note: bounded with
+-- the reaper down. (A note of the release before: its end + 1000, whole: read alike.)
+local function note_end(k, sid, rec, now, held_until, revoked)
+  if not k.ended then return end
+  local until_ms = math.max(rec.te or 0, held_until or 0)
+  if until_ms <= now then return end
+  local score = until_ms + (revoked and 0.5 or 0)
+  redis.call('ZREMRANGEBYSCORE', k.ended, '-inf', int_arg(now))
+  local old = tonumber(redis.call('ZSCORE', k.ended, sid))
+  if not old or score > old then redis.call('ZADD', k.ended, int_arg(score), sid) end
+  local ttl = redis.call('PTTL', k.ended)
+  if ttl < 0 or now + ttl <= until_ms then
+    redis.call('PEXPIREAT', k.ended, int_arg(until_ms + 1000))
+  end
+end
+
+-- Why the lease `sid` is noted as ended at `now`: 'revoked', 'ended', or nil (no note, or
+-- every token of it has expired).
+local function ended_note(k, sid, now)
+  local score = tonumber(redis.call('ZSCORE', k.ended, sid))
+  if not score or score <= now then return nil end
+  if score % 1 ~= 0 then return 'revoked' end
+  return 'ended'
+end
+
 -- Removes one lease from every structure that knows it (`k.users`: the license's policy
--- counts, see uncount; its weight, drop_weight). Returns its record, or nil when the
--- session was unknown.
--- `rec`: the lease's record when the caller has already read it (one HGET fewer).
-local function drop_lease(k, lk, sid, rec)
+-- counts, see uncount; its weight, drop_weight), and notes its end while a token of it
+-- may be valid (note_end: `now`, `held_until` its deadline when the caller read it,
+-- `revoked` for an operator's revoke). Returns its record, or nil when the session was
+-- unknown. `rec`: the lease's record when the caller has already read it (one HGET fewer).
+local function drop_lease(k, lk, sid, rec, now, held_until, revoked)
   local raw = not rec and redis.call('HGET', k.sessions, sid)
   redis.call('ZREM', k.leases, sid)
   redis.call('HDEL', k.sessions, sid)
@@ -506,12 +542,21 @@ local function drop_lease(k, lk, sid, rec)
   end
   uncount(k.users, rec)
   drop_weight(k, sid, rec)
+  if now then note_end(k, sid, rec, now, held_until, revoked) end
   return rec
 end
 
 -- A lease's deadline moved to `deadline_text` in every index that holds it (the lease
--- set, the shard's deadline index); the caller stores the record (set_weight).
-local function move_deadline(k, lk, sid, rec, deadline_text)
+-- set, the shard's deadline index); the caller stores the record (set_weight; `te`, the
+-- latest deadline it had when this one is earlier than `old`, its deadline before: its
+-- tokens may say so until then, note_end).
+local function move_deadline(k, lk, sid, rec, deadline_text, old)
+  local new = tonumber(deadline_text)
+  if old and old > new then
+    rec.te = math.max(rec.te or 0, old)
+  elseif rec.te and new >= rec.te then
+    rec.te = nil
+  end
   redis.call('ZADD', k.leases, deadline_text, sid)
   redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
   set_weight(k, sid, rec)
@@ -538,16 +583,17 @@ end
 local function cut_held(k, lk, bound, limit)
   if not bound then return 0 end
   local text = int_arg(bound[1])
-  local sids = redis.call('ZRANGEBYSCORE', k.leases, '(' .. text, '+inf', 'LIMIT', '0',
-    int_arg(limit))
-  for _, sid in ipairs(sids) do
+  local held = redis.call('ZRANGEBYSCORE', k.leases, '(' .. text, '+inf', 'WITHSCORES',
+    'LIMIT', '0', int_arg(limit))
+  for i = 1, #held, 2 do
+    local sid = held[i]
     local raw = redis.call('HGET', k.sessions, sid)
     local rec = raw and cjson.decode(raw) or {}
     rec.x = bound[2]
-    move_deadline(k, lk, sid, rec, text)
+    move_deadline(k, lk, sid, rec, text, tonumber(held[i + 1]))
     if raw then redis.call('HSET', k.sessions, sid, cjson.encode(rec)) end
   end
-  return #sids
+  return #held / 2
 end
 
 -- `meta` (a JSON object's text) with `field` ('"name":value') added last (ours wins over
@@ -576,9 +622,10 @@ local function emit_end(k, tenant, license, sid, rec, now, total, prefix, used)
     seats_used = used, seats_total = tonumber(total), w = rec.w}, meta)
 end
 
--- Ends the lease `sid` (its deadline has passed) with its event; returns its record.
-local function reclaim(k, lk, tenant, license, sid, now, total, prefix)
-  local rec = drop_lease(k, lk, sid)
+-- Ends the lease `sid` (its deadline has passed, or the term ended it: `held_until`, the
+-- deadline it still had) with its event; returns its record.
+local function reclaim(k, lk, tenant, license, sid, now, total, prefix, held_until)
+  local rec = drop_lease(k, lk, sid, nil, now, held_until)
   if rec then emit_end(k, tenant, license, sid, rec, now, total, prefix, in_use(k, now)) end
   return rec
 end
@@ -590,7 +637,7 @@ local function reclaim_expired(k, lk, tenant, license, now, total, prefix, limit
     int_arg(limit))
   if #expired == 0 then return 0 end
   local ended = {}
-  for i, sid in ipairs(expired) do ended[i] = drop_lease(k, lk, sid) or false end
+  for i, sid in ipairs(expired) do ended[i] = drop_lease(k, lk, sid, nil, now) or false end
   local used = in_use(k, now)
   for i, sid in ipairs(expired) do
     if ended[i] then emit_end(k, tenant, license, sid, ended[i], now, total, prefix, used) end
@@ -662,6 +709,14 @@ local function machine_tail(reply, fingerprint)
   return reply
 end
 
+-- A lease's reply ends in its user as the license's policy judged it ('u:<user>'), when
+-- it has one: the answer's token carries it, so that a re-admission by the token is
+-- judged as that user's (acquire.lua). Last, after the machine's tail.
+local function user_tail(reply, user)
+  if user then reply[#reply + 1] = 'u:' .. user end
+  return reply
+end
+
 -- Whether `client` holds a live lease of weight `w` (a renewal, however many seats the
 -- license has now): read only to tell a renewal from a new lease asking too many.
 local function holds_weight(k, client, w, now)
@@ -684,4 +739,54 @@ local function terms_tail(reply, T, now, cut)
   reply[n + 1], reply[n + 2], reply[n + 3] = T.exp or 0, T.fin or 0, flags
   reply[n + 4], reply[n + 5] = T.entc, T.maxv
   return reply
+end
+
+-- A failover's recovery window (seatlease/seats/failover.py; docs/design.md, "A region
+-- lost"): while it lasts, the holders whose grants this Redis lost come back by their
+-- lease tokens (acquire.lua's re-admission) and new grants wait. It lasts one heartbeat
+-- interval of the longest lease the license granted recently, and RECOVERY_SLACK_MS (the
+-- replication lag it assumes, and the call itself): every holder whose lease was valid at
+-- the loss heartbeats within its interval. The longest recent lease is noted with each
+-- grant in the license's `lmax` key ("<lease ms>:<when noted>"), which expires RECENT_MS
+-- after the note (or the lease's own length, when longer): a replica promoted in the
+-- primary's place knows it. Without a note (the data lost too, or nothing granted for an
+-- hour) the license's default lease length stands in.
+local RECENT_MS = 3600000
+local RECOVERY_SLACK_MS = 5000
+
+local function note_lease_length(key, lease_ms, now)
+  local v = redis.call('GET', key)
+  if v then
+    local longest, since = string.match(v, '^(%d+):(%d+)$')
+    longest, since = tonumber(longest), tonumber(since)
+    -- (the same length again is noted afresh twice an hour, not on every grant)
+    if longest and (lease_ms < longest or (lease_ms == longest and now - since < RECENT_MS / 2))
+    then return end
+  end
+  redis.call('SET', key, int_arg(lease_ms) .. ':' .. int_arg(now), 'PX',
+    int_arg(math.max(lease_ms, RECENT_MS)))
+end
+
+-- The shard's mark (failover.py's mark_key): when this Redis's data of the shard began,
+-- 'N<ms>', or began again after the service found it gone, 'L<ms>' (a recovery window
+-- opened then). Returns that ms and true for a loss; nil without a mark (a shard no seat
+-- call has filled a license's configuration in since the mark existed).
+local function shard_mark(key)
+  local v = redis.call('GET', key)
+  if not v then return nil, false end
+  return tonumber(string.sub(v, 2)), string.sub(v, 1, 1) == 'L'
+end
+
+-- The end (ms) of the recovery window open for the license at `now`, or nil. It began at
+-- the later of the operator's failover (`operator_began`, sl:failover as the function
+-- instance read it) and the shard's loss (`lost_at`), each nil for none.
+local function recovery_ends(k, cfg, now, operator_began, lost_at)
+  local began = math.max(operator_began or 0, lost_at or 0)
+  if began == 0 then return nil end
+  local longest = cfg.lease_ms
+  local v = redis.call('GET', k.lmax)
+  if v then longest = tonumber(string.match(v, '^(%d+):')) or longest end
+  local ends = began + math.floor(longest / 3) + RECOVERY_SLACK_MS
+  if now < ends then return ends end
+  return nil
 end

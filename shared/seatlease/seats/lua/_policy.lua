@@ -46,7 +46,7 @@
 -- `function user_facts(...)` assigns the local declared here (never a global: Redis
 -- refuses those).
 local user_facts, seat_state, record_lease, drop_ticket, queue_event, policy_decide
-local set_aside
+local set_aside, policy_admit
 -- and release.lua and reclaim.lua this one (a seat they free is held for the queue's head
 -- at once)
 local hold_for_queue
@@ -427,6 +427,17 @@ local function define_policy()
       retry = retry_ms_for(S, a.user)
     end
     return {'denied', S.used0, a.seats, S.limit, retry, held, reserved}
+  end
+
+  -- A re-admission the cap does not bind (acquire.lua: a borrow the service lost, or a
+  -- license that chose availability in a failover's window): the deny list and the
+  -- per-user limit still judge it; no seat is held for the queue, no reservation charged.
+  function policy_admit(S, a)
+    if user_facts(S.k.cfg, a.user).denied then return nil, {'user_denied'} end
+    if S.P.mpu > 0 and a.user ~= '' and user_count(S, a.user) + a.w > S.P.mpu then
+      return nil, {'user_limit', S.P.mpu, user_count(S, a.user), user_retry_ms(S, a.user)}
+    end
+    return {g = false, c = 0}, nil
   end
 
   -- The policy's verdict for one acquire that found no lease of its own: returns

@@ -29,9 +29,35 @@
 --   'fo' = 'grant': then granted, its reply and event saying so); renewals go on
 -- KEYS[18] refused   KEYS[19] refusing (the license's refused clients, _refusals.lua)
 -- KEYS[20] the shard's refused-due index   ARGV[21] the user as shown ('' for none)
--- KEYS[21] ended (release.lua): a lingering lease taken back is no longer ended
+-- KEYS[21] ended (_lib.lua's note_end): a lingering lease taken back is no longer ended
 --   A refusal for want of seats ('denied', 'queue_full', and 'queued': waiting) is noted
 --   per client and minute; a new grant marks the client's noted refusals served.
+-- KEYS[22] lmax (the longest lease granted recently, _lib.lua's note_lease_length)
+-- KEYS[23] the shard's mark (_lib.lua's shard_mark)   KEYS[24] the shard's count of
+--   re-admissions (`seatlease failover status` sums them)
+--
+-- Re-admission by a lease token (docs/design.md, "A region lost"): ARGV[22] the verified
+-- token's session id ('' for none), ARGV[23] its exp (ms), ARGV[24] its iat (ms),
+-- ARGV[25] its weight, ARGV[26] 1 for a borrow, ARGV[27] its machine ('' for none),
+-- ARGV[28] 'heartbeat' for a heartbeat's re-admission ('' for an acquire), ARGV[29] the
+-- audit trail's verdict on the session ('' not asked yet; 'clear', 'ended', 'revoked').
+-- The token's lease comes back only when this Redis lost it, never when the service ended
+-- it: the token has not expired; the session is not live here; no call moved its deadline
+-- below the token's (its record's te) and no end of it is noted (note_end); a recovery
+-- window is open for the license (recovery_ends), or the token is a borrow's (offline for
+-- days, it may come back later); and when this Redis's data of the shard is younger than
+-- the token (its mark after the token's iat: the data was lost since), the audit trail
+-- has no end of it either ({'consult_audit', mark_ms}: the engine asks, then calls again
+-- with the verdict; nothing was written, and the second call is not counted again). It
+-- then passes every rule a new grant passes, in this call: the rate budget, suspension,
+-- the term, entitlements and version, the deny list, the per-user limit, reservations,
+-- the seat held for the queue's head and the cap; the cap alone does not bind a borrow,
+-- nor a license that chose availability ('fo' = 'grant') in a window. It is re-created
+-- with its session id and weight (a borrow until its exp, bound to its machine; else a
+-- lease of the call's length), answered {'recovered', ...} as a renewal is, one event
+-- lease.recovered (metadata.reason: 'failover', 'data_lost' or 'borrow'). Otherwise an
+-- acquire goes on as a new one (a new session); a heartbeat's re-admission answers
+-- {'not_readmitted', why} and changes nothing.
 --
 -- A license with terms (cfg 'terms', load_terms in _lib.lua): nothing is granted before
 -- `starts` or from `fin` (expires_at + grace) on; with end_leases no deadline goes past
@@ -69,20 +95,23 @@
 --   {'seats_mismatch', held_weight, asked}   the caller's live lease counts another weight
 --   {'machine_mismatch'}        the caller's borrowed lease was borrowed for another machine
 --   {'recovering', retry_ms}    a failover's recovery window: no new grant yet
+--   {'consult_audit', mark_ms} | {'not_readmitted', why}   (re-admission, above)
 --   {'not_started', starts_ms} | {'license_expired', expires_ms, end_ms}
 --   {'not_entitled', 'name name'} (the missing ones) | {'version_not_entitled', max_version}
---   {'acquired' | 'renewed', session_id, deadline_ms, lease_ms, used, seats, limit, now_ms,
---    borrowed (0 or 1)}         lease_ms of a borrowed lease is the borrow's length
+--   {'acquired' | 'renewed' | 'recovered', session_id, deadline_ms, lease_ms, used, seats,
+--    limit, now_ms, borrowed (0 or 1)}   lease_ms of a borrowed lease is the borrow's length
 --    + for a license with terms: expires_ms, end_ms, flags, entitlements, max_version
 --      (terms_tail in _lib.lua)
 --    + for a lease of weight w > 1: w (weighted_tail in _lib.lua)
 --    + for a borrowed lease bound to a machine: 'm:<fingerprint>' (machine_tail)
+--    + for a lease of a user the policy judges: 'u:<user>' (its tokens carry it: a
+--      re-admission is judged as the user's)
 --    + for a grant in a failover's recovery window: 'r:<window end ms>' (recovering_tail)
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7], users = KEYS[11],
            queue = KEYS[12], tickets = KEYS[13], tdl = KEYS[14], tix = KEYS[15],
            units = KEYS[16], wsum = KEYS[17], refused = KEYS[18], refusing = KEYS[19],
-           refused_due = KEYS[20], ended = KEYS[21]}
+           refused_due = KEYS[20], ended = KEYS[21], lmax = KEYS[22], mark = KEYS[23]}
 local tenant, license, client = ARGV[1], ARGV[2], ARGV[3]
 local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV[6], ARGV[7]
 local reply_key, reply_ttl = reply_slot(KEYS[8], KEYS[10], ARGV[11]), ARGV[8]
@@ -104,9 +133,13 @@ local cfg = load_config(k.cfg)
 if cfg == nil then return {'missing'} end
 -- The call's one server time: the rate budget, the leases and the stored reply use it.
 local now = now_ms()
--- (after the config: the call that fills it comes again and is counted once)
-local wait = rate_limited(KEYS[9], ARGV[10], now)
-if wait then return {'rate_limited', wait} end
+local verdict = ARGV[29] or ''  -- the audit trail's verdict: this call was made already
+-- (after the config: the call that fills it, or asks the audit trail, comes again and is
+-- counted once)
+if verdict == '' then
+  local wait = rate_limited(KEYS[9], ARGV[10], now)
+  if wait then return {'rate_limited', wait} end
+end
 if cfg == 'not_found' then return {'not_found'} end
 -- (one seat on a license of none is a plain refusal, as it always was; the renewal of a
 -- live lease of this weight is a renewal, whatever the license's seats became since)
@@ -136,7 +169,11 @@ if cfg.terms or wants ~= '' or version ~= '' then
   end
   if not cfg.terms then T = nil end  -- a license without terms answers as it always did
 end
-if requested > cfg.max_lease_ms then return {'lease_too_long', cfg.max_lease_ms / 1000} end
+if requested > cfg.max_lease_ms then
+  -- (a heartbeat's re-admission asks its token's length: the license's longest, at most)
+  if ARGV[28] ~= 'heartbeat' then return {'lease_too_long', cfg.max_lease_ms / 1000} end
+  requested = cfg.max_lease_ms
+end
 if borrow > cfg.max_borrow_ms then return {'borrow_too_long', cfg.max_borrow_ms / 1000} end
 local lease_ms = cfg.lease_ms
 if requested > 0 then lease_ms = requested end
@@ -151,6 +188,48 @@ if cfg.policy then
   if user ~= '' and user_facts(k.cfg, user).denied then return {'user_denied'} end
 end
 
+local on_heartbeat = ARGV[28] == 'heartbeat'
+local mark_ms, lost = shard_mark(k.mark)
+local window = recovery_ends(k, cfg, now, failover_began, lost and mark_ms or nil)
+
+-- Whether the token's lease comes back (the header's rules), read before anything is
+-- written: the re-admission R, or nil and why not.
+local function readmission()
+  local exp, iat = tonumber(ARGV[23]), tonumber(ARGV[24])
+  local r = {sid = ARGV[22], exp = exp, w = tonumber(ARGV[25]), borrowed = ARGV[26] == '1',
+             machine = ARGV[27] or ''}
+  if exp <= now then return nil, 'expired' end
+  local score = tonumber(redis.call('ZSCORE', k.leases, r.sid))
+  if score and score > now then return nil, 'live' end
+  if score then  -- its record, expired and not yet reclaimed: reclaimed first (r.stale)
+    local raw = redis.call('HGET', k.sessions, r.sid)
+    local rec = raw and cjson.decode(raw) or {}
+    if rec.te and rec.te > now then return nil, 'ended' end  -- shortened, cut: by us
+    r.stale = true
+  end
+  local note = ended_note(k, r.sid, now)
+  if note then return nil, note end
+  if not window and not r.borrowed then return nil, 'closed' end
+  if asked and asked ~= r.w then return nil, 'weight' end
+  if mark_ms and mark_ms > iat then  -- this Redis's memory is younger than the token
+    if verdict == '' then return 'consult' end
+    if verdict ~= 'clear' then return nil, verdict end
+  end
+  if window then
+    r.why = (lost and mark_ms >= (failover_began or 0)) and 'data_lost' or 'failover'
+  else
+    r.why = 'borrow'
+  end
+  return r
+end
+local R, why_not = nil, nil
+if (ARGV[22] or '') ~= '' then
+  R, why_not = readmission()
+  if R == 'consult' then return {'consult_audit', mark_ms} end
+  if on_heartbeat and not R then return {'not_readmitted', why_not} end
+  if R then w = R.w end
+end
+
 -- Prune this license's expired leases first, so the count below is exact even when the
 -- reaper is late (bounded per call; ZCOUNT ignores any expired lease left behind).
 local pruned = reclaim_expired(k, lk, tenant, license, now, cfg.seats, prefix, 100)
@@ -161,9 +240,11 @@ if T and T.fin and not T.keep and deadline > T.fin then deadline, cut = T.fin, t
 local bound_to = nil  -- the machine a borrowed lease is bound to (its answer says it)
 local recovering = nil  -- a grant made in a failover's window: the window's end (ms)
 -- the reply, with the license's terms when it has some
+local judged_user = nil  -- the lease's user as the policy judged it (its tokens carry it)
 local function answer(reply)
   if T then terms_tail(reply, T, now, cut) end
   reply = machine_tail(weighted_tail(reply, w), bound_to)
+  reply = user_tail(reply, judged_user)
   if recovering then reply[#reply + 1] = 'r:' .. int_arg(recovering) end
   return remember(reply_key, reply_ttl, now, reply)
 end
@@ -172,7 +253,12 @@ local reweigh = nil  -- the caller's lingering lease, taken back with another we
 if held then
   local score = tonumber(redis.call('ZSCORE', k.leases, held))
   if score and score > now then
+    -- (a heartbeat's re-admission: its client holds another lease here, or a lingering
+    -- one, which only an acquire takes back)
+    if on_heartbeat then return {'not_readmitted', 'superseded'} end
+    R = nil  -- the caller's own live lease is renewed: the token has nothing to bring back
     local rec = cjson.decode(redis.call('HGET', k.sessions, held))
+    judged_user = rec.u
     if rec.b and machine ~= '' and rec.f and rec.f ~= machine then
       return remember(reply_key, reply_ttl, now, {'machine_mismatch'})
     end
@@ -189,8 +275,9 @@ if held then
         -- a borrow outlives no term: one the operator's cut missed is cut now
         local bound = term_bound(T, now)
         if bound and score > bound[1] then
+          local before = score
           score, rec.x = bound[1], bound[2]
-          move_deadline(k, lk, held, rec, int_arg(score))
+          move_deadline(k, lk, held, rec, int_arg(score), before)
           redis.call('HSET', k.sessions, held, cjson.encode(rec))
         end
         cut = rec.x == 1
@@ -209,7 +296,8 @@ if held then
       rec.lg = nil
       rec.l = lease_ms
       rec.x, rec.tm = cut and 1 or nil, T and 1 or nil
-      move_deadline(k, lk, held, rec, int_arg(deadline))
+      move_deadline(k, lk, held, rec, int_arg(deadline), score)
+      if is_borrow == 0 then note_lease_length(k.lmax, lease_ms, now) end
       redis.call('HSET', k.sessions, held, cjson.encode(rec))
       if etype then
         emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
@@ -224,19 +312,32 @@ if held then
   end
 end
 
--- A failover's recovery window (seatlease/seats/failover.py): the holders this Redis lost
--- come back with their tokens (readmit.lua) within one heartbeat interval of the
--- license's longest lease; until then no new seat, unless the license chose to grant.
-if failover_began then
-  local window_end = failover_began + math.floor(cfg.max_lease_ms / 3) + 5000
-  if now < window_end then
-    if redis.call('HGET', k.cfg, 'fo') ~= 'grant' then
+-- A token's lease coming back: its expired record goes first (a weight left behind
+-- with it too); a borrow comes back as the borrow it was, until its end.
+if R and R.stale then reclaim(k, lk, tenant, license, R.sid, now, cfg.seats, prefix) end
+if R and R.borrowed then
+  is_borrow, machine, cut = 1, R.machine, false
+  deadline = R.exp
+  if T and T.fin and not T.keep and deadline > T.fin then deadline, cut = T.fin, true end
+  lease_ms = deadline - now
+end
+
+-- A failover's recovery window (recovery_ends in _lib.lua): the holders this Redis lost
+-- come back with their tokens within one heartbeat interval of the license's longest
+-- recent lease; until then no new seat, unless the license chose to grant (then a
+-- re-admission is not bound by the cap either).
+local granting = false
+if window then
+  granting = redis.call('HGET', k.cfg, 'fo') == 'grant'
+  if not R then
+    if not granting then
       redis.call('HINCRBY', k.denials, lk, 1)
-      return remember(reply_key, reply_ttl, now, {'recovering', window_end - now})
+      return remember(reply_key, reply_ttl, now, {'recovering', window - now})
     end
-    recovering = window_end
+    recovering = window
   end
 end
+local over_cap = R and (R.borrowed or (R.why ~= 'borrow' and granting))
 
 -- Under the prune limit every expired lease is gone (its weight with it), so ZCARD and
 -- the weights' sum are the live count.
@@ -258,9 +359,15 @@ if P then
   S.used0 = used
   if reweigh then set_aside(S, reweigh, user) end
   local refusal
-  grant, refusal = policy_decide(S, {client = client, user = user, queue = ARGV[13] == '1',
+  local call = {client = client, user = user, queue = ARGV[13] == '1' and not on_heartbeat,
     ticket = ARGV[14] or '', new_ticket = ARGV[15], meta = meta, tenant = tenant,
-    license = license, prefix = prefix, seats = cfg.seats, w = w})
+    license = license, prefix = prefix, seats = cfg.seats, w = w}
+  if over_cap then
+    grant, refusal = policy_admit(S, call)
+  else
+    grant, refusal = policy_decide(S, call)
+  end
+  if refusal and on_heartbeat then return {'not_readmitted', refusal[1]} end
   if refusal then
     if refusal[1] ~= 'queued' then redis.call('HINCRBY', k.denials, lk, 1) end
     if refusal[1] == 'denied' or refusal[1] == 'queued' or refusal[1] == 'queue_full' then
@@ -269,7 +376,8 @@ if P then
     return remember(reply_key, reply_ttl, now, refusal)
   end
   grant.S = S
-elseif used - own + w > cfg.limit then
+elseif used - own + w > cfg.limit and not over_cap then
+  if on_heartbeat then return {'not_readmitted', 'denied'} end
   -- Denials are counters (one field per license), not events: a retry storm cannot grow
   -- Redis. The reaper turns them into lease.denied events.
   redis.call('HINCRBY', k.denials, lk, 1)
@@ -284,6 +392,9 @@ end
 local sid = new_sid
 local rec = {c = client, a = now, l = lease_ms, m = meta, t = cfg.seats}
 local etype = 'lease.acquired'
+if R then
+  sid, etype, rec.m = R.sid, 'lease.recovered', with_field(meta, '"recovered":true')
+end
 local deadline_text = int_arg(deadline)
 if reweigh then
   -- the lingering lease, taken back with its new weight: same session, new counts
@@ -297,7 +408,8 @@ end
 if w > 1 then rec.w = w end
 if is_borrow == 1 then
   -- (the lingering lease taken back as a borrow: converted, as with its own weight)
-  rec.b, etype = 1, reweigh and 'lease.converted' or 'lease.borrowed'
+  rec.b = 1
+  if not R then etype = reweigh and 'lease.converted' or 'lease.borrowed' end
   if machine ~= '' then rec.f = machine end
   bound_to = rec.f
 end
@@ -306,7 +418,7 @@ if cut then rec.x = 1 end
 if T then rec.tm = 1 end
 if grant then
   -- u: the user; g: the group whose reservation the seat is charged to
-  if user ~= '' then rec.u = user end
+  if user ~= '' then rec.u, judged_user = user, user end
   if grant.g then rec.g = grant.g end
   record_lease(grant.S, user, grant.g, rec, w, grant.c)
   if grant.ticket then
@@ -318,6 +430,7 @@ if grant then
 end
 add_weight(k, rec, w)
 note_grant(k, client, now)
+if is_borrow == 0 then note_lease_length(k.lmax, lease_ms, now) end
 redis.call('ZADD', k.leases, deadline_text, sid)
 redis.call('HSET', k.sessions, sid, cjson.encode(rec))
 redis.call('HSET', k.clients, client, sid)
@@ -325,8 +438,14 @@ redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
 -- (a grant in a failover's window: the event says so, after the client's metadata)
 local event_meta = rec.m
 if recovering then event_meta = with_field(rec.m, '"recovering":true') end
+if R then
+  event_meta = with_reason(meta, R.why)
+  redis.call('INCR', KEYS[24])
+end
 emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
   session_id = sid, client_id = client, seats_used = used - own + w, seats_total = cfg.seats,
   w = w}, event_meta)
-return answer({reweigh and 'renewed' or 'acquired', sid, deadline, lease_ms, used - own + w,
-  cfg.seats, cfg.limit, now, is_borrow})
+local status = 'acquired'
+if R then status = 'recovered' elseif reweigh then status = 'renewed' end
+return answer({status, sid, deadline, lease_ms, used - own + w, cfg.seats, cfg.limit, now,
+  is_borrow})

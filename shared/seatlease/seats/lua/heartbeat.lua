@@ -12,6 +12,8 @@
 -- KEYS[11] units (the release before's weighted leases, _lib.lua's drop_units)
 -- KEYS[12] wsum (the weighted leases' extra seats, _lib.lua's add_weight: a weight costs
 --   nothing when its lease's deadline moves)
+-- KEYS[13] ended (_lib.lua's note_end): an unknown session noted there as revoked is
+--   answered {'revoked'} (its client learns that an operator freed its seat)
 --
 -- Over the budget, a heartbeat is refused ({'rate_limited', retry_ms}, nothing changed)
 -- only when it cannot cost the lease: it came early (more than two thirds of the lease
@@ -37,15 +39,17 @@
 --     + for a license with terms: expires_ms, end_ms, flags, entitlements, max_version
 --     + for a lease of weight w > 1: w (weighted_tail in _lib.lua)
 --     + for a borrowed lease bound to a machine: 'm:<fingerprint>' (machine_tail)
+--     + for a lease of a user the policy judges: 'u:<user>' (its token carries it)
 --   {'expired'}   the deadline had passed: the lease is reclaimed now (lease.reclaimed)
 --   {'unknown'}   no such session (released, reclaimed, revoked or never existed), or a
 --                 lingering one (ended now if its linger is over: lease.released)
+--   {'revoked'}   no such session: an operator revoked it (while its tokens last)
 --   {'license_expired', expires_ms, end_ms} | {'not_started', starts_ms}
 --   {'missing'} | {'not_found'}   the configuration is not cached (or, for an unknown
 --                 session: is the license real?)
 local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
            deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10], units = KEYS[11],
-           wsum = KEYS[12]}
+           wsum = KEYS[12], ended = KEYS[13]}
 local tenant, license, sid, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[7]), ARGV[5]
 local lk = tenant .. '/' .. license
@@ -62,6 +66,7 @@ if not score then
   -- No lease to lose: an unknown session's heartbeat is counted like any call.
   local wait = rate_limited(KEYS[8], ARGV[6], now)
   if wait then return {'rate_limited', wait} end
+  if k.ended and ended_note(k, sid, now) == 'revoked' then return {'revoked'} end
   return {'unknown'}
 end
 
@@ -82,7 +87,7 @@ if score <= now or ((ending or early) and not rec.lg) then
     rec.x = early and 2 or 1
     redis.call('HSET', k.sessions, sid, cjson.encode(rec))
   end
-  reclaim(k, lk, tenant, license, sid, now, has[3] or '', prefix)
+  reclaim(k, lk, tenant, license, sid, now, has[3] or '', prefix, score)
   if rec.lg then return remember(reply_key, reply_ttl, now, {'unknown'}) end
   if early then return remember(reply_key, reply_ttl, now, {'not_started', T.starts}) end
   if ending then
@@ -95,24 +100,27 @@ local reply
 local bound = term_bound(T, now)
 if rec.b then
   if bound and score > bound[1] then  -- a borrow outlives no term
+    local before = score
     score, rec.x = bound[1], bound[2]
-    move_deadline(k, lk, sid, rec, int_arg(score))
+    move_deadline(k, lk, sid, rec, int_arg(score), before)
     redis.call('HSET', k.sessions, sid, cjson.encode(rec))
   end
   reply = {'ok', score, rec.l, now, 1, rec.c}
   if T then terms_tail(reply, T, now, rec.x == 1) end
-  return remember(reply_key, reply_ttl, now, machine_tail(weighted_tail(reply, rec.w), rec.f))
+  return remember(reply_key, reply_ttl, now,
+    user_tail(machine_tail(weighted_tail(reply, rec.w), rec.f), rec.u))
 end
 
 local deadline = now + rec.l
 local cut = false
 if bound and deadline > bound[1] then deadline, cut = bound[1], true end
-local stored = rec.ws
-move_deadline(k, lk, sid, rec, int_arg(deadline))
-if cut ~= (rec.x == 1) or (T ~= nil) ~= (rec.tm == 1) or stored ~= rec.ws then
+local stored, stored_te = rec.ws, rec.te
+move_deadline(k, lk, sid, rec, int_arg(deadline), score)
+if cut ~= (rec.x == 1) or (T ~= nil) ~= (rec.tm == 1) or stored ~= rec.ws
+    or stored_te ~= rec.te then
   rec.x, rec.tm = cut and 1 or nil, T and 1 or nil
   redis.call('HSET', k.sessions, sid, cjson.encode(rec))
 end
 reply = {'ok', deadline, rec.l, now, 0, rec.c}
 if T then terms_tail(reply, T, now, cut) end
-return remember(reply_key, reply_ttl, now, weighted_tail(reply, rec.w))
+return remember(reply_key, reply_ttl, now, user_tail(weighted_tail(reply, rec.w), rec.u))

@@ -8,12 +8,14 @@
 --
 -- KEYS[1] deadlines (shard)   KEYS[2] outbox (shard)   KEYS[3] the shard's ticket
 -- deadline index
--- then ten keys per candidate i (base = 3 + 10 * (i - 1)):
+-- then eleven keys per candidate i (base = 3 + 11 * (i - 1)):
 --   KEYS[base+1] leases   KEYS[base+2] sessions   KEYS[base+3] clients   KEYS[base+4] cfg
 --   KEYS[base+5] users (the license policy's live counts, _lib.lua's uncount)
 --   KEYS[base+6] units (the release before's weighted leases)   KEYS[base+7] wsum (the
 --   weighted leases' extra seats, _lib.lua's add_weight)
 --   KEYS[base+8] queue   KEYS[base+9] tickets   KEYS[base+10] ticket deadlines
+--   KEYS[base+11] ended (a lease whose deadline a call moved down is noted there while
+--   a token of it may still be valid: _lib.lua's note_end)
 -- ARGV[1] event id prefix, then three per candidate: tenant_id, license_id, session_id
 --
 -- Returns the number of leases reclaimed.
@@ -26,7 +28,7 @@ local ended = {}  -- {k, tenant, license, sid, rec, total}
 local licenses = {}  -- lk -> {k, tenant, license, total}, in the order first met
 local order = {}
 for i = 1, n do
-  local base = 3 + 10 * (i - 1)
+  local base = 3 + 11 * (i - 1)
   local tenant, license, sid = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
   local lk = tenant .. '/' .. license
   local score = tonumber(redis.call('ZSCORE', deadlines, lk .. '|' .. sid))
@@ -37,13 +39,13 @@ for i = 1, n do
                 cfg = KEYS[base + 4], deadlines = deadlines, outbox = outbox,
                 users = KEYS[base + 5], units = KEYS[base + 6], wsum = KEYS[base + 7],
                 queue = KEYS[base + 8], tickets = KEYS[base + 9], tdl = KEYS[base + 10],
-                tix = KEYS[3], lk = lk},
+                ended = KEYS[base + 11], tix = KEYS[3], lk = lk},
            tenant = tenant, license = license,
            total = redis.call('HGET', KEYS[base + 4], 'seats') or ''}
       licenses[lk] = L
       order[#order + 1] = lk
     end
-    local rec = drop_lease(L.k, lk, sid)
+    local rec = drop_lease(L.k, lk, sid, nil, now)
     if rec then ended[#ended + 1] = {L = L, sid = sid, rec = rec} end
   end
 end

@@ -12,9 +12,9 @@
 --   held for the queue's head at once (_policy.lua's hold_for_queue)
 -- KEYS[15] units (the release before's weighted leases, _lib.lua's drop_units)
 -- KEYS[16] wsum (the weighted leases' extra seats, _lib.lua's add_weight)
--- KEYS[17] ended: a lease released, lingering or revoked before its deadline still has
---   valid tokens (their exp is that deadline); it is noted there until then, so no token
---   brings it back (readmit.lua). Each release prunes the notes whose tokens expired.
+-- KEYS[17] ended: a lease released, lingering or revoked while a token of it may be
+--   valid is noted there until its last token expires (_lib.lua's note_end), so no token
+--   brings it back (acquire.lua's re-admission), and a revoke's heartbeat says so.
 --
 -- Linger: a client's release of its live lease on a license with linger_seconds > 0
 -- keeps the seat held for that client (the lease stays in `leases` and the deadline
@@ -61,9 +61,8 @@ if score and score > now then
     return remember(reply_key, reply_ttl, now,
       {'gone', in_use(k, now), cfg.seats, 0, now})
   end
-  -- its tokens are void from now on (their exp: at most this deadline)
-  redis.call('ZREMRANGEBYSCORE', k.ended, '-inf', int_arg(now))
-  redis.call('ZADD', k.ended, int_arg(score + 1000), sid)  -- (exp is in whole seconds)
+  -- its tokens are void from now on (a lingering lease too: its client released it)
+  note_end(k, sid, rec, now, score, revoke)
   local linger = nil  -- the linger's end (nil: none, the seat is free now)
   if cfg.linger_ms > 0 and not revoke and not rec.b then
     linger = now + cfg.linger_ms
@@ -76,7 +75,7 @@ if score and score > now then
   if linger then
     local deadline = linger
     rec.lg = 1
-    move_deadline(k, lk, sid, rec, int_arg(deadline))
+    move_deadline(k, lk, sid, rec, int_arg(deadline), score)
     redis.call('HSET', k.sessions, sid, cjson.encode(rec))
     local used = in_use(k, now)
     emit(k.outbox, prefix, now, {type = 'lease.lingering', tenant_id = tenant,
@@ -84,7 +83,7 @@ if score and score > now then
       seats_total = cfg.seats, w = rec.w}, rec.m)
     return remember(reply_key, reply_ttl, now, {'released', used, cfg.seats, 1, now})
   end
-  drop_lease(k, lk, sid, rec)
+  drop_lease(k, lk, sid, rec, now, score, revoke)
   local used = in_use(k, now)
   emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
     session_id = sid, client_id = rec.c, seats_used = used, seats_total = cfg.seats,
