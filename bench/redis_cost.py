@@ -830,12 +830,14 @@ NEW_LEASE_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("HGET", "KEYS[10]", "ARGV[1]"),  # ... and in generation 1's
     ("HMGET", "KEYS[1]", *(f"'{field}'" for field in CONFIG_FIELDS)),  # load_config
     ("TIME",),  # now_ms: the call's one server time
+    ("GET", "KEYS[23]"),  # the shard's mark: a recovery window the service opened?
     ("ZRANGEBYSCORE", "KEYS[2]", "'-inf'", "ARGV[2]", "'LIMIT'", "'0'", "'100'"),  # prune
     ("HGET", "KEYS[4]", "ARGV[3]"),  # the client's own lease (none)
     ("ZCARD", "KEYS[2]"),  # seats used: the leases ...
     ("GET", "KEYS[17]"),  # ... the weighted leases' extra seats (wsum: none here) ...
     ("ZCARD", "KEYS[16]"),  # ... and the release before's weighted leases' seats (units)
     ("HGET", "KEYS[18]", "ARGV[3]"),  # the client's refusals to mark served (none)
+    ("GET", "KEYS[22]"),  # the longest lease granted recently (noted already: no SET)
     ("ZADD", "KEYS[2]", "ARGV[4]", "ARGV[5]"),  # the lease and its deadline
     ("HSET", "KEYS[3]", "ARGV[5]", "ARGV[6]"),  # its record
     ("HSET", "KEYS[4]", "ARGV[3]", "ARGV[5]"),  # the client's lease
@@ -871,7 +873,9 @@ RELEASE_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("ZSCORE", "KEYS[2]", "ARGV[2]"),  # the lease's deadline
     ("HGET", "KEYS[3]", "ARGV[2]"),  # its record
     ("ZREMRANGEBYSCORE", "KEYS[17]", "'-inf'", "ARGV[3]"),  # ended: notes whose tokens expired
-    ("ZADD", "KEYS[17]", "ARGV[4]", "ARGV[2]"),  # ... and this lease's, until its tokens expire
+    ("ZSCORE", "KEYS[17]", "ARGV[2]"),  # ... this lease's note, if any ...
+    ("ZADD", "KEYS[17]", "ARGV[4]", "ARGV[2]"),  # ... noted until its tokens expire ...
+    ("PTTL", "KEYS[17]"),  # ... and the notes' key lives that long (it does: an hour more)
     ("ZREM", "KEYS[2]", "ARGV[2]"),  # drop_lease: the lease ...
     ("HDEL", "KEYS[3]", "ARGV[2]"),  # ... its record ...
     ("ZREM", "KEYS[5]", "ARGV[5]"),  # ... its entry in the reaper's index ...
@@ -921,7 +925,7 @@ def release_floor_call(
         field,
         session_id,
         str(now_ms),
-        str(deadline + 1000),
+        str(deadline),
         f"{TENANT}/{license_id}|{session_id}",
         client_id,
         f"({now_ms}",

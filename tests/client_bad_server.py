@@ -1,7 +1,7 @@
 """A tiny fake server of bad answers (and of behaviours no real server shows on demand: a
-stalled answer, a long Retry-After, a region's loss, a term that ended) for the clients'
-tests (tests/test_client_c.py, tests/test_client_java.py, and the others'): never the
-real functions.
+stalled answer, a long Retry-After, a region's loss, an operator's revoke, a term that
+ended) for the clients' tests (tests/test_client_c.py, tests/test_client_java.py, and the
+others'): never the real functions.
 Each scenario is a base URL, ``<server>/<scenario>``; its ``/acquire``, ``/heartbeat``,
 ``/release`` and ``/keys`` answer as listed in ``SCENARIOS`` whatever is asked (but for
 ``weights``, which echoes the weight asked: see ``weights``). The
@@ -160,6 +160,13 @@ SESSION_UNKNOWN = {
     "message": "The session is gone (unknown): acquire again.",
     "reason": "unknown",
 }
+SESSION_REVOKED = {
+    "code": "session_expired",
+    "message": "The session has expired or was released, reclaimed or revoked; "
+    "acquire a seat again.",
+    "reason": "revoked",
+}
+REGRANTED = "c2Vzc2lvbi0wMDAwMDAwMDAy"  # the "revoked" scenario's second session
 LICENSE_EXPIRED = {
     "code": "license_expired",
     "message": "This license's term ended at 2026-11-28T03:12:21Z; its seats stopped at "
@@ -205,6 +212,11 @@ def behaviour(scenario: str, request: Request, function: str) -> Response | None
     - ``recover`` (a region lost, issue 40): acquire grants ``TOKEN``; a heartbeat without
       a ``lease_token`` is ``410`` (``unknown``: the new primary never heard of the
       session), with ``TOKEN`` it is ``200`` (re-admitted by the token); release ``200``;
+    - ``revoked`` (an operator freed the seat): the first acquire grants ``GRANT``'s session
+      with ``TOKEN``, later ones ``REGRANTED``; a heartbeat on the first session is ``410``
+      (``revoked``), with its token or not (the server refuses a revoked session's token:
+      each heartbeat that carries one is counted as ``token``), on ``REGRANTED`` ``200``;
+      leases of 3 s, heartbeats every second; release ``200``;
     - ``term_ended``: acquire grants once (the first call), then every call is ``403``
       ``license_expired`` (a heartbeat ended the seat, a re-acquire is refused): final
       until the operator renews, so a client says it once and asks again only at a slow
@@ -234,6 +246,20 @@ def behaviour(scenario: str, request: Request, function: str) -> Response | None
                 return _json(200, RENEWAL)
             return _json(410, {"error": SESSION_UNKNOWN})
         return _json(200, {"released": True, "seats_used": 0})
+    if scenario == "revoked":
+        short = {"lease_seconds": 3, "heartbeat_interval_seconds": 1}
+        with _COUNT_LOCK:
+            _COUNTS[(scenario, function)] = calls = _COUNTS.get((scenario, function), 0) + 1
+            if function == "heartbeat" and "lease_token" in body:
+                _COUNTS[(scenario, "token")] = _COUNTS.get((scenario, "token"), 0) + 1
+        if function == "acquire":
+            session = GRANT["session_id"] if calls == 1 else REGRANTED
+            return _json(201, {**GRANT, **short, "session_id": session, "lease_token": TOKEN})
+        if function == "heartbeat":
+            if body.get("session_id") == GRANT["session_id"]:
+                return _json(410, {"error": SESSION_REVOKED})
+            return _json(200, {**RENEWAL, **short, "session_id": body.get("session_id")})
+        return _json(200, {"released": True, "seats_used": 0})
     if scenario in ("term_ended", "suspended"):
         key = (scenario, function)
         with _COUNT_LOCK:
@@ -257,7 +283,8 @@ _COUNT_LOCK = __import__("threading").Lock()
 
 
 def reset() -> None:
-    """Forget the calls counted (``term_ended``, ``suspended`` grant their first acquire)."""
+    """Forget the calls counted (``term_ended``, ``suspended``, ``revoked`` grant their first
+    acquire)."""
     with _COUNT_LOCK:
         _COUNTS.clear()
 

@@ -136,7 +136,7 @@ def test_actions_end_to_end(stack, functions, redis_client):
         json={"license_id": "cad", "session_id": lease.json["session_id"]},
         headers={"Authorization": f"Bearer {key}"},
     )
-    assert assert_error(beat, 410, "session_expired")["reason"] == "unknown"
+    assert assert_error(beat, 410, "session_expired")["reason"] == "revoked"  # its client learns it
     again = post(
         functions,
         "revoke",

@@ -565,7 +565,7 @@ def test_revoke_ends_the_lease_with_an_event(stack, capsys, clients, redis_clien
     )
     assert beat.status_code == 410
     assert beat.json["error"]["code"] == "session_expired"
-    assert beat.json["error"]["reason"] == "unknown"
+    assert beat.json["error"]["reason"] == "revoked"  # (its client learns it)
 
     outbox = keys.outbox_key(keys.shard_of("acme", "cad"))
     events = outbox_events(redis_client, outbox)

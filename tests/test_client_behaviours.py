@@ -1,6 +1,7 @@
 """The Python client against the fake bad server's behaviours (tests/client_bad_server.py,
 in this process): a ``Retry-After`` of an hour never outlasts the maximum back-off, a
-session the server lost is kept by its last lease token, an ended term is said once and
+session the server lost is kept by its last lease token, a seat an operator freed is lost
+as ``revoked`` without its token being sent, an ended term is said once and
 asked again only every few minutes, and a suspended license keeps its held seats while it
 refuses new ones. The Node and Go clients run the same stories in their own suites
 (tests/test_client_node.py, tests/test_client_go.py)."""
@@ -19,7 +20,7 @@ from typing import Any
 
 import client_bad_server
 import pytest
-from client_bad_server import TOKEN, bad_server
+from client_bad_server import REGRANTED, TOKEN, bad_server
 from http_support import serving
 from werkzeug.wrappers import Request
 
@@ -157,6 +158,33 @@ def test_a_token_the_server_refuses_loses_the_seat_as_before():
         assert not keeper.lease.lost and events == ["unknown", "regained"]
     heartbeats = recorder.bodies("heartbeat")
     assert [body.get("lease_token") for body in heartbeats] == [None, "not-the-token"]
+
+
+def test_a_seat_an_operator_freed_is_lost_as_revoked_without_sending_its_token():
+    """``revoked``: a heartbeat is 410 ``revoked`` (an operator freed the seat). The lease
+    is lost with that reason (the product can tell its user an administrator freed the
+    seat), the token is never sent (the server refuses a revoked session's token: only
+    ``unknown`` is answered with it), and the seat is acquired again at once."""
+    events: list[tuple[str, str | None, bool]] = []
+    with bad_server() as url:
+        reset(url, "revoked")
+        client = SeatClient(f"{url}/revoked", KEY, backoff=0.05, handle_sigterm=False)
+        held = client.lease(
+            "lic", client_id="pc-1",
+            on_lost=lambda lost, reason: events.append((reason, lost.lost_reason, lost.lost)),
+            on_regained=lambda _l: events.append(("regained", None, False)),
+        )  # fmt: skip
+        with held as lease:
+            assert lease.token == TOKEN and lease.session_id != REGRANTED
+            deadline = time.monotonic() + 5  # heartbeats every second
+            while len(events) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert events == [("revoked", "revoked", True), ("regained", None, False)], events
+            assert not lease.lost and lease.lost_reason is None
+            assert lease.session_id == REGRANTED
+            counted = calls(url, "revoked")
+        assert lease.released
+    assert counted["acquire"] == 2 and "token" not in counted, counted
 
 
 # -- issue 42 items 2 and 9: an ended term, said once; a suspension keeps held seats -----

@@ -1,8 +1,8 @@
 """The C client (shared/clients/c, libseatlease) against the served functions: its own
 ctest suites built with AddressSanitizer and UndefinedBehaviorSanitizer (and
 LeakSanitizer, on with ASan) and -Werror: every shared token vector, the bad-answer cases
-and the behaviour scenarios (a long Retry-After, a region's loss, an ended term, a
-suspension) against tests/client_bad_server.py, the live suite against
+and the behaviour scenarios (a long Retry-After, a region's loss, an operator's revoke, an
+ended term, a suspension) against tests/client_bad_server.py, the live suite against
 tests/client_harness.py's server on real Redis and PostgreSQL (with borrowed-seat files
 shared with the Python client), the C++ wrapper (a Seat outliving its temporary Client),
 and a program built against the 0.1 header; the threaded tests again under
@@ -57,6 +57,7 @@ LIVE_TESTS = [
 BEHAVIOUR_TESTS = [
     "a_retry_after_never_outlasts_the_max_backoff",
     "a_heartbeat_of_an_unknown_session_is_recovered_by_its_token",
+    "a_seat_an_operator_freed_is_lost_as_revoked_without_its_token",
     "an_ended_term_ends_the_seat_and_is_said_once",
     "a_suspended_license_keeps_its_held_seats",
     "a_client_freed_before_its_leases_goes_with_the_last",

@@ -59,10 +59,12 @@ TESTS = {
         "aLossTheTokenDoesNotRecoverIsLostAndRegained",
         "closeNeverWaitsPastTheReleaseTimeout",
         "aDrippedHeartbeatLosesTheLeaseByItsDeadline",
+        "aSeatAnOperatorFreedIsLostAsRevokedWithoutItsToken",
     ],
     "BehaviourTests": [
         "aDrippingHeartbeatLosesTheLeaseByItsDeadline",
         "aRegionsLossIsRecoveredByTheLeaseToken",
+        "aSeatAnOperatorFreedIsLostAsRevokedWithoutItsToken",
         "anEndedTermIsLostOnceAndAskedForSlowly",
         "aSuspensionKeepsTheHeldSeat",
     ],

@@ -73,6 +73,7 @@ class SeatModel(RuleBasedStateMachine):
         self.lingering: set[str] = set()  # of live or expired: ends as lease.released
         self.expired: dict[str, str] = {}
         self.gone: set[str] = set()
+        self.revoked: set[str] = set()  # (a revoked session's heartbeat says so)
         self.events = dict.fromkeys(EVENT_TYPES, 0)
         self.waited = False
         self.order: list[str] = []
@@ -103,6 +104,8 @@ class SeatModel(RuleBasedStateMachine):
         self.expired.pop(sid, None)
         self.borrowed.discard(sid)
         self.gone.add(sid)
+        if kind == "lease.revoked":
+            self.revoked.add(sid)
         self.events[kind] += 1
         self.lingering.discard(sid)
 
@@ -186,7 +189,7 @@ class SeatModel(RuleBasedStateMachine):
                 self._expire(sid)
             else:
                 assert sid in self.gone or sid in self.lingering
-                assert gone.reason == "unknown"
+                assert gone.reason == ("revoked" if sid in self.revoked else "unknown")
             return
         assert sid in self.live and sid not in self.lingering
         assert renewal.borrowed == (sid in self.borrowed)

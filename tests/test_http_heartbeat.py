@@ -92,13 +92,20 @@ def test_released_session_is_410_unknown(acme: Tenant) -> None:
     assert error["reason"] == "unknown"
 
 
-def test_revoked_session_is_410_unknown(acme: Tenant) -> None:
-    lic = new_license(acme, "cad", seats=1)
-    lease = _session(acme, lic)
+def test_revoked_session_is_410_revoked(acme: Tenant) -> None:
+    """An operator's revoke: its client learns it (reason ``revoked``, not ``unknown``)
+    while a token of the lease could still be valid; a released one is ``unknown``."""
+    lic = new_license(acme, "cad", seats=2)
+    lease, released = _session(acme, lic), _session(acme, lic, client_id="c2")
     assert runtime.seat_engine().release("acme", lic, lease["session_id"], revoke=True).released
+    assert runtime.seat_engine().release("acme", lic, released["session_id"]).released
     error = error_of(heartbeat(acme, lic, lease["session_id"]), 410, "session_expired")
+    assert error["reason"] == "revoked"
+    error = error_of(heartbeat(acme, lic, released["session_id"]), 410, "session_expired")
     assert error["reason"] == "unknown"
-    assert outbox_types(acme, lic) == ["lease.acquired", "lease.revoked"]
+    assert outbox_types(acme, lic) == [
+        "lease.acquired", "lease.acquired", "lease.revoked", "lease.released"
+    ]  # fmt: skip
 
 
 def test_unknown_license_is_404(acme: Tenant) -> None:

@@ -250,13 +250,16 @@ def test_each_cluster_shard_gets_the_library_when_it_lacks_it(redis_cluster, con
         client.close()
 
 
-def test_out_of_memory_a_release_frees_and_a_repeat_gets_its_answer(configs) -> None:
+@pytest.mark.parametrize("library", ["loaded", "lost"])
+def test_out_of_memory_a_release_frees_and_a_repeat_gets_its_answer(configs, library) -> None:
     """At maxmemory (noeviction) Redis refuses a function that may write before it runs,
     where a script without flags was refused only at its first write that could grow
     memory. The engine then runs the same script by EVALSHA, so what callers are told
     does not change: a release still frees its seat (docs/operations.md: the memory comes
     back through releases and the reaper), a repeated acquire still gets its stored
-    answer, and a new lease or a heartbeat is refused (503) with nothing written."""
+    answer, and a new lease or a heartbeat is refused (503) with nothing written. And so
+    on a full server that lost the library (``lost``): it refuses the load too (FUNCTION
+    LOAD is a write), and the call still goes by EVALSHA rather than failing."""
     handle = start_redis()
     client = redisconn.connect(handle.url)
     try:
@@ -266,6 +269,8 @@ def test_out_of_memory_a_release_frees_and_a_repeat_gets_its_answer(configs) -> 
         other = eng.acquire(SeatRequest(T, "oom", "c2"))
         leases = LicenseKeys.of(T, "oom").leases
         events = len(outbox_events(client))
+        if library == "lost":
+            client.function_flush()
         client.config_set("maxmemory", 1)
         try:
             again = eng.acquire(SeatRequest(T, "oom", "c1", request_id="first-call"))
@@ -287,11 +292,13 @@ def test_out_of_memory_a_release_frees_and_a_repeat_gets_its_answer(configs) -> 
         handle.stop()
 
 
-def test_on_a_read_only_replica_a_repeat_still_gets_its_answer(configs) -> None:
+@pytest.mark.parametrize("library", ["loaded", "lost"])
+def test_on_a_read_only_replica_a_repeat_still_gets_its_answer(configs, library) -> None:
     """A failover's old primary turned replica refuses a function that may write before
     it runs, where a script ran until its first write: a repeated call read its stored
     answer there. The engine makes the call again by EVALSHA, so it still does, and a
-    new lease is refused (ReadOnlyError: a 503) with nothing written."""
+    new lease is refused (ReadOnlyError: a 503) with nothing written. A replica without
+    the library (``lost``: flushed on its primary) refuses to load it: EVALSHA too."""
     from redis.exceptions import ReadOnlyError
 
     primary, replica = start_redis(), start_redis()
@@ -304,6 +311,8 @@ def test_on_a_read_only_replica_a_repeat_still_gets_its_answer(configs) -> None:
         first = SeatEngine(to_primary, configs).acquire(
             SeatRequest(T, "ro", "c1", request_id="first-call")
         )
+        if library == "lost":
+            to_primary.function_flush()
         assert to_primary.wait(1, 5000) == 1  # (the replica has it all)
         on_replica = SeatEngine(to_replica, configs)
         assert on_replica.acquire(SeatRequest(T, "ro", "c1", request_id="first-call")) == first

@@ -12,7 +12,8 @@ in a second terminal finds it. Everything it started stops on Ctrl-C.
 
 While it runs, a supervisor thread heals it as a process supervisor would: a
 redis-server or emulator it started that died is restarted on the same port (Redis
-appends every write to a file first, so its leases and outboxes survive), and the topics
+appends every write to a file first, in ``.seatlease/redis``, so its leases and outboxes
+survive that, and a restart of the whole stack too), and the topics
 and subscriptions an emulator restart lost are created again. Each heal is one JSON
 WARNING line. The audit push subscription dead-letters after Terraform's number of
 attempts (``AUDIT_DELIVERY``); the emulator cannot be trusted with Terraform's backoff
@@ -162,10 +163,18 @@ class LocalStack:
 
         logs.configure(os.environ.get("LOG_LEVEL", "WARNING"), stream="stdout")
         if not os.environ.get("REDIS_URL"):
-            redis = self._step("starting redis-server", lambda: start_redis(persist=True))
+            # Kept in .seatlease/redis across restarts of the stack: the leases held, the
+            # outboxes and what the service remembers of the leases it ended (a revoke
+            # stays final). Without it, a restart is a loss of Redis's data (a recovery
+            # window: docs/design.md, "A region lost").
+            data = STATE_DIR / "redis"
+            redis = self._step(
+                "starting redis-server", lambda: start_redis(persist=True, data_dir=data)
+            )
             self.procs.append(redis)
             self.services["redis-server"] = redis
             os.environ["REDIS_URL"] = redis.url
+            self.say(f"  redis-server: its data in {data} (leases survive a restart)")
         else:
             self.say(f"  using REDIS_URL {os.environ['REDIS_URL'].split('@')[-1]}")
         if not any(os.environ.get(v) for v in ("DATABASE_URL", "CLOUD_SQL_INSTANCE")):

@@ -188,13 +188,22 @@ def redis_args(port: int, workdir: str, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def start_redis(port: int | None = None, persist: bool = False, *options: str) -> Proc:
+def start_redis(
+    port: int | None = None, persist: bool = False, *options: str, data_dir: Path | None = None
+) -> Proc:
     """A private redis-server on a free port. Nothing on disk, unless ``persist``: then
     every write is appended to a file in its working directory first (AOF, fsync on each
     write), so that a ``restart()`` after a crash finds the same data. ``options``: more of
-    redis-server's arguments (``--rename-command FCALL ""``: a server without functions)."""
+    redis-server's arguments (``--rename-command FCALL ""``: a server without functions).
+    ``data_dir``: that working directory, kept when the server stops (a later server on
+    it finds the same data: the local stack's Redis across its restarts); else a temporary
+    one, removed."""
     port = port or free_port()
-    workdir = tempfile.mkdtemp(prefix="seatlease-redis-")
+    if data_dir is not None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        workdir = str(data_dir)
+    else:
+        workdir = tempfile.mkdtemp(prefix="seatlease-redis-")
     extra = ("--appendonly", "yes", "--appendfsync", "always") if persist else ()
     args = redis_args(port, workdir, *extra, *options)
 
@@ -208,10 +217,12 @@ def start_redis(port: int | None = None, persist: bool = False, *options: str) -
             raise
         return [proc]
 
+    removed = None if data_dir is not None else workdir  # (a kept folder stays)
     try:
-        return Proc(launch(), workdir, f"redis://127.0.0.1:{port}/0", launch)
+        return Proc(launch(), removed, f"redis://127.0.0.1:{port}/0", launch)
     except RuntimeError:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if removed:
+            shutil.rmtree(removed, ignore_errors=True)
         raise
 
 

@@ -23,12 +23,13 @@ Behaviour (docs/client.md in the seatlease repository has the details):
   minus up to 25 % jitter, from a daemon thread. A heartbeat answered ``410`` ``unknown``
   (the server lost the session, as in a region's loss) is sent once more with the
   session's last ``lease_token``, kept with or without ``verify``: re-admitted, the seat
-  goes on as if nothing happened. When the seat is lost (``410``: the lease expired or
-  was revoked; ``403`` ``license_expired``: the license's term ended; or the service
-  stayed unreachable until the lease ran out) the client calls ``on_lost(lease,
-  reason)`` once, sets ``lease.lost`` and re-acquires with the same ``client_id``; a
-  denial (``409``) is retried at ``Retry-After`` until a seat frees, then
-  ``on_regained(lease)`` is called and ``lease.lost`` is False again. A re-acquire
+  goes on as if nothing happened. When the seat is lost (``410``: the lease expired,
+  reason ``expired``, an operator freed it, ``revoked``, or the server does not know it,
+  ``unknown``; ``403`` ``license_expired``: the license's term ended; or the service
+  stayed unreachable until the lease ran out, ``unreachable``) the client calls
+  ``on_lost(lease, reason)`` once, sets ``lease.lost`` and re-acquires with the same
+  ``client_id``; a denial (``409``) is retried at ``Retry-After`` until a seat frees,
+  then ``on_regained(lease)`` is called and ``lease.lost`` is False again. A re-acquire
   refused with a ``403`` (term ended or not begun, suspended, not entitled) is final
   until an operator acts: one WARNING, then asked again only every 5 minutes, quietly
   (a renewed license is regained by itself). A suspended license keeps its held seats.

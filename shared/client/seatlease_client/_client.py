@@ -384,10 +384,11 @@ class SeatClient:
         needs (a license without them raises ``NotEntitled``/``VersionNotEntitled``);
         ``lease.entitlements``, ``lease.license_expires_at`` and ``lease.in_grace`` say
         what the license gives. ``on_lost(lease, reason)`` and ``on_regained(lease)`` are
-        called from the heartbeat thread (reason ``license_expired`` when the license's
-        term ended its leases; a re-acquire refused with a 403 is then asked again only
-        every 5 minutes). A 403 to the first acquire is raised at once, even with
-        ``wait``. ``seats``: the lease's weight (``lease.seats``), sent with the
+        called from the heartbeat thread (reason ``expired``, ``unknown``, ``revoked``
+        when an operator freed the seat, ``unreachable``, or ``license_expired`` when the
+        license's term ended its leases; a re-acquire refused with a 403 is then asked
+        again only every 5 minutes). A 403 to the first acquire is raised at once, even
+        with ``wait``. ``seats``: the lease's weight (``lease.seats``), sent with the
         first acquire and with every re-acquire after a loss, so a regained seat has it.
         """
         lease = Lease(license_id, client_id, metadata)

@@ -152,7 +152,10 @@ class SeatWaitTimeout(NoSeatsAvailable):
 
 
 class SessionExpired(SeatError):
-    """410: the session no longer holds a seat (``reason``: ``expired`` or ``unknown``)."""
+    """410: the session no longer holds a seat. ``reason``: ``expired`` (the heartbeat came
+    after the deadline), ``unknown`` (no such session: released, reclaimed, or lost with
+    the server's data) or ``revoked`` (an operator freed the seat: ``seatlease revoke``, the
+    portal's "Free seat"; the product can tell its user so)."""
 
     @property
     def reason(self) -> str:

@@ -65,7 +65,9 @@ class Lease:
     """A seat held by this process, updated in place by heartbeats and re-acquires.
 
     ``lost`` is True from the moment the seat is known to be gone until it is regained
-    (``lost_reason`` says why). ``expires_at`` is the server's deadline (aware UTC).
+    (``lost_reason`` says why: ``expired``, ``unknown``, ``revoked`` (an operator freed the
+    seat), ``unreachable``, or the refusal's code such as ``license_expired``).
+    ``expires_at`` is the server's deadline (aware UTC).
     """
 
     def __init__(
@@ -286,7 +288,8 @@ class _Keeper:
         lost its last writes with a region), the same heartbeat once more with the
         session's last lease token, which the server may take as proof of the seat. The
         renewal, or None: then the seat is lost as before. Only then is the token sent
-        (a normal heartbeat does not carry its 400 bytes)."""
+        (a normal heartbeat does not carry its 400 bytes); never after ``expired`` or
+        ``revoked`` (an operator's revoke is final: the server refuses its token)."""
         token = self.lease.token
         if token is None or self.stop.is_set():
             return None

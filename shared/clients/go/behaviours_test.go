@@ -5,7 +5,8 @@ package seatlease_test
 // Retry-After of an hour never outlasts the maximum back-off, an ended term is said once
 // and asked again only minutes later, a suspended license keeps its held seats. And, on a
 // recording server of its own (the bad server's "recover" grant heartbeats every 20 s), a
-// session the server forgot kept by its last lease token.
+// session the server forgot kept by its last lease token, and a seat an operator freed
+// lost as "revoked" without its token being sent.
 
 import (
 	"bytes"
@@ -293,5 +294,95 @@ func TestATokenTheServerRefusesLosesTheSeatAsBefore(t *testing.T) {
 	}
 	if _, sent := heartbeats[0]["lease_token"]; sent || heartbeats[1]["lease_token"] != forgotToken+"1" {
 		t.Fatalf("heartbeats %v", heartbeats[:2])
+	}
+}
+
+// -- a seat an operator freed (seatlease revoke, the portal's "Free seat") ------------------
+
+var sessionRevoked = map[string]any{"error": map[string]any{
+	"code": "session_expired", "message": "The session has expired or was released, reclaimed or revoked; acquire a seat again.",
+	"reason": "revoked",
+}}
+
+func TestASeatAnOperatorFreedIsLostAsRevokedWithoutItsToken(t *testing.T) {
+	// a revoked session's token is refused by the server: the client must not send it (only
+	// a 410 "unknown" is retried with it); the seat is lost as "revoked" and acquired again
+	var mu sync.Mutex
+	sessions := 0
+	client, r := recording(t, func(fn string, body map[string]any) (int, any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case fn == "acquire":
+			sessions++
+			n := strconv.Itoa(sessions)
+			return 201, grantWith(map[string]any{"session_id": "session-" + n, "lease_token": forgotToken + n})
+		case fn == "heartbeat" && body["session_id"] == "session-1":
+			return 410, sessionRevoked // with the token or not
+		case fn == "heartbeat":
+			return 200, grantWith(map[string]any{"session_id": body["session_id"]})
+		}
+		return 200, map[string]any{"released": true, "seats_used": 0}
+	})
+	var lost lostReasons
+	var lostState seatlease.LeaseState
+	regained := make(chan struct{}, 1)
+	lease, err := client.Lease(context.Background(), "lic", seatlease.LeaseOptions{ClientID: "pc-1",
+		OnLost: func(l *seatlease.Lease, reason string) {
+			mu.Lock()
+			lostState = l.State()
+			mu.Unlock()
+			lost.onLost(l, reason)
+		},
+		OnRegained: func(*seatlease.Lease) {
+			select {
+			case regained <- struct{}{}:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close()
+	select {
+	case <-regained:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the seat was not regained")
+	}
+	mu.Lock()
+	atLoss := lostState
+	mu.Unlock()
+	if reasons := lost.get(); len(reasons) != 1 || reasons[0] != "revoked" || !atLoss.Lost || atLoss.LostReason != "revoked" {
+		t.Fatalf("lost %v, state at the loss %+v", reasons, atLoss)
+	}
+	if state := lease.State(); state.Lost || state.LostReason != "" || state.SessionID != "session-2" {
+		t.Fatalf("state %+v", state)
+	}
+	refused := 0
+	for _, body := range r.sent("heartbeat") {
+		if _, sent := body["lease_token"]; sent {
+			t.Fatalf("a heartbeat carried the token: %v", body)
+		}
+		if body["session_id"] == "session-1" {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Fatalf("%d heartbeats of the revoked session: it was sent again", refused)
+	}
+	if acquires := len(r.sent("acquire")); acquires != 2 {
+		t.Fatalf("%d acquires", acquires)
+	}
+}
+
+func TestSessionExpiredReasonIsTheAnswersReason(t *testing.T) {
+	for _, reason := range []string{"expired", "unknown", "revoked"} {
+		gone := &seatlease.SeatError{Status: 410, Code: "session_expired", Body: map[string]any{"reason": reason}}
+		if gone.Reason() != reason {
+			t.Fatalf("Reason() %q, want %q", gone.Reason(), reason)
+		}
+	}
+	if gone := (&seatlease.SeatError{Status: 410, Code: "session_expired", Body: map[string]any{}}); gone.Reason() != "unknown" {
+		t.Fatalf("Reason() %q without a reason", gone.Reason())
 	}
 }

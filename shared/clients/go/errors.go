@@ -180,7 +180,10 @@ func (e *SeatError) RetryAfterSeconds() int {
 	return 1
 }
 
-// Reason of a SessionExpired: "expired" or "unknown".
+// Reason of a SessionExpired: "expired" (the heartbeat came after the deadline), "unknown"
+// (no such session: released, reclaimed, or lost with the server's data) or "revoked" (an
+// operator freed the seat: seatlease revoke, the portal's "Free seat"; the product can
+// tell its user so). "unknown" when the answer names none.
 func (e *SeatError) Reason() string {
 	if reason, ok := e.Body["reason"].(string); ok {
 		return reason

@@ -38,8 +38,9 @@ type LeaseOptions struct {
 	Wait    bool
 	Timeout time.Duration
 	// OnLost is called once (from the heartbeat goroutine) when the seat is known to be
-	// gone: reason "expired", "unknown", "unreachable", or the refusal's code
-	// ("license_expired" when the license's term ended).
+	// gone: reason "expired", "unknown", "revoked" (an operator freed the seat),
+	// "unreachable", or the refusal's code ("license_expired" when the license's term
+	// ended).
 	OnLost func(lease *Lease, reason string)
 	// OnRegained is called when a lost seat was acquired again (a new session).
 	OnRegained func(lease *Lease)
@@ -56,7 +57,9 @@ type LeaseState struct {
 	// the server does not say).
 	Seats   int
 	Overage bool
-	// Lost is true from the moment the seat is known to be gone until it is regained.
+	// Lost is true from the moment the seat is known to be gone until it is regained;
+	// LostReason is the reason OnLost got ("revoked" when an operator freed the seat), ""
+	// while held.
 	Lost       bool
 	LostReason string
 	Released   bool
@@ -311,7 +314,8 @@ func (l *Lease) beat() (time.Duration, error) {
 // its last writes with a region), the same heartbeat once more with the session's last
 // lease token, which the server may take as proof of the seat. The renewal, or nil: then
 // the seat is lost as before. Only then is the token sent (a normal heartbeat does not
-// carry its 400 bytes); the call has a request_id of its own.
+// carry its 400 bytes; nor after "expired" or "revoked": an operator's revoke is final,
+// its token refused); the call has a request_id of its own.
 func (l *Lease) recover(body map[string]any) map[string]any {
 	token := l.State().Token
 	if token == "" || l.run.Err() != nil {

@@ -3,7 +3,8 @@ package seatlease_test
 // The Go client against the real served functions (acquire, heartbeat, release, keys on
 // real Redis and PostgreSQL), started by tests/test_client_go.py, which passes
 // SEATLEASE_TEST_URL and SEATLEASE_TEST_API_KEY; its /_test/ routes create licenses,
-// flush Redis, stall or fail the next request, and show the request log and live seats.
+// flush Redis, revoke a lease, stall or fail the next request, and show the request log
+// and live seats.
 // Without them these tests skip (the pytest run fails on any skip).
 
 import (
@@ -218,6 +219,66 @@ func TestLeaseLifePastThreeLeasesAndARedisFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !lease.State().Released || len(s.live("go-life")) != 0 {
+		t.Fatal("not released")
+	}
+}
+
+// An operator revokes the seat (seatlease revoke): the next heartbeat answers 410
+// "revoked", the lease is lost with that reason (never retried with its token: the server
+// refuses a revoked session's token) and acquired again as a new session.
+func TestARevokedSeatIsLostAsRevokedAndAcquiredAgain(t *testing.T) {
+	s := stack(t)
+	s.license("go-revoke", map[string]any{"seats": 1, "lease_seconds": 2})
+	client := s.client(seatlease.Options{Verify: true, TenantID: "acme", Backoff: 50 * time.Millisecond})
+	var mu sync.Mutex
+	var lost []string
+	regained := 0
+	lease, err := client.Lease(context.Background(), "go-revoke", seatlease.LeaseOptions{
+		ClientID: "ws-1",
+		OnLost: func(l *seatlease.Lease, reason string) {
+			mu.Lock()
+			lost = append(lost, reason+"/"+l.State().LostReason)
+			mu.Unlock()
+		},
+		OnRegained: func(*seatlease.Lease) { mu.Lock(); regained++; mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close()
+	first := lease.State().SessionID
+	before := len(s.requests("/heartbeat"))
+	s.control("revoke", map[string]any{"license_id": "go-revoke", "session_id": first}, nil)
+	eventually(t, 6*time.Second, "the seat regained after the revoke", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return regained == 1
+	})
+	mu.Lock()
+	if len(lost) != 1 || lost[0] != "revoked/revoked" {
+		t.Fatalf("lost %v", lost)
+	}
+	mu.Unlock()
+	now := lease.State()
+	if now.Lost || now.SessionID == first {
+		t.Fatalf("after the revoke: %+v", now)
+	}
+	if seats := s.live("go-revoke"); len(seats) != 1 || seats[0] != (liveSeat{now.SessionID, "ws-1"}) {
+		t.Fatalf("live seats %+v", seats)
+	}
+	refused := 0
+	for _, r := range s.requests("/heartbeat")[before:] {
+		if r.Status == 410 {
+			refused++
+		}
+	}
+	if refused != 1 { // a retry with the token would be refused too
+		t.Fatalf("%d heartbeats answered 410 after the revoke", refused)
+	}
+	if err := lease.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.live("go-revoke")) != 0 {
 		t.Fatal("not released")
 	}
 }

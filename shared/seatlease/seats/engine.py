@@ -170,6 +170,15 @@ class SeatEngine:
         one atomic step (cache_config.lua): a seat call never sees it half written. When
         the license has no queue (any more), its waiting tickets leave with queue.left."""
         keys = LicenseKeys.of(tenant_id, license_id)
+        # Every cached configuration goes with the data when Redis loses it, so a call
+        # that fills one is how the loss is found: the shard's mark says whether this
+        # Redis's data of the shard is the one that served seats; if the database says
+        # the shard served seats and the mark is gone, a recovery window opens
+        # (seats/failover.py). Marked before the configuration is written: a call that
+        # reads the configuration reads the mark too. (One EXISTS a fill or an admin
+        # change.)
+        if self.history is not None:
+            mark_shard(self.redis, keys.shard, self.history)
         if config is None:
             mapping: dict[str, Any] = {"exists": 0}
             ttl = NEGATIVE_TTL_SECONDS
@@ -241,11 +250,7 @@ class SeatEngine:
         self.cache_config(
             keys.tenant_id, keys.license_id, self.config_loader(keys.tenant_id, keys.license_id)
         )
-        # A configuration not cached: also how a Redis that lost its data is found (every
-        # license's cache went with it). The shard's mark says whether it had served
-        # seats before; if it had, a recovery window opens (seats/failover.py).
-        if self.history is not None:
-            mark_shard(self.redis, keys.shard, self.history)
+
 
     def _run(
         self, script: Any, keys: LicenseKeys, key_list: list[str], args: list[Any], request_id: str

@@ -42,8 +42,17 @@ def with_identity(
     return merged
 
 
+# A refusal's note (lua/_refusals.lua) keeps the user in at most this many bytes of UTF-8:
+# a request's ``user`` is at most 128 characters, but its metadata's may be 4 KB.
+USER_NOTE_BYTES = 128
+
+
 def shown_user(metadata: dict[str, Any]) -> str | None:
-    """The user the lease's metadata shows (a string ``user``; anything else is none): a
-    refusal is noted with it, as the per-user report counts leases by it."""
+    """The user the lease's metadata shows (a string ``user``; anything else is none), cut
+    to ``USER_NOTE_BYTES`` of UTF-8 at a character's end: a refusal is noted with it, as
+    the per-user report counts leases by it."""
     user = metadata.get("user")
-    return user if isinstance(user, str) and user else None
+    if not isinstance(user, str) or not user:
+        return None
+    cut = user.encode("utf-8", "surrogatepass")[:USER_NOTE_BYTES]
+    return cut.decode("utf-8", "ignore") or None

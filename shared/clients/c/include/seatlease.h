@@ -143,7 +143,10 @@ SEATLEASE_API int seatlease_error_seats_requested(const seatlease_error *error);
 SEATLEASE_API int seatlease_error_held_seats(const seatlease_error *error);
 /* A queue_full's size of the license's wait queue (-1 when absent). */
 SEATLEASE_API int seatlease_error_queue_max(const seatlease_error *error);
-/* A SessionExpired's reason ("expired", "unknown"); "" otherwise. */
+/* A SessionExpired's reason: "expired" (the heartbeat came after the deadline), "unknown"
+ * (no such session: released, reclaimed, or lost with the server's data) or "revoked" (an
+ * operator freed the seat: seatlease revoke, the portal's "Free seat"; the product can
+ * tell its user so); "" for any other error. */
 SEATLEASE_API const char *seatlease_error_reason(const seatlease_error *error);
 /* The answer's "error" object as JSON text ("{}" when none). */
 SEATLEASE_API const char *seatlease_error_body_json(const seatlease_error *error);
@@ -310,8 +313,8 @@ SEATLEASE_API seatlease_code seatlease_release(seatlease_client *client, const c
 typedef struct seatlease_lease seatlease_lease;
 
 /* Called on the heartbeat thread: keep them short. reason: "expired", "unknown",
- * "unreachable", or the refusal's code. They may call seatlease_lease_release (not
- * seatlease_lease_free). */
+ * "revoked" (an operator freed the seat), "unreachable", or the refusal's code. They may
+ * call seatlease_lease_release (not seatlease_lease_free). */
 typedef void (*seatlease_lost_fn)(seatlease_lease *lease, const char *reason, void *user_data);
 typedef void (*seatlease_regained_fn)(seatlease_lease *lease, void *user_data);
 
@@ -354,7 +357,8 @@ SEATLEASE_API void seatlease_lease_options_init(seatlease_lease_options *options
  *
  * While held: a heartbeat answered 410 "unknown" is sent once more with the lease's last
  * token (a region's loss: the server may re-admit the seat; no on_lost then); a seat
- * otherwise lost is asked for again at once. A license's term that ended (403
+ * otherwise lost (410 "expired", or "revoked": an operator freed it, never retried with
+ * the token) is asked for again at once. A license's term that ended (403
  * license_expired, license_not_started) ends the seat (on_lost with that code); a
  * re-acquire refused by a 403 (the term, a suspension, entitlements) is final until an
  * operator acts: said once (one WARNING), then asked again every 5 to 6 minutes. A
@@ -375,7 +379,7 @@ typedef struct seatlease_lease_info {
     int seats_total;
     int overage;
     int lost;                 /* from the moment the seat is known gone until regained */
-    char lost_reason[64];
+    char lost_reason[64];     /* the reason on_lost got ("revoked": an operator freed it) */
     int released;
     int verified;             /* the last grant's token was verified */
     /* -- 0.2 -- */

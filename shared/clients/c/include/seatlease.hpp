@@ -47,7 +47,8 @@ class Error : public std::runtime_error {
     int status() const noexcept { return status_; }                  // 0: no answer came back
     const std::string &server_code() const noexcept { return server_code_; }
     const std::string &message() const noexcept { return message_; }
-    const std::string &reason() const noexcept { return reason_; }   // a 410's ("unknown")
+    // a 410's: "expired", "unknown" or "revoked" (an operator freed the seat)
+    const std::string &reason() const noexcept { return reason_; }
     const std::string &body_json() const noexcept { return body_json_; }
     int retry_after_seconds() const noexcept { return retry_after_; }
     // A denial's numbers (409), -1 when the answer does not say.

@@ -311,7 +311,8 @@ static void say_refused(seatlease_lease *l, const seatlease_error *refused) {
  * writes with a region), the same heartbeat once more with the lease's last token, which
  * the server may take as proof of the seat; a fresh request_id (it is not a retry of the
  * refused one). Nonzero when renewed: the seat is kept. Only then is the token sent (a
- * normal heartbeat does not carry its 400 bytes). */
+ * normal heartbeat does not carry its 400 bytes; nor after "expired" or "revoked": an
+ * operator's revoke is final, its token refused). */
 static int recover(seatlease_lease *l, const char *session_id) {
     pthread_mutex_lock(&l->mu);
     char *token = sl_strdup(l->last_token);

@@ -352,6 +352,59 @@ static int lost_once(void *context) {
     return lost > 0;
 }
 
+/* The lease's lost_reason as on_lost saw it (a_seat_an_operator_freed_...). */
+static char lost_reason_then[64];
+
+static void book_lost_reason(seatlease_lease *lease, const char *reason, void *user_data) {
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    book *b = user_data;
+    pthread_mutex_lock(&b->mu);
+    snprintf(lost_reason_then, sizeof lost_reason_then, "%s%s", info.lost ? "" : "not lost: ",
+             info.lost_reason);
+    pthread_mutex_unlock(&b->mu);
+    book_lost(lease, reason, user_data);
+}
+
+static int regained_session(void *lease) {
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    return !info.lost && strcmp(info.session_id, "c2Vzc2lvbi0wMDAwMDAwMDAy") == 0;
+}
+
+/* An operator freed the seat (seatlease revoke, the portal's "Free seat"): a heartbeat is
+ * 410 "revoked". The seat is lost with that reason (on_lost once, lost_reason), its token
+ * is never sent (the server refuses a revoked session's token: only "unknown" is retried
+ * with it), and it is acquired again at once: the scenario's second session. */
+static void a_seat_an_operator_freed_is_lost_as_revoked_without_its_token(void) {
+    NEED_BAD_SERVER();
+    reset_calls("revoked");
+    book b = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", ""};
+    seatlease_client *client = behaviour_client("revoked", &b, 1, 0);
+    CHECK(client != NULL);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-1";
+    o.on_lost = book_lost_reason;
+    o.user_data = &b;
+    seatlease_lease *lease = NULL; /* heartbeats every 1 s */
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_OK);
+    CHECK(eventually(5, lost_once, &b));
+    CHECK(eventually(5, regained_session, lease));
+    pthread_mutex_lock(&b.mu);
+    int lost = b.lost, one_reason = strcmp(b.reasons, "revoked,") == 0;
+    int reason_then = strcmp(lost_reason_then, "revoked") == 0;
+    pthread_mutex_unlock(&b.mu);
+    CHECK(reason_then);
+    CHECK(lost == 1 && one_reason);
+    CHECK(said(&b, "lost (revoked)") == 1 && said(&b, "re-admitted") == 0);
+    CHECK(calls_of("revoked", "token") == 0); /* no heartbeat carried the lease token */
+    CHECK(calls_of("revoked", "acquire") == 2);
+    seatlease_lease_free(lease);
+    CHECK(calls_of("revoked", "release") == 1);
+    seatlease_client_free(client);
+}
+
 /* The license's term ends while the seat is held: a heartbeat's 403 license_expired ends
  * it (on_lost once, with that reason), the re-acquire's 403 is final: said once, asked
  * again only minutes later; a wait for a first seat gets the 403 at once. */
@@ -563,6 +616,7 @@ int main(int argc, char **argv) {
         {"misuse_is_an_argument_error", misuse_is_an_argument_error},
         {"a_retry_after_never_outlasts_the_max_backoff", a_retry_after_never_outlasts_the_max_backoff},
         {"a_heartbeat_of_an_unknown_session_is_recovered_by_its_token", a_heartbeat_of_an_unknown_session_is_recovered_by_its_token},
+        {"a_seat_an_operator_freed_is_lost_as_revoked_without_its_token", a_seat_an_operator_freed_is_lost_as_revoked_without_its_token},
         {"an_ended_term_ends_the_seat_and_is_said_once", an_ended_term_ends_the_seat_and_is_said_once},
         {"a_suspended_license_keeps_its_held_seats", a_suspended_license_keeps_its_held_seats},
         {"a_client_freed_before_its_leases_goes_with_the_last", a_client_freed_before_its_leases_goes_with_the_last},

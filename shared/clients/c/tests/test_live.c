@@ -83,15 +83,20 @@ static int lease_lost(void *context) {
     return info.lost;
 }
 
-/* A heartbeat answered 410 among those logged after the first *context. */
-static int a_heartbeat_refused_since(void *context) {
+/* How many heartbeats logged after the first `since` were answered 410. */
+static int heartbeats_refused_since(int since) {
     cJSON *log = requests("/heartbeat");
     int refused = 0;
-    for (int i = *(int *)context; i < cJSON_GetArraySize(log); i++) {
-        refused |= cJSON_GetObjectItem(cJSON_GetArrayItem(log, i), "status")->valueint == 410;
+    for (int i = since; i < cJSON_GetArraySize(log); i++) {
+        refused += cJSON_GetObjectItem(cJSON_GetArrayItem(log, i), "status")->valueint == 410;
     }
     cJSON_Delete(log);
     return refused;
+}
+
+/* A heartbeat answered 410 among those logged after the first *context. */
+static int a_heartbeat_refused_since(void *context) {
+    return heartbeats_refused_since(*(int *)context) > 0;
 }
 
 static int only_live_seat(const char *license_id, const char *session_id, const char *client_id) {
@@ -145,8 +150,12 @@ static void lease_life_past_three_leases_a_redis_flush_and_a_revoke(void) {
     CHECK(beats >= 8 && beats <= 14);
 
     /* An operator revokes the lease and another client takes both seats before the next
-     * heartbeat: that heartbeat answers 410, its retry with the token finds no seat for it,
-     * the seat is lost ("unknown"), asked for again, and regained once the other lets go. */
+     * heartbeat: that heartbeat answers 410 "revoked", the seat is lost with that reason
+     * (never retried with its token: the server refuses a revoked session's token), asked
+     * for again, and regained once the other lets go. */
+    cJSON *log = requests("/heartbeat");
+    int before_revoke = cJSON_GetArraySize(log);
+    cJSON_Delete(log);
     char revoke[256];
     snprintf(revoke, sizeof revoke, "{\"license_id\": \"c-life\", \"session_id\": \"%s\"}",
              first.session_id);
@@ -162,6 +171,9 @@ static void lease_life_past_three_leases_a_redis_flush_and_a_revoke(void) {
     int lost = w.lost, regained = w.regained;
     pthread_mutex_unlock(&w.mu);
     CHECK(lost == 1 && regained == 0 && lease_lost(lease));
+    seatlease_lease_get_info(lease, &now);
+    CHECK(strcmp(now.lost_reason, "revoked") == 0);
+    CHECK(heartbeats_refused_since(before_revoke) == 1); /* no retry with the token */
     CHECK_CODE(seatlease_release(client, "c-life", seatlease_answer_session_id(other), NULL, NULL), SEATLEASE_OK);
     seatlease_answer_free(other);
     CHECK(eventually(5, regained_once, &w));
@@ -173,7 +185,7 @@ static void lease_life_past_three_leases_a_redis_flush_and_a_revoke(void) {
     /* Redis forgets every seat (a region lost): the next heartbeat answers 410 "unknown",
      * its one retry with the lease's token (a fresh request_id) re-admits the session: the
      * same seat, no on_lost. */
-    cJSON *log = requests("/heartbeat");
+    log = requests("/heartbeat");
     int before_flush = cJSON_GetArraySize(log);
     cJSON_Delete(log);
     cJSON_Delete(control("flush", "{}"));
@@ -195,7 +207,7 @@ static void lease_life_past_three_leases_a_redis_flush_and_a_revoke(void) {
     cJSON_Delete(log);
     CHECK(refused_at >= 0 && renewed_after && fresh_id);
     pthread_mutex_lock(&w.mu);
-    int unchanged = w.lost == 1 && w.regained == 1 && strcmp(w.reasons, "unknown,") == 0;
+    int unchanged = w.lost == 1 && w.regained == 1 && strcmp(w.reasons, "revoked,") == 0;
     pthread_mutex_unlock(&w.mu);
     CHECK(unchanged);
     seatlease_lease_info third;

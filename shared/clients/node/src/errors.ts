@@ -143,7 +143,12 @@ export class UserLimitReached extends NoSeatsAvailable {
 /** `wait: true` and no seat came free within the timeout (carries the last denial's numbers). */
 export class SeatWaitTimeout extends NoSeatsAvailable {}
 
-/** 410: the session no longer holds a seat (`reason`: `expired` or `unknown`). */
+/**
+ * 410: the session no longer holds a seat. `reason`: `expired` (the heartbeat came after the
+ * deadline), `unknown` (no such session: released, reclaimed, or lost with the server's
+ * data) or `revoked` (an operator freed the seat: `seatlease revoke`, the portal's "Free
+ * seat"; the product can tell its user so).
+ */
 export class SessionExpired extends SeatError {
   get reason(): string {
     const value = this.body["reason"];

@@ -41,7 +41,7 @@ export interface LeaseOptions extends Identity, Needs, Weight {
   wait?: boolean;
   /** With `wait`: give up after this many ms (`SeatWaitTimeout`); default: never. */
   timeoutMs?: number;
-  /** Called once when the seat is known to be gone (reason: `expired`, `unknown`, `unreachable`, or the refusal's code: `license_expired` when the license's term ended). */
+  /** Called once when the seat is known to be gone (reason: `expired`, `unknown`, `revoked` (an operator freed the seat), `unreachable`, or the refusal's code: `license_expired` when the license's term ended). */
   onLost?: OnLost;
   /** Called when a lost seat was acquired again (a new session). */
   onRegained?: OnRegained;
@@ -66,6 +66,7 @@ export class Lease {
   overage = false;
   /** True from the moment the seat is known to be gone until it is regained. */
   lost = false;
+  /** Why it was lost (the reason `onLost` got: `revoked` when an operator freed the seat); undefined while held. */
   lostReason: string | undefined;
   released = false;
   /**
@@ -271,7 +272,8 @@ export class Keeper {
    * writes with a region), the same heartbeat once more with the session's last lease
    * token, which the server may take as proof of the seat. The renewal, or undefined: then
    * the seat is lost as before. Only then is the token sent (a normal heartbeat does not
-   * carry its 400 bytes); the call has a request_id of its own.
+   * carry its 400 bytes; nor after `expired` or `revoked`: an operator's revoke is final,
+   * its token refused); the call has a request_id of its own.
    */
   private async recover(body: Json): Promise<Json | undefined> {
     const token = this.lease.token;

@@ -1,7 +1,8 @@
 // The Node client against the real served functions (acquire, heartbeat, release, keys
 // on real Redis and PostgreSQL), started by tests/test_client_node.py, which passes
 // SEATLEASE_TEST_URL and SEATLEASE_TEST_API_KEY; its /_test/ routes create licenses,
-// flush Redis, stall or fail the next request, and show the request log and live seats.
+// flush Redis, revoke a lease, stall or fail the next request, and show the request log
+// and live seats.
 import assert from "node:assert/strict";
 import { mkdtemp, readFile, writeFile, stat } from "node:fs/promises";
 import { createServer } from "node:net";
@@ -99,6 +100,32 @@ test("a verified lease lives past three lease lengths, keeps its seat through a 
   assert.deepEqual(client.held(), []);
   const releases = await requests("/release");
   assert.equal(releases.filter((r) => r.status === 200).length, 1);
+});
+
+test("a seat an operator revokes is lost as revoked (one 410, its token never sent) and acquired again as a new session", async () => {
+  await license("node-revoke", { seats: 1, lease_seconds: 2 });
+  const client = new SeatClient(URL_, KEY, { verify: true, tenantId: "acme", backoffMs: 50 });
+  const events = { lost: [], regained: 0 };
+  const lease = await client.lease("node-revoke", {
+    clientId: "ws-1",
+    onLost: (l, reason) => events.lost.push([reason, l.lostReason]),
+    onRegained: () => (events.regained += 1),
+  });
+  try {
+    const first = lease.sessionId;
+    const before = (await requests("/heartbeat")).length;
+    await control("revoke", { license_id: "node-revoke", session_id: first }); // seatlease revoke
+    await eventually(() => events.regained === 1, 6000, "the seat regained after the revoke");
+    assert.deepEqual(events.lost, [["revoked", "revoked"]]);
+    assert.ok(!lease.lost && lease.sessionId !== first);
+    assert.deepEqual(await live("node-revoke"), [{ session_id: lease.sessionId, client_id: "ws-1" }]);
+    // one heartbeat refused: no retry with the token (the server refuses a revoked session's token)
+    const refused = (await requests("/heartbeat")).slice(before).filter((r) => r.status === 410);
+    assert.equal(refused.length, 1, JSON.stringify(refused));
+  } finally {
+    await lease.close();
+  }
+  assert.deepEqual(await live("node-revoke"), []);
 });
 
 test("a stalled server: the retry carries the same request_id and gets the first answer", async () => {

@@ -266,6 +266,47 @@ test("a token the server refuses loses the seat as before (unknown), then it is 
   }
 });
 
+test("a seat an operator freed is lost as revoked: its token never sent, onLost gets revoked, then it is acquired again", async () => {
+  // a revoked session's token is refused by the server: the client must not send it (only `unknown` is retried with it)
+  const REVOKED = { error: { code: "session_expired", message: "The session has expired or was released, reclaimed or revoked; acquire a seat again.", reason: "revoked" } };
+  let sessions = 0;
+  const server = await recording((fn, body) => {
+    if (fn === "acquire") return [201, { ...GRANT, session_id: `session-${++sessions}`, lease_token: `${TOKEN}${sessions}` }];
+    if (fn === "heartbeat" && body.session_id === "session-1") return [410, REVOKED]; // with the token or not
+    if (fn === "heartbeat") return [200, { ...GRANT, session_id: body.session_id }];
+    return [200, { released: true, seats_used: 0 }];
+  });
+  try {
+    const events = [];
+    const lease = await server.client.lease("lic", {
+      clientId: "pc-1",
+      onLost: (l, reason) => events.push([reason, l.lostReason, l.lost]),
+      onRegained: () => events.push(["regained"]),
+    });
+    await until(() => events.length === 2, 5000, "the seat lost and regained");
+    assert.deepEqual(events, [["revoked", "revoked", true], ["regained"]]);
+    assert.ok(!lease.lost && lease.lostReason === undefined && lease.sessionId === "session-2");
+    await lease.close();
+    const heartbeats = server.sent("heartbeat");
+    assert.equal(heartbeats[0].session_id, "session-1");
+    assert.equal(heartbeats.filter((body) => body.session_id === "session-1").length, 1); // no retry
+    assert.ok(heartbeats.every((body) => !("lease_token" in body)), JSON.stringify(heartbeats));
+    assert.equal(server.sent("acquire").length, 2);
+  } finally {
+    await server.close();
+  }
+});
+
+test("SessionExpired.reason: the 410's reason (expired, unknown, revoked), unknown when absent", () => {
+  const gone = (body) => seatlease.errorFromAnswer(410, { error: { code: "session_expired", message: "gone", ...body } }, null, "Gone");
+  for (const reason of ["expired", "unknown", "revoked"]) {
+    const error = gone({ reason });
+    assert.ok(error instanceof seatlease.SessionExpired);
+    assert.equal(error.reason, reason);
+  }
+  assert.equal(gone({}).reason, "unknown");
+});
+
 test("a server's Retry-After never makes a pause longer than maxBackoffMs", () => {
   const client = new SeatClient("http://127.0.0.1:1", "k", { backoffMs: 100, maxBackoffMs: 1000 });
   for (let attempt = 0; attempt < 8; attempt++) {

@@ -500,8 +500,11 @@ end
 -- shorter re-acquire, a term's cut, a conversion to a shorter borrow, a linger). The
 -- member is the session id (24 characters: the service makes them), the score the note's
 -- end in ms, plus 0.5 for a revoke: a fixed size per note. Each note prunes the notes
--- whose tokens have all expired, and the key expires with its last note: bounded with
--- the reaper down. (A note of the release before: its end + 1000, whole: read alike.)
+-- whose tokens have all expired, and the key expires at most NOTES_KEPT_MS after its last
+-- note's end (set again only when a note outlives it: about once that long, not on every
+-- end): bounded with the reaper down. (A note of the release before, its end + 1000,
+-- whole, reads alike.)
+local NOTES_KEPT_MS = 3600000
 local function note_end(k, sid, rec, now, held_until, revoked)
   if not k.ended then return end
   local until_ms = math.max(rec.te or 0, held_until or 0)
@@ -512,7 +515,7 @@ local function note_end(k, sid, rec, now, held_until, revoked)
   if not old or score > old then redis.call('ZADD', k.ended, int_arg(score), sid) end
   local ttl = redis.call('PTTL', k.ended)
   if ttl < 0 or now + ttl <= until_ms then
-    redis.call('PEXPIREAT', k.ended, int_arg(until_ms + 1000))
+    redis.call('PEXPIREAT', k.ended, int_arg(until_ms + NOTES_KEPT_MS))
   end
 end
 

@@ -16,10 +16,34 @@
 --   minute not yet flushed (the reaper reads the due ones: no SCAN)
 --
 -- Identifiers are A-Z a-z 0-9 . _ : @ - (keys.py): '#' and '+' never start a client id.
+-- The user is cut to USER_NOTE_BYTES by the engine (seats/ids.py, shown_user): a note's
+-- size is fixed whatever a caller's metadata holds.
 -- A retry storm costs O(1) a call and no memory: a client's repeat in a minute is one
 -- counter in its entry.
 local REFUSED_CAP = 1000  -- distinct clients kept per license and minute
 local REFUSED_ENTRIES = 64  -- a client's minutes kept until the reaper flushes them
+-- With the reaper down nothing is judged, so nothing leaves: notes older than this go, a
+-- few at each new note (drop_stale_refusals: bounded per call), and the keys expire this
+-- long after the last refusal. The reaper judges a minute 12 minutes after it began.
+local REFUSAL_KEEP_MS = 3600000
+local STALE_DROPS = 10
+
+local function drop_stale_refusals(k, now)
+  local stale = redis.call('ZRANGEBYSCORE', k.refusing, '-inf',
+    '(' .. int_arg(now - REFUSAL_KEEP_MS), 'LIMIT', '0', int_arg(STALE_DROPS))
+  for _, member in ipairs(stale) do
+    if string.sub(member, 1, 1) == '#' then
+      redis.call('HDEL', k.refused, member, '+' .. string.sub(member, 2))
+    else
+      redis.call('HDEL', k.refused, member)
+    end
+    redis.call('ZREM', k.refusing, member)
+  end
+  local keep = int_arg(REFUSAL_KEEP_MS)
+  redis.call('PEXPIRE', k.refused, keep)
+  redis.call('PEXPIRE', k.refusing, keep)
+  redis.call('PEXPIRE', k.refused_due, keep)
+end
 
 -- A refusal of `client` (asking `w` seats) at `now`; `waiting`: it holds a place in line.
 local function note_refusal(k, lk, client, user, w, now, waiting)
@@ -29,6 +53,7 @@ local function note_refusal(k, lk, client, user, w, now, waiting)
   local rec = raw and cjson.decode(raw) or nil
   local e = rec and rec.e[#rec.e] or nil
   if e == nil or e[1] ~= minute then
+    drop_stale_refusals(k, now)
     local kept = tonumber(redis.call('HGET', k.refused, '#' .. mtext) or 0)
     if redis.call('ZADD', k.refusing, 'NX', mtext, '#' .. mtext) == 1 then
       redis.call('ZADD', k.refused_due, 'NX', mtext, lk)

@@ -94,7 +94,8 @@
 --   {'too_many_seats', seats}   more seats asked than the license has
 --   {'seats_mismatch', held_weight, asked}   the caller's live lease counts another weight
 --   {'machine_mismatch'}        the caller's borrowed lease was borrowed for another machine
---   {'recovering', retry_ms}    a failover's recovery window: no new grant yet
+--   {'recovering', retry_ms}    a failover's recovery window: no new grant yet (not kept
+--                               for a repeat, as 'rate_limited')
 --   {'consult_audit', mark_ms} | {'not_readmitted', why}   (re-admission, above)
 --   {'not_started', starts_ms} | {'license_expired', expires_ms, end_ms}
 --   {'not_entitled', 'name name'} (the missing ones) | {'version_not_entitled', max_version}
@@ -331,8 +332,10 @@ if window then
   granting = redis.call('HGET', k.cfg, 'fo') == 'grant'
   if not R then
     if not granting then
+      -- (not kept for a repeat: it changed nothing and says "later"; a repeat of the
+      -- call after Retry-After is decided then, as a rate limit's is)
       redis.call('HINCRBY', k.denials, lk, 1)
-      return remember(reply_key, reply_ttl, now, {'recovering', window - now})
+      return {'recovering', window - now}
     end
     recovering = window
   end

@@ -83,7 +83,7 @@ if score and score > now then
       seats_total = cfg.seats, w = rec.w}, rec.m)
     return remember(reply_key, reply_ttl, now, {'released', used, cfg.seats, 1, now})
   end
-  drop_lease(k, lk, sid, rec, now, score, revoke)
+  drop_lease(k, lk, sid, rec)  -- (its end is noted above)
   local used = in_use(k, now)
   emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
     session_id = sid, client_id = rec.c, seats_used = used, seats_total = cfg.seats,

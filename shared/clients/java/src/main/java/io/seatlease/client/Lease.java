@@ -12,11 +12,12 @@ import java.util.concurrent.CompletableFuture;
  * A seat held by this process: a daemon thread heartbeats at the server's interval (at most
  * a third of the lease, with jitter), each heartbeat bounded by the time the lease has left,
  * retries faster as the deadline nears, marks the lease lost when no renewal got through in
- * time ("unreachable"), on a 410 ("expired", "unknown") or when the license's term ended
- * ("license_expired", "license_not_started"), and acquires again: at once after a loss, every
- * five minutes or so while the server refuses for good (an ended term, a suspension). A 410
- * "unknown" (a region lost its sessions) is first answered by the lease's last token, which
- * keeps the seat when the server takes it back. {@link #close} stops it and releases the
+ * time ("unreachable"), on a 410 ("expired", "unknown", or "revoked": an operator freed the
+ * seat) or when the license's term ended ("license_expired", "license_not_started"), and
+ * acquires again: at once after a loss, every five minutes or so while the server refuses
+ * for good (an ended term, a suspension). A 410 "unknown" (a region lost its sessions) is
+ * first answered by the lease's last token, which keeps the seat when the server takes it
+ * back; a 410 "revoked" never is (an operator's revoke is final: its token is refused). {@link #close} stops it and releases the
  * seat within the client's release timeout (never throws; use {@link #release} to see a
  * failure). Thread-safe.
  */
@@ -113,6 +114,7 @@ public final class Lease implements AutoCloseable {
     public Optional<String> maxVersion() { synchronized (lock) { return Optional.ofNullable(maxVersion); } }
     /** True from the moment the seat is known gone until it is regained. */
     public boolean lost() { synchronized (lock) { return lost; } }
+    /** Why it was lost: the reason the listener got ("revoked": an operator freed the seat); null while held. */
     public String lostReason() { synchronized (lock) { return lostReason; } }
     public boolean released() { synchronized (lock) { return released; } }
     /** The last verified lease token (the client verifies), else null. */
@@ -374,7 +376,8 @@ public final class Lease implements AutoCloseable {
     /**
      * After a 410 "unknown" (the server lost the session, e.g. with a region): the same
      * heartbeat once more with the lease's last token, which the server may take the seat
-     * back by. True when it did: the lease goes on as if nothing happened.
+     * back by. True when it did: the lease goes on as if nothing happened. Never after
+     * "expired" or "revoked" (an operator's revoke is final: its token is refused).
      */
     private boolean recover(String session, SeatClient.Plan plan) {
         String leaseToken;

@@ -13,8 +13,9 @@ public final class LeaseOptions {
     /** Called on the heartbeat thread: keep it short. It may close the lease. */
     public interface Listener {
         /**
-         * The seat is known gone: reason "expired", "unknown", "unreachable", or the refusal's
-         * code ("license_expired" when the license's term ended its seats).
+         * The seat is known gone: reason "expired", "unknown", "revoked" (an operator freed the
+         * seat: the product can tell its user so), "unreachable", or the refusal's code
+         * ("license_expired" when the license's term ended its seats).
          */
         default void onLost(Lease lease, String reason) {}
         /** A lost seat was acquired again (a new session). */

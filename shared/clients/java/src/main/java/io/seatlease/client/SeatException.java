@@ -191,7 +191,12 @@ public class SeatException extends RuntimeException {
         SeatWaitTimeout(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
-    /** 410: the session holds no seat; reason "expired" or "unknown". */
+    /**
+     * 410: the session holds no seat. {@link #reason()}: "expired" (the heartbeat came after
+     * the deadline), "unknown" (no such session: released, reclaimed, or lost with the
+     * server's data) or "revoked" (an operator freed the seat: seatlease revoke, the portal's
+     * "Free seat"; the product can tell its user so).
+     */
     public static class SessionExpired extends SeatException {
         private static final long serialVersionUID = 1L;
         SessionExpired(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }

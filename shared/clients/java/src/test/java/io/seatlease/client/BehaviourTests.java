@@ -75,6 +75,32 @@ class BehaviourTests {
     }
 
     /**
+     * An operator freed the seat (the fake server's "revoked": a heartbeat of the first
+     * session is 410 "revoked", token or not). The lease is lost with that reason, once, its
+     * token never sent (the server counts each heartbeat that carries one), and the seat
+     * acquired again at once (the scenario's second session, which renews).
+     */
+    @Test
+    @ResourceLock("bad-server-call-counts")
+    void aSeatAnOperatorFreedIsLostAsRevokedWithoutItsToken() throws Exception {
+        resetCalls("revoked");
+        Support.Log log = new Support.Log();
+        Support.Watcher watcher = new Support.Watcher();
+        try (SeatClient client = client("revoked", log);
+             Lease lease = client.lease("lic", new LeaseOptions("pc-1").listener(watcher))) {
+            String first = lease.sessionId();
+            // heartbeats every second
+            eventually(8, "lost and regained", () -> watcher.regained.get() >= 1);
+            assertEquals(List.of("revoked"), watcher.lost);
+            assertFalse(lease.lost());
+            assertTrue(!first.equals(lease.sessionId()), lease.sessionId());
+            assertEquals(0, calls("revoked", "token"), "a heartbeat carried the lease token");
+            assertEquals(2, calls("revoked", "acquire"));
+            assertTrue(log.has("lost (revoked)") && !log.has("kept by its token"), log.lines.toString());
+        }
+    }
+
+    /**
      * Server behaviour 2: the license's term ended. The heartbeat's 403 license_expired
      * marks the lease lost with that reason, once; it is said in one warning, and asked
      * again only at a slow back-off (minutes): over 8 s after the loss, at most one more

@@ -54,17 +54,22 @@ class LiveTests {
             assertTrue(Duration.between(firstExpiry, lease.expiresAt()).getSeconds() >= 4, "expiry moved");
             int beats = requests("/heartbeat").size() - before;
             assertTrue(beats >= 8 && beats <= 14, beats + " heartbeats");
-            // The seat gone from the server (an operator's revoke): its token never brings it
-            // back (the server refuses a revoked session's token), so the lease is lost
-            // ("unknown") once and regained as a new session within a heartbeat or two. (No
-            // Redis flush here: it would take the seats the cross-client borrow of BorrowTests
-            // leaves for tests/test_client_java.py.)
+            // The seat gone from the server (an operator's revoke): the next heartbeat answers
+            // 410 "revoked", the lease is lost with that reason once (never retried with its
+            // token: the server refuses a revoked session's token) and regained as a new
+            // session within a heartbeat or two. (No Redis flush here: it would take the seats
+            // the cross-client borrow of BorrowTests leaves for tests/test_client_java.py.)
+            int beforeRevoke = requests("/heartbeat").size();
             control("revoke", "{\"license_id\": \"j-life\", \"session_id\": \"" + first + "\"}");
             eventually(6, "held after the revoke", () -> !lease.lost() && !first.equals(lease.sessionId())
                     && onlySeat("j-life", lease.sessionId(), "ws-1"));
             assertEquals(1, watcher.lost.size(), watcher.lost.toString());
             assertEquals(1, watcher.regained.get());
-            assertEquals("unknown", watcher.lost.get(0));
+            assertEquals("revoked", watcher.lost.get(0));
+            List<JsonObject> sinceRevoke = requests("/heartbeat");
+            sinceRevoke = sinceRevoke.subList(beforeRevoke, sinceRevoke.size());
+            assertEquals(1, sinceRevoke.stream().filter(r -> r.get("status").getAsInt() == 410).count(),
+                    "one heartbeat refused, no retry with the token: " + sinceRevoke);
             lease.release();
             lease.release(); // once
             assertTrue(lease.released() && live("j-life").size() == 0);

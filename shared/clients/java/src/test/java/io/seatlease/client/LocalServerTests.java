@@ -12,6 +12,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.time.temporal.ChronoUnit;
 import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
@@ -103,6 +104,51 @@ class LocalServerTests {
                 assertNotEquals(requestId(beats.get(retried - 1)), requestId(beats.get(retried)));
                 assertTrue(server.requestsTo("/acquire").size() >= 2);
                 assertEquals("pc-1", lease.clientId());
+            }
+        }
+    }
+
+    /**
+     * An operator freed the seat (seatlease revoke, the portal's "Free seat"): a heartbeat
+     * answered 410 "revoked" loses the lease with that reason (the listener gets "revoked",
+     * lostReason() says so), is never sent again with the lease's token (the server refuses
+     * a revoked session's token: only "unknown" is), and the seat is acquired again at once.
+     */
+    @Test
+    void aSeatAnOperatorFreedIsLostAsRevokedWithoutItsToken() throws Exception {
+        String token = "eyJhbGciOiJFZERTQSJ9.eyJzaWQiOiJzIn0.c2ln";
+        String revoked = "{\"error\": {\"code\": \"session_expired\", \"message\": \"gone\", \"reason\": \"revoked\"}}";
+        String first = grant(60, 1).replace("}", ", \"lease_token\": \"" + token + "\"}");
+        String second = first.replace("c2Vzc2lvbi0wMDAwMDAwMDAx", "c2Vzc2lvbi0wMDAwMDAwMDAy");
+        AtomicInteger acquires = new AtomicInteger();
+        // the first session is revoked (token or not); the second one renews
+        try (ScriptedServer server = new ScriptedServer(request -> switch (request.path()) {
+                case "/acquire" -> ScriptedServer.Reply.now(201, acquires.incrementAndGet() == 1 ? first : second);
+                case "/heartbeat" -> request.body().contains("c2Vzc2lvbi0wMDAwMDAwMDAx")
+                        ? ScriptedServer.Reply.now(410, revoked) : ScriptedServer.Reply.now(200, second);
+                default -> ScriptedServer.Reply.now(200, RELEASED);
+            });
+             SeatClient client = SeatClient.builder(server.url(), "sl_test").backoff(Duration.ofMillis(50)).build()) {
+            // each loss: its reason, and the lease's state as the listener saw it
+            List<String> lost = new CopyOnWriteArrayList<>();
+            AtomicInteger regained = new AtomicInteger();
+            LeaseOptions.Listener listener = new LeaseOptions.Listener() {
+                @Override public void onLost(Lease lease, String reason) {
+                    lost.add(reason + ": lost " + lease.lost() + ", " + lease.lostReason());
+                }
+                @Override public void onRegained(Lease lease) { regained.incrementAndGet(); }
+            };
+            try (Lease lease = client.lease("lic", new LeaseOptions("pc-1").listener(listener))) {
+                eventually(8, "lost and regained", () -> regained.get() >= 1);
+                assertEquals(List.of("revoked: lost true, revoked"), lost);
+                assertFalse(lease.lost());
+                assertEquals(null, lease.lostReason());
+                assertEquals("c2Vzc2lvbi0wMDAwMDAwMDAy", lease.sessionId());
+                List<ScriptedServer.Request> beats = server.requestsTo("/heartbeat");
+                assertTrue(beats.stream().noneMatch(b -> b.body().contains("lease_token")), "a heartbeat sent the token: " + beats);
+                assertEquals(1, beats.stream().filter(b -> b.body().contains("c2Vzc2lvbi0wMDAwMDAwMDAx")).count(),
+                        "the revoked session's heartbeat was sent again: " + beats);
+                assertEquals(2, acquires.get());
             }
         }
     }
