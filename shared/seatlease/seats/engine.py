@@ -251,7 +251,6 @@ class SeatEngine:
             keys.tenant_id, keys.license_id, self.config_loader(keys.tenant_id, keys.license_id)
         )
 
-
     def _run(
         self, script: Any, keys: LicenseKeys, key_list: list[str], args: list[Any], request_id: str
     ) -> list:
