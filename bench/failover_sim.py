@@ -14,7 +14,8 @@ go on against it:
 
 - **with recovery** (this release): ``seatlease failover begin`` on R; a holder whose
   heartbeat R answers ``unknown`` sends its lease token once (the engine's ``readmit``,
-  as the heartbeat function does after verifying it); a newcomer refused ``recovering``
+  one call that re-creates and renews it, as the heartbeat function does after verifying
+  it); a newcomer refused ``recovering``
   retries after its ``Retry-After``;
 - **without** (the release before): no recovery, no token: R's ``unknown`` ends the seat,
   whose holder asks again like a newcomer; and R grants the seats it thinks are free.
@@ -217,11 +218,22 @@ class Simulation:
         sends its token once (what the clients do); else the seat is lost."""
         now_ms = self.engine.server_time_ms()
         if reason == "unknown" and self.recovery and client.deadline_ms > now_ms:
-            grant = TokenGrant(client.session_id or "", client.client_id, client.deadline_ms)
-            try:
-                if self.engine.readmit(TENANT, client.license_id, grant) == "recovered":
+            grant = TokenGrant(
+                client.session_id or "",
+                client.client_id,
+                client.deadline_ms // 1000 * 1000,  # the token's exp: whole seconds
+                issued_at_ms=(client.deadline_ms - LEASE * 1000) // 1000 * 1000,
+            )
+            began = failover.began_ms(self.engine.redis)
+            try:  # the heartbeat's retry with the token: re-created and renewed at once
+                lease = self.engine.readmit(
+                    SeatRequest(TENANT, client.license_id, client.client_id, recover=grant,
+                                lease_seconds=LEASE, failover_began_ms=began)
+                )  # fmt: skip
+                if lease.recovered:
                     self.out.recovered += 1
-                self.beat_one(client, t)
+                client.deadline_ms = lease.expires_at_ms
+                client.next_beat = t + LEASE / 3 * self.rng.uniform(0.75, 1.0)
                 return
             except SessionExpired:
                 pass

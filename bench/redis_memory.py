@@ -25,6 +25,11 @@ Starts a private redis-server (loopback, nothing on disk) and, through the seat 
   refused again in the same minute (a retry: only its count), then again in the next
   minute (waits for it: a second entry in the same note).
 
+- an ended lease's note (``lua/_lib.lua``'s ``note_end``): ``--ended`` leases released
+  before their deadline, the notes' key's ``MEMORY USAGE`` per note; and the license's
+  longest-recent-lease string (``lmax``);
+- a refused client whose request's ``metadata.user`` is 4,000 bytes (the note keeps 128).
+
 Run: ``python3 bench/redis_memory.py`` (about three minutes: two of them wait for the
 next minute).
 """
@@ -68,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tickets", type=int, default=10_000)
     parser.add_argument("--weighted", type=int, default=10_000)
     parser.add_argument("--refused", type=int, default=1_000)
+    parser.add_argument("--ended", type=int, default=10_000)
     args = parser.parse_args(argv)
     server = start_redis()
     rows: list[tuple[str, float]] = []
@@ -169,6 +175,25 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(("weighted lease of 8 seats, over one seat", sizes[8] - sizes[1]))
         rows.append(("weighted lease of 100,000, over one seat", sizes[100_000] - sizes[1]))
 
+        # what the service ended (lua/_lib.lua's note_end): a lease released before its
+        # deadline is noted until its tokens expire; MEMORY USAGE of the notes' key, a note
+        # (a session id and a score) at a time; and the longest recent lease, a string per
+        # license that granted in the last hour
+        ending = LicenseConfig(seats=args.ended, lease_seconds=3600, max_lease_seconds=3600)
+        engine.cache_config("bench", "ending", ending)
+        engine.config_loader = lambda _t, _l: ending
+        held = [
+            engine.acquire(SeatRequest("bench", "ending", f"e-{n:06d}")).session_id
+            for n in range(args.ended)
+        ]
+        for sid in held:
+            engine.release("bench", "ending", sid)
+        keys = LicenseKeys.of("bench", "ending")
+        assert redis.zcard(keys.ended) == args.ended
+        rows.append(("ended lease's note (until its tokens expire)",
+                     redis.memory_usage(keys.ended, samples=0) / args.ended))  # fmt: skip
+        rows.append(("longest recent lease, per license", redis.memory_usage(keys.lmax)))
+
         # refused clients: notes until the reaper judges them (never flushed here)
         full = LicenseConfig(seats=1, lease_seconds=3600, max_lease_seconds=3600)
         engine.cache_config("bench", "full", full)
@@ -191,6 +216,20 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(("refused client, its retry in the minute", refuse_all() / args.refused))
         time.sleep(60.5 - (engine.server_time_ms() / 1000) % 60)
         rows.append(("refused client, its next minute", refuse_all() / args.refused))
+        # a caller's metadata.user of 4,000 bytes: the note keeps 128 of them (on a license
+        # of its own: "full" has its minute's 1,000 clients kept already)
+        long_user = {"user": "ü" * 2000, "host": "pc-7"}
+        engine.cache_config("bench", "full-long", full)
+        engine.acquire(SeatRequest("bench", "full-long", "holder", metadata=METADATA))
+        before = used(redis)
+        for n in range(args.refused):
+            try:
+                engine.acquire(SeatRequest("bench", "full-long", f"l-{n:06d}", metadata=long_user))
+            except NoSeatsAvailable:
+                pass
+        drop_replies(redis, ["full-long"])
+        rows.append(("refused client, a 4 KB metadata user",
+                     (used(redis) - before) / args.refused))  # fmt: skip
         redis.close()
     finally:
         server.stop()

@@ -28,6 +28,7 @@ from seatlease import admin
 from seatlease.api import auth, runtime, tenantlicenses, tenantlimits
 from seatlease.records import store
 from seatlease.seats import failover, redisconn
+from seatlease.seats.keys import LicenseKeys
 
 LICENSE = "cad"
 MAX_LEASE = 30  # the license's longest lease: its recovery window is 30 / 3 + 30 s
@@ -286,3 +287,42 @@ def test_the_failover_commands(stack, capsys) -> None:
     assert "ended now" in capsys.readouterr().out
     assert cli.main(["failover", "status"]) == 0
     assert "no failover recovery under way" in capsys.readouterr().out
+
+
+def test_a_license_of_ten_minute_leases_waits_one_interval_of_them(regions) -> None:
+    """The window fits the leases the license grants, not the longest it allows: 10-minute
+    leases on a license that allows an hour wait 600 / 3 + 5 = 205 s (they waited
+    3600 / 3 + 5 = 1205 s before), and the holder whose grant the replica missed keeps
+    its seat by its token."""
+    stack, primary, replica = regions["stack"], regions["primary"], regions["replica"]
+    store.create_license(TENANT, "cad10", seats=2, lease_seconds=600, max_lease_seconds=3600)
+    runtime.refresh_license_cache(TENANT, "cad10")
+
+    def on(fn: str, **body: Any) -> requests.Response:
+        return requests.post(
+            f"{stack.url}/{fn}", json={"license_id": "cad10", **body},
+            headers={"Authorization": f"Bearer {stack.api_key}"}, timeout=10,
+        )  # fmt: skip
+
+    r = redisconn.connect(replica.url)
+    host, port = primary.url.split("//")[1].split("/")[0].split(":")
+    r.replicaof(host, int(port))
+    a = on("acquire", client_id="a").json()
+    leases_key = LicenseKeys.of(TENANT, "cad10").leases
+    wait_until(lambda: r.zscore(leases_key, a["session_id"]), 20, "R")
+    r.replicaof("no", "one")
+    b = on("acquire", client_id="b").json()  # the grant the replica misses
+    primary.kill()
+    r.close()
+    Region.serve_on(replica.url)
+    admin.execute(admin.parse({"action": "failover.begin"}))
+    c = on("acquire", client_id="c")
+    assert c.status_code == 503 and c.json()["error"]["code"] == "recovering", c.text
+    assert 195 <= int(c.headers["Retry-After"]) <= 210
+    back = on("heartbeat", session_id=b["session_id"], lease_token=b["lease_token"])
+    assert back.status_code == 200, back.text
+    leases = runtime.seat_engine().live_leases(TENANT, "cad10")
+    assert sorted(x["client_id"] for x in leases) == ["a", "b"]
+    _status, status = admin.execute(admin.parse({"action": "failover.status"}))
+    windows = {w["longest_lease_seconds"]: w["window_seconds"] for w in status["windows"]}
+    assert windows[600] == 205

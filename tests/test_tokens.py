@@ -452,3 +452,48 @@ def test_the_runtime_does_not_import_pyjwt() -> None:
     code = "import sys, seatlease.api.tokens; print('jwt' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- a token the server reads back (seatlease.api.recovery) ---------------------------------
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    header=st.fixed_dictionaries({"alg": st.just("EdDSA") | _JSON, "typ": _JSON, "kid": _JSON}),
+    claims=st.dictionaries(
+        st.sampled_from(
+            ["iss", "aud", "sub", "sid", "iat", "exp", "seats", "usr", "cnf", "borrowed", "nbf"]
+        ),
+        _JSON,
+    ),
+    signed=st.booleans(),
+)
+def test_any_token_the_server_reads_back_is_a_grant_or_none_never_an_error(
+    header: dict, claims: dict, signed: bool
+) -> None:
+    """Any header and claims, signed by this deployment's key or not: ``verified_grant``
+    answers a grant or None (a 4xx for the caller), never an exception (a 500): a ``kid``
+    that is an object or an array once was one."""
+    from seatlease.api.recovery import verified_grant
+
+    signer = tokens.signer()
+    assert signer.key is not None
+    if signed:
+        header = {**header, "kid": signer.key.kid, "typ": tokens.LEASE_TYP, "alg": "EdDSA"}
+
+    def b64(value: object) -> bytes:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=")
+
+    signing_input = b64(header) + b"." + b64(claims)
+    signature = base64.urlsafe_b64encode(signer.key.private.sign(signing_input)).rstrip(b"=")
+    token = (signing_input + b"." + signature).decode()
+    grant = verified_grant(token, "acme", "cad", None, None)
+    assert grant is None or grant.session_id == claims.get("sid")
