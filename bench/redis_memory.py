@@ -196,40 +196,33 @@ def main(argv: list[str] | None = None) -> int:
 
         # refused clients: notes until the reaper judges them (never flushed here)
         full = LicenseConfig(seats=1, lease_seconds=3600, max_lease_seconds=3600)
-        engine.cache_config("bench", "full", full)
         engine.config_loader = lambda _t, _l: full
-        engine.acquire(SeatRequest("bench", "full", "holder", metadata=METADATA))
+        for license_id in ("full", "full-long"):
+            engine.cache_config("bench", license_id, full)
+            engine.acquire(SeatRequest("bench", license_id, "holder", metadata=METADATA))
 
-        def refuse_all() -> int:
+        def refuse_all(license_id: str = "full", metadata: dict = METADATA) -> float:
             before = used(redis)
             for n in range(args.refused):
                 try:
-                    engine.acquire(SeatRequest("bench", "full", f"r-{n:06d}", metadata=METADATA))
+                    engine.acquire(
+                        SeatRequest("bench", license_id, f"r-{n:06d}", metadata=metadata)
+                    )
                 except NoSeatsAvailable:
                     pass
-            drop_replies(redis, ["full"])
-            return used(redis) - before
+            drop_replies(redis, [license_id])
+            return (used(redis) - before) / args.refused
 
         # all in one minute: start just after a minute begins
         time.sleep(60.5 - (engine.server_time_ms() / 1000) % 60)
-        rows.append(("refused client, first in its minute", refuse_all() / args.refused))
-        rows.append(("refused client, its retry in the minute", refuse_all() / args.refused))
+        rows.append(("refused client, first in its minute", refuse_all()))
+        rows.append(("refused client, its retry in the minute", refuse_all()))
         time.sleep(60.5 - (engine.server_time_ms() / 1000) % 60)
-        rows.append(("refused client, its next minute", refuse_all() / args.refused))
+        rows.append(("refused client, its next minute", refuse_all()))
         # a caller's metadata.user of 4,000 bytes: the note keeps 128 of them (on a license
         # of its own: "full" has its minute's 1,000 clients kept already)
         long_user = {"user": "ü" * 2000, "host": "pc-7"}
-        engine.cache_config("bench", "full-long", full)
-        engine.acquire(SeatRequest("bench", "full-long", "holder", metadata=METADATA))
-        before = used(redis)
-        for n in range(args.refused):
-            try:
-                engine.acquire(SeatRequest("bench", "full-long", f"l-{n:06d}", metadata=long_user))
-            except NoSeatsAvailable:
-                pass
-        drop_replies(redis, ["full-long"])
-        rows.append(("refused client, a 4 KB metadata user",
-                     (used(redis) - before) / args.refused))  # fmt: skip
+        rows.append(("refused client, a 4 KB metadata user", refuse_all("full-long", long_user)))
         redis.close()
     finally:
         server.stop()

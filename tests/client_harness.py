@@ -53,8 +53,9 @@ from http_support import serving
 from werkzeug.wrappers import Request, Response
 
 from seatlease import admin
-from seatlease.api import runtime
+from seatlease.api import auth, runtime, tenantlicenses, tenantlimits
 from seatlease.records import store
+from seatlease.seats import redisconn
 from seatlease.seats.redisconn import get_redis
 from seatlease_cli import devserver
 
@@ -197,6 +198,17 @@ class ClientStack:
             "SEATLEASE_TEST_API_KEY": self.api_key,
             "SEATLEASE_TEST_TENANT": TENANT,
         }
+
+
+def serve_on(url: str) -> None:
+    """The functions served here switch to the Redis at ``url`` (a region's failover, a
+    restarted server): every cache of what the last one said is dropped."""
+    os.environ["REDIS_URL"] = url
+    redisconn.reset()
+    runtime.forget_failover()
+    tenantlicenses.forget_all()
+    tenantlimits.forget_all()
+    auth.forget_all()
 
 
 @contextmanager

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import requests
-from client_harness import TENANT, client_stack
+from client_harness import TENANT, client_stack, serve_on
 from procs import ShiftedClock, start_shifted_redis
 
 from seatlease import admin
@@ -36,15 +36,6 @@ from seatlease.events.reaper import Reaper
 from seatlease.records import event_log, store
 from seatlease.seats import keys as keyspace
 from seatlease.seats import redisconn
-
-
-def _serve_on(url: str) -> None:
-    os.environ["REDIS_URL"] = url
-    redisconn.reset()
-    runtime.forget_failover()
-    tenantlicenses.forget_all()
-    tenantlimits.forget_all()
-    auth.forget_all()
 
 
 @dataclass
@@ -120,7 +111,7 @@ class Served:
 def served(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     handle, clock = start_shifted_redis()
     monkeypatch.setenv("REDIS_URL", handle.url)
-    _serve_on(handle.url)
+    serve_on(handle.url)
     try:
         with client_stack() as stack:
             yield Served(stack, handle, clock)

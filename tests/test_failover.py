@@ -13,7 +13,6 @@ with the Python client holding a seat through the failover without `on_lost`."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,11 +20,11 @@ from typing import Any
 import jwt
 import pytest
 import requests
-from client_harness import TENANT, client_stack
+from client_harness import TENANT, client_stack, serve_on
 from procs import start_shifted_redis
 
 from seatlease import admin
-from seatlease.api import auth, runtime, tenantlicenses, tenantlimits
+from seatlease.api import runtime
 from seatlease.records import store
 from seatlease.seats import failover, redisconn
 from seatlease.seats.keys import LicenseKeys
@@ -45,14 +44,7 @@ def wait_until(check: Any, seconds: float = 10, what: str = "") -> None:
 class Region:
     """The functions of one region: this process's Redis switched to ``url``."""
 
-    @staticmethod
-    def serve_on(url: str) -> None:
-        os.environ["REDIS_URL"] = url
-        redisconn.reset()
-        runtime.forget_failover()
-        tenantlicenses.forget_all()
-        tenantlimits.forget_all()
-        auth.forget_all()
+    serve_on = staticmethod(serve_on)
 
 
 @pytest.fixture
