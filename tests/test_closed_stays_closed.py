@@ -34,8 +34,8 @@ from seatlease.api import auth, runtime, tenantlicenses, tenantlimits
 from seatlease.events.pubsub import outbox_events
 from seatlease.events.reaper import Reaper
 from seatlease.records import event_log, store
+from seatlease.seats import failover, redisconn
 from seatlease.seats import keys as keyspace
-from seatlease.seats import redisconn
 
 
 @dataclass
@@ -435,3 +435,33 @@ def test_a_revoke_stays_final_across_a_restart_of_the_local_stack(tmp_path, monk
         stack.stop()
         redisconn.reset()
         db.reset()
+
+
+# -- the engine alone ---------------------------------------------------------------------
+
+
+def test_a_re_admission_prunes_before_it_counts(timeline, configs) -> None:
+    """More than the prune step's 100 expired, unreclaimed weighted leases (the reaper
+    down) on a license whose seats were lowered meanwhile: a holder the Redis lost comes
+    back in the operator's window, counted against the leases live, not the expired ones
+    (readmit.lua counted without pruning, and refused it as full)."""
+    from seatlease.seats.engine import SeatRequest
+    from seatlease.seats.values import TokenGrant
+
+    engine = timeline.engine
+    config = configs.add("t", "lic", seats=400, lease_seconds=600, max_lease_seconds=3600)
+    for n in range(150):
+        engine.acquire(SeatRequest("t", "lic", f"crowd{n}", lease_seconds=5, seats=2))
+    timeline.advance(6)  # all expired; no reaper ran
+    configs.add("t", "lic", seats=2, lease_seconds=600, max_lease_seconds=3600)
+    engine.cache_config("t", "lic", configs("t", "lic"))
+    assert config.seats == 400
+    now = timeline.now_ms()
+    lost = TokenGrant("A" * 24, "holder", now // 1000 * 1000 + 300_000, seats=2,
+                      issued_at_ms=now // 1000 * 1000 - 300_000)  # fmt: skip
+    failover.begin(engine.redis)
+    lease = engine.readmit(
+        SeatRequest("t", "lic", "holder", lease_seconds=600, seats=2, recover=lost,
+                    failover_began_ms=failover.began_ms(engine.redis))
+    )  # fmt: skip
+    assert lease.recovered and lease.session_id == "A" * 24 and lease.seats_used == 2
