@@ -102,6 +102,7 @@ class Served:
 
     def failover_begin(self) -> None:
         admin.execute(admin.parse({"action": "failover.begin"}))
+        runtime.forget_failover()  # (the functions' instances see it within 2 s: now)
 
     def failover_status(self) -> dict[str, Any]:
         return admin.execute(admin.parse({"action": "failover.status"}))[1]
@@ -465,3 +466,197 @@ def test_a_re_admission_prunes_before_it_counts(timeline, configs) -> None:
                     failover_began_ms=failover.began_ms(engine.redis))
     )  # fmt: skip
     assert lease.recovered and lease.session_id == "A" * 24 and lease.seats_used == 2
+
+
+# -- what a hostile review found (each failed before its fix) ----------------------------------
+
+
+@pytest.mark.parametrize("then", ["released", "reclaimed"])
+def test_a_lease_re_admitted_shorter_than_its_token_stays_ended(served: Served, then: str) -> None:
+    """Re-admitted by an acquire asking a 10 s lease (its token says 600 s), then ended: the
+    note lasts as long as the token, not the 10 s."""
+    lic = served.license("cad", seats=1)
+    held = served.call("acquire", lic, client_id="a").json()
+    sid, token = held["session_id"], held["lease_token"]
+    served.lose_the_data()
+    back = served.call("acquire", lic, client_id="a", lease_token=token, lease_seconds=10)
+    assert back.status_code == 200 and back.json()["session_id"] == sid, back.text
+    if then == "released":
+        assert served.call("release", lic, session_id=sid).json()["released"] is True
+    served.clock.advance(11)  # still in the window (205 s)
+    if then == "reclaimed":
+        assert served.reap(lic) == 1
+    again = served.call("heartbeat", lic, session_id=sid, lease_token=token)
+    assert reason_of(again) == "unknown" and served.holders(lic) == []
+
+
+def test_a_re_admitted_borrow_cut_by_the_term_does_not_come_back_after_the_renewal(
+    served: Served,
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    lic = served.license("cad", seats=1, max_borrow_seconds=3600)
+    lent = served.call("acquire", lic, client_id="b1", borrow_seconds=1800).json()
+    served.lose_the_data()
+    served.call("acquire", lic, client_id="probe")  # the service finds the loss
+    now = datetime.fromtimestamp(runtime.seat_engine().server_time_ms() / 1000, UTC)
+    served.update(lic, expires_at=now + timedelta(seconds=5), grace_seconds=0)
+    back = served.call("heartbeat", lic, session_id=lent["session_id"],
+                       lease_token=lent["lease_token"])  # fmt: skip
+    assert back.status_code == 200, back.text  # lost: back, cut to the term's end
+    served.clock.advance(6)
+    assert served.reap(lic) == 1  # ended by the term's cut
+    served.update(lic, cleared=("expires_at",))  # renewed
+    served.clock.advance(300)  # past the window
+    assert served.call("acquire", lic, client_id="c1").status_code == 201  # the one seat
+    again = served.call("heartbeat", lic, session_id=lent["session_id"],
+                        lease_token=lent["lease_token"])  # fmt: skip
+    assert reason_of(again) == "unknown" and len(served.holders(lic)) == 1
+
+
+def test_one_short_grant_after_a_loss_does_not_shorten_the_window(served: Served) -> None:
+    lic = served.license("cad", seats=2)  # 600 s leases: the window is 205 s
+    a = served.call("acquire", lic, client_id="a").json()
+    b = served.call("acquire", lic, client_id="b").json()
+    served.lose_the_data()
+    back = served.call("acquire", lic, client_id="a", lease_token=a["lease_token"],
+                       lease_seconds=60)  # fmt: skip
+    assert back.status_code == 200, back.text
+    served.clock.advance(30)  # b's heartbeat is due by +200 s
+    assert served.call("acquire", lic, client_id="intruder").status_code == 503
+    late = served.call("heartbeat", lic, session_id=b["session_id"], lease_token=b["lease_token"])
+    assert late.status_code == 200, late.text
+
+
+def test_a_note_of_the_release_before_outlives_the_first_expiry_set(served: Served) -> None:
+    """During an upgrade: the release before noted a returned 3-day borrow (its end +
+    1000, no expiry on the key); this release's first note gives the key an expiry,
+    which must reach past that note's end too."""
+    lic = served.license("cad", seats=1, max_borrow_seconds=3 * 86400)
+    lent = served.call("acquire", lic, client_id="laptop", borrow_seconds=3 * 86400).json()
+    sid = lent["session_id"]
+    client = runtime.seat_engine().redis
+    k = keyspace.LicenseKeys.of(TENANT, lic)
+    deadline = int(client.zscore(k.leases, sid))
+    served.revoke(lic, sid)
+    client.delete(k.ended)
+    client.zadd(k.ended, {sid: deadline + 1000})  # as release.lua of the release before did
+    other = served.call("acquire", lic, client_id="desk", lease_seconds=60).json()
+    assert served.call("release", lic, session_id=other["session_id"]).json()["released"]
+    assert client.pttl(k.ended) > 3 * 86400 * 1000 - 60_000  # past the old note's end
+    served.clock.advance(2 * 3600)
+    assert client.zscore(k.ended, sid) is not None
+    assert served.call("acquire", lic, client_id="desk").status_code == 201
+    back = served.call("heartbeat", lic, session_id=sid, lease_token=lent["lease_token"])
+    assert reason_of(back) == "unknown" and len(served.holders(lic)) == 1
+
+
+def test_a_lease_released_to_linger_does_not_come_back_after_a_loss(served: Served) -> None:
+    lic = served.license("cad", seats=1, linger_seconds=300)
+    held = served.call("acquire", lic, client_id="a").json()
+    assert served.call("release", lic, session_id=held["session_id"]).json()["released"]
+    served.lose_the_data()  # lease.lingering reached the audit trail first
+    back = served.call("heartbeat", lic, session_id=held["session_id"],
+                       lease_token=held["lease_token"])  # fmt: skip
+    assert reason_of(back) == "unknown" and served.holders(lic) == []
+
+
+def test_an_acquire_re_admission_is_judged_as_the_tokens_user(served: Served) -> None:
+    lic = served.license("cad", policy={"deny_users": ["mallory"]})
+    held = served.call("acquire", lic, client_id="a", user="ann").json()
+    served.lose_the_data()
+    served.update(lic, policy={"deny_users": ["ann"]})
+    as_bob = served.call("acquire", lic, client_id="a", user="bob",
+                         lease_token=held["lease_token"])  # fmt: skip
+    assert as_bob.status_code != 200 or as_bob.json()["session_id"] != held["session_id"]
+    assert held["session_id"] not in served.holders(lic)
+
+
+def test_odd_tokens_and_bodies_after_a_loss_are_never_a_500(served: Served) -> None:
+    lic = served.license("cad", seats=3, max_borrow_seconds=3600, linger_seconds=30,
+                         policy={"max_per_user": 2, "queue": True})  # fmt: skip
+    w = served.call("acquire", lic, client_id="a", seats=2, user="ann").json()
+    bo = served.call("acquire", lic, client_id="b", borrow_seconds=600, fingerprint="f" * 64,
+                     user="bob").json()  # fmt: skip
+    served.lose_the_data()
+    served.update(lic, seats=1)
+    cases = [
+        ("acquire", {"client_id": "a", "lease_token": w["lease_token"]}),
+        ("acquire", {"client_id": "a", "lease_token": w["lease_token"], "seats": 2}),
+        ("acquire", {"client_id": "a", "lease_token": w["lease_token"], "borrow_seconds": 60}),
+        ("acquire", {"client_id": "a", "lease_token": w["lease_token"], "queue": True,
+                     "user": "ann"}),
+        ("acquire", {"client_id": "b", "lease_token": bo["lease_token"]}),
+        ("acquire", {"client_id": "b", "lease_token": bo["lease_token"], "fingerprint": "e" * 64}),
+        ("acquire", {"client_id": "b", "lease_token": bo["lease_token"],
+                     "lease_seconds": 999999}),
+        ("heartbeat", {"session_id": w["session_id"], "lease_token": w["lease_token"],
+                       "request_id": "x" * 128}),
+        ("heartbeat", {"session_id": bo["session_id"], "lease_token": bo["lease_token"]}),
+        ("heartbeat", {"session_id": bo["session_id"], "lease_token": w["lease_token"]}),
+        ("heartbeat", {"session_id": w["session_id"], "lease_token": "a.b.c"}),
+    ]  # fmt: skip
+    for fn, body in cases:
+        answer = served.call(fn, lic, **body)
+        assert answer.status_code < 500 or answer.status_code == 503, (fn, body, answer.text)
+        assert "error" in answer.json() or answer.status_code < 300
+
+
+def test_seat_calls_before_migration_0016_answer_and_mark_nothing(served: Served) -> None:
+    """Functions deployed before the migrations ran: no 500 on a configuration fill."""
+    from sqlalchemy import text
+
+    from seatlease.records import db
+
+    lic = served.license("cad", seats=1)
+    with db.get_engine().begin() as conn:
+        conn.execute(text("ALTER TABLE seat_shards RENAME TO seat_shards_x"))
+    try:
+        runtime.seat_engine().redis.flushall()
+        answer = served.call("acquire", lic, client_id="a")
+        assert answer.status_code == 201, answer.text
+        mark = keyspace.shard_mark_key(keyspace.shard_of(TENANT, lic))
+        assert runtime.seat_engine().redis.get(mark) is None  # asked again at the next fill
+    finally:
+        with db.get_engine().begin() as conn:
+            conn.execute(text("ALTER TABLE seat_shards_x RENAME TO seat_shards"))
+
+
+@pytest.mark.parametrize("pause_at", ["listed", "marked"])
+def test_two_instances_marking_a_new_shard_never_take_it_for_a_lost_one(
+    database_url: str, redis_client: Any, pause_at: str
+) -> None:
+    """Two instances fill the first configurations of a new shard at once, one of them
+    paused (a GC, a scheduling delay) between its steps: the shard is marked new."""
+    import threading
+
+    from seatlease.records import seat_memory
+
+    class Slow:
+        def __init__(self) -> None:
+            self.paused, self.first, self.lock = threading.Event(), True, threading.Lock()
+
+        def _pause(self, step: str) -> None:
+            with self.lock:
+                me, self.first = self.first and step == pause_at, self.first and step != pause_at
+            if me:
+                self.paused.set()
+                threading.Event().wait(0.5)
+
+        def shard_listed(self, shard: int) -> bool:
+            listed = seat_memory.shard_listed(shard)
+            self._pause("listed")
+            return listed
+
+        def list_shard(self, shard: int) -> None:
+            self._pause("marked")
+            seat_memory.list_shard(shard)
+
+    history = Slow()
+    first = threading.Thread(target=failover.mark_shard, args=(redis_client, 7, history))
+    first.start()
+    history.paused.wait(5)
+    failover.mark_shard(redis_client, 7, history)  # the second instance, meanwhile
+    first.join()
+    assert redis_client.get(failover.mark_key(7)).startswith("N")
+    assert failover.lost_shards(redis_client) == {}

@@ -89,22 +89,32 @@ class MemoryHistory:
     def __init__(self) -> None:
         self.shards: set[int] = set()
         self.ends: dict[str, tuple[int, str]] = {}  # sid -> (occurred ms, type)
+        self.lingered: dict[str, list[int]] = {}  # sid -> when its client released it
 
-    def shard_seen_before(self, shard: int) -> bool:
-        seen = shard in self.shards
+    def shard_listed(self, shard: int) -> bool:
+        return shard in self.shards
+
+    def list_shard(self, shard: int) -> None:
         self.shards.add(shard)
-        return seen
 
-    def ended_before(self, _t: str, _l: str, session_id: str, before_ms: int) -> str | None:
+    def ended_before(
+        self, _t: str, _l: str, session_id: str, since_ms: int, before_ms: int
+    ) -> str | None:
         end = self.ends.get(session_id)
-        if end is None or end[0] >= before_ms:
-            return None
-        return "revoked" if end[1] == "lease.revoked" else "ended"
+        if end is not None and end[0] < before_ms:
+            return "revoked" if end[1] == "lease.revoked" else "ended"
+        if any(since_ms <= at < before_ms for at in self.lingered.get(session_id, [])):
+            return "ended"
+        return None
 
     def store(self, events: list[dict[str, Any]]) -> None:
         for e in events:
-            if e["type"] in ENDS and e.get("session_id") and e["session_id"] not in self.ends:
-                at = int(datetime.fromisoformat(e["occurred_at"]).timestamp() * 1000)
+            if not e.get("session_id"):
+                continue
+            at = int(datetime.fromisoformat(e["occurred_at"]).timestamp() * 1000)
+            if e["type"] == "lease.lingering":
+                self.lingered.setdefault(e["session_id"], []).append(at)
+            elif e["type"] in ENDS and e["session_id"] not in self.ends:
                 self.ends[e["session_id"]] = (at, e["type"])
 
 

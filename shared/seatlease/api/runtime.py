@@ -25,17 +25,34 @@ class DatabaseHistory:
     (seatlease/seats/failover.py's ``SeatHistory``; seatlease.records.seat_memory), loaded
     lazily: only a configuration fill and a token's re-admission after a loss ask it."""
 
-    def shard_seen_before(self, shard: int) -> bool:
+    def shard_listed(self, shard: int) -> bool | None:
+        from seatlease.errors import BackendUnavailable
+        from seatlease.logs import log
         from seatlease.records import seat_memory
 
-        return seat_memory.shard_seen_before(shard)
+        try:
+            return seat_memory.shard_listed(shard)
+        except BackendUnavailable:
+            raise
+        except Exception as exc:  # (the table missing: migration 0016 not run yet)
+            log("WARNING", "recovery: the database cannot say whether a shard served seats "
+                "(run the migrations: seatlease db upgrade); the shard is not marked",
+                shard=shard, error=type(exc).__name__)  # fmt: skip
+            return None
+
+    def list_shard(self, shard: int) -> None:
+        from seatlease.records import seat_memory
+
+        seat_memory.list_shard(shard)
 
     def ended_before(
-        self, tenant_id: str, license_id: str, session_id: str, before_ms: int
+        self, tenant_id: str, license_id: str, session_id: str, since_ms: int, before_ms: int
     ) -> str | None:
         from seatlease.records import seat_memory
 
-        return seat_memory.session_ended_before(tenant_id, license_id, session_id, before_ms)
+        return seat_memory.session_ended_before(
+            tenant_id, license_id, session_id, since_ms, before_ms
+        )
 
 
 def seat_engine() -> SeatEngine:

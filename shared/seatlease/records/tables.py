@@ -271,7 +271,6 @@ usage_queue_waits = Table(
     Index("ix_usage_queue_waits_license", "tenant_id", "license_id", "ended_at"),
 )
 
-# One row (id 1): events older than ``pruned_before`` were pruned and are not stored again.
 # The Redis shards that have served seats (migration 0016): a shard whose mark Redis lost
 # (seatlease.seats.failover) but that is listed here lost its data, and a recovery window
 # opens for its licenses; one that is not is new. At most 256 rows.
@@ -282,6 +281,7 @@ seat_shards = Table(
     Column("first_seen_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
+# One row (id 1): events older than ``pruned_before`` were pruned and are not stored again.
 audit_retention = Table(
     "audit_retention",
     metadata,

@@ -94,6 +94,7 @@ def acquire_call(
         *_recovery_args(recover),
         "heartbeat" if on_heartbeat else "",
         audit_verdict,
+        (recover.user or "") if recover is not None else "",
     ]
 
 

@@ -71,7 +71,7 @@ from seatlease.seats.values import (  # the engine's request and answers: import
     Release,
     Renewal,
     SeatRequest,
-    TokenGrant,  # noqa: F401 (importable from here too)
+    TokenGrant,
 )
 
 CONFIG_TTL_SECONDS = 600  # admin changes refresh the cache at once; the TTL bounds drift
@@ -353,16 +353,19 @@ class SeatEngine:
             # This Redis's data of the shard is younger than the token (it was lost since):
             # the audit trail says whether the service ended the session before. The call
             # wrote nothing; made again with the verdict, it is not counted again.
-            args[-1] = self._audit_verdict(keys, request.recover.session_id, int(reply[1]))
+            args[-2] = self._audit_verdict(keys, request.recover, int(reply[1]))
             reply = self._run(self.scripts.acquire, keys, key_list, args, request_id)
         return self._lease_of(request, reply)
 
-    def _audit_verdict(self, keys: LicenseKeys, session_id: str, before_ms: int) -> str:
-        """acquire.lua's ``audit_verdict``: how the audit trail says the session ended before
-        ``before_ms`` (``revoked``, ``ended``), or ``clear``."""
+    def _audit_verdict(self, keys: LicenseKeys, grant: TokenGrant, before_ms: int) -> str:
+        """acquire.lua's ``audit_verdict``: how the audit trail says the token's session
+        ended between its ``iat`` and ``before_ms`` (``revoked``, ``ended``), or
+        ``clear``."""
         if self.history is None:
             return "clear"
-        ended = self.history.ended_before(keys.tenant_id, keys.license_id, session_id, before_ms)
+        ended = self.history.ended_before(
+            keys.tenant_id, keys.license_id, grant.session_id, grant.issued_at_ms, before_ms
+        )
         return ended or "clear"
 
     def _lease_of(self, request: SeatRequest, reply: list) -> Lease | QueuePlace:

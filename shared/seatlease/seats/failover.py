@@ -16,7 +16,7 @@ A window opens two ways:
   license's configuration there. A Redis that lost its data (a restart without
   persistence, a flushed or replaced node) lost every cached configuration with it, so
   the next call of a license there fills one and finds no mark; the database
-  (``SeatHistory.shard_seen_before``) says whether that shard had served seats. If it had,
+  (``SeatHistory.shard_listed``) says whether that shard had served seats. If it had,
   the mark is ``L<ms>``: a window opens for the shard's licenses from then, logged as a
   WARNING and shown by ``failover status``.
 
@@ -53,15 +53,21 @@ class SeatHistory(Protocol):
     """What the database remembers for the seat engine across a loss of Redis's data
     (seatlease.api.runtime's ``DatabaseHistory``)."""
 
-    def shard_seen_before(self, shard: int) -> bool:
-        """Whether the shard had served seats before (and remember that it has now)."""
+    def shard_listed(self, shard: int) -> bool | None:
+        """Whether the shard is listed as one that served seats; None when the database
+        cannot say (the shard stays unmarked: asked again next time)."""
+        ...
+
+    def list_shard(self, shard: int) -> None:
+        """List the shard as one that serves seats."""
         ...
 
     def ended_before(
-        self, tenant_id: str, license_id: str, session_id: str, before_ms: int
+        self, tenant_id: str, license_id: str, session_id: str, since_ms: int, before_ms: int
     ) -> str | None:
-        """How the audit trail says the session ended before ``before_ms``: ``revoked``,
-        ``ended``, or None (no end stored)."""
+        """How the audit trail says the session ended before ``before_ms`` (released,
+        reclaimed, or lingering since ``since_ms``: a token's iat): ``revoked``, ``ended``,
+        or None (no end stored)."""
         ...
 
 
@@ -70,15 +76,22 @@ def mark_key(shard: int) -> str:
 
 
 def mark_shard(redis: Any, shard: int, history: SeatHistory) -> None:
-    """Give the shard its mark if it has none (the engine, after it filled a license's
-    configuration there): ``L<now>`` when the shard had served seats before (its data was
-    lost: a recovery window opens now), else ``N<now>``."""
+    """Give the shard its mark if it has none (the engine, before it caches a license's
+    configuration there): ``L<now>`` when the shard is listed as one that served seats
+    (its data was lost: a recovery window opens now), else ``N<now>``, and then it is
+    listed: after its mark, so that a second instance that finds it listed finds the mark
+    too (and does not take a new shard for a lost one)."""
     key = mark_key(shard)
     if redis.exists(key):
         return
-    lost = history.shard_seen_before(shard)
+    lost = history.shard_listed(shard)
+    if lost is None:
+        return
     began = server_time_ms(redis)
-    if redis.set(key, f"{'L' if lost else 'N'}{began}", nx=True) and lost:
+    won = redis.set(key, f"{'L' if lost else 'N'}{began}", nx=True)
+    if not lost:
+        history.list_shard(shard)
+    elif won:
         log(
             "WARNING",
             "recovery: this Redis lost a shard's data (no mark, and the database says it "

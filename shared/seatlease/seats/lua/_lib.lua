@@ -515,7 +515,11 @@ local function note_end(k, sid, rec, now, held_until, revoked)
   if not old or score > old then redis.call('ZADD', k.ended, int_arg(score), sid) end
   local ttl = redis.call('PTTL', k.ended)
   if ttl < 0 or now + ttl <= until_ms then
-    redis.call('PEXPIREAT', k.ended, int_arg(until_ms + NOTES_KEPT_MS))
+    -- (past every note's end: one of the release before, which set no expiry, may end
+    -- later than this one)
+    local last = redis.call('ZRANGE', k.ended, '-1', '-1', 'WITHSCORES')
+    local latest = math.max(until_ms, tonumber(last[2] or 0))
+    redis.call('PEXPIREAT', k.ended, int_arg(math.floor(latest) + NOTES_KEPT_MS))
   end
 end
 
@@ -747,13 +751,14 @@ end
 -- A failover's recovery window (seatlease/seats/failover.py; docs/design.md, "A region
 -- lost"): while it lasts, the holders whose grants this Redis lost come back by their
 -- lease tokens (acquire.lua's re-admission) and new grants wait. It lasts one heartbeat
--- interval of the longest lease the license granted recently, and RECOVERY_SLACK_MS (the
--- replication lag it assumes, and the call itself): every holder whose lease was valid at
--- the loss heartbeats within its interval. The longest recent lease is noted with each
--- grant in the license's `lmax` key ("<lease ms>:<when noted>"), which expires RECENT_MS
--- after the note (or the lease's own length, when longer): a replica promoted in the
--- primary's place knows it. Without a note (the data lost too, or nothing granted for an
--- hour) the license's default lease length stands in.
+-- interval of the longer of the license's default lease and the longest it granted
+-- recently, and RECOVERY_SLACK_MS (the replication lag it assumes, and the call itself):
+-- every holder whose lease was valid at the loss heartbeats within its interval. The
+-- longest recent lease is noted with each grant in the license's `lmax` key ("<lease
+-- ms>:<when noted>"), which expires RECENT_MS after the note (or the lease's own length,
+-- when longer): a replica promoted in the primary's place knows it. (Never shorter than
+-- the default's: after a loss of the data, one short grant must not close the window on
+-- the holders of default leases; a longer lease re-admitted meanwhile lengthens it.)
 local RECENT_MS = 3600000
 local RECOVERY_SLACK_MS = 5000
 
@@ -788,7 +793,7 @@ local function recovery_ends(k, cfg, now, operator_began, lost_at)
   if began == 0 then return nil end
   local longest = cfg.lease_ms
   local v = redis.call('GET', k.lmax)
-  if v then longest = tonumber(string.match(v, '^(%d+):')) or longest end
+  if v then longest = math.max(longest, tonumber(string.match(v, '^(%d+):')) or 0) end
   local ends = began + math.floor(longest / 3) + RECOVERY_SLACK_MS
   if now < ends then return ends end
   return nil

@@ -40,7 +40,8 @@
 -- token's session id ('' for none), ARGV[23] its exp (ms), ARGV[24] its iat (ms),
 -- ARGV[25] its weight, ARGV[26] 1 for a borrow, ARGV[27] its machine ('' for none),
 -- ARGV[28] 'heartbeat' for a heartbeat's re-admission ('' for an acquire), ARGV[29] the
--- audit trail's verdict on the session ('' not asked yet; 'clear', 'ended', 'revoked').
+-- audit trail's verdict on the session ('' not asked yet; 'clear', 'ended', 'revoked'),
+-- ARGV[30] the token's user (usr, '' for none: the call's user must be it).
 -- The token's lease comes back only when this Redis lost it, never when the service ended
 -- it: the token has not expired; the session is not live here; no call moved its deadline
 -- below the token's (its record's te) and no end of it is noted (note_end); a recovery
@@ -212,6 +213,8 @@ local function readmission()
   if note then return nil, note end
   if not window and not r.borrowed then return nil, 'closed' end
   if asked and asked ~= r.w then return nil, 'weight' end
+  -- judged as the user its token says the policy judged it as, never as another
+  if (ARGV[30] or '') ~= '' and ARGV[30] ~= user then return nil, 'user' end
   if mark_ms and mark_ms > iat then  -- this Redis's memory is younger than the token
     if verdict == '' then return 'consult' end
     if verdict ~= 'clear' then return nil, verdict end
@@ -397,6 +400,9 @@ local rec = {c = client, a = now, l = lease_ms, m = meta, t = cfg.seats}
 local etype = 'lease.acquired'
 if R then
   sid, etype, rec.m = R.sid, 'lease.recovered', with_field(meta, '"recovered":true')
+  -- its token may say more than the lease re-created (a shorter call, the license's
+  -- maximum lowered, the term's cut): its end is noted until then all the same
+  if R.exp > deadline then rec.te = R.exp end
 end
 local deadline_text = int_arg(deadline)
 if reweigh then
