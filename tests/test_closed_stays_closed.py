@@ -382,7 +382,9 @@ def test_a_token_with_a_malformed_kid_is_no_token(served: Served, kid: Any) -> N
 # -- the local stack, restarted ------------------------------------------------------------
 
 
-def test_a_revoke_stays_final_across_a_restart_of_the_local_stack(tmp_path, monkeypatch) -> None:
+def test_a_revoke_stays_final_across_a_restart_of_the_local_stack(
+    tmp_path, monkeypatch, restore_environment
+) -> None:
     """`seatlease local` keeps its Redis in .seatlease/redis: stopped and started again, a
     revoked lease's token still brings nothing back (`410 revoked`), and a lease held
     across the restart is still held."""
