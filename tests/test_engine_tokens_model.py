@@ -60,7 +60,7 @@ CLIENTS = [f"c{i}" for i in range(5)]
 USER_OF = {c: f"u{i % 3}" for i, c in enumerate(CLIENTS)}
 MACHINE = "a" * 64
 ENDS = ("lease.released", "lease.reclaimed", "lease.revoked")
-JUMPS = [1, 3, 9, 31, 61, 130, 400, 700, 2000]
+JUMPS = [1, 1, 3, 3, 9, 9, 31, 61, 130, 700]  # (past every TTL: its own rule)
 LONG_USER = "ü" * 2000  # 4,000 bytes of a caller's metadata.user
 _COUNTS = (
     helpers_source()
@@ -144,6 +144,8 @@ class TokensModel(RuleBasedStateMachine):
         self.replica = redisconn.connect(b.url)
         for client in (self.primary, self.replica):  # (an earlier run may have swapped them)
             client.replicaof("no", "one")
+            # a full sync at once (Redis waits 5 s for more replicas to share it)
+            client.config_set("repl-diskless-sync-delay", 0)
         for client in (self.primary, self.replica):
             client.flushall()
             client.function_flush()
@@ -166,6 +168,9 @@ class TokensModel(RuleBasedStateMachine):
         self.tail: list[tuple[str, int, str]] = []  # ends the replica has not seen
         self.unpublished: list[tuple[str, int, str]] = []  # ends not yet in the audit trail
         self.stalled = False
+        self.operator_changes = 0  # (bounded per run: clients call more often)
+        self.losses = 0
+        self.holders_at_loss: list[TokenGrant] = []  # the last token of each, at the loss
         self.store()
 
     def teardown(self) -> None:
@@ -198,9 +203,19 @@ class TokensModel(RuleBasedStateMachine):
         return LicensePolicy(**rules).redis_form()
 
     def store(self, **changes: Any) -> None:
-        self.config = replace(self.config, **changes)
+        """An operator's change: stored (the database) and written to the cache of the
+        Redis serving now (a replica that stalls misses it)."""
+        if changes:
+            self.operator_changes += 1
+        self.config = self.cached = replace(self.config, **changes)
         self.engine.cache_config(T, L, self.config)
         self._read_outbox()
+
+    def calling(self) -> None:
+        """Before a client's call: a cache that is gone (its TTL, a loss) is refilled by the
+        call from what is stored, before it decides."""
+        if not self.redis.exists(self.keys.cfg):
+            self.cached = self.config
 
     def now_ms(self) -> int:
         return self.engine.server_time_ms()
@@ -262,20 +277,29 @@ class TokensModel(RuleBasedStateMachine):
         a license not suspended, to a user not denied."""
         if after <= before:
             return
-        assert not self.config.suspended, "a suspended license gained a lease"
-        if user is not None and self.policy_kind != "none":
-            assert user.lower() not in self.denied, f"denied {user} got a seat"
-        exempt = answer.recovered and (answer.borrowed or self.config.on_failover == "grant")
-        if after > self.config.seat_limit:
-            assert exempt, (after, self.config.seat_limit, answer)
+        config = self.cached  # (what the Redis serving now holds of the license)
+        assert not config.suspended, "a suspended license gained a lease"
+        if user is not None and config.policy:
+            facts = json.loads(config.policy)["users"]
+            assert facts.get(user.lower()) != "!", f"denied {user} got a seat"
+        exempt = answer.recovered and (answer.borrowed or config.on_failover == "grant")
+        if after > config.seat_limit:
+            assert exempt, (after, config.seat_limit, answer)
             event("over the cap: a documented case")
 
     # -- the operator ----------------------------------------------------------------------
 
-    @rule(suspended=st.booleans())
-    def operator_suspends_or_resumes(self, suspended: bool) -> None:
-        self.store(suspended=suspended)
+    @precondition(lambda self: self.operator_changes < 4 and not self.config.suspended)
+    @rule()
+    def operator_suspends(self) -> None:
+        self.store(suspended=True)
 
+    @precondition(lambda self: self.config.suspended)
+    @rule()
+    def operator_resumes(self) -> None:
+        self.store(suspended=False)
+
+    @precondition(lambda self: self.operator_changes < 4)
     @rule(seats=st.integers(1, 3))
     def operator_changes_the_seats(self, seats: int) -> None:
         self.store(seats=seats)
@@ -286,17 +310,20 @@ class TokensModel(RuleBasedStateMachine):
         self.denied = (user,) if user else ()
         self.store(policy=self._policy())
 
+    @precondition(lambda self: self.operator_changes < 4)
     @rule(ends_in=st.sampled_from([-30, 5, 90, 3600]), grace=st.sampled_from([0, 30]))
     def operator_sets_the_term(self, ends_in: int, grace: int) -> None:
         now = datetime.fromtimestamp(self.now_ms() / 1000, UTC)
         self.store(starts_at=None, expires_at=now + timedelta(seconds=ends_in),
                    grace_seconds=grace, on_expiry="end_leases")  # fmt: skip
 
+    @precondition(lambda self: self.operator_changes < 4)
     @rule()
     def operator_moves_the_start_later(self) -> None:
         now = datetime.fromtimestamp(self.now_ms() / 1000, UTC)
-        self.store(starts_at=now + timedelta(seconds=30), expires_at=None, grace_seconds=0)
+        self.store(starts_at=now + timedelta(seconds=5), expires_at=None, grace_seconds=0)
 
+    @precondition(lambda self: self.operator_changes < 4)
     @rule()
     def operator_clears_the_term(self) -> None:
         self.store(starts_at=None, expires_at=None, grace_seconds=0)
@@ -359,6 +386,7 @@ class TokensModel(RuleBasedStateMachine):
         _wait_synced(self.redis, self.replica)
         self.replica.replicaof("no", "one")
         self.stalled = True
+        self.cached_at_stall = self.cached
 
     @precondition(lambda self: self.stalled)
     @rule()
@@ -369,11 +397,21 @@ class TokensModel(RuleBasedStateMachine):
             self._finalise(end)
         self.tail, self.tail_tokens = [], []
 
-    @precondition(lambda self: self.stalled)
-    @rule(operator_begins=st.booleans())
+    def _holders(self) -> list[TokenGrant]:
+        """The latest token of each lease live now (what its holder would send back)."""
+        _, _, _, live = self._truth()
+        latest: dict[str, TokenGrant] = {}
+        for grant in self.tokens:
+            if grant.session_id in live:
+                latest[grant.session_id] = grant
+        return list(latest.values())
+
+    @precondition(lambda self: self.stalled and self.losses < 2)
+    @rule(operator_begins=st.sampled_from([True, True, False]))
     def the_primary_is_lost(self, operator_begins: bool) -> None:
         """The replica, behind by the tail, serves now; the old primary comes back empty as
         its replica. The tail's ends never happened here; its tokens are lost grants."""
+        self.holders_at_loss = self._holders()
         self.lost_tokens += self.tail_tokens
         gone = set(self.tail)
         self.tail, self.tail_tokens = [], []
@@ -386,16 +424,23 @@ class TokensModel(RuleBasedStateMachine):
         self.stalled = False
         # the tail's events are gone with the primary: not in the outbox read from now on
         self.unpublished = [e for e in self.unpublished if e not in gone]
+        # the replica holds the license as cached when it stalled; `failover begin` (the
+        # admin action) refreshes every license's cache from the database
+        self.cached = self.cached_at_stall
         if operator_begins:
             failover.begin(self.redis)
+            self.engine.cache_config(T, L, self.config)
+            self.cached = self.config
+        self.losses += 1
         event(f"failover (operator's window: {operator_begins})")
 
-    @precondition(lambda self: not self.stalled)
+    @precondition(lambda self: not self.stalled and self.losses < 2 and self.tokens)
     @rule()
     def redis_loses_all_its_data(self) -> None:
         """A restart without persistence: every key gone, the replica with it. Ends not yet
         in the audit trail are lost (the pipeline's lag); the service finds the shard's
         mark gone at its next configuration fill and opens its own window."""
+        self.holders_at_loss = self._holders()
         for sid, at, _kind in self.unpublished:
             if self.final.get(sid) == at:
                 del self.final[sid]
@@ -405,6 +450,7 @@ class TokensModel(RuleBasedStateMachine):
             client.flushall()
             client.function_flush()
         self._start_replication()
+        self.losses += 1
         event("total loss")
 
     # -- clients ---------------------------------------------------------------------------
@@ -412,6 +458,7 @@ class TokensModel(RuleBasedStateMachine):
     def _call(self, make: Any) -> Any:
         """Run a call; a refusal changes no live lease. Returns (answer or error, before,
         after)."""
+        self.calling()
         _, before, _, live_before = self._truth()
         try:
             answer = make()
@@ -424,15 +471,25 @@ class TokensModel(RuleBasedStateMachine):
         self._read_outbox()
         return answer, before, after
 
-    @rule(
-        client=st.sampled_from(CLIENTS),
-        borrow=st.sampled_from([False, False, True]),
-        lease=st.sampled_from([None, None, 8, 1800]),
-        seats=st.sampled_from([None, None, 2]),
-        queue=st.booleans(),
-        long_user=st.sampled_from([False, False, True]),
-    )
+    ACQUIRE = {
+        "client": st.sampled_from(CLIENTS),
+        "borrow": st.sampled_from([False, False, True]),
+        "lease": st.sampled_from([None, None, 8, 1800]),
+        "seats": st.sampled_from([None, None, 2]),
+        "queue": st.booleans(),
+        "long_user": st.sampled_from([False, False, True]),
+    }
+
+    @rule(**ACQUIRE)
     def acquire(self, client, borrow, lease, seats, queue, long_user) -> None:
+        self._acquire(client, borrow, lease, seats, queue, long_user)
+
+    @rule(**ACQUIRE)
+    def another_acquire(self, client, borrow, lease, seats, queue, long_user) -> None:
+        """(Clients call more often than operators change things: a second rule.)"""
+        self._acquire(client, borrow, lease, seats, queue, long_user)
+
+    def _acquire(self, client, borrow, lease, seats, queue, long_user) -> None:
         user = USER_OF[client]
         request = SeatRequest(
             T, L, client, user=user, seats=seats, queue=queue, fingerprint=MACHINE,
@@ -468,7 +525,29 @@ class TokensModel(RuleBasedStateMachine):
     def a_token_ever_issued_is_replayed(self, data: Any, by_acquire: bool) -> None:
         """Any token, any time: the heartbeat's retry after a 410 `unknown` (as the clients
         send it), or an acquire carrying it (as a hostile client may)."""
-        grant = data.draw(st.sampled_from(self.tokens))
+        self._replay(data.draw(st.sampled_from(self.tokens)), by_acquire)
+
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data(), by_acquire=st.booleans())
+    def a_recent_token_is_replayed(self, data: Any, by_acquire: bool) -> None:
+        """(The last few tokens issued: most likely still valid.)"""
+        self._replay(data.draw(st.sampled_from(self.tokens[-4:])), by_acquire)
+
+    @precondition(lambda self: self.holders_at_loss)
+    @rule(data=st.data(), by_acquire=st.sampled_from([False, False, True]))
+    def a_holder_at_the_loss_comes_back(self, data: Any, by_acquire: bool) -> None:
+        """A holder at the last loss sends its last token back (as its client does after a
+        410 `unknown`): re-admitted when the service lost its lease, never when it ended
+        it, within the window and the rules."""
+        self._replay(data.draw(st.sampled_from(self.holders_at_loss)), by_acquire)
+
+    @precondition(lambda self: self.holders_at_loss)
+    @rule(data=st.data())
+    def another_holder_at_the_loss_comes_back(self, data: Any) -> None:
+        """(Holders come back more often than anything else happens after a loss.)"""
+        self._replay(data.draw(st.sampled_from(self.holders_at_loss)), False)
+
+    def _replay(self, grant: TokenGrant, by_acquire: bool) -> None:
         began = failover.began_ms(self.redis)
         if by_acquire:
             request = SeatRequest(T, L, grant.client_id, user=grant.user, recover=grant,

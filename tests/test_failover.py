@@ -318,3 +318,18 @@ def test_a_license_of_ten_minute_leases_waits_one_interval_of_them(regions) -> N
     _status, status = admin.execute(admin.parse({"action": "failover.status"}))
     windows = {w["longest_lease_seconds"]: w["window_seconds"] for w in status["windows"]}
     assert windows[600] == 205
+
+
+def test_failover_begin_caches_every_license_again_from_the_database(regions) -> None:
+    """A suspension stored just before the loss, whose cache write went to the lost
+    primary only: the replica still holds the license as it was. `failover begin`
+    caches every license again from the database, so the new primary honours it."""
+    stack = regions["stack"]
+    replicate_then_lose_the_last_write(regions)
+    store.update_license(TENANT, LICENSE, suspended=True)  # (its cache write: lost)
+    _status, began = admin.execute(admin.parse({"action": "failover.begin"}))
+    assert began["licenses_refreshed"] == 1
+    runtime.forget_failover()
+    refused = call(stack, "acquire", client_id="c")
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"]["code"] == "license_suspended"

@@ -101,11 +101,21 @@ def _view(redis: Any) -> dict[str, Any]:
 
 
 def _begin(_req: FailoverBegin) -> tuple[int, dict[str, Any]]:
+    from seatlease.api.runtime import refresh_license_cache
+
     redis = _redis()
     began = failover.begin(redis)
-    log("NOTICE", "failover: recovery began", began_at=rfc3339(began))
+    # The replica holds the licenses' configurations as cached before the changes it
+    # missed (a suspension, a term, a deny list of the last seconds): each is cached
+    # again from the database, the source of truth, before traffic comes.
+    refreshed = 0
+    for tenant_id, license_id, _lease in store.lease_lengths():
+        refresh_license_cache(tenant_id, license_id)
+        refreshed += 1
+    log("NOTICE", "failover: recovery began", began_at=rfc3339(began), refreshed=refreshed)
     return 200, {
         **_view(redis),
+        "licenses_refreshed": refreshed,
         "note": f"route traffic here now; running function instances see the recovery "
         f"within {failover.CHECK_SECONDS:g} s",
     }

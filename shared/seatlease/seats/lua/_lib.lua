@@ -507,11 +507,16 @@ end
 local NOTES_KEPT_MS = 3600000
 local function note_end(k, sid, rec, now, held_until, revoked)
   if not k.ended then return end
-  local until_ms = math.max(rec.te or 0, held_until or 0)
-  if until_ms <= now then return end
-  local score = until_ms + (revoked and 0.5 or 0)
+  -- A lingering lease's deadline is the linger's, which no token says: its tokens' end
+  -- was noted when its client released it (a revoke then only says it was a revoke).
+  if rec.lg and not revoked then return end
+  local until_ms = math.max(rec.te or 0, rec.lg and 0 or (held_until or 0))
+  if until_ms <= now and not rec.lg then return end
   redis.call('ZREMRANGEBYSCORE', k.ended, '-inf', int_arg(now))
   local old = tonumber(redis.call('ZSCORE', k.ended, sid))
+  if old then until_ms = math.max(until_ms, math.floor(old)) end
+  if until_ms <= now then return end
+  local score = until_ms + (revoked and 0.5 or 0)
   if not old or score > old then redis.call('ZADD', k.ended, int_arg(score), sid) end
   local ttl = redis.call('PTTL', k.ended)
   if ttl < 0 or now + ttl <= until_ms then
@@ -556,10 +561,14 @@ end
 -- A lease's deadline moved to `deadline_text` in every index that holds it (the lease
 -- set, the shard's deadline index); the caller stores the record (set_weight; `te`, the
 -- latest deadline it had when this one is earlier than `old`, its deadline before: its
--- tokens may say so until then, note_end).
+-- tokens may say so until then, note_end). `old`: a deadline a token was issued with
+-- (nil when the lease was lingering: a linger's end is no token's).
 local function move_deadline(k, lk, sid, rec, deadline_text, old)
   local new = tonumber(deadline_text)
-  if old and old > new then
+  -- (a lingering lease's deadline is the linger's, which no token says: its te is the
+  -- deadline it had when its client released it, set by release.lua)
+  if rec.lg then
+  elseif old and old > new then
     rec.te = math.max(rec.te or 0, old)
   elseif rec.te and new >= rec.te then
     rec.te = nil

@@ -39,6 +39,11 @@ local function drop_stale_refusals(k, now)
     end
     redis.call('ZREM', k.refusing, member)
   end
+end
+
+-- The keys a new note wrote expire REFUSAL_KEEP_MS after it (after its writes: a key
+-- made by them has no expiry before).
+local function keep_refusals(k)
   local keep = int_arg(REFUSAL_KEEP_MS)
   redis.call('PEXPIRE', k.refused, keep)
   redis.call('PEXPIRE', k.refusing, keep)
@@ -60,6 +65,7 @@ local function note_refusal(k, lk, client, user, w, now, waiting)
     end
     if kept >= REFUSED_CAP or (rec and #rec.e >= REFUSED_ENTRIES) then
       redis.call('HINCRBY', k.refused, '+' .. mtext, 1)
+      keep_refusals(k)
       return
     end
     redis.call('HINCRBY', k.refused, '#' .. mtext, 1)
@@ -74,6 +80,7 @@ local function note_refusal(k, lk, client, user, w, now, waiting)
   if waiting then e[5] = 1 end
   if user ~= '' then rec.u = user end
   redis.call('HSET', k.refused, client, cjson.encode(rec))
+  if e[2] == 1 then keep_refusals(k) end  -- (a new entry: a retry's count changes none)
 end
 
 -- A seat granted to `client` at `now`: its refusals not yet flushed were served then.

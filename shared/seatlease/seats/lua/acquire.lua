@@ -297,10 +297,12 @@ if held then
         etype = 'lease.renewed'
       end
       if rec.lg then redis.call('ZREM', k.ended, held) end
+      local token_deadline = score  -- (a lingering lease's is the linger's: none)
+      if rec.lg then token_deadline = nil end
       rec.lg = nil
       rec.l = lease_ms
       rec.x, rec.tm = cut and 1 or nil, T and 1 or nil
-      move_deadline(k, lk, held, rec, int_arg(deadline), score)
+      move_deadline(k, lk, held, rec, int_arg(deadline), token_deadline)
       if is_borrow == 0 then note_lease_length(k.lmax, lease_ms, now) end
       redis.call('HSET', k.sessions, held, cjson.encode(rec))
       if etype then

@@ -74,6 +74,9 @@ if score and score > now then
   end
   if linger then
     local deadline = linger
+    -- its tokens' end, kept while it lingers (a revoke or a cut later notes it; a take-back
+    -- carries it on)
+    rec.te = math.max(rec.te or 0, score)
     rec.lg = 1
     move_deadline(k, lk, sid, rec, int_arg(deadline), score)
     redis.call('HSET', k.sessions, sid, cjson.encode(rec))
