@@ -16,6 +16,8 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from http_support import serving
 from werkzeug.wrappers import Request, Response
 
@@ -29,6 +31,75 @@ def _jwt_shaped() -> str:
     header = _b64(json.dumps({"alg": "EdDSA", "kid": "1", "typ": "seatlease-lease+jwt"}).encode())
     claims = _b64(json.dumps({"iss": "x", "aud": "acme/lic", "sid": "s"}).encode())
     return f"{header}.{claims}.{_b64(bytes(64))}"
+
+
+# -- the fake vendor's signing key (issue 48: every client verifies by default) ------------
+# The behaviour scenarios below answer as a real deployment would: each grant, renewal
+# and release carries a token for that very request (its nonce, client, session and
+# license), signed with KEY; their /keys serves KEY's JWK. A client pins KEY_X (the
+# suites read it from SEATLEASE_BAD_PINNED_KEY). FOREIGN_KEY signs the ``foreign_key``
+# scenario's tokens: a valid signature by a key that is not the vendor's.
+KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+FOREIGN_KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32, 64)))
+TENANT = "acme"
+
+
+def _x(key: Ed25519PrivateKey) -> str:
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return _b64(raw)
+
+
+KEY_X = _x(KEY)
+KID, FOREIGN_KID = "bad-server-1", "bad-server-foreign"
+
+
+def jwks(foreign: bool = False) -> dict:
+    key, kid = (FOREIGN_KEY, FOREIGN_KID) if foreign else (KEY, KID)
+    return {"keys": [{"kty": "OKP", "crv": "Ed25519", "x": _x(key), "kid": kid, "alg": "EdDSA",
+                      "use": "sig"}]}  # fmt: skip
+
+
+def _epoch(rfc3339: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp())
+
+
+def sign(kind: str, claims: dict, foreign: bool = False) -> str:
+    """A compact JWS of ``claims`` (EdDSA), typ ``seatlease-<kind>+jwt``."""
+    key, kid = (FOREIGN_KEY, FOREIGN_KID) if foreign else (KEY, KID)
+    header = {"alg": "EdDSA", "kid": kid, "typ": f"seatlease-{kind}+jwt"}
+    signing_input = (
+        _b64(json.dumps(header, separators=(",", ":")).encode())
+        + "."
+        + _b64(json.dumps(claims, separators=(",", ":")).encode())
+    )
+    return signing_input + "." + _b64(key.sign(signing_input.encode()))
+
+
+def signed(function: str, body: dict, answer: dict, foreign: bool = False) -> dict:
+    """``answer`` with the token a real deployment would sign for the request ``body``."""
+    import time
+
+    now = int(time.time())
+    license_id = body.get("license_id") or "lic"
+    claims: dict = {"iss": "http://bad-server", "aud": f"{TENANT}/{license_id}"}
+    if function == "release":
+        claims.update(sid=body.get("session_id"), released=answer.get("released", True),
+                      iat=now, nbf=now, exp=now + 300)  # fmt: skip
+        kind, field = "release", "release_token"
+    else:
+        if body.get("client_id") is not None:
+            claims["sub"] = body["client_id"]
+        session = answer.get("session_id") or GRANT["session_id"]
+        expires = _epoch(answer.get("lease_expires_at") or GRANT["lease_expires_at"])
+        claims.update(sid=session, iat=now, nbf=now, exp=expires)
+        if isinstance(answer.get("seats"), int) and answer["seats"] > 1:
+            claims["seats"] = answer["seats"]
+        kind, field = "lease", "lease_token"
+    if body.get("nonce") is not None:
+        claims["nonce"] = body["nonce"]
+    return {**answer, field: sign(kind, claims, foreign)}
 
 
 GRANT = {
@@ -115,6 +186,19 @@ SCENARIOS: dict[str, tuple[int, bytes, bytes]] = {
         json.dumps({"error": MACHINE_MISMATCH}).encode(),
         b"",
     ),
+    # 404s that are not the service's "no such license" (issue 48): the service's own
+    # not_found (a wrong base URL) and a middlebox's empty 404; and the one that is
+    "not_found": (
+        404,
+        b'{"error": {"code": "not_found", "message": "No such function: /nope/acquire."}}',
+        b"",
+    ),
+    "empty_404": (404, b"", b""),
+    "license_not_found": (
+        404,
+        b'{"error": {"code": "license_not_found", "message": "No license \'lic\' here."}}',
+        b"",
+    ),
     "absurd_numbers_409": (
         409,
         b'{"error": {"code": "no_seats_available", "seats_used": -1e300, "seats_total": 1e300,'
@@ -129,10 +213,10 @@ def weights(request: Request, function: str) -> Response:
     the request asked, none when it asked none (an older server); a ``seats`` that is
     not a positive integer is refused, so a client that sends one by default fails."""
     body = json.loads(request.get_data() or b"{}")
+    if function == "keys":
+        return _json(200, jwks())
     if function == "release":
-        return Response(
-            json.dumps({"released": True, "seats_used": 0}), mimetype="application/json"
-        )
+        return _json(200, signed(function, body, {"released": True, "seats_used": 0}))
     grant = dict(GRANT)
     if "seats" in body:
         seats = body["seats"]
@@ -141,7 +225,7 @@ def weights(request: Request, function: str) -> Response:
             return Response(json.dumps({"error": error}), status=400, mimetype="application/json")
         grant["seats"] = seats
     status = 201 if function == "acquire" else 200
-    return Response(json.dumps(grant), status=status, mimetype="application/json")
+    return _json(status, signed(function, body, grant))
 
 
 # -- scenarios of behaviour, not of bad bytes (issues 39, 40 and 42) ----------------------
@@ -223,59 +307,99 @@ def behaviour(scenario: str, request: Request, function: str) -> Response | None
       back-off (minutes);
     - ``suspended``: acquire grants once, then an acquire is ``403`` ``license_suspended``
       while heartbeats go on ``200`` (a suspended license keeps its held seats).
-    None for any other scenario."""
+    - ``signed`` (a healthy server): acquire grants, heartbeats renew (leases of 3 s,
+      heartbeats every second), release answers ``released``; every answer signed;
+    - ``foreign_key``: the same answers signed by FOREIGN_KEY, which its /keys serves: a
+      valid signature by a key that is not the vendor's (a proxy's own server);
+    - ``session_null``: a signed grant whose ``session_id`` is null;
+    - ``heartbeat_no_counts``: a grant with ``seats_used`` 1 of ``seats_total`` 2, then
+      renewals that carry no counts (leases of 3 s, heartbeats every second);
+    - ``drip_release``: acquire and heartbeat answer at once, a release is dripped;
+    - ``redirect``: every call is ``307`` to the ``signed`` scenario: a client never
+      follows (a redirect is not the service's answer).
+    Every 2xx of these scenarios carries a token signed with KEY for the request (but
+    ``foreign_key``'s). None for any other scenario."""
     body = json.loads(request.get_data() or b"{}") if request.get_data() else {}
-    if scenario in ("drip", "drip_heartbeat"):
+    if not isinstance(body, dict):
+        body = {}
+    foreign = scenario == "foreign_key"
+
+    def ok(status: int, answer: dict, headers: dict | None = None) -> Response:
+        return _json(status, signed(function, body, answer, foreign), headers)
+
+    def released() -> dict:
+        return {"released": True, "seats_used": 0}
+
+    if scenario in ("drip", "drip_heartbeat", "drip_release"):
         if function == "release":
-            answer = {"released": True, "seats_used": 0}
+            answer = released()
         elif function == "heartbeat":
             answer = RENEWAL
         else:
-            answer = {**GRANT, "lease_token": TOKEN}
+            answer = GRANT
         status = 201 if function == "acquire" else 200
-        if scenario == "drip" or function == "heartbeat":
+        answer = signed(function, body, answer)
+        dripped = {"drip": ("acquire", "heartbeat", "release"), "drip_heartbeat": ("heartbeat",),
+                   "drip_release": ("release",)}[scenario]  # fmt: skip
+        if function in dripped:
             return _drip(status, answer)
         return _json(status, answer)
     if scenario == "retry_after_long":
         return _json(503, {"error": UNAVAILABLE}, {"Retry-After": "3600"})
+    short = {"lease_seconds": 3, "heartbeat_interval_seconds": 1}
+    if scenario in ("signed", "foreign_key", "session_null", "heartbeat_no_counts"):
+        _count(scenario, function)
+        if function == "acquire":
+            grant = {**GRANT, **short}
+            if scenario == "session_null":
+                return _json(201, {**signed(function, body, grant), "session_id": None})
+            return ok(201, grant)
+        if function == "heartbeat":
+            return ok(200, {**RENEWAL, **short, "session_id": body.get("session_id")})
+        return ok(200, released())
+    if scenario == "redirect":
+        target = request.host_url + "signed/" + function
+        return _json(307, {}, {"Location": target})
     if scenario == "recover":
         if function == "acquire":
-            return _json(201, {**GRANT, "lease_token": TOKEN})
+            return ok(201, GRANT)
         if function == "heartbeat":
-            if body.get("lease_token") == TOKEN:
-                return _json(200, RENEWAL)
+            if body.get("lease_token"):
+                return ok(200, RENEWAL)
             return _json(410, {"error": SESSION_UNKNOWN})
-        return _json(200, {"released": True, "seats_used": 0})
+        return ok(200, released())
     if scenario == "revoked":
-        short = {"lease_seconds": 3, "heartbeat_interval_seconds": 1}
-        with _COUNT_LOCK:
-            _COUNTS[(scenario, function)] = calls = _COUNTS.get((scenario, function), 0) + 1
-            if function == "heartbeat" and "lease_token" in body:
-                _COUNTS[(scenario, "token")] = _COUNTS.get((scenario, "token"), 0) + 1
+        calls = _count(scenario, function)
+        if function == "heartbeat" and "lease_token" in body:
+            _count(scenario, "token")
         if function == "acquire":
             session = GRANT["session_id"] if calls == 1 else REGRANTED
-            return _json(201, {**GRANT, **short, "session_id": session, "lease_token": TOKEN})
+            return ok(201, {**GRANT, **short, "session_id": session})
         if function == "heartbeat":
             if body.get("session_id") == GRANT["session_id"]:
                 return _json(410, {"error": SESSION_REVOKED})
-            return _json(200, {**RENEWAL, **short, "session_id": body.get("session_id")})
-        return _json(200, {"released": True, "seats_used": 0})
+            return ok(200, {**RENEWAL, **short, "session_id": body.get("session_id")})
+        return ok(200, released())
     if scenario in ("term_ended", "suspended"):
-        key = (scenario, function)
-        with _COUNT_LOCK:
-            _COUNTS[key] = _COUNTS.get(key, 0) + 1
-            calls = _COUNTS[key]
+        calls = _count(scenario, function)
         if function == "release":
-            return _json(200, {"released": True, "seats_used": 0})
+            return ok(200, released())
         if function == "acquire" and calls == 1:
-            return _json(201, {**GRANT, "lease_seconds": 3, "heartbeat_interval_seconds": 1})
+            return ok(201, {**GRANT, **short})
         if scenario == "term_ended":
             return _json(403, {"error": LICENSE_EXPIRED})
         if function == "heartbeat":
-            return _json(200, {**RENEWAL, "lease_seconds": 3, "heartbeat_interval_seconds": 1})
+            return ok(200, {**RENEWAL, **short})
         suspended = {"code": "license_suspended", "message": "The license is suspended."}
         return _json(403, {"error": suspended})
     return None
+
+
+def _count(scenario: str, function: str) -> int:
+    """Count a call of ``function`` in ``scenario``; the count so far, this one included."""
+    with _COUNT_LOCK:
+        _COUNTS[(scenario, function)] = calls = _COUNTS.get((scenario, function), 0) + 1
+    return calls
 
 
 _COUNTS: dict[tuple[str, str], int] = {}  # calls per (scenario, function), since reset()
@@ -301,12 +425,16 @@ def app(environ, start_response):
         with _COUNT_LOCK:
             counts = {f: n for (s, f), n in _COUNTS.items() if s == scenario}
         return _json(200, counts)(environ, start_response)
+    if function == "keys" and scenario not in SCENARIOS:
+        return _json(200, jwks(foreign=scenario == "foreign_key"))(environ, start_response)
     answer = behaviour(scenario, request, function)
     if answer is not None:
         return answer(environ, start_response)
     if scenario not in SCENARIOS:
         return Response("no such scenario", status=404)(environ, start_response)
     status, body, keys = SCENARIOS[scenario]
+    if function in ("acquire", "heartbeat", "release"):
+        _count(scenario, function)  # a refused grant's seat is released: counted
     if function == "keys":
         answer = Response(keys, status=200, mimetype="application/json")
     else:

@@ -53,7 +53,7 @@ from http_support import serving
 from werkzeug.wrappers import Request, Response
 
 from seatlease import admin
-from seatlease.api import auth, runtime, tenantlicenses, tenantlimits
+from seatlease.api import auth, runtime, tenantlicenses, tenantlimits, tokens
 from seatlease.records import store
 from seatlease.seats import redisconn
 from seatlease.seats.redisconn import get_redis
@@ -191,13 +191,23 @@ class ClientStack:
     gate: ControlGate
 
     def env(self) -> dict[str, str]:
-        """The environment of a client test program: this stack's URL, key and tenant."""
+        """The environment of a client test program: this stack's URL, key and tenant, and
+        the keys its tokens are signed with (the ``x`` of each, comma separated: what a
+        vendor pins), and the bad server's key (tests/client_bad_server.py)."""
+        from client_bad_server import KEY_X
+
         return {
             **os.environ,
             "SEATLEASE_TEST_URL": self.url,
             "SEATLEASE_TEST_API_KEY": self.api_key,
             "SEATLEASE_TEST_TENANT": TENANT,
+            "SEATLEASE_TEST_PINNED_KEYS": ",".join(self.pinned_keys()),
+            "SEATLEASE_BAD_PINNED_KEY": KEY_X,
         }
+
+    def pinned_keys(self) -> list[str]:
+        """The ``x`` of every key this stack's JWKS serves (the vendor's keys to pin)."""
+        return [key["x"] for key in tokens.keyring().jwks()["keys"]]
 
 
 def serve_on(url: str) -> None:
