@@ -6,13 +6,14 @@ takes a seat, prints one JSON line, byte for byte the same in every language:
 
 (keys in that order, ``", "`` and ``": "`` between them, as Python's ``json.dumps``
 writes it), keeps the seat by heartbeats until its standard input closes, then releases
-it and exits 0. ``verified`` is ``true`` when the lease token was verified against the
-vendor's pinned keys (``SEATLEASE_PINNED_KEYS``: the keys' ``x``, comma separated),
-``"unpinned"`` when only against the keys the server itself publishes (``URL/keys``: it
-proves the answer came from that server, not who runs it), ``false`` when nothing was
-verified. A refused seat (none free) is one line on standard error and exit status 1,
-never a stack trace. Checked here for the C, Java, Node, Go and Python clients against the
-served functions."""
+it and exits 0. Verified by default (issue 48): the lease token must be signed by one of
+the vendor's pinned keys (``SEATLEASE_PINNED_KEYS``: the keys' ``x``, comma separated),
+and ``verified`` is ``true``. Without pinned keys a hold takes no seat: one line on
+standard error naming ``SEATLEASE_PINNED_KEYS`` and exit status 2, unless the loud
+opt-out ``SEATLEASE_INSECURE_SKIP_VERIFY=1`` is set: then ``verified`` is ``false``
+(nothing was verified). A refused seat (none free) is one line on standard error and exit
+status 1, never a stack trace. Checked here for the C, Java, Node, Go and Python clients
+against the served functions."""
 
 from __future__ import annotations
 
@@ -44,7 +45,18 @@ def pinned_keys(url: str) -> str:
         return ",".join(key["x"] for key in json.load(answer)["keys"])
 
 
-@pytest.mark.parametrize("pinned", [False, True], ids=["unpinned", "pinned"])
+def hold_env(pinned: str | None, insecure: bool = False) -> dict[str, str]:
+    env = {**os.environ, "PYTHON": sys.executable}
+    for name in ("SEATLEASE_PINNED_KEYS", "SEATLEASE_INSECURE_SKIP_VERIFY"):
+        env.pop(name, None)
+    if pinned:
+        env["SEATLEASE_PINNED_KEYS"] = pinned
+    if insecure:
+        env["SEATLEASE_INSECURE_SKIP_VERIFY"] = "1"
+    return env
+
+
+@pytest.mark.parametrize("pinned", [False, True], ids=["insecure", "pinned"])
 @pytest.mark.parametrize("client", sorted(HOLDS))
 def test_hold_keeps_a_verified_seat_until_stdin_closes_then_releases_it(
     client, pinned, client_functions
@@ -56,10 +68,10 @@ def test_hold_keeps_a_verified_seat_until_stdin_closes_then_releases_it(
     )
     folder = HOLDS[client]
     assert os.access(folder / "hold", os.X_OK), f"{folder}/hold is not executable"
-    env = {**os.environ, "PYTHON": sys.executable}
-    env.pop("SEATLEASE_PINNED_KEYS", None)
     if pinned:
-        env["SEATLEASE_PINNED_KEYS"] = pinned_keys(client_functions.url)
+        env = hold_env(pinned_keys(client_functions.url))
+    else:
+        env = hold_env(None, insecure=True)
     args = ["./hold", client_functions.url, client_functions.api_key, license_id, "pc-1"]
     hold = Popen(args, cwd=folder, env=env, stdin=PIPE, stdout=PIPE, stderr=PIPE, text=True)
     try:
@@ -72,7 +84,7 @@ def test_hold_keeps_a_verified_seat_until_stdin_closes_then_releases_it(
             "seats_used": 1,
             "seats_total": 3,
             "seats": 1,
-            "verified": True if pinned else "unpinned",
+            "verified": pinned,
         }
         assert raw == json.dumps(expected) + "\n", raw  # the same bytes in every language
         live_url = f"{client_functions.url}/_test/live?license_id={license_id}"
@@ -97,7 +109,7 @@ def test_a_refused_hold_is_one_line_on_stderr_and_exit_1(client, client_function
     license_id = f"hold-none-{client}"
     post_json(f"{client_functions.url}/_test/license", {"license_id": license_id, "seats": 0})
     folder = HOLDS[client]
-    env = {**os.environ, "PYTHON": sys.executable}
+    env = hold_env(pinned_keys(client_functions.url))
     args = ["./hold", client_functions.url, client_functions.api_key, license_id, "pc-1"]
     hold = Popen(args, cwd=folder, env=env, stdin=PIPE, stdout=PIPE, stderr=PIPE, text=True)
     out, err = hold.communicate(timeout=300)
@@ -106,3 +118,22 @@ def test_a_refused_hold_is_one_line_on_stderr_and_exit_1(client, client_function
     assert out == "" and len(lines) == 1, err
     assert "no_seats_available" in lines[0] or "seats" in lines[0], lines
     assert "Traceback" not in err and "at io.seatlease" not in err and "    at " not in err
+
+
+@pytest.mark.parametrize("client", sorted(HOLDS))
+def test_a_hold_without_pinned_keys_takes_no_seat(client, client_functions):
+    """Verified by default: no pinned key and no opt-out is exit 2 and one line naming
+    SEATLEASE_PINNED_KEYS, before any request (the license keeps its seats free)."""
+    license_id = f"hold-unpinned-{client}"
+    post_json(f"{client_functions.url}/_test/license", {"license_id": license_id, "seats": 3})
+    folder = HOLDS[client]
+    args = ["./hold", client_functions.url, client_functions.api_key, license_id, "pc-1"]
+    hold = Popen(args, cwd=folder, env=hold_env(None), stdin=PIPE, stdout=PIPE, stderr=PIPE,
+                 text=True)  # fmt: skip
+    out, err = hold.communicate(timeout=300)
+    assert hold.returncode == 2, (hold.returncode, out, err)
+    lines = err.strip().splitlines()
+    assert out == "" and len(lines) == 1 and "SEATLEASE_PINNED_KEYS" in lines[0], err
+    assert "Traceback" not in err and "    at " not in err
+    _, live = post_json(f"{client_functions.url}/_test/live?license_id={license_id}", {})
+    assert live == []
