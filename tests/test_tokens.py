@@ -406,6 +406,37 @@ def test_keys_rotate_and_list_with_a_folder(tmp_path: Path, capsys) -> None:
     assert "Secret Manager" in capsys.readouterr().err
 
 
+def test_keys_pin_prints_what_a_product_pins(tmp_path: Path, capsys, monkeypatch) -> None:
+    """``keys pin``: the x of every key the JWKS serves, comma separated (the clients'
+    pinned keys, the holds' SEATLEASE_PINNED_KEYS); the local stack's folder by default;
+    no source at all is a usage error."""
+    from seatlease.api import signingkeys
+    from seatlease_cli import main as cli
+
+    for name in ("SIGNING_KEYS_DIR", "SIGNING_KEY_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert cli(["keys", "pin"]) == 2  # no folder, no secret, no local stack
+    assert "--dir" in capsys.readouterr().err
+    folder = tmp_path / ".seatlease" / "signing-keys"
+    assert cli(["keys", "rotate", "--dir", str(folder)]) == 0
+    assert cli(["keys", "rotate", "--dir", str(folder)]) == 0
+    capsys.readouterr()
+    (tmp_path / ".seatlease" / "local.json").write_text("{}")  # a local stack's folder
+    (tmp_path / "docs").mkdir()
+    monkeypatch.chdir(tmp_path / "docs")  # found from a subfolder, as git finds .git
+    assert cli(["keys", "pin"]) == 0
+    printed = capsys.readouterr().out.strip()
+    served = [
+        signingkeys.b64url(v.public)
+        for v in signingkeys.DirectoryKeys(str(folder)).versions()
+        if v.public
+    ]
+    assert printed.split(",") == served and len(served) == 2, printed
+    assert cli(["keys", "pin", "--dir", str(folder), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"pinned_keys": served}
+
+
 # -- the encoding: PyJWT's bytes, without PyJWT ------------------------------------------
 
 _REFERENCE_KEY = Ed25519PrivateKey.generate()

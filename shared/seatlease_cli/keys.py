@@ -1,8 +1,14 @@
-"""``seatlease keys rotate|list``: the Ed25519 keys that sign the lease tokens.
+"""``seatlease keys rotate|list|pin``: the Ed25519 keys that sign the lease tokens.
 
 The key source is named, never guessed: ``--dir DIR`` (a folder of ``<n>.pem`` files, what
 ``SIGNING_KEYS_DIR`` names for the functions) or ``--secret projects/P/secrets/S`` (Secret
-Manager, what ``SIGNING_KEY_SECRET`` names), else those environment variables.
+Manager, what ``SIGNING_KEY_SECRET`` names), else those environment variables, else (for
+``list`` and ``pin`` only, which read) the local stack's ``.seatlease/signing-keys``.
+
+``pin`` prints what a product ships to verify its grants (every client is verified by
+default): the ``x`` of each key the JWKS serves now, comma separated, the form the
+clients' ``pinned_keys`` and the ``hold`` programs' ``SEATLEASE_PINNED_KEYS`` take. Pin
+before a rotation's new key signs (``--activate-in``), and ship the new key in a release.
 
 ``rotate`` makes a new key with pyca/cryptography on this machine and stores it: in a
 folder, as the next ``<n>.pem`` (signs at once); in Secret Manager, as a new version whose
@@ -56,9 +62,17 @@ def register(subparsers: Any) -> None:
         "list", parents=[source], help="the keys, which one signs, which the JWKS serves"
     )
     listing.set_defaults(func=cmd_list)
+    pin = sub.add_parser(
+        "pin",
+        parents=[source],
+        help="the keys' x a product pins (every key the JWKS serves), comma separated",
+    )
+    pin.set_defaults(func=cmd_pin)
 
 
-def _source(args: argparse.Namespace) -> tuple[str, str]:
+def _source(args: argparse.Namespace, *, local: bool = False) -> tuple[str, str]:
+    """Where the keys are: the flags, else the environment, else (``local``: a command
+    that only reads) the local stack's folder of keys, when one is found."""
     if args.dir:
         return "dir", args.dir
     if args.secret:
@@ -69,6 +83,12 @@ def _source(args: argparse.Namespace) -> tuple[str, str]:
         return "dir", folder
     if secret and not folder:
         return "secret", secret
+    if local and not folder and not secret:
+        from seatlease_cli.backend import find_state_file
+
+        state_file = find_state_file()
+        if state_file is not None and (state_file.parent / "signing-keys").is_dir():
+            return "dir", str(state_file.parent / "signing-keys")
     raise CommandError(
         "name the keys: --dir DIR (a folder of PEM keys) or --secret projects/P/secrets/S "
         "(or set exactly one of SIGNING_KEYS_DIR and SIGNING_KEY_SECRET)",
@@ -113,19 +133,38 @@ def cmd_rotate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+def _plan(args: argparse.Namespace) -> tuple[list[Any], Any]:
     from seatlease.api import secretmanager, signingkeys
 
-    kind, where = _source(args)
+    kind, where = _source(args, local=True)
     if kind == "dir":
         versions = signingkeys.DirectoryKeys(where).versions()
     else:
         versions = secretmanager.read_keys(secretmanager.client(), where)
-    now = time.time()
     max_token = float(
         os.environ.get("TOKEN_MAX_LIFETIME_SECONDS") or signingkeys.DEFAULT_MAX_TOKEN_SECONDS
     )
-    plan = signingkeys.plan(versions, now, max_token)
+    return versions, signingkeys.plan(versions, time.time(), max_token)
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    from seatlease.api import signingkeys
+
+    _, plan = _plan(args)
+    pinned = [signingkeys.b64url(v.public) for v in plan.published if v.public]
+    if not pinned:
+        raise CommandError("no key is published yet: `seatlease keys rotate` makes one", 1)
+    if args.json:
+        emit({"pinned_keys": pinned}, True)
+    else:
+        print(",".join(pinned))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from seatlease.api import signingkeys
+
+    versions, plan = _plan(args)
     served = {v.kid for v in plan.published}
     rows = []
     for version in sorted(versions, key=lambda v: v.number):
