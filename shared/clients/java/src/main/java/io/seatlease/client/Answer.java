@@ -24,7 +24,9 @@ public final class Answer {
 
     public int status() { return status; }
     public String sessionId() { return Json.string(raw, "session_id"); }
+    /** The license's seats in use; 0 when the answer does not say (a renewal: see {@link Lease#seatsUsed()}). */
     public int seatsUsed() { return Json.integer(raw, "seats_used", 0); }
+    /** The license's seats; 0 when the answer does not say. */
     public int seatsTotal() { return Json.integer(raw, "seats_total", 0); }
     /** The lease's (or a place in line's) weight: how many of the license's seats it counts as (1 when the answer does not say). */
     public int seats() { return Math.max(1, Json.integer(raw, "seats", 1)); }
@@ -74,6 +76,9 @@ public final class Answer {
     public Map<String, Object> raw() { return Json.toMap(raw); }
 
     JsonObject json() { return raw; }
+
+    /** Whether the answer carries that field as a number (a renewal may omit the counts). */
+    boolean hasNumber(String name) { return Json.isNumber(raw.get(name)); }
 
     @Override
     public String toString() { return "Answer(" + status + ", " + Json.write(raw) + ")"; }

@@ -91,28 +91,29 @@ public final class BorrowedSeat {
     }
 
     static BorrowedSeat borrow(SeatClient client, String licenseId, String clientId, Duration duration, Path path,
-                               Map<String, ?> metadata) throws IOException {
-        JsonObject request = new AcquireOptions().borrowDuration(duration).metadata(metadata)
+                               AcquireOptions options) throws IOException {
+        JsonObject request = options.borrowDuration(duration).queue(false).ticket(null)
                 // the seat is bound to this machine: the token carries it, a copy of the file verifies nowhere else
                 .fingerprint(client.thisMachine())
                 .body(licenseId, clientId);
         request.addProperty("nonce", TokenVerifier.newNonce()); // kept in the file: the token must carry it
         Answer answer = client.call("acquire", request, SeatClient.Plan.DEFAULT);
-        JsonObject jwks = Json.parseObject(client.fetchJwks());
-        if (jwks == null) {
-            throw new SeatException.MalformedToken(0, "The JWKS is not a JSON object.");
-        }
-        JsonObject document = new JsonObject();
-        document.addProperty("format", FORMAT);
-        document.addProperty("base_url", client.baseUrl());
-        document.add("request", request);
-        document.add("answer", answer.json());
-        document.add("jwks", jwks);
-        save(path, document);
         try {
+            JsonObject jwks = Json.parseObject(client.fetchJwks());
+            if (jwks == null) {
+                throw new SeatException.MalformedToken(0, "The JWKS is not a JSON object.");
+            }
+            JsonObject document = new JsonObject();
+            document.addProperty("format", FORMAT);
+            document.addProperty("base_url", client.baseUrl());
+            document.add("request", request);
+            document.add("answer", answer.json());
+            document.add("jwks", jwks);
+            save(path, document);
             return load(client, path);
         } catch (RuntimeException | IOException failure) {
             Files.deleteIfExists(path); // a seat that does not verify is no seat: nothing saved for later
+            client.releaseRefused(licenseId, answer.sessionId()); // ...and not left taken on the server
             throw failure;
         }
     }

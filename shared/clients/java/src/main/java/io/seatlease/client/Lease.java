@@ -96,7 +96,9 @@ public final class Lease implements AutoCloseable {
     public Duration leaseDuration() { synchronized (lock) { return Duration.ofSeconds(leaseSeconds); } }
     /** The heartbeat interval the server asked for. */
     public Duration heartbeatInterval() { synchronized (lock) { return Duration.ofSeconds(heartbeatIntervalSeconds); } }
+    /** The license's seats in use, as the last answer that counted them gave them (a renewal may not). */
     public int seatsUsed() { synchronized (lock) { return seatsUsed; } }
+    /** The license's seats, as the last answer that counted them gave them. */
     public int seatsTotal() { synchronized (lock) { return seatsTotal; } }
     /** This lease's weight: how many of the license's seats it counts as (1 when the server does not say). */
     public int seats() { synchronized (lock) { return seats; } }
@@ -132,9 +134,16 @@ public final class Lease implements AutoCloseable {
             answer.expiresAt().ifPresent(at -> expiresAt = at);
             leaseSeconds = (int) answer.leaseDuration().getSeconds();
             heartbeatIntervalSeconds = (int) answer.heartbeatInterval().getSeconds();
-            seatsUsed = answer.seatsUsed();
-            seatsTotal = answer.seatsTotal();
-            seats = answer.seats();
+            // an answer without counts (a renewal) keeps the last known ones
+            if (answer.hasNumber("seats_used")) {
+                seatsUsed = answer.seatsUsed();
+            }
+            if (answer.hasNumber("seats_total")) {
+                seatsTotal = answer.seatsTotal();
+            }
+            if (answer.hasNumber("seats")) {
+                seats = answer.seats();
+            }
             overage = answer.overage();
             if (answer.hasEntitlements()) {
                 entitlements = answer.entitlements();

@@ -41,7 +41,8 @@ import java.util.function.BiConsumer;
  * sends at. {@link #close} releases the seats it still holds and ends the waits for one.
  */
 public final class SeatClient implements AutoCloseable {
-    public static final String VERSION = "0.2.0";
+    /** This client's version: the one of all five clients (shared/clients/VERSION; the pom's version). */
+    public static final String VERSION = "0.3.0";
     static final int MAX_BODY = 1 << 20;
     private static final SecureRandom RANDOM = new SecureRandom();
     /** The deadline of the exchange in progress on this thread, for a JWKS fetched within it. */
@@ -60,7 +61,8 @@ public final class SeatClient implements AutoCloseable {
         private Duration maxBackoff = Duration.ofSeconds(30);
         private Duration maxWaitPoll = Duration.ofSeconds(30);
         private Duration releaseTimeout = Duration.ofSeconds(5);
-        private boolean verify;
+        private Boolean verify; // null: not set (true)
+        private boolean insecureSkipVerify;
         private List<String> pinnedKeys = List.of();
         private String tenantId;
         private Duration tokenLeeway = Duration.ofSeconds(60);
@@ -91,10 +93,25 @@ public final class SeatClient implements AutoCloseable {
         public Builder maxWaitPoll(Duration value) { maxWaitPoll = positive(value, "maxWaitPoll"); return this; }
         /** Time budget of a lease's release, waiting for its heartbeat thread included (5 s). */
         public Builder releaseTimeout(Duration value) { releaseTimeout = positive(value, "releaseTimeout"); return this; }
-        /** Verify every answer's signed token (against the server's /keys unless keys are pinned). */
+        /**
+         * Verify every answer's signed token (true, the default). {@code verify(false)} is
+         * refused by {@link #build} unless {@link #insecureSkipVerify} opts out too: old code
+         * cannot silently stay unverified.
+         */
         public Builder verify(boolean value) { verify = value; return this; }
-        /** The vendor's Ed25519 keys (a JWK's "x", a JWK as JSON, or PEM); turns verify on. */
+        /**
+         * The vendor's Ed25519 keys (a JWK's "x" as the deployment's /keys lists it, a JWK as
+         * JSON, or PEM): a grant counts only when its token is signed by one of them. Required
+         * unless {@link #insecureSkipVerify}.
+         */
         public Builder pinnedKeys(List<String> value) { pinnedKeys = List.copyOf(value); return this; }
+        /**
+         * INSECURE, for tests and trials only: build without pinned keys. Then any server at
+         * the base URL (a hosts-file entry, a proxy) can grant a seat: no answer's token is
+         * verified (unless keys are pinned anyway, or {@code verify(true)} is set explicitly:
+         * against the server's own /keys, which proves little).
+         */
+        public Builder insecureSkipVerify(boolean value) { insecureSkipVerify = value; return this; }
         /** The tenant the tokens' aud must name (else any tenant with this license). */
         public Builder tenantId(String value) { tenantId = value; return this; }
         /** Clock slack on the tokens' exp, nbf, iat (60 s). */
@@ -115,7 +132,10 @@ public final class SeatClient implements AutoCloseable {
          */
         public Builder machineId(String value) { machineId = value; return this; }
 
-        /** The client; IllegalArgumentException for a URL that is not http(s) or a key that is no key. */
+        /**
+         * The client; IllegalArgumentException for a URL that is not http(s), a key that is no
+         * key, no pinned key without {@link #insecureSkipVerify}, or verify(false) without it.
+         */
         public SeatClient build() { return new SeatClient(this); }
 
         private static Duration positive(Duration value, String name) {
@@ -126,7 +146,11 @@ public final class SeatClient implements AutoCloseable {
         }
     }
 
-    /** A client for the deployment at baseUrl (http:// or https://), with apiKey. */
+    /**
+     * A client for the deployment at baseUrl (http:// or https://), with apiKey. Verified by
+     * default: give the vendor's keys ({@link Builder#pinnedKeys}), or the build is refused
+     * (unless {@link Builder#insecureSkipVerify}).
+     */
     public static Builder builder(String baseUrl, String apiKey) {
         return new Builder(baseUrl, apiKey);
     }
@@ -146,6 +170,7 @@ public final class SeatClient implements AutoCloseable {
     private final BiConsumer<String, String> logger;
     private final String machineId;
     private final HttpClient http;
+    private final boolean insecureSkipVerify;
     final TokenVerifier verifier;
 
     private final Set<Lease> held = ConcurrentHashMap.newKeySet();
@@ -187,7 +212,23 @@ public final class SeatClient implements AutoCloseable {
             builder.proxy(ProxySelector.getDefault());
         }
         http = builder.build();
-        if (b.verify || !pinnedKeys.isEmpty()) {
+        insecureSkipVerify = b.insecureSkipVerify;
+        if (!insecureSkipVerify) {
+            if (Boolean.FALSE.equals(b.verify)) {
+                throw new IllegalArgumentException("verify(false) turns off the check that a seat was granted by the "
+                        + "vendor's server: pin the vendor's keys (pinnedKeys) or, for tests only, opt out with "
+                        + "insecureSkipVerify(true)");
+            }
+            if (pinnedKeys.isEmpty()) {
+                throw new IllegalArgumentException("No pinned key: pin the vendor's Ed25519 key(s) with "
+                        + "pinnedKeys(List.of(x)) (each the \"x\" of a key the deployment's /keys lists), "
+                        + "or, for tests only, opt out with insecureSkipVerify(true)");
+            }
+        }
+        boolean verifying = insecureSkipVerify
+                ? Boolean.TRUE.equals(b.verify) || (!pinnedKeys.isEmpty() && !Boolean.FALSE.equals(b.verify))
+                : true;
+        if (verifying) {
             verifier = new TokenVerifier(() -> fetchJwks(jwksUrl), pinnedKeys, tenantId, tokenLeeway, null);
         } else {
             verifier = null;
@@ -204,7 +245,9 @@ public final class SeatClient implements AutoCloseable {
     /** Whether answers' tokens are verified (verify, or pinned keys). */
     public boolean verifies() { return verifier != null; }
     /** Whether the tokens must be signed by one of the vendor's pinned keys. */
-    public boolean pinned() { return !pinnedKeys.isEmpty(); }
+    public boolean pinned() { return !pinnedKeys.isEmpty() && verifier != null; }
+    /** Whether this client was built with the insecure opt-out ({@link Builder#insecureSkipVerify}). */
+    public boolean insecureSkipVerify() { return insecureSkipVerify; }
     /** This machine's fingerprint ({@link Machine#fingerprint} of the builder's machineId or the system's). */
     public String thisMachine() { return Machine.thisMachine(machineId); }
 
@@ -241,7 +284,7 @@ public final class SeatClient implements AutoCloseable {
         Plan unverified() { return new Plan(retries, giveUpNanos, cancel, false); }
     }
 
-    private record Exchange(int status, String body, double retryAfter) {}
+    private record Exchange(int status, String body, double retryAfter, String location) {}
 
     private static HttpClient.Version versionFor(URI uri) {
         // http:// is HTTP/1.1: no "Upgrade: h2c" that a proxy or an old server may choke on
@@ -287,7 +330,7 @@ public final class SeatClient implements AutoCloseable {
                     uri + " answered more than " + MAX_BODY + " bytes.");
         }
         return new Exchange(response.statusCode(), new String(response.body().data(), StandardCharsets.UTF_8),
-                retryAfterHeader(response));
+                retryAfterHeader(response), response.headers().firstValue("Location").orElse(null));
     }
 
     /** The answer by deadline; CancellationException as soon as cancel completes first. */
@@ -331,7 +374,7 @@ public final class SeatClient implements AutoCloseable {
     private static JsonObject decode(URI where, Exchange exchange) {
         JsonObject payload = Json.parseObject(exchange.body);
         if (exchange.status >= 300 || exchange.status < 200) {
-            throw SeatException.fromAnswer(exchange.status, payload, exchange.retryAfter);
+            throw SeatException.fromAnswer(where, exchange.status, payload, exchange.retryAfter, exchange.location);
         }
         if (payload == null) {
             throw new SeatException.InvalidResponse(exchange.status, where + " answered something that is not a JSON object.");
@@ -389,17 +432,43 @@ public final class SeatClient implements AutoCloseable {
                 .POST(HttpRequest.BodyPublishers.ofString(Json.write(body)));
         Exchange answer = exchange(request, where, deadline, plan.cancel());
         JsonObject reply = decode(where, answer);
-        checkShape(fn, reply, answer.status);
-        // A place in the wait queue (202) grants nothing: it carries no token to check.
-        if (verifier != null && plan.verify() && answer.status != 202) {
-            ATTEMPT_DEADLINE.set(deadline);
-            try {
-                verifier.verify(fn, body, reply, answer.status);
-            } finally {
-                ATTEMPT_DEADLINE.remove();
+        try {
+            checkShape(fn, reply, answer.status);
+            // A place in the wait queue (202) grants nothing: it carries no token to check.
+            if (verifier != null && plan.verify() && answer.status != 202) {
+                ATTEMPT_DEADLINE.set(deadline);
+                try {
+                    verifier.verify(fn, body, reply, answer.status);
+                } finally {
+                    ATTEMPT_DEADLINE.remove();
+                }
             }
+        } catch (SeatException.InvalidResponse | SeatException.TokenException refused) {
+            if (fn.equals("acquire") && answer.status != 202) {
+                releaseRefused(Json.string(body, "license_id"), Json.string(reply, "session_id"));
+            }
+            throw refused;
         }
         return new Answer(reply, answer.status);
+    }
+
+    /**
+     * A grant refused (its token missing or not the vendor's, its shape wrong) is no seat:
+     * the session it names, if any, is released at once (best effort, within the release
+     * timeout), so that it does not stay taken on the server for the whole lease.
+     */
+    void releaseRefused(String licenseId, String sessionId) {
+        if (licenseId == null || sessionId == null) {
+            return;
+        }
+        long giveUp = System.nanoTime() + releaseTimeout.toNanos();
+        try {
+            call("release", sessionBody(licenseId, sessionId), Plan.DEFAULT.until(giveUp).unverified());
+            log("warning", "seatlease: a grant of " + licenseId + " was refused; its session was released");
+        } catch (SeatException failure) {
+            log("warning", "seatlease: a grant of " + licenseId + " was refused; releasing its session failed: "
+                    + failure.getMessage());
+        }
     }
 
     /**
@@ -644,14 +713,28 @@ public final class SeatClient implements AutoCloseable {
      * file as the other clients') and returns it verified.
      */
     public BorrowedSeat borrow(String licenseId, String clientId, Duration duration, Path path) throws IOException {
-        return borrow(licenseId, clientId, duration, path, null);
+        return borrow(licenseId, clientId, duration, path, (AcquireOptions) null);
     }
 
     /** {@link #borrow(String, String, Duration, Path)} with the lease's metadata. */
     public BorrowedSeat borrow(String licenseId, String clientId, Duration duration, Path path,
                                Map<String, ?> metadata) throws IOException {
+        return borrow(licenseId, clientId, duration, path, new AcquireOptions().metadata(metadata));
+    }
+
+    /**
+     * {@link #borrow(String, String, Duration, Path)} with the same identity options as an
+     * acquire: {@link AcquireOptions#user}, {@link AcquireOptions#host}, {@link
+     * AcquireOptions#entitlements}, {@link AcquireOptions#version}, {@link AcquireOptions#seats},
+     * {@link AcquireOptions#metadata} and {@link AcquireOptions#requestId} (a license with a
+     * per-user policy needs user). Its borrowDuration is duration's, its fingerprint this
+     * machine's; queue and ticket do not apply.
+     */
+    public BorrowedSeat borrow(String licenseId, String clientId, Duration duration, Path path,
+                               AcquireOptions options) throws IOException {
         checkOpen();
-        return BorrowedSeat.borrow(this, licenseId, clientId, duration, path, metadata);
+        return BorrowedSeat.borrow(this, licenseId, clientId, duration, path,
+                options == null ? new AcquireOptions() : options.copy());
     }
 
     /**

@@ -13,7 +13,9 @@ import java.util.Map;
  * {@link SeatWaitTimeout} and a {@link UserLimitReached} are also a {@link NoSeatsAvailable},
  * a {@link UserDenied}, {@link LicenseNotStarted}, {@link LicenseExpired}, {@link NotEntitled}
  * and {@link VersionNotEntitled} are also a {@link LicenseSuspended}, every token failure is a {@link
- * TokenException}. Any other status (a 500, a redirect) is a plain SeatException, not retried.
+ * TokenException}. The kind is read from the server's error.code. Any other answer (a 500,
+ * a redirect, a 404 that is not license_not_found) is a plain SeatException naming the URL,
+ * not retried.
  * The API key never appears in a message.
  */
 public class SeatException extends RuntimeException {
@@ -136,7 +138,10 @@ public class SeatException extends RuntimeException {
         VersionNotEntitled(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
     }
 
-    /** 404: no such license for this key's tenant. */
+    /**
+     * 404 license_not_found: no such license for this key's tenant. Only that code: another
+     * 404 (a wrong base URL) is a plain SeatException naming the URL.
+     */
     public static class LicenseNotFound extends SeatException {
         private static final long serialVersionUID = 1L;
         LicenseNotFound(int s, String c, String m, JsonObject b, double r) { super(s, c, m, b, r); }
@@ -287,54 +292,72 @@ public class SeatException extends RuntimeException {
         TokenWrongMachine(int s, String m) { super(s, "token_wrong_machine", m); }
     }
 
-    /** The typed error of an HTTP error answer. */
-    static SeatException fromAnswer(int status, JsonObject payload, double retryAfterHeader) {
+    /**
+     * The typed error of an HTTP error answer from where, read by the server's error.code
+     * (the status decides only when the answer has no code this client knows): a 404 is a
+     * {@link LicenseNotFound} only for the code license_not_found; any other 404 (the
+     * service's not_found for a wrong base URL, a middlebox's empty 404) is a plain
+     * SeatException (code: the server's, else "http_404") whose message names the URL. A
+     * redirect is never followed: a plain SeatException (code "redirected") naming where it
+     * pointed.
+     */
+    static SeatException fromAnswer(java.net.URI where, int status, JsonObject payload, double retryAfterHeader,
+                                    String location) {
         JsonObject body = null;
         if (payload != null && payload.get("error") != null && payload.get("error").isJsonObject()) {
             body = payload.getAsJsonObject("error");
         }
         String code = Json.string(body, "code");
         boolean backend = status == 429 || status == 502 || status == 503 || status == 504;
-        if (code == null || code.isEmpty()) {
-            code = backend ? "backend_unavailable" : "http_error";
+        boolean coded = code != null && !code.isEmpty();
+        if (!coded) {
+            code = backend ? "backend_unavailable" : "http_" + status;
         }
         String message = Json.string(body, "message");
         if (message == null || message.isEmpty()) {
             message = "HTTP " + status;
         }
         if (status >= 300 && status < 400) {
-            return new SeatException(status, "redirected", "The server answered a redirect (" + status + "): use the final URL.");
+            return new SeatException(status, "redirected", where + " answered a redirect (" + status + ") to "
+                    + (location == null ? "(no Location)" : location)
+                    + ": not followed (the API key stays with the base URL); use the final URL as the base URL.",
+                    body, retryAfterHeader);
         }
+        double r = retryAfterHeader;
+        if (coded) {
+            switch (code) {
+                case "invalid_request": return new InvalidRequest(status, code, message, body, r);
+                case "unauthenticated": return new Unauthenticated(status, code, message, body, r);
+                case "license_suspended": return new LicenseSuspended(status, code, message, body, r);
+                case "user_denied": return new UserDenied(status, code, message, body, r);
+                case "license_not_started": return new LicenseNotStarted(status, code, message, body, r);
+                case "license_expired": return new LicenseExpired(status, code, message, body, r);
+                case "not_entitled": return new NotEntitled(status, code, message, body, r);
+                case "version_not_entitled": return new VersionNotEntitled(status, code, message, body, r);
+                case "license_not_found": return new LicenseNotFound(status, code, message, body, r);
+                case "no_seats_available": return new NoSeatsAvailable(status, code, message, body, r);
+                case "user_limit_reached": return new UserLimitReached(status, code, message, body, r);
+                case "queue_full": return new QueueFull(status, code, message, body, r);
+                case "seats_mismatch": return new SeatsMismatch(status, code, message, body, r);
+                case "machine_mismatch": return new MachineMismatch(status, code, message, body, r);
+                case "session_expired": return new SessionExpired(status, code, message, body, r);
+                case "backend_unavailable": return new BackendUnavailable(status, code, message, body, r);
+                default: break;
+            }
+        }
+        // A code this client does not know (or none): the status's kind, but for a 404.
         switch (status) {
-            case 400: return new InvalidRequest(status, code, message, body, retryAfterHeader);
-            case 401: return new Unauthenticated(status, code, message, body, retryAfterHeader);
-            case 403:
-                switch (code) {
-                    case "user_denied": return new UserDenied(status, code, message, body, retryAfterHeader);
-                    case "license_not_started": return new LicenseNotStarted(status, code, message, body, retryAfterHeader);
-                    case "license_expired": return new LicenseExpired(status, code, message, body, retryAfterHeader);
-                    case "not_entitled": return new NotEntitled(status, code, message, body, retryAfterHeader);
-                    case "version_not_entitled": return new VersionNotEntitled(status, code, message, body, retryAfterHeader);
-                    default: return new LicenseSuspended(status, code, message, body, retryAfterHeader);
-                }
-            case 404: return new LicenseNotFound(status, code, message, body, retryAfterHeader);
-            case 409:
-                if (code.equals("user_limit_reached")) {
-                    return new UserLimitReached(status, code, message, body, retryAfterHeader);
-                }
-                if (code.equals("seats_mismatch")) {
-                    return new SeatsMismatch(status, code, message, body, retryAfterHeader);
-                }
-                if (code.equals("machine_mismatch")) {
-                    return new MachineMismatch(status, code, message, body, retryAfterHeader);
-                }
-                return code.equals("queue_full")
-                        ? new QueueFull(status, code, message, body, retryAfterHeader)
-                        : new NoSeatsAvailable(status, code, message, body, retryAfterHeader);
-            case 410: return new SessionExpired(status, code, message, body, retryAfterHeader);
+            case 400: return new InvalidRequest(status, code, message, body, r);
+            case 401: return new Unauthenticated(status, code, message, body, r);
+            case 403: return new LicenseSuspended(status, code, message, body, r);
+            case 409: return new NoSeatsAvailable(status, code, message, body, r);
+            case 410: return new SessionExpired(status, code, message, body, r);
             default:
-                return backend ? new BackendUnavailable(status, code, message, body, retryAfterHeader)
-                        : new SeatException(status, code, message, body, retryAfterHeader);
+                if (backend) {
+                    return new BackendUnavailable(status, code, message, body, r);
+                }
+                return new SeatException(status, code, where + " answered " + status + " (" + code + "): " + message,
+                        body, r);
         }
     }
 }

@@ -10,9 +10,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestFactory;
 
@@ -20,6 +22,7 @@ import org.junit.jupiter.api.TestFactory;
  * Hostile answers from the fake server (tests/client_bad_server.py at SEATLEASE_BAD_URL):
  * each is a typed error, never a hang, a crash or an untyped exception.
  */
+@Tag("live")
 class BadAnswerTests {
     static final Object[][] BAD = {
         {"truncated", "acquire", false, SeatException.InvalidResponse.class, 201},
@@ -51,7 +54,9 @@ class BadAnswerTests {
     };
 
     static SeatClient client(String scenario, boolean verify) {
-        return SeatClient.builder(badUrl() + "/" + scenario, "sl_test").verify(verify).retries(0).build();
+        SeatClient.Builder builder = verify ? SeatClient.builder(badUrl() + "/" + scenario, "sl_test")
+                .pinnedKeys(List.of(Support.badKey())) : Support.insecure(badUrl() + "/" + scenario, "sl_test");
+        return builder.retries(0).build();
     }
 
     static void callOnce(SeatClient client, String call) {
@@ -120,7 +125,7 @@ class BadAnswerTests {
      */
     @Test
     void aDrippedAnswerEndsAtTheTimeout() {
-        try (SeatClient client = SeatClient.builder(badUrl() + "/drip", "sl_test")
+        try (SeatClient client = SeatClient.builder(badUrl() + "/drip", "sl_test").pinnedKeys(List.of(Support.badKey()))
                 .timeout(Duration.ofSeconds(2)).retries(0).build()) {
             double started = now();
             SeatException.BackendUnavailable failed = assertTimeoutPreemptively(Duration.ofSeconds(15),
@@ -134,7 +139,7 @@ class BadAnswerTests {
     /** Interrupting the thread of a plain call in flight ends it at once: Cancelled. */
     @Test
     void interruptingAPlainCallEndsIt() throws Exception {
-        try (SeatClient client = SeatClient.builder(badUrl() + "/drip", "sl_test")
+        try (SeatClient client = SeatClient.builder(badUrl() + "/drip", "sl_test").pinnedKeys(List.of(Support.badKey()))
                 .timeout(Duration.ofSeconds(30)).retries(0).build()) {
             java.util.concurrent.CompletableFuture<Throwable> outcome = new java.util.concurrent.CompletableFuture<>();
             Thread caller = new Thread(() -> {
@@ -161,7 +166,7 @@ class BadAnswerTests {
      */
     @Test
     void retryAfterIsCappedAtTheMaximumBackoff() {
-        try (SeatClient client = SeatClient.builder(badUrl() + "/retry_after_long", "sl_test")
+        try (SeatClient client = SeatClient.builder(badUrl() + "/retry_after_long", "sl_test").pinnedKeys(List.of(Support.badKey()))
                 .retries(2).backoff(Duration.ofMillis(100)).maxBackoff(Duration.ofSeconds(1)).build()) {
             double started = now();
             SeatException.BackendUnavailable failed = assertTimeoutPreemptively(Duration.ofSeconds(20),

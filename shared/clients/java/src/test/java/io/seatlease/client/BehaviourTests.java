@@ -12,6 +12,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.List;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.parallel.Execution;
 import org.junit.jupiter.api.parallel.ExecutionMode;
@@ -23,10 +24,12 @@ import org.junit.jupiter.api.parallel.ResourceLock;
  * a suspension. They mostly wait on the lease's own clock, so they run alongside the other
  * tests (CONCURRENT); the scenarios whose calls are counted share one count, hence the lock.
  */
+@Tag("live")
 @Execution(ExecutionMode.CONCURRENT)
 class BehaviourTests {
     static SeatClient client(String scenario, Support.Log log) {
-        return SeatClient.builder(badUrl() + "/" + scenario, "sl_test").retries(0)
+        return SeatClient.builder(badUrl() + "/" + scenario, "sl_test").pinnedKeys(List.of(Support.badKey()))
+                .tenantId("acme").retries(0)
                 .backoff(Duration.ofMillis(50)).timeout(Duration.ofSeconds(30)).logger(log).build();
     }
 

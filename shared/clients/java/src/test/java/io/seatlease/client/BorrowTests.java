@@ -17,6 +17,7 @@ import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.Map;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -25,6 +26,7 @@ import org.junit.jupiter.api.io.TempDir;
  * the other clients' (tests/test_client_java.py borrows one with the Python client for
  * these tests to load, and loads the one they save for it).
  */
+@Tag("live")
 class BorrowTests {
     static SeatClient pinnedClient(String machineId) throws Exception {
         SeatClient.Builder builder = SeatClient.builder(url(), key()).pinnedKeys(Support.deploymentKeys()).tenantId("acme");

@@ -23,6 +23,7 @@ import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -30,9 +31,10 @@ import org.junit.jupiter.api.Test;
  * flight can be cancelled (leaseAsync's future, an interrupt, closing the client), against a
  * full license of the served functions; a seat taken meanwhile is given back.
  */
+@Tag("live")
 class CancelTests {
     static SeatClient client() {
-        return SeatClient.builder(url(), key()).maxWaitPoll(Duration.ofMillis(300)).backoff(Duration.ofMillis(50)).build();
+        return Support.insecure(url(), key()).maxWaitPoll(Duration.ofMillis(300)).backoff(Duration.ofMillis(50)).build();
     }
 
     /** The number of acquires the served functions have answered so far. */
@@ -83,7 +85,7 @@ class CancelTests {
     @Test
     void cancellingAnAcquireInFlightGivesBackTheSeatItTook() throws Exception {
         license("j-cancel-flight", "{\"seats\": 2, \"lease_seconds\": 60}");
-        try (SeatClient client = SeatClient.builder(url(), key()).verify(true).tenantId("acme").timeout(Duration.ofSeconds(20)).build()) {
+        try (SeatClient client = SeatClient.builder(url(), key()).pinnedKeys(Support.testKeys()).tenantId("acme").timeout(Duration.ofSeconds(20)).build()) {
             control("stall", "{\"path\": \"/acquire\", \"seconds\": 8}");
             CompletableFuture<Lease> first = client.leaseAsync("j-cancel-flight", new LeaseOptions("pc-1"));
             eventually(5, "the seat taken", () -> live("j-cancel-flight").size() == 1);

@@ -38,7 +38,7 @@ class LocalServerTests {
     void httpUrlsUseHttp11WithoutAnUpgrade() throws Exception {
         try (ScriptedServer server = new ScriptedServer(request -> request.path().equals("/acquire")
                 ? ScriptedServer.Reply.now(201, grant(60, 20)) : ScriptedServer.Reply.now(200, RELEASED));
-             SeatClient client = SeatClient.builder(server.url(), "sl_test").build()) {
+             SeatClient client = Support.insecure(server.url(), "sl_test").build()) {
             client.acquire("lic", "pc-1");
             ScriptedServer.Request request = server.requestsTo("/acquire").get(0);
             assertEquals("POST /acquire HTTP/1.1", request.line());
@@ -58,7 +58,7 @@ class LocalServerTests {
     void closeNeverWaitsPastTheReleaseTimeout() throws Exception {
         try (ScriptedServer server = new ScriptedServer(request -> request.path().equals("/acquire")
                 ? ScriptedServer.Reply.now(201, grant(60, 20)) : ScriptedServer.Reply.dripped(200, RELEASED));
-             SeatClient client = SeatClient.builder(server.url(), "sl_test").releaseTimeout(Duration.ofSeconds(2))
+             SeatClient client = Support.insecure(server.url(), "sl_test").releaseTimeout(Duration.ofSeconds(2))
                      .timeout(Duration.ofSeconds(30)).build()) {
             Lease lease = client.lease("lic", new LeaseOptions("pc-1"));
             double started = now();
@@ -89,7 +89,7 @@ class LocalServerTests {
                         ? ScriptedServer.Reply.now(410, unknown) : ScriptedServer.Reply.now(200, granted);
                 default -> ScriptedServer.Reply.now(200, RELEASED);
             });
-             SeatClient client = SeatClient.builder(server.url(), "sl_test").backoff(Duration.ofMillis(50)).build()) {
+             SeatClient client = Support.insecure(server.url(), "sl_test").backoff(Duration.ofMillis(50)).build()) {
             Support.Watcher watcher = new Support.Watcher();
             try (Lease lease = client.lease("lic", new LeaseOptions("pc-1").listener(watcher))) {
                 eventually(8, "lost and regained", () -> watcher.regained.get() >= 1);
@@ -128,7 +128,7 @@ class LocalServerTests {
                         ? ScriptedServer.Reply.now(410, revoked) : ScriptedServer.Reply.now(200, second);
                 default -> ScriptedServer.Reply.now(200, RELEASED);
             });
-             SeatClient client = SeatClient.builder(server.url(), "sl_test").backoff(Duration.ofMillis(50)).build()) {
+             SeatClient client = Support.insecure(server.url(), "sl_test").backoff(Duration.ofMillis(50)).build()) {
             // each loss: its reason, and the lease's state as the listener saw it
             List<String> lost = new CopyOnWriteArrayList<>();
             AtomicInteger regained = new AtomicInteger();
@@ -169,7 +169,7 @@ class LocalServerTests {
                 case "/heartbeat" -> ScriptedServer.Reply.dripped(200, grant(3, 1));
                 default -> ScriptedServer.Reply.now(200, RELEASED);
             });
-             SeatClient client = SeatClient.builder(server.url(), "sl_test").timeout(Duration.ofSeconds(30))
+             SeatClient client = Support.insecure(server.url(), "sl_test").timeout(Duration.ofSeconds(30))
                      .backoff(Duration.ofMillis(50)).build()) {
             Support.Watcher watcher = new Support.Watcher();
             double started = now();

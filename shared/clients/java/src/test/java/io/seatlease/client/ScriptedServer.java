@@ -29,9 +29,11 @@ final class ScriptedServer implements AutoCloseable {
     }
 
     /** An answer: status, JSON body, and the pause between two bytes of the body (0: at once). */
-    record Reply(int status, String body, long dripMillis) {
-        static Reply now(int status, String body) { return new Reply(status, body, 0); }
-        static Reply dripped(int status, String body) { return new Reply(status, body, 1000); }
+    record Reply(int status, String body, long dripMillis, String location) {
+        static Reply now(int status, String body) { return new Reply(status, body, 0, null); }
+        static Reply dripped(int status, String body) { return new Reply(status, body, 1000, null); }
+        /** A redirect (3xx) to location. */
+        static Reply redirect(int status, String location) { return new Reply(status, "{}", 0, location); }
     }
 
     private final ServerSocket socket;
@@ -70,7 +72,8 @@ final class ScriptedServer implements AutoCloseable {
             Reply reply = script.apply(request);
             byte[] body = reply.body().getBytes(StandardCharsets.UTF_8);
             String head = "HTTP/1.1 " + reply.status() + " X\r\nContent-Type: application/json\r\nContent-Length: "
-                    + body.length + "\r\nConnection: close\r\n\r\n";
+                    + body.length + "\r\nConnection: close\r\n"
+                    + (reply.location() == null ? "" : "Location: " + reply.location() + "\r\n") + "\r\n";
             out.write(head.getBytes(StandardCharsets.US_ASCII));
             out.flush();
             if (reply.dripMillis() == 0) {

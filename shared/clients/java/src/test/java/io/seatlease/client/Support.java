@@ -43,6 +43,15 @@ final class Support {
     static String key() { return env("SEATLEASE_TEST_API_KEY"); }
     /** The fake server of bad answers (tests/client_bad_server.py). */
     static String badUrl() { return env("SEATLEASE_BAD_URL"); }
+    /** The key the fake server's behaviour scenarios sign with (its "x"): what a vendor pins. */
+    static String badKey() { return env("SEATLEASE_BAD_PINNED_KEY"); }
+    /** The served functions' signing keys' "x" (SEATLEASE_TEST_PINNED_KEYS, comma separated). */
+    static List<String> testKeys() { return List.of(env("SEATLEASE_TEST_PINNED_KEYS").split(",")); }
+
+    /** A client builder that verifies nothing (the loud opt-out), for tests of other things. */
+    static SeatClient.Builder insecure(String baseUrl, String apiKey) {
+        return SeatClient.builder(baseUrl, apiKey).insecureSkipVerify(true);
+    }
 
     static JsonElement get(String url) throws Exception {
         HttpResponse<String> answer = HTTP.send(HttpRequest.newBuilder(URI.create(url)).build(),
@@ -119,9 +128,13 @@ final class Support {
         }
     }
 
-    /** A client of the served functions: verifying (tenant acme) or not, with a short back-off. */
+    /**
+     * A client of the served functions: verifying against the deployment's pinned keys
+     * (tenant acme) or not (the insecure opt-out), with a short back-off.
+     */
     static SeatClient client(boolean verify, double backoffSeconds) {
-        SeatClient.Builder builder = SeatClient.builder(url(), key()).verify(verify).tenantId(verify ? "acme" : null);
+        SeatClient.Builder builder = verify ? SeatClient.builder(url(), key()).pinnedKeys(testKeys()).tenantId("acme")
+                : insecure(url(), key());
         if (backoffSeconds > 0) {
             builder.backoff(Duration.ofMillis((long) (backoffSeconds * 1000)));
         }
