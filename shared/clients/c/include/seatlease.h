@@ -46,9 +46,10 @@ extern "C" {
 
 /* The version of this header; seatlease_version() and seatlease_version_number() give the
  * library's at run time (a program may run on a newer library than it was built with). */
-#define SEATLEASE_VERSION "0.2.0"
+/* CMake checks these against shared/clients/VERSION, the one version of the five clients. */
+#define SEATLEASE_VERSION "0.3.0"
 #define SEATLEASE_VERSION_MAJOR 0
-#define SEATLEASE_VERSION_MINOR 2
+#define SEATLEASE_VERSION_MINOR 3
 #define SEATLEASE_VERSION_PATCH 0
 /* 0xMMmmpp, as LIBCURL_VERSION_NUM: compare with >= */
 #define SEATLEASE_VERSION_NUMBER                                                           \
@@ -63,13 +64,18 @@ typedef enum seatlease_code {
     SEATLEASE_ERR_UNAUTHENTICATED = 4,    /* 401: API key missing, unknown or revoked */
     SEATLEASE_ERR_LICENSE_SUSPENDED = 5,  /* 403 */
     SEATLEASE_ERR_USER_DENIED = 6,        /* 403 user_denied (also a suspension) */
-    SEATLEASE_ERR_LICENSE_NOT_FOUND = 7,  /* 404 */
+    SEATLEASE_ERR_LICENSE_NOT_FOUND = 7,  /* 404 license_not_found (only: any other 404, a
+                                             wrong base URL's not_found or a middlebox's
+                                             empty 404, is SEATLEASE_ERR_HTTP) */
     SEATLEASE_ERR_NO_SEATS_AVAILABLE = 8, /* 409 */
     SEATLEASE_ERR_USER_LIMIT_REACHED = 9, /* 409 user_limit_reached (also no seats) */
     SEATLEASE_ERR_SEAT_WAIT_TIMEOUT = 10, /* waited, and no seat came free in time */
     SEATLEASE_ERR_SESSION_EXPIRED = 11,   /* 410 */
     SEATLEASE_ERR_BACKEND_UNAVAILABLE = 12, /* unreachable, or 503/429/502/504 throughout */
-    SEATLEASE_ERR_HTTP = 13,              /* any other status (a 500, a redirect): not retried */
+    SEATLEASE_ERR_HTTP = 13,              /* any other status (a 500, a 404 that is not
+                                             license_not_found, a redirect: never followed,
+                                             the message names the Location): not retried;
+                                             server code: the answer's, else http_<status> */
     SEATLEASE_ERR_INVALID_RESPONSE = 14,  /* a 2xx that is not the expected JSON, or too big */
     SEATLEASE_ERR_TOKEN_MISSING = 15,     /* token_missing */
     SEATLEASE_ERR_MALFORMED_TOKEN = 16,   /* token_malformed */
@@ -103,7 +109,7 @@ typedef enum seatlease_code {
                                                  written (the message says why) */
 } seatlease_code;
 
-/* The library's version at run time: "0.2.0", and 0xMMmmpp (SEATLEASE_VERSION_NUMBER of
+/* The library's version at run time: "0.3.0", and 0xMMmmpp (SEATLEASE_VERSION_NUMBER of
  * the header it was built from). */
 SEATLEASE_API const char *seatlease_version(void);
 SEATLEASE_API int seatlease_version_number(void);
@@ -165,14 +171,21 @@ typedef void (*seatlease_log_fn)(void *user_data, int level, const char *message
 typedef struct seatlease_options {
     size_t struct_size;               /* sizeof(seatlease_options), set by _init (see the
                                          ABI rule above: any older size is accepted) */
-    double timeout_seconds;           /* per HTTP request (10) */
+    double timeout_seconds;           /* bounds each HTTP exchange whole: connect, headers
+                                         and body (10) */
     int retries;                      /* extra attempts after a network error or 503 (5; <0: none) */
     double backoff_seconds;           /* first pause between attempts, doubling with jitter (0.5) */
     double max_backoff_seconds;       /* largest pause (30) */
     double max_wait_poll_seconds;     /* longest pause between acquires while waiting (30) */
     double release_timeout_seconds;   /* budget of the release of a lease (5) */
-    int verify;                       /* verify every answer's token (0) */
-    const char *const *pinned_keys;   /* the vendor's Ed25519 keys: JWK "x", a JWK (JSON) or PEM */
+    int verify;                       /* verify every answer's token (1: the default since
+                                         0.3). 0 is refused unless insecure_skip_verify is
+                                         1 (old code must not stay unverified silently) */
+    const char *const *pinned_keys;   /* the vendor's Ed25519 keys: JWK "x", a JWK (JSON) or
+                                         PEM. Required (since 0.3) unless insecure_skip_verify:
+                                         without them seatlease_client_new fails with
+                                         SEATLEASE_ERR_ARGUMENT, server code
+                                         "pinned_keys_required" */
     size_t pinned_key_count;          /* > 0 turns verify on */
     const char *tenant_id;            /* the tenant the tokens' aud must name (NULL: any) */
     double token_leeway_seconds;      /* clock slack on exp/nbf/iat (60; <0: none) */
@@ -183,6 +196,20 @@ typedef struct seatlease_options {
     const char *machine_id;           /* this machine's id, whose fingerprint binds a borrowed
                                          seat (NULL: the system's, Linux /etc/machine-id,
                                          macOS IOPlatformUUID, Windows MachineGuid) */
+    /* -- 0.3 -- */
+    int insecure_skip_verify;         /* 1: no pinned keys and no verification at all: any
+                                         server at the base URL (a hosts-file entry, a
+                                         proxy) can grant seats. For tests only (0); ignored
+                                         when pinned keys are given (they are verified) */
+    const char *ca_info;              /* a CA bundle file (PEM) for https (CURLOPT_CAINFO;
+                                         NULL: libcurl's default) */
+    const char *ca_path;              /* a directory of CA certificates (CURLOPT_CAPATH; NULL:
+                                         libcurl's default) */
+    const char *proxy;                /* a proxy URL (CURLOPT_PROXY: "http://proxy:3128",
+                                         "socks5h://..."; NULL: libcurl's environment
+                                         variables https_proxy, HTTPS_PROXY, http_proxy,
+                                         ALL_PROXY and NO_PROXY, never for a loopback base
+                                         URL; "": no proxy at all) */
 } seatlease_options;
 
 /* Fill *options with the defaults for a struct of struct_size bytes (the macro below

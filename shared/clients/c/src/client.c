@@ -41,6 +41,7 @@ static void options_defaults(seatlease_options *o) {
     o->max_backoff_seconds = 30;
     o->max_wait_poll_seconds = 30;
     o->release_timeout_seconds = 5;
+    o->verify = 1; /* verified by default (0.3): pinned keys, or insecure_skip_verify */
     o->token_leeway_seconds = 60;
 }
 
@@ -85,6 +86,7 @@ typedef struct {
     size_t length, capacity;
     int too_big;
     double retry_after; /* the Retry-After header in seconds; -1: none */
+    char location[512]; /* a redirect's Location ("" when none) */
 } sl_exchange;
 
 static size_t on_body(char *chunk, size_t size, size_t count, void *user) {
@@ -112,9 +114,42 @@ static size_t on_body(char *chunk, size_t size, size_t count, void *user) {
     return bytes;
 }
 
+/* Nonzero when line starts with name (lowercase, with its colon), case-insensitively. */
+static int header_is(const char *line, size_t bytes, const char *name) {
+    size_t length = strlen(name);
+    if (bytes < length) {
+        return 0;
+    }
+    for (size_t i = 0; i < length; i++) {
+        char c = line[i];
+        if (c >= 'A' && c <= 'Z') {
+            c = (char)(c - 'A' + 'a');
+        }
+        if (c != name[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static size_t on_header(char *line, size_t size, size_t count, void *user) {
     sl_exchange *exchange = user;
     size_t bytes = size * count;
+    if (header_is(line, bytes, "location:")) {
+        size_t start = 9, end = bytes;
+        while (start < end && (line[start] == ' ' || line[start] == '\t')) {
+            start++;
+        }
+        while (end > start && (line[end - 1] == '\r' || line[end - 1] == '\n' ||
+                               line[end - 1] == ' ')) {
+            end--;
+        }
+        size_t length = end - start < sizeof exchange->location - 1
+                            ? end - start : sizeof exchange->location - 1;
+        memcpy(exchange->location, line + start, length);
+        exchange->location[length] = '\0';
+        return bytes;
+    }
     static const char name[] = "retry-after:";
     if (bytes > sizeof name && bytes < 64) {
         char copy[64];
@@ -143,17 +178,79 @@ static size_t on_header(char *line, size_t size, size_t count, void *user) {
     return bytes;
 }
 
-/* curl_easy_perform, but ended within SL_STOP_POLL_MS of the stopper's stop (a cancel
- * handle triggered, a lease released), whatever the transfer is waiting for; *stopped
- * then. The transfer's own deadline (CURLOPT_TIMEOUT_MS) covers it whole, body included. */
-static CURLcode perform(CURL *curl, sl_stopper *stopper, int *stopped) {
-    *stopped = 0;
-    CURLM *multi = curl_multi_init();
-    if (multi == NULL) {
-        return CURLE_OUT_OF_MEMORY;
+/* -- the client's connections ------------------------------------------------------------
+ * One connection reused per client: each exchange borrows an idle (easy, multi) pair from
+ * the client's pool, whose multi handle keeps the connection (and its TLS session) open
+ * for the next exchange, and gives it back. A client used by one thread at a time (the
+ * product's calls, a lease's heartbeats) has one pair, so one connection; threads calling
+ * at the same moment each get a pair of their own (at most SL_POOL_IDLE are kept). */
+#define SL_POOL_IDLE 4
+
+struct sl_handle {
+    CURL *easy;
+    CURLM *multi;
+    struct sl_handle *next;
+};
+
+static void handle_free(sl_handle *handle) {
+    if (handle != NULL) {
+        curl_multi_cleanup(handle->multi);
+        curl_easy_cleanup(handle->easy);
+        free(handle);
     }
+}
+
+static sl_handle *handle_take(seatlease_client *client) {
+    pthread_mutex_lock(&client->pool_mu);
+    sl_handle *handle = client->idle;
+    if (handle != NULL) {
+        client->idle = handle->next;
+        client->idle_count--;
+    }
+    pthread_mutex_unlock(&client->pool_mu);
+    if (handle != NULL) {
+        curl_easy_reset(handle->easy); /* its options, not its connections */
+        return handle;
+    }
+    handle = calloc(1, sizeof *handle);
+    if (handle == NULL || (handle->easy = curl_easy_init()) == NULL ||
+        (handle->multi = curl_multi_init()) == NULL) {
+        handle_free(handle);
+        return NULL;
+    }
+    return handle;
+}
+
+static void handle_give_back(seatlease_client *client, sl_handle *handle) {
+    pthread_mutex_lock(&client->pool_mu);
+    if (client->idle_count < SL_POOL_IDLE) {
+        handle->next = client->idle;
+        client->idle = handle;
+        client->idle_count++;
+        handle = NULL;
+    }
+    pthread_mutex_unlock(&client->pool_mu);
+    handle_free(handle);
+}
+
+void sl_client_pool_free(seatlease_client *client) {
+    while (client->idle != NULL) {
+        sl_handle *next = client->idle->next;
+        handle_free(client->idle);
+        client->idle = next;
+    }
+    client->idle_count = 0;
+}
+
+/* curl_easy_perform on the handle's multi (which keeps the connection for the next
+ * exchange), but ended within SL_STOP_POLL_MS of the stopper's stop (a cancel handle
+ * triggered, a lease released), whatever the transfer is waiting for; *stopped then. The
+ * transfer's own deadline (CURLOPT_TIMEOUT_MS) covers it whole, body included. */
+static CURLcode perform(sl_handle *handle, sl_stopper *stopper, int *stopped) {
+    *stopped = 0;
+    CURLM *multi = handle->multi;
+    CURL *curl = handle->easy;
     if (curl_multi_add_handle(multi, curl) != CURLM_OK) {
-        curl_multi_cleanup(multi);
         return CURLE_OUT_OF_MEMORY;
     }
     CURLcode result = CURLE_GOT_NOTHING;
@@ -184,7 +281,6 @@ static CURLcode perform(CURL *curl, sl_stopper *stopper, int *stopped) {
         }
     }
     curl_multi_remove_handle(multi, curl);
-    curl_multi_cleanup(multi);
     return result;
 }
 
@@ -197,10 +293,11 @@ static seatlease_code http_exchange(seatlease_client *client, const char *url, c
     if (sl_stopped(stopper)) {
         return sl_fail(error, SEATLEASE_ERR_CANCELLED, 0, "cancelled", "The call was cancelled.");
     }
-    CURL *curl = curl_easy_init();
-    if (curl == NULL) {
+    sl_handle *handle = handle_take(client);
+    if (handle == NULL) {
         return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "curl_easy_init failed.");
     }
+    CURL *curl = handle->easy;
     struct curl_slist *headers = NULL, *grown;
     char authorization[1100];
     const char *lines[] = {"Content-Type: application/json", "Accept: application/json",
@@ -232,18 +329,29 @@ static seatlease_code http_exchange(seatlease_client *client, const char *url, c
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, exchange);
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, exchange);
-    if (client->loopback) {
+    if (client->ca_info != NULL) {
+        curl_easy_setopt(curl, CURLOPT_CAINFO, client->ca_info);
+    }
+    if (client->ca_path != NULL) {
+        curl_easy_setopt(curl, CURLOPT_CAPATH, client->ca_path);
+    }
+    if (client->proxy != NULL) {
+        curl_easy_setopt(curl, CURLOPT_PROXY, client->proxy); /* "": none, not even the environment's */
+    } else if (client->loopback) {
         curl_easy_setopt(curl, CURLOPT_NOPROXY, "*"); /* proxies from the environment, never for loopback */
     }
     if (body != NULL) {
         curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    } else {
+        curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
     }
     int stopped = 0;
-    CURLcode result = perform(curl, stopper, &stopped);
+    CURLcode result = perform(handle, stopper, &stopped);
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(headers);
-    curl_easy_cleanup(curl);
+    handle_give_back(client, handle);
     if (result == CURLE_OK) {
         return SEATLEASE_OK;
     }
@@ -261,7 +369,7 @@ static seatlease_code http_exchange(seatlease_client *client, const char *url, c
 
 no_memory:
     curl_slist_free_all(headers);
-    curl_easy_cleanup(curl);
+    handle_free(handle);
     return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
 }
 
@@ -270,8 +378,8 @@ static seatlease_code decode_answer(const char *url, long status, sl_exchange *e
                                     cJSON **payload, seatlease_error **error) {
     cJSON *decoded = sl_parse_object(exchange->data, exchange->length);
     if (status >= 300 || status < 200) {
-        seatlease_code code = sl_error_from_answer(error, (int)status, decoded,
-                                                   exchange->retry_after);
+        seatlease_code code = sl_error_from_answer(error, url, (int)status, decoded,
+                                                   exchange->retry_after, exchange->location);
         cJSON_Delete(decoded);
         return code;
     }
@@ -353,6 +461,11 @@ static int copy_option_strings(seatlease_client *client, const char *base_url,
         (o->machine_id != NULL && (client->machine_id = sl_strdup(o->machine_id)) == NULL)) {
         return -1;
     }
+    if ((o->ca_info != NULL && (client->ca_info = sl_strdup(o->ca_info)) == NULL) ||
+        (o->ca_path != NULL && (client->ca_path = sl_strdup(o->ca_path)) == NULL) ||
+        (o->proxy != NULL && (client->proxy = sl_strdup(o->proxy)) == NULL)) {
+        return -1;
+    }
     if (o->pinned_key_count > 0 && o->pinned_keys != NULL) {
         if (sl_strings_copy(o->pinned_keys, o->pinned_key_count, &client->pinned_keys) != 0) {
             return -1;
@@ -364,6 +477,11 @@ static int copy_option_strings(seatlease_client *client, const char *base_url,
 
 static void client_destroy(seatlease_client *client) {
     sl_verifier_free(client->verifier);
+    sl_client_pool_free(client);
+    pthread_mutex_destroy(&client->pool_mu);
+    free(client->ca_info);
+    free(client->ca_path);
+    free(client->proxy);
     if (client->api_key != NULL) {
         sodium_memzero(client->api_key, strlen(client->api_key));
     }
@@ -401,9 +519,27 @@ seatlease_code seatlease_client_new(const char *base_url, const char *api_key,
     if (o.pinned_key_count > 0 && o.pinned_keys == NULL) {
         return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL, "pinned_key_count is set but pinned_keys is NULL.");
     }
+    /* Verified by default: a seat is granted only by a token signed with a pinned key,
+     * unless the product says loudly that anyone may grant one. */
+    if (o.pinned_key_count == 0 && !o.insecure_skip_verify) {
+        if (!o.verify) {
+            return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, "pinned_keys_required",
+                           "verify = 0 is refused: pin the vendor's key (pinned_keys: the "
+                           "JWKS's \"x\") or, for tests only, set insecure_skip_verify = 1 "
+                           "(then any server at the base URL can grant seats).");
+        }
+        return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, "pinned_keys_required",
+                       "No pinned key: pin the vendor's key (pinned_keys: the JWKS's \"x\", "
+                       "a JWK or a PEM) or, for tests only, set insecure_skip_verify = 1 (then "
+                       "any server at the base URL can grant seats).");
+    }
     seatlease_client *client = calloc(1, sizeof *client);
     if (client == NULL) {
         return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
+    }
+    if (pthread_mutex_init(&client->pool_mu, NULL) != 0) {
+        free(client);
+        return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "pthread_mutex_init failed.");
     }
     atomic_init(&client->refs, 1);
     client->loopback = loopback;
@@ -419,13 +555,14 @@ seatlease_code seatlease_client_new(const char *base_url, const char *api_key,
     kept->tenant_id = NULL;
     kept->jwks_url = NULL;
     kept->machine_id = NULL;
+    kept->ca_info = kept->ca_path = kept->proxy = NULL;
     if (kept->timeout_seconds <= 0) kept->timeout_seconds = 10;
     if (kept->backoff_seconds <= 0) kept->backoff_seconds = 0.5;
     if (kept->max_backoff_seconds <= 0) kept->max_backoff_seconds = 30;
     if (kept->max_wait_poll_seconds <= 0) kept->max_wait_poll_seconds = 30;
     if (kept->release_timeout_seconds <= 0) kept->release_timeout_seconds = 5;
     if (kept->retries < 0) kept->retries = 0;
-    if (o.verify || o.pinned_key_count > 0) {
+    if (o.pinned_key_count > 0) { /* else insecure_skip_verify: nothing verified */
         double leeway = o.token_leeway_seconds < 0 ? 0 : o.token_leeway_seconds;
         seatlease_code code = sl_verifier_new(fetch_jwks, client, o.pinned_keys,
                                               o.pinned_key_count, o.tenant_id, leeway,
@@ -488,6 +625,48 @@ static seatlease_code check_shape(const char *fn, const cJSON *reply, long statu
     return SEATLEASE_OK;
 }
 
+/* A grant refused (its token missing, not signed by a pinned key, for another audience,
+ * session or nonce) is never a seat; if a server did take a seat for it, that seat is
+ * given back at once rather than held for the whole lease: one release of its session,
+ * unverified, without retries, within release_timeout_seconds (best effort). */
+static void release_refused(seatlease_client *client, const cJSON *request, const cJSON *reply) {
+    const char *session = sl_json_string(reply, "session_id");
+    const char *license = sl_json_string(request, "license_id");
+    if (session == NULL || license == NULL) {
+        return;
+    }
+    char url[2100], request_id[40];
+    snprintf(url, sizeof url, "%s/release", client->base_url);
+    sl_new_request_id(request_id);
+    cJSON *body = cJSON_CreateObject();
+    char *text = NULL;
+    if (body != NULL && cJSON_AddStringToObject(body, "license_id", license) &&
+        cJSON_AddStringToObject(body, "session_id", session) &&
+        cJSON_AddStringToObject(body, "request_id", request_id)) {
+        text = cJSON_PrintUnformatted(body);
+    }
+    cJSON_Delete(body);
+    if (text == NULL) {
+        return;
+    }
+    sl_exchange exchange;
+    long status = 0;
+    seatlease_error *failed = NULL;
+    seatlease_code code = http_exchange(client, url, text, 1,
+                                        client->options.release_timeout_seconds, NULL,
+                                        &exchange, &status, &failed);
+    cJSON_free(text);
+    if (code == SEATLEASE_OK) {
+        free(exchange.data);
+    }
+    sl_log(client, SEATLEASE_LOG_WARNING,
+           "seatlease: a grant of %s was refused (its token did not verify); its session "
+           "released at once (%s)", license,
+           code == SEATLEASE_OK ? (status >= 200 && status < 300 ? "released" : "refused")
+                                : seatlease_error_message(failed));
+    seatlease_error_free(failed);
+}
+
 static seatlease_code send_once(seatlease_client *client, const char *fn, const cJSON *body,
                                 const char *text, double timeout, sl_stopper *stopper,
                                 cJSON **reply, int *status_out, seatlease_error **error) {
@@ -511,6 +690,9 @@ static seatlease_code send_once(seatlease_client *client, const char *fn, const 
     if (code == SEATLEASE_OK && client->verifier != NULL && status != 202) {
         code = sl_verifier_check(client->verifier, fn, body, payload, (int)status, stopper, NULL,
                                  error);
+        if (code != SEATLEASE_OK && strcmp(fn, "acquire") == 0) {
+            release_refused(client, body, payload);
+        }
     }
     if (code != SEATLEASE_OK) {
         cJSON_Delete(payload);

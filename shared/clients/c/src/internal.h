@@ -55,8 +55,13 @@ seatlease_code sl_fail(seatlease_error **out, seatlease_code code, int status,
 #endif
     ;
 seatlease_error *sl_error_copy(const seatlease_error *error);
-seatlease_code sl_error_from_answer(seatlease_error **out, int status, const cJSON *payload,
-                                    double retry_after_header);
+/* A non-2xx answer of url as its typed error: by the server's error.code (then by status
+ * for a code this library does not know; a 404 only with license_not_found is
+ * LICENSE_NOT_FOUND, any other is SEATLEASE_ERR_HTTP naming url); location: a redirect's
+ * Location header ("" or NULL: none), named by its error. */
+seatlease_code sl_error_from_answer(seatlease_error **out, const char *url, int status,
+                                    const cJSON *payload, double retry_after_header,
+                                    const char *location);
 void sl_error_set_wait_timeout(seatlease_error *error, const char *license_id, double seconds);
 /* Hand `error` to the caller's out (or free it). */
 void sl_error_give(seatlease_error *error, seatlease_error **out);
@@ -127,6 +132,10 @@ int sl_claims_seats(const cJSON *claims);
 /* An Ed25519 public key from a pinned key's text (x, JWK JSON, or PEM); 0 on success. */
 int sl_pinned_key_raw(const char *text, unsigned char raw[32]);
 
+/* A pooled (easy, multi) pair of libcurl handles (client.c): the multi keeps the
+ * connection open between exchanges. */
+typedef struct sl_handle sl_handle;
+
 struct seatlease_client {
     atomic_int refs; /* the product's handle and each live lease and borrowed seat */
     char *base_url;
@@ -139,7 +148,13 @@ struct seatlease_client {
     char *machine_id;
     sl_verifier *verifier;
     int loopback;
+    char *ca_info, *ca_path, *proxy; /* copies of the options' (NULL: not given) */
+    pthread_mutex_t pool_mu;         /* guards idle, idle_count */
+    sl_handle *idle;                 /* the idle handles, their connections kept open */
+    int idle_count;
 };
+/* The client's idle handles closed (client_destroy). */
+void sl_client_pool_free(seatlease_client *client);
 
 /* A lease or a borrowed seat keeps its client alive (seatlease_client_free defers). */
 void sl_client_ref(seatlease_client *client);

@@ -92,12 +92,15 @@ static void took(seatlease_lease *l, const cJSON *reply, double sent_at) {
     if (sl_parse_time(sl_json_string(reply, "lease_expires_at"), &deadline) == 0) {
         s->expires_at = deadline;
     }
-    s->lease_seconds = sl_json_int(reply, "lease_seconds", 0);
-    s->heartbeat_interval_seconds = sl_json_int(reply, "heartbeat_interval_seconds", 0);
-    s->seats_used = sl_json_int(reply, "seats_used", 0);
-    s->seats_total = sl_json_int(reply, "seats_total", 0);
+    /* An answer that omits a number (a renewal carries no seat counts) keeps the last
+     * known value: a heartbeat never makes it "0 of 0 seats". */
+    s->lease_seconds = sl_json_int(reply, "lease_seconds", s->lease_seconds);
+    s->heartbeat_interval_seconds =
+        sl_json_int(reply, "heartbeat_interval_seconds", s->heartbeat_interval_seconds);
+    s->seats_used = sl_json_int(reply, "seats_used", s->seats_used);
+    s->seats_total = sl_json_int(reply, "seats_total", s->seats_total);
     s->overage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "overage"));
-    int seats = sl_json_int(reply, "seats", 1);
+    int seats = sl_json_int(reply, "seats", l->seats >= 1 ? l->seats : 1);
     l->seats = seats >= 1 ? seats : 1;
     s->seats = l->seats;
     const cJSON *entitlements = cJSON_GetObjectItemCaseSensitive(reply, "entitlements");

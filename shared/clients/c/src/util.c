@@ -303,13 +303,13 @@ cJSON *sl_parse_object(const char *text, size_t length) {
     return value;
 }
 
-/* The status's kind of error. */
+/* The status's kind of error, for a code this library does not know (or none). A 404 is
+ * no "license not found" by its status alone (a wrong base URL, a middlebox). */
 static seatlease_code code_of_status(int status) {
     switch (status) {
     case 400: return SEATLEASE_ERR_INVALID_REQUEST;
     case 401: return SEATLEASE_ERR_UNAUTHENTICATED;
     case 403: return SEATLEASE_ERR_LICENSE_SUSPENDED;
-    case 404: return SEATLEASE_ERR_LICENSE_NOT_FOUND;
     case 409: return SEATLEASE_ERR_NO_SEATS_AVAILABLE;
     case 410: return SEATLEASE_ERR_SESSION_EXPIRED;
     case 429: case 502: case 503: case 504: return SEATLEASE_ERR_BACKEND_UNAVAILABLE;
@@ -317,44 +317,85 @@ static seatlease_code code_of_status(int status) {
     }
 }
 
-seatlease_code sl_error_from_answer(seatlease_error **out, int status, const cJSON *payload,
-                                    double retry_after_header) {
+/* The server's error.code as its kind of error (SEATLEASE_OK: not one this library knows). */
+static seatlease_code code_of_server_code(const char *server_code) {
+    static const struct {
+        const char *name;
+        seatlease_code code;
+    } known[] = {
+        {"invalid_request", SEATLEASE_ERR_INVALID_REQUEST},
+        {"unauthenticated", SEATLEASE_ERR_UNAUTHENTICATED},
+        {"license_suspended", SEATLEASE_ERR_LICENSE_SUSPENDED},
+        {"user_denied", SEATLEASE_ERR_USER_DENIED},
+        {"license_not_started", SEATLEASE_ERR_LICENSE_NOT_STARTED},
+        {"license_expired", SEATLEASE_ERR_LICENSE_EXPIRED},
+        {"not_entitled", SEATLEASE_ERR_NOT_ENTITLED},
+        {"version_not_entitled", SEATLEASE_ERR_VERSION_NOT_ENTITLED},
+        {"license_not_found", SEATLEASE_ERR_LICENSE_NOT_FOUND},
+        {"no_seats_available", SEATLEASE_ERR_NO_SEATS_AVAILABLE},
+        {"user_limit_reached", SEATLEASE_ERR_USER_LIMIT_REACHED},
+        {"seats_mismatch", SEATLEASE_ERR_SEATS_MISMATCH},
+        {"machine_mismatch", SEATLEASE_ERR_MACHINE_MISMATCH},
+        {"queue_full", SEATLEASE_ERR_QUEUE_FULL},
+        {"session_expired", SEATLEASE_ERR_SESSION_EXPIRED},
+        {"backend_unavailable", SEATLEASE_ERR_BACKEND_UNAVAILABLE},
+        {"rate_limited", SEATLEASE_ERR_BACKEND_UNAVAILABLE},
+    };
+    for (size_t i = 0; server_code != NULL && i < sizeof known / sizeof known[0]; i++) {
+        if (strcmp(server_code, known[i].name) == 0) {
+            return known[i].code;
+        }
+    }
+    return SEATLEASE_OK;
+}
+
+seatlease_code sl_error_from_answer(seatlease_error **out, const char *url, int status,
+                                    const cJSON *payload, double retry_after_header,
+                                    const char *location) {
     const cJSON *body = cJSON_GetObjectItemCaseSensitive(payload, "error");
     if (!cJSON_IsObject(body)) {
         body = NULL;
     }
-    seatlease_code code = code_of_status(status);
+    if (url == NULL) {
+        url = "the server";
+    }
     if (status >= 300 && status < 400) {
+        /* never followed: the API key never goes to another host */
+        if (location != NULL && location[0] != '\0') {
+            return sl_fail(out, SEATLEASE_ERR_HTTP, status, "redirected",
+                           "%s answered a redirect (%d) to %s: redirects are not followed; "
+                           "use the final URL as the base URL.", url, status, location);
+        }
         return sl_fail(out, SEATLEASE_ERR_HTTP, status, "redirected",
-                       "The server answered a redirect (%d): use the final URL.", status);
+                       "%s answered a redirect (%d) without a Location: redirects are not "
+                       "followed; use the final URL as the base URL.", url, status);
     }
     const char *server_code = body ? sl_json_string(body, "code") : NULL;
+    char status_code[32];
     if (server_code == NULL || server_code[0] == '\0') {
-        server_code = code == SEATLEASE_ERR_BACKEND_UNAVAILABLE ? "backend_unavailable"
-                                                                : "http_error";
+        snprintf(status_code, sizeof status_code, "http_%d", status);
+        server_code = code_of_status(status) == SEATLEASE_ERR_BACKEND_UNAVAILABLE
+                          ? "backend_unavailable" : status_code;
     }
-    if (status == 409 && strcmp(server_code, "user_limit_reached") == 0) {
-        code = SEATLEASE_ERR_USER_LIMIT_REACHED;
-    } else if (status == 409 && strcmp(server_code, "seats_mismatch") == 0) {
-        code = SEATLEASE_ERR_SEATS_MISMATCH;
-    } else if (status == 409 && strcmp(server_code, "machine_mismatch") == 0) {
-        code = SEATLEASE_ERR_MACHINE_MISMATCH;
-    } else if (status == 409 && strcmp(server_code, "queue_full") == 0) {
-        code = SEATLEASE_ERR_QUEUE_FULL;
-    } else if (status == 403 && strcmp(server_code, "user_denied") == 0) {
-        code = SEATLEASE_ERR_USER_DENIED;
-    } else if (status == 403 && strcmp(server_code, "license_not_started") == 0) {
-        code = SEATLEASE_ERR_LICENSE_NOT_STARTED;
-    } else if (status == 403 && strcmp(server_code, "license_expired") == 0) {
-        code = SEATLEASE_ERR_LICENSE_EXPIRED;
-    } else if (status == 403 && strcmp(server_code, "not_entitled") == 0) {
-        code = SEATLEASE_ERR_NOT_ENTITLED;
-    } else if (status == 403 && strcmp(server_code, "version_not_entitled") == 0) {
-        code = SEATLEASE_ERR_VERSION_NOT_ENTITLED;
+    seatlease_code code = code_of_server_code(server_code);
+    if (code == SEATLEASE_OK) {
+        code = code_of_status(status);
+    }
+    char named[1024];
+    if (code == SEATLEASE_ERR_HTTP && status == 404) {
+        /* a wrong base URL (the service's own not_found) or a middlebox: say which URL */
+        const char *said = body ? sl_json_string(body, "message") : NULL;
+        snprintf(named, sizeof named, "%s answered 404 (%s)%s%s: check the base URL.", url,
+                 server_code, said && said[0] ? ": " : "", said && said[0] ? said : "");
+        if (body == NULL) {
+            return sl_fail(out, code, status, server_code, "%s", named);
+        }
     }
     const char *message = body ? sl_json_string(body, "message") : NULL;
     char fallback[64];
-    if (message == NULL || message[0] == '\0') {
+    if (code == SEATLEASE_ERR_HTTP && status == 404) {
+        message = named;
+    } else if (message == NULL || message[0] == '\0') {
         snprintf(fallback, sizeof fallback, "HTTP %d", status);
         message = fallback;
     }

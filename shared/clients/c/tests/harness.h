@@ -62,6 +62,10 @@ cJSON *live(const char *license_id);
 int live_count(const char *license_id);
 /* The function requests logged for path ("/acquire"), as a JSON array (free it). */
 cJSON *requests(const char *path);
+/* Pin the keys of env (comma separated: "SEATLEASE_TEST_PINNED_KEYS", the served
+ * functions', or "SEATLEASE_BAD_PINNED_KEY", the bad server's) in options (kept for the
+ * process); when env is unset, the insecure opt-out. The number of keys pinned. */
+size_t pin_from_env(seatlease_options *options, const char *env);
 double now_seconds(void);
 void sleep_seconds(double seconds);
 /* Waits (up to within seconds) for check(context) to be nonzero. */

@@ -67,7 +67,11 @@ static void every_bad_answer_is_a_typed_error(void) {
         snprintf(url, sizeof url, "%s/%s", server, c->scenario);
         seatlease_options options;
         seatlease_options_init(&options);
-        options.verify = c->verify;
+        if (c->verify) {
+            pin_from_env(&options, "SEATLEASE_BAD_PINNED_KEY");
+        } else {
+            options.insecure_skip_verify = 1; /* the answer's bytes alone are refused */
+        }
         options.retries = 0;
         seatlease_client *client = NULL;
         seatlease_error *error = NULL;
@@ -112,6 +116,7 @@ static seatlease_client *client_at(const char *server, const char *scenario) {
     seatlease_options options;
     seatlease_options_init(&options);
     options.retries = 0;
+    pin_from_env(&options, "SEATLEASE_BAD_PINNED_KEY"); /* the scenarios sign their 2xx */
     seatlease_client *client = NULL;
     return seatlease_client_new(url, "sl_test", &options, &client, NULL) == SEATLEASE_OK ? client : NULL;
 }
@@ -250,6 +255,7 @@ static seatlease_client *behaviour_client(const char *scenario, book *b, double 
     options.max_backoff_seconds = max_backoff;
     options.log = b != NULL ? book_log : NULL;
     options.log_user_data = b;
+    pin_from_env(&options, "SEATLEASE_BAD_PINNED_KEY"); /* the scenarios sign their 2xx */
     seatlease_client *client = NULL;
     return seatlease_client_new(url, "sl_test", &options, &client, NULL) == SEATLEASE_OK ? client : NULL;
 }
@@ -548,7 +554,17 @@ static void option_structs_of_other_sizes(void) {
     seatlease_options_init(&o);
     CHECK(o.struct_size == sizeof o && o.timeout_seconds == 10 && o.machine_id == NULL);
     o.struct_size = offsetof(seatlease_options, verify); /* older than 0.1 even */
-    o.verify = 1; /* past its size: never read */
+    o.verify = 0; /* past its size: never read */
+    /* its defaults: verified, and it cannot pin a key: refused (0.3: verified by default) */
+    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", &o, &client, &error), SEATLEASE_ERR_ARGUMENT);
+    CHECK(strcmp(seatlease_error_server_code(error), "pinned_keys_required") == 0);
+    seatlease_error_free(error);
+    error = NULL;
+    o.struct_size = offsetof(seatlease_options, insecure_skip_verify); /* a 0.2 struct */
+    o.insecure_skip_verify = 1; /* past its size: never read */
+    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", &o, &client, NULL), SEATLEASE_ERR_ARGUMENT);
+    seatlease_options_init(&o);
+    o.insecure_skip_verify = 1;
     CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", &o, &client, NULL), SEATLEASE_OK);
     CHECK(client->verifier == NULL && client->options.release_timeout_seconds == 5 &&
           client->options.token_leeway_seconds == 60);
@@ -564,6 +580,8 @@ static void option_structs_of_other_sizes(void) {
     seatlease_options_init_sized((seatlease_options *)(void *)newer, sizeof newer);
     seatlease_options *as_options = (seatlease_options *)(void *)newer;
     CHECK(as_options->struct_size == sizeof newer && as_options->retries == 5);
+    CHECK(as_options->verify == 1 && as_options->insecure_skip_verify == 0);
+    as_options->insecure_skip_verify = 1;
     CHECK(newer[sizeof newer - 1] == 0);
     CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", as_options, &client, NULL), SEATLEASE_OK);
     seatlease_client_free(client);
@@ -578,7 +596,8 @@ static void option_structs_of_other_sizes(void) {
     CHECK(lo.struct_size == offsetof(seatlease_lease_options, entitlements) && lo.seats == 0);
     CHECK(*(unsigned char *)&lo.entitlements == 0xAB); /* untouched: past a 0.1 struct */
     CHECK(strcmp(seatlease_version(), SEATLEASE_VERSION) == 0);
-    CHECK(seatlease_version_number() == SEATLEASE_VERSION_NUMBER && SEATLEASE_VERSION_NUMBER >= 0x000200);
+    CHECK(seatlease_version_number() == SEATLEASE_VERSION_NUMBER && SEATLEASE_VERSION_NUMBER >= 0x000300);
+    CHECK(strcmp(seatlease_version(), "0.3.0") == 0);
 }
 
 static void misuse_is_an_argument_error(void) {
@@ -586,7 +605,10 @@ static void misuse_is_an_argument_error(void) {
     seatlease_error *error = NULL;
     CHECK_CODE(seatlease_client_new(NULL, "k", NULL, &client, &error), SEATLEASE_ERR_ARGUMENT);
     seatlease_error_free(error);
-    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", NULL, &client, NULL), SEATLEASE_OK);
+    seatlease_options insecure;
+    seatlease_options_init(&insecure);
+    insecure.insecure_skip_verify = 1;
+    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", &insecure, &client, NULL), SEATLEASE_OK);
     seatlease_acquire_options ao;
     seatlease_acquire_options_init(&ao);
     ao.metadata_json = "[1]";
@@ -609,6 +631,279 @@ static void misuse_is_an_argument_error(void) {
     seatlease_client_free(NULL);
 }
 
+/* -- issue 48: verified by default, bounded, read by their code, one connection -------- */
+
+static seatlease_client *pinned_client(const char *scenario, double timeout, double release_timeout) {
+    char url[512];
+    snprintf(url, sizeof url, "%s/%s", bad_url(), scenario);
+    seatlease_options options;
+    seatlease_options_init(&options);
+    options.retries = 0;
+    if (timeout > 0) options.timeout_seconds = timeout;
+    if (release_timeout > 0) options.release_timeout_seconds = release_timeout;
+    pin_from_env(&options, "SEATLEASE_BAD_PINNED_KEY");
+    seatlease_client *client = NULL;
+    return seatlease_client_new(url, "sl_test", &options, &client, NULL) == SEATLEASE_OK ? client : NULL;
+}
+
+/* No pinned key and no opt-out: no client (a clear code and message); verify = 0 alone is
+ * refused too, naming the opt-out; insecure_skip_verify = 1 is the only way unverified. */
+static void a_client_is_verified_by_default(void) {
+    seatlease_client *client = NULL;
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", NULL, &client, &error), SEATLEASE_ERR_ARGUMENT);
+    CHECK(client == NULL && strcmp(seatlease_error_server_code(error), "pinned_keys_required") == 0);
+    CHECK(strstr(seatlease_error_message(error), "pinned_keys") != NULL);
+    CHECK(strstr(seatlease_error_message(error), "insecure_skip_verify") != NULL);
+    seatlease_error_free(error);
+    error = NULL;
+    seatlease_options o;
+    seatlease_options_init(&o);
+    CHECK(o.verify == 1 && o.insecure_skip_verify == 0 && o.proxy == NULL && o.ca_info == NULL);
+    o.verify = 0;
+    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", &o, &client, &error), SEATLEASE_ERR_ARGUMENT);
+    CHECK(strstr(seatlease_error_message(error), "verify = 0") != NULL);
+    CHECK(strstr(seatlease_error_message(error), "insecure_skip_verify") != NULL);
+    seatlease_error_free(error);
+    o.insecure_skip_verify = 1;
+    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", &o, &client, NULL), SEATLEASE_OK);
+    CHECK(client->verifier == NULL);
+    seatlease_client_free(client);
+    const char *key[] = {"A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg"};
+    o.verify = 0; /* pinned keys turn verification on, as before */
+    o.insecure_skip_verify = 0;
+    o.pinned_keys = key;
+    o.pinned_key_count = 1;
+    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", &o, &client, NULL), SEATLEASE_OK);
+    CHECK(client->verifier != NULL);
+    seatlease_client_free(client);
+}
+
+/* A 2xx without a token signed by a pinned key (none at all; a valid signature by a
+ * foreign key) is never a seat, and the session it named is released at once. */
+static void a_refused_grant_is_never_a_seat_and_is_released_at_once(void) {
+    NEED_BAD_SERVER();
+    static const char *const scenarios[] = {"no_token", "foreign_key"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *scenario = scenarios[i];
+        reset_calls(scenario);
+        seatlease_client *client = pinned_client(scenario, 0, 2);
+        CHECK(client != NULL);
+        seatlease_error *error = NULL;
+        seatlease_answer *answer = NULL;
+        double started = now_seconds();
+        seatlease_code code = seatlease_acquire(client, "lic", "pc-1", NULL, &answer, &error);
+        CHECK(seatlease_code_is_token_error(code) && answer == NULL);
+        seatlease_error_free(error);
+        CHECK(calls_of(scenario, "acquire") == 1 && calls_of(scenario, "release") == 1);
+        seatlease_lease_options o;
+        seatlease_lease_options_init(&o);
+        o.client_id = "pc-1";
+        seatlease_lease *lease = NULL;
+        code = seatlease_lease_acquire(client, "lic", &o, &lease, NULL);
+        CHECK(seatlease_code_is_token_error(code) && lease == NULL);
+        CHECK(calls_of(scenario, "acquire") == 2 && calls_of(scenario, "release") == 2);
+        CHECK(now_seconds() - started < 5);
+        seatlease_client_free(client);
+    }
+}
+
+/* A signed grant whose session_id is null is an invalid_response, never a seat. */
+static void a_grant_without_a_session_is_an_invalid_response(void) {
+    NEED_BAD_SERVER();
+    seatlease_client *client = pinned_client("session_null", 0, 0);
+    CHECK(client != NULL);
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "lic", "pc-1", NULL, NULL, &error), SEATLEASE_ERR_INVALID_RESPONSE);
+    CHECK(strcmp(seatlease_error_server_code(error), "invalid_response") == 0);
+    seatlease_error_free(error);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-1";
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_ERR_INVALID_RESPONSE);
+    CHECK(lease == NULL);
+    seatlease_client_free(client);
+}
+
+/* Renewals that carry no seat counts keep the grant's (1 of 2), not 0 of 0. */
+static void seat_counts_keep_their_last_known_values(void) {
+    NEED_BAD_SERVER();
+    reset_calls("heartbeat_no_counts");
+    seatlease_client *client = pinned_client("heartbeat_no_counts", 0, 0);
+    CHECK(client != NULL);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-1";
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_OK);
+    double deadline = now_seconds() + 6;
+    while (calls_of("heartbeat_no_counts", "heartbeat") < 2 && now_seconds() < deadline) {
+        sleep_seconds(0.2);
+    }
+    sleep_seconds(0.2);
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    CHECK(calls_of("heartbeat_no_counts", "heartbeat") >= 2);
+    CHECK(!info.lost && info.verified);
+    CHECK(info.seats_used == 1 && info.seats_total == 2);
+    CHECK(info.lease_seconds == 3 && info.heartbeat_interval_seconds == 1 && info.seats == 1);
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+}
+
+/* Only the server's license_not_found is LICENSE_NOT_FOUND: the service's own not_found
+ * (a wrong base URL) and a middlebox's empty 404 are HTTP errors that name the URL. */
+static void a_404_is_license_not_found_only_by_its_code(void) {
+    NEED_BAD_SERVER();
+    static const struct {
+        const char *scenario, *server_code;
+        seatlease_code want;
+    } cases404[] = {
+        {"not_found", "not_found", SEATLEASE_ERR_HTTP},
+        {"empty_404", "http_404", SEATLEASE_ERR_HTTP},
+        {"license_not_found", "license_not_found", SEATLEASE_ERR_LICENSE_NOT_FOUND},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        seatlease_client *client = pinned_client(cases404[i].scenario, 0, 0);
+        CHECK(client != NULL);
+        seatlease_error *error = NULL;
+        CHECK_CODE(seatlease_acquire(client, "lic", "pc-1", NULL, NULL, &error), cases404[i].want);
+        CHECK(seatlease_error_status(error) == 404);
+        CHECK(strcmp(seatlease_error_server_code(error), cases404[i].server_code) == 0);
+        if (cases404[i].want == SEATLEASE_ERR_HTTP) {
+            char url[600];
+            snprintf(url, sizeof url, "%s/%s/acquire", bad_url(), cases404[i].scenario);
+            CHECK(strstr(seatlease_error_message(error), url) != NULL);
+        }
+        seatlease_error_free(error);
+        seatlease_client_free(client);
+    }
+}
+
+/* A 307 is never followed (the API key stays with the base URL's host): an HTTP error
+ * that names the Location; the target never hears of it. */
+static void a_redirect_is_an_error_naming_its_location(void) {
+    NEED_BAD_SERVER();
+    reset_calls("signed");
+    seatlease_client *client = pinned_client("redirect", 0, 0);
+    CHECK(client != NULL);
+    seatlease_error *error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "lic", "pc-1", NULL, NULL, &error), SEATLEASE_ERR_HTTP);
+    char location[600];
+    snprintf(location, sizeof location, "%s/signed/acquire", bad_url());
+    CHECK(seatlease_error_status(error) == 307);
+    CHECK(strcmp(seatlease_error_server_code(error), "redirected") == 0);
+    CHECK(strstr(seatlease_error_message(error), location) != NULL);
+    seatlease_error_free(error);
+    CHECK(calls_of("signed", "acquire") == 0);
+    seatlease_client_free(client);
+}
+
+/* Answers dripped a byte a second after their headers: each exchange ends by its
+ * timeout (connect, headers and body), a release by release_timeout. */
+static void a_dripped_answer_ends_by_the_timeout(void) {
+    NEED_BAD_SERVER();
+    seatlease_client *client = pinned_client("drip", 2, 0);
+    CHECK(client != NULL);
+    seatlease_error *error = NULL;
+    double started = now_seconds();
+    CHECK_CODE(seatlease_acquire(client, "lic", "pc-1", NULL, NULL, &error), SEATLEASE_ERR_BACKEND_UNAVAILABLE);
+    double took = now_seconds() - started;
+    CHECK(took >= 1.5 && took < 4);
+    seatlease_error_free(error);
+    seatlease_client_free(client);
+
+    client = pinned_client("drip_heartbeat", 2, 0);
+    CHECK(client != NULL);
+    error = NULL;
+    started = now_seconds();
+    CHECK_CODE(seatlease_heartbeat(client, "lic", "c2Vzc2lvbi0wMDAwMDAwMDAx", NULL, &error),
+               SEATLEASE_ERR_BACKEND_UNAVAILABLE);
+    took = now_seconds() - started;
+    CHECK(took >= 1.5 && took < 4);
+    seatlease_error_free(error);
+    seatlease_client_free(client);
+
+    client = pinned_client("drip_release", 30, 2);
+    CHECK(client != NULL);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-1";
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_OK);
+    started = now_seconds();
+    error = NULL;
+    seatlease_code code = seatlease_lease_release(lease, &error);
+    took = now_seconds() - started;
+    seatlease_error_free(error);
+    seatlease_lease_free(lease);
+    CHECK(code != SEATLEASE_OK && took < 4);
+    CHECK(now_seconds() - started < 4.5);
+    seatlease_client_free(client);
+}
+
+/* One connection per client: a lease's grant, the JWKS, its heartbeats, plain calls and
+ * the release all go over one kept-alive connection (tests/test_client_c.py counts the
+ * connections its server accepted). */
+static void one_connection_reused_per_client(void) {
+    NEED_BAD_SERVER();
+    seatlease_client *client = pinned_client("signed", 0, 0);
+    CHECK(client != NULL);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-1";
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_OK);
+    sleep_seconds(2.5); /* heartbeats every second */
+    seatlease_answer *answer = NULL;
+    CHECK_CODE(seatlease_heartbeat(client, "lic", "c2Vzc2lvbi0wMDAwMDAwMDAx", &answer, NULL), SEATLEASE_OK);
+    seatlease_answer_free(answer);
+    CHECK_CODE(seatlease_lease_release(lease, NULL), SEATLEASE_OK);
+    seatlease_lease_free(lease);
+    CHECK(client->idle_count == 1);
+    seatlease_client_free(client);
+}
+
+/* proxy: every request goes through it (a name that does not resolve reaches the bad
+ * server as the proxy); ca_info: the bundle libcurl loads for https (a missing one fails
+ * the exchange, saying so). */
+static void the_proxy_and_ca_options_reach_libcurl(void) {
+    NEED_BAD_SERVER();
+    seatlease_options options;
+    seatlease_options_init(&options);
+    options.retries = 0;
+    pin_from_env(&options, "SEATLEASE_BAD_PINNED_KEY");
+    options.proxy = bad_url();
+    seatlease_client *client = NULL;
+    CHECK_CODE(seatlease_client_new("http://seatlease.invalid/weights", "sl_test", &options, &client, NULL), SEATLEASE_OK);
+    seatlease_answer *answer = NULL;
+    seatlease_error *error = NULL;
+    seatlease_code code = seatlease_acquire(client, "lic", "pc-1", NULL, &answer, &error);
+    if (code != SEATLEASE_OK) {
+        fprintf(stderr, "through the proxy: %s\n", seatlease_error_message(error));
+    }
+    seatlease_error_free(error);
+    CHECK_CODE(code, SEATLEASE_OK);
+    CHECK(strcmp(seatlease_answer_session_id(answer), "c2Vzc2lvbi0wMDAwMDAwMDAx") == 0);
+    seatlease_answer_free(answer);
+    seatlease_client_free(client);
+
+    seatlease_options_init(&options);
+    options.retries = 0;
+    pin_from_env(&options, "SEATLEASE_BAD_PINNED_KEY");
+    options.ca_info = "/nonexistent/seatlease-ca.pem";
+    char url[512];
+    snprintf(url, sizeof url, "https://%s/weights", strstr(bad_url(), "://") + 3);
+    CHECK_CODE(seatlease_client_new(url, "sl_test", &options, &client, NULL), SEATLEASE_OK);
+    error = NULL;
+    CHECK_CODE(seatlease_acquire(client, "lic", "pc-1", NULL, NULL, &error), SEATLEASE_ERR_BACKEND_UNAVAILABLE);
+    fprintf(stderr, "a missing CA bundle: %s\n", seatlease_error_message(error));
+    CHECK(strstr(seatlease_error_message(error), "CA") != NULL);
+    seatlease_error_free(error);
+    seatlease_client_free(client);
+}
+
 int main(int argc, char **argv) {
     static const test_case tests[] = {
         {"every_bad_answer_is_a_typed_error", every_bad_answer_is_a_typed_error},
@@ -622,6 +917,15 @@ int main(int argc, char **argv) {
         {"a_client_freed_before_its_leases_goes_with_the_last", a_client_freed_before_its_leases_goes_with_the_last},
         {"a_triggered_cancel_ends_a_call_before_it_starts", a_triggered_cancel_ends_a_call_before_it_starts},
         {"option_structs_of_other_sizes", option_structs_of_other_sizes},
+        {"a_client_is_verified_by_default", a_client_is_verified_by_default},
+        {"a_refused_grant_is_never_a_seat_and_is_released_at_once", a_refused_grant_is_never_a_seat_and_is_released_at_once},
+        {"a_grant_without_a_session_is_an_invalid_response", a_grant_without_a_session_is_an_invalid_response},
+        {"seat_counts_keep_their_last_known_values", seat_counts_keep_their_last_known_values},
+        {"a_404_is_license_not_found_only_by_its_code", a_404_is_license_not_found_only_by_its_code},
+        {"a_redirect_is_an_error_naming_its_location", a_redirect_is_an_error_naming_its_location},
+        {"a_dripped_answer_ends_by_the_timeout", a_dripped_answer_ends_by_the_timeout},
+        {"one_connection_reused_per_client", one_connection_reused_per_client},
+        {"the_proxy_and_ca_options_reach_libcurl", the_proxy_and_ca_options_reach_libcurl},
     };
     return run_tests("bad_answers", tests, sizeof tests / sizeof tests[0], argc, argv);
 }

@@ -25,7 +25,11 @@ static seatlease_client *client_with(const char *url, const char *key, int verif
                                      double max_wait_poll) {
     seatlease_options options;
     seatlease_options_init(&options);
-    options.verify = verify;
+    if (verify) {
+        pin_from_env(&options, "SEATLEASE_TEST_PINNED_KEYS"); /* the stack's keys */
+    } else {
+        options.insecure_skip_verify = 1; /* these tests are about other things */
+    }
     options.tenant_id = verify ? "acme" : NULL;
     if (timeout > 0) options.timeout_seconds = timeout;
     if (retries >= 0) options.retries = retries;
@@ -1083,6 +1087,7 @@ static seatlease_client *borrowing_client(const char *pins_text, const char *mac
     seatlease_options_init(&options);
     options.pinned_keys = pins;
     options.pinned_key_count = count;
+    options.insecure_skip_verify = count == 0; /* unpinned: only the saved JWKS vouches */
     options.tenant_id = count > 0 ? "acme" : NULL;
     options.machine_id = machine_id;
     options.backoff_seconds = 0.05;
