@@ -14,10 +14,10 @@ import { basename, dirname, join, resolve } from "node:path";
 import { MalformedToken, TokenMismatch } from "./errors.js";
 import { thisMachine } from "./machine.js";
 import { parseTime } from "./time.js";
-import type { CallOptions, CallPlan, Json } from "./transport.js";
+import type { CallOptions, CallPlan, Identity, Json, Needs, Weight } from "./transport.js";
 import { TokenVerifier, claimedSeats, newNonce, type Claims, type PinnedKey, type SignedFunction } from "./verify.js";
 
-/** What borrowing, loading and returning a seat ask of the client (`SeatClient` is one). */
+/** What borrowing, loading and returning a seat ask of the client (`SeatClient` is one). @internal */
 export interface BorrowClient {
   readonly baseUrl: string;
   readonly pinnedKeys: readonly PinnedKey[];
@@ -31,6 +31,13 @@ export interface BorrowClient {
 }
 
 export const BORROWED_FORMAT = "seatlease-borrowed-seat/1";
+
+/** Where to save a borrowed seat, and what an acquire would send: who asks (`user`, `host`), what the product needs (`entitlements`, `version`) and the weight (`seats`). */
+export interface BorrowOptions extends Identity, Needs, Weight {
+  /** The file the seat is saved to (with its token), readable by this user only. */
+  path: string;
+  metadata?: Json;
+}
 
 /** A borrowed seat whose token verified; no heartbeats are needed (or sent) until `expiresAt`. */
 export class BorrowedSeat {
@@ -48,6 +55,7 @@ export class BorrowedSeat {
   readonly seats: number;
   readonly #client: BorrowClient;
 
+  /** @internal */
   constructor(client: BorrowClient, path: string, answer: Json, claims: Claims) {
     this.#client = client;
     this.path = path;
@@ -94,10 +102,12 @@ async function save(path: string, document: Json): Promise<void> {
   }
 }
 
-export async function borrowSeat(client: BorrowClient, licenseId: string, clientId: string, seconds: number, path: string, metadata?: Json): Promise<BorrowedSeat> {
+export async function borrowSeat(client: BorrowClient, licenseId: string, clientId: string, seconds: number, options: BorrowOptions): Promise<BorrowedSeat> {
+  const { path, metadata, user, host, entitlements, version, seats } = options;
   // fingerprint: the seat is bound to this machine; a copy of the file verifies nowhere else
   const request: Json = { license_id: licenseId, client_id: clientId, borrow_seconds: seconds, nonce: newNonce(), fingerprint: thisMachine(client.machineId) };
   if (metadata !== undefined) request["metadata"] = metadata;
+  for (const [name, value] of Object.entries({ user, host, entitlements, version, seats })) if (value !== undefined) request[name] = value;
   const answer = await client.call("acquire", request);
   const jwks = await client.fetchJwks();
   await save(path, { format: BORROWED_FORMAT, base_url: client.baseUrl, request, answer, jwks });

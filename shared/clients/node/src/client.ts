@@ -4,19 +4,24 @@
  */
 
 import { randomUUID } from "node:crypto";
+import * as http from "node:http";
+import * as https from "node:https";
 
-import { BorrowedSeat, borrowSeat, loadBorrowedSeat } from "./borrow.js";
-import { BackendUnavailable, NoSeatsAvailable, SeatError, errorFromAnswer } from "./errors.js";
+import { BorrowedSeat, borrowSeat, loadBorrowedSeat, type BorrowOptions } from "./borrow.js";
+import { BackendUnavailable, InvalidResponse, NoSeatsAvailable, SeatError, errorFromAnswer } from "./errors.js";
+import { ExchangeFailed, exchange, proxyFor, type HttpAnswer } from "./http.js";
 import { Keeper, Lease, type LeaseOptions } from "./lease.js";
-import { acquireBody, sleep, type CallOptions, type CallPlan, type Identity, type Json, type Logger, type Needs, type QueuePlace, type Weight } from "./transport.js";
+import { parseTime } from "./time.js";
+import { acquireBody, sleep, type AbortSignalLike, type CallOptions, type CallPlan, type Identity, type Json, type Logger, type Machine, type Needs, type QueuePlace, type Weight } from "./transport.js";
 import { TokenVerifier, newNonce, type PinnedKey, type SignedFunction } from "./verify.js";
 
-export const VERSION = "0.1.0";
+/** This package's version: the one version of every seatlease client (shared/clients/VERSION; package.json says the same, a test checks both). */
+export const VERSION = "0.3.0";
 
-export type { CallOptions, Identity, Json, Logger, Needs, QueuePlace, Weight };
+export type { AbortSignalLike, BorrowOptions, CallOptions, Identity, Json, Logger, Machine, Needs, QueuePlace, Weight };
 
 export interface ClientOptions {
-  /** Milliseconds per HTTP request (default 10000). */
+  /** Milliseconds one HTTP exchange may take, all of it: connect, proxy tunnel, TLS, headers and body (default 10000). */
   timeoutMs?: number;
   /** Extra attempts of a call after a network error or a 503/429/502/504 (default 5). */
   retries?: number;
@@ -26,12 +31,33 @@ export interface ClientOptions {
   maxBackoffMs?: number;
   /** Longest pause between two acquires while waiting for a seat, in ms (default 30000). */
   maxWaitPollMs?: number;
-  /** Time budget of the release when a lease is closed, in ms (default 5000). */
+  /** Time budget of a release when a lease is closed (`close()`, `releaseAll()`) and of the release of a refused grant, in ms (default 5000). */
   releaseTimeoutMs?: number;
-  /** Check the signed token of every answer (a forged, tampered, replayed, expired or wrong-audience grant throws a `TokenError`). */
-  verify?: boolean;
-  /** The vendor's Ed25519 public keys (JWK, PEM, or the JWK's `x`); turns `verify` on: only tokens they signed pass. */
+  /**
+   * The vendor's Ed25519 public keys (each JWK's `x`, a JWK, or a PEM public key), shipped
+   * with the product. Required (unless `insecureSkipVerify`): every grant, renewal and
+   * release must carry a token signed by one of them for this license, session and
+   * request, else it is refused (`TokenError`, `InvalidResponse`) and never a seat.
+   */
   pinnedKeys?: readonly PinnedKey[];
+  /**
+   * The loud opt-out: no pinned key needed, and `verify: false` allowed. Without pinned
+   * keys nothing is verified (or, with `verify: true`, only against the server's own
+   * `/keys`, which proves nothing about who runs it): anyone at the base URL (a hosts-file
+   * entry, a proxy) can grant a seat. For demos and tests, never for a product.
+   */
+  insecureSkipVerify?: boolean;
+  /** Check the signed token of every answer (default true). `false` is refused unless `insecureSkipVerify` is set too. */
+  verify?: boolean;
+  /**
+   * The HTTP proxy (`http://[user:password@]host:port`): an https base URL goes through a
+   * CONNECT tunnel, an http one as a proxied request. Default: the environment's
+   * (`HTTPS_PROXY`/`https_proxy` for https, `HTTP_PROXY`/`http_proxy` for http, read when the
+   * client is made), hosts in `NO_PROXY`/`no_proxy` direct; `false`: never a proxy.
+   */
+  proxy?: string | false;
+  /** Extra CA certificates (PEM) trusted for an https base URL, beside Node's own (a private CA). */
+  ca?: string | string[];
   /** The tenant expected in the tokens' `aud`. */
   tenantId?: string;
   /** Seconds of clock difference allowed on the tokens' times (default 60). */
@@ -44,16 +70,66 @@ export interface ClientOptions {
   logger?: Logger;
 }
 
-export interface AcquireOptions extends CallOptions, Identity, Needs, Weight, QueuePlace {
+export interface AcquireOptions extends CallOptions, Identity, Needs, Weight, Machine, QueuePlace {
   leaseSeconds?: number;
   metadata?: Json;
+  /** This call's idempotency key (default: a new one); its retries carry the same, and so may the caller's own retry after a lost answer. */
+  requestId?: string;
 }
 
-interface Answer {
-  status: number;
-  statusText: string;
-  headers: Headers;
-  text: string;
+function isObject(value: unknown): value is Json {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+function header(answer: HttpAnswer, name: string): string | undefined {
+  const value = answer.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** The answer's JSON when it is a 2xx, else its typed error (a 3xx: an error naming its Location, never followed). */
+function decode(url: string, answer: HttpAnswer): unknown {
+  if (answer.status < 200 || answer.status >= 300) {
+    if (answer.status >= 300 && answer.status < 400) {
+      const location = header(answer, "location");
+      const to = location === undefined ? "no Location" : `Location: ${location}`;
+      throw new SeatError(answer.status, "redirected", `${url} answered a redirect (${to}), which is not followed: configure the service's own URL`);
+    }
+    let payload: unknown = {};
+    try {
+      payload = JSON.parse(answer.text);
+    } catch {
+      // a proxy's HTML page: the status says enough
+    }
+    throw errorFromAnswer(answer.status, payload, header(answer, "retry-after"), answer.statusText, url);
+  }
+  try {
+    return JSON.parse(answer.text);
+  } catch {
+    throw new InvalidResponse(answer.status, "invalid_response", `${url} answered ${answer.status} with a body that is not JSON`);
+  }
+}
+
+const INTEGERS = ["seats_used", "seats_total", "seats", "lease_seconds", "heartbeat_interval_seconds"];
+
+/** A 2xx's shape: what every later step relies on (checked before, and whatever, the token says). */
+function checkShape(fn: SignedFunction, url: string, status: number, reply: unknown): asserts reply is Json {
+  const bad = (why: string) => new InvalidResponse(status, "invalid_response", `${url} answered ${status} ${why}`);
+  if (!isObject(reply)) throw bad("with a body that is not a JSON object");
+  for (const name of INTEGERS) {
+    const value = reply[name];
+    if (value !== undefined && value !== null && !Number.isInteger(value)) throw bad(`with a ${name} that is not an integer`);
+  }
+  if (fn === "release") {
+    if (typeof reply["released"] !== "boolean") throw bad("without a released true or false");
+    return;
+  }
+  const session = reply["session_id"];
+  if (fn === "acquire" || session !== undefined) {
+    if (typeof session !== "string" || !session) throw bad("without a session_id string");
+  }
+  const expires = reply["lease_expires_at"];
+  if (typeof expires !== "string" || parseTime(expires) === undefined) throw bad("without a lease_expires_at time");
+  if (fn === "acquire" && !(typeof reply["lease_seconds"] === "number" && reply["lease_seconds"] >= 1)) throw bad("without a lease_seconds");
 }
 
 function uniform(low: number, high: number): number {
@@ -74,7 +150,12 @@ export class SeatClient {
   readonly maxBackoffMs: number;
   readonly maxWaitPollMs: number;
   readonly releaseTimeoutMs: number;
+  /** @internal */
   readonly verifier: TokenVerifier | undefined;
+  /** True when every answer's token is checked against the pinned keys (false only with `insecureSkipVerify`). */
+  readonly verified: boolean;
+  /** The proxy every request goes through (from the `proxy` option or the environment), undefined: direct. */
+  readonly proxy: string | undefined;
   /** Kept for verifying a saved borrowed seat offline (`loadBorrowed`). */
   readonly pinnedKeys: readonly PinnedKey[];
   readonly tenantId: string | undefined;
@@ -83,6 +164,10 @@ export class SeatClient {
   readonly log: Logger;
   readonly #apiKey: string;
   readonly #keepers = new Set<Keeper>();
+  readonly #proxy: URL | undefined;
+  readonly #jwksProxy: URL | undefined;
+  readonly #ca: string | string[] | undefined;
+  readonly #agents: { http: http.Agent; https: https.Agent };
 
   constructor(baseUrl: string, apiKey: string, options: ClientOptions = {}) {
     let url: URL;
@@ -106,13 +191,24 @@ export class SeatClient {
     this.tokenLeewaySeconds = options.tokenLeewaySeconds ?? 60;
     this.machineId = options.machineId;
     this.log = options.logger ?? (() => {});
-    if (options.verify || this.pinnedKeys.length) {
-      this.verifier = new TokenVerifier(() => this.fetchJwks(), {
-        pinnedKeys: this.pinnedKeys,
-        tenantId: this.tenantId ?? null,
-        leewaySeconds: this.tokenLeewaySeconds,
-      });
+    const insecure = options.insecureSkipVerify === true;
+    if (options.verify === false && !insecure) {
+      throw new TypeError("verify: false would take any answer as a seat: set insecureSkipVerify: true as well to mean it (never in a product), or pin the vendor's keys (pinnedKeys)");
     }
+    if (!this.pinnedKeys.length && !insecure) {
+      throw new TypeError("pinnedKeys is required: pin the vendor's public key(s) (each JWK's \"x\" of <baseUrl>/keys, shipped with the product), or opt out with insecureSkipVerify: true (anyone at the base URL could then grant a seat)");
+    }
+    const checked = options.verify !== false && (this.pinnedKeys.length > 0 || options.verify === true);
+    this.verifier = checked
+      ? new TokenVerifier(() => this.fetchJwks(), { pinnedKeys: this.pinnedKeys, tenantId: this.tenantId ?? null, leewaySeconds: this.tokenLeewaySeconds })
+      : undefined;
+    this.verified = checked && this.pinnedKeys.length > 0;
+    this.#proxy = proxyFor(url, options.proxy);
+    this.#jwksProxy = proxyFor(new URL(this.jwksUrl), options.proxy);
+    this.proxy = this.#proxy === undefined ? undefined : `${this.#proxy.protocol}//${this.#proxy.host}`;
+    this.#ca = options.ca;
+    // Kept-alive connections (idle ones never hold the process open): no new TLS handshake per heartbeat.
+    this.#agents = { http: new http.Agent({ keepAlive: true, maxSockets: 4 }), https: new https.Agent({ keepAlive: true, maxSockets: 4, ...(options.ca !== undefined ? { ca: options.ca } : {}) }) };
   }
 
   toString(): string {
@@ -122,75 +218,55 @@ export class SeatClient {
   // -- HTTP ----------------------------------------------------------------------------
 
   /** One GET or POST, its whole answer read within `timeoutMs`; a `BackendUnavailable` (status 0) when none came. */
-  async #request(url: string, init: RequestInit, timeoutMs: number, signal?: AbortSignal): Promise<Answer> {
-    const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
-    const onAbort = () => controller.abort(signal?.reason);
-    if (signal?.aborted) onAbort();
-    signal?.addEventListener("abort", onAbort, { once: true });
+  async #request(url: string, method: "GET" | "POST", headers: Record<string, string>, body: string | undefined, timeoutMs: number, signal?: AbortSignalLike): Promise<HttpAnswer> {
+    const target = new URL(url);
+    const proxy = url === this.jwksUrl ? this.#jwksProxy : this.#proxy;
     try {
-      // redirect "manual": a 30x to another host must not receive the API key.
-      const response = await fetch(url, { ...init, redirect: "manual", signal: controller.signal });
-      return { status: response.status, statusText: response.statusText, headers: response.headers, text: await response.text() };
+      return await exchange(target, { method, headers, body, timeoutMs, signal, proxy, agents: this.#agents, ca: this.#ca });
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
-      const reason = controller.signal.aborted ? controller.signal.reason : error;
-      const cause = reason instanceof Error ? ((reason.cause as Error | undefined)?.message ?? reason.message) : String(reason);
+      if (error instanceof SeatError) throw error;
+      const cause = error instanceof ExchangeFailed || error instanceof Error ? error.message : String(error);
       throw new BackendUnavailable(0, "network_error", `${url}: ${cause}`);
-    } finally {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", onAbort);
     }
   }
 
-  /** The answer's JSON when it is a 2xx, else its typed error. */
-  static decode(url: string, answer: Answer): unknown {
-    if (answer.status >= 300) {
-      let payload: unknown = {};
-      try {
-        payload = JSON.parse(answer.text);
-      } catch {
-        // a proxy's HTML page: the status says enough
-      }
-      if (answer.status < 400) throw new SeatError(answer.status, "redirected", `${url} answered a redirect: use the final URL`);
-      throw errorFromAnswer(answer.status, payload, answer.headers.get("retry-after"), answer.statusText);
-    }
-    try {
-      return JSON.parse(answer.text);
-    } catch {
-      throw new SeatError(answer.status, "invalid_response", `${url} answered non-JSON`);
-    }
-  }
-
-  /** One POST; the decoded JSON of a 2xx (its token verified when `verify`), else a typed `SeatError`. */
-  async send(fn: SignedFunction, body: Json, timeoutMs = this.timeoutMs, signal?: AbortSignal): Promise<Json> {
+  /**
+   * One POST; the decoded JSON of a 2xx, its shape checked (else `InvalidResponse`) and its
+   * token verified (else a `TokenError`). A refused grant that names a session is
+   * released at once (within `releaseTimeoutMs`): a seat it would hold is never kept.
+   * @internal
+   */
+  async send(fn: SignedFunction, body: Json, timeoutMs = this.timeoutMs, signal?: AbortSignalLike): Promise<Json> {
     const url = `${this.baseUrl}/${fn}`;
-    const answer = await this.#request(
-      url,
-      {
-        method: "POST",
-        body: JSON.stringify(body),
-        headers: {
-          "Content-Type": "application/json",
-          Accept: "application/json",
-          Authorization: `Bearer ${this.#apiKey}`,
-          "User-Agent": `seatlease-node/${VERSION}`,
-        },
-      },
-      timeoutMs,
-      signal,
-    );
-    const reply = SeatClient.decode(url, answer);
+    const headers = {
+      "Content-Type": "application/json",
+      Accept: "application/json",
+      Authorization: `Bearer ${this.#apiKey}`,
+      "User-Agent": `seatlease-node/${VERSION}`,
+    };
+    const answer = await this.#request(url, "POST", headers, JSON.stringify(body), timeoutMs, signal);
+    const reply = decode(url, answer);
     // A place in the wait queue (202) grants nothing: it carries no token to check.
-    const inLine = answer.status === 202 && reply !== null && typeof reply === "object";
-    if (this.verifier && !inLine) await this.verifier.check(fn, body, reply, answer.status);
-    return reply as Json;
+    if (fn === "acquire" && answer.status === 202 && isObject(reply) && reply["queued"] === true) return reply;
+    try {
+      checkShape(fn, url, answer.status, reply);
+      if (this.verifier) await this.verifier.check(fn, body, reply, answer.status);
+    } catch (error) {
+      const session = isObject(reply) ? reply["session_id"] : undefined;
+      if (fn === "acquire" && typeof session === "string" && session && typeof body["license_id"] === "string") {
+        this.log("warn", `seatlease: refused a grant of ${body["license_id"]} (${(error as Error).message}); releasing session ${session}`);
+        await this.releaseQuietly(body["license_id"], session);
+      }
+      throw error;
+    }
+    return reply;
   }
 
-  /** GET the deployment's JWKS (no API key: it is public). */
+  /** GET the deployment's JWKS (no API key: it is public). @internal */
   async fetchJwks(): Promise<unknown> {
     const headers = { Accept: "application/json", "User-Agent": `seatlease-node/${VERSION}` };
-    return SeatClient.decode(this.jwksUrl, await this.#request(this.jwksUrl, { headers }, this.timeoutMs));
+    return decode(this.jwksUrl, await this.#request(this.jwksUrl, "GET", headers, undefined, this.timeoutMs));
   }
 
   /**
@@ -217,6 +293,7 @@ export class SeatClient {
    * (and nonce): should a reply be lost, the server answers the retry with what the
    * first attempt did, so a retried acquire is still told 201 and a retried release
    * "released".
+   * @internal
    */
   async call(fn: SignedFunction, body: Json, plan: CallPlan = {}): Promise<Json> {
     const sent: Json = { ...body, request_id: body["request_id"] ?? newRequestId() };
@@ -247,8 +324,10 @@ export class SeatClient {
    * `seats` says it; another weight than a held lease's throws `SeatsMismatch`).
    */
   acquire(licenseId: string, clientId: string, options: AcquireOptions = {}): Promise<Json> {
-    const { user, host, queue, ticket, entitlements, version, seats } = options;
-    return this.call("acquire", acquireBody(licenseId, clientId, options.leaseSeconds, options.metadata, { user, host, queue, ticket, entitlements, version, seats }), options);
+    const { user, host, queue, ticket, entitlements, version, seats, fingerprint } = options;
+    const body = acquireBody(licenseId, clientId, options.leaseSeconds, options.metadata, { user, host, queue, ticket, entitlements, version, seats, fingerprint });
+    if (options.requestId !== undefined) body["request_id"] = options.requestId;
+    return this.call("acquire", body, options);
   }
 
   /** POST /heartbeat (retried); throws `SessionExpired` when the seat is gone. */
@@ -309,9 +388,10 @@ export class SeatClient {
   /**
    * Borrow a seat for `seconds` (no heartbeats until it ends; at most the license's
    * `max_borrow_seconds`), save it with its signed token to `path` and return it verified.
+   * `user`, `host`, `entitlements`, `version` and `seats` are sent as an acquire's are.
    */
-  borrow(licenseId: string, clientId: string, seconds: number, options: { path: string; metadata?: Json }): Promise<BorrowedSeat> {
-    return borrowSeat(this, licenseId, clientId, seconds, options.path, options.metadata);
+  borrow(licenseId: string, clientId: string, seconds: number, options: BorrowOptions): Promise<BorrowedSeat> {
+    return borrowSeat(this, licenseId, clientId, seconds, options);
   }
 
   /** The borrowed seat saved at `path`, its token verified offline (no request). */

@@ -1,7 +1,9 @@
 /**
  * The client's errors: one `SeatError` subclass per answer the service can give (the
- * same classes, codes and meaning as the Python client's), and the map from HTTP status
- * to class.
+ * same classes, codes and meaning as the Python client's), and the map from the answer's
+ * `error.code` to class. A plain `SeatError` is the generic HTTP/service error: an
+ * answer that is none of the service's known refusals (a 500, a 404 that is not
+ * `license_not_found`: a wrong base URL or a middlebox), its message naming the URL.
  */
 
 /** The `error` object of an error answer, as sent (`code`, `message`, and more). */
@@ -69,8 +71,15 @@ export class VersionNotEntitled extends LicenseSuspended {
     return typeof value === "string" ? value : undefined;
   }
 }
-/** 404: no such license for this API key's tenant. */
+/** 404 `license_not_found`: no such license for this API key's tenant (only that code: any other 404 is a plain `SeatError` naming the URL). */
 export class LicenseNotFound extends SeatError {}
+
+/**
+ * `invalid_response`: a 2xx whose body is not what the service sends (not JSON, not an
+ * object, a required field missing or of the wrong type, larger than 1 MiB). Never a
+ * seat; a grant that carried a session id is released at once.
+ */
+export class InvalidResponse extends SeatError {}
 
 /** 409: every seat is taken; a seat may free in `retryAfterSeconds`. */
 export class NoSeatsAvailable extends SeatError {
@@ -195,42 +204,56 @@ export class TokenMismatch extends TokenError {}
 
 type SeatErrorClass = new (status: number, code: string, message: string, body?: ErrorBody, retryAfter?: number) => SeatError;
 
+/** The refusals whose class follows from their status when their code is unknown (a newer server's code of the same family). 404 is not one: only `license_not_found` is `LicenseNotFound`. */
 const BY_STATUS: Record<number, SeatErrorClass> = {
   400: InvalidRequest,
   401: Unauthenticated,
   403: LicenseSuspended,
-  404: LicenseNotFound,
   409: NoSeatsAvailable,
   410: SessionExpired,
-  429: BackendUnavailable,
-  502: BackendUnavailable,
-  503: BackendUnavailable,
-  504: BackendUnavailable,
 };
 
-/** The codes with a class of their own, beside their status's class. */
+/** Answers that say "try again later", whatever their body (a proxy's 502 has no code). */
+const TRANSIENT = new Set([429, 502, 503, 504]);
+
+/** The service's codes, each with its class and the status it comes with. */
 const BY_CODE: Record<string, { status: number; kind: SeatErrorClass }> = {
-  user_limit_reached: { status: 409, kind: UserLimitReached },
+  invalid_request: { status: 400, kind: InvalidRequest },
+  unauthenticated: { status: 401, kind: Unauthenticated },
+  license_suspended: { status: 403, kind: LicenseSuspended },
   user_denied: { status: 403, kind: UserDenied },
-  queue_full: { status: 409, kind: QueueFull },
-  seats_mismatch: { status: 409, kind: SeatsMismatch },
-  machine_mismatch: { status: 409, kind: MachineMismatch },
   license_not_started: { status: 403, kind: LicenseNotStarted },
   license_expired: { status: 403, kind: LicenseExpired },
   not_entitled: { status: 403, kind: NotEntitled },
   version_not_entitled: { status: 403, kind: VersionNotEntitled },
+  license_not_found: { status: 404, kind: LicenseNotFound },
+  no_seats_available: { status: 409, kind: NoSeatsAvailable },
+  user_limit_reached: { status: 409, kind: UserLimitReached },
+  queue_full: { status: 409, kind: QueueFull },
+  seats_mismatch: { status: 409, kind: SeatsMismatch },
+  machine_mismatch: { status: 409, kind: MachineMismatch },
+  session_expired: { status: 410, kind: SessionExpired },
 };
 
-/** The typed error of an HTTP error answer (a 500 or any other status: a plain `SeatError`). */
-export function errorFromAnswer(status: number, payload: unknown, retryAfterHeader: string | null, statusText: string): SeatError {
+/**
+ * The typed error of an HTTP error answer, by its `error.code`: a known code (with its
+ * status) is its class; 429/502/503/504 are `BackendUnavailable`; an unknown code of a
+ * refusal's status (400, 401, 403, 409, 410) is that status's class; anything else (a
+ * 500, a 404 that is not `license_not_found`, a 4xx without a code) is a plain
+ * `SeatError` whose code is the server's or `http_<status>` and whose message names `url`.
+ */
+export function errorFromAnswer(status: number, payload: unknown, retryAfterHeader: string | null | undefined, statusText: string, url?: string): SeatError {
   const outer = payload !== null && typeof payload === "object" ? (payload as Record<string, unknown>)["error"] : undefined;
   const error = outer !== null && typeof outer === "object" && !Array.isArray(outer) ? (outer as ErrorBody) : {};
-  const byStatus = BY_STATUS[status] ?? SeatError;
-  const fallbackCode = byStatus === BackendUnavailable ? "backend_unavailable" : "http_error";
-  const code = typeof error["code"] === "string" && error["code"] ? error["code"] : fallbackCode;
-  const own = BY_CODE[code];
-  const kind = own !== undefined && own.status === status ? own.kind : byStatus;
-  const message = typeof error["message"] === "string" && error["message"] ? error["message"] : `HTTP ${status} ${statusText}`.trim();
+  const served = typeof error["code"] === "string" && error["code"] ? error["code"] : undefined;
+  const own = served !== undefined && Object.hasOwn(BY_CODE, served) ? BY_CODE[served] : undefined;
+  let kind: SeatErrorClass = SeatError;
+  if (own !== undefined && own.status === status) kind = own.kind;
+  else if (TRANSIENT.has(status)) kind = BackendUnavailable;
+  else if (served !== undefined && Object.hasOwn(BY_STATUS, status)) kind = BY_STATUS[status] as SeatErrorClass;
+  const code = served ?? (kind === BackendUnavailable ? "backend_unavailable" : `http_${status}`);
+  let message = typeof error["message"] === "string" && error["message"] ? error["message"] : `HTTP ${status} ${statusText}`.trim();
+  if (kind === SeatError && url !== undefined) message = `${url} answered ${status}: ${message}`;
   return new kind(status, code, message, error, parseRetryAfter(retryAfterHeader));
 }
 

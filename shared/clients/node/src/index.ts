@@ -1,10 +1,11 @@
 /**
  * seatlease client for Node.js (18.17+): hold a floating-license seat, borrow one for
- * offline use, and verify the deployment's signed answers. No runtime dependencies:
- * the global `fetch` and WebCrypto's Ed25519.
+ * offline use, and verify the deployment's signed answers against the vendor's pinned
+ * keys. No runtime dependencies: node:http/node:https (a proxy by CONNECT) and
+ * WebCrypto's Ed25519. CommonJS (`require`) and ES modules (`import`) alike.
  */
 
-export { SeatClient, VERSION, type AcquireOptions, type CallOptions, type ClientOptions, type Identity, type Json, type Needs, type QueuePlace, type Weight, type Logger } from "./client.js";
+export { SeatClient, VERSION, type AbortSignalLike, type AcquireOptions, type BorrowOptions, type CallOptions, type ClientOptions, type Identity, type Json, type Machine, type Needs, type QueuePlace, type Weight, type Logger } from "./client.js";
 export { FINAL_REFUSAL_PAUSE_MS, Lease, type LeaseOptions, type OnLost, type OnRegained } from "./lease.js";
 export { BorrowedSeat, BORROWED_FORMAT } from "./borrow.js";
 export { TokenVerifier, LEASE_TYP, RELEASE_TYP, claimedSeats, newNonce, pinnedRaw, type Claims, type PinnedKey, type SignedFunction, type VerifierOptions } from "./verify.js";

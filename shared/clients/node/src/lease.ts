@@ -5,10 +5,10 @@
 
 import { BackendUnavailable, LicenseSuspended, NoSeatsAvailable, SeatError, SeatWaitTimeout, SessionExpired } from "./errors.js";
 import { parseTime } from "./time.js";
-import { acquireBody, sleep, type CallPlan, type Identity, type Json, type Logger, type Needs, type QueuePlace, type Weight } from "./transport.js";
+import { acquireBody, sleep, type AbortSignalLike, type CallPlan, type Identity, type Json, type Logger, type Machine, type Needs, type QueuePlace, type Weight } from "./transport.js";
 import type { SignedFunction } from "./verify.js";
 
-/** What a `Keeper` asks of its client (`SeatClient` is one): calls, pacing and the log. */
+/** What a `Keeper` asks of its client (`SeatClient` is one): calls, pacing and the log. @internal */
 export interface LeaseClient {
   readonly maxBackoffMs: number;
   readonly log: Logger;
@@ -29,7 +29,7 @@ export const FINAL_REFUSAL_PAUSE_MS = 300_000;
 export type OnLost = (lease: Lease, reason: string) => void;
 export type OnRegained = (lease: Lease) => void;
 
-export interface LeaseOptions extends Identity, Needs, Weight {
+export interface LeaseOptions extends Identity, Needs, Weight, Machine {
   /** This running copy (acquiring again with it returns the same seat). */
   clientId: string;
   metadata?: Json;
@@ -41,12 +41,12 @@ export interface LeaseOptions extends Identity, Needs, Weight {
   wait?: boolean;
   /** With `wait`: give up after this many ms (`SeatWaitTimeout`); default: never. */
   timeoutMs?: number;
-  /** Called once when the seat is known to be gone (reason: `expired`, `unknown`, `revoked` (an operator freed the seat), `unreachable`, or the refusal's code: `license_expired` when the license's term ended). */
+  /** Called once when the seat is known to be gone (reason: `expired`, `unknown`, `revoked` (an operator freed the seat), `unreachable` (no renewal completed by the lease's deadline: the server is down, or its answers stall), or the refusal's code: `license_expired` when the license's term ended). */
   onLost?: OnLost;
   /** Called when a lost seat was acquired again (a new session). */
   onRegained?: OnRegained;
   /** Abort the first acquire (and its waiting). */
-  signal?: AbortSignal;
+  signal?: AbortSignalLike;
 }
 
 /** A seat held by this process, updated in place by heartbeats and re-acquires. */
@@ -85,22 +85,28 @@ export class Lease {
   maxVersion: string | undefined;
   readonly #close: () => Promise<void>;
 
-  constructor(licenseId: string, clientId: string, metadata: Json | undefined, close: () => Promise<void>) {
+  private constructor(licenseId: string, clientId: string, metadata: Json | undefined, close: () => Promise<void>) {
     this.licenseId = licenseId;
     this.clientId = clientId;
     this.metadata = metadata;
     this.#close = close;
   }
 
-  /** Stop the heartbeats and release the seat (once; later calls do nothing). Never throws. */
+  /** A lease is made by `SeatClient.lease()` only. @internal */
+  static create(licenseId: string, clientId: string, metadata: Json | undefined, close: () => Promise<void>): Lease {
+    return new Lease(licenseId, clientId, metadata, close);
+  }
+
+  /**
+   * Stop the heartbeats and release the seat (once; later calls do nothing), within the
+   * client's `releaseTimeoutMs` (a heartbeat in flight is abandoned). Never throws. Where
+   * the runtime has `Symbol.asyncDispose`, `await using lease = ...` calls it.
+   */
   close(): Promise<void> {
     return this.#close();
   }
 
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.close();
-  }
-
+  /** The answer of a grant or renewal, applied (fields it omits keep their values). @internal */
   apply(body: Json): void {
     if (typeof body["session_id"] === "string" && body["session_id"] !== this.sessionId) {
       this.sessionId = body["session_id"];
@@ -129,11 +135,24 @@ export class Lease {
   }
 }
 
+// `await using`: defined at run time where the runtime has the symbol (Node 20+), not in
+// the declarations, which then need no newer lib than ES2022 (nor @types/node).
+const asyncDispose = (Symbol as unknown as { asyncDispose?: symbol }).asyncDispose;
+if (typeof asyncDispose === "symbol") {
+  Object.defineProperty(Lease.prototype, asyncDispose, {
+    value: function (this: Lease): Promise<void> {
+      return this.close();
+    },
+    writable: true,
+    configurable: true,
+  });
+}
+
 function uniform(low: number, high: number): number {
   return low + Math.random() * (high - low);
 }
 
-/** Keeps one lease; its timer only schedules `step`s and never holds the process open. */
+/** Keeps one lease; @internal its timer only schedules `step`s and never holds the process open. */
 export class Keeper {
   readonly lease: Lease;
   started = false;
@@ -148,18 +167,19 @@ export class Keeper {
   private closing: Promise<void> | undefined;
   private place: QueuePlace = {}; // queue and ticket while waiting in line
   private announced: string | undefined; // the refusal already said (warn once, info after) until the seat is back
+  private readonly stop = new AbortController(); // ends a heartbeat or re-acquire in flight at close()
 
   constructor(client: LeaseClient, licenseId: string, options: LeaseOptions, forget: (keeper: Keeper) => void) {
     this.client = client;
     this.options = options;
     this.forget = forget;
-    this.lease = new Lease(licenseId, options.clientId, options.metadata, () => this.close());
+    this.lease = Lease.create(licenseId, options.clientId, options.metadata, () => this.close());
   }
 
   private body(): Json {
     // Every acquire, the first and each after a loss, asks for the same weight.
-    const { user, host, entitlements, version, seats } = this.options;
-    return acquireBody(this.lease.licenseId, this.lease.clientId, this.options.leaseSeconds, this.options.metadata, { user, host, entitlements, version, seats, ...this.place });
+    const { user, host, entitlements, version, seats, fingerprint } = this.options;
+    return acquireBody(this.lease.licenseId, this.lease.clientId, this.options.leaseSeconds, this.options.metadata, { user, host, entitlements, version, seats, fingerprint, ...this.place });
   }
 
   private took(reply: Json, sentAt: number): void {
@@ -168,7 +188,7 @@ export class Keeper {
     this.validUntil = sentAt + this.lease.leaseSeconds * 1000;
   }
 
-  async acquireFirst(wait: boolean, timeoutMs: number | undefined, signal?: AbortSignal): Promise<void> {
+  async acquireFirst(wait: boolean, timeoutMs: number | undefined, signal?: AbortSignalLike): Promise<void> {
     const giveUp = timeoutMs === undefined ? undefined : performance.now() + timeoutMs;
     // Waiting asks for a place in line; a license without a queue ignores it.
     this.place = wait ? { queue: true } : {};
@@ -232,6 +252,7 @@ export class Keeper {
     try {
       return await (this.lease.lost ? this.regain() : this.beat());
     } catch (error) {
+      if (this.stopped) return 0; // closed meanwhile: its call was abandoned
       if (error instanceof BackendUnavailable) return this.afterTransient(error);
       this.client.log("warn", `seatlease: heartbeat step failed: ${(error as Error)?.message ?? error}`);
       this.failures += 1;
@@ -239,12 +260,17 @@ export class Keeper {
     }
   }
 
+  /** A renewal must complete by the lease's deadline (else the seat is lost: `unreachable`), and within `timeoutMs`. */
+  private untilDeadline(): CallPlan {
+    return { retries: 0, budgetMs: Math.max(50, this.validUntil - performance.now()), signal: this.stop.signal };
+  }
+
   private async beat(): Promise<number> {
     const body = { license_id: this.lease.licenseId, session_id: this.lease.sessionId };
     const sentAt = performance.now();
     let reply: Json;
     try {
-      reply = await this.client.call("heartbeat", body, { retries: 0 });
+      reply = await this.client.call("heartbeat", body, this.untilDeadline());
     } catch (error) {
       if (error instanceof SessionExpired) {
         const recovered = error.reason === "unknown" ? await this.recover(body) : undefined;
@@ -279,7 +305,7 @@ export class Keeper {
     const token = this.lease.token;
     if (token === undefined || this.stopped) return undefined;
     try {
-      return await this.client.call("heartbeat", { ...body, lease_token: token }, { retries: 0 });
+      return await this.client.call("heartbeat", { ...body, lease_token: token }, this.untilDeadline());
     } catch (error) {
       this.client.log("info", `seatlease: ${this.lease.licenseId} not re-admitted: ${(error as Error)?.message ?? error}`);
       return undefined;
@@ -290,7 +316,7 @@ export class Keeper {
     const sentAt = performance.now();
     let reply: Json;
     try {
-      reply = await this.client.call("acquire", this.body(), { retries: 0 });
+      reply = await this.client.call("acquire", this.body(), { retries: 0, signal: this.stop.signal });
     } catch (error) {
       if (error instanceof NoSeatsAvailable) {
         this.failures = 0;
@@ -382,11 +408,12 @@ export class Keeper {
       this.stopped = true;
       this.lease.released = true;
       clearTimeout(this.timer);
+      this.stop.abort(new Error("the lease was closed"));
       const sessionId = this.lease.sessionId;
       const lost = this.lease.lost;
       try {
-        // A heartbeat in flight is harmless (it answers 410 after the release) and a late
-        // re-acquire releases its own seat; waiting for it keeps the end tidy.
+        // A heartbeat or re-acquire in flight was abandoned just now (a dripping answer
+        // must not delay the release): its step ends at once.
         await this.inFlight;
         if (sessionId && !lost) await this.client.releaseQuietly(this.lease.licenseId, sessionId);
       } finally {

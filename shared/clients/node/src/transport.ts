@@ -8,9 +8,20 @@ export type Json = Record<string, unknown>;
 /** Where the client's log lines go (default: nowhere). */
 export type Logger = (level: "info" | "warn", message: string) => void;
 
+/**
+ * What the client needs of an `AbortSignal` (a real one fits): declared here so that the
+ * package's types need neither the DOM's nor @types/node's declarations.
+ */
+export interface AbortSignalLike {
+  readonly aborted: boolean;
+  readonly reason?: unknown;
+  addEventListener(type: "abort", listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: "abort", listener: () => void): void;
+}
+
 export interface CallOptions {
   /** Abort the call (and its retries): it rejects with the signal's reason. */
-  signal?: AbortSignal;
+  signal?: AbortSignalLike;
 }
 
 /** How one call is retried: at most `retries` extra attempts, within `budgetMs`. */
@@ -46,8 +57,14 @@ export interface QueuePlace {
   ticket?: string;
 }
 
+/** This machine (its fingerprint: see `fingerprint()`), sent with an acquire: the lease token then names it (`cnf.machine`). */
+export interface Machine {
+  /** 64 lowercase hex characters: `fingerprint(machineId())`, or of the product's own machine id. */
+  fingerprint?: string;
+}
+
 /** A pause that an abort ends early (rejecting with the signal's reason). */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+export function sleep(ms: number, signal?: AbortSignalLike): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const onAbort = () => {
@@ -62,8 +79,8 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** The acquire body; `fields` (user, host, entitlements, version, seats, queue, ticket) are sent when set. */
-export function acquireBody(licenseId: string, clientId: string, leaseSeconds?: number, metadata?: Json, fields: Identity & Needs & Weight & QueuePlace = {}): Json {
+/** The acquire body; `fields` (user, host, entitlements, version, seats, fingerprint, queue, ticket) are sent when set. */
+export function acquireBody(licenseId: string, clientId: string, leaseSeconds?: number, metadata?: Json, fields: Identity & Needs & Weight & Machine & QueuePlace = {}): Json {
   const body: Json = { license_id: licenseId, client_id: clientId };
   if (leaseSeconds !== undefined) body["lease_seconds"] = leaseSeconds;
   if (metadata !== undefined) body["metadata"] = metadata;

@@ -10,6 +10,8 @@ import { BackendUnavailable, LicenseExpired, LicenseSuspended, SeatClient } from
 const BAD = process.env.SEATLEASE_BAD_URL;
 if (!BAD) throw new Error("run through pytest tests/test_client_node.py (SEATLEASE_BAD_URL)");
 const KEY = "sl_00000000_kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk";
+const PINNED = [process.env.SEATLEASE_BAD_PINNED_KEY]; // the bad server's signing key (its x)
+if (!PINNED[0]) throw new Error("run through pytest tests/test_client_node.py (SEATLEASE_BAD_PINNED_KEY)");
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const calls = async (scenario) => (await fetch(`${BAD}/${scenario}/_calls`)).json();
@@ -23,7 +25,7 @@ async function eventually(check, ms, what) {
 }
 
 test("a Retry-After of an hour never outlasts the maximum back-off", async () => {
-  const client = new SeatClient(`${BAD}/retry_after_long`, KEY, { backoffMs: 100, maxBackoffMs: 1000, retries: 2 });
+  const client = new SeatClient(`${BAD}/retry_after_long`, KEY, { pinnedKeys: PINNED, backoffMs: 100, maxBackoffMs: 1000, retries: 2 });
   const started = performance.now();
   const signal = AbortSignal.timeout(10_000); // a client asleep for an hour fails here, not hangs
   await assert.rejects(client.acquire("lic", "pc-1", { signal }), (e) => e instanceof BackendUnavailable && e.status === 503 && e.retryAfterSeconds === 3600);
@@ -33,7 +35,7 @@ test("a Retry-After of an hour never outlasts the maximum back-off", async () =>
 test("an ended term: the seat lost once (license_expired), said once, asked again only minutes later; a waiting program is told at once", async () => {
   await reset("term_ended");
   const warnings = [];
-  const client = new SeatClient(`${BAD}/term_ended`, KEY, { backoffMs: 50, logger: (level, message) => level === "warn" && warnings.push(message) });
+  const client = new SeatClient(`${BAD}/term_ended`, KEY, { pinnedKeys: PINNED, backoffMs: 50, logger: (level, message) => level === "warn" && warnings.push(message) });
   const lost = [];
   const lease = await client.lease("lic", { clientId: "pc-1", onLost: (_l, reason) => lost.push(reason) });
   try {
@@ -56,7 +58,7 @@ test("an ended term: the seat lost once (license_expired), said once, asked agai
 
 test("a suspended license keeps its held seat (heartbeats go on) and refuses a new one at once", async () => {
   await reset("suspended");
-  const client = new SeatClient(`${BAD}/suspended`, KEY, { backoffMs: 50 });
+  const client = new SeatClient(`${BAD}/suspended`, KEY, { pinnedKeys: PINNED, backoffMs: 50 });
   const lost = [];
   const lease = await client.lease("lic", { clientId: "pc-1", onLost: (_l, reason) => lost.push(reason) });
   try {

@@ -34,7 +34,8 @@ import {
 
 const URL_ = process.env.SEATLEASE_TEST_URL;
 const KEY = process.env.SEATLEASE_TEST_API_KEY;
-if (!URL_ || !KEY) throw new Error("run through pytest tests/test_client_node.py (SEATLEASE_TEST_URL, SEATLEASE_TEST_API_KEY)");
+const PINNED = (process.env.SEATLEASE_TEST_PINNED_KEYS ?? "").split(",").filter(Boolean);
+if (!URL_ || !KEY || !PINNED.length) throw new Error("run through pytest tests/test_client_node.py (SEATLEASE_TEST_URL, SEATLEASE_TEST_API_KEY, SEATLEASE_TEST_PINNED_KEYS)");
 
 const unhandled = [];
 process.on("unhandledRejection", (reason) => unhandled.push(reason));
@@ -60,7 +61,7 @@ async function eventually(check, ms, what) {
 
 test("a verified lease lives past three lease lengths, keeps its seat through a Redis flush by its token (410 unknown, one retry with the token: the same session, no onLost) and is released", async () => {
   await license("node-life", { seats: 2, lease_seconds: 2 });
-  const client = new SeatClient(URL_, KEY, { verify: true, tenantId: "acme", backoffMs: 50 });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, verify: true, tenantId: "acme", backoffMs: 50 });
   const events = { lost: [], regained: 0 };
   const lease = await client.lease("node-life", {
     clientId: "ws-1",
@@ -104,7 +105,7 @@ test("a verified lease lives past three lease lengths, keeps its seat through a 
 
 test("a seat an operator revokes is lost as revoked (one 410, its token never sent) and acquired again as a new session", async () => {
   await license("node-revoke", { seats: 1, lease_seconds: 2 });
-  const client = new SeatClient(URL_, KEY, { verify: true, tenantId: "acme", backoffMs: 50 });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, verify: true, tenantId: "acme", backoffMs: 50 });
   const events = { lost: [], regained: 0 };
   const lease = await client.lease("node-revoke", {
     clientId: "ws-1",
@@ -130,7 +131,7 @@ test("a seat an operator revokes is lost as revoked (one 410, its token never se
 
 test("a stalled server: the retry carries the same request_id and gets the first answer", async () => {
   await license("node-stall", { seats: 2, lease_seconds: 60 });
-  const client = new SeatClient(URL_, KEY, { verify: true, timeoutMs: 500, backoffMs: 50 });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, verify: true, timeoutMs: 500, backoffMs: 50 });
   await control("stall", { path: "/acquire", seconds: 1.5 });
   const answer = await client.acquire("node-stall", "pc-1");
   const acquires = (await requests("/acquire")).slice(-2);
@@ -151,8 +152,7 @@ test("a stalled server: the retry carries the same request_id and gets the first
 
 test("borrow a seat, load it offline, refuse an edited file, return it early", async () => {
   await license("node-borrow", { seats: 1, lease_seconds: 60, max_borrow_seconds: 86400 });
-  const jwks = await (await fetch(`${URL_}/keys`)).json();
-  const client = new SeatClient(URL_, KEY, { pinnedKeys: jwks.keys.map((k) => k.x), tenantId: "acme" });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, tenantId: "acme" });
   const path = join(await mkdtemp(join(tmpdir(), "seatlease-")), "seat.json");
   const seat = await client.borrow("node-borrow", "laptop", 3600, { path });
   assert.equal(seat.borrowSeconds, 3600);
@@ -177,7 +177,7 @@ test("borrow a seat, load it offline, refuse an edited file, return it early", a
 
 test("a borrow beyond the license's maximum is refused and saves nothing", async () => {
   await license("node-noborrow", { seats: 1 });
-  const client = new SeatClient(URL_, KEY, { verify: true });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, verify: true });
   const path = join(await mkdtemp(join(tmpdir(), "seatlease-")), "seat.json");
   await assert.rejects(client.borrow("node-noborrow", "laptop", 3600, { path }), (e) => e.status === 400 && e.body.max_borrow_seconds === 0);
   await assert.rejects(stat(path), { code: "ENOENT" });
@@ -185,9 +185,9 @@ test("a borrow beyond the license's maximum is refused and saves nothing", async
 
 test("typed errors: wrong API key, unknown license, no seats, wait timeout", async () => {
   await license("node-full", { seats: 1, lease_seconds: 60 });
-  const wrong = new SeatClient(URL_, "sl_wrong_key", { backoffMs: 10 });
+  const wrong = new SeatClient(URL_, "sl_wrong_key", { pinnedKeys: PINNED, backoffMs: 10 });
   await assert.rejects(wrong.acquire("node-full", "a"), (e) => e instanceof Unauthenticated && e.status === 401 && !String(e).includes(KEY));
-  const client = new SeatClient(URL_, KEY, { backoffMs: 10 });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, backoffMs: 10 });
   await assert.rejects(client.acquire("no-such-license", "a"), (e) => e instanceof LicenseNotFound && e.code === "license_not_found");
   const held = await client.lease("node-full", { clientId: "a" });
   await assert.rejects(client.acquire("node-full", "b"), (e) => e instanceof NoSeatsAvailable && e.seatsUsed === 1 && e.retryAfterSeconds >= 1);
@@ -200,7 +200,7 @@ test("typed errors: wrong API key, unknown license, no seats, wait timeout", asy
 
 test("a 500 from the server is a SeatError, not retried", async () => {
   await license("node-500", { seats: 1 });
-  const client = new SeatClient(URL_, KEY, { backoffMs: 10 });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, backoffMs: 10 });
   const before = (await requests("/acquire")).length;
   await control("fail", { path: "/acquire", status: 500 });
   await assert.rejects(client.acquire("node-500", "a"), (e) => e instanceof SeatError && !(e instanceof BackendUnavailable) && e.status === 500 && e.code === "internal");
@@ -209,7 +209,7 @@ test("a 500 from the server is a SeatError, not retried", async () => {
 
 test("a 503 with Retry-After is retried no sooner, with the same request_id", async () => {
   await license("node-503", { seats: 1 });
-  const client = new SeatClient(URL_, KEY, { backoffMs: 10 });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, backoffMs: 10 });
   await control("fail", { path: "/acquire", status: 503, retry_after: 1 });
   const started = performance.now();
   const answer = await client.acquire("node-503", "a");
@@ -222,7 +222,7 @@ test("a 503 with Retry-After is retried no sooner, with the same request_id", as
 
 test("waiting for a seat gets the one released meanwhile", async () => {
   await license("node-wait", { seats: 1, lease_seconds: 60 });
-  const client = new SeatClient(URL_, KEY, { maxWaitPollMs: 300 }); // Retry-After is ~60 s here
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, maxWaitPollMs: 300 }); // Retry-After is ~60 s here
   const first = await client.lease("node-wait", { clientId: "a" });
   setTimeout(() => first.close(), 500);
   const started = performance.now();
@@ -235,7 +235,7 @@ test("waiting for a seat gets the one released meanwhile", async () => {
 test("waiting clients on a license with a queue get the seat in the order they joined", async () => {
   // a hold of 3 s: the queue's retry_after_seconds is at most a third of it
   await license("node-queue", { seats: 1, lease_seconds: 30, policy: { queue: true, queue_hold_seconds: 3 } });
-  const client = new SeatClient(URL_, KEY, { verify: true, tenantId: "acme" }); // a 202 carries no token
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, verify: true, tenantId: "acme" }); // a 202 carries no token
   const holder = await client.acquire("node-queue", "holder", { user: "hal" });
   const names = ["w1", "w2", "w3"];
   const order = [];
@@ -265,8 +265,8 @@ test("waiting clients on a license with a queue get the seat in the order they j
 
 test("waiting in line gives up at the timeout with SeatWaitTimeout", async () => {
   await license("node-queue-timeout", { seats: 1, lease_seconds: 30, policy: { queue: true, queue_hold_seconds: 3 } });
-  const client = new SeatClient(URL_, KEY);
-  const held = await client.lease("node-queue-timeout", { clientId: "a" });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED });
+  const held = await client.lease("node-queue-timeout", { pinnedKeys: PINNED, clientId: "a" });
   const started = performance.now();
   await assert.rejects(client.lease("node-queue-timeout", { clientId: "b", wait: true, timeoutMs: 1500 }), (e) => e instanceof SeatWaitTimeout && e.code === "seat_wait_timeout");
   assert.ok(performance.now() - started >= 1400 && performance.now() - started < 5000);
@@ -280,7 +280,7 @@ test("waiting in line gives up at the timeout with SeatWaitTimeout", async () =>
 
 test("a full wait queue is a QueueFull (a NoSeatsAvailable) with its bound", async () => {
   await license("node-queue-full", { seats: 1, lease_seconds: 30, policy: { queue: true, queue_max: 1 } });
-  const client = new SeatClient(URL_, KEY, { backoffMs: 10 });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, backoffMs: 10 });
   await client.acquire("node-queue-full", "a");
   const place = await client.acquire("node-queue-full", "b", { queue: true });
   assert.equal(place.queued, true);
@@ -293,7 +293,7 @@ test("a full wait queue is a QueueFull (a NoSeatsAvailable) with its bound", asy
 
 test("typed errors of a license policy: user_limit_reached, user_denied, user required", async () => {
   await license("node-policy", { seats: 3, lease_seconds: 60, policy: { max_per_user: 1, deny_users: ["mallory"] } });
-  const client = new SeatClient(URL_, KEY, { backoffMs: 10 });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, backoffMs: 10 });
   const ann = await client.lease("node-policy", { clientId: "ann-1", user: "ann", host: "pc-1" });
   await assert.rejects(
     client.acquire("node-policy", "ann-2", { user: "ann" }),
@@ -317,7 +317,7 @@ test("an unreachable URL is a BackendUnavailable after the retries; a keeper tha
       server.close(() => resolve(port));
     });
   });
-  const client = new SeatClient(`http://127.0.0.1:${port}`, KEY, { retries: 2, backoffMs: 10 });
+  const client = new SeatClient(`http://127.0.0.1:${port}`, KEY, { pinnedKeys: PINNED, retries: 2, backoffMs: 10 });
   await assert.rejects(client.acquire("lic", "a"), (e) => e instanceof BackendUnavailable && e.status === 0 && e.code === "network_error" && !String(e).includes(KEY));
   await assert.rejects(client.lease("lic", { clientId: "a" }), BackendUnavailable);
   assert.deepEqual(client.held(), []);
@@ -329,7 +329,7 @@ test("an unreachable URL is a BackendUnavailable after the retries; a keeper tha
 
 test("an outage longer than the lease marks it lost (unreachable), then the seat is regained", async () => {
   await license("node-outage", { seats: 1, lease_seconds: 2 });
-  const client = new SeatClient(URL_, KEY, { backoffMs: 50 });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, backoffMs: 50 });
   const events = { lost: [], regained: 0 };
   const lease = await client.lease("node-outage", {
     clientId: "ws-1",
@@ -351,7 +351,7 @@ test("an outage longer than the lease marks it lost (unreachable), then the seat
 
 test("closing the lease from its onLost callback stops it without a new seat", async () => {
   await license("node-callback", { seats: 1, lease_seconds: 2 });
-  const client = new SeatClient(URL_, KEY, { backoffMs: 50 });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, backoffMs: 50 });
   let closing;
   const lease = await client.lease("node-callback", { clientId: "ws-1", onLost: (l) => (closing = l.close()) });
   await control("outage", { seconds: 3 }); // longer than the lease: lost (unreachable)
@@ -366,7 +366,7 @@ test("closing the lease from its onLost callback stops it without a new seat", a
 test("a license's term and entitlements: the lease shows them, the refusals are typed, the end is a lost seat", async () => {
   await license("node-term", { seats: 2, lease_seconds: 60, expires_in_seconds: 1.5, grace_seconds: 1, entitlements: ["pro", "render"], max_version: "2026.4" });
   await license("node-later", { seats: 1, starts_in_seconds: 3600 });
-  const client = new SeatClient(URL_, KEY, { verify: true, tenantId: "acme", backoffMs: 50 });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, verify: true, tenantId: "acme", backoffMs: 50 });
   const lost = [];
   const lease = await client.lease("node-term", { clientId: "ws-1", entitlements: ["pro"], version: "2026.4", onLost: (_l, reason) => lost.push(reason) });
   assert.deepEqual(lease.entitlements, ["pro", "render"]);
@@ -387,7 +387,7 @@ test("a license's term and entitlements: the lease shows them, the refusals are 
 
 test("a weighted lease: its seats on the answer, the token and the server, kept on renewal and after a loss; seats_mismatch; a denial of more seats than are free", async () => {
   await license("node-weights", { seats: 4, lease_seconds: 3 }); // heartbeats every second
-  const client = new SeatClient(URL_, KEY, { verify: true, tenantId: "acme", backoffMs: 50 });
+  const client = new SeatClient(URL_, KEY, { pinnedKeys: PINNED, verify: true, tenantId: "acme", backoffMs: 50 });
   let regained = 0;
   const lease = await client.lease("node-weights", { clientId: "render-1", seats: 3, onRegained: () => (regained += 1) });
   assert.deepEqual([lease.seats, lease.seatsUsed, lease.seatsTotal], [3, 3, 4]);
