@@ -17,7 +17,8 @@ class AsyncSeatClient:
     """The same client for asyncio: each HTTP call runs in a worker thread
     (``asyncio.to_thread``) and a held lease heartbeats from an asyncio task.
 
-        async with AsyncSeatClient(url, key).lease("cad", client_id="h1") as lease: ...
+        client = AsyncSeatClient(url, key, pinned_keys=[VENDOR_KEY_X])
+        async with client.lease("cad", client_id="h1") as lease: ...
 
     ``on_lost``/``on_regained`` are plain functions, called from a worker thread.
     """
@@ -45,11 +46,14 @@ class AsyncSeatClient:
         *,
         path: str | os.PathLike[str],
         metadata: dict[str, Any] | None = None,
+        **identity: Any,
     ) -> BorrowedSeat:
-        """``SeatClient.borrow`` (the verify extra): borrow, save to ``path``, verify."""
+        """``SeatClient.borrow``: borrow, save to ``path``, verify (``identity``: user,
+        host, entitlements, version, seats, request_id as there)."""
         return await asyncio.to_thread(
-            self.sync.borrow, license_id, client_id, seconds, path=path, metadata=metadata
-        )
+            self.sync.borrow, license_id, client_id, seconds, path=path, metadata=metadata,
+            **identity,
+        )  # fmt: skip
 
     async def load_borrowed(self, path: str | os.PathLike[str]) -> BorrowedSeat:
         """``SeatClient.load_borrowed``: the saved seat, verified offline (no request)."""
@@ -75,6 +79,7 @@ class AsyncSeatClient:
         entitlements: list[str] | None = None,
         version: str | None = None,
         seats: int | None = None,
+        fingerprint: str | bool | None = None,
     ) -> AsyncLeaseContext:
         """As ``SeatClient.lease`` (``wait`` waits in the license's queue when it has one;
         ``user`` and ``host`` name who asks, ``entitlements`` and ``version`` what the
@@ -83,7 +88,7 @@ class AsyncSeatClient:
         keeper = _Keeper(self.sync, lease, lease_seconds, on_lost, on_regained)
         keeper.identity = {
             "user": user, "host": host, "entitlements": entitlements, "version": version,
-            "seats": seats,
+            "seats": seats, "fingerprint": self.sync._fingerprint(fingerprint),
         }  # fmt: skip
         return AsyncLeaseContext(keeper, wait, timeout)
 

@@ -5,7 +5,7 @@ early on request.
 The file is JSON: the acquire request as sent (with its ``nonce``), the answer (with its
 ``lease_token``), and the deployment's JWKS as it was at borrow time, so that the token
 can be verified without the network by the same ``TokenVerifier`` that checks live
-answers (``_verify``, the ``verify`` extra). That verifier trusts the saved JWKS only as
+answers (``_verify``). That verifier trusts the saved JWKS only as
 far as the client's pinned keys allow: a product that must not be fooled by an edited
 file pins the vendor's keys (``SeatClient(pinned_keys=...)``); without them the file
 proves only that it is consistent with itself.
@@ -107,9 +107,11 @@ def borrow(
     seconds: int,
     path: Any,
     metadata: dict[str, Any] | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> BorrowedSeat:
-    """Acquire a borrowed seat, save it to ``path`` and return it verified."""
-    # The verify extra, before a seat is taken (the ImportError names the extra).
+    """Acquire a borrowed seat, save it to ``path`` and return it verified; ``identity``:
+    user, host, entitlements, version, seats and request_id, sent when not None. A seat
+    whose saved token does not verify is released at once."""
     from seatlease_client._verify import new_nonce
 
     path = os.fspath(path)
@@ -124,23 +126,28 @@ def borrow(
     }
     if metadata is not None:
         request["metadata"] = metadata
+    request.update({k: v for k, v in (identity or {}).items() if v is not None})
     answer = client._call("acquire", request)
     try:
-        jwks = json.loads(client._fetch_jwks())
-    except ValueError:
-        raise MalformedToken(0, "token_unknown_kid", "The JWKS is not JSON.") from None
-    document = {
-        "format": FORMAT,
-        "base_url": client.base_url,
-        "request": request,
-        "answer": answer,
-        "jwks": jwks,
-    }
-    _save(path, document)
-    try:
-        return load(client, path)
+        try:
+            jwks = json.loads(client._fetch_jwks())
+        except ValueError:
+            raise MalformedToken(0, "token_unknown_kid", "The JWKS is not JSON.") from None
+        document = {
+            "format": FORMAT,
+            "base_url": client.base_url,
+            "request": request,
+            "answer": answer,
+            "jwks": jwks,
+        }
+        _save(path, document)
+        try:
+            return load(client, path)
+        except Exception:
+            os.remove(path)  # a seat that does not verify is no seat: nothing saved
+            raise
     except Exception:
-        os.remove(path)  # a seat that does not verify is no seat: nothing saved for later
+        client._release_refused(request, answer)  # and it is given back at once
         raise
 
 

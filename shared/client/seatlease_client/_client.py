@@ -13,7 +13,6 @@ import random
 import signal
 import threading
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
@@ -21,35 +20,31 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
-from seatlease_client import _borrow
+from seatlease_client import _borrow, _http
 from seatlease_client._borrow import BorrowedSeat
 from seatlease_client._errors import (
-    _CODES,
-    _CONFLICT_CODES,
+    _BY_CODE,
     _ERRORS,
     BackendUnavailable,
+    InvalidResponse,
     NoSeatsAvailable,
     SeatError,
+    ServiceError,
     _retry_after_header,
 )
-from seatlease_client._lease import Lease, LeaseContext, OnLost, OnRegained, _Keeper
+from seatlease_client._lease import Lease, LeaseContext, OnLost, OnRegained, _Keeper, _parse_time
+from seatlease_client._machine import this_machine
+from seatlease_client._verify import TokenVerifier, new_nonce
 from seatlease_client._version import __version__
 
 log = logging.getLogger("seatlease.client")
 
-
-def _token_verifier(fetch: Any, pinned: Any, tenant_id: Any, leeway: float) -> Any:
-    # Imported only when asked for: the core client has no dependencies; the ImportError
-    # of a missing extra names it.
-    from seatlease_client._verify import TokenVerifier
-
-    return TokenVerifier(fetch, pinned_keys=pinned, tenant_id=tenant_id, leeway=leeway)
-
-
-def _new_nonce() -> str:
-    from seatlease_client._verify import new_nonce
-
-    return new_nonce()
+_PIN_THE_KEY = (
+    "pin the vendor's public key: SeatClient(..., pinned_keys=[...]) with the x of each "
+    "key of the deployment's JWKS (GET <base_url>/keys), a JWK or a PEM public key; or "
+    "opt out of verification with insecure_skip_verify=True (then any server answering "
+    "at base_url can grant seats)"
+)
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -63,24 +58,91 @@ def _is_loopback(host: str | None) -> bool:
         return False
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_time(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        _parse_time(value)
+    except ValueError:
+        return False
+    return True
+
+
+# The fields a 2xx answer must have, by function: (name, check, required). A field that
+# is optional may be absent or null; present, it must be of its type.
+_SHAPES: dict[str, list[tuple[str, Any, bool]]] = {
+    "acquire": [
+        ("session_id", lambda v: isinstance(v, str) and v != "", True),
+        ("lease_expires_at", _is_time, True),
+        ("lease_seconds", _is_int, True),
+        ("heartbeat_interval_seconds", _is_int, True),
+        ("seats_used", _is_int, False),
+        ("seats_total", _is_int, False),
+        ("seats", _is_int, False),
+    ],
+    "heartbeat": [
+        ("lease_expires_at", _is_time, True),
+        ("session_id", lambda v: isinstance(v, str) and v != "", False),
+        ("lease_seconds", _is_int, False),
+        ("heartbeat_interval_seconds", _is_int, False),
+        ("seats_used", _is_int, False),
+        ("seats_total", _is_int, False),
+        ("seats", _is_int, False),
+    ],
+    "release": [
+        ("released", lambda v: isinstance(v, bool), True),
+        ("seats_used", _is_int, False),
+    ],
+}
+
+
+def _shape_problems(function: str, reply: Any) -> list[str]:
+    """What makes ``reply`` not a 2xx answer of ``function`` (empty: none)."""
+    if not isinstance(reply, dict):
+        return ["not a JSON object"]
+    problems = []
+    for name, good, required in _SHAPES[function]:
+        value = reply.get(name)
+        if value is None:
+            if required:
+                problems.append(f"{name} missing")
+        elif not good(value):
+            problems.append(f"{name} of the wrong type")
+    return problems
+
+
 class SeatClient:
     """A seatlease client for one API key. Thread-safe; share one per process.
 
-    ``timeout``: seconds per HTTP request. ``retries``: extra attempts of a plain call
-    after a network error or 503. ``backoff``/``max_backoff``: first and largest pause
-    between attempts (doubled each time, with jitter; never shorter than Retry-After,
-    never longer than ``max_backoff`` whatever Retry-After says).
-    ``max_wait_poll``: the longest pause between two acquires while waiting for a seat
-    (a seat released early is noticed this soon even when Retry-After is long).
-    ``release_timeout``: time budget of a release on exit, atexit or SIGTERM.
-    ``handle_sigterm``: install the SIGTERM handler (default True).
+    ``timeout``: seconds a whole HTTP exchange may take (connect, headers and body; an
+    answer still arriving then is abandoned as a network error). ``retries``: extra
+    attempts of a plain call after a network error or 503. ``backoff``/``max_backoff``:
+    first and largest pause between attempts (doubled each time, with jitter; never
+    shorter than Retry-After, never longer than ``max_backoff`` whatever Retry-After
+    says). ``max_wait_poll``: the longest pause between two acquires while waiting for a
+    seat (a seat released early is noticed this soon even when Retry-After is long).
+    ``release_timeout``: the time a release on leaving ``with``, ``close``, atexit or
+    SIGTERM may take, retries included. ``handle_sigterm``: install the SIGTERM handler
+    (default True).
 
-    ``verify``: check the signed token of every answer (the ``verify`` extra), so that a
-    forged, tampered, replayed, expired or wrong-audience grant raises a ``TokenError``
-    and never counts. ``pinned_keys``: the vendor's Ed25519 public keys (JWKs, PEM, or
-    the JWK's ``x``); giving them turns ``verify`` on, and only tokens they signed pass.
-    ``tenant_id``: the tenant expected in the tokens' ``aud``. ``token_leeway``: seconds
-    of clock difference allowed. ``jwks_url``: default ``<base_url>/keys``.
+    Verified by default: ``pinned_keys`` (required) are the vendor's Ed25519 public keys
+    (each the ``x`` of a key of the deployment's JWKS, or the JWK, or a PEM public key);
+    the signed token of every answer must be signed by one of them, for this license,
+    session, client and request, so that a forged, tampered, replayed, expired or
+    wrong-audience grant raises a ``TokenError`` and never counts (a refused grant's
+    session is released at once). The standard library verifies (no extra needed).
+    ``insecure_skip_verify=True`` opts out: no token is checked and any server answering
+    at ``base_url`` can grant seats. ``verify`` (default True) is kept for old code:
+    ``verify=False`` without ``insecure_skip_verify=True`` is refused. ``tenant_id``: the
+    tenant expected in the tokens' ``aud``. ``token_leeway``: seconds of clock difference
+    allowed. ``jwks_url``: default ``<base_url>/keys``. ``machine_id``: this machine's id
+    (default the system's), whose fingerprint binds borrowed seats.
+
+    Redirects are never followed: a ``3xx`` is a ``ServiceError`` naming its Location.
     """
 
     def __init__(
@@ -88,6 +150,9 @@ class SeatClient:
         base_url: str,
         api_key: str,
         *,
+        pinned_keys: Sequence[Any] | None = None,
+        insecure_skip_verify: bool = False,
+        verify: bool = True,
         timeout: float = 10.0,
         retries: int = 5,
         backoff: float = 0.5,
@@ -95,8 +160,6 @@ class SeatClient:
         max_wait_poll: float = 30.0,
         release_timeout: float = 5.0,
         handle_sigterm: bool = True,
-        verify: bool = False,
-        pinned_keys: Sequence[Any] | None = None,
         tenant_id: str | None = None,
         token_leeway: float = 60.0,
         machine_id: str | None = None,
@@ -105,6 +168,23 @@ class SeatClient:
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError("base_url must be an http:// or https:// URL")
+        pinned = list(pinned_keys or ())
+        if insecure_skip_verify:
+            if pinned:
+                raise ValueError(
+                    "pinned_keys and insecure_skip_verify=True contradict each other: "
+                    "drop insecure_skip_verify to verify against the pinned keys"
+                )
+        elif not verify:
+            raise ValueError(
+                "verify=False is refused: pass insecure_skip_verify=True to opt out of "
+                "verifying answers (insecure: any server answering at base_url can grant "
+                "seats), or pin the vendor's keys (pinned_keys=[...])"
+            )
+        elif not pinned:
+            raise ValueError(f"SeatClient verifies every answer by default: {_PIN_THE_KEY}")
+        if timeout <= 0 or release_timeout <= 0:
+            raise ValueError("timeout and release_timeout must be positive (seconds)")
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
         self.timeout, self.retries = timeout, retries
@@ -112,33 +192,64 @@ class SeatClient:
         self.max_wait_poll, self.release_timeout = max_wait_poll, release_timeout
         self.handle_sigterm = handle_sigterm
         # Proxies from the environment apply, except to a loopback address (the local
-        # stack), which a corporate proxy cannot reach.
-        handlers = [urllib.request.ProxyHandler({})] if _is_loopback(parts.hostname) else []
-        self._opener = urllib.request.build_opener(*handlers)
+        # stack), which a corporate proxy cannot reach. Redirects are never followed.
+        self._opener = _http.opener(direct=_is_loopback(parts.hostname))
         self._lock = threading.RLock()  # re-entrant: the SIGTERM handler may interrupt us
+        # The deadline of the exchange under way in this thread: the JWKS fetched to
+        # check its answer counts against it.
+        self._local = threading.local()
         self._keepers: dict[int, _Keeper] = {}
         self._previous_sigterm: Any = None
         self._sigterm_installed = False
-        self._verifier: Any = None
         self.jwks_url = jwks_url or f"{self.base_url}/keys"
         # Kept for verifying a saved borrowed seat offline (load_borrowed).
-        self._pinned_keys = list(pinned_keys or ())
+        self._pinned_keys = pinned
         self._tenant_id, self._token_leeway = tenant_id, token_leeway
         self._machine_id = machine_id  # None: the system's (seatlease_client._machine)
-        if verify or pinned_keys:
-            self._verifier = _token_verifier(self._fetch_jwks, pinned_keys, tenant_id, token_leeway)
+        self.insecure_skip_verify = bool(insecure_skip_verify)
+        self.verify = not self.insecure_skip_verify
+        self._verifier: TokenVerifier | None = None
+        if self.verify:
+            self._verifier = TokenVerifier(
+                self._fetch_jwks, pinned_keys=pinned, tenant_id=tenant_id, leeway=token_leeway
+            )
 
     def __repr__(self) -> str:
         return f"SeatClient({self.base_url!r}, api_key=<hidden>)"
 
     # -- HTTP --------------------------------------------------------------------------
 
+    def _exchange(
+        self, url: str, request: urllib.request.Request, timeout: float
+    ) -> tuple[int, Any, bytes]:
+        """One exchange within ``timeout`` seconds: (status, headers, body), whatever the
+        status; a redirect is a ``ServiceError``, no complete answer a
+        ``BackendUnavailable`` (status 0, ``network_error``)."""
+        try:
+            return _http.exchange(self._opener, request, timeout)
+        except _http.Redirected as moved:
+            raise ServiceError(
+                moved.status, "redirect",
+                f"{url} answered {moved.status}, a redirect to {moved.location}: not "
+                "followed (a redirect is not the service's answer; check base_url)",
+                {"location": moved.location},
+            ) from None  # fmt: skip
+        except _http.TooLarge:
+            raise InvalidResponse(
+                0, "invalid_response", f"{url} answered more than {_http.MAX_ANSWER} bytes"
+            ) from None
+        except (OSError, http.client.HTTPException) as exc:
+            # No answer (refused, reset, timed out, DNS): the same as a 503 for retries.
+            raise BackendUnavailable(0, "network_error", f"{url}: {exc}") from None
+
     def _send(self, function: str, body: dict[str, Any], timeout: float | None = None) -> Any:
-        """One POST; the decoded JSON body of a 2xx, else a typed ``SeatError`` (with
-        ``verify``: a ``TokenError`` when the answer's token does not hold)."""
+        """One POST, within ``timeout`` (default the client's) seconds; the decoded JSON
+        body of a 2xx, else a typed ``SeatError``: an ``InvalidResponse`` when a 2xx is
+        not the service's answer, a ``TokenError`` when its token does not verify (then
+        a granted session is released at once: it is no seat of ours)."""
         url = f"{self.base_url}/{function}"
         if self._verifier is not None and "nonce" not in body:
-            body = {**body, "nonce": _new_nonce()}  # each request its own (borrow keeps its)
+            body = {**body, "nonce": new_nonce()}  # each request its own (borrow keeps its)
         request = urllib.request.Request(  # noqa: S310 (scheme checked in __init__)
             url,
             data=json.dumps(body).encode(),
@@ -149,25 +260,53 @@ class SeatClient:
             },
             method="POST",
         )
-        # Never forwarded on a redirect: a 30x to another host must not receive the key.
         request.add_unredirected_header("Authorization", f"Bearer {self._api_key}")
+        seconds = timeout or self.timeout
+        self._local.deadline = time.monotonic() + seconds
         try:
-            with self._opener.open(request, timeout=timeout or self.timeout) as resp:
-                raw = resp.read()
-                status = resp.status
-        except urllib.error.HTTPError as err:
-            raise self._error_from(err) from None
-        except (OSError, http.client.HTTPException) as exc:
-            # No answer (refused, reset, timed out, DNS): the same as a 503 for retries.
-            raise BackendUnavailable(0, "network_error", f"{url}: {exc}") from None
+            return self._answer(function, url, body, *self._exchange(url, request, seconds))
+        finally:
+            self._local.deadline = None
+
+    def _answer(self, function: str, url: str, body: dict[str, Any], status: int,
+                headers: Any, raw: bytes) -> Any:  # fmt: skip
+        """The 2xx answer to ``body``, checked (see ``_send``), else its typed error."""
+        if not 200 <= status < 300:
+            raise self._error_from(url, status, headers, raw)
         try:
             reply = json.loads(raw)
-        except ValueError:
-            raise SeatError(status, "invalid_response", f"{url} answered non-JSON") from None
+        except (ValueError, RecursionError):
+            raise InvalidResponse(
+                status, "invalid_response", f"{url} answered {status} with no JSON"
+            ) from None
         # A place in the wait queue (202) grants nothing: it carries no token to check.
-        if self._verifier is not None and not (status == 202 and isinstance(reply, dict)):
-            self._verifier.check(function, body, reply, status)
+        if status == 202 and function == "acquire" and isinstance(reply, dict):
+            if reply.get("queued") is True and isinstance(reply.get("ticket"), str):
+                return reply
+        try:
+            problems = _shape_problems(function, reply)
+            if problems:
+                raise InvalidResponse(
+                    status, "invalid_response",
+                    f"{url} answered {status} without the service's fields "
+                    f"({', '.join(problems)})",
+                )  # fmt: skip
+            if self._verifier is not None:
+                self._verifier.check(function, body, reply, status)
+        except SeatError:
+            if function == "acquire":
+                self._release_refused(body, reply)
+            raise
         return reply
+
+    def _release_refused(self, body: dict[str, Any], reply: Any) -> None:
+        """A grant refused (a bad token, a wrong shape) is no seat: its session, when it
+        names one, is released at once (best effort, within ``release_timeout``), so that
+        it does not stay held on the server for the whole lease."""
+        session = reply.get("session_id") if isinstance(reply, dict) else None
+        if isinstance(session, str) and session:
+            log.warning("seatlease: a refused grant of %s released", body.get("license_id"))
+            self._release_quietly(str(body.get("license_id")), session)
 
     def _fetch_jwks(self) -> bytes:
         """GET the deployment's JWKS (no API key: it is public)."""
@@ -175,36 +314,42 @@ class SeatClient:
             self.jwks_url,
             headers={"Accept": "application/json", "User-Agent": f"seatlease-python/{__version__}"},
         )
-        try:
-            with self._opener.open(request, timeout=self.timeout) as resp:
-                return resp.read()
-        except urllib.error.HTTPError as err:
-            raise self._error_from(err) from None
-        except (OSError, http.client.HTTPException) as exc:
-            raise BackendUnavailable(0, "network_error", f"{self.jwks_url}: {exc}") from None
+        deadline = getattr(self._local, "deadline", None)
+        seconds = self.timeout
+        if deadline is not None:  # checking an answer: within that exchange's time
+            seconds = max(0.05, min(seconds, deadline - time.monotonic()))
+        status, headers, raw = self._exchange(self.jwks_url, request, seconds)
+        if not 200 <= status < 300:
+            raise self._error_from(self.jwks_url, status, headers, raw)
+        return raw
 
     @staticmethod
-    def _error_from(err: urllib.error.HTTPError) -> SeatError:
+    def _error_from(url: str, status: int, headers: Any, raw: bytes) -> SeatError:
+        """The typed error of a non-2xx answer: by the server's ``error.code`` first,
+        by status when the code is unknown or absent (a front end's 503); a 404 that is
+        not ``license_not_found`` is a ``ServiceError`` naming the URL."""
         try:
-            payload = json.loads(err.read() or b"{}")
-        except (ValueError, OSError, http.client.HTTPException):
+            payload = json.loads(raw or b"{}")
+        except (ValueError, RecursionError):
             payload = {}
-        finally:
-            err.close()
         error = payload.get("error") if isinstance(payload, dict) else None
         error = error if isinstance(error, dict) else {}
-        kind = _ERRORS.get(err.code, SeatError)
-        if err.code == 403:
-            kind = _CODES.get(str(error.get("code")), kind)
-        elif err.code == 409:
-            kind = _CONFLICT_CODES.get(str(error.get("code")), kind)
-        default_code = "backend_unavailable" if kind is BackendUnavailable else "http_error"
+        code = error.get("code") if isinstance(error.get("code"), str) else None
+        kind = _BY_CODE.get(code or "") or _ERRORS.get(status, ServiceError)
+        message = error.get("message") if isinstance(error.get("message"), str) else None
+        if kind is ServiceError:
+            code = code or f"http_{status}"
+            message = f"{url} answered {status} {code}" + (f": {message}" if message else "")
+        elif kind is BackendUnavailable:
+            code = code or "backend_unavailable"
+        reason = http.client.responses.get(status, "")
+        retry_after = headers.get("Retry-After") if headers is not None else None
         return kind(
-            err.code,
-            str(error.get("code") or default_code),
-            str(error.get("message") or f"HTTP {err.code} {err.reason}"),
+            status,
+            code or "http_error",
+            message or f"HTTP {status} {reason}".rstrip(),
             error,
-            _retry_after_header(err.headers.get("Retry-After") if err.headers else None),
+            _retry_after_header(retry_after),
         )
 
     def _backoff_delay(self, attempt: int, retry_after: float | None, cap: float) -> float:
@@ -293,8 +438,15 @@ class SeatClient:
         entitlements: list[str] | None = None,
         version: str | None = None,
         seats: int | None = None,
+        request_id: str | None = None,
+        fingerprint: str | bool | None = None,
     ) -> dict[str, Any]:
         """POST /acquire (retried); the response body. No heartbeats: see ``lease()``.
+        ``request_id``: this call's idempotency key (default a fresh one, reused by the
+        client's own retries): a retry of your own with the same id is answered with the
+        first call's answer, never a second seat. ``fingerprint``: bind the seat to this
+        machine (the token's ``cnf.machine``): ``True`` for this machine's
+        (``SeatClient(machine_id=...)`` or the system's), or a fingerprint's 64 hex.
         ``user`` and ``host``: who asks (a license's policy may require ``user``).
         ``entitlements``: what the product needs (``NotEntitled`` names the missing);
         ``version``: the product's (``VersionNotEntitled`` above the license's).
@@ -308,8 +460,17 @@ class SeatClient:
             license_id, client_id, lease_seconds, metadata,
             user=user, host=host, queue=queue, ticket=ticket,
             entitlements=entitlements, version=version, seats=seats,
+            fingerprint=self._fingerprint(fingerprint), request_id=request_id,
         )  # fmt: skip
         return self._call("acquire", body)
+
+    def _fingerprint(self, fingerprint: str | bool | None) -> str | None:
+        """``fingerprint`` as sent: True is this machine's, False or None none."""
+        if fingerprint is True:
+            return this_machine(self._machine_id)
+        if fingerprint is None or fingerprint is False:
+            return None
+        return str(fingerprint)
 
     def heartbeat(self, license_id: str, session_id: str) -> dict[str, Any]:
         """POST /heartbeat (retried); raises ``SessionExpired`` when the seat is gone."""
@@ -319,7 +480,7 @@ class SeatClient:
         """POST /release (retried, idempotent): ``{"released": bool, "seats_used": n}``."""
         return self._call("release", {"license_id": license_id, "session_id": session_id})
 
-    # -- borrowed seats (the verify extra) ---------------------------------------------
+    # -- borrowed seats ----------------------------------------------------------------
 
     def borrow(
         self,
@@ -329,12 +490,24 @@ class SeatClient:
         *,
         path: str | os.PathLike[str],
         metadata: dict[str, Any] | None = None,
+        user: str | None = None,
+        host: str | None = None,
+        entitlements: list[str] | None = None,
+        version: str | None = None,
+        seats: int | None = None,
+        request_id: str | None = None,
     ) -> BorrowedSeat:
         """Borrow a seat for ``seconds`` (no heartbeats until it ends; at most the
-        license's ``max_borrow_seconds``), save it with its signed token to ``path``
-        and return it verified. Acquiring with the same ``client_id`` while it lasts
-        returns it unchanged; a lease this client holds becomes the borrowed one."""
-        return _borrow.borrow(self, license_id, client_id, seconds, path, metadata)
+        license's ``max_borrow_seconds``), bound to this machine, save it with its signed
+        token to ``path`` and return it verified. Acquiring with the same ``client_id``
+        while it lasts returns it unchanged; a lease this client holds becomes the
+        borrowed one. ``user``, ``host``, ``entitlements``, ``version``, ``seats`` and
+        ``request_id`` as for ``acquire`` (a license's policy may require ``user``)."""
+        identity = {
+            "user": user, "host": host, "entitlements": entitlements, "version": version,
+            "seats": seats, "request_id": request_id,
+        }  # fmt: skip
+        return _borrow.borrow(self, license_id, client_id, seconds, path, metadata, identity)
 
     def load_borrowed(self, path: str | os.PathLike[str]) -> BorrowedSeat:
         """The borrowed seat saved at ``path``, its token verified offline (no request):
@@ -372,6 +545,7 @@ class SeatClient:
         entitlements: list[str] | None = None,
         version: str | None = None,
         seats: int | None = None,
+        fingerprint: str | bool | None = None,
     ) -> LeaseContext:
         """A context manager holding one seat; ``as`` gives the ``Lease``.
 
@@ -390,12 +564,18 @@ class SeatClient:
         again only every 5 minutes). A 403 to the first acquire is raised at once, even
         with ``wait``. ``seats``: the lease's weight (``lease.seats``), sent with the
         first acquire and with every re-acquire after a loss, so a regained seat has it.
+        ``fingerprint``: bind the seat to this machine (``True``: this machine's; see
+        ``acquire``), sent with every acquire.
+
+        The ``with`` statement's acquire (and its wait) can be cancelled from another
+        thread: ``ctx = client.lease(...)``, then ``ctx.cancel()`` while ``with ctx as
+        lease:`` waits, which raises ``Cancelled``.
         """
         lease = Lease(license_id, client_id, metadata)
         keeper = _Keeper(self, lease, lease_seconds, on_lost, on_regained)
         keeper.identity = {
             "user": user, "host": host, "entitlements": entitlements, "version": version,
-            "seats": seats,
+            "seats": seats, "fingerprint": self._fingerprint(fingerprint),
         }  # fmt: skip
         return LeaseContext(keeper, wait, timeout)
 
@@ -405,13 +585,14 @@ class SeatClient:
             return [keeper.lease for keeper in self._keepers.values()]
 
     def release_all(self) -> None:
-        """Release every seat this client holds (run at exit and on SIGTERM)."""
+        """Release every seat this client holds (run at exit and on SIGTERM), all within
+        ``release_timeout`` seconds."""
         with self._lock:
             keepers = list(self._keepers.values())
         # One time budget for all of them: a SIGTERM grace period is short.
         give_up = time.monotonic() + self.release_timeout
         for keeper in keepers:
-            self._close(keeper, max(0.1, give_up - time.monotonic()))
+            self._close(keeper, max(0.05, give_up - time.monotonic()))
 
     def _close(self, keeper: _Keeper, budget: float | None = None) -> None:
         try:

@@ -80,7 +80,8 @@ class VersionNotEntitled(LicenseSuspended):
 
 
 class LicenseNotFound(SeatError):
-    """404: no such license for this API key's tenant."""
+    """404 ``license_not_found``: no such license for this API key's tenant. (Any other
+    404 is a ``ServiceError``: not the service's answer about a license.)"""
 
 
 class NoSeatsAvailable(SeatError):
@@ -174,6 +175,31 @@ class BackendUnavailable(SeatError):
         return self._retry_after
 
 
+class ServiceError(SeatError):
+    """An answer that is none of the service's own at this URL: a ``404`` other than
+    ``license_not_found`` (the service's ``not_found`` for a wrong ``base_url``, or an
+    empty 404 from a proxy), a redirect (``3xx``: never followed; ``location`` says
+    where to), or another status the service does not give. ``code`` is the answer's
+    ``error.code``, else ``http_<status>`` (``redirect`` for a 3xx); the message names
+    the URL asked."""
+
+    @property
+    def location(self) -> str | None:
+        value = self.body.get("location")
+        return value if isinstance(value, str) else None
+
+
+class InvalidResponse(SeatError):
+    """``invalid_response``: a 2xx answer that is not the service's: not JSON, not an
+    object, or a required field missing or of the wrong type (a grant with no
+    ``session_id``, a renewal with no deadline, ...). It never counts as a seat."""
+
+
+class Cancelled(SeatError):
+    """``cancelled``: ``LeaseContext.cancel()`` (or an asyncio cancellation) ended the
+    acquire or the wait for a seat; a seat granted meanwhile was released."""
+
+
 class TokenError(SeatError):
     """The answer's signed token failed verification (``SeatClient(verify=True)``): the
     answer is not trusted and never counts as a seat, a renewal or a release. ``status``
@@ -225,11 +251,13 @@ class TokenMismatch(TokenError):
     client, or a deadline or ``released`` other than the answer's."""
 
 
+# The type of an error answer by its status, when its code is none of _BY_CODE's (a 404
+# is a ServiceError unless its code is license_not_found).
 _ERRORS: dict[int, type[SeatError]] = {
     400: InvalidRequest,
     401: Unauthenticated,
     403: LicenseSuspended,
-    404: LicenseNotFound,
+    404: ServiceError,
     409: NoSeatsAvailable,
     410: SessionExpired,
     429: BackendUnavailable,
@@ -252,6 +280,26 @@ _CONFLICT_CODES: dict[str, type[SeatError]] = {
     "queue_full": QueueFull,
     "seats_mismatch": SeatsMismatch,
     "machine_mismatch": MachineMismatch,
+}
+
+
+# The type of an error answer by the server's error.code: it decides, whatever the status.
+_BY_CODE: dict[str, type[SeatError]] = {
+    "invalid_request": InvalidRequest,
+    "unauthenticated": Unauthenticated,
+    "license_suspended": LicenseSuspended,
+    "user_denied": LicenseSuspended,
+    "forbidden": LicenseSuspended,
+    **_CODES,
+    "license_not_found": LicenseNotFound,
+    "no_seats_available": NoSeatsAvailable,
+    "user_limit_reached": NoSeatsAvailable,
+    **_CONFLICT_CODES,
+    "session_expired": SessionExpired,
+    "rate_limited": BackendUnavailable,
+    "backend_unavailable": BackendUnavailable,
+    "not_configured": BackendUnavailable,
+    "recovering": BackendUnavailable,
 }
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from seatlease_client._errors import (
     BackendUnavailable,
+    Cancelled,
     LicenseSuspended,
     NoSeatsAvailable,
     SeatError,
@@ -111,7 +112,8 @@ class Lease:
         )
 
     def _apply(self, body: dict[str, Any]) -> None:
-        session_id = str(body.get("session_id", self.session_id))
+        session_id = body.get("session_id")
+        session_id = session_id if isinstance(session_id, str) and session_id else self.session_id
         if session_id != self.session_id:
             self.token = None  # a token names one session: never show another's
         self.session_id = session_id
@@ -164,6 +166,7 @@ class _Keeper:
         # The code of the refusal already said (a WARNING once; repeats are INFO), until
         # the seat is back.
         self.announced: str | None = None
+        self.cancelled = False  # LeaseContext.cancel(): the acquire or wait ends
 
     # -- requests ----------------------------------------------------------------------
 
@@ -184,6 +187,7 @@ class _Keeper:
         # Waiting asks for a place in line; a license without a queue ignores it.
         self.place = {"queue": True} if wait else {}
         while True:
+            self._check_cancelled()
             budget = None if deadline is None else max(0.05, deadline - time.monotonic())
             try:
                 body = self.client._call(
@@ -192,13 +196,18 @@ class _Keeper:
                 if body.get("queued") is True:
                     raise _InLine(body)
             except BackendUnavailable:
+                self._check_cancelled()
                 # Waiting for a seat also waits out an outage, within the same timeout.
                 out_of_time = deadline is not None and time.monotonic() >= deadline
-                if not wait or out_of_time or self.stop.wait(1.0):
+                if not wait or out_of_time:
+                    raise
+                if self.stop.wait(1.0):
+                    self._check_cancelled()
                     raise
                 continue
             except NoSeatsAvailable as denied:
                 left = None if deadline is None else deadline - time.monotonic()
+                self._check_cancelled()
                 if not wait:
                     raise
                 if isinstance(denied, _InLine):  # keep the place: come back with the ticket
@@ -219,15 +228,22 @@ class _Keeper:
                     self.lease.license_id, denied.seats_used, denied.seats_total, pause,
                 )  # fmt: skip
                 if self.stop.wait(pause if left is None else min(pause, left)):
+                    self._check_cancelled()
                     raise
                 continue
             self.place = {}
             with self.lock:
-                if self.stop.is_set():  # cancelled (async) while the acquire was in flight
+                if self.stop.is_set():  # cancelled while the acquire was in flight
                     self.client._release_quietly(self.lease.license_id, body["session_id"])
-                    raise SeatError(0, "cancelled", "The lease was cancelled while acquiring.")
+                    raise Cancelled(0, "cancelled", "The lease was cancelled while acquiring.")
                 self._took(body, time.monotonic())
             return
+
+    def _check_cancelled(self) -> None:
+        if self.cancelled:
+            raise Cancelled(
+                0, "cancelled", f"The acquire of {self.lease.license_id!r} was cancelled."
+            )
 
     # -- the heartbeat loop ------------------------------------------------------------
 
@@ -259,8 +275,13 @@ class _Keeper:
     def _beat(self) -> float:
         lease = self.lease
         body = {"license_id": lease.license_id, "session_id": lease.session_id}
+        # A renewal that has not completed by the lease's deadline is too late: the seat
+        # is then lost (unreachable), whatever the answer still on its way says.
+        timeout = self.client.timeout
+        if self.valid_until:
+            timeout = max(0.05, min(timeout, self.valid_until - time.monotonic()))
         try:
-            reply = self.client._send("heartbeat", body)
+            reply = self.client._send("heartbeat", body, timeout)
         except SessionExpired as gone:
             recovered = self._recover(body) if gone.reason == "unknown" else None
             if recovered is None:
@@ -339,7 +360,8 @@ class _Keeper:
 
     def _after_transient(self, exc: BackendUnavailable) -> float:
         self.failures += 1
-        if not self.lease.lost and time.monotonic() > self.valid_until:
+        # (a renewal abandoned at the deadline ends a moment before it: 50 ms allowed)
+        if not self.lease.lost and time.monotonic() > self.valid_until - 0.05:
             self._lose("unreachable")  # no renewal reached the server before the deadline
         log.info("seatlease: %s unreachable (%s); retrying", self.lease.license_id, exc)
         return self._backoff(exc.retry_after_seconds)
@@ -388,7 +410,10 @@ class _Keeper:
     # -- the end -----------------------------------------------------------------------
 
     def close(self, budget: float | None) -> None:
-        """Stop the heartbeats and release the seat (once; safe from any thread)."""
+        """Stop the heartbeats and release the seat (once; safe from any thread), all
+        within ``budget`` seconds (default the client's ``release_timeout``)."""
+        budget = self.client.release_timeout if budget is None else budget
+        give_up = time.monotonic() + budget
         with self.lock:
             if self.lease.released:
                 return
@@ -399,9 +424,10 @@ class _Keeper:
         if thread is not None and thread is not threading.current_thread():
             # A heartbeat in flight is harmless (it answers 410 after the release) and a
             # late re-acquire releases its own seat, so this join only tidies up.
-            thread.join(timeout=min(1.0, budget or 1.0))
+            thread.join(timeout=min(0.5, budget / 4))
         if session_id and not lost:
-            self.client._release_quietly(self.lease.license_id, session_id, budget)
+            left = max(0.05, give_up - time.monotonic())
+            self.client._release_quietly(self.lease.license_id, session_id, left)
 
 
 class LeaseContext:
@@ -410,6 +436,18 @@ class LeaseContext:
     def __init__(self, keeper: _Keeper, wait: bool, timeout: float | None) -> None:
         self._keeper, self._wait, self._timeout = keeper, wait, timeout
         self._entered = False
+
+    def cancel(self) -> None:
+        """End the acquire (or the wait for a seat, ``wait=True``) under way in the
+        ``with`` statement, from any thread: it raises ``Cancelled`` promptly (an
+        exchange in flight ends within the client's ``timeout``) and a seat granted
+        meanwhile is released. A no-op once the seat is held: leave the ``with`` block."""
+        keeper = self._keeper
+        with keeper.lock:
+            if keeper.thread is not None:  # held: the with block's exit releases it
+                return
+            keeper.cancelled = True
+            keeper.stop.set()
 
     def __enter__(self) -> Lease:
         if self._entered:
@@ -423,10 +461,17 @@ class LeaseContext:
         except BaseException:
             client._unregister(keeper)
             raise
-        keeper.thread = threading.Thread(
-            target=keeper.run, name=f"seatlease-heartbeat-{keeper.lease.license_id}",
-            daemon=True,
-        )  # fmt: skip
+        with keeper.lock:
+            cancelled = keeper.cancelled  # cancel() between the grant and here
+            if not cancelled:
+                keeper.thread = threading.Thread(
+                    target=keeper.run, name=f"seatlease-heartbeat-{keeper.lease.license_id}",
+                    daemon=True,
+                )  # fmt: skip
+        if cancelled:
+            client._close(keeper)
+            keeper._check_cancelled()
+        assert keeper.thread is not None
         keeper.thread.start()
         return keeper.lease
 

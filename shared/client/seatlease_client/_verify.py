@@ -1,4 +1,4 @@
-"""Verification of the signed answers (the ``verify`` extra: PyJWT over pyca/cryptography).
+"""Verification of the signed answers, with the standard library only (``_ed25519``).
 
 Every acquire and heartbeat answer carries a ``lease_token`` and every release answer a
 ``release_token``: a JWT signed with Ed25519 (EdDSA) by the deployment. ``TokenVerifier``
@@ -22,6 +22,7 @@ answer never counts: no seat, no renewal, no release.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import secrets
 import threading
@@ -29,15 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Union
 
-try:
-    import jwt
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-except ImportError as exc:  # pragma: no cover (the wheel test covers it)
-    raise ImportError(
-        "verifying lease tokens needs the 'verify' extra: pip install 'seatlease-client[verify]'"
-    ) from exc
-
+from seatlease_client import _ed25519
 from seatlease_client._errors import (
     BadSignature,
     MalformedToken,
@@ -66,22 +59,36 @@ def new_nonce() -> str:
 
 
 def _b64url(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """base64url without padding, strictly (ValueError on anything else)."""
+    if not isinstance(text, str) or not all(c.isalnum() or c in "-_" for c in text):
+        raise ValueError("not base64url")
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        raise ValueError("not base64url") from None
 
 
-def _raw(key: Ed25519PublicKey) -> bytes:
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+# An Ed25519 SubjectPublicKeyInfo (RFC 8410) is this DER prefix and the 32 key bytes.
+_SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
 
 
-def _from_jwk(jwk: Any) -> Ed25519PublicKey | None:
-    """An Ed25519 JWK's public key; None for any other kind of key (ignored)."""
+def _public_key(raw: bytes) -> bytes:
+    """``raw`` if it is an Ed25519 public key (32 bytes encoding a curve point)."""
+    if len(raw) != 32 or not _ed25519.is_public_key(raw):
+        raise ValueError("not an Ed25519 public key (32 bytes)")
+    return raw
+
+
+def _from_jwk(jwk: Any) -> bytes | None:
+    """An Ed25519 JWK's public key (32 raw bytes); None for any other kind of key
+    (ignored)."""
     if not isinstance(jwk, dict) or jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
         return None
     x = jwk.get("x")
     if not isinstance(x, str):
         return None
     try:
-        return Ed25519PublicKey.from_public_bytes(_b64url(x))
+        return _public_key(_b64url(x))
     except ValueError:
         return None
 
@@ -92,14 +99,44 @@ def pinned_raw(key: PinnedKey) -> bytes:
         public = _from_jwk(key)
         if public is None:
             raise ValueError("a pinned JWK must be an Ed25519 key (kty OKP, crv Ed25519)")
-        return _raw(public)
+        return public
     text = key.decode() if isinstance(key, bytes) else key
+    if not isinstance(text, str):
+        raise ValueError("a pinned key is a JWK (dict), a PEM public key or the JWK's x")
     if "-----BEGIN" in text:
-        loaded = serialization.load_pem_public_key(text.encode())
-        if not isinstance(loaded, Ed25519PublicKey):
+        body = "".join(
+            line.strip() for line in text.strip().splitlines() if not line.startswith("-----")
+        )
+        try:
+            der = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("a pinned PEM key is not base64") from None
+        if len(der) != 44 or not der.startswith(_SPKI_PREFIX):
             raise ValueError("a pinned PEM key must be an Ed25519 public key")
-        return _raw(loaded)
-    return _raw(Ed25519PublicKey.from_public_bytes(_b64url(text.strip())))
+        return _public_key(der[len(_SPKI_PREFIX) :])
+    try:
+        return _public_key(_b64url(text.strip()))
+    except ValueError:
+        raise ValueError(
+            "a pinned key must be an Ed25519 public key: its JWK, its PEM, or the JWK's x "
+            "(base64url of 32 bytes)"
+        ) from None
+
+
+def _split(token: str) -> tuple[dict[str, Any], bytes, bytes, bytes]:
+    """A compact JWS: (header, payload bytes, signing input, signature); ValueError when
+    it is not one."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise ValueError("not three parts")
+    header = json.loads(_b64url(parts[0]))
+    if not isinstance(header, dict):
+        raise ValueError("the header is not an object")
+    return header, _b64url(parts[1]), f"{parts[0]}.{parts[1]}".encode("ascii"), _b64url(parts[2])
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class TokenVerifier:
@@ -131,7 +168,7 @@ class TokenVerifier:
         self.pinned = frozenset(pinned_raw(k) for k in pinned_keys or ())
         self.tenant_id, self.leeway = tenant_id, leeway
         self.jwks_ttl, self.min_refetch = jwks_ttl, min_refetch
-        self._keys: dict[str, Ed25519PublicKey] = {}
+        self._keys: dict[str, bytes] = {}
         self._fetched_at: float | None = None  # time.monotonic()
         self._lock = threading.Lock()
 
@@ -153,7 +190,7 @@ class TokenVerifier:
                 keys[jwk["kid"]] = public
         self._keys, self._fetched_at = keys, time.monotonic()
 
-    def key_for(self, kid: str, status: int) -> Ed25519PublicKey:
+    def key_for(self, kid: str, status: int) -> bytes:
         with self._lock:
             age = None if self._fetched_at is None else time.monotonic() - self._fetched_at
             if age is None or age > self.jwks_ttl:
@@ -165,7 +202,7 @@ class TokenVerifier:
             raise UnknownKeyId(
                 status, "token_unknown_kid", f"No key {kid!r} in the deployment's JWKS."
             )
-        if self.pinned and _raw(key) not in self.pinned:
+        if self.pinned and key not in self.pinned:
             raise UntrustedKey(
                 status, "token_untrusted_key", f"Key {kid!r} is not one of the pinned keys."
             )
@@ -182,8 +219,8 @@ class TokenVerifier:
         if not isinstance(token, str):
             raise TokenMissing(status, "token_missing", f"The {function} answer has no {field}.")
         try:
-            header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError:
+            header, payload, signed, signature = _split(token)
+        except (ValueError, UnicodeError):
             raise MalformedToken(status, "token_malformed", f"The {field} is not a JWT.") from None
         kid, typ = header.get("kid"), header.get("typ")
         if header.get("alg") != "EdDSA" or not isinstance(kid, str):
@@ -193,34 +230,43 @@ class TokenVerifier:
         if typ != _TYP[function]:
             raise TokenMismatch(status, "token_mismatch", f"The {field} is a {typ!r} token.")
         key = self.key_for(kid, status)
-        claims = self._decode(token, key, field, status)
+        claims = self._decode(payload, signed, signature, key, field, status)
         self._check_claims(function, request, reply, claims, status)
         return claims
 
-    def _decode(self, token: str, key: Ed25519PublicKey, field: str, status: int) -> dict:
-        try:
-            return jwt.decode(
-                token,
-                key,
-                algorithms=["EdDSA"],
-                leeway=self.leeway,
-                options={
-                    "require": ["iss", "aud", "sid", "iat", "nbf", "exp"],
-                    "verify_aud": False,  # checked below: the tenant may be unknown here
-                },
-            )
-        except jwt.InvalidSignatureError:
+    def _decode(
+        self, payload: bytes, signed: bytes, signature: bytes, key: bytes, field: str, status: int
+    ) -> dict[str, Any]:
+        """The claims of a token whose signature ``key`` made, checked in time (``exp``,
+        ``nbf``, ``iat`` with ``leeway``) and for the claims every token carries."""
+        if not _ed25519.verify(key, signed, signature):
             raise BadSignature(
                 status, "token_bad_signature", f"The {field}'s signature does not verify."
-            ) from None
-        except jwt.ExpiredSignatureError:
-            raise TokenExpired(status, "token_expired", f"The {field} has expired.") from None
-        except (jwt.ImmatureSignatureError, jwt.InvalidIssuedAtError):
+            )
+        try:
+            claims = json.loads(payload)
+        except (ValueError, UnicodeError):
+            claims = None
+        if not isinstance(claims, dict):
+            raise MalformedToken(status, "token_malformed", f"The {field}'s claims are not JSON.")
+        missing = [n for n in ("iss", "aud", "sid", "iat", "nbf", "exp") if n not in claims]
+        if missing:
+            raise MalformedToken(
+                status, "token_malformed", f"The {field} lacks the claim(s) {', '.join(missing)}."
+            )
+        wrong = [n for n in ("iat", "nbf", "exp") if not _numeric(claims[n])]
+        if wrong:
+            raise MalformedToken(
+                status, "token_malformed", f"The {field}'s {', '.join(wrong)} is not a number."
+            )
+        now = time.time()
+        if claims["exp"] <= now - self.leeway:
+            raise TokenExpired(status, "token_expired", f"The {field} has expired.")
+        if claims["nbf"] > now + self.leeway or claims["iat"] > now + self.leeway:
             raise TokenExpired(
                 status, "token_expired", f"The {field} is not valid yet (check the clock)."
-            ) from None
-        except jwt.PyJWTError as exc:
-            raise MalformedToken(status, "token_malformed", f"The {field}: {exc}.") from None
+            )
+        return claims
 
     def _check_claims(
         self,
