@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from client_bad_server import bad_server
+from client_bad_server import KEY_X, bad_server
 from http_support import post_json
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,6 +63,16 @@ BEHAVIOUR_TESTS = [
     "a_client_freed_before_its_leases_goes_with_the_last",
     "a_triggered_cancel_ends_a_call_before_it_starts",
     "option_structs_of_other_sizes",
+    # issue 48
+    "a_client_is_verified_by_default",
+    "a_refused_grant_is_never_a_seat_and_is_released_at_once",
+    "a_grant_without_a_session_is_an_invalid_response",
+    "seat_counts_keep_their_last_known_values",
+    "a_404_is_license_not_found_only_by_its_code",
+    "a_redirect_is_an_error_naming_its_location",
+    "a_dripped_answer_ends_by_the_timeout",
+    "one_connection_reused_per_client",
+    "the_proxy_and_ca_options_reach_libcurl",
 ]
 OTHER_TESTS = [
     "every_vector",
@@ -178,6 +188,7 @@ def test_the_c_library_passes_its_suites_under_asan_and_ubsan(
         env = {
             **client_functions.env(),
             "SEATLEASE_BAD_URL": bad_url,
+            "SEATLEASE_BAD_PINNED_KEY": KEY_X,
             "SEATLEASE_TEST_PINNED_KEYS": ",".join(pinned_keys(client_functions.url)),
             "SEATLEASE_TEST_MACHINE_ID": BORROW_MACHINE,
             "SEATLEASE_TEST_THIS_MACHINE": this_machine(),
@@ -193,6 +204,10 @@ def test_the_c_library_passes_its_suites_under_asan_and_ubsan(
     assert "ERROR: AddressSanitizer" not in output and "runtime error:" not in output
     assert "LeakSanitizer" not in output, output[-6000:]
     assert "--- SKIP" not in output and "--- FAIL" not in output, output[-6000:]
+    # CI runs every suite: ctest reports none skipped (a skipping suite exits 77, its
+    # SKIP_RETURN_CODE, and would show as "Skipped" here)
+    assert "Skipped" not in output and "Not Run" not in output, output[-6000:]
+    assert re.search(r"100% tests passed, 0 tests failed out of 5\b", output), output[-3000:]
     passed = re.findall(r"--- PASS: (\S+)", output)
     assert len([name for name in passed if name.startswith("every_vector/")]) >= 31
     assert len([name for name in passed if name.startswith("every_bad_answer_is_a_typed")]) >= 21
@@ -220,6 +235,7 @@ def test_the_threaded_c_tests_pass_under_threadsanitizer(c_toolchain, client_fun
     env = {**client_functions.env(), "TSAN_OPTIONS": "halt_on_error=1:second_deadlock_stack=1"}
     with bad_server() as bad_url:
         env["SEATLEASE_BAD_URL"] = bad_url
+        env["SEATLEASE_BAD_PINNED_KEY"] = KEY_X
         behaviours = run([str(build / "test_bad_answers"), *BEHAVIOUR_TESTS], env=env, timeout=300)
         live = run([str(build / "test_live"), *THREADED_LIVE_TESTS], env=env, timeout=300)
     for result, names in ((behaviours, BEHAVIOUR_TESTS), (live, THREADED_LIVE_TESTS)):
@@ -280,11 +296,16 @@ CONSUMER = r"""
 int sl_log(void) { return 7; }
 
 int main(int argc, char **argv) {
-    if (argc != 2 || seatlease_global_init() != SEATLEASE_OK) return 2;
+    if (argc != 3 || seatlease_global_init() != SEATLEASE_OK) return 2;
     if (seatlease_version_number() < SEATLEASE_VERSION_NUMBER || sl_log() != 7) return 3;
     seatlease_client *client = NULL;
     seatlease_answer *answer = NULL;
-    int ok = seatlease_client_new(argv[1], "sl_test", NULL, &client, NULL) == SEATLEASE_OK &&
+    seatlease_options options;
+    seatlease_options_init(&options);
+    const char *pinned[] = {argv[2]}; /* the vendor's key, pinned */
+    options.pinned_keys = pinned;
+    options.pinned_key_count = 1;
+    int ok = seatlease_client_new(argv[1], "sl_test", &options, &client, NULL) == SEATLEASE_OK &&
              seatlease_acquire(client, "lic", "pc-1", NULL, &answer, NULL) == SEATLEASE_OK;
     printf("%s %s\n", seatlease_version(), ok ? seatlease_answer_session_id(answer) : "-");
     seatlease_answer_free(answer);
@@ -334,7 +355,9 @@ def test_an_installed_libseatlease_is_found_by_pkg_config_and_find_package(insta
     (tmp_path / "consumer.c").write_text(CONSUMER)
     (tmp_path / "CMakeLists.txt").write_text(CONSUMER_PROJECT)
     pkg_env = {**os.environ, "PKG_CONFIG_PATH": str(lib / "pkgconfig")}
-    assert run(["pkg-config", "--modversion", "seatlease"], env=pkg_env).stdout.strip() == "0.2.0"
+    version = (REPO / "shared" / "clients" / "VERSION").read_text().strip()
+    assert version == "0.3.0"
+    assert run(["pkg-config", "--modversion", "seatlease"], env=pkg_env).stdout.strip() == version
     programs = []
     for pc, extra in (("seatlease", [f"-Wl,-rpath,{lib}"]), ("seatlease-static", [])):
         flags = run(["pkg-config", "--cflags", "--libs", pc], env=pkg_env)
@@ -364,9 +387,9 @@ def test_an_installed_libseatlease_is_found_by_pkg_config_and_find_package(insta
             assert str(lib) in linked, linked
     with bad_server() as bad_url:
         for program in programs:
-            ran = run([str(program), f"{bad_url}/weights"], cwd=tmp_path)
+            ran = run([str(program), f"{bad_url}/weights", KEY_X], cwd=tmp_path)
             assert ran.returncode == 0, (program, ran.stdout, ran.stderr)
-            assert ran.stdout == "0.2.0 c2Vzc2lvbi0wMDAwMDAwMDAx\n", ran.stdout
+            assert ran.stdout == f"{version} c2Vzc2lvbi0wMDAwMDAwMDAx\n", ran.stdout
 
 
 def test_the_installed_libraries_show_only_the_api(installed):
@@ -397,3 +420,109 @@ def test_configure_refuses_a_libcurl_older_than_7_85(c_toolchain, tmp_path):
     output = configure.stdout + configure.stderr
     assert configure.returncode != 0, output
     assert "libcurl" in output and "7.85.0" in output, output
+
+
+def test_the_install_prefix_carries_the_license(installed):
+    """Apache-2.0 section 4(a): the license's text goes with every copy of the library."""
+    license_file = installed / "share" / "doc" / "seatlease" / "LICENSE"
+    assert license_file.is_file()
+    assert license_file.read_text() == (C_DIR / "LICENSE").read_text()
+    assert "Apache License" in license_file.read_text()
+
+
+def test_a_plain_configure_builds_release_and_a_lone_copy_configures(c_toolchain, tmp_path):
+    """CMAKE_BUILD_TYPE unset: Release (optimised), the version from
+    shared/clients/VERSION; a copy of the C folder alone (no ../VERSION) takes the
+    header's SEATLEASE_VERSION, which CMake checks against VERSION when both are there."""
+    version = (REPO / "shared" / "clients" / "VERSION").read_text().strip()
+    build = tmp_path / "build"
+    configure = run(["cmake", "-S", ".", "-B", str(build), "-DSEATLEASE_TESTS=OFF"])
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    cache = (build / "CMakeCache.txt").read_text()
+    assert "CMAKE_BUILD_TYPE:STRING=Release" in cache, cache[:2000]
+    assert f"CMAKE_PROJECT_VERSION:STATIC={version}" in cache
+    lone = tmp_path / "vendored" / "seatlease-c"
+    shutil.copytree(C_DIR, lone, ignore=shutil.ignore_patterns("build", "build-*"))
+    configure = run(["cmake", "-S", str(lone), "-B", str(lone / "build"), "-DSEATLEASE_TESTS=OFF",
+                     "-DCMAKE_BUILD_TYPE=Debug"])  # fmt: skip
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    cache = (lone / "build" / "CMakeCache.txt").read_text()
+    assert "CMAKE_BUILD_TYPE:STRING=Debug" in cache  # a build type asked is kept
+    assert f"CMAKE_PROJECT_VERSION:STATIC={version}" in cache
+    # a VERSION beside it that disagrees with the header is refused at configure
+    (lone.parent / "VERSION").write_text("9.9.9\n")
+    configure = run(["cmake", "-S", str(lone), "-B", str(tmp_path / "disagrees")])
+    assert configure.returncode != 0 and "9.9.9" in configure.stdout + configure.stderr
+
+
+def test_ctest_reports_a_suite_without_its_server_as_skipped(asan_build):
+    """Without SEATLEASE_BAD_URL and SEATLEASE_TEST_URL the server suites skip their
+    tests: ctest says Skipped (SKIP_RETURN_CODE 77), never Passed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEATLEASE_")}
+    env["ASAN_OPTIONS"] = "detect_leaks=1"
+    result = run(
+        ["ctest", "--test-dir", str(asan_build), "-R", "^(test_live|test_abi_0_1|test_vectors)$"],
+        env=env, timeout=300,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert re.search(r"test_live \.+\*+Skipped", output), output
+    assert re.search(r"test_abi_0_1 \.+\*+Skipped", output), output
+    assert re.search(r"test_vectors \.+ +Passed", output), output
+
+
+def test_one_connection_serves_a_clients_calls_and_heartbeats(asan_build):
+    """A lease's grant, the JWKS, its heartbeats, a plain heartbeat and the release: one
+    TCP connection accepted by the server (kept alive), not one per request. (werkzeug's
+    development server closes every connection: the bad server's scenarios are served
+    here by a small HTTP/1.1 keep-alive server that counts the connections it accepts.)"""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from client_bad_server import app
+    from werkzeug.test import Client
+
+    accepted: list[object] = []
+    wsgi = Client(app)
+
+    class KeepAlive(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            accepted.append(self.client_address)
+            super().setup()
+
+        def answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            reply = wsgi.open(self.path, method=self.command, data=body,
+                              headers={"Content-Type": "application/json"})  # fmt: skip
+            data = reply.get_data()
+            self.send_response(reply.status_code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), KeepAlive)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        env = {**os.environ, "SEATLEASE_BAD_URL": f"http://127.0.0.1:{server.server_port}",
+               "SEATLEASE_BAD_PINNED_KEY": KEY_X}  # fmt: skip
+        result = run(
+            [str(asan_build / "test_bad_answers"), "one_connection_reused_per_client"],
+            env=env, timeout=120,
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and "--- PASS: one_connection_reused_per_client" in output, output
+    assert len(accepted) == 1, accepted
