@@ -1,16 +1,21 @@
 """The Java client (shared/clients/java) as a vendor builds it: ``mvn -o package`` with the
 plugins and JUnit 5 of Debian's /usr/share/maven-repo (offline) builds the jar and runs its
-JUnit 5 tests against what this file serves: the functions on real Redis and PostgreSQL
+JUnit 5 tests. The documented command must pass from a clean copy of the folder with no
+server and no ``SEATLEASE_*`` variable (the tests that need nothing; issue 48); with the
+profile ``live`` (``-Plive``) it also runs the tests tagged ``live`` against what this file
+serves: the functions on real Redis and PostgreSQL
 (tests/client_harness.py: ``SEATLEASE_TEST_URL``, ``SEATLEASE_TEST_API_KEY``), the fake
 server of bad answers and behaviours (tests/client_bad_server.py: ``SEATLEASE_BAD_URL``),
 and a seat borrowed by the Python client for the Java client to load, while the Java client
 saves one for the Python client to load here afterwards. Surefire's reports must show every
-test run, none failed, none skipped. ``build.sh`` (javac alone, used by ``./hold`` and
+test run (the live classes included), none failed, none skipped; the jar carries the
+license text (META-INF/LICENSE) and the one version of all five clients. ``build.sh`` (javac alone, used by ``./hold`` and
 ``make lint``) must build the same sources."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -27,6 +32,9 @@ from seatlease_client import SeatClient
 
 REPO = Path(__file__).resolve().parent.parent
 JAVA_DIR = REPO / "shared" / "clients" / "java"
+VERSION = (REPO / "shared" / "clients" / "VERSION").read_text().strip()
+# The documented build (shared/clients/java/README.md, docs/client.md)
+DOCUMENTED = ["mvn", "-o", "-B", "-Dmaven.repo.local=/usr/share/maven-repo", "package"]
 MAVEN_REPO = Path("/usr/share/maven-repo")
 GSON = Path("/usr/share/java/gson.jar")
 PLUGINS = [
@@ -42,6 +50,16 @@ PLUGINS = [
 # Every test the Java suite must have run (class, method).
 TESTS = {
     "VectorTests": ["everyMachineFingerprint", "leewayByTheVerifiersClock", "pinnedKeyForms"],
+    "TrustedAnswerTests": [
+        "aClientIsVerifiedByDefault",
+        "aGrantWithoutTheVendorsTokenIsNoSeatAndIsReleasedAtOnce",
+        "a404ThatIsNotLicenseNotFoundIsAnHttpErrorNamingTheUrl",
+        "aRedirectIsNotFollowedAndNamesItsLocation",
+        "seatCountsKeepTheirLastKnownValuesWhenARenewalOmitsThem",
+        "aGrantWithANullSessionIsAnInvalidResponse",
+        "acquireAndBorrowSendTheCallersIdentity",
+        "theVersionIsTheOneOfAllClients",
+    ],
     "ApiTests": [
         "noGsonTypeInThePublicApi",
         "theClientIsImmutableOnceBuilt",
@@ -102,7 +120,18 @@ TESTS = {
         "borrowLoadRefuseAnEditedFileReturnEarly",
         "aSeatBorrowedByThePythonClientLoadsAndOneBorrowedHereIsSavedForIt",
     ],
+    "BadServerTrustTests": [
+        "theVendorsSignedGrantIsAVerifiedSeat",
+        "aGrantWithoutTheVendorsTokenIsReleasedAtOnce",
+        "aDrippedReleaseEndsByTheReleaseTimeout",
+        "a404IsReadByItsCode",
+        "aNullSessionIsAnInvalidResponse",
+        "seatCountsKeepTheirLastKnownValues",
+        "aRedirectIsNotFollowed",
+    ],
 }
+# The classes that need nothing (run by the documented command); the others are tagged live.
+OFFLINE = {"VectorTests", "ApiTests", "LocalServerTests", "TrustedAnswerTests"}
 
 
 @pytest.fixture(scope="module")
@@ -126,11 +155,11 @@ def deployment_keys(url: str) -> list[str]:
         return [key["x"] for key in json.load(answer)["keys"]]
 
 
-def surefire_reports() -> tuple[dict[str, int], dict[str, list[str]]]:
+def surefire_reports(folder: Path = JAVA_DIR) -> tuple[dict[str, int], dict[str, list[str]]]:
     """The totals of surefire's XML reports, and each test class's test names."""
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     names: dict[str, list[str]] = {}
-    for report in sorted((JAVA_DIR / "target" / "surefire-reports").glob("TEST-*.xml")):
+    for report in sorted((folder / "target" / "surefire-reports").glob("TEST-*.xml")):
         suite = ElementTree.parse(report).getroot()
         for field in totals:
             totals[field] += int(suite.get(field, "0"))
@@ -140,6 +169,60 @@ def surefire_reports() -> tuple[dict[str, int], dict[str, list[str]]]:
             name = re.sub(r"[{\[].*$", "", case.get("name", ""))
             names.setdefault(kind, []).append(name)
     return totals, names
+
+
+def check_jar(folder: Path) -> None:
+    """The jar: its module name, classes, the license text (Apache-2.0 section 4(a)) and
+    the one version."""
+    jar = folder / "target" / f"seatlease-client-{VERSION}.jar"
+    assert jar.exists(), sorted(p.name for p in (folder / "target").iterdir())
+    listing = subprocess.run(["unzip", "-l", str(jar)], capture_output=True, text=True, check=False)
+    if listing.returncode == 0:  # unzip is optional: zipfile says the same below
+        assert "META-INF/LICENSE" in listing.stdout, listing.stdout
+    with zipfile.ZipFile(jar) as archive:
+        manifest = archive.read("META-INF/MANIFEST.MF").decode()
+        assert "Automatic-Module-Name: io.seatlease.client" in manifest, manifest
+        assert "io/seatlease/client/SeatClient.class" in archive.namelist()
+        license_text = archive.read("META-INF/LICENSE").decode()
+        assert license_text == (REPO / "LICENSE").read_text()
+        assert "Apache License" in license_text and "Version 2.0" in license_text
+    assert f"<version>{VERSION}</version>" in (folder / "pom.xml").read_text()
+    source = (folder / "src/main/java/io/seatlease/client/SeatClient.java").read_text()
+    assert f'public static final String VERSION = "{VERSION}";' in source
+
+
+def test_the_java_tests_copy_of_the_shared_vectors_is_the_shared_file():
+    """A copy of shared/clients/java alone (a vendor's build) runs the token vectors from its
+    test resources: they must be the shared ones (after ``make client-vectors``, copy
+    shared/clients/testdata/vectors.json to shared/clients/java/src/test/resources/)."""
+    shared = REPO / "shared" / "clients" / "testdata" / "vectors.json"
+    copy = JAVA_DIR / "src" / "test" / "resources" / "vectors.json"
+    assert copy.read_bytes() == shared.read_bytes(), f"cp {shared} {copy}"
+
+
+def test_the_documented_maven_command_passes_from_a_clean_copy_with_no_server(
+    java_toolchain, tmp_path
+):
+    """Issue 48: ``mvn -o -Dmaven.repo.local=/usr/share/maven-repo package`` in a clean copy
+    of shared/clients/java (no target/ or build/), no server, no SEATLEASE_* variable: the
+    jar is built and the tests that need nothing pass, none skipped; the live ones are not
+    run (they are tagged, for -Plive)."""
+    copy = tmp_path / "java"
+    shutil.copytree(JAVA_DIR, copy, ignore=shutil.ignore_patterns("target", "build"))
+    env = {name: value for name, value in os.environ.items() if not name.startswith("SEATLEASE_")}
+    maven = subprocess.run(
+        DOCUMENTED, cwd=copy, env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+    output = maven.stdout + maven.stderr
+    assert maven.returncode == 0, output[-12000:]
+    totals, names = surefire_reports(copy)
+    assert totals["tests"] > 0 and totals["failures"] == 0 and totals["errors"] == 0, totals
+    assert totals["skipped"] == 0, totals
+    assert set(names) == OFFLINE, sorted(names)
+    for kind in OFFLINE:
+        for name in TESTS[kind]:
+            assert name in names[kind], (kind, name, names)
+    check_jar(copy)
 
 
 def test_mvn_package_builds_the_jar_and_its_junit_tests_pass_against_the_served_functions(
@@ -166,7 +249,7 @@ def test_mvn_package_builds_the_jar_and_its_junit_tests_pass_against_the_served_
             "SEATLEASE_BORROW_FOR_PYTHON": str(for_python),
         }
         maven = subprocess.run(
-            ["mvn", "-o", "-B", f"-Dmaven.repo.local={MAVEN_REPO}", "package"],
+            [*DOCUMENTED, "-Plive"],
             cwd=JAVA_DIR,
             env=env,
             capture_output=True,
@@ -183,15 +266,13 @@ def test_mvn_package_builds_the_jar_and_its_junit_tests_pass_against_the_served_
     for kind, tests in TESTS.items():
         for name in tests:
             assert name in names.get(kind, []), (kind, name, names)
+    # the live classes ran (not skipped, not filtered out): -Plive in CI
+    assert set(TESTS) - OFFLINE <= set(names), sorted(names)
     # one test per shared vector and per bad answer (dynamic tests)
     assert names["VectorTests"].count("everyVector") >= 31, names["VectorTests"]
     assert names["BadAnswerTests"].count("everyBadAnswerIsATypedError") >= 21
 
-    jar = JAVA_DIR / "target" / "seatlease-client-0.2.0.jar"
-    with zipfile.ZipFile(jar) as archive:
-        manifest = archive.read("META-INF/MANIFEST.MF").decode()
-        assert "Automatic-Module-Name: io.seatlease.client" in manifest, manifest
-        assert "io/seatlease/client/SeatClient.class" in archive.namelist()
+    check_jar(JAVA_DIR)
 
     # The Java client loaded the Python client's seat and returned it early...
     assert not from_python.exists()

@@ -8,14 +8,15 @@ import java.util.List;
 
 /**
  * Holds one seat until standard input closes: {@code ./hold URL API_KEY LICENSE_ID CLIENT_ID}.
- * Acquires, verifying the signed token against the vendor's keys in SEATLEASE_PINNED_KEYS
- * (their JWK "x", comma separated) or, without them, against URL/keys; prints one JSON line,
- * the same in every client:
- * {"session_id": "...", "seats_used": 1, "seats_total": 3, "seats": 1, "verified": "unpinned"}
- * ("verified": true against pinned keys, "unpinned" against the server's own keys only, false
- * when nothing was verified); heartbeats on the client's thread; when stdin closes (Ctrl-D,
- * or the parent closing the pipe) releases the seat and exits 0. A refused seat is one line
- * on stderr and exit status 1.
+ * Verified by default: the grant's token must be signed by one of the vendor's keys in
+ * SEATLEASE_PINNED_KEYS (their JWK "x", comma separated). Without them it takes no seat: one
+ * line on stderr naming SEATLEASE_PINNED_KEYS and exit status 2, unless the loud opt-out
+ * SEATLEASE_INSECURE_SKIP_VERIFY=1 is set (insecureSkipVerify: nothing is verified). Prints
+ * one JSON line, the same in every client:
+ * {"session_id": "...", "seats_used": 1, "seats_total": 3, "seats": 1, "verified": true}
+ * ("verified": true against the pinned keys, false under the opt-out); heartbeats on the
+ * client's thread; when stdin closes (Ctrl-D, or the parent closing the pipe) releases the
+ * seat and exits 0. A refused seat is one line on stderr and exit status 1.
  */
 public final class Hold {
     public static void main(String[] args) {
@@ -24,10 +25,16 @@ public final class Hold {
             System.exit(2);
         }
         List<String> pins = pinnedKeys(System.getenv("SEATLEASE_PINNED_KEYS"));
+        boolean insecure = "1".equals(System.getenv("SEATLEASE_INSECURE_SKIP_VERIFY"));
+        if (pins.isEmpty() && !insecure) {
+            System.err.println("hold: no pinned key: set SEATLEASE_PINNED_KEYS to the vendor's key(s) (the \"x\" of "
+                    + "each key URL/keys lists, comma separated), or SEATLEASE_INSECURE_SKIP_VERIFY=1 to verify nothing");
+            System.exit(2);
+        }
         int status;
         try (SeatClient client = SeatClient.builder(args[0], args[1])
-                .verify(true) // without pinned keys: against URL/keys, which proves less ("unpinned")
                 .pinnedKeys(pins)
+                .insecureSkipVerify(pins.isEmpty()) // only with SEATLEASE_INSECURE_SKIP_VERIFY=1 (above)
                 .logger((level, message) -> {
                     if (level.equals("warning")) {
                         System.err.println(message);
@@ -44,7 +51,7 @@ public final class Hold {
 
     private static int hold(SeatClient client, String licenseId, String clientId) {
         try (Lease lease = client.lease(licenseId, new LeaseOptions(clientId))) {
-            String verified = lease.token() == null ? "false" : client.pinned() ? "true" : "\"unpinned\"";
+            String verified = client.pinned() && lease.token() != null ? "true" : "false";
             System.out.printf("{\"session_id\": %s, \"seats_used\": %d, \"seats_total\": %d, \"seats\": %d, \"verified\": %s}%n",
                     quoted(lease.sessionId()), lease.seatsUsed(), lease.seatsTotal(), lease.seats(), verified);
             System.out.flush();
