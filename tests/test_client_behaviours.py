@@ -20,9 +20,9 @@ from typing import Any
 
 import client_bad_server
 import pytest
-from client_bad_server import REGRANTED, TOKEN, bad_server
+from client_bad_server import KEY_X, REGRANTED, bad_server
 from http_support import serving
-from werkzeug.wrappers import Request
+from werkzeug.wrappers import Request, Response
 
 from seatlease_client import (
     BackendUnavailable,
@@ -50,12 +50,21 @@ class Recorder:
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, dict[str, Any]]] = []
+        # A heartbeat carrying this lease_token is answered 410 unknown (a token the
+        # server refuses; the recover scenario itself takes any token).
+        self.refused_token: str | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         raw = Request(environ).get_data()
         environ["wsgi.input"] = io.BytesIO(raw)  # the bad server reads it again
         function = environ.get("PATH_INFO", "").rsplit("/", 1)[-1]
-        self.sent.append((function, json.loads(raw) if raw else {}))
+        body = json.loads(raw) if raw else {}
+        self.sent.append((function, body))
+        if function == "heartbeat" and body.get("lease_token") == self.refused_token:
+            gone = {"error": client_bad_server.SESSION_UNKNOWN}
+            return Response(json.dumps(gone), status=410, mimetype="application/json")(
+                environ, start_response
+            )
         return client_bad_server.app(environ, start_response)
 
     def bodies(self, function: str) -> list[dict[str, Any]]:
@@ -97,7 +106,7 @@ def test_a_retry_after_of_an_hour_never_outlasts_the_maximum_backoff():
     with bad_server() as url:
         client = SeatClient(
             f"{url}/retry_after_long", KEY, backoff=0.1, max_backoff=1.0, retries=2,
-            handle_sigterm=False,
+            handle_sigterm=False, pinned_keys=[KEY_X],
         )  # fmt: skip
         _, error, took = in_thread(lambda: client.acquire("lic", "pc-1"), within=10)
     assert isinstance(error, BackendUnavailable), error
@@ -106,7 +115,9 @@ def test_a_retry_after_of_an_hour_never_outlasts_the_maximum_backoff():
 
 
 def test_a_held_lease_retries_a_503_at_most_max_backoff_apart():
-    client = SeatClient("http://127.0.0.1:9", KEY, backoff=0.1, max_backoff=1.0)
+    client = SeatClient(
+        "http://127.0.0.1:9", KEY, backoff=0.1, max_backoff=1.0, pinned_keys=[KEY_X]
+    )
     keeper = _Keeper(client, Lease("lic", "pc-1"), None, None, None)
     keeper.failures = 3
     assert all(keeper._backoff(3600.0) <= 1.0 for _ in range(20))
@@ -126,9 +137,10 @@ def test_a_lease_the_server_forgot_is_kept_by_its_token_without_on_lost():
     fresh request_id, and the 200 keeps the seat: no on_lost, not lost."""
     lost: list[str] = []
     with recorded_bad_server() as (url, recorder):
-        client = SeatClient(f"{url}/recover", KEY, handle_sigterm=False)
+        client = SeatClient(f"{url}/recover", KEY, handle_sigterm=False, pinned_keys=[KEY_X])
         with client.lease("lic", client_id="pc-1", on_lost=lambda _l, r: lost.append(r)) as lease:
-            assert lease.token == TOKEN  # kept without verify=True
+            granted = lease.token  # the grant's (verified) token
+            assert granted
             [keeper] = client._keepers.values()  # its next beat is 15-20 s away: beat now
             delay = keeper.step()
             assert not lease.lost and lost == [] and delay > 1
@@ -136,7 +148,7 @@ def test_a_lease_the_server_forgot_is_kept_by_its_token_without_on_lost():
             assert not lease.lost and lost == []
     first, retry, second, *_ = recorder.bodies("heartbeat")
     assert "lease_token" not in first and "lease_token" not in second
-    assert retry["lease_token"] == TOKEN and retry["session_id"] == first["session_id"]
+    assert retry["lease_token"] == granted and retry["session_id"] == first["session_id"]
     assert retry["request_id"] and retry["request_id"] != first.get("request_id")
     assert len(recorder.bodies("acquire")) == 1  # never lost, never acquired again
 
@@ -145,13 +157,13 @@ def test_a_token_the_server_refuses_loses_the_seat_as_before():
     """The retry with the token answered 410 again: lost (``unknown``), and acquired again."""
     events: list[str] = []
     with recorded_bad_server() as (url, recorder):
-        client = SeatClient(f"{url}/recover", KEY, handle_sigterm=False)
+        client = SeatClient(f"{url}/recover", KEY, handle_sigterm=False, pinned_keys=[KEY_X])
         keeper = _Keeper(
             client, Lease("lic", "pc-1"), None,
             lambda _l, reason: events.append(reason), lambda _l: events.append("regained"),
         )  # fmt: skip
         keeper.acquire_first(False, None)
-        keeper.lease.token = "not-the-token"
+        keeper.lease.token = recorder.refused_token = "not-the-token"
         assert keeper.step() == 0.0  # lost: acquire again at once
         assert keeper.lease.lost and events == ["unknown"]
         keeper.step()
@@ -168,14 +180,16 @@ def test_a_seat_an_operator_freed_is_lost_as_revoked_without_sending_its_token()
     events: list[tuple[str, str | None, bool]] = []
     with bad_server() as url:
         reset(url, "revoked")
-        client = SeatClient(f"{url}/revoked", KEY, backoff=0.05, handle_sigterm=False)
+        client = SeatClient(
+            f"{url}/revoked", KEY, backoff=0.05, handle_sigterm=False, pinned_keys=[KEY_X]
+        )
         held = client.lease(
             "lic", client_id="pc-1",
             on_lost=lambda lost, reason: events.append((reason, lost.lost_reason, lost.lost)),
             on_regained=lambda _l: events.append(("regained", None, False)),
         )  # fmt: skip
         with held as lease:
-            assert lease.token == TOKEN and lease.session_id != REGRANTED
+            assert lease.token and lease.session_id != REGRANTED
             deadline = time.monotonic() + 5  # heartbeats every second
             while len(events) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -199,7 +213,9 @@ def test_an_ended_term_loses_the_seat_once_and_asks_again_only_minutes_later(cap
     lost: list[str] = []
     with bad_server() as url:
         reset(url, "term_ended")
-        client = SeatClient(f"{url}/term_ended", KEY, backoff=0.05, handle_sigterm=False)
+        client = SeatClient(
+            f"{url}/term_ended", KEY, backoff=0.05, handle_sigterm=False, pinned_keys=[KEY_X]
+        )
         with client.lease("lic", client_id="pc-1", on_lost=lambda _l, r: lost.append(r)) as lease:
             deadline = time.monotonic() + 5
             while not lease.lost and time.monotonic() < deadline:
@@ -228,7 +244,9 @@ def test_a_refused_re_acquire_waits_minutes_and_is_said_once(caplog):
     caplog.set_level(logging.INFO, logger="seatlease.client")
     with bad_server() as url:
         reset(url, "suspended")
-        client = SeatClient(f"{url}/suspended", KEY, backoff=0.05, handle_sigterm=False)
+        client = SeatClient(
+            f"{url}/suspended", KEY, backoff=0.05, handle_sigterm=False, pinned_keys=[KEY_X]
+        )
         keeper = _Keeper(client, Lease("lic", "pc-1"), None, None, None)
         keeper.acquire_first(False, None)
         keeper._lose("unknown")  # as a 410 would
@@ -244,7 +262,9 @@ def test_a_suspended_license_keeps_its_held_seat_and_refuses_a_new_one():
     lost: list[str] = []
     with bad_server() as url:
         reset(url, "suspended")
-        client = SeatClient(f"{url}/suspended", KEY, backoff=0.05, handle_sigterm=False)
+        client = SeatClient(
+            f"{url}/suspended", KEY, backoff=0.05, handle_sigterm=False, pinned_keys=[KEY_X]
+        )
         with client.lease("lic", client_id="pc-1", on_lost=lambda _l, r: lost.append(r)) as lease:
             started = time.monotonic()
             with pytest.raises(LicenseSuspended) as refused:
