@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from http_support import serving
 
-from seatlease.api import runtime
+from seatlease.api import runtime, tokens
 from seatlease.events.pubsub import outbox_events
 from seatlease.records import store
 from seatlease.seats.keys import LicenseKeys
@@ -85,7 +85,7 @@ class ReplyDropper:
 
 @pytest.fixture
 def proxy(redis_url: str, database_url: str) -> Iterator[ReplyDropper]:
-    with serving(devserver.create_app(["acquire", "release"])) as url:
+    with serving(devserver.create_app(["acquire", "release", "keys"])) as url:
         dropper = ReplyDropper(int(url.rsplit(":", 1)[1]))
         yield dropper
         dropper.close()
@@ -97,7 +97,10 @@ def client(proxy: ReplyDropper) -> SeatClient:
     key = store.create_api_key("acme").key
     store.create_license("acme", "cad", seats=2, lease_seconds=60)
     runtime.refresh_license_cache("acme", "cad")
-    return SeatClient(f"http://127.0.0.1:{proxy.port}", key, retries=3, backoff=0.05)
+    pinned = tokens.keyring().jwks()["keys"]  # the vendor's keys
+    return SeatClient(
+        f"http://127.0.0.1:{proxy.port}", key, retries=3, backoff=0.05, pinned_keys=pinned
+    )
 
 
 def _acquired(outbox: list[dict[str, Any]]) -> list[str]:

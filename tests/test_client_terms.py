@@ -38,8 +38,8 @@ def test_term_entitlements_typed_errors_and_the_end(client_functions):
     )  # fmt: skip
     make_license("py-later", seats=1, starts_at=now + timedelta(hours=1))
     client = SeatClient(
-        client_functions.url, client_functions.api_key, verify=True, tenant_id="acme",
-        backoff=0.05, handle_sigterm=False,
+        client_functions.url, client_functions.api_key, tenant_id="acme",
+        backoff=0.05, handle_sigterm=False, pinned_keys=client_functions.pinned_keys(),
     )  # fmt: skip
     lost = threading.Event()
     reasons: list[str] = []
@@ -80,8 +80,9 @@ def test_the_async_client_sends_what_the_product_needs(client_functions):
 
     make_license("py-async", seats=1, entitlements=["pro"], max_version="2026.4")
     client = AsyncSeatClient(
-        client_functions.url, client_functions.api_key, backoff=0.05, handle_sigterm=False
-    )
+        client_functions.url, client_functions.api_key, backoff=0.05, handle_sigterm=False,
+        pinned_keys=client_functions.pinned_keys(),
+    )  # fmt: skip
 
     async def story() -> None:
         with pytest.raises(NotEntitled):

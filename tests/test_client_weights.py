@@ -78,7 +78,11 @@ class Recorder:
 def recording(answer: Answerer) -> Iterator[tuple[SeatClient, Recorder]]:
     recorder = Recorder(answer)
     with serving(recorder, quiet=True) as url:
-        yield SeatClient(url, "sk_test", backoff=0.01, retries=1, handle_sigterm=False), recorder
+        # a stand-in that signs nothing: what is sent is under test, not what is answered
+        client = SeatClient(
+            url, "sk_test", backoff=0.01, retries=1, handle_sigterm=False, insecure_skip_verify=True
+        )
+        yield client, recorder
 
 
 def echo_weight(function: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -202,8 +206,8 @@ def live_weights(license_id: str) -> dict[str, int]:
 def test_a_weighted_lease_against_the_functions(client_functions):
     make_license("py-weights", seats=4, lease_seconds=3)  # heartbeats every second
     client = SeatClient(
-        client_functions.url, client_functions.api_key, verify=True, tenant_id="acme",
-        backoff=0.05, handle_sigterm=False,
+        client_functions.url, client_functions.api_key, tenant_id="acme",
+        backoff=0.05, handle_sigterm=False, pinned_keys=client_functions.pinned_keys(),
     )  # fmt: skip
     regained = threading.Event()
     with client.lease(
@@ -245,11 +249,13 @@ def test_a_borrow_from_another_machine_is_machine_mismatch_never_waited_for(
         {"license_id": "bound-borrow", "max_borrow_seconds": 86400},
     )
     first = SeatClient(
-        client_functions.url, client_functions.api_key, machine_id="laptop-a", tenant_id="acme"
-    )
+        client_functions.url, client_functions.api_key, machine_id="laptop-a", tenant_id="acme",
+        pinned_keys=client_functions.pinned_keys(),
+    )  # fmt: skip
     other = SeatClient(
-        client_functions.url, client_functions.api_key, machine_id="laptop-b", tenant_id="acme"
-    )
+        client_functions.url, client_functions.api_key, machine_id="laptop-b", tenant_id="acme",
+        pinned_keys=client_functions.pinned_keys(),
+    )  # fmt: skip
     seat = first.borrow("bound-borrow", "laptop", 3600, path=tmp_path / "a.json")
     started = time.monotonic()
     with pytest.raises(MachineMismatch) as refused:

@@ -24,7 +24,7 @@ from client_harness import TENANT, client_stack, serve_on
 from procs import start_shifted_redis
 
 from seatlease import admin
-from seatlease.api import runtime
+from seatlease.api import runtime, tokens
 from seatlease.records import store
 from seatlease.seats import failover, redisconn
 from seatlease.seats.keys import LicenseKeys
@@ -242,7 +242,8 @@ def test_the_python_client_keeps_its_seat_through_the_failover(regions) -> None:
     r.replicaof(host, int(port))
     r.replicaof("no", "one")  # R falls behind before the program takes its seat
     lost: list[str] = []
-    client = SeatClient(stack.url, stack.api_key, backoff=0.1, max_backoff=0.5)
+    pinned = tokens.keyring().jwks()["keys"]  # the vendor's keys
+    client = SeatClient(stack.url, stack.api_key, backoff=0.1, max_backoff=0.5, pinned_keys=pinned)
     with client.lease(LICENSE, client_id="pc-1", on_lost=lambda _l, why: lost.append(why)) as lease:
         session = lease.session_id
         primary.kill()

@@ -13,7 +13,9 @@ admin function for the rest), never through a database or Redis of its own choos
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -60,7 +62,11 @@ def free_story_seats(admin: HttpBackend, tenant: str, lic: str) -> tuple[int, st
 
 def play(state: dict[str, Any], say: Callable[[str], None] = print, pause: float = 1.0) -> dict:
     """Run the story; returns what happened (for tests)."""
-    client = SeatClient(state["base_url"], state["api_key"], backoff=0.2)
+    # Verified like a vendor's product: pinned to the keys the local stack signs with (its
+    # own JWKS, read over loopback from the stack this command started).
+    with urllib.request.urlopen(f"{state['base_url']}/keys", timeout=10) as served:  # noqa: S310
+        pinned = [key["x"] for key in json.load(served)["keys"]]
+    client = SeatClient(state["base_url"], state["api_key"], backoff=0.2, pinned_keys=pinned)
     admin = HttpBackend(f"{state['base_url']}/admin")
     tenant, lic = state["tenant_id"], state["story_license_id"]
     t0 = time.monotonic()
