@@ -3,9 +3,11 @@
 errors, the wait queue served in join order, the policy's errors, and no goroutine left
 running) run as a subprocess against tests/client_harness.py's server on real Redis and
 PostgreSQL, and against tests/client_bad_server.py's behaviours (``SEATLEASE_BAD_URL``: a
-Retry-After of an hour, an ended term, a suspension); and the module built with no
-network. Its ``hold`` is checked with every client's in
-tests/test_client_holds.py."""
+Retry-After of an hour, an ended term, a suspension; and issue 48's: no seat without a
+token signed by a pinned key, the refused grant's session released at once, a null
+session, counts a renewal omits, a 404 that is not ``license_not_found``, a redirect, and
+dripped answers); and the module built with no network, its LICENSE in the module's zip.
+Its ``hold`` is checked with every client's in tests/test_client_holds.py."""
 
 from __future__ import annotations
 
@@ -88,6 +90,22 @@ def test_the_go_client_passes_its_tests_with_race_detection(go_tool, client_func
         "TestASeatAnOperatorFreedIsLostAsRevokedWithoutItsToken",
         "TestSessionExpiredReasonIsTheAnswersReason",
         "TestARevokedSeatIsLostAsRevokedAndAcquiredAgain",
+        # issue 48
+        "TestNewRequiresPinnedKeysOrTheInsecureOptOut",
+        "TestARefusedGrantIsNoSeatAndItsSessionIsReleasedAtOnce",
+        "TestASessionNullGrantIsAnInvalidResponse",
+        "TestSeatCountsKeepTheirLastValuesWhenARenewalOmitsThem",
+        "TestA404IsLicenseNotFoundOnlyByItsCode",
+        "TestARedirectIsNeverFollowed",
+        "TestADrippedAnswerEndsAtTheTimeout",
+        "TestADrippedHeartbeatEndsAtTheTimeout",
+        "TestADrippedReleaseEndsAtTheReleaseTimeout",
+        "TestARenewalNotBackByTheDeadlineLosesTheSeatThen",
+        "TestAcquireSendsTheCallersRequestIDAndFingerprint",
+        "TestBorrowSendsTheIdentityOfAnAcquireAndReleasesARefusedOne",
+        "TestABorrowTakesTheIdentityOfAnAcquire",
+        "TestTheVersionIsTheClientsVersionFile",
+        "TestTheModuleShipsTheApacheLicense",
     ):
         assert name in passed, output[-4000:]
 
@@ -103,6 +121,30 @@ def test_the_go_module_builds_without_network_and_needs_nothing_but_the_standard
     imports = go(["list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "."], env)
     assert imports.stdout.split() == ["github.com/seatlease/seatlease/shared/clients/go"]
     assert not (GO_DIR / "go.sum").exists()
+
+
+def test_the_go_module_zip_holds_the_license(tmp_path):
+    """cmd/go makes a module's zip from its repository with ``git archive`` (the module's
+    directory at a commit; export-ignore attributes apply): LICENSE is in it, at the
+    module's root, the Apache-2.0 text."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "--error-unmatch", "shared/clients/go/LICENSE"],
+        cwd=REPO, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert tracked.returncode == 0, tracked.stderr
+    archive = tmp_path / "module.zip"
+    subprocess.run(
+        ["git", "archive", "--format=zip", f"--output={archive}", "HEAD:shared/clients/go"],
+        cwd=REPO, check=True,
+    )  # fmt: skip
+    import zipfile
+
+    with zipfile.ZipFile(archive) as module:
+        names = module.namelist()
+        assert "LICENSE" in names and "go.mod" in names, names
+        text = module.read("LICENSE").decode()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert text == (REPO / "LICENSE").read_text()
 
 
 def test_a_seat_borrowed_by_the_python_client_loads_in_the_go_client(

@@ -36,6 +36,17 @@ func badServer(t *testing.T) string {
 	return url
 }
 
+// badPinned: the bad server's signing key (SEATLEASE_BAD_PINNED_KEY, its JWK's "x"): its
+// behaviour scenarios sign every 2xx as a real deployment does.
+func badPinned(t *testing.T) []any {
+	t.Helper()
+	x := os.Getenv("SEATLEASE_BAD_PINNED_KEY")
+	if x == "" {
+		t.Skip("SEATLEASE_BAD_PINNED_KEY not set: run through pytest tests/test_client_go.py")
+	}
+	return []any{x}
+}
+
 // badCalls: the bad server's count of calls per function for scenario since its reset
 // (reset: clear it first).
 func badCalls(t *testing.T, url, scenario string, reset bool) map[string]int {
@@ -97,7 +108,7 @@ func (r *lostReasons) get() []string {
 
 func TestARetryAfterOfAnHourNeverOutlastsTheMaximumBackoff(t *testing.T) {
 	url := badServer(t)
-	client := newClient(t, url+"/retry_after_long", badKey, seatlease.Options{
+	client := newClient(t, url+"/retry_after_long", badKey, seatlease.Options{PinnedKeys: badPinned(t),
 		Backoff: 100 * time.Millisecond, MaxBackoff: time.Second, Retries: 2,
 	})
 	// a client asleep for an hour fails here, not hangs
@@ -118,7 +129,7 @@ func TestAnEndedTermIsSaidOnceAndAskedAgainOnlyMinutesLater(t *testing.T) {
 	url := badServer(t)
 	badCalls(t, url, "term_ended", true)
 	var logged lockedBuffer
-	client := newClient(t, url+"/term_ended", badKey, seatlease.Options{
+	client := newClient(t, url+"/term_ended", badKey, seatlease.Options{PinnedKeys: badPinned(t),
 		Backoff: 50 * time.Millisecond, Logger: log.New(&logged, "", 0),
 	})
 	var lost lostReasons
@@ -157,7 +168,7 @@ func TestAnEndedTermIsSaidOnceAndAskedAgainOnlyMinutesLater(t *testing.T) {
 func TestASuspendedLicenseKeepsItsHeldSeatAndRefusesANewOne(t *testing.T) {
 	url := badServer(t)
 	badCalls(t, url, "suspended", true)
-	client := newClient(t, url+"/suspended", badKey, seatlease.Options{Backoff: 50 * time.Millisecond})
+	client := newClient(t, url+"/suspended", badKey, seatlease.Options{PinnedKeys: badPinned(t), Backoff: 50 * time.Millisecond})
 	var lost lostReasons
 	lease, err := client.Lease(context.Background(), "lic", seatlease.LeaseOptions{ClientID: "pc-1", OnLost: lost.onLost})
 	if err != nil {

@@ -93,20 +93,42 @@ func save(path string, document borrowedFile) error {
 	return err
 }
 
+// BorrowOptions: who borrows and what for, as an acquire says it (AcquireOptions): User
+// and Host (a license whose policy has a per-user limit, reserved seats or a deny list
+// requires User), the Entitlements and Version the product needs, Seats (the seat's
+// weight). Zero values: not sent.
+type BorrowOptions struct {
+	User, Host   string
+	Entitlements []string
+	Version      string
+	Seats        int
+}
+
 // Borrow takes a seat for seconds (no heartbeats until it ends; at most the license's
 // max_borrow_seconds), saves it with its signed token to path and returns it verified.
-// Acquiring with the same clientID while it lasts returns it unchanged. Pin the vendor's
-// keys (Options.PinnedKeys): without them the saved JWKS is the only anchor.
-func (c *Client) Borrow(ctx context.Context, licenseID, clientID string, seconds int, path string, metadata map[string]any) (*BorrowedSeat, error) {
+// Acquiring with the same clientID while it lasts returns it unchanged. options (at most
+// one): the identity and needs sent as with an acquire (BorrowOptions). Pin the vendor's
+// keys (Options.PinnedKeys): without them the saved JWKS is the only anchor. A borrow
+// whose token does not verify is no seat: its session is released at once.
+func (c *Client) Borrow(ctx context.Context, licenseID, clientID string, seconds int, path string, metadata map[string]any, options ...BorrowOptions) (*BorrowedSeat, error) {
+	if len(options) > 1 {
+		return nil, errors.New("seatlease: Borrow takes at most one BorrowOptions")
+	}
+	var given BorrowOptions
+	if len(options) == 1 {
+		given = options[0]
+	}
 	machine, err := thisMachine(c.opts.MachineID)
 	if err != nil {
 		return nil, err
 	}
 	// fingerprint: the seat is bound to this machine; a copy of the file verifies nowhere else
-	request := map[string]any{"license_id": licenseID, "client_id": clientID, "borrow_seconds": seconds, "nonce": NewNonce(), "fingerprint": machine}
-	if metadata != nil {
-		request["metadata"] = metadata
-	}
+	request := acquireBody(licenseID, clientID, AcquireOptions{
+		Metadata: metadata, User: given.User, Host: given.Host, Entitlements: given.Entitlements,
+		Version: given.Version, Seats: given.Seats, Fingerprint: machine,
+	})
+	request["borrow_seconds"] = seconds
+	request["nonce"] = NewNonce()
 	answer, err := c.call(ctx, "acquire", request, callPlan{retries: -1})
 	if err != nil {
 		return nil, err
@@ -122,6 +144,9 @@ func (c *Client) Borrow(ctx context.Context, licenseID, clientID string, seconds
 	seat, err := c.LoadBorrowed(ctx, path)
 	if err != nil {
 		os.Remove(path) // a seat that does not verify is no seat: nothing saved for later
+		if errors.Is(err, ErrToken) {
+			c.releaseRefused("acquire", request, answer)
+		}
 		return nil, err
 	}
 	return seat, nil

@@ -22,12 +22,14 @@ import (
 	"time"
 )
 
-// Version of this client (sent in the User-Agent).
-const Version = "0.1.0"
+// Version of this client (sent in the User-Agent): the one version of all five seatlease
+// clients, shared/clients/VERSION (a test checks that they agree).
+const Version = "0.3.0"
 
 // Options configure a Client (zero values: the defaults).
 type Options struct {
-	// Timeout per HTTP request (default 10 s).
+	// Timeout bounds one whole exchange: connecting, sending, the answer's headers and its
+	// whole body (an answer dripped a byte at a time ends at Timeout) (default 10 s).
 	Timeout time.Duration
 	// Retries: extra attempts of a call after a network error or a 503/429/502/504
 	// (default 5; negative: none).
@@ -38,14 +40,26 @@ type Options struct {
 	Backoff, MaxBackoff time.Duration
 	// MaxWaitPoll: longest pause between two acquires while waiting for a seat (default 30 s).
 	MaxWaitPoll time.Duration
-	// ReleaseTimeout: time budget of the release when a lease is closed (default 5 s).
+	// ReleaseTimeout: time budget of the release when a lease is closed, and of the
+	// release of a refused grant's session (default 5 s).
 	ReleaseTimeout time.Duration
-	// Verify: check the signed token of every answer; a forged, tampered, replayed,
-	// expired or wrong-audience grant is a token error (ErrToken) and never counts.
-	Verify bool
-	// PinnedKeys: the vendor's Ed25519 public keys (JWK map, PEM, or the JWK's "x");
-	// giving them turns Verify on, and only tokens they signed pass.
+	// PinnedKeys: the vendor's Ed25519 public keys (JWK map, PEM, or the JWK's "x", as its
+	// JWKS at <baseURL>/keys lists them). Required (New refuses a client without them,
+	// unless InsecureSkipVerify): every grant, renewal and release must carry a token
+	// signed by one of them, for this license, session, client and request; a forged,
+	// tampered, replayed, expired or wrong-audience answer is a token error (ErrToken),
+	// never a seat, and a refused grant's session is released at once.
 	PinnedKeys []any
+	// InsecureSkipVerify: the loud opt-out of verification, for tests and a local stack
+	// only: any server at the base URL (a hosts-file entry, a proxy) can then grant seats.
+	// Without PinnedKeys nothing is verified (unless Verify, below); with PinnedKeys it
+	// changes nothing (pinned keys are always checked).
+	InsecureSkipVerify bool
+	// Verify is deprecated: verification is on by default (PinnedKeys). It only matters
+	// with InsecureSkipVerify and no PinnedKeys: then the tokens are checked against the
+	// keys the server itself serves (JWKSURL), which proves nothing about who the server
+	// is. (Its zero value, false, is no opt-out: that is InsecureSkipVerify.)
+	Verify bool
 	// TenantID: the tenant expected in the tokens' aud.
 	TenantID string
 	// TokenLeeway: clock difference allowed on the tokens' times (default a minute;
@@ -57,7 +71,9 @@ type Options struct {
 	// MachineID()).
 	MachineID string
 	// HTTPClient to send with (default: a client of its own, proxies from the
-	// environment, redirects not followed so that the API key never reaches another host).
+	// environment). Redirects are never followed, with this one too (a copy of it is used
+	// whose CheckRedirect stops at the first answer): a 3xx is an ErrHTTP naming its
+	// Location, and the API key never reaches another host.
 	HTTPClient *http.Client
 	// Logger for retries and lost or regained seats (default: none). Never the API key.
 	Logger *log.Logger
@@ -146,7 +162,15 @@ func answerOf(raw map[string]any) *Answer {
 	return answer
 }
 
-// New makes a client for baseURL (the functions' base URL, http or https).
+// ErrNoPinnedKeys is New's error for a client with neither Options.PinnedKeys nor
+// Options.InsecureSkipVerify.
+var ErrNoPinnedKeys = errors.New("seatlease: no pinned key: set Options.PinnedKeys to the " +
+	"vendor's public key (the \"x\" of its JWKS at <baseURL>/keys) so that only its signed " +
+	"answers grant seats, or opt out with Options.InsecureSkipVerify: true (tests only: any " +
+	"server at the base URL could then grant seats)")
+
+// New makes a client for baseURL (the functions' base URL, http or https). Verified by
+// default: Options.PinnedKeys is required, unless Options.InsecureSkipVerify.
 func New(baseURL, apiKey string, options Options) (*Client, error) {
 	parsed, err := url.Parse(baseURL)
 	if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
@@ -174,14 +198,17 @@ func New(baseURL, apiKey string, options Options) (*Client, error) {
 	if options.JWKSURL == "" {
 		c.opts.JWKSURL = c.baseURL + "/keys"
 	}
-	c.http = options.HTTPClient
-	if c.http == nil {
-		// http.ProxyFromEnvironment (in the default transport) never proxies loopback.
-		c.http = &http.Client{
-			Transport:     http.DefaultTransport.(*http.Transport).Clone(),
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+	if len(options.PinnedKeys) == 0 && !options.InsecureSkipVerify {
+		return nil, ErrNoPinnedKeys
 	}
+	if options.HTTPClient != nil {
+		own := *options.HTTPClient // the caller's transport, jar and timeout; never its redirects
+		c.http = &own
+	} else {
+		// http.ProxyFromEnvironment (in the default transport) never proxies loopback.
+		c.http = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	c.http.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	if options.Verify || len(options.PinnedKeys) > 0 {
 		c.verifier, err = NewTokenVerifier(c.fetchJWKS, VerifierOptions{
 			PinnedKeys: options.PinnedKeys, TenantID: options.TenantID, Leeway: options.TokenLeeway,
@@ -244,14 +271,68 @@ func decodeAnswer(where string, response *http.Response, raw []byte) (map[string
 	payload, isObject := decodeObject(raw)
 	if response.StatusCode >= 300 {
 		if response.StatusCode < 400 {
-			return nil, newError(response.StatusCode, "redirected", where+" answered a redirect: use the final URL", nil, -1)
+			location := response.Header.Get("Location")
+			if location == "" {
+				location = "(no Location)"
+			}
+			return nil, newError(response.StatusCode, "redirected", fmt.Sprintf(
+				"%s answered %d redirecting to %s: not followed (is the base URL the service's own?)",
+				where, response.StatusCode, location), map[string]any{"location": location}, -1, ErrHTTP)
 		}
-		return nil, errorFromAnswer(response.StatusCode, payload, response.Header.Get("Retry-After"), response.Status)
+		return nil, errorFromAnswer(where, response.StatusCode, payload, response.Header.Get("Retry-After"), response.Status)
 	}
 	if !isObject {
-		return nil, newError(response.StatusCode, "invalid_response", where+" answered non-JSON", nil, -1)
+		return nil, invalidResponse(response.StatusCode, where+" answered no JSON object")
 	}
 	return payload, nil
+}
+
+func invalidResponse(status int, message string) *SeatError {
+	return newError(status, "invalid_response", message, nil, -1, ErrInvalidResponse)
+}
+
+// checkShape: a 2xx answer of fn must have its required fields, each of its type, before
+// anything of it is taken (or its token checked): a grant without a session id string
+// (null, a number) is no seat.
+func checkShape(where, fn string, status int, reply map[string]any) error {
+	var problems []string
+	need := func(name string, ok func(any) bool, required bool) {
+		value, present := reply[name]
+		if (present || required) && !ok(value) {
+			problems = append(problems, name)
+		}
+	}
+	isText := func(v any) bool { s, ok := v.(string); return ok && s != "" }
+	isTime := func(v any) bool { s, ok := v.(string); _, parsed := parseTime(s); return ok && parsed }
+	isCount := func(v any) bool { n, ok := v.(float64); return ok && n >= 0 && n == math.Trunc(n) && n < 1e15 }
+	isPositive := func(v any) bool { return isCount(v) && v.(float64) >= 1 }
+	isBool := func(v any) bool { _, ok := v.(bool); return ok }
+	switch {
+	case fn == "release":
+		need("released", isBool, true)
+		need("seats_used", isCount, false)
+		need("release_token", isText, false)
+	case fn == "acquire" && status == http.StatusAccepted:
+		need("queued", isBool, true)
+		need("ticket", isText, true)
+		need("position", isCount, false)
+		need("retry_after_seconds", isCount, false)
+	default: // a grant or a renewal
+		need("session_id", isText, fn == "acquire")
+		need("lease_expires_at", isTime, true)
+		need("lease_seconds", isPositive, true)
+		need("heartbeat_interval_seconds", isPositive, false)
+		need("seats_used", isCount, false)
+		need("seats_total", isCount, false)
+		need("seats", isPositive, false)
+		need("overage", isBool, false)
+		need("borrowed", isBool, false)
+		need("lease_token", isText, false)
+	}
+	if len(problems) > 0 {
+		return invalidResponse(status, fmt.Sprintf("%s answered %d without a valid %s", where, status, strings.Join(problems, ", ")))
+	}
+	return nil
 }
 
 // send is one POST: the decoded JSON of a 2xx (its token verified with Verify), else a
@@ -278,13 +359,35 @@ func (c *Client) send(ctx context.Context, fn string, body map[string]any, timeo
 	if err != nil {
 		return nil, err
 	}
+	if err := checkShape(where, fn, response.StatusCode, reply); err != nil {
+		c.releaseRefused(fn, body, reply)
+		return nil, err
+	}
 	// A place in the wait queue (202) grants nothing: it carries no token to check.
 	if c.verifier != nil && response.StatusCode != http.StatusAccepted {
 		if _, err := c.verifier.Check(ctx, fn, body, reply, response.StatusCode); err != nil {
+			c.releaseRefused(fn, body, reply)
 			return nil, err
 		}
 	}
 	return reply, nil
+}
+
+// releaseRefused: a grant or renewal this client refused (a token that does not verify,
+// a malformed answer) is never a seat, but the server may hold one for it: its session,
+// when the answer named one, is released at once (within ReleaseTimeout, best effort),
+// so that it does not stay taken for the whole lease.
+func (c *Client) releaseRefused(fn string, request, reply map[string]any) {
+	if fn == "release" {
+		return
+	}
+	session, ok := reply["session_id"].(string)
+	licenseID, _ := request["license_id"].(string)
+	if !ok || session == "" || licenseID == "" || reply["queued"] == true {
+		return
+	}
+	c.logf("seatlease: %s answer for %s refused: releasing its session", fn, licenseID)
+	c.releaseQuietly(licenseID, session)
 }
 
 // fetchJWKS GETs the deployment's JWKS (no API key: it is public).
@@ -436,10 +539,23 @@ type AcquireOptions struct {
 	// its seats). 0: not sent (1 for a new lease; a renewal keeps the held lease's weight).
 	// Another weight than a held lease's is ErrSeatsMismatch.
 	Seats int
+	// RequestID: this call's idempotency key (request_id), for a retry of your own: the
+	// server answers the same RequestID with the first run's answer (kept at least 90 s).
+	// "": a fresh one (the client's own retries of this call share it either way).
+	RequestID string
+	// Fingerprint binds the seat to a machine: its token carries it as cnf.machine (a
+	// verified answer must). seatlease.Fingerprint(machineID) computes it; "": not sent.
+	Fingerprint string
 }
 
 func acquireBody(licenseID, clientID string, options AcquireOptions) map[string]any {
 	body := map[string]any{"license_id": licenseID, "client_id": clientID}
+	if options.RequestID != "" {
+		body["request_id"] = options.RequestID
+	}
+	if options.Fingerprint != "" {
+		body["fingerprint"] = options.Fingerprint
+	}
 	if options.LeaseSeconds > 0 {
 		body["lease_seconds"] = options.LeaseSeconds
 	}

@@ -48,6 +48,18 @@ var (
 	ErrNotEntitled        = errors.New("seatlease: not_entitled (403)")
 	ErrVersionNotEntitled = errors.New("seatlease: version_not_entitled (403)")
 
+	// ErrHTTP: an HTTP error answer with no kind of its own: a 404 that is not the
+	// service's license_not_found (the service's own 404 "not_found" for a wrong base URL,
+	// an empty 404 from a middlebox or a proxy), a redirect (never followed), a 500, any
+	// status or code this client does not know. Its Code is the server's, else
+	// "http_<status>" ("redirected" for a 3xx); its message names the URL requested (and a
+	// redirect's Location): most often a wrong base URL.
+	ErrHTTP = errors.New("seatlease: HTTP error (not a seatlease answer of a known kind)")
+	// ErrInvalidResponse: a 2xx that is not a well-formed answer (not JSON, not an object,
+	// a required field missing or of the wrong type, such as a grant whose session_id is
+	// null); Code "invalid_response". Never a seat.
+	ErrInvalidResponse = errors.New("seatlease: invalid_response")
+
 	// ErrToken: the answer's signed token failed verification; the answer never counts.
 	ErrToken          = errors.New("seatlease: token verification failed")
 	ErrTokenMissing   = errors.New("seatlease: token_missing")
@@ -64,36 +76,35 @@ var (
 	ErrTokenWrongMachine = errors.New("seatlease: token_wrong_machine")
 )
 
-var byStatus = map[int]error{
-	400: ErrInvalidRequest,
-	401: ErrUnauthenticated,
-	403: ErrLicenseSuspended,
-	404: ErrLicenseNotFound,
-	409: ErrNoSeatsAvailable,
-	410: ErrSessionExpired,
-	429: ErrBackendUnavailable,
-	502: ErrBackendUnavailable,
-	503: ErrBackendUnavailable,
-	504: ErrBackendUnavailable,
+// byCode: the kinds of each error code the service answers, whatever the status (issue
+// 48: an answer is read by its code, so a 404 "not_found" from a wrong base URL or an
+// empty 404 from a middlebox is no ErrLicenseNotFound).
+var byCode = map[string][]error{
+	"invalid_request":      {ErrInvalidRequest},
+	"unauthenticated":      {ErrUnauthenticated},
+	"license_suspended":    {ErrLicenseSuspended},
+	"forbidden":            {ErrLicenseSuspended}, // a tenant admin key: no seat with it
+	"user_denied":          {ErrLicenseSuspended, ErrUserDenied},
+	"license_not_started":  {ErrLicenseSuspended, ErrLicenseNotStarted},
+	"license_expired":      {ErrLicenseSuspended, ErrLicenseExpired},
+	"not_entitled":         {ErrLicenseSuspended, ErrNotEntitled},
+	"version_not_entitled": {ErrLicenseSuspended, ErrVersionNotEntitled},
+	"license_not_found":    {ErrLicenseNotFound},
+	"no_seats_available":   {ErrNoSeatsAvailable},
+	"user_limit_reached":   {ErrNoSeatsAvailable, ErrUserLimitReached},
+	"queue_full":           {ErrNoSeatsAvailable, ErrQueueFull},
+	"seats_mismatch":       {ErrSeatsMismatch},   // alone: waiting does not cure it
+	"machine_mismatch":     {ErrMachineMismatch}, // alone: waiting here does not cure it
+	"session_expired":      {ErrSessionExpired},
+	"rate_limited":         {ErrBackendUnavailable},
+	"backend_unavailable":  {ErrBackendUnavailable},
+	"not_configured":       {ErrBackendUnavailable},
+	"recovering":           {ErrBackendUnavailable},
 }
 
-// byCode: the codes with a kind of their own, beside their status's kind.
-// alone: the code's kind replaces its status's (a seats_mismatch is no denial of a seat).
-var byCode = map[string]struct {
-	status int
-	kind   error
-	alone  bool
-}{
-	"user_limit_reached":   {409, ErrUserLimitReached, false},
-	"user_denied":          {403, ErrUserDenied, false},
-	"queue_full":           {409, ErrQueueFull, false},
-	"seats_mismatch":       {409, ErrSeatsMismatch, true},
-	"machine_mismatch":     {409, ErrMachineMismatch, true},
-	"license_not_started":  {403, ErrLicenseNotStarted, false},
-	"license_expired":      {403, ErrLicenseExpired, false},
-	"not_entitled":         {403, ErrNotEntitled, false},
-	"version_not_entitled": {403, ErrVersionNotEntitled, false},
-}
+// gateway: the statuses a front end (a load balancer, a proxy) answers by itself, with
+// no code of the service's: retried as an unavailable service.
+var gateway = map[int]bool{429: true, 502: true, 503: true, 504: true}
 
 var tokenKinds = map[string]error{
 	"token_missing":        ErrTokenMissing,
@@ -214,31 +225,27 @@ func unavailable(code, message string) *SeatError {
 	return newError(0, code, message, nil, -1, ErrBackendUnavailable)
 }
 
-// errorFromAnswer: the typed error of an HTTP error answer (a 500 or any status not
-// listed: a SeatError of no kind).
-func errorFromAnswer(status int, payload map[string]any, retryAfterHeader, statusText string) *SeatError {
+// errorFromAnswer: the typed error of an HTTP error answer, by the answer's error.code
+// (byCode); without a code of the service's, a front end's 429/502/503/504 is an
+// unavailable service and any other status an ErrHTTP. where: the URL requested, named
+// in an ErrHTTP's message.
+func errorFromAnswer(where string, status int, payload map[string]any, retryAfterHeader, statusText string) *SeatError {
 	body, _ := payload["error"].(map[string]any)
-	kind := byStatus[status]
 	code, _ := body["code"].(string)
-	if code == "" {
-		code = "http_error"
-		if kind == ErrBackendUnavailable {
-			code = "backend_unavailable"
-		}
-	}
 	message, _ := body["message"].(string)
 	if message == "" {
 		message = "HTTP " + statusText
 	}
-	var kinds []error
-	if kind != nil {
-		kinds = []error{kind}
+	kinds, known := byCode[code]
+	if !known && gateway[status] {
+		kinds = []error{ErrBackendUnavailable}
 	}
-	if own, ok := byCode[code]; ok && own.status == status {
-		if own.alone {
-			kinds = nil
-		}
-		kinds = append(kinds, own.kind)
+	if code == "" {
+		code = fmt.Sprintf("http_%d", status)
+	}
+	if len(kinds) == 0 {
+		kinds = []error{ErrHTTP}
+		message = fmt.Sprintf("%s answered %d: %s", where, status, message)
 	}
 	return newError(status, code, message, body, parseRetryAfter(retryAfterHeader), kinds...)
 }

@@ -32,6 +32,12 @@ type LeaseOptions struct {
 	// Seats: the lease's weight (see AcquireOptions), sent with the first acquire and with
 	// every re-acquire after a loss, so a regained seat has it too. 0: not sent.
 	Seats int
+	// RequestID: the idempotency key of the first acquire (see AcquireOptions); "": a
+	// fresh one. Later acquires (waiting, a seat regained) have their own.
+	RequestID string
+	// Fingerprint binds every seat of the lease to a machine (see AcquireOptions); "":
+	// not sent.
+	Fingerprint string
 	// Wait for a seat (paced by Retry-After) instead of returning ErrNoSeatsAvailable, for
 	// at most Timeout (0: until ctx ends); then ErrSeatWaitTimeout. On a license with a
 	// wait queue it waits in line (queue: true, keeping its place with the ticket).
@@ -119,12 +125,14 @@ func (l *Lease) State() LeaseState {
 // SessionID is the session holding the seat now (it changes when the seat is regained).
 func (l *Lease) SessionID() string { return l.State().SessionID }
 
-// body of an acquire; queue and ticket: the place in line while waiting for the first seat.
-func (l *Lease) body(queue bool, ticket string) map[string]any {
+// body of an acquire; queue and ticket: the place in line while waiting for the first
+// seat; requestID: the caller's for the first acquire, else "" (a fresh one).
+func (l *Lease) body(queue bool, ticket, requestID string) map[string]any {
 	return acquireBody(l.LicenseID, l.ClientID, AcquireOptions{
 		LeaseSeconds: l.options.LeaseSeconds, Metadata: l.options.Metadata,
 		User: l.options.User, Host: l.options.Host, Queue: queue, Ticket: ticket,
 		Entitlements: l.options.Entitlements, Version: l.options.Version, Seats: l.options.Seats,
+		RequestID: requestID, Fingerprint: l.options.Fingerprint,
 	})
 }
 
@@ -143,7 +151,16 @@ func (l *Lease) took(raw map[string]any, sentAt time.Time) {
 		s.ExpiresAt = answer.LeaseExpiresAt
 	}
 	s.LeaseSeconds, s.HeartbeatIntervalSeconds = answer.LeaseSeconds, answer.HeartbeatIntervalSeconds
-	s.SeatsUsed, s.SeatsTotal, s.Overage = answer.SeatsUsed, answer.SeatsTotal, answer.Overage
+	// A renewal carries no counts: the last ones known stay (never 0 of 0).
+	if _, ok := raw["seats_used"]; ok {
+		s.SeatsUsed = answer.SeatsUsed
+	}
+	if _, ok := raw["seats_total"]; ok {
+		s.SeatsTotal = answer.SeatsTotal
+	}
+	if _, ok := raw["overage"]; ok {
+		s.Overage = answer.Overage
+	}
 	s.Seats = answer.Seats
 	if token, ok := raw["lease_token"].(string); ok {
 		s.Token = token
@@ -159,10 +176,11 @@ func (l *Lease) acquireFirst(ctx context.Context) error {
 		giveUp = time.Now().Add(l.options.Timeout)
 	}
 	// Waiting asks for a place in line; a license without a queue ignores it.
-	ticket := ""
+	ticket, requestID := "", l.options.RequestID
 	for {
 		sentAt := time.Now()
-		raw, err := l.client.call(ctx, "acquire", l.body(l.options.Wait, ticket), callPlan{retries: -1})
+		raw, err := l.client.call(ctx, "acquire", l.body(l.options.Wait, ticket, requestID), callPlan{retries: -1})
+		requestID = "" // the caller's is the first acquire's: a later one is another request
 		var denied *SeatError
 		switch {
 		case err == nil && raw["queued"] != true:
@@ -247,7 +265,7 @@ func (l *Lease) step() time.Duration {
 	var failed *SeatError
 	if errors.Is(err, ErrBackendUnavailable) && errors.As(err, &failed) {
 		l.failed()
-		if s := l.State(); !s.Lost && time.Now().After(l.deadline()) {
+		if s := l.State(); !s.Lost && !time.Now().Before(l.deadline()) {
 			l.lose("unreachable") // no renewal reached the server before the deadline
 		}
 		l.client.logf("seatlease: %s unreachable (%v); retrying", l.LicenseID, err)
@@ -280,7 +298,14 @@ func (l *Lease) succeeded() {
 func (l *Lease) beat() (time.Duration, error) {
 	body := map[string]any{"license_id": l.LicenseID, "session_id": l.State().SessionID}
 	sentAt := time.Now()
-	raw, err := l.client.call(l.run, "heartbeat", body, callPlan{retries: 0})
+	// A renewal that has not come back by the lease's deadline is too late: the server has
+	// reclaimed the seat by then. The call ends there (or at Timeout, if sooner), and the
+	// seat is lost ("unreachable"), whatever the answer's pace (a dripped one included).
+	plan := callPlan{retries: 0}
+	if left := time.Until(l.deadline()); left > 0 {
+		plan.budget = left
+	}
+	raw, err := l.client.call(l.run, "heartbeat", body, plan)
 	var refused *SeatError
 	switch {
 	case err == nil:
@@ -336,7 +361,7 @@ func (l *Lease) recover(body map[string]any) map[string]any {
 
 func (l *Lease) regain() (time.Duration, error) {
 	sentAt := time.Now()
-	raw, err := l.client.call(l.run, "acquire", l.body(false, ""), callPlan{retries: 0})
+	raw, err := l.client.call(l.run, "acquire", l.body(false, "", ""), callPlan{retries: 0})
 	var refused *SeatError
 	switch {
 	case err == nil:

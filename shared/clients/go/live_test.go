@@ -125,8 +125,28 @@ func (s *served) requests(path string) []logged {
 	return matching
 }
 
+// client: a client of the stack, verified by default against the stack's own signing
+// keys (SEATLEASE_TEST_PINNED_KEYS), as a vendor pins its keys.
 func (s *served) client(options seatlease.Options) *seatlease.Client {
+	if len(options.PinnedKeys) == 0 && !options.InsecureSkipVerify {
+		options.PinnedKeys = s.pinned()
+	}
 	return newClient(s.t, s.url, s.key, options)
+}
+
+// pinned: the stack's signing keys' "x" (SEATLEASE_TEST_PINNED_KEYS).
+func (s *served) pinned() []any {
+	s.t.Helper()
+	var keys []any
+	for _, x := range strings.Split(os.Getenv("SEATLEASE_TEST_PINNED_KEYS"), ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			keys = append(keys, x)
+		}
+	}
+	if len(keys) == 0 {
+		s.t.Fatal("SEATLEASE_TEST_PINNED_KEYS not set: run through pytest tests/test_client_go.py")
+	}
+	return keys
 }
 
 func newClient(t *testing.T, url, key string, options seatlease.Options) *seatlease.Client {
@@ -370,7 +390,7 @@ func TestTypedErrors(t *testing.T) {
 	s := stack(t)
 	ctx := context.Background()
 	s.license("go-full", map[string]any{"seats": 1, "lease_seconds": 60})
-	wrong := newClient(t, s.url, "sl_wrong_key", seatlease.Options{Backoff: 10 * time.Millisecond})
+	wrong := newClient(t, s.url, "sl_wrong_key", seatlease.Options{PinnedKeys: s.pinned(), Backoff: 10 * time.Millisecond})
 	var refused *seatlease.SeatError
 	if _, err := wrong.Acquire(ctx, "go-full", "a", seatlease.AcquireOptions{}); !errors.Is(err, seatlease.ErrUnauthenticated) || !errors.As(err, &refused) || refused.Status != 401 || strings.Contains(err.Error(), s.key) {
 		t.Fatal("wrong key:", err)
@@ -467,7 +487,7 @@ func TestUnreachableURLAndCancelledContext(t *testing.T) {
 	}
 	url := "http://" + listener.Addr().String()
 	listener.Close()
-	client := newClient(t, url, s.key, seatlease.Options{Retries: 2, Backoff: 10 * time.Millisecond})
+	client := newClient(t, url, s.key, seatlease.Options{PinnedKeys: s.pinned(), Retries: 2, Backoff: 10 * time.Millisecond})
 	var refused *seatlease.SeatError
 	_, err = client.Acquire(context.Background(), "lic", "a", seatlease.AcquireOptions{})
 	if !errors.Is(err, seatlease.ErrBackendUnavailable) || !errors.As(err, &refused) || refused.Status != 0 || refused.Code != "network_error" || strings.Contains(err.Error(), s.key) {
@@ -477,7 +497,7 @@ func TestUnreachableURLAndCancelledContext(t *testing.T) {
 		t.Fatal("lease on an unreachable URL:", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	slow := newClient(t, url, s.key, seatlease.Options{Retries: 50, Backoff: time.Second})
+	slow := newClient(t, url, s.key, seatlease.Options{PinnedKeys: s.pinned(), Retries: 50, Backoff: time.Second})
 	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
 	if _, err := slow.Acquire(ctx, "lic", "a", seatlease.AcquireOptions{}); !errors.Is(err, context.Canceled) {
 		t.Fatal("cancelled:", err)
@@ -485,11 +505,11 @@ func TestUnreachableURLAndCancelledContext(t *testing.T) {
 }
 
 func TestTheClientNeverShowsItsKey(t *testing.T) {
-	client := newClient(t, "http://127.0.0.1:1/", "sl_secret", seatlease.Options{})
+	client := newClient(t, "http://127.0.0.1:1/", "sl_secret", seatlease.Options{InsecureSkipVerify: true})
 	if shown := fmt.Sprint(client); strings.Contains(shown, "sl_secret") || client.BaseURL() != "http://127.0.0.1:1" {
 		t.Fatal(shown)
 	}
-	if _, err := seatlease.New("ftp://x", "k", seatlease.Options{}); err == nil {
+	if _, err := seatlease.New("ftp://x", "k", seatlease.Options{InsecureSkipVerify: true}); err == nil {
 		t.Fatal("an ftp URL was accepted")
 	}
 }

@@ -66,7 +66,7 @@ func recording(t *testing.T, answer func(fn string, body map[string]any) (int, a
 	r := &recorder{answer: answer}
 	server := httptest.NewServer(r)
 	t.Cleanup(server.Close)
-	client := newClient(t, server.URL, "sk_test", seatlease.Options{Backoff: 10 * time.Millisecond, Retries: 1})
+	client := newClient(t, server.URL, "sk_test", seatlease.Options{InsecureSkipVerify: true, Backoff: 10 * time.Millisecond, Retries: 1})
 	return client, r
 }
 

@@ -3,12 +3,13 @@
 //	./hold URL API_KEY LICENSE_ID CLIENT_ID   (or go run ./examples/hold ...)
 //
 // It acquires, verifying the signed token against the vendor's keys pinned in
-// SEATLEASE_PINNED_KEYS (each JWK's "x", comma separated) or, with none pinned, only
-// against the keys the server serves at URL/keys; prints one JSON line
-// {"session_id", "seats_used", "seats_total", "seats", "verified"} (verified: true when
-// pinned, "unpinned" otherwise), heartbeats in the background, and when stdin closes
-// (Ctrl-D, or the parent closing the pipe) releases the seat and exits 0. No seat: one
-// line on stderr, exit status 1.
+// SEATLEASE_PINNED_KEYS (each JWK's "x", comma separated); prints one JSON line
+// {"session_id", "seats_used", "seats_total", "seats", "verified"} (verified: true),
+// heartbeats in the background, and when stdin closes (Ctrl-D, or the parent closing the
+// pipe) releases the seat and exits 0. No seat: one line on stderr, exit status 1.
+// Without SEATLEASE_PINNED_KEYS it takes no seat (one line on stderr naming it, exit
+// status 2), unless SEATLEASE_INSECURE_SKIP_VERIFY=1, the loud opt-out: then nothing is
+// verified and "verified" is false.
 package main
 
 import (
@@ -63,10 +64,17 @@ func main() {
 	url, apiKey, licenseID, clientID := os.Args[1], os.Args[2], os.Args[3], os.Args[4]
 	logger := log.New(os.Stderr, "", log.LstdFlags)
 	pinned := pinnedKeys()
+	insecure := os.Getenv("SEATLEASE_INSECURE_SKIP_VERIFY") == "1"
+	if len(pinned) == 0 && !insecure {
+		fmt.Fprintln(os.Stderr, "hold: no pinned key: set SEATLEASE_PINNED_KEYS to the vendor's "+
+			"keys (each JWK's \"x\" of URL/keys, comma separated), or SEATLEASE_INSECURE_SKIP_VERIFY=1 "+
+			"to verify nothing (tests only)")
+		os.Exit(2)
+	}
 	client, err := seatlease.New(url, apiKey, seatlease.Options{
-		Verify:     true,   // every answer's token checked; against the pinned keys when there are some
-		PinnedKeys: pinned, // none: only against the server's own keys ("unpinned")
-		Logger:     logger,
+		PinnedKeys:         pinned,   // every answer's token must be signed by one of them
+		InsecureSkipVerify: insecure, // only without pinned keys: nothing verified
+		Logger:             logger,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hold:", err)
@@ -80,10 +88,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "hold: no seat:", err) // one line, exit status 1
 		os.Exit(1)
 	}
-	var verified any = "unpinned"
-	if len(pinned) > 0 {
-		verified = true
-	}
+	verified := len(pinned) > 0
 	state := lease.State()
 	fmt.Println(jsonLine(
 		field{"session_id", state.SessionID}, field{"seats_used", state.SeatsUsed},
