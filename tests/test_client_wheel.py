@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from client_bad_server import KEY_X
 from http_support import serving
 
-from seatlease.api import runtime
+from seatlease.api import runtime, tokens
 from seatlease.records import store
 from seatlease_cli import devserver
 from seatlease_cli.procs import free_port
@@ -101,16 +102,25 @@ def test_the_wheel_declares_no_dependencies_no_scripts_and_python_3_9(wheel: Pat
         record = archive.read(f"{dist_info}/RECORD").decode().splitlines()
     assert metadata["Name"] == "seatlease-client"
     assert metadata["Version"] == __version__
-    # Nothing at run time; only the optional verify extra (token verification) has any.
+    # Nothing at run time, token verification included (the standard library's: issue
+    # 48); the verify extra of 0.2 is kept, empty, so old install commands still work.
     assert metadata.get_all("Provides-Extra") == ["verify"]
-    assert metadata.get_all("Requires-Dist") == ['PyJWT[crypto]>=2.9; extra == "verify"']
+    assert metadata.get_all("Requires-Dist") is None
     assert metadata["Requires-Python"] == ">=3.9"
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert metadata.get_all("License-File") == ["LICENSE"]
     assert top_level == ["seatlease_client"]
     assert f"{dist_info}/entry_points.txt" not in names  # no console scripts
     recorded = {line.split(",")[0] for line in record}
     assert recorded == names
     assert {name.split("/")[0] for name in names} == {"seatlease_client", dist_info}
     assert "seatlease_client/py.typed" in names
+    # Apache-2.0 section 4(a): the license's text travels with the wheel (issue 48).
+    assert f"{dist_info}/licenses/LICENSE" in names
+    with zipfile.ZipFile(wheel) as archive:
+        text = archive.read(f"{dist_info}/licenses/LICENSE").decode()
+    assert text == (REPO / "LICENSE").read_text() == (CLIENT_SRC / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert {n for n in names if n.endswith(".py")} == {
         f"seatlease_client/{p.name}" for p in (CLIENT_SRC / "seatlease_client").glob("*.py")
     }
@@ -216,6 +226,12 @@ def venv(
     yield env, added
 
 
+def test_the_wheel_is_the_one_version_of_all_five_clients() -> None:
+    """shared/clients/VERSION is the version of every client; the Python client's
+    _version.py writes it as a literal (a wheel build cannot read outside its folder)."""
+    assert __version__ == (REPO / "shared" / "clients" / "VERSION").read_text().strip()
+
+
 def test_installing_the_wheel_adds_one_distribution_and_one_import_name(venv) -> None:
     env, added = venv
     assert added["distributions"] == {"seatlease-client"}
@@ -257,7 +273,7 @@ class Counted:
 
 @pytest.fixture
 def served(redis_url: str, database_url: str) -> Iterator[tuple[str, Counted]]:
-    counted = Counted(devserver.create_app(["acquire", "heartbeat", "release"]))
+    counted = Counted(devserver.create_app(["acquire", "heartbeat", "release", "keys"]))
     with serving(counted) as url:
         yield url, counted
 
@@ -273,9 +289,11 @@ def api_key(database_url: str) -> str:
 VENDOR_PROGRAM = r"""
 import asyncio, json, sys, time
 import seatlease_client
-from seatlease_client import AsyncSeatClient, BackendUnavailable, NoSeatsAvailable, SeatClient
+from seatlease_client import (AsyncSeatClient, BackendUnavailable, NoSeatsAvailable,
+                              SeatClient, UntrustedKey)
 
-url, key, lic, dead_url = sys.argv[1:5]
+url, key, lic, dead_url, pinned, other_key = sys.argv[1:7]
+pinned = pinned.split(",")
 out = {"file": seatlease_client.__file__, "version": seatlease_client.__version__,
        "python": list(sys.version_info[:2])}
 try:
@@ -284,9 +302,10 @@ try:
 except ImportError:
     out["server_visible"] = False
 
-client = SeatClient(url, key, backoff=0.1)
+client = SeatClient(url, key, backoff=0.1, pinned_keys=pinned)
 with client.lease(lic, client_id="wheel-1", metadata={"user": "ann"}) as lease:
     out["lease"] = [lease.seats_used, lease.seats_total, lease.lease_seconds]
+    out["verified"] = client.verify and bool(lease.token)
     first_expiry = lease.expires_at
     other = client.acquire(lic, "wheel-2")
     out["second"] = [other["seats_used"], other["seats_total"]]
@@ -308,19 +327,31 @@ out["released"] = lease.released
 
 
 async def main():
-    async with AsyncSeatClient(url, key).lease(lic, client_id="wheel-async") as held:
+    held_by = AsyncSeatClient(url, key, pinned_keys=pinned)
+    async with held_by.lease(lic, client_id="wheel-async") as held:
         return [held.seats_used, held.seats_total]
 
 out["async"] = asyncio.run(main())
 
-try:  # without the verify extra (not installed here), verifying names the extra
-    SeatClient(url, key, verify=True)
-    out["verify_without_extra"] = "constructed"
-except ImportError as missing:
-    out["verify_without_extra"] = str(missing)
+# A default install verifies (no extra, nothing but the wheel): a client pinned to
+# another key refuses the deployment's grant, and one pinned to nothing is not made.
+try:
+    SeatClient(url, key, pinned_keys=[other_key], retries=0).acquire(lic, "wheel-5")
+    out["other_key"] = "granted"
+except UntrustedKey as refused:
+    out["other_key"] = refused.code
+try:
+    SeatClient(url, key)
+    out["unpinned"] = "constructed"
+except ValueError as refused:
+    out["unpinned"] = str(refused)
+import seatlease_client._verify as verifying
+out["verify_imports"] = sorted(
+    name for name in ("jwt", "cryptography") if name in sys.modules
+)
 
 try:
-    SeatClient(dead_url, key, retries=0).acquire(lic, "wheel-4")
+    SeatClient(dead_url, key, retries=0, pinned_keys=pinned).acquire(lic, "wheel-4")
 except BackendUnavailable as down:
     out["unreachable"] = [down.status, down.code, down.retry_after_seconds]
 
@@ -343,7 +374,10 @@ def test_the_installed_wheel_holds_heartbeats_and_releases_a_seat(
     program = tmp_path / "vendor_program.py"
     program.write_text(VENDOR_PROGRAM)
     dead_url = f"http://127.0.0.1:{free_port()}"
-    out = json.loads(run(env.python, "-I", program, url, api_key, LICENSE, dead_url, cwd=tmp_path))
+    pinned = ",".join(key["x"] for key in tokens.keyring().jwks()["keys"])
+    out = json.loads(
+        run(env.python, "-I", program, url, api_key, LICENSE, dead_url, pinned, KEY_X, cwd=tmp_path)
+    )
     assert Path(out["file"]).is_relative_to(env.site_packages())
     assert not Path(out["file"]).is_relative_to(REPO)
     assert out["version"] == __version__
@@ -357,7 +391,10 @@ def test_the_installed_wheel_holds_heartbeats_and_releases_a_seat(
     assert out["release_other"] == [True, 1]
     assert out["held_after_exit"] == 0 and out["released"] is True
     assert out["async"] == [1, 2]
-    assert "pip install 'seatlease-client[verify]'" in out["verify_without_extra"]
+    assert out["verified"] is True
+    assert out["other_key"] == "token_untrusted_key"
+    assert "pinned_keys" in out["unpinned"] and "insecure_skip_verify" in out["unpinned"]
+    assert out["verify_imports"] == []  # the standard library verified
     assert out["unreachable"] == [0, "network_error", None]
     assert out["timestamps"] == [
         "2026-11-22T10:06:00+00:00",
@@ -368,4 +405,5 @@ def test_the_installed_wheel_holds_heartbeats_and_releases_a_seat(
     assert runtime.seat_engine().live_leases(TENANT, LICENSE) == []
     # one explicit heartbeat plus at least one from the background thread
     assert counted.counts["/heartbeat"] >= 2
-    assert counted.counts["/release"] == 3  # wheel-2, wheel-1 on exit, the async lease
+    # wheel-2, wheel-1 on exit, the async lease, and wheel-5's refused grant at once
+    assert counted.counts["/release"] == 4
