@@ -58,6 +58,7 @@ TESTS = {
         "seatCountsKeepTheirLastKnownValuesWhenARenewalOmitsThem",
         "aGrantWithANullSessionIsAnInvalidResponse",
         "acquireAndBorrowSendTheCallersIdentity",
+        "aSeatIsReleasedWhenTheJvmExitsOrIsTerminated",
         "theVersionIsTheOneOfAllClients",
     ],
     "ApiTests": [

@@ -45,6 +45,9 @@ public final class SeatClient implements AutoCloseable {
     public static final String VERSION = "0.3.0";
     static final int MAX_BODY = 1 << 20;
     private static final SecureRandom RANDOM = new SecureRandom();
+    /** The clients holding a seat now that release it when the JVM exits (releaseOnExit). */
+    private static final Set<SeatClient> HOLDING = ConcurrentHashMap.newKeySet();
+    private static final AtomicBoolean EXIT_HOOK = new AtomicBoolean();
     /** The deadline of the exchange in progress on this thread, for a JWKS fetched within it. */
     private static final ThreadLocal<Long> ATTEMPT_DEADLINE = new ThreadLocal<>();
 
@@ -69,6 +72,7 @@ public final class SeatClient implements AutoCloseable {
         private String jwksUrl;
         private BiConsumer<String, String> logger;
         private String machineId;
+        private boolean releaseOnExit = true;
 
         private Builder(String baseUrl, String apiKey) {
             this.baseUrl = Objects.requireNonNull(baseUrl, "baseUrl");
@@ -131,6 +135,12 @@ public final class SeatClient implements AutoCloseable {
          * system's, {@link Machine#machineId()}), e.g. in a container whose id is not stable.
          */
         public Builder machineId(String value) { machineId = value; return this; }
+        /**
+         * Release the seats this client holds when the JVM exits (System.exit, the end of
+         * main, SIGTERM, Ctrl-C: a shutdown hook), within the release timeout (true). False:
+         * they expire by themselves at the end of their lease, unless closed.
+         */
+        public Builder releaseOnExit(boolean value) { releaseOnExit = value; return this; }
 
         /**
          * The client; IllegalArgumentException for a URL that is not http(s), a key that is no
@@ -171,6 +181,7 @@ public final class SeatClient implements AutoCloseable {
     private final String machineId;
     private final HttpClient http;
     private final boolean insecureSkipVerify;
+    private final boolean releaseOnExit;
     final TokenVerifier verifier;
 
     private final Set<Lease> held = ConcurrentHashMap.newKeySet();
@@ -213,6 +224,7 @@ public final class SeatClient implements AutoCloseable {
         }
         http = builder.build();
         insecureSkipVerify = b.insecureSkipVerify;
+        releaseOnExit = b.releaseOnExit;
         if (!insecureSkipVerify) {
             if (Boolean.FALSE.equals(b.verify)) {
                 throw new IllegalArgumentException("verify(false) turns off the check that a seat was granted by the "
@@ -675,16 +687,58 @@ public final class SeatClient implements AutoCloseable {
 
     /** A lease now held; false (the caller releases it) when the client closed meanwhile. */
     boolean register(Lease lease) {
-        held.add(lease);
-        if (closed.get()) {
-            held.remove(lease);
-            return false;
+        synchronized (held) {
+            held.add(lease);
+            if (closed.get()) {
+                held.remove(lease);
+                return false;
+            }
+            if (releaseOnExit) {
+                HOLDING.add(this);
+            }
+        }
+        if (releaseOnExit && EXIT_HOOK.compareAndSet(false, true)) {
+            try {
+                Runtime.getRuntime().addShutdownHook(new Thread(SeatClient::releaseAtExit, "seatlease-release-at-exit"));
+            } catch (IllegalStateException | SecurityException e) {
+                // the JVM is exiting already (or may not be hooked): the seats expire by themselves
+            }
         }
         return true;
     }
 
     void unregister(Lease lease) {
-        held.remove(lease);
+        synchronized (held) {
+            held.remove(lease);
+            if (held.isEmpty()) {
+                HOLDING.remove(this);
+            }
+        }
+    }
+
+    /** The shutdown hook: every holding client closed at once, each within its release timeout. */
+    private static void releaseAtExit() {
+        List<Thread> closers = new java.util.ArrayList<>();
+        long giveUp = System.nanoTime();
+        for (SeatClient client : List.copyOf(HOLDING)) {
+            long end = System.nanoTime() + client.releaseTimeout.toNanos();
+            giveUp = end - giveUp > 0 ? end : giveUp;
+            Thread closer = new Thread(client::close, "seatlease-release-at-exit-" + client.baseUrl);
+            closer.setDaemon(true);
+            closer.start();
+            closers.add(closer);
+        }
+        for (Thread closer : closers) {
+            long left = giveUp - System.nanoTime();
+            if (left <= 0) {
+                return;
+            }
+            try {
+                closer.join(Math.max(1, left / 1_000_000L));
+            } catch (InterruptedException e) {
+                return;
+            }
+        }
     }
 
     /**
@@ -698,6 +752,7 @@ public final class SeatClient implements AutoCloseable {
             return;
         }
         closing.complete(null);
+        HOLDING.remove(this);
         long giveUp = System.nanoTime() + releaseTimeout.toNanos();
         for (Lease lease : List.copyOf(held)) {
             lease.closeBy(giveUp);

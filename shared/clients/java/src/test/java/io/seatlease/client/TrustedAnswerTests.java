@@ -199,6 +199,45 @@ class TrustedAnswerTests {
         }
     }
 
+    /**
+     * A product that exits (System.exit) or is terminated (SIGTERM) releases its seat on the
+     * way out, within the release timeout (a shutdown hook), instead of leaving it taken for
+     * the rest of the lease.
+     */
+    @Test
+    void aSeatIsReleasedWhenTheJvmExitsOrIsTerminated() throws Exception {
+        for (String how : List.of("sigterm", "exit")) {
+            try (ScriptedServer server = new ScriptedServer(request -> request.path().equals("/acquire")
+                    ? ScriptedServer.Reply.now(201, grant(60, 20)) : ScriptedServer.Reply.now(200, RELEASED))) {
+                String classPath = String.join(java.io.File.pathSeparator, where(SeatClient.class),
+                        where(ExitProbe.class), where(JsonObject.class));
+                Process product = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                        "-cp", classPath, ExitProbe.class.getName(), server.url(), how)
+                        .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+                try (java.io.BufferedReader out = new java.io.BufferedReader(
+                        new java.io.InputStreamReader(product.getInputStream(), java.nio.charset.StandardCharsets.UTF_8))) {
+                    String line = out.readLine();
+                    assertTrue(line != null && line.startsWith("held "), how + ": " + line);
+                    if (how.equals("sigterm")) {
+                        product.destroy(); // SIGTERM
+                    }
+                    assertTrue(product.waitFor(15, java.util.concurrent.TimeUnit.SECONDS), how + ": still running");
+                } finally {
+                    product.destroyForcibly();
+                }
+                assertTrue(product.exitValue() != 3, how);
+                List<ScriptedServer.Request> releases = server.requestsTo("/release");
+                assertEquals(1, releases.size(), how + ": the seat was not released on the way out");
+                assertTrue(releases.get(0).body().contains("c2Vzc2lvbi0wMDAwMDAwMDAx"), releases.toString());
+            }
+        }
+    }
+
+    /** Where a class was loaded from (a folder or a jar), for a child JVM's class path. */
+    private static String where(Class<?> kind) throws Exception {
+        return Path.of(kind.getProtectionDomain().getCodeSource().getLocation().toURI()).toString();
+    }
+
     /** The version is the one of all five clients (shared/clients/VERSION, when this is the repository's copy). */
     @Test
     void theVersionIsTheOneOfAllClients() throws Exception {
