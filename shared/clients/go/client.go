@@ -366,7 +366,9 @@ func (c *Client) send(ctx context.Context, fn string, body map[string]any, timeo
 	// A place in the wait queue (202) grants nothing: it carries no token to check.
 	if c.verifier != nil && response.StatusCode != http.StatusAccepted {
 		if _, err := c.verifier.Check(ctx, fn, body, reply, response.StatusCode); err != nil {
-			c.releaseRefused(fn, body, reply)
+			if errors.Is(err, ErrToken) { // refused; not a JWKS out of reach (retried)
+				c.releaseRefused(fn, body, reply)
+			}
 			return nil, err
 		}
 	}
