@@ -201,7 +201,7 @@ class Cancelled(SeatError):
 
 
 class TokenError(SeatError):
-    """The answer's signed token failed verification (``SeatClient(verify=True)``): the
+    """The answer's signed token failed verification (the default; see ``SeatClient``): the
     answer is not trusted and never counts as a seat, a renewal or a release. ``status``
     is the answer's HTTP status; each subclass is one reason."""
 

@@ -90,10 +90,10 @@ class Lease:
         self.lost = False
         self.lost_reason: str | None = None
         self.released = False
-        # The last lease token of this session (verified with ``SeatClient(verify=True)``,
-        # e.g. for a product that keeps proof of its grant). Kept whether or not it is
-        # verified: it is the proof a heartbeat shows to keep the seat after the server
-        # lost the session (a region's loss). None from a server that sends none.
+        # The last lease token of this session (verified, unless the client opted out with
+        # insecure_skip_verify; e.g. for a product that keeps proof of its grant). It is
+        # the proof a heartbeat shows to keep the seat after the server lost the session
+        # (a region's loss). None from a server that sends none.
         self.token: str | None = None
         # The license's term and entitlements, when it has some (else [], None, False):
         # what it entitles to, when it expires (aware UTC; its grace may run after it),
