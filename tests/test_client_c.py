@@ -71,6 +71,7 @@ BEHAVIOUR_TESTS = [
     "a_404_is_license_not_found_only_by_its_code",
     "a_redirect_is_an_error_naming_its_location",
     "a_dripped_answer_ends_by_the_timeout",
+    "a_stalled_heartbeat_loses_the_seat_by_its_deadline",
     "one_connection_reused_per_client",
     "the_proxy_and_ca_options_reach_libcurl",
 ]

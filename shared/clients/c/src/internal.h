@@ -203,5 +203,8 @@ seatlease_code sl_this_machine(seatlease_client *client, char fingerprint[65],
 
 /* For tests: the lease's next heartbeat now (a server's interval may be long). */
 void sl_lease_heartbeat_now(seatlease_lease *lease);
+/* For tests: the lease's deadline (its valid_until) moved to seconds from now (a
+ * scenario's lease may be long). */
+void sl_lease_deadline_in(seatlease_lease *lease, double seconds);
 
 #endif

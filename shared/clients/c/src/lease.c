@@ -364,7 +364,13 @@ static seatlease_code beat(seatlease_lease *l, double *delay, seatlease_error **
     int status = 0;
     seatlease_error *refused = NULL;
     double sent_at = sl_mono_now();
-    seatlease_code code = sl_call(l->client, "heartbeat", body, 0, 0, &l->stopper, &reply,
+    /* bounded by the lease's deadline too: a renewal still dripping in then is no renewal
+     * (the seat is marked lost, unreachable, by its deadline, not by the stall's end) */
+    pthread_mutex_lock(&l->mu);
+    double left = l->valid_until - sent_at;
+    double budget = l->info.lease_seconds > 0 ? (left > 0.05 ? left : 0.05) : 0; /* 0: unknown */
+    pthread_mutex_unlock(&l->mu);
+    seatlease_code code = sl_call(l->client, "heartbeat", body, 0, budget, &l->stopper, &reply,
                                   &status, &refused);
     cJSON_Delete(body);
     *delay = 0;
@@ -616,6 +622,12 @@ void(seatlease_lease_get_info)(seatlease_lease *lease, seatlease_lease_info *inf
 }
 
 void sl_lease_heartbeat_now(seatlease_lease *lease) { sl_stopper_nudge(&lease->stopper); }
+
+void sl_lease_deadline_in(seatlease_lease *lease, double seconds) {
+    pthread_mutex_lock(&lease->mu);
+    lease->valid_until = sl_mono_now() + seconds;
+    pthread_mutex_unlock(&lease->mu);
+}
 
 int seatlease_lease_seats(seatlease_lease *lease) {
     if (lease == NULL) {

@@ -359,7 +359,7 @@ static int lost_once(void *context) {
 }
 
 /* The lease's lost_reason as on_lost saw it (a_seat_an_operator_freed_...). */
-static char lost_reason_then[64];
+static char lost_reason_then[128]; /* "not lost: " and a lost_reason of 64 */
 
 static void book_lost_reason(seatlease_lease *lease, const char *reason, void *user_data) {
     seatlease_lease_info info;
@@ -843,6 +843,39 @@ static void a_dripped_answer_ends_by_the_timeout(void) {
     seatlease_client_free(client);
 }
 
+/* A heartbeat dripping past the lease's deadline marks the seat lost (unreachable) by
+ * that deadline, not by the client's timeout (30 s here) nor the stall's end. The
+ * scenario's lease is 60 s: its deadline is moved 2 s ahead. */
+static int lost_unreachable(void *context) {
+    book *b = context;
+    pthread_mutex_lock(&b->mu);
+    int lost = strstr(b->reasons, "unreachable") != NULL;
+    pthread_mutex_unlock(&b->mu);
+    return lost;
+}
+
+static void a_stalled_heartbeat_loses_the_seat_by_its_deadline(void) {
+    NEED_BAD_SERVER();
+    book b = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", ""};
+    seatlease_client *client = pinned_client("drip_heartbeat", 30, 2);
+    CHECK(client != NULL);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-1";
+    o.on_lost = book_lost;
+    o.user_data = &b;
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_OK);
+    double started = now_seconds();
+    sl_lease_deadline_in(lease, 2);
+    sl_lease_heartbeat_now(lease);
+    int lost = eventually(6, lost_unreachable, &b);
+    double took = now_seconds() - started;
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+    CHECK(lost && took >= 1.5 && took < 6);
+}
+
 /* One connection per client: a lease's grant, the JWKS, its heartbeats, plain calls and
  * the release all go over one kept-alive connection (tests/test_client_c.py counts the
  * connections its server accepted). */
@@ -924,6 +957,7 @@ int main(int argc, char **argv) {
         {"a_404_is_license_not_found_only_by_its_code", a_404_is_license_not_found_only_by_its_code},
         {"a_redirect_is_an_error_naming_its_location", a_redirect_is_an_error_naming_its_location},
         {"a_dripped_answer_ends_by_the_timeout", a_dripped_answer_ends_by_the_timeout},
+        {"a_stalled_heartbeat_loses_the_seat_by_its_deadline", a_stalled_heartbeat_loses_the_seat_by_its_deadline},
         {"one_connection_reused_per_client", one_connection_reused_per_client},
         {"the_proxy_and_ca_options_reach_libcurl", the_proxy_and_ca_options_reach_libcurl},
     };
