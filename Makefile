@@ -158,3 +158,5 @@ clients-lint: clients
 # from the server's signing code.
 client-vectors: install
 	$(PY) tools/make_client_vectors.py
+	# a copy of the Java folder alone builds and tests offline (mvn -o package)
+	cp shared/clients/testdata/vectors.json $(JAVA_CLIENT)/src/test/resources/vectors.json
