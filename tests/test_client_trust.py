@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -147,6 +150,42 @@ def test_a_dripped_release_ends_leaving_the_with_block_within_release_timeout(ba
     _, error, took = timed(client.release_all)
     assert error is None and took < 2.5, took
     assert first.released and second.released and client.held() == []
+
+
+DRIPPED_EXIT = """
+import signal, sys, time
+from seatlease_client import SeatClient
+
+url, key, pinned, mode = sys.argv[1:5]
+client = SeatClient(url, key, pinned_keys=[pinned], release_timeout=1.5, timeout=30)
+lease = client.lease("lic", client_id="pc-" + mode).__enter__()
+print(lease.session_id, flush=True)
+if mode == "atexit":
+    sys.exit(0)  # the atexit hook releases: into a dripping server
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize(("mode", "returncode"), [("sigterm", -signal.SIGTERM), ("atexit", 0)])
+def test_release_timeout_bounds_the_release_at_exit_and_on_sigterm(
+    bad: str, mode: str, returncode: int
+) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", DRIPPED_EXIT, f"{bad}/drip_release", KEY, KEY_X, mode],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == GRANT["session_id"]
+        started = time.monotonic()
+        if mode == "sigterm":
+            child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=20) == returncode, child.stderr.read() if child.stderr else ""
+        # 1.5 s of release_timeout (the old client dripped the release for minutes)
+        assert time.monotonic() - started < 4.0
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_a_dripped_heartbeat_loses_the_seat_by_the_leases_deadline(bad: str) -> None:
