@@ -59,6 +59,10 @@ class AsyncSeatClient:
         """``SeatClient.load_borrowed``: the saved seat, verified offline (no request)."""
         return await asyncio.to_thread(self.sync.load_borrowed, path)
 
+    async def close(self) -> None:
+        """``SeatClient.close``: release every seat held, within ``release_timeout``."""
+        await asyncio.to_thread(self.sync.release_all)
+
     async def return_early(self, seat: BorrowedSeat) -> dict[str, Any]:
         """``seat.return_early()`` without blocking the event loop."""
         return await asyncio.to_thread(seat.return_early)

@@ -594,6 +594,11 @@ class SeatClient:
         for keeper in keepers:
             self._close(keeper, max(0.05, give_up - time.monotonic()))
 
+    def close(self) -> None:
+        """Release every seat this client holds, within ``release_timeout`` seconds in
+        all (``release_all``); the client may be used again afterwards."""
+        self.release_all()
+
     def _close(self, keeper: _Keeper, budget: float | None = None) -> None:
         try:
             keeper.close(self.release_timeout if budget is None else budget)
