@@ -24,6 +24,7 @@ import shutil
 import sys
 import tempfile
 import time
+import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -142,7 +143,11 @@ def render(out: Path, folder: Path) -> dict[str, str]:
     try:
         state = stack.start()
         week_of_usage(DEMO_TENANT, list(DEMO_LICENSES))
-        client = SeatClient(state["base_url"], state["api_key"])
+        # Verified, as a product is: pinned to the local stack's own keys (issue 48).
+        keys_url = f"{state['base_url']}/keys"
+        with urllib.request.urlopen(keys_url, timeout=10) as served:  # noqa: S310
+            pinned = [jwk["x"] for jwk in json.load(served)["keys"]]
+        client = SeatClient(state["base_url"], state["api_key"], pinned_keys=pinned)
         for license_id, client_id, metadata in HOLDERS:
             client.acquire(license_id, client_id, metadata=metadata)
         driver = chrome(folder / "chromium-profile")

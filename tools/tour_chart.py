@@ -34,9 +34,15 @@ AUDIT_WAIT_SECONDS = 60.0
 def hold(base: str, key: str, license_id: str) -> list[str]:
     """Two seats taken 2 s apart (through the vendor client), held, released: the
     sessions."""
+    import json
+    import urllib.request
+
     from seatlease_client import SeatClient
 
-    client = SeatClient(base, key)
+    # Verified, as a product is: pinned to the keys of the local stack it started (issue 48).
+    with urllib.request.urlopen(f"{base}/keys", timeout=10) as served:  # noqa: S310
+        pinned = [jwk["x"] for jwk in json.load(served)["keys"]]
+    client = SeatClient(base, key, pinned_keys=pinned)
     sessions = []
     for name in ("laptop-1", "laptop-2"):
         sessions.append(client.acquire(license_id, name)["session_id"])
