@@ -3,9 +3,9 @@
 // Retry-After of an hour never outlasts the maximum back-off, an ended term is said once
 // and asked again only minutes later, a suspended license keeps its held seats.
 import assert from "node:assert/strict";
-import { test } from "node:test";
+import { describe, test } from "node:test";
 
-import { BackendUnavailable, LicenseExpired, LicenseSuspended, SeatClient } from "seatlease-client";
+import { BackendUnavailable, InvalidResponse, LicenseExpired, LicenseNotFound, LicenseSuspended, SeatClient, SeatError, TokenMissing, UntrustedKey } from "seatlease-client";
 
 const BAD = process.env.SEATLEASE_BAD_URL;
 if (!BAD) throw new Error("run through pytest tests/test_client_node.py (SEATLEASE_BAD_URL)");
@@ -73,4 +73,139 @@ test("a suspended license keeps its held seat (heartbeats go on) and refuses a n
   } finally {
     await lease.close();
   }
+});
+
+// -- issue 48: verified by default, every exchange bounded, answers read by their code --------
+
+const BAD_KEY = PINNED[0];
+const pinned = (scenario, options = {}) => new SeatClient(`${BAD}/${scenario}`, KEY, { pinnedKeys: PINNED, backoffMs: 50, releaseTimeoutMs: 2000, ...options });
+
+test("a default-constructed client is refused: no pinned key, no opt-out; so a 201 without a signed token is never a seat", async () => {
+  await reset("no_token");
+  assert.throws(() => new SeatClient(`${BAD}/no_token`, KEY), (e) => e instanceof TypeError && /pinnedKeys/.test(e.message) && /insecureSkipVerify/.test(e.message));
+  assert.throws(() => new SeatClient(`${BAD}/no_token`, KEY, { verify: false }), /insecureSkipVerify/);
+  assert.deepEqual(await calls("no_token"), {}); // no request was sent
+});
+
+test("a grant without a token is refused (TokenMissing) and its session released at once", async () => {
+  await reset("no_token");
+  const client = pinned("no_token");
+  await assert.rejects(client.acquire("lic", "pc-1"), (e) => e instanceof TokenMissing && e.code === "token_missing");
+  assert.deepEqual(await calls("no_token"), { acquire: 1, release: 1 });
+  await reset("no_token");
+  await assert.rejects(client.lease("lic", { clientId: "pc-1" }), TokenMissing);
+  assert.deepEqual(client.held(), []);
+  assert.deepEqual(await calls("no_token"), { acquire: 1, release: 1 });
+});
+
+test("a grant signed by a key that is not the vendor's is refused (UntrustedKey) and its session released at once", async () => {
+  await reset("foreign_key");
+  const client = pinned("foreign_key");
+  await assert.rejects(client.acquire("lic", "pc-1"), (e) => e instanceof UntrustedKey && e.code === "token_untrusted_key");
+  assert.deepEqual(await calls("foreign_key"), { acquire: 1, release: 1 });
+});
+
+test("a healthy signed server grants, renews and releases (the pinned key verified)", async () => {
+  await reset("signed");
+  const client = pinned("signed");
+  assert.equal(client.verified, true);
+  const lease = await client.lease("lic", { clientId: "pc-1" });
+  assert.ok(lease.token && !lease.lost);
+  await sleep(1500);
+  await lease.close();
+  const counted = await calls("signed");
+  assert.ok(counted.acquire === 1 && counted.heartbeat >= 1 && counted.release === 1, JSON.stringify(counted));
+  assert.equal(BAD_KEY.length, 43);
+});
+
+test("a grant whose session_id is null is invalid_response, never a seat", async () => {
+  await reset("session_null");
+  const client = pinned("session_null");
+  await assert.rejects(client.acquire("lic", "pc-1"), (e) => e instanceof InvalidResponse && e.code === "invalid_response" && /session_id/.test(e.message));
+  await assert.rejects(client.lease("lic", { clientId: "pc-1" }), InvalidResponse);
+  assert.deepEqual(client.held(), []);
+  assert.equal((await calls("session_null")).release, undefined); // no session to release
+});
+
+test("seat counts keep their last known values when a renewal omits them", async () => {
+  await reset("heartbeat_no_counts");
+  const lease = await pinned("heartbeat_no_counts").lease("lic", { clientId: "pc-1" });
+  try {
+    assert.deepEqual([lease.seatsUsed, lease.seatsTotal], [1, 2]);
+    await sleep(2500); // two renewals (every second), without counts
+    assert.ok((await calls("heartbeat_no_counts")).heartbeat >= 2);
+    assert.deepEqual([lease.seatsUsed, lease.seatsTotal, lease.lost], [1, 2, false]);
+  } finally {
+    await lease.close();
+  }
+});
+
+test("a 404 that is not license_not_found (the service's not_found, an empty 404) is a plain SeatError naming the URL; license_not_found is LicenseNotFound", async () => {
+  for (const [scenario, code] of [["not_found", "not_found"], ["empty_404", "http_404"]]) {
+    await assert.rejects(pinned(scenario).acquire("lic", "pc-1"), (e) => {
+      assert.ok(e instanceof SeatError && !(e instanceof LicenseNotFound), `${e}`);
+      assert.deepEqual([e.status, e.code], [404, code]);
+      assert.ok(e.message.includes(`${BAD}/${scenario}/acquire`), e.message);
+      return true;
+    });
+  }
+  await assert.rejects(pinned("license_not_found").acquire("lic", "pc-1"), (e) => e instanceof LicenseNotFound && e.code === "license_not_found");
+});
+
+test("a redirect is never followed: an error naming its Location", async () => {
+  await reset("signed");
+  await assert.rejects(pinned("redirect").acquire("lic", "pc-1"), (e) => {
+    assert.ok(e instanceof SeatError && e.status === 307 && e.code === "redirected", `${e}`);
+    assert.ok(e.message.includes(`${BAD}/signed/acquire`), e.message);
+    return true;
+  });
+  assert.deepEqual(await calls("signed"), {}); // the target never asked
+});
+
+// The drips: one byte a second after the headers (answers of ~500 bytes). Run side by side.
+describe("every exchange bounded against a dripping server", { concurrency: true }, () => {
+  test("an acquire whose answer drips ends within its timeout (connect, headers and body)", async () => {
+    const started = performance.now();
+    await assert.rejects(pinned("drip", { timeoutMs: 2000, retries: 0 }).acquire("lic", "pc-1"), (e) => e instanceof BackendUnavailable && e.status === 0 && /timed out/.test(e.message));
+    const took = performance.now() - started;
+    assert.ok(took >= 1900 && took < 3500, `${took} ms`);
+  });
+
+  test("a release whose answer drips ends within releaseTimeoutMs (close() returns)", async () => {
+    const lease = await pinned("drip_release", { timeoutMs: 30_000, releaseTimeoutMs: 1500 }).lease("lic", { clientId: "pc-1" });
+    const started = performance.now();
+    await lease.close();
+    const took = performance.now() - started;
+    assert.ok(took < 3000, `${took} ms`);
+    assert.ok(lease.released);
+  });
+
+  test("a heartbeat whose answer drips loses the seat (unreachable) by the lease's deadline, not the timeout's", async () => {
+    // the grant: a lease of 60 s, heartbeats every 20 s; a timeout far past the deadline
+    const lost = [];
+    const client = pinned("drip_heartbeat", { timeoutMs: 120_000 });
+    const lease = await client.lease("lic", { clientId: "pc-1", onLost: (_l, reason) => lost.push([reason, Date.now()]) });
+    try {
+      const deadline = lease.expiresAt.getTime();
+      const granted = Date.now();
+      await eventually(() => lost.length > 0, 75_000, "the seat lost");
+      assert.equal(lost[0][0], "unreachable");
+      assert.equal(lease.lostReason, "unreachable");
+      assert.ok(lost[0][1] - granted < 63_000, `lost ${lost[0][1] - granted} ms after the grant`);
+      assert.ok(deadline > granted); // the server's deadline (year 2100 here): the client counts the lease's 60 s
+    } finally {
+      const started = performance.now();
+      await lease.close();
+      assert.ok(performance.now() - started < 4000);
+    }
+  });
+
+  test("closing a lease while its heartbeat drips returns within releaseTimeoutMs", async () => {
+    const lease = await pinned("drip_heartbeat", { timeoutMs: 120_000, releaseTimeoutMs: 1500 }).lease("lic", { clientId: "pc-2" });
+    await sleep(21_000); // the first heartbeat (15 to 20 s after the grant) is dripping now
+    const started = performance.now();
+    await lease.close();
+    const took = performance.now() - started;
+    assert.ok(took < 3000, `${took} ms`);
+  });
 });

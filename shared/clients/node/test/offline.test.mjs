@@ -1,7 +1,9 @@
 // What needs no server: the options, the package's surface, the errors' shape.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { createServer } from "node:http";
+import { Agent, createServer, request as httpRequest } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
 
 import * as seatlease from "seatlease-client";
@@ -93,6 +95,7 @@ async function recording(answer) {
   const url = `http://127.0.0.1:${server.address().port}`;
   return {
     // these recording servers sign nothing: the loud opt-out
+    url,
     client: new SeatClient(url, "sk_test", { backoffMs: 10, retries: 1, insecureSkipVerify: true }),
     sent: (fn) => bodies.filter(([name]) => name === fn).map(([, body]) => body),
     close: () => new Promise((resolve) => server.close(resolve)),
@@ -318,4 +321,188 @@ test("a server's Retry-After never makes a pause longer than maxBackoffMs", () =
     assert.ok(client.backoffDelay(attempt, undefined, 30_000) <= 1000);
   }
   assert.ok(client.backoffDelay(0, 0.5, 30_000) >= 500); // a shorter hint is still honoured
+});
+
+// -- issue 48: verified by default; the caller's request_id and fingerprint; borrow's identity ----
+
+test("a client needs the vendor's pinned keys, or the loud insecureSkipVerify; verify: false alone is refused", () => {
+  assert.throws(() => new SeatClient("http://127.0.0.1:1", "k"), (error) => error instanceof TypeError && /pinnedKeys/.test(error.message) && /insecureSkipVerify/.test(error.message));
+  assert.throws(() => new SeatClient("http://127.0.0.1:1", "k", { pinnedKeys: [] }), /pinnedKeys/);
+  assert.throws(() => new SeatClient("http://127.0.0.1:1", "k", { verify: false }), (error) => error instanceof TypeError && /insecureSkipVerify/.test(error.message));
+  const x = "4P6zMz3qNlp82HWLnCvYcqHJfiULC1etRbo2YHystqk";
+  assert.throws(() => new SeatClient("http://127.0.0.1:1", "k", { pinnedKeys: [x], verify: false }), /insecureSkipVerify/);
+  assert.throws(() => new SeatClient("http://127.0.0.1:1", "k", { pinnedKeys: ["c2hvcnQ"] }), TypeError); // not a key
+  assert.equal(new SeatClient("http://127.0.0.1:1", "k", { pinnedKeys: [x] }).verified, true);
+  assert.equal(new SeatClient("http://127.0.0.1:1", "k", { insecureSkipVerify: true }).verified, false);
+  assert.equal(new SeatClient("http://127.0.0.1:1", "k", { insecureSkipVerify: true, verify: false }).verified, false);
+});
+
+test("acquire sends the caller's request_id and fingerprint; a lease sends its fingerprint with every acquire", async () => {
+  const server = await recording(echoWeight);
+  try {
+    const print = seatlease.fingerprint("my-machine");
+    await server.client.acquire("lic", "pc-1", { requestId: "caller-chosen-1", fingerprint: print });
+    await server.client.acquire("lic", "pc-2");
+    const lease = await server.client.lease("lic", { clientId: "pc-3", fingerprint: print });
+    await lease.close();
+    const [mine, plain, leased] = server.sent("acquire");
+    assert.deepEqual([mine.request_id, mine.fingerprint], ["caller-chosen-1", print]);
+    assert.ok(/^[0-9a-f]{32}$/.test(plain.request_id) && !("fingerprint" in plain));
+    assert.equal(leased.fingerprint, print);
+  } finally {
+    await server.close();
+  }
+});
+
+test("borrow sends user, host, entitlements, version and seats as an acquire does", async () => {
+  const server = await recording(echoWeight); // unsigned: the borrowed seat then fails to load, after the request
+  const dir = await import("node:fs/promises").then((fs) => fs.mkdtemp(join(tmpdir(), "seatlease-")));
+  try {
+    const client = new SeatClient(server.url, "sk_test", { insecureSkipVerify: true, machineId: "m-1", retries: 0 });
+    await assert.rejects(client.borrow("lic", "laptop", 3600, { path: join(dir, "seat.json"), user: "ann", host: "pc-ann", entitlements: ["pro"], version: "2026.4", seats: 2 }));
+    const [sent] = server.sent("acquire");
+    assert.deepEqual([sent.user, sent.host, sent.entitlements, sent.version, sent.seats, sent.borrow_seconds], ["ann", "pc-ann", ["pro"], "2026.4", 2, 3600]);
+    assert.equal(sent.fingerprint, seatlease.fingerprint("m-1"));
+  } finally {
+    await server.close();
+  }
+});
+
+test("a 2xx of the wrong shape is invalid_response, whatever it is (verified or not)", async () => {
+  for (const [answer, what] of [[{ ...GRANT, session_id: null }, "session_id"], [{ ...GRANT, seats_used: "one" }, "seats_used"], [[1, 2], "object"], [{ ...GRANT, lease_expires_at: 5 }, "lease_expires_at"]]) {
+    const server = await recording((fn) => (fn === "acquire" ? [201, answer] : [200, { released: true, seats_used: 0 }]));
+    try {
+      await assert.rejects(server.client.acquire("lic", "pc-1"), (error) => error instanceof seatlease.InvalidResponse && error.code === "invalid_response" && error.message.includes(what));
+      await assert.rejects(server.client.lease("lic", { clientId: "pc-1" }), seatlease.InvalidResponse);
+      assert.deepEqual(server.client.held(), []);
+    } finally {
+      await server.close();
+    }
+  }
+});
+
+// -- issue 48: a proxy (the option, or the environment's), CONNECT for https ------------------
+
+const CERT = readFileSync(new URL("./fixtures/localhost.pem", import.meta.url), "utf8"); // a self-signed test certificate (127.0.0.1), 100 years
+const CERT_KEY = readFileSync(new URL("./fixtures/localhost.key", import.meta.url), "utf8");
+
+/** A close() for a test server that ends every connection it has (tunnels and TLS handshakes included). */
+function closer(server) {
+  const sockets = new Set();
+  server.on("connection", (socket) => (sockets.add(socket), socket.on("close", () => sockets.delete(socket))));
+  return () => new Promise((resolve) => {
+    server.close(resolve);
+    for (const socket of sockets) socket.destroy();
+  });
+}
+
+/** A tiny HTTP proxy: CONNECT tunnels (counted) and absolute-form requests (counted, forwarded). */
+async function proxyServer() {
+  const { connect } = await import("node:net");
+  const counts = { tunnels: 0, forwarded: 0, targets: [] };
+  const agent = new Agent({ keepAlive: false });
+  const server = createServer((request, response) => {
+    counts.forwarded += 1;
+    const target = new URL(request.url); // absolute form
+    counts.targets.push(target.host);
+    const upstream = httpRequest({ host: target.hostname, port: target.port, path: target.pathname + target.search, method: request.method, headers: request.headers, agent }, (answer) => {
+      response.writeHead(answer.statusCode, answer.headers);
+      answer.pipe(response);
+    });
+    upstream.on("error", () => response.destroy());
+    request.pipe(upstream);
+  });
+  server.on("connect", (request, socket, head) => {
+    counts.tunnels += 1;
+    counts.targets.push(request.url);
+    const [host, port] = request.url.split(":");
+    const upstream = connect(Number(port), host, () => {
+      socket.write("HTTP/1.1 200 Connection Established\r\n\r\n");
+      upstream.write(head);
+      upstream.pipe(socket);
+      socket.pipe(upstream);
+    });
+    upstream.on("error", () => socket.destroy());
+    upstream.on("close", () => socket.destroy());
+    socket.on("error", () => upstream.destroy());
+    socket.on("close", () => upstream.destroy());
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${server.address().port}`, counts, close: closer(server) };
+}
+
+/** An https server answering every call with a grant (unsigned). */
+async function httpsServer() {
+  const { createServer: createHttpsServer } = await import("node:https");
+  const server = createHttpsServer({ cert: CERT, key: CERT_KEY }, (request, response) => {
+    request.resume();
+    request.on("end", () => {
+      const release = request.url.endsWith("/release");
+      response.writeHead(release ? 200 : 201, { "Content-Type": "application/json" });
+      response.end(JSON.stringify(release ? { released: true, seats_used: 0 } : GRANT));
+    });
+  });
+  const close = closer(server);
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `https://127.0.0.1:${server.address().port}`, close };
+}
+
+function withEnv(values, run) {
+  const names = ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"];
+  const saved = Object.fromEntries(names.map((name) => [name, process.env[name]]));
+  for (const name of names) delete process.env[name];
+  Object.assign(process.env, values);
+  try {
+    return run();
+  } finally {
+    for (const name of names) delete process.env[name];
+    for (const [name, value] of Object.entries(saved)) if (value !== undefined) process.env[name] = value;
+  }
+}
+
+test("the proxy option: an https base URL through a CONNECT tunnel (TLS inside it), an http one forwarded", async () => {
+  const proxy = await proxyServer();
+  const tls = await httpsServer();
+  const plain = await recording(echoWeight);
+  try {
+    const secure = withEnv({}, () => new SeatClient(tls.url, "sk_test", { insecureSkipVerify: true, proxy: proxy.url, ca: CERT, retries: 0 }));
+    assert.equal(secure.proxy, proxy.url);
+    const grant = await secure.acquire("lic", "pc-1");
+    assert.equal(grant.session_id, GRANT.session_id);
+    assert.equal(proxy.counts.tunnels, 1);
+    assert.deepEqual(proxy.counts.targets, [new URL(tls.url).host]);
+    const forwarded = withEnv({}, () => new SeatClient(plain.url, "sk_test", { insecureSkipVerify: true, proxy: proxy.url, retries: 0 }));
+    await forwarded.acquire("lic", "pc-2");
+    assert.equal(proxy.counts.forwarded, 1);
+    assert.equal(plain.sent("acquire").length, 1);
+    // without the CA the server's certificate is refused: TLS is end to end, not the proxy's
+    const untrusted = withEnv({}, () => new SeatClient(tls.url, "sk_test", { insecureSkipVerify: true, proxy: proxy.url, retries: 0 }));
+    await assert.rejects(untrusted.acquire("lic", "pc-3"), (error) => error instanceof BackendUnavailable && /certificate/i.test(error.message));
+  } finally {
+    await Promise.all([proxy.close(), tls.close(), plain.close()]);
+  }
+});
+
+test("the environment's proxy: HTTPS_PROXY and HTTP_PROXY used, NO_PROXY and proxy: false go direct", async () => {
+  const proxy = await proxyServer();
+  const tls = await httpsServer();
+  const plain = await recording(echoWeight);
+  try {
+    const options = { insecureSkipVerify: true, ca: CERT, retries: 0 };
+    const viaEnv = withEnv({ HTTPS_PROXY: proxy.url }, () => new SeatClient(tls.url, "sk_test", options));
+    await viaEnv.acquire("lic", "pc-1");
+    assert.equal(proxy.counts.tunnels, 1);
+    const viaHttpEnv = withEnv({ http_proxy: proxy.url }, () => new SeatClient(plain.url, "sk_test", options));
+    await viaHttpEnv.acquire("lic", "pc-2");
+    assert.equal(proxy.counts.forwarded, 1);
+    const exempt = withEnv({ HTTPS_PROXY: proxy.url, HTTP_PROXY: proxy.url, NO_PROXY: "example.com, 127.0.0.1" }, () => [new SeatClient(tls.url, "sk_test", options), new SeatClient(plain.url, "sk_test", options)]);
+    const off = withEnv({ HTTPS_PROXY: proxy.url }, () => new SeatClient(tls.url, "sk_test", { ...options, proxy: false }));
+    for (const client of [...exempt, off]) {
+      assert.equal(client.proxy, undefined);
+      await client.acquire("lic", "pc-3");
+    }
+    assert.deepEqual([proxy.counts.tunnels, proxy.counts.forwarded], [1, 1]);
+  } finally {
+    await Promise.all([proxy.close(), tls.close(), plain.close()]);
+  }
 });
