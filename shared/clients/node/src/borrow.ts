@@ -102,6 +102,7 @@ async function save(path: string, document: Json): Promise<void> {
   }
 }
 
+/** @internal */
 export async function borrowSeat(client: BorrowClient, licenseId: string, clientId: string, seconds: number, options: BorrowOptions): Promise<BorrowedSeat> {
   const { path, metadata, user, host, entitlements, version, seats } = options;
   // fingerprint: the seat is bound to this machine; a copy of the file verifies nowhere else
@@ -119,6 +120,7 @@ export async function borrowSeat(client: BorrowClient, licenseId: string, client
   }
 }
 
+/** @internal */
 export async function loadBorrowedSeat(client: BorrowClient, path: string): Promise<BorrowedSeat> {
   let request: Json, answer: Json, jwks: unknown;
   try {
