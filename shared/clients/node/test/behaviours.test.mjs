@@ -162,6 +162,17 @@ test("a redirect is never followed: an error naming its Location", async () => {
   assert.deepEqual(await calls("signed"), {}); // the target never asked
 });
 
+test("bad bytes in a 2xx (truncated, wrong types, not an object, empty, HTML, 5 MiB, deep nesting) are invalid_response, never a seat", async () => {
+  for (const scenario of ["truncated", "wrong_types", "not_an_object", "empty", "html", "huge", "deep_nesting"]) {
+    await assert.rejects(pinned(scenario, { retries: 0 }).acquire("lic", "pc-1"), (e) => {
+      assert.ok(e instanceof InvalidResponse && e.code === "invalid_response", `${scenario}: ${e}`);
+      assert.ok(e.message.includes(`${BAD}/${scenario}/acquire`), e.message);
+      return true;
+    });
+  }
+  await assert.rejects(pinned("release_wrong_types", { retries: 0 }).release("lic", "s-1"), InvalidResponse);
+});
+
 // The drips: one byte a second after the headers (answers of ~500 bytes). Run side by side.
 describe("every exchange bounded against a dripping server", { concurrency: true }, () => {
   test("an acquire whose answer drips ends within its timeout (connect, headers and body)", async () => {
