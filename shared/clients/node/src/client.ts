@@ -208,7 +208,7 @@ export class SeatClient {
     this.proxy = this.#proxy === undefined ? undefined : `${this.#proxy.protocol}//${this.#proxy.host}`;
     this.#ca = options.ca;
     // Kept-alive connections (idle ones never hold the process open): no new TLS handshake per heartbeat.
-    this.#agents = { http: new http.Agent({ keepAlive: true, maxSockets: 4 }), https: new https.Agent({ keepAlive: true, maxSockets: 4, ...(options.ca !== undefined ? { ca: options.ca } : {}) }) };
+    this.#agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true, ...(options.ca !== undefined ? { ca: options.ca } : {}) }) };
   }
 
   toString(): string {
