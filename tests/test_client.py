@@ -715,7 +715,7 @@ def test_the_api_key_never_follows_a_redirect() -> None:
         with pytest.raises(ServiceError) as moved:
             client.acquire("lic", "pc-1")
         assert seen == []
-        assert moved.value.code == "redirect" and moved.value.location == f"{target}/acquire"
+        assert moved.value.code == "redirected" and moved.value.location == f"{target}/acquire"
         assert f"{target}/acquire" in str(moved.value)
     finally:
         recorder.shutdown()

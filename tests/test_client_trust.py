@@ -256,7 +256,7 @@ def test_a_redirect_is_not_followed_and_names_its_location(bad: str) -> None:
     reset(bad)
     with pytest.raises(ServiceError) as moved:
         client_for(bad, "redirect").acquire("lic", "pc-1")
-    assert moved.value.status == 307 and moved.value.code == "redirect"
+    assert moved.value.status == 307 and moved.value.code == "redirected"
     assert moved.value.location == f"{bad}/signed/acquire"
     assert f"{bad}/signed/acquire" in str(moved.value)
     assert calls(bad, "signed") == {}  # never asked

@@ -229,7 +229,7 @@ class SeatClient:
             return _http.exchange(self._opener, request, timeout)
         except _http.Redirected as moved:
             raise ServiceError(
-                moved.status, "redirect",
+                moved.status, "redirected",
                 f"{url} answered {moved.status}, a redirect to {moved.location}: not "
                 "followed (a redirect is not the service's answer; check base_url)",
                 {"location": moved.location},
