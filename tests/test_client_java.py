@@ -9,8 +9,8 @@ server of bad answers and behaviours (tests/client_bad_server.py: ``SEATLEASE_BA
 and a seat borrowed by the Python client for the Java client to load, while the Java client
 saves one for the Python client to load here afterwards. Surefire's reports must show every
 test run (the live classes included), none failed, none skipped; the jar carries the
-license text (META-INF/LICENSE) and the one version of all five clients. ``build.sh`` (javac alone, used by ``./hold`` and
-``make lint``) must build the same sources."""
+license text (META-INF/LICENSE) and the one version of all five clients. ``build.sh``
+(javac alone, used by ``./hold`` and ``make lint``) must build the same sources."""
 
 from __future__ import annotations
 
