@@ -53,10 +53,14 @@ KEY_X = _x(KEY)
 KID, FOREIGN_KID = "bad-server-1", "bad-server-foreign"
 
 
-def jwks(foreign: bool = False) -> dict:
+ROTATED_KID = "bad-server-2"  # KEY again under a new kid: a rotation the client must fetch
+
+
+def jwks(foreign: bool = False, rotated: bool = False) -> dict:
     key, kid = (FOREIGN_KEY, FOREIGN_KID) if foreign else (KEY, KID)
-    return {"keys": [{"kty": "OKP", "crv": "Ed25519", "x": _x(key), "kid": kid, "alg": "EdDSA",
-                      "use": "sig"}]}  # fmt: skip
+    kids = [kid, ROTATED_KID] if rotated else [kid]
+    return {"keys": [{"kty": "OKP", "crv": "Ed25519", "x": _x(key), "kid": k, "alg": "EdDSA",
+                      "use": "sig"} for k in kids]}  # fmt: skip
 
 
 def _epoch(rfc3339: str) -> int:
@@ -65,9 +69,9 @@ def _epoch(rfc3339: str) -> int:
     return int(datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp())
 
 
-def sign(kind: str, claims: dict, foreign: bool = False) -> str:
+def sign(kind: str, claims: dict, foreign: bool = False, kid: str | None = None) -> str:
     """A compact JWS of ``claims`` (EdDSA), typ ``seatlease-<kind>+jwt``."""
-    key, kid = (FOREIGN_KEY, FOREIGN_KID) if foreign else (KEY, KID)
+    key, kid = (FOREIGN_KEY, FOREIGN_KID) if foreign else (KEY, kid or KID)
     header = {"alg": "EdDSA", "kid": kid, "typ": f"seatlease-{kind}+jwt"}
     signing_input = (
         _b64(json.dumps(header, separators=(",", ":")).encode())
@@ -77,7 +81,9 @@ def sign(kind: str, claims: dict, foreign: bool = False) -> str:
     return signing_input + "." + _b64(key.sign(signing_input.encode()))
 
 
-def signed(function: str, body: dict, answer: dict, foreign: bool = False) -> dict:
+def signed(
+    function: str, body: dict, answer: dict, foreign: bool = False, kid: str | None = None
+) -> dict:
     """``answer`` with the token a real deployment would sign for the request ``body``."""
     import time
 
@@ -99,7 +105,7 @@ def signed(function: str, body: dict, answer: dict, foreign: bool = False) -> di
         kind, field = "lease", "lease_token"
     if body.get("nonce") is not None:
         claims["nonce"] = body["nonce"]
-    return {**answer, field: sign(kind, claims, foreign)}
+    return {**answer, field: sign(kind, claims, foreign, kid)}
 
 
 GRANT = {
@@ -317,6 +323,18 @@ def behaviour(scenario: str, request: Request, function: str) -> Response | None
     - ``drip_release``: acquire and heartbeat answer at once, a release is dripped;
     - ``redirect``: every call is ``307`` to the ``signed`` scenario: a client never
       follows (a redirect is not the service's answer).
+    - ``keys503once``: as ``signed``, but the first ``/keys`` after a reset is a ``503``:
+      a client retries the check (the grant is good) and never releases the seat for it
+      (a release there, then a retry answered from the server's store, would hand back a
+      seat the server no longer holds);
+    - ``rotated_release``: as ``signed``, but a release is signed under ROTATED_KID (KEY
+      again), which the first ``/keys`` does not list; every later ``/keys`` (with it) is
+      dripped: the release ends by the release timeout, the fetch included;
+    - ``no_expiry``: a signed grant without ``lease_expires_at``; ``float_lease``: with
+      ``lease_seconds`` 60.5; ``empty_session``: with ``session_id`` ``""``: each an
+      ``invalid_response`` (the first two released at once: they name a session);
+    - ``null_counts``: a signed grant whose ``seats_used`` and ``seats_total`` are null
+      (as absent: a seat).
     Every 2xx of these scenarios carries a token signed with KEY for the request (but
     ``foreign_key``'s). None for any other scenario."""
     body = json.loads(request.get_data() or b"{}") if request.get_data() else {}
@@ -347,15 +365,29 @@ def behaviour(scenario: str, request: Request, function: str) -> Response | None
     if scenario == "retry_after_long":
         return _json(503, {"error": UNAVAILABLE}, {"Retry-After": "3600"})
     short = {"lease_seconds": 3, "heartbeat_interval_seconds": 1}
-    if scenario in ("signed", "foreign_key", "session_null", "heartbeat_no_counts"):
+    shapes = {
+        "no_expiry": {"lease_expires_at": None},
+        "float_lease": {"lease_seconds": 60.5},
+        "empty_session": {"session_id": ""},
+        "null_counts": {"seats_used": None, "seats_total": None},
+    }
+    if scenario in ("signed", "foreign_key", "session_null", "heartbeat_no_counts",
+                    "keys503once", "rotated_release", *shapes):  # fmt: skip
         _count(scenario, function)
         if function == "acquire":
             grant = {**GRANT, **short}
             if scenario == "session_null":
                 return _json(201, {**signed(function, body, grant), "session_id": None})
+            if scenario in shapes:
+                answer = {**signed(function, body, grant), **shapes[scenario]}
+                if scenario == "no_expiry":
+                    del answer["lease_expires_at"]
+                return _json(201, answer)
             return ok(201, grant)
         if function == "heartbeat":
             return ok(200, {**RENEWAL, **short, "session_id": body.get("session_id")})
+        if scenario == "rotated_release":
+            return _json(200, signed(function, body, released(), kid=ROTATED_KID))
         return ok(200, released())
     if scenario == "redirect":
         target = request.host_url + "signed/" + function
@@ -425,6 +457,13 @@ def app(environ, start_response):
         with _COUNT_LOCK:
             counts = {f: n for (s, f), n in _COUNTS.items() if s == scenario}
         return _json(200, counts)(environ, start_response)
+    if function == "keys" and scenario in ("keys503once", "rotated_release"):
+        fetches = _count(scenario, "keys")
+        if scenario == "keys503once" and fetches == 1:
+            return _json(503, {"error": UNAVAILABLE})(environ, start_response)
+        if scenario == "rotated_release" and fetches > 1:
+            return _drip(200, jwks(rotated=True))(environ, start_response)
+        return _json(200, jwks())(environ, start_response)
     if function == "keys" and scenario not in SCENARIOS:
         return _json(200, jwks(foreign=scenario == "foreign_key"))(environ, start_response)
     answer = behaviour(scenario, request, function)
