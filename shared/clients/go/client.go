@@ -67,6 +67,9 @@ type Options struct {
 	TokenLeeway time.Duration
 	// JWKSURL: the deployment's keys (default <baseURL>/keys).
 	JWKSURL string
+	// JWKSMinRefetch: least time between two JWKS fetches prompted by a token under a kid
+	// the cached JWKS does not list (a rotation) (default 10 s; negative: none).
+	JWKSMinRefetch time.Duration
 	// MachineID: this machine's id for binding borrowed seats (default: the system's,
 	// MachineID()).
 	MachineID string
@@ -212,6 +215,7 @@ func New(baseURL, apiKey string, options Options) (*Client, error) {
 	if options.Verify || len(options.PinnedKeys) > 0 {
 		c.verifier, err = NewTokenVerifier(c.fetchJWKS, VerifierOptions{
 			PinnedKeys: options.PinnedKeys, TenantID: options.TenantID, Leeway: options.TokenLeeway,
+			MinRefetch: options.JWKSMinRefetch,
 		})
 		if err != nil {
 			return nil, err
@@ -298,6 +302,9 @@ func checkShape(where, fn string, status int, reply map[string]any) error {
 	var problems []string
 	need := func(name string, ok func(any) bool, required bool) {
 		value, present := reply[name]
+		if present && value == nil && !required {
+			present = false // an optional null is absent (a count keeps its last value)
+		}
 		if (present || required) && !ok(value) {
 			problems = append(problems, name)
 		}
@@ -318,7 +325,11 @@ func checkShape(where, fn string, status int, reply map[string]any) error {
 		need("position", isCount, false)
 		need("retry_after_seconds", isCount, false)
 	default: // a grant or a renewal
-		need("session_id", isText, fn == "acquire")
+		if fn == "acquire" {
+			need("session_id", isText, true)
+		} else { // a renewal may name no session (null, absent); "" names none either
+			need("session_id", func(v any) bool { _, ok := v.(string); return ok }, false)
+		}
 		need("lease_expires_at", isTime, true)
 		need("lease_seconds", isPositive, true)
 		need("heartbeat_interval_seconds", isPositive, false)
@@ -363,6 +374,9 @@ func (c *Client) send(ctx context.Context, fn string, body map[string]any, timeo
 		c.releaseRefused(fn, body, reply)
 		return nil, err
 	}
+	if named, _ := reply["session_id"].(string); fn == "heartbeat" && named != "" && named != body["session_id"] {
+		return nil, invalidResponse(response.StatusCode, fmt.Sprintf("%s answered %d for another session_id", where, response.StatusCode))
+	}
 	// A place in the wait queue (202) grants nothing: it carries no token to check.
 	if c.verifier != nil && response.StatusCode != http.StatusAccepted {
 		if _, err := c.verifier.Check(ctx, fn, body, reply, response.StatusCode); err != nil {
@@ -375,12 +389,14 @@ func (c *Client) send(ctx context.Context, fn string, body map[string]any, timeo
 	return reply, nil
 }
 
-// releaseRefused: a grant or renewal this client refused (a token that does not verify,
-// a malformed answer) is never a seat, but the server may hold one for it: its session,
-// when the answer named one, is released at once (within ReleaseTimeout, best effort),
-// so that it does not stay taken for the whole lease.
+// releaseRefused: a grant (acquire, borrow) this client refused for its token or its
+// shape (a token that does not verify, a malformed answer) is never a seat, but the
+// server may hold one for it: its session, when the answer named one, is released at
+// once (within ReleaseTimeout, best effort), so that it does not stay taken for the whole
+// lease. Never a renewal's (the lease it renews is the caller's, lost or not by its own
+// rules), and never for a failed JWKS fetch (transient: retried).
 func (c *Client) releaseRefused(fn string, request, reply map[string]any) {
-	if fn == "release" {
+	if fn != "acquire" { // a borrow is an acquire too
 		return
 	}
 	session, ok := reply["session_id"].(string)
@@ -608,7 +624,7 @@ func (c *Client) Release(ctx context.Context, licenseID, sessionID string) (*Ans
 // releaseQuietly releases within ReleaseTimeout, logging a failure (the lease then
 // expires by itself).
 func (c *Client) releaseQuietly(licenseID, sessionID string) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReleaseTimeout+time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReleaseTimeout) // the JWKS refetch too
 	defer cancel()
 	body := map[string]any{"license_id": licenseID, "session_id": sessionID}
 	if _, err := c.call(ctx, "release", body, callPlan{retries: -1, budget: c.opts.ReleaseTimeout}); err != nil {

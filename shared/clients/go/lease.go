@@ -501,7 +501,8 @@ func (l *Lease) Close() error {
 		if session == "" || lost {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), l.client.opts.ReleaseTimeout+time.Second)
+		// ReleaseTimeout bounds the whole release, a JWKS refetch for its token included.
+		ctx, cancel := context.WithTimeout(context.Background(), l.client.opts.ReleaseTimeout)
 		defer cancel()
 		body := map[string]any{"license_id": l.LicenseID, "session_id": session}
 		_, l.closeErr = l.client.call(ctx, "release", body, callPlan{retries: -1, budget: l.client.opts.ReleaseTimeout})

@@ -410,3 +410,125 @@ func mustJSON(value any) []byte {
 	}
 	return raw
 }
+
+// -- the review of issue 48 ------------------------------------------------------------------
+
+// A grant whose token cannot be checked yet (the JWKS answered 503) is retried, not
+// released: the seat the client ends with is one the server still holds.
+func TestAFailedKeyFetchIsRetriedAndNeverReleasesTheSeat(t *testing.T) {
+	url := badServer(t)
+	badCalls(t, url, "keys503once", true)
+	client := newClient(t, url+"/keys503once", badKey, seatlease.Options{PinnedKeys: badPinned(t), TenantID: "acme",
+		Backoff: 50 * time.Millisecond})
+	lease, err := client.Lease(context.Background(), "lic", seatlease.LeaseOptions{ClientID: "pc-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state := lease.State(); state.Lost || state.SessionID == "" {
+		t.Fatalf("state %+v", state)
+	}
+	if counted := badCalls(t, url, "keys503once", false); counted["keys"] < 2 || counted["release"] != 0 {
+		t.Fatalf("calls %v: the key fetch retried, the seat never released", counted)
+	}
+	if err := lease.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if counted := badCalls(t, url, "keys503once", false); counted["release"] != 1 {
+		t.Fatalf("calls %v: one release, the client's own", counted)
+	}
+}
+
+// A renewal the client refuses (here an answer without lease_expires_at) is an error of
+// that heartbeat, and the session it renews is not released for it.
+func TestARefusedRenewalIsNotReleased(t *testing.T) {
+	client, r := recording(t, func(fn string, body map[string]any) (int, any) {
+		switch fn {
+		case "acquire":
+			return 201, grantWith(nil)
+		case "heartbeat":
+			return 200, map[string]any{"session_id": body["session_id"], "lease_seconds": 1}
+		}
+		return 200, map[string]any{"released": true, "seats_used": 0}
+	})
+	answer, err := client.Acquire(context.Background(), "lic", "pc-1", seatlease.AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Heartbeat(context.Background(), "lic", answer.SessionID); !errors.Is(err, seatlease.ErrInvalidResponse) {
+		t.Fatal("heartbeat:", err)
+	}
+	if released := r.sent("release"); len(released) != 0 {
+		t.Fatalf("released %v: a refused renewal is not released", released)
+	}
+}
+
+// A grant's shape: lease_seconds an integer, lease_expires_at present, session_id a
+// non-empty string (each else invalid_response; the first two released at once, the
+// third names no session); null counts are absent counts (a seat).
+func TestAGrantsShapeIsCheckedAndNullCountsAreAbsent(t *testing.T) {
+	url := badServer(t)
+	for _, c := range []struct {
+		scenario string
+		releases int
+	}{{"float_lease", 1}, {"no_expiry", 1}, {"empty_session", 0}} {
+		badCalls(t, url, c.scenario, true)
+		client := newClient(t, url+"/"+c.scenario, badKey, seatlease.Options{PinnedKeys: badPinned(t), ReleaseTimeout: 2 * time.Second})
+		answer, err := client.Acquire(context.Background(), "lic", "pc-1", seatlease.AcquireOptions{})
+		var refused *seatlease.SeatError
+		if answer != nil || !errors.Is(err, seatlease.ErrInvalidResponse) || !errors.As(err, &refused) || refused.Code != "invalid_response" {
+			t.Fatalf("%s: %+v, %v", c.scenario, answer, err)
+		}
+		if counted := badCalls(t, url, c.scenario, false); counted["acquire"] != 1 || counted["release"] != c.releases {
+			t.Fatalf("%s: calls %v, want %d release(s)", c.scenario, counted, c.releases)
+		}
+	}
+	badCalls(t, url, "null_counts", true)
+	client := newClient(t, url+"/null_counts", badKey, seatlease.Options{PinnedKeys: badPinned(t), TenantID: "acme"})
+	lease, err := client.Lease(context.Background(), "lic", seatlease.LeaseOptions{ClientID: "pc-1"})
+	if err != nil {
+		t.Fatal("null counts:", err)
+	}
+	if state := lease.State(); state.Lost || state.SessionID == "" {
+		t.Fatalf("state %+v", state)
+	}
+	if err := lease.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if counted := badCalls(t, url, "null_counts", false); counted["release"] != 1 {
+		t.Fatalf("calls %v", counted)
+	}
+}
+
+// A release signed under a kid the cached JWKS does not list makes the client fetch the
+// JWKS again, and that fetch (dripped here) ends within ReleaseTimeout with the release.
+func TestAReleasesKeyRefetchEndsWithinTheReleaseTimeout(t *testing.T) {
+	url := badServer(t)
+	badCalls(t, url, "rotated_release", true)
+	client := newClient(t, url+"/rotated_release", badKey, seatlease.Options{PinnedKeys: badPinned(t), TenantID: "acme",
+		ReleaseTimeout: 1500 * time.Millisecond, Timeout: 10 * time.Second, JWKSMinRefetch: -1})
+	lease, err := client.Lease(context.Background(), "lic", seatlease.LeaseOptions{ClientID: "pc-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	err = lease.Close()
+	if took := time.Since(started); err == nil || took > 1700*time.Millisecond {
+		t.Fatalf("Close after %v: %v", took, err)
+	}
+	if counted := badCalls(t, url, "rotated_release", false); counted["keys"] != 2 || counted["release"] != 1 {
+		t.Fatalf("calls %v: the JWKS fetched again for the release's kid", counted)
+	}
+}
+
+// A pinned key of small order (here the identity) verifies what it never signed: New
+// refuses it.
+func TestNewRefusesAPinnedKeyOfSmallOrder(t *testing.T) {
+	for _, key := range []any{"AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+		"7P_______________________________________38", "xxdqcD1N2E-6PAt2DRBnDyogU_osOczGTsf9d5KsA3o",
+		map[string]any{"kty": "OKP", "crv": "Ed25519", "x": "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAIA"}} {
+		client, err := seatlease.New("http://127.0.0.1:1", "sl_key", seatlease.Options{PinnedKeys: []any{key}})
+		if client != nil || err == nil || !strings.Contains(err.Error(), "small order") {
+			t.Fatalf("%v: %v, %v", key, client, err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -90,6 +91,40 @@ func PinnedKeyRaw(key any) (ed25519.PublicKey, error) {
 	return nil, fmt.Errorf("seatlease: a pinned key must be an Ed25519 JWK, PEM or 32-byte base64url, not %T", key)
 }
 
+// smallOrder: the encodings of Ed25519's points of small order (libsodium's ed25519 ref10
+// has_small_order list), the top bit of the last byte masked off. A key among them
+// verifies signatures it never made: never pinned.
+var smallOrder = func() [][]byte {
+	hexes := []string{
+		"0100000000000000000000000000000000000000000000000000000000000000",
+		"0000000000000000000000000000000000000000000000000000000000000000",
+		"ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+		"edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+		"eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+		"26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+		"c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+	}
+	out := make([][]byte, len(hexes))
+	for i, h := range hexes {
+		out[i], _ = hex.DecodeString(h)
+	}
+	return out
+}()
+
+func hasSmallOrder(raw []byte) bool {
+	if len(raw) != 32 {
+		return false
+	}
+	masked := append([]byte(nil), raw...)
+	masked[31] &= 0x7f
+	for _, encoding := range smallOrder {
+		if bytes.Equal(masked, encoding) {
+			return true
+		}
+	}
+	return false
+}
+
 // VerifierOptions configure a TokenVerifier (zero values: the defaults).
 type VerifierOptions struct {
 	// PinnedKeys: the vendor's public keys (see PinnedKeyRaw); when given, only tokens
@@ -101,7 +136,8 @@ type VerifierOptions struct {
 	Leeway time.Duration
 	// JWKSTTL: how long a fetched JWKS is trusted (default 5 minutes).
 	JWKSTTL time.Duration
-	// MinRefetch: least time between two fetches prompted by an unknown kid (default 10 s).
+	// MinRefetch: least time between two fetches prompted by an unknown kid (default 10 s;
+	// negative: none).
 	MinRefetch time.Duration
 	// Now: the clock (default time.Now).
 	Now func() time.Time
@@ -143,6 +179,9 @@ func NewTokenVerifier(fetch func(ctx context.Context) ([]byte, error), options V
 		if err != nil {
 			return nil, err
 		}
+		if hasSmallOrder(raw) {
+			return nil, fmt.Errorf("seatlease: pinned key %s is a point of small order, no vendor's key: pin the JWKS's \"x\" (a configuration error)", base64.RawURLEncoding.EncodeToString(raw))
+		}
 		v.pinned[string(raw)] = true
 	}
 	if options.Leeway > 0 {
@@ -155,6 +194,8 @@ func NewTokenVerifier(fetch func(ctx context.Context) ([]byte, error), options V
 	}
 	if options.MinRefetch > 0 {
 		v.minRefetch = options.MinRefetch
+	} else if options.MinRefetch < 0 {
+		v.minRefetch = 0
 	}
 	if options.Now != nil {
 		v.now = options.Now
