@@ -196,9 +196,10 @@ static seatlease_code read_file(const char *path, char **text, size_t *length,
 /* -- loading --------------------------------------------------------------------------------- */
 
 /* The saved JWKS, as the verifier fetches keys (no request is sent). */
-static seatlease_code saved_jwks(void *context, sl_stopper *stopper, char **document,
-                                 seatlease_error **error) {
+static seatlease_code saved_jwks(void *context, sl_stopper *stopper, double deadline,
+                                 char **document, seatlease_error **error) {
     (void)stopper;
+    (void)deadline;
     *document = sl_strdup(context);
     return *document != NULL ? SEATLEASE_OK
                              : sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
@@ -350,7 +351,7 @@ static seatlease_code borrowed_document(seatlease_client *client, const cJSON *r
                                         const cJSON *answer, sl_stopper *stopper, char **text,
                                         seatlease_error **error) {
     char *keys = NULL;
-    seatlease_code code = sl_fetch_jwks(client, stopper, &keys, error);
+    seatlease_code code = sl_fetch_jwks(client, stopper, 0, &keys, error);
     if (code != SEATLEASE_OK) {
         return code;
     }

@@ -391,13 +391,25 @@ static seatlease_code decode_answer(const char *url, long status, sl_exchange *e
     return SEATLEASE_OK;
 }
 
-seatlease_code sl_fetch_jwks(seatlease_client *client, sl_stopper *stopper, char **document,
-                             seatlease_error **error) {
+seatlease_code sl_fetch_jwks(seatlease_client *client, sl_stopper *stopper, double deadline,
+                             char **document, seatlease_error **error) {
+    /* The fetch is a wait inside the exchange that needs the keys: it ends by that
+     * exchange's deadline (a release's by its release timeout, a heartbeat's by the
+     * lease's deadline), never timeout_seconds later. */
+    double timeout = client->options.timeout_seconds;
+    if (deadline > 0) {
+        double left = deadline - sl_mono_now();
+        if (left < 0.001) {
+            return sl_fail(error, SEATLEASE_ERR_BACKEND_UNAVAILABLE, 0, "network_error",
+                           "%s: no time left in the exchange to fetch the keys.",
+                           client->jwks_url);
+        }
+        timeout = fmin(timeout, left);
+    }
     sl_exchange exchange;
     long status = 0;
-    seatlease_code code = http_exchange(client, client->jwks_url, NULL, 0,
-                                        client->options.timeout_seconds, stopper, &exchange,
-                                        &status, error);
+    seatlease_code code = http_exchange(client, client->jwks_url, NULL, 0, timeout, stopper,
+                                        &exchange, &status, error);
     if (code != SEATLEASE_OK) {
         return code;
     }
@@ -415,9 +427,9 @@ seatlease_code sl_fetch_jwks(seatlease_client *client, sl_stopper *stopper, char
     return SEATLEASE_OK;
 }
 
-static seatlease_code fetch_jwks(void *context, sl_stopper *stopper, char **document,
-                                 seatlease_error **error) {
-    return sl_fetch_jwks(context, stopper, document, error);
+static seatlease_code fetch_jwks(void *context, sl_stopper *stopper, double deadline,
+                                 char **document, seatlease_error **error) {
+    return sl_fetch_jwks(context, stopper, deadline, document, error);
 }
 
 /* -- the client ----------------------------------------------------------------------------- */
@@ -590,9 +602,29 @@ void seatlease_client_free(seatlease_client *client) { sl_client_unref(client); 
 
 /* -- calls ------------------------------------------------------------------------------ */
 
-/* The shape of a 2xx: wrong types are an invalid_response, never a crash later. */
-static seatlease_code check_shape(const char *fn, const cJSON *reply, long status,
-                                  seatlease_error **error) {
+/* An optional integer of an answer: absent (or, null_ok, null) is fine, else a JSON number
+ * of integral value within an int (not 60.5, not a bool, not a string). */
+static int optional_integer(const cJSON *reply, const char *name, int null_ok) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(reply, name);
+    if (item == NULL || (null_ok && cJSON_IsNull(item))) {
+        return 1;
+    }
+    if (!cJSON_IsNumber(item)) {
+        return 0;
+    }
+    double value = item->valuedouble;
+    return isfinite(value) && value == trunc(value) && value >= -2147483648.0 &&
+           value <= 2147483647.0;
+}
+
+/* The shape of a 2xx: wrong types are an invalid_response, never a crash later. A grant:
+ * session_id a non-empty string, lease_expires_at a time, lease_seconds an integer >= 1,
+ * heartbeat_interval_seconds an optional integer; a renewal: lease_expires_at a time,
+ * session_id absent, null or the lease's, lease_seconds and heartbeat_interval_seconds
+ * optional integers. The counts (seats_used, seats_total, seats): absent or null (as
+ * absent: the last known value is kept), else integers. request: the body as sent. */
+seatlease_code sl_check_shape(const char *fn, const cJSON *request, const cJSON *reply,
+                              long status, seatlease_error **error) {
     if (status == 202) {
         if (sl_json_string(reply, "ticket") == NULL) {
             return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
@@ -600,13 +632,11 @@ static seatlease_code check_shape(const char *fn, const cJSON *reply, long statu
         }
         return SEATLEASE_OK;
     }
-    static const char *const numbers[] = {"seats_used", "seats_total", "lease_seconds",
-                                          "heartbeat_interval_seconds", "seats", NULL};
-    for (int i = 0; numbers[i] != NULL; i++) {
-        const cJSON *item = cJSON_GetObjectItemCaseSensitive(reply, numbers[i]);
-        if (item != NULL && !cJSON_IsNumber(item)) {
+    static const char *const counts[] = {"seats_used", "seats_total", "seats", NULL};
+    for (int i = 0; counts[i] != NULL; i++) {
+        if (!optional_integer(reply, counts[i], 1)) {
             return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
-                           "The %s answer's %s is not a number.", fn, numbers[i]);
+                           "The %s answer's %s is not an integer.", fn, counts[i]);
         }
     }
     if (strcmp(fn, "release") == 0) {
@@ -616,23 +646,58 @@ static seatlease_code check_shape(const char *fn, const cJSON *reply, long statu
         }
         return SEATLEASE_OK;
     }
+    static const char *const numbers[] = {"lease_seconds", "heartbeat_interval_seconds", NULL};
+    for (int i = 0; numbers[i] != NULL; i++) {
+        if (!optional_integer(reply, numbers[i], 0)) {
+            return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
+                           "The %s answer's %s is not an integer.", fn, numbers[i]);
+        }
+    }
     double deadline;
-    if (sl_json_string(reply, "session_id") == NULL ||
-        sl_parse_time(sl_json_string(reply, "lease_expires_at"), &deadline) != 0) {
+    if (sl_parse_time(sl_json_string(reply, "lease_expires_at"), &deadline) != 0) {
         return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
-                       "The %s answer has no session_id or lease_expires_at.", fn);
+                       "The %s answer has no lease_expires_at time.", fn);
+    }
+    const cJSON *lease_seconds = cJSON_GetObjectItemCaseSensitive(reply, "lease_seconds");
+    const cJSON *session = cJSON_GetObjectItemCaseSensitive(reply, "session_id");
+    if (strcmp(fn, "heartbeat") == 0) {
+        const char *mine = sl_json_string(request, "session_id");
+        int session_ok = session == NULL || cJSON_IsNull(session) ||
+                         (cJSON_IsString(session) && session->valuestring[0] != '\0' &&
+                          (mine == NULL || strcmp(session->valuestring, mine) == 0));
+        if (!session_ok) {
+            return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
+                           "The heartbeat answer's session_id is not the lease's.");
+        }
+        if (lease_seconds != NULL && lease_seconds->valuedouble < 1) {
+            return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
+                           "The heartbeat answer's lease_seconds is not an integer >= 1.");
+        }
+        return SEATLEASE_OK;
+    }
+    if (!cJSON_IsString(session) || session->valuestring[0] == '\0') {
+        return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
+                       "The %s answer has no session_id (a non-empty string).", fn);
+    }
+    if (lease_seconds == NULL || lease_seconds->valuedouble < 1) {
+        return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
+                       "The %s answer's lease_seconds is not an integer >= 1.", fn);
     }
     return SEATLEASE_OK;
 }
 
-/* A grant refused (its token missing, not signed by a pinned key, for another audience,
- * session or nonce) is never a seat; if a server did take a seat for it, that seat is
- * given back at once rather than held for the whole lease: one release of its session,
- * unverified, without retries, within release_timeout_seconds (best effort). */
-static void release_refused(seatlease_client *client, const cJSON *request, const cJSON *reply) {
+/* A grant refused for its token (missing, not signed by a pinned key, for another
+ * audience, session or nonce) or for its shape (invalid_response) is never a seat; if a
+ * server did take a seat for it, that seat is given back at once rather than held for the
+ * whole lease: one release of its session (when the answer names one: a non-empty
+ * string), unverified, without retries, within release_timeout_seconds (best effort).
+ * Never for a transient failure (a network error, a 5xx, a JWKS that could not be
+ * fetched): that grant is retried, and the server answers the retry from its store. */
+static void release_refused(seatlease_client *client, const cJSON *request, const cJSON *reply,
+                            const char *why) {
     const char *session = sl_json_string(reply, "session_id");
     const char *license = sl_json_string(request, "license_id");
-    if (session == NULL || license == NULL) {
+    if (session == NULL || session[0] == '\0' || license == NULL) {
         return;
     }
     char url[2100], request_id[40];
@@ -660,8 +725,8 @@ static void release_refused(seatlease_client *client, const cJSON *request, cons
         free(exchange.data);
     }
     sl_log(client, SEATLEASE_LOG_WARNING,
-           "seatlease: a grant of %s was refused (its token did not verify); its session "
-           "released at once (%s)", license,
+           "seatlease: a grant of %s was refused (%s); its session released at once (%s)",
+           license, why,
            code == SEATLEASE_OK ? (status >= 200 && status < 300 ? "released" : "refused")
                                 : seatlease_error_message(failed));
     seatlease_error_free(failed);
@@ -670,6 +735,7 @@ static void release_refused(seatlease_client *client, const cJSON *request, cons
 static seatlease_code send_once(seatlease_client *client, const char *fn, const cJSON *body,
                                 const char *text, double timeout, sl_stopper *stopper,
                                 cJSON **reply, int *status_out, seatlease_error **error) {
+    double deadline = sl_mono_now() + timeout; /* the exchange's, the JWKS fetch included */
     char url[2100];
     snprintf(url, sizeof url, "%s/%s", client->base_url, fn);
     sl_exchange exchange;
@@ -685,13 +751,20 @@ static seatlease_code send_once(seatlease_client *client, const char *fn, const 
     if (code != SEATLEASE_OK) {
         return code;
     }
-    code = check_shape(fn, payload, status, error);
+    /* A refused grant (acquire, borrow) is released at once for its shape or its token;
+     * a refused renewal is not (the lease goes on with its own session). */
+    int grant = strcmp(fn, "acquire") == 0 && status != 202;
+    code = sl_check_shape(fn, body, payload, status, error);
+    if (code != SEATLEASE_OK && grant) {
+        release_refused(client, body, payload, "invalid_response: not the shape of a grant");
+    }
     /* A place in the wait queue (202) grants nothing: it carries no token to check. */
     if (code == SEATLEASE_OK && client->verifier != NULL && status != 202) {
-        code = sl_verifier_check(client->verifier, fn, body, payload, (int)status, stopper, NULL,
-                                 error);
-        if (code != SEATLEASE_OK && strcmp(fn, "acquire") == 0) {
-            release_refused(client, body, payload);
+        int fetch_failed = 0;
+        code = sl_verifier_check_within(client->verifier, fn, body, payload, (int)status,
+                                        stopper, deadline, &fetch_failed, NULL, error);
+        if (code != SEATLEASE_OK && grant && !fetch_failed && seatlease_code_is_token_error(code)) {
+            release_refused(client, body, payload, "its token did not verify");
         }
     }
     if (code != SEATLEASE_OK) {

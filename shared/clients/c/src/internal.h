@@ -108,9 +108,10 @@ struct seatlease_cancel {
 sl_stopper *sl_cancel_stopper(seatlease_cancel *cancel);
 
 /* The token verifier. fetch returns the JWKS document (a malloc'd string); stopper: the
- * call's, which may cancel the fetch. */
-typedef seatlease_code (*sl_fetch_fn)(void *context, sl_stopper *stopper, char **document,
-                                      seatlease_error **error);
+ * call's, which may cancel the fetch; deadline (monotonic seconds, 0: none): the end of the
+ * exchange that needs the keys, which bounds the fetch too. */
+typedef seatlease_code (*sl_fetch_fn)(void *context, sl_stopper *stopper, double deadline,
+                                      char **document, seatlease_error **error);
 typedef struct sl_verifier sl_verifier;
 seatlease_code sl_verifier_new(sl_fetch_fn fetch, void *context, const char *const *pinned,
                                size_t pinned_count, const char *tenant_id, double leeway,
@@ -118,6 +119,11 @@ seatlease_code sl_verifier_new(sl_fetch_fn fetch, void *context, const char *con
 void sl_verifier_free(sl_verifier *verifier);
 /* For tests: a fixed clock (Unix seconds; 0: the real one). */
 void sl_verifier_set_now(sl_verifier *verifier, double now);
+/* For tests: the least time between two fetches of the JWKS for an unknown kid (10 s). */
+void sl_verifier_set_min_refetch(sl_verifier *verifier, double seconds);
+/* Nonzero when an Ed25519 public key is of small order (libsodium's has_small_order list,
+ * the top bit of the last byte masked off): never a vendor's key. */
+int sl_key_has_small_order(const unsigned char key[32]);
 /* This machine's fingerprint (seatlease_machine_fingerprint), as when a saved borrowed seat
  * is loaded: a borrowed token must name it in cnf.machine (token_wrong_machine). NULL or
  * "": no machine check. */
@@ -127,6 +133,14 @@ void sl_verifier_set_machine(sl_verifier *verifier, const char *fingerprint);
 seatlease_code sl_verifier_check(sl_verifier *verifier, const char *fn, const cJSON *request,
                                  const cJSON *reply, int status, sl_stopper *stopper,
                                  cJSON **claims, seatlease_error **error);
+/* sl_verifier_check within an exchange's deadline (monotonic seconds, 0: none), which
+ * bounds a fetch of the JWKS too; *fetch_failed (when not NULL): nonzero when the check
+ * failed because the JWKS could not be fetched (a network error, a 5xx, a timeout, not a
+ * key set): no verdict on the token, a transient failure. */
+seatlease_code sl_verifier_check_within(sl_verifier *verifier, const char *fn,
+                                        const cJSON *request, const cJSON *reply, int status,
+                                        sl_stopper *stopper, double deadline, int *fetch_failed,
+                                        cJSON **claims, seatlease_error **error);
 /* The lease's weight a verified token signs (its seats claim; 1 when absent). */
 int sl_claims_seats(const cJSON *claims);
 /* An Ed25519 public key from a pinned key's text (x, JWK JSON, or PEM); 0 on success. */
@@ -167,9 +181,14 @@ void sl_client_unref(seatlease_client *client);
 seatlease_code sl_call(seatlease_client *client, const char *fn, cJSON *body, int retries,
                        double budget, sl_stopper *stopper, cJSON **reply, int *status,
                        seatlease_error **error);
-/* GET the client's JWKS (jwks_url) as text (malloc'd). */
-seatlease_code sl_fetch_jwks(seatlease_client *client, sl_stopper *stopper, char **document,
-                             seatlease_error **error);
+/* The shape of a 2xx answer of fn ("acquire", "heartbeat", "release") to request (the body
+ * as sent): SEATLEASE_OK, else SEATLEASE_ERR_INVALID_RESPONSE (client.c states the rules). */
+seatlease_code sl_check_shape(const char *fn, const cJSON *request, const cJSON *reply,
+                              long status, seatlease_error **error);
+/* GET the client's JWKS (jwks_url) as text (malloc'd), within timeout_seconds and by the
+ * deadline (monotonic seconds, 0: none) of the exchange that needs it. */
+seatlease_code sl_fetch_jwks(seatlease_client *client, sl_stopper *stopper, double deadline,
+                             char **document, seatlease_error **error);
 
 /* What an acquire sends (NULL and 0: not sent). */
 typedef struct sl_acquire_fields {

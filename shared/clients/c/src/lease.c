@@ -85,7 +85,7 @@ static void took(seatlease_lease *l, const cJSON *reply, double sent_at) {
     pthread_mutex_lock(&l->mu);
     seatlease_lease_info *s = &l->info;
     const char *session = sl_json_string(reply, "session_id");
-    if (session != NULL) {
+    if (session != NULL && session[0] != '\0') { /* a renewal may omit it */
         copy_text(s->session_id, sizeof s->session_id, session);
     }
     double deadline;

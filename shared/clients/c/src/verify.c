@@ -122,6 +122,39 @@ int sl_pinned_key_raw(const char *text, unsigned char key[SL_KEY]) {
     return ok ? 0 : -1;
 }
 
+/* libsodium's has_small_order (ed25519 ref10) list: the encodings of the points of small
+ * order, compared with the top bit of the last byte masked off. */
+int sl_key_has_small_order(const unsigned char key[SL_KEY]) {
+    static const unsigned char small[][SL_KEY] = {
+        {0x01}, /* the identity */
+        {0x00},
+        {0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef, 0x98,
+         0xf0, 0xd5, 0xdf, 0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88, 0x6d, 0x53,
+         0xfc, 0x05},
+        {0xc7, 0x17, 0x6a, 0x70, 0x3d, 0x4d, 0xd8, 0x4f, 0xba, 0x3c, 0x0b, 0x76, 0x0d, 0x10, 0x67,
+         0x0f, 0x2a, 0x20, 0x53, 0xfa, 0x2c, 0x39, 0xcc, 0xc6, 0x4e, 0xc7, 0xfd, 0x77, 0x92, 0xac,
+         0x03, 0x7a},
+        {0xec, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+         0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+         0xff, 0x7f}, /* p - 1 */
+        {0xed, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+         0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+         0xff, 0x7f}, /* p */
+        {0xee, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+         0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+         0xff, 0x7f}, /* p + 1 */
+    };
+    unsigned char masked[SL_KEY];
+    memcpy(masked, key, SL_KEY);
+    masked[SL_KEY - 1] &= 0x7f;
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+        if (memcmp(masked, small[i], SL_KEY) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 seatlease_code sl_verifier_new(sl_fetch_fn fetch, void *context, const char *const *pinned,
                                size_t pinned_count, const char *tenant_id, double leeway,
                                sl_verifier **out, seatlease_error **error) {
@@ -150,6 +183,13 @@ seatlease_code sl_verifier_new(sl_fetch_fn fetch, void *context, const char *con
                 sl_verifier_free(v);
                 return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, NULL,
                                "Pinned key %zu is not an Ed25519 JWK, PEM or 32-byte base64url key.", i);
+            }
+            if (sl_key_has_small_order(v->pinned[i])) {
+                sl_verifier_free(v);
+                return sl_fail(error, SEATLEASE_ERR_ARGUMENT, 0, "pinned_key_small_order",
+                               "Pinned key %zu is a point of small order (such as the "
+                               "identity), which any signature matches: never a vendor's key; "
+                               "pin the vendor's key (the JWKS's \"x\").", i);
             }
         }
         v->pinned_count = pinned_count;
@@ -184,6 +224,12 @@ void sl_verifier_free(sl_verifier *v) {
 
 void sl_verifier_set_now(sl_verifier *v, double now) { v->fixed_now = now; }
 
+void sl_verifier_set_min_refetch(sl_verifier *v, double seconds) {
+    pthread_mutex_lock(&v->mu);
+    v->min_refetch = seconds;
+    pthread_mutex_unlock(&v->mu);
+}
+
 void sl_verifier_set_machine(sl_verifier *v, const char *fingerprint) {
     v->machine[0] = '\0';
     if (fingerprint != NULL && strlen(fingerprint) < sizeof v->machine) {
@@ -191,10 +237,12 @@ void sl_verifier_set_machine(sl_verifier *v, const char *fingerprint) {
     }
 }
 
-/* Fetch the JWKS again (v->mu held). */
-static seatlease_code refresh(sl_verifier *v, sl_stopper *stopper, seatlease_error **error) {
+/* Fetch the JWKS again: the fetch without v->mu held (another thread's exchange never
+ * waits on this one's fetch beyond its own deadline), the keys swapped in under it. */
+static seatlease_code refresh(sl_verifier *v, sl_stopper *stopper, double deadline,
+                              seatlease_error **error) {
     char *document = NULL;
-    seatlease_code code = v->fetch(v->context, stopper, &document, error);
+    seatlease_code code = v->fetch(v->context, stopper, deadline, &document, error);
     if (code != SEATLEASE_OK) {
         return code;
     }
@@ -222,10 +270,12 @@ static seatlease_code refresh(sl_verifier *v, sl_stopper *stopper, seatlease_err
         }
     }
     cJSON_Delete(parsed);
+    pthread_mutex_lock(&v->mu);
     free_keys(v);
     v->keys = fresh;
     v->key_count = found;
     v->fetched_at = sl_mono_now();
+    pthread_mutex_unlock(&v->mu);
     return SEATLEASE_OK;
 }
 
@@ -239,15 +289,19 @@ static const unsigned char *known(sl_verifier *v, const char *kid) {
 }
 
 static seatlease_code key_for(sl_verifier *v, const char *kid, int status, sl_stopper *stopper,
-                              unsigned char key[SL_KEY], seatlease_error **error) {
+                              double deadline, int *fetch_failed, unsigned char key[SL_KEY],
+                              seatlease_error **error) {
     pthread_mutex_lock(&v->mu);
-    seatlease_code code = SEATLEASE_OK;
     double now = sl_mono_now();
-    if (v->fetched_at < 0 || now - v->fetched_at > v->ttl) {
-        code = refresh(v, stopper, error);
-    } else if (known(v, kid) == NULL && now - v->fetched_at > v->min_refetch) {
-        code = refresh(v, stopper, error); /* a key published since: rotation */
+    /* stale (or never fetched), or a key published since (rotation), not too often */
+    int stale = v->fetched_at < 0 || now - v->fetched_at > v->ttl ||
+                (known(v, kid) == NULL && now - v->fetched_at >= v->min_refetch);
+    pthread_mutex_unlock(&v->mu);
+    seatlease_code code = stale ? refresh(v, stopper, deadline, error) : SEATLEASE_OK;
+    if (code != SEATLEASE_OK) {
+        *fetch_failed = 1; /* no verdict on the token: the keys could not be had */
     }
+    pthread_mutex_lock(&v->mu);
     const unsigned char *found = code == SEATLEASE_OK ? known(v, kid) : NULL;
     if (found != NULL) {
         memcpy(key, found, SL_KEY);
@@ -452,6 +506,19 @@ static seatlease_code check_claims(sl_verifier *v, const char *fn, const cJSON *
 seatlease_code sl_verifier_check(sl_verifier *v, const char *fn, const cJSON *request,
                                  const cJSON *reply, int status, sl_stopper *stopper,
                                  cJSON **claims_out, seatlease_error **error) {
+    return sl_verifier_check_within(v, fn, request, reply, status, stopper, 0, NULL, claims_out,
+                                    error);
+}
+
+seatlease_code sl_verifier_check_within(sl_verifier *v, const char *fn, const cJSON *request,
+                                        const cJSON *reply, int status, sl_stopper *stopper,
+                                        double deadline, int *fetch_failed, cJSON **claims_out,
+                                        seatlease_error **error) {
+    int fetch_failed_here = 0;
+    if (fetch_failed == NULL) {
+        fetch_failed = &fetch_failed_here;
+    }
+    *fetch_failed = 0;
     int release = strcmp(fn, "release") == 0;
     const char *field = release ? "release_token" : "lease_token";
     const char *typ = release ? "seatlease-release+jwt" : "seatlease-lease+jwt";
@@ -491,7 +558,7 @@ seatlease_code sl_verifier_check(sl_verifier *v, const char *fn, const cJSON *re
         goto done;
     }
     unsigned char key[SL_KEY];
-    if ((code = key_for(v, kid, status, stopper, key, error)) != SEATLEASE_OK) {
+    if ((code = key_for(v, kid, status, stopper, deadline, fetch_failed, key, error)) != SEATLEASE_OK) {
         goto done;
     }
     if (signature_length != crypto_sign_BYTES ||

@@ -752,6 +752,241 @@ static void seat_counts_keep_their_last_known_values(void) {
     seatlease_client_free(client);
 }
 
+/* -- issue 48, round 2: the review's rules ------------------------------------------- */
+
+/* Rule 1: the first /keys is a 503: the grant is good, the key fetch (with the acquire)
+ * is retried, the seat held, and never released for it: a release there, then the retry
+ * answered from the server's store, would hold a seat the server gave back. */
+static void a_failed_key_fetch_is_retried_and_never_releases_the_grant(void) {
+    NEED_BAD_SERVER();
+    reset_calls("keys503once");
+    book b = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", ""};
+    seatlease_client *client = behaviour_client("keys503once", &b, 1, 2);
+    CHECK(client != NULL);
+    seatlease_lease *lease = behaviour_lease(client, "pc-1", &b);
+    CHECK(lease != NULL);
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    CHECK(!info.lost && info.verified && strcmp(info.session_id, "c2Vzc2lvbi0wMDAwMDAwMDAx") == 0);
+    CHECK(calls_of("keys503once", "keys") == 2);
+    CHECK(calls_of("keys503once", "release") == 0);
+    CHECK(said(&b, "released at once") == 0);
+    CHECK_CODE(seatlease_lease_release(lease, NULL), SEATLEASE_OK);
+    CHECK(calls_of("keys503once", "release") == 1); /* the client's own, once */
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+}
+
+/* Rule 3: a release signed under a kid the cached keys lack refetches them, and that
+ * fetch (dripped here) ends by the release timeout (1 s), not timeout_seconds (10 s). */
+static void a_release_refetching_the_keys_ends_by_the_release_timeout(void) {
+    NEED_BAD_SERVER();
+    reset_calls("rotated_release");
+    seatlease_client *client = pinned_client("rotated_release", 10, 1);
+    CHECK(client != NULL);
+    sl_verifier_set_min_refetch(client->verifier, 0); /* a new kid: refetch at once */
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-1";
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_OK);
+    double started = now_seconds();
+    seatlease_error *error = NULL;
+    seatlease_code code = seatlease_lease_release(lease, &error);
+    double took = now_seconds() - started;
+    fprintf(stderr, "rotated_release: %s in %.2f s (%s)\n", seatlease_code_name(code), took,
+            seatlease_error_message(error));
+    seatlease_error_free(error);
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+    CHECK(calls_of("rotated_release", "release") == 1 && calls_of("rotated_release", "keys") == 2);
+    CHECK(code != SEATLEASE_OK && took < 1.8);
+}
+
+typedef struct {
+    seatlease_client *client;
+    seatlease_code code;
+} pending_release;
+
+static void *release_in_background(void *argument) {
+    pending_release *p = argument;
+    p->code = seatlease_release(p->client, "lic", "c2Vzc2lvbi0wMDAwMDAwMDAx", NULL, NULL);
+    return NULL;
+}
+
+/* Rule 3 again: another thread's key refetch (a plain release's, bounded by its own
+ * timeout, 4 s) never holds up a lease's release beyond release_timeout_seconds (1 s). */
+static void a_release_never_waits_on_another_threads_key_fetch(void) {
+    NEED_BAD_SERVER();
+    reset_calls("rotated_release");
+    seatlease_client *client = pinned_client("rotated_release", 4, 1);
+    CHECK(client != NULL);
+    sl_verifier_set_min_refetch(client->verifier, 0);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-1";
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_OK);
+    pending_release p = {client, SEATLEASE_OK};
+    pthread_t thread;
+    pthread_create(&thread, NULL, release_in_background, &p);
+    sleep_seconds(0.5); /* its key fetch is dripping now */
+    double started = now_seconds();
+    seatlease_code code = seatlease_lease_release(lease, NULL);
+    double took = now_seconds() - started;
+    pthread_join(thread, NULL);
+    fprintf(stderr, "a release beside a slow key fetch: %s in %.2f s; the other %s\n",
+            seatlease_code_name(code), took, seatlease_code_name(p.code));
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+    CHECK(code != SEATLEASE_OK && took < 1.8 && p.code != SEATLEASE_OK);
+}
+
+/* Rules 1 and 2: a signed grant without lease_expires_at, or with lease_seconds 60.5, is
+ * an invalid_response, its session released at once (one release); one whose session_id
+ * is "" too, but nothing is released (no session to name). */
+static void a_grant_of_a_wrong_shape_is_refused_and_released_at_once(void) {
+    NEED_BAD_SERVER();
+    static const struct {
+        const char *scenario;
+        int releases;
+    } shapes[] = {{"no_expiry", 1}, {"float_lease", 1}, {"empty_session", 0}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const char *scenario = shapes[i].scenario;
+        reset_calls(scenario);
+        seatlease_client *client = pinned_client(scenario, 0, 2);
+        CHECK(client != NULL);
+        seatlease_lease_options o;
+        seatlease_lease_options_init(&o);
+        o.client_id = "pc-1";
+        seatlease_lease *lease = NULL;
+        seatlease_error *error = NULL;
+        seatlease_code code = seatlease_lease_acquire(client, "lic", &o, &lease, &error);
+        int ok = code == SEATLEASE_ERR_INVALID_RESPONSE && lease == NULL &&
+                 strcmp(seatlease_error_server_code(error), "invalid_response") == 0;
+        int acquires = calls_of(scenario, "acquire"), releases = calls_of(scenario, "release");
+        fprintf(stderr, "%s: %s (%s); %d acquire, %d release\n", scenario,
+                seatlease_code_name(code), seatlease_error_message(error), acquires, releases);
+        seatlease_error_free(error);
+        seatlease_lease_free(lease);
+        seatlease_client_free(client);
+        CHECK(ok && acquires == 1 && releases == shapes[i].releases);
+    }
+}
+
+/* Rule 2: null seat counts are absent: a seat (the counts unknown, 0). */
+static void null_seat_counts_are_absent(void) {
+    NEED_BAD_SERVER();
+    reset_calls("null_counts");
+    seatlease_client *client = pinned_client("null_counts", 0, 0);
+    CHECK(client != NULL);
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "pc-1";
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "lic", &o, &lease, NULL), SEATLEASE_OK);
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    CHECK(!info.lost && info.verified && info.lease_seconds == 3);
+    CHECK(info.seats_used == 0 && info.seats_total == 0);
+    seatlease_lease_free(lease);
+    CHECK(calls_of("null_counts", "release") == 1);
+    seatlease_client_free(client);
+}
+
+/* Rule 2: the shapes of a grant and of a renewal (a heartbeat's 2xx). */
+static void grants_and_renewals_are_checked_for_their_shape(void) {
+    static const struct {
+        const char *fn, *reply;
+        int ok;
+    } cases[] = {
+#define GRANT_ "\"lease_expires_at\": \"2100-01-01T00:00:00Z\", \"session_id\": \"s1\""
+        {"acquire", "{" GRANT_ ", \"lease_seconds\": 60}", 1},
+        {"acquire", "{" GRANT_ ", \"lease_seconds\": 60, \"heartbeat_interval_seconds\": 20}", 1},
+        {"acquire", "{" GRANT_ ", \"lease_seconds\": 60, \"seats_used\": null, \"seats_total\": null, \"seats\": null}", 1},
+        {"acquire", "{" GRANT_ ", \"lease_seconds\": 60.5}", 0},
+        {"acquire", "{" GRANT_ ", \"lease_seconds\": 0}", 0},
+        {"acquire", "{" GRANT_ ", \"lease_seconds\": \"60\"}", 0},
+        {"acquire", "{" GRANT_ "}", 0},
+        {"acquire", "{" GRANT_ ", \"lease_seconds\": 60, \"heartbeat_interval_seconds\": 20.5}", 0},
+        {"acquire", "{" GRANT_ ", \"lease_seconds\": 60, \"heartbeat_interval_seconds\": null}", 0},
+        {"acquire", "{" GRANT_ ", \"lease_seconds\": 60, \"seats_used\": 1.5}", 0},
+        {"acquire", "{" GRANT_ ", \"lease_seconds\": 60, \"seats_total\": true}", 0},
+        {"acquire", "{" GRANT_ ", \"lease_seconds\": 60, \"seats\": \"2\"}", 0},
+        {"acquire", "{\"lease_expires_at\": \"2100-01-01T00:00:00Z\", \"session_id\": \"\", \"lease_seconds\": 60}", 0},
+        {"acquire", "{\"lease_expires_at\": \"2100-01-01T00:00:00Z\", \"session_id\": null, \"lease_seconds\": 60}", 0},
+        {"acquire", "{\"session_id\": \"s1\", \"lease_seconds\": 60}", 0},
+        {"heartbeat", "{\"lease_expires_at\": \"2100-01-01T00:00:00Z\"}", 1},
+        {"heartbeat", "{\"lease_expires_at\": \"2100-01-01T00:00:00Z\", \"session_id\": null}", 1},
+        {"heartbeat", "{\"lease_expires_at\": \"2100-01-01T00:00:00Z\", \"session_id\": \"s1\", \"lease_seconds\": 60, \"heartbeat_interval_seconds\": 20}", 1},
+        {"heartbeat", "{\"lease_expires_at\": \"2100-01-01T00:00:00Z\", \"seats_used\": null}", 1},
+        {"heartbeat", "{\"lease_expires_at\": \"2100-01-01T00:00:00Z\", \"session_id\": \"s2\"}", 0},
+        {"heartbeat", "{\"lease_expires_at\": \"2100-01-01T00:00:00Z\", \"session_id\": \"\"}", 0},
+        {"heartbeat", "{\"lease_expires_at\": \"2100-01-01T00:00:00Z\", \"session_id\": 1}", 0},
+        {"heartbeat", "{\"lease_expires_at\": \"2100-01-01T00:00:00Z\", \"lease_seconds\": 60.5}", 0},
+        {"heartbeat", "{\"lease_expires_at\": \"2100-01-01T00:00:00Z\", \"heartbeat_interval_seconds\": 2.5}", 0},
+        {"heartbeat", "{\"session_id\": \"s1\", \"lease_seconds\": 60}", 0},
+        {"heartbeat", "{\"lease_expires_at\": null}", 0},
+#undef GRANT_
+    };
+    cJSON *request = cJSON_Parse("{\"license_id\": \"lic\", \"session_id\": \"s1\"}");
+    int failures = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cJSON *reply = cJSON_Parse(cases[i].reply);
+        seatlease_error *error = NULL;
+        seatlease_code code = sl_check_shape(cases[i].fn, request, reply, 200, &error);
+        int ok = cases[i].ok ? code == SEATLEASE_OK
+                             : code == SEATLEASE_ERR_INVALID_RESPONSE &&
+                                   strcmp(seatlease_error_server_code(error), "invalid_response") == 0;
+        if (!ok) {
+            fprintf(stderr, "%s %s: got %s, want %s\n", cases[i].fn, cases[i].reply,
+                    seatlease_code_name(code), cases[i].ok ? "ok" : "invalid_response");
+            failures++;
+        }
+        seatlease_error_free(error);
+        cJSON_Delete(reply);
+    }
+    cJSON_Delete(request);
+    CHECK(failures == 0);
+}
+
+/* Rule 4: a pinned key of small order (the identity, and p + 1 with the top bit set) is
+ * refused at construction with a clear error; a real key is not. */
+static void a_pinned_key_of_small_order_is_refused(void) {
+    static const char *const small[] = {
+        "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", /* the identity */
+        "7v________________________________________8", /* p + 1, top bit set */
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+    };
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+        seatlease_options o;
+        seatlease_options_init(&o);
+        o.pinned_keys = &small[i];
+        o.pinned_key_count = 1;
+        seatlease_client *client = NULL;
+        seatlease_error *error = NULL;
+        CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", &o, &client, &error), SEATLEASE_ERR_ARGUMENT);
+        CHECK(client == NULL);
+        CHECK(strcmp(seatlease_error_server_code(error), "pinned_key_small_order") == 0);
+        CHECK(strstr(seatlease_error_message(error), "small order") != NULL);
+        seatlease_error_free(error);
+    }
+    unsigned char key[32] = {0};
+    key[0] = 0xee;
+    memset(key + 1, 0xff, 31); /* p + 1 with the top bit of its last byte set */
+    CHECK(sl_key_has_small_order(key));
+    key[5] = 0xfe;
+    CHECK(!sl_key_has_small_order(key));
+    const char *real[] = {"A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg"};
+    seatlease_options o;
+    seatlease_options_init(&o);
+    o.pinned_keys = real;
+    o.pinned_key_count = 1;
+    seatlease_client *client = NULL;
+    CHECK_CODE(seatlease_client_new("http://127.0.0.1:9", "k", &o, &client, NULL), SEATLEASE_OK);
+    seatlease_client_free(client);
+}
+
 /* Only the server's license_not_found is LICENSE_NOT_FOUND: the service's own not_found
  * (a wrong base URL) and a middlebox's empty 404 are HTTP errors that name the URL. */
 static void a_404_is_license_not_found_only_by_its_code(void) {
@@ -960,6 +1195,13 @@ int main(int argc, char **argv) {
         {"a_stalled_heartbeat_loses_the_seat_by_its_deadline", a_stalled_heartbeat_loses_the_seat_by_its_deadline},
         {"one_connection_reused_per_client", one_connection_reused_per_client},
         {"the_proxy_and_ca_options_reach_libcurl", the_proxy_and_ca_options_reach_libcurl},
+        {"a_failed_key_fetch_is_retried_and_never_releases_the_grant", a_failed_key_fetch_is_retried_and_never_releases_the_grant},
+        {"a_release_refetching_the_keys_ends_by_the_release_timeout", a_release_refetching_the_keys_ends_by_the_release_timeout},
+        {"a_release_never_waits_on_another_threads_key_fetch", a_release_never_waits_on_another_threads_key_fetch},
+        {"a_grant_of_a_wrong_shape_is_refused_and_released_at_once", a_grant_of_a_wrong_shape_is_refused_and_released_at_once},
+        {"null_seat_counts_are_absent", null_seat_counts_are_absent},
+        {"grants_and_renewals_are_checked_for_their_shape", grants_and_renewals_are_checked_for_their_shape},
+        {"a_pinned_key_of_small_order_is_refused", a_pinned_key_of_small_order_is_refused},
     };
     return run_tests("bad_answers", tests, sizeof tests / sizeof tests[0], argc, argv);
 }

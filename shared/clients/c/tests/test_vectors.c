@@ -24,9 +24,9 @@ static cJSON *load_vectors(void) {
     return vectors;
 }
 
-static seatlease_code fetch_jwks(void *context, sl_stopper *stopper, char **document,
-                                 seatlease_error **error) {
-    (void)stopper, (void)error;
+static seatlease_code fetch_jwks(void *context, sl_stopper *stopper, double deadline,
+                                 char **document, seatlease_error **error) {
+    (void)stopper, (void)deadline, (void)error;
     char *printed = cJSON_PrintUnformatted(context);
     *document = sl_strdup(printed);
     cJSON_free(printed);
