@@ -60,6 +60,8 @@ TESTS = {
         "acquireAndBorrowSendTheCallersIdentity",
         "aSeatIsReleasedWhenTheJvmExitsOrIsTerminated",
         "theVersionIsTheOneOfAllClients",
+        "aPinnedKeyOfSmallOrderIsRefusedAtBuild",
+        "theShapeOfAGrantAndOfARenewal",
     ],
     "ApiTests": [
         "noGsonTypeInThePublicApi",
@@ -129,6 +131,9 @@ TESTS = {
         "aNullSessionIsAnInvalidResponse",
         "seatCountsKeepTheirLastKnownValues",
         "aRedirectIsNotFollowed",
+        "aFailedKeyFetchIsRetriedAndNeverReleasesTheSeat",
+        "aGrantsShapeIsCheckedAndNullCountsAreAbsent",
+        "aReleasesKeyRefetchEndsByTheReleaseTimeout",
     ],
 }
 # The classes that need nothing (run by the documented command); the others are tagged live.

@@ -128,7 +128,7 @@ public final class Lease implements AutoCloseable {
 
     private void took(Answer answer, long sentAt) {
         synchronized (lock) {
-            if (answer.sessionId() != null) {
+            if (answer.sessionId() != null && !answer.sessionId().isEmpty()) {
                 sessionId = answer.sessionId();
             }
             answer.expiresAt().ifPresent(at -> expiresAt = at);

@@ -1,5 +1,6 @@
 package io.seatlease.client;
 
+import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import java.io.IOException;
 import java.net.ProxySelector;
@@ -12,6 +13,7 @@ import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.HexFormat;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -73,6 +75,7 @@ public final class SeatClient implements AutoCloseable {
         private BiConsumer<String, String> logger;
         private String machineId;
         private boolean releaseOnExit = true;
+        private Duration jwksMinRefetch = Duration.ofSeconds(10);
 
         private Builder(String baseUrl, String apiKey) {
             this.baseUrl = Objects.requireNonNull(baseUrl, "baseUrl");
@@ -124,6 +127,17 @@ public final class SeatClient implements AutoCloseable {
                 throw new IllegalArgumentException("tokenLeeway must not be negative");
             }
             tokenLeeway = value;
+            return this;
+        }
+        /**
+         * Least time between two JWKS fetches prompted by a token under a kid the cached JWKS
+         * does not list, a rotation (10 s; zero: none).
+         */
+        public Builder jwksMinRefetch(Duration value) {
+            if (value.isNegative()) {
+                throw new IllegalArgumentException("jwksMinRefetch must not be negative");
+            }
+            jwksMinRefetch = value;
             return this;
         }
         /** Where the JWKS is fetched (default base URL + "/keys"). */
@@ -242,6 +256,7 @@ public final class SeatClient implements AutoCloseable {
                 : true;
         if (verifying) {
             verifier = new TokenVerifier(() -> fetchJwks(jwksUrl), pinnedKeys, tenantId, tokenLeeway, null);
+            verifier.minRefetch(b.jwksMinRefetch);
         } else {
             verifier = null;
         }
@@ -411,28 +426,72 @@ public final class SeatClient implements AutoCloseable {
 
     String fetchJwks() { return fetchJwks(jwksUrl); }
 
-    /** The shape of a 2xx: wrong types are an InvalidResponse, never a failure later. */
-    private static void checkShape(String fn, JsonObject reply, int status) {
+    /** An integer (a JSON number without a fraction, never a bool) of at least least. */
+    private static boolean isInteger(JsonElement value, long least) {
+        if (!Json.isNumber(value)) {
+            return false;
+        }
+        double number = value.getAsDouble();
+        return number == Math.rint(number) && number >= least && number < 1e15;
+    }
+
+    /**
+     * The shape of a 2xx: wrong types are an InvalidResponse, never a failure later. A grant:
+     * session_id a non-empty string, lease_expires_at a time, lease_seconds an integer &gt;= 1;
+     * a renewal: lease_expires_at a time, session_id optional (if a non-empty string, the
+     * lease's own), lease_seconds optional. heartbeat_interval_seconds and the counts
+     * (seats_used, seats_total, seats) optional integers; a null is as absent.
+     */
+    private static void checkShape(String fn, JsonObject request, JsonObject reply, int status) {
         if (status == 202) {
             if (Json.string(reply, "ticket") == null) {
                 throw new SeatException.InvalidResponse(status, "The " + fn + " answer (202) has no ticket.");
             }
             return;
         }
-        for (String name : new String[] {"seats_used", "seats_total", "lease_seconds", "heartbeat_interval_seconds"}) {
-            if (reply.get(name) != null && !Json.isNumber(reply.get(name))) {
-                throw new SeatException.InvalidResponse(status, "The " + fn + " answer's " + name + " is not a number.");
+        boolean release = fn.equals("release"), acquire = fn.equals("acquire");
+        Map<String, Long> integers = new LinkedHashMap<>();
+        integers.put("seats_used", 0L);
+        if (!release) {
+            integers.put("seats_total", 0L);
+            integers.put("seats", 1L);
+            integers.put("lease_seconds", 1L);
+            integers.put("heartbeat_interval_seconds", 1L);
+        }
+        for (Map.Entry<String, Long> integer : integers.entrySet()) {
+            JsonElement value = reply.get(integer.getKey());
+            boolean absent = value == null || value.isJsonNull();
+            if (absent && acquire && integer.getKey().equals("lease_seconds")) {
+                throw new SeatException.InvalidResponse(status, "The " + fn + " answer has no lease_seconds.");
+            }
+            if (!absent && !isInteger(value, integer.getValue())) {
+                throw new SeatException.InvalidResponse(status, "The " + fn + " answer's " + integer.getKey()
+                        + " is not an integer of at least " + integer.getValue() + ".");
             }
         }
-        if (fn.equals("release")) {
+        if (release) {
             if (reply.get("released") == null || !reply.get("released").isJsonPrimitive()
                     || !reply.get("released").getAsJsonPrimitive().isBoolean()) {
                 throw new SeatException.InvalidResponse(status, "The release answer has no released flag.");
             }
             return;
         }
-        if (Json.string(reply, "session_id") == null || Times.parse(Json.string(reply, "lease_expires_at")) == null) {
-            throw new SeatException.InvalidResponse(status, "The " + fn + " answer has no session_id or lease_expires_at.");
+        if (Times.parse(Json.string(reply, "lease_expires_at")) == null) {
+            throw new SeatException.InvalidResponse(status, "The " + fn + " answer has no lease_expires_at.");
+        }
+        JsonElement session = reply.get("session_id");
+        String named = Json.string(reply, "session_id");
+        if (acquire) {
+            if (named == null || named.isEmpty()) {
+                throw new SeatException.InvalidResponse(status, "The " + fn + " answer has no session_id.");
+            }
+        } else if (session != null && !session.isJsonNull()) {
+            if (named == null) {
+                throw new SeatException.InvalidResponse(status, "The " + fn + " answer's session_id is not a string.");
+            }
+            if (!named.isEmpty() && !named.equals(Json.string(request, "session_id"))) {
+                throw new SeatException.InvalidResponse(status, "The " + fn + " answer names another session.");
+            }
         }
     }
 
@@ -445,7 +504,7 @@ public final class SeatClient implements AutoCloseable {
         Exchange answer = exchange(request, where, deadline, plan.cancel());
         JsonObject reply = decode(where, answer);
         try {
-            checkShape(fn, reply, answer.status);
+            checkShape(fn, body, reply, answer.status);
             // A place in the wait queue (202) grants nothing: it carries no token to check.
             if (verifier != null && plan.verify() && answer.status != 202) {
                 ATTEMPT_DEADLINE.set(deadline);
@@ -470,7 +529,7 @@ public final class SeatClient implements AutoCloseable {
      * timeout), so that it does not stay taken on the server for the whole lease.
      */
     void releaseRefused(String licenseId, String sessionId) {
-        if (licenseId == null || sessionId == null) {
+        if (licenseId == null || sessionId == null || sessionId.isEmpty()) {
             return;
         }
         long giveUp = System.nanoTime() + releaseTimeout.toNanos();

@@ -17,6 +17,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.HashMap;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
@@ -49,7 +50,7 @@ public final class TokenVerifier {
     private final Supplier<Instant> clock;
     private final String machine;
     private final long ttlNanos = 300_000_000_000L;
-    private final long minRefetchNanos = 10_000_000_000L;
+    private long minRefetchNanos = 10_000_000_000L;
 
     private Map<String, byte[]> keys = new HashMap<>();
     private long fetchedAt;
@@ -86,6 +87,9 @@ public final class TokenVerifier {
         this.clock = clock != null ? clock : Instant::now;
     }
 
+    /** Least time between two JWKS fetches prompted by an unknown kid (10 s). */
+    synchronized void minRefetch(Duration value) { minRefetchNanos = value.toNanos(); }
+
     /** A fresh nonce for one request (18 random bytes, base64url). */
     public static String newNonce() {
         byte[] raw = new byte[18];
@@ -113,8 +117,50 @@ public final class TokenVerifier {
         }
     }
 
-    /** A pinned key's 32 raw bytes: a JWK's "x", a JWK (JSON), or a PEM public key. */
+    /**
+     * The encodings of Ed25519's points of small order (libsodium's ed25519 ref10
+     * has_small_order list), the top bit of the last byte masked off: a key among them
+     * verifies signatures it never made.
+     */
+    private static final String[] SMALL_ORDER = {
+        "0100000000000000000000000000000000000000000000000000000000000000",
+        "0000000000000000000000000000000000000000000000000000000000000000",
+        "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+        "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+        "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+        "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+    };
+
+    static boolean hasSmallOrder(byte[] raw) {
+        if (raw.length != 32) {
+            return false;
+        }
+        byte[] masked = raw.clone();
+        masked[31] &= 0x7f;
+        for (String encoding : SMALL_ORDER) {
+            if (Arrays.equals(masked, HexFormat.of().parseHex(encoding))) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * A pinned key's 32 raw bytes: a JWK's "x", a JWK (JSON), or a PEM public key; an
+     * IllegalArgumentException for anything else, and for a point of small order (no
+     * vendor's key: it would verify what it never signed).
+     */
     public static byte[] pinnedKeyRaw(String key) {
+        byte[] raw = pinnedKeyBytes(key);
+        if (hasSmallOrder(raw)) {
+            throw new IllegalArgumentException("A pinned key of small order is no vendor's key (" + key.strip()
+                    + "): pin the \"x\" of a key the deployment's /keys lists.");
+        }
+        return raw;
+    }
+
+    private static byte[] pinnedKeyBytes(String key) {
         String text = key == null ? "" : key.strip();
         try {
             if (text.startsWith("-----BEGIN PUBLIC KEY-----")) {

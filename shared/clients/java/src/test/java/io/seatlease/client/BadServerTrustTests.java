@@ -5,6 +5,7 @@ import static io.seatlease.client.Support.badUrl;
 import static io.seatlease.client.Support.calls;
 import static io.seatlease.client.Support.eventually;
 import static io.seatlease.client.Support.now;
+import static io.seatlease.client.Support.resetCalls;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -140,5 +141,71 @@ class BadServerTrustTests {
             assertTrue(failed.getMessage().contains("/signed/acquire"), failed.getMessage());
         }
         assertEquals(signed, calls("signed", "acquire"));
+    }
+
+    /**
+     * keys503once (the review of issue 48): the first JWKS fetch is a 503; the grant is good.
+     * The check (the acquire) is retried and the client holds the seat, never released for
+     * that failed fetch: the only release is its own, at close.
+     */
+    @Test
+    void aFailedKeyFetchIsRetriedAndNeverReleasesTheSeat() throws Exception {
+        resetCalls("keys503once");
+        try (SeatClient client = pinned("keys503once").retries(3).build()) {
+            Lease lease = client.lease("lic", new LeaseOptions("pc-1"));
+            assertNotNull(lease.token());
+            assertFalse(lease.lost());
+            assertTrue(calls("keys503once", "keys") >= 2, "the JWKS fetched again");
+            assertEquals(0, calls("keys503once", "release"), "a seat released for a failed key fetch");
+            lease.close();
+            assertEquals(1, calls("keys503once", "release"), "one release, the client's own");
+        }
+    }
+
+    /**
+     * A grant's shape (the review of issue 48): lease_seconds 60.5, no lease_expires_at, an
+     * empty session_id: each invalid_response, the first two released at once (they name a
+     * session), the third not (it names none); null seat counts are absent ones: a seat.
+     */
+    @Test
+    void aGrantsShapeIsCheckedAndNullCountsAreAbsent() throws Exception {
+        for (String scenario : List.of("float_lease", "no_expiry", "empty_session")) {
+            resetCalls(scenario);
+            try (SeatClient client = pinned(scenario).releaseTimeout(Duration.ofSeconds(2)).build()) {
+                assertEquals("invalid_response", assertThrows(SeatException.InvalidResponse.class,
+                        () -> client.acquire("lic", "pc-1"), scenario).code());
+            }
+            assertEquals(1, calls(scenario, "acquire"), scenario);
+            assertEquals(scenario.equals("empty_session") ? 0 : 1, calls(scenario, "release"), scenario);
+        }
+        resetCalls("null_counts");
+        try (SeatClient client = pinned("null_counts").build();
+             Lease lease = client.lease("lic", new LeaseOptions("pc-1"))) {
+            assertNotNull(lease.token());
+            Thread.sleep(1500); // a renewal (its counts absent) applied
+            assertFalse(lease.lost());
+        }
+        assertEquals(1, calls("null_counts", "release"));
+    }
+
+    /**
+     * rotated_release (the review of issue 48): the release is signed under a kid the cached
+     * JWKS does not list, and the JWKS fetched again for it drips: close() ends by the
+     * release timeout, that fetch included.
+     */
+    @Test
+    void aReleasesKeyRefetchEndsByTheReleaseTimeout() throws Exception {
+        resetCalls("rotated_release");
+        try (SeatClient client = pinned("rotated_release").timeout(Duration.ofSeconds(30))
+                .releaseTimeout(Duration.ofSeconds(2)).jwksMinRefetch(Duration.ZERO).build()) {
+            Lease lease = client.lease("lic", new LeaseOptions("pc-1"));
+            assertNotNull(lease.token());
+            double started = now();
+            assertTimeoutPreemptively(Duration.ofSeconds(15), lease::close);
+            double took = now() - started;
+            assertTrue(took < 2.5, "close took " + took + " s");
+            assertEquals(1, calls("rotated_release", "release"));
+            assertEquals(2, calls("rotated_release", "keys"), "the JWKS fetched again for the release's kid");
+        }
     }
 }

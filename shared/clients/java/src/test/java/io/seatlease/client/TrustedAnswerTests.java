@@ -247,4 +247,50 @@ class TrustedAnswerTests {
             assertEquals(Files.readString(shared).strip(), SeatClient.VERSION);
         }
     }
+
+    /**
+     * The review of issue 48: a pinned key of small order (the identity, and the others of
+     * libsodium's list, the top bit masked) verifies what it never signed: refused by build().
+     */
+    @Test
+    void aPinnedKeyOfSmallOrderIsRefusedAtBuild() {
+        for (String key : List.of("AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+                "7P_______________________________________38", "xxdqcD1N2E-6PAt2DRBnDyogU_osOczGTsf9d5KsA3o",
+                "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAIA",
+                "{\"kty\": \"OKP\", \"crv\": \"Ed25519\", \"x\": \"AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"}")) {
+            IllegalArgumentException refused = assertThrows(IllegalArgumentException.class,
+                    () -> SeatClient.builder("http://127.0.0.1:9", "sl_test").pinnedKeys(List.of(key)).build(), key);
+            assertTrue(refused.getMessage().contains("small order"), refused.getMessage());
+        }
+    }
+
+    /**
+     * The review of issue 48, a grant's and a renewal's shape: lease_seconds 60.5 and an
+     * empty session_id are invalid_response; a renewal may name no session (absent, null),
+     * not another one; null counts are absent ones.
+     */
+    @Test
+    void theShapeOfAGrantAndOfARenewal() throws Exception {
+        String session = "\"session_id\": \"c2Vzc2lvbi0wMDAwMDAwMDAx\", ";
+        for (String bad : List.of(grant(60, 20).replace("\"lease_seconds\": 60", "\"lease_seconds\": 60.5"),
+                grant(60, 20).replace(session, "\"session_id\": \"\", "),
+                grant(60, 20).replace("\"lease_seconds\": 60, ", ""))) {
+            try (ScriptedServer server = new ScriptedServer(request -> ScriptedServer.Reply.now(201, bad));
+                 SeatClient client = Support.insecure(server.url(), "sl_test").retries(0).build()) {
+                assertThrows(SeatException.InvalidResponse.class, () -> client.acquire("lic", "pc-1"), bad);
+            }
+        }
+        String nullCounts = grant(60, 20).replace("\"seats_used\": 1, \"seats_total\": 2", "\"seats_used\": null, \"seats_total\": null");
+        for (String renewal : List.of(grant(60, 20).replace(session, ""), grant(60, 20).replace(session, "\"session_id\": null, "),
+                nullCounts)) {
+            try (ScriptedServer server = new ScriptedServer(request -> request.path().equals("/acquire")
+                    ? ScriptedServer.Reply.now(201, grant(60, 20)) : ScriptedServer.Reply.now(200, renewal));
+                 SeatClient client = Support.insecure(server.url(), "sl_test").retries(0).build()) {
+                assertEquals(60, client.heartbeat("lic", "c2Vzc2lvbi0wMDAwMDAwMDAx").leaseDuration().getSeconds(), renewal);
+                if (renewal.contains(session)) { // a renewal that names a session names the lease's
+                    assertThrows(SeatException.InvalidResponse.class, () -> client.heartbeat("lic", "another-session"));
+                }
+            }
+        }
+    }
 }
