@@ -8,12 +8,12 @@ import * as http from "node:http";
 import * as https from "node:https";
 
 import { BorrowedSeat, borrowSeat, loadBorrowedSeat, type BorrowOptions } from "./borrow.js";
-import { BackendUnavailable, InvalidResponse, NoSeatsAvailable, SeatError, errorFromAnswer } from "./errors.js";
+import { BackendUnavailable, InvalidResponse, NoSeatsAvailable, SeatError, TokenError, errorFromAnswer } from "./errors.js";
 import { ExchangeFailed, exchange, proxyFor, type HttpAnswer } from "./http.js";
 import { Keeper, Lease, type LeaseOptions } from "./lease.js";
 import { parseTime } from "./time.js";
 import { acquireBody, sleep, type AbortSignalLike, type CallOptions, type CallPlan, type Identity, type Json, type Logger, type Machine, type Needs, type QueuePlace, type Weight } from "./transport.js";
-import { TokenVerifier, newNonce, type PinnedKey, type SignedFunction } from "./verify.js";
+import { TokenVerifier, isKeyFetchFailure, newNonce, pinnedRaw, type PinnedKey, type SignedFunction } from "./verify.js";
 
 /** This package's version: the one version of every seatlease client (shared/clients/VERSION; package.json says the same, a test checks both). */
 export const VERSION = "0.3.0";
@@ -109,27 +109,41 @@ function decode(url: string, answer: HttpAnswer): unknown {
   }
 }
 
-const INTEGERS = ["seats_used", "seats_total", "seats", "lease_seconds", "heartbeat_interval_seconds"];
+const COUNTS = ["seats_used", "seats_total", "seats"];
+const OPTIONAL_INTEGERS = ["lease_seconds", "heartbeat_interval_seconds"];
 
-/** A 2xx's shape: what every later step relies on (checked before, and whatever, the token says). */
-function checkShape(fn: SignedFunction, url: string, status: number, reply: unknown): asserts reply is Json {
+/**
+ * A 2xx's shape: what every later step relies on (checked before, and whatever, the token
+ * says). A grant: a non-empty `session_id`, a `lease_expires_at` time, an integer
+ * `lease_seconds` >= 1; a renewal: a `lease_expires_at` time, and a `session_id` that is
+ * absent, null or the lease's own; both: `heartbeat_interval_seconds` an integer when
+ * present, the counts (`seats_used`, `seats_total`, `seats`) integers or absent or null.
+ */
+function checkShape(fn: SignedFunction, url: string, status: number, reply: unknown, request: Json): asserts reply is Json {
   const bad = (why: string) => new InvalidResponse(status, "invalid_response", `${url} answered ${status} ${why}`);
   if (!isObject(reply)) throw bad("with a body that is not a JSON object");
-  for (const name of INTEGERS) {
+  const integer = (value: unknown) => typeof value === "number" && Number.isInteger(value);
+  for (const name of COUNTS) {
     const value = reply[name];
-    if (value !== undefined && value !== null && !Number.isInteger(value)) throw bad(`with a ${name} that is not an integer`);
+    if (value !== undefined && value !== null && !integer(value)) throw bad(`with a ${name} that is not an integer`);
   }
   if (fn === "release") {
     if (typeof reply["released"] !== "boolean") throw bad("without a released true or false");
     return;
   }
+  for (const name of OPTIONAL_INTEGERS) {
+    const value = reply[name];
+    if (value !== undefined && !integer(value)) throw bad(`with a ${name} that is not an integer`);
+  }
   const session = reply["session_id"];
-  if (fn === "acquire" || session !== undefined) {
+  if (fn === "acquire") {
     if (typeof session !== "string" || !session) throw bad("without a session_id string");
+    if (!((reply["lease_seconds"] as number) >= 1)) throw bad("without a lease_seconds of 1 or more");
+  } else if (session !== undefined && session !== null && (typeof session !== "string" || session !== request["session_id"])) {
+    throw bad(`with a session_id that is not the lease's (${JSON.stringify(session)})`);
   }
   const expires = reply["lease_expires_at"];
   if (typeof expires !== "string" || parseTime(expires) === undefined) throw bad("without a lease_expires_at time");
-  if (fn === "acquire" && !(typeof reply["lease_seconds"] === "number" && reply["lease_seconds"] >= 1)) throw bad("without a lease_seconds");
 }
 
 function uniform(low: number, high: number): number {
@@ -199,8 +213,9 @@ export class SeatClient {
       throw new TypeError("pinnedKeys is required: pin the vendor's public key(s) (each JWK's \"x\" of <baseUrl>/keys, shipped with the product), or opt out with insecureSkipVerify: true (anyone at the base URL could then grant a seat)");
     }
     const checked = options.verify !== false && (this.pinnedKeys.length > 0 || options.verify === true);
+    for (const key of this.pinnedKeys) pinnedRaw(key); // not a key, or one of small order: refused here
     this.verifier = checked
-      ? new TokenVerifier(() => this.fetchJwks(), { pinnedKeys: this.pinnedKeys, tenantId: this.tenantId ?? null, leewaySeconds: this.tokenLeewaySeconds })
+      ? new TokenVerifier((timeoutMs) => this.fetchJwks(timeoutMs), { pinnedKeys: this.pinnedKeys, tenantId: this.tenantId ?? null, leewaySeconds: this.tokenLeewaySeconds })
       : undefined;
     this.verified = checked && this.pinnedKeys.length > 0;
     this.#proxy = proxyFor(url, options.proxy);
@@ -233,11 +248,16 @@ export class SeatClient {
 
   /**
    * One POST; the decoded JSON of a 2xx, its shape checked (else `InvalidResponse`) and its
-   * token verified (else a `TokenError`). A refused grant that names a session is
-   * released at once (within `releaseTimeoutMs`): a seat it would hold is never kept.
+   * token verified (else a `TokenError`), all within `timeoutMs` (a JWKS fetch the token
+   * needs included). A grant refused for its shape or its token that names a session is
+   * released at once (within `releaseTimeoutMs`): a seat it would hold is never kept. A
+   * grant whose check could not be made (the JWKS fetch failed or timed out) is not
+   * released: that is transient, and the caller's retry (the same request_id) is answered
+   * with the same grant.
    * @internal
    */
   async send(fn: SignedFunction, body: Json, timeoutMs = this.timeoutMs, signal?: AbortSignalLike): Promise<Json> {
+    const deadline = performance.now() + timeoutMs;
     const url = `${this.baseUrl}/${fn}`;
     const headers = {
       "Content-Type": "application/json",
@@ -250,11 +270,12 @@ export class SeatClient {
     // A place in the wait queue (202) grants nothing: it carries no token to check.
     if (fn === "acquire" && answer.status === 202 && isObject(reply) && reply["queued"] === true) return reply;
     try {
-      checkShape(fn, url, answer.status, reply);
-      if (this.verifier) await this.verifier.check(fn, body, reply, answer.status);
+      checkShape(fn, url, answer.status, reply, body);
+      if (this.verifier) await this.verifier.check(fn, body, reply, answer.status, deadline - performance.now());
     } catch (error) {
+      const refused = (error instanceof InvalidResponse || error instanceof TokenError) && !isKeyFetchFailure(error);
       const session = isObject(reply) ? reply["session_id"] : undefined;
-      if (fn === "acquire" && typeof session === "string" && session && typeof body["license_id"] === "string") {
+      if (refused && fn === "acquire" && typeof session === "string" && session && typeof body["license_id"] === "string") {
         this.log("warn", `seatlease: refused a grant of ${body["license_id"]} (${(error as Error).message}); releasing session ${session}`);
         await this.releaseQuietly(body["license_id"], session);
       }
@@ -263,10 +284,11 @@ export class SeatClient {
     return reply;
   }
 
-  /** GET the deployment's JWKS (no API key: it is public). @internal */
-  async fetchJwks(): Promise<unknown> {
+  /** GET the deployment's JWKS (no API key: it is public), within `timeoutMs` (default the client's). @internal */
+  async fetchJwks(timeoutMs = this.timeoutMs): Promise<unknown> {
     const headers = { Accept: "application/json", "User-Agent": `seatlease-node/${VERSION}` };
-    return decode(this.jwksUrl, await this.#request(this.jwksUrl, "GET", headers, undefined, this.timeoutMs));
+    const budget = Math.max(1, Math.min(this.timeoutMs, timeoutMs));
+    return decode(this.jwksUrl, await this.#request(this.jwksUrl, "GET", headers, undefined, budget));
   }
 
   /**

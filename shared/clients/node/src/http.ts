@@ -189,7 +189,9 @@ export function exchange(target: URL, options: ExchangeOptions): Promise<HttpAns
         fail(new ExchangeFailed(`the proxy ${proxy.host} refused the tunnel to ${authority}: ${answer.statusCode} ${answer.statusMessage ?? ""}`.trim()));
         return;
       }
-      const secured = tls.connect({ socket, servername: isIP(host) ? undefined : host, ...(options.ca !== undefined ? { ca: options.ca } : {}) });
+      // The certificate is checked against the target's host (`host`; SNI only for a
+      // name): without it Node checks it against the socket's, the proxy's host.
+      const secured = tls.connect({ socket, host, ...(isIP(host) ? {} : { servername: host }), ...(options.ca !== undefined ? { ca: options.ca } : {}) });
       parts.push(secured);
       secured.on("error", fail);
       send(https.request({ host, port, path: `${target.pathname}${target.search}`, method: options.method, headers, createConnection: () => secured }, onResponse));

@@ -14,6 +14,7 @@
  */
 
 import {
+  BackendUnavailable,
   BadSignature,
   MalformedToken,
   TokenExpired,
@@ -95,22 +96,63 @@ function rawFromJwk(jwk: unknown): Uint8Array | undefined {
 // The DER prefix of an Ed25519 SubjectPublicKeyInfo (RFC 8410): the key's 32 bytes follow.
 const SPKI_ED25519 = Buffer.from("302a300506032b6570032100", "hex");
 
-/** A pinned key as the base64url of its 32 raw bytes; throws when it is not an Ed25519 public key. */
+const KEY_FETCH_FAILURES = new WeakSet<object>();
+
+function keyFetchFailure(error: unknown): unknown {
+  if (error !== null && typeof error === "object") KEY_FETCH_FAILURES.add(error);
+  return error;
+}
+
+/**
+ * Whether `error` came from fetching the deployment's JWKS (a network error, a 5xx, a
+ * timeout, a document that is no key set) rather than from the answer's token: transient,
+ * retried, and never a reason to release the session the answer names.
+ */
+export function isKeyFetchFailure(error: unknown): boolean {
+  return error !== null && typeof error === "object" && KEY_FETCH_FAILURES.has(error);
+}
+
+// The encodings of Ed25519 points of small order (libsodium's ed25519 ref10
+// `has_small_order`), compared with the top bit of the last byte masked off: a public key
+// among them verifies signatures it never made.
+const SMALL_ORDER = [
+  "0100000000000000000000000000000000000000000000000000000000000000",
+  "0000000000000000000000000000000000000000000000000000000000000000",
+  "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+  "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+  "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+  "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+  "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+];
+
+/** Whether the 32 bytes of an Ed25519 public key encode a point of small order. */
+export function hasSmallOrder(raw: Uint8Array): boolean {
+  const masked = Buffer.from(raw);
+  masked[31] = (masked[31] ?? 0) & 0x7f;
+  return SMALL_ORDER.includes(masked.toString("hex"));
+}
+
+function refuseSmallOrder(raw: Uint8Array): string {
+  if (hasSmallOrder(raw)) throw new TypeError("a pinned key is a point of small order (it would verify forged signatures): pin the vendor's real key");
+  return b64urlEncode(raw);
+}
+
+/** A pinned key as the base64url of its 32 raw bytes; throws when it is not an Ed25519 public key (or one of small order). */
 export function pinnedRaw(key: PinnedKey): string {
   if (typeof key !== "string") {
     const raw = rawFromJwk(key);
     if (!raw) throw new TypeError("a pinned JWK must be an Ed25519 key (kty OKP, crv Ed25519)");
-    return b64urlEncode(raw);
+    return refuseSmallOrder(raw);
   }
   if (key.includes("-----BEGIN")) {
     const body = key.replace(/-----[^-]+-----/g, "").replace(/\s+/g, "");
     const der = Buffer.from(body, "base64");
     if (der.length !== 44 || !der.subarray(0, 12).equals(SPKI_ED25519)) throw new TypeError("a pinned PEM key must be an Ed25519 public key");
-    return b64urlEncode(der.subarray(12));
+    return refuseSmallOrder(der.subarray(12));
   }
   const raw = b64urlDecode(key.trim());
   if (raw.length !== 32) throw new TypeError("a pinned key must be 32 bytes (base64url)");
-  return b64urlEncode(raw);
+  return refuseSmallOrder(raw);
 }
 
 interface KnownKey {
@@ -124,7 +166,7 @@ export class TokenVerifier {
   readonly tenantId: string | null;
   readonly leeway: number;
   readonly machineFingerprint: string | undefined;
-  private readonly fetchJwks: () => Promise<unknown>;
+  private readonly fetchJwks: (timeoutMs?: number) => Promise<unknown>;
   private readonly ttlMs: number;
   private readonly minRefetchMs: number;
   private readonly now: () => number;
@@ -132,8 +174,8 @@ export class TokenVerifier {
   private fetchedAt: number | undefined; // performance.now()
   private refreshing: Promise<void> | undefined;
 
-  /** `fetchJwks()` resolves to the JWKS document (parsed JSON). */
-  constructor(fetchJwks: () => Promise<unknown>, options: VerifierOptions = {}) {
+  /** `fetchJwks(timeoutMs)` resolves to the JWKS document (parsed JSON), within `timeoutMs` when given. */
+  constructor(fetchJwks: (timeoutMs?: number) => Promise<unknown>, options: VerifierOptions = {}) {
     this.fetchJwks = fetchJwks;
     this.pinned = new Set((options.pinnedKeys ?? []).map(pinnedRaw));
     this.tenantId = options.tenantId ?? null;
@@ -144,13 +186,26 @@ export class TokenVerifier {
     this.machineFingerprint = options.machineFingerprint;
   }
 
-  private async refresh(): Promise<void> {
+  /**
+   * Fetch the JWKS again, by `deadline` (performance.now() milliseconds) when given: a
+   * fetch already under way is shared, but waited for only until this caller's deadline.
+   * Whatever fails here (the fetch, its time, a document that is no key set) is a key
+   * fetch failure (`isKeyFetchFailure`): transient, not the answer's fault.
+   */
+  private async refresh(deadline: number | undefined): Promise<void> {
+    const left = deadline === undefined ? undefined : deadline - performance.now();
+    if (left !== undefined && left <= 0) throw keyFetchFailure(new BackendUnavailable(0, "network_error", "No time left to fetch the deployment's JWKS."));
     // One fetch at a time: concurrent answers wait for the same one.
     this.refreshing ??= (async () => {
       try {
-        const document = await this.fetchJwks();
+        let document: unknown;
+        try {
+          document = await this.fetchJwks(left);
+        } catch (error) {
+          throw keyFetchFailure(error);
+        }
         const listed = isObject(document) ? document["keys"] : undefined;
-        if (!Array.isArray(listed)) throw new UnknownKeyId(0, "token_unknown_kid", "The JWKS is not a JSON key set.");
+        if (!Array.isArray(listed)) throw keyFetchFailure(new UnknownKeyId(0, "token_unknown_kid", "The JWKS is not a JSON key set."));
         const keys = new Map<string, KnownKey>();
         for (const jwk of listed) {
           const raw = rawFromJwk(jwk);
@@ -164,13 +219,22 @@ export class TokenVerifier {
         this.refreshing = undefined;
       }
     })();
-    return this.refreshing;
+    if (left === undefined) return this.refreshing;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(keyFetchFailure(new BackendUnavailable(0, "network_error", `The deployment's JWKS did not come within ${Math.round(left)} ms.`))), left);
+    });
+    try {
+      await Promise.race([this.refreshing, late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
-  private async keyFor(kid: string, status: number): Promise<KnownKey> {
+  private async keyFor(kid: string, status: number, deadline: number | undefined): Promise<KnownKey> {
     const age = this.fetchedAt === undefined ? undefined : performance.now() - this.fetchedAt;
-    if (age === undefined || age > this.ttlMs) await this.refresh();
-    else if (!this.keys.has(kid) && age > this.minRefetchMs) await this.refresh(); // rotation
+    if (age === undefined || age > this.ttlMs) await this.refresh(deadline);
+    else if (!this.keys.has(kid) && age >= this.minRefetchMs) await this.refresh(deadline); // rotation
     const known = this.keys.get(kid);
     if (!known) throw new UnknownKeyId(status, "token_unknown_kid", `No key ${JSON.stringify(kid)} in the deployment's JWKS.`);
     if (this.pinned.size && !this.pinned.has(known.x)) {
@@ -179,8 +243,13 @@ export class TokenVerifier {
     return known;
   }
 
-  /** The verified claims of `reply`'s token, else a `TokenError`. */
-  async check(fn: SignedFunction, request: Json, reply: unknown, status: number): Promise<Claims> {
+  /**
+   * The verified claims of `reply`'s token, else a `TokenError` (or, when the JWKS could
+   * not be fetched, the fetch's error: see `isKeyFetchFailure`). `timeoutMs`: the time
+   * left to this answer's exchange, which bounds a JWKS fetch it needs.
+   */
+  async check(fn: SignedFunction, request: Json, reply: unknown, status: number, timeoutMs?: number): Promise<Claims> {
+    const deadline = timeoutMs === undefined ? undefined : performance.now() + timeoutMs;
     const field = TOKEN_FIELD[fn];
     const token = isObject(reply) ? reply[field] : undefined;
     if (typeof token !== "string") throw new TokenMissing(status, "token_missing", `The ${fn} answer has no ${field}.`);
@@ -200,7 +269,7 @@ export class TokenVerifier {
     const kid = header["kid"];
     if (header["alg"] !== "EdDSA" || typeof kid !== "string") throw malformed("is not an EdDSA JWT with a kid");
     if (header["typ"] !== TYP[fn]) throw new TokenMismatch(status, "token_mismatch", `The ${field} is a ${JSON.stringify(header["typ"])} token.`);
-    const known = await this.keyFor(kid, status);
+    const known = await this.keyFor(kid, status, deadline);
     const signed = new TextEncoder().encode(`${head}.${body}`);
     const valid = signature.length === 64 && (await webcrypto.subtle.verify({ name: "Ed25519" }, known.key, signature, signed));
     if (!valid) throw new BadSignature(status, "token_bad_signature", `The ${field}'s signature does not verify.`);

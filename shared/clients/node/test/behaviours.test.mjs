@@ -173,6 +173,63 @@ test("bad bytes in a 2xx (truncated, wrong types, not an object, empty, HTML, 5 
   await assert.rejects(pinned("release_wrong_types", { retries: 0 }).release("lic", "s-1"), InvalidResponse);
 });
 
+// -- the review of issue 48: refused grants released only for their token or shape --------------
+
+test("a grant whose key fetch fails once (a 503 on /keys) is not released: the check is retried and the seat held", async () => {
+  await reset("keys503once");
+  const lease = await pinned("keys503once").lease("lic", { clientId: "pc-1" });
+  try {
+    assert.ok(lease.token && !lease.lost);
+    const counted = await calls("keys503once");
+    assert.equal(counted.release, undefined, JSON.stringify(counted)); // never released for the JWKS's failure
+    assert.ok(counted.keys === 2 && counted.acquire === 2, JSON.stringify(counted)); // the 503, then the keys; the acquire retried
+  } finally {
+    await lease.close();
+  }
+  assert.equal((await calls("keys503once")).release, 1); // the client's own release, at close
+});
+
+test("a release whose JWKS refetch drips (a rotated kid) ends within releaseTimeoutMs, the fetch included", async () => {
+  await reset("rotated_release");
+  const client = pinned("rotated_release", { releaseTimeoutMs: 1000 }); // timeoutMs: the default 10 s
+  client.verifier.minRefetchMs = 0; // refetch on the unknown kid at once (the default waits 10 s between refetches)
+  const lease = await client.lease("lic", { clientId: "pc-1" });
+  const started = performance.now();
+  await lease.close();
+  const took = performance.now() - started;
+  assert.ok(took < 2000, `${took} ms`);
+  const counted = await calls("rotated_release");
+  assert.ok(counted.release === 1 && counted.keys === 2, JSON.stringify(counted)); // the refetch was made (and cut short)
+});
+
+test("a grant without lease_expires_at, with lease_seconds 60.5, or with session_id \"\" is invalid_response; the first two released at once", async () => {
+  for (const [scenario, releases] of [["no_expiry", 1], ["float_lease", 1], ["empty_session", undefined]]) {
+    await reset(scenario);
+    await assert.rejects(pinned(scenario, { retries: 0 }).acquire("lic", "pc-1"), (e) => {
+      assert.ok(e instanceof InvalidResponse && e.code === "invalid_response", `${scenario}: ${e}`);
+      assert.ok(e.message.includes(`${BAD}/${scenario}/acquire`), e.message);
+      return true;
+    });
+    const counted = await calls(scenario);
+    assert.deepEqual([counted.acquire, counted.release], [1, releases], `${scenario}: ${JSON.stringify(counted)}`);
+  }
+});
+
+test("a grant whose seats_used and seats_total are null is a seat (the counts as absent)", async () => {
+  await reset("null_counts");
+  const lease = await pinned("null_counts").lease("lic", { clientId: "pc-1" });
+  try {
+    assert.ok(lease.token && !lease.lost && lease.sessionId);
+    assert.deepEqual([lease.seatsUsed, lease.seatsTotal], [0, 0]); // never known
+    await sleep(1500); // a renewal (every second)
+    assert.ok(!lease.lost);
+  } finally {
+    await lease.close();
+  }
+  const counted = await calls("null_counts");
+  assert.ok(counted.heartbeat >= 1 && counted.release === 1, JSON.stringify(counted));
+});
+
 // The drips: one byte a second after the headers (answers of ~500 bytes). Run side by side.
 describe("every exchange bounded against a dripping server", { concurrency: true }, () => {
   test("an acquire whose answer drips ends within its timeout (connect, headers and body)", async () => {

@@ -110,6 +110,25 @@ function echoWeight(fn, body) {
   return [fn === "acquire" ? 201 : 200, grant];
 }
 
+test("a renewal's shape: session_id absent, null or the lease's; lease_expires_at required; the integers integers; else invalid_response", async () => {
+  let renewal = {};
+  const server = await recording((fn) => [fn === "heartbeat" ? 200 : 201, fn === "heartbeat" ? renewal : GRANT]);
+  try {
+    const expires = { lease_expires_at: GRANT.lease_expires_at };
+    for (const good of [expires, { ...expires, session_id: null }, { ...expires, session_id: "s-1" }, { ...expires, lease_seconds: 5, heartbeat_interval_seconds: 2, seats_used: null }]) {
+      renewal = good;
+      await server.client.heartbeat("lic", "s-1", { retries: 0 });
+    }
+    const bad = [{}, { ...expires, session_id: "s-2" }, { ...expires, session_id: "" }, { ...expires, session_id: 7 }, { ...expires, lease_seconds: 60.5 }, { ...expires, heartbeat_interval_seconds: true }, { ...expires, heartbeat_interval_seconds: null }, { ...expires, seats_total: 1.5 }];
+    for (const wrong of bad) {
+      renewal = wrong;
+      await assert.rejects(server.client.heartbeat("lic", "s-1", { retries: 0 }), (e) => e instanceof seatlease.InvalidResponse && e.code === "invalid_response", JSON.stringify(wrong));
+    }
+  } finally {
+    await server.close();
+  }
+});
+
 test("seats is sent only when given; the lease's weight comes from the answer, 1 when absent", async () => {
   const server = await recording(echoWeight);
   try {
@@ -432,9 +451,9 @@ async function proxyServer() {
 }
 
 /** An https server answering every call with a grant (unsigned). */
-async function httpsServer() {
+async function httpsServer(cert = CERT, key = CERT_KEY) {
   const { createServer: createHttpsServer } = await import("node:https");
-  const server = createHttpsServer({ cert: CERT, key: CERT_KEY }, (request, response) => {
+  const server = createHttpsServer({ cert, key }, (request, response) => {
     request.resume();
     request.on("end", () => {
       const release = request.url.endsWith("/release");
@@ -481,6 +500,51 @@ test("the proxy option: an https base URL through a CONNECT tunnel (TLS inside i
   } finally {
     await Promise.all([proxy.close(), tls.close(), plain.close()]);
   }
+});
+
+test("through a proxy, an IP-literal https base URL's certificate is checked against that IP, not the proxy's host", async () => {
+  // a certificate for DNS:localhost only (trusted): https://127.0.0.1 is not it, direct or through a proxy named localhost
+  const DNS_CERT = readFileSync(new URL("./fixtures/localhost-dns.pem", import.meta.url), "utf8");
+  const DNS_KEY = readFileSync(new URL("./fixtures/localhost-dns.key", import.meta.url), "utf8");
+  const proxy = await proxyServer();
+  const tls = await httpsServer(DNS_CERT, DNS_KEY);
+  try {
+    const options = { insecureSkipVerify: true, ca: DNS_CERT, retries: 0 };
+    const mismatch = (error) => error instanceof BackendUnavailable && /127\.0\.0\.1|altnames|certificate/i.test(error.message);
+    const direct = withEnv({}, () => new SeatClient(tls.url, "sk_test", { ...options, proxy: false }));
+    await assert.rejects(direct.acquire("lic", "pc-1"), mismatch);
+    const proxyByName = `http://localhost:${new URL(proxy.url).port}`;
+    const proxied = withEnv({}, () => new SeatClient(tls.url, "sk_test", { ...options, proxy: proxyByName }));
+    await assert.rejects(proxied.acquire("lic", "pc-2"), mismatch);
+    assert.equal(proxy.counts.tunnels, 1); // it went through the proxy, and was refused there
+  } finally {
+    await Promise.all([proxy.close(), tls.close()]);
+  }
+});
+
+test("a pinned key of small order (the identity, 0, p-1, p, p+1, the points of order 8) is refused at construction", () => {
+  const hex = [
+    "0100000000000000000000000000000000000000000000000000000000000000",
+    "0000000000000000000000000000000000000000000000000000000000000000",
+    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+    "01000000000000000000000000000000000000000000000000000000000000ff".replace(/ff$/, "80"), // the identity, top bit set
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
+  ];
+  const keys = ["AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", ...hex.map((h) => Buffer.from(h, "hex").toString("base64url"))];
+  for (const key of keys) {
+    assert.throws(() => new SeatClient("http://127.0.0.1:9", "sk_test", { pinnedKeys: [key] }), (e) => e instanceof TypeError && /small order/.test(e.message), key);
+    assert.throws(() => new SeatClient("http://127.0.0.1:9", "sk_test", { pinnedKeys: [{ kty: "OKP", crv: "Ed25519", x: key }] }), /small order/, key);
+    assert.throws(() => pinnedRaw(key), /small order/);
+  }
+  // with the opt-out too: a pinned key is a key
+  assert.throws(() => new SeatClient("http://127.0.0.1:9", "sk_test", { insecureSkipVerify: true, verify: false, pinnedKeys: [keys[0]] }), /small order/);
+  // a real key passes
+  const real = "A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg";
+  assert.equal(pinnedRaw(real), real);
 });
 
 test("the environment's proxy: HTTPS_PROXY and HTTP_PROXY used, NO_PROXY and proxy: false go direct", async () => {
