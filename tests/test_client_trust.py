@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -20,8 +21,11 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import client_bad_server
 import pytest
 from client_bad_server import GRANT, KEY_X, bad_server
+from http_support import serving
+from werkzeug.wrappers import Response
 
 from seatlease_client import (
     BackendUnavailable,
@@ -52,7 +56,7 @@ def calls(url: str, scenario: str) -> dict[str, int]:
 
 
 def reset(url: str) -> None:
-    urllib.request.urlopen(f"{url}/signed/_reset", timeout=10).close()
+    urllib.request.urlopen(f"{url}/signed/_reset", timeout=10).close()  # every scenario's
 
 
 def client_for(url: str, scenario: str, **options: Any) -> SeatClient:
@@ -334,3 +338,193 @@ def test_errors_are_seat_errors(bad: str) -> None:
     """The new types are SeatErrors: code written for SeatError catches them."""
     assert issubclass(ServiceError, SeatError) and issubclass(InvalidResponse, SeatError)
     assert issubclass(Cancelled, SeatError)
+
+
+# -- 5. the review of issue 48's clients: the shared rules -----------------------------------
+
+
+def test_a_failed_jwks_fetch_is_retried_and_the_good_grant_never_released(bad: str) -> None:
+    """Rule 1: the first /keys is a 503. The grant is good: the check is retried (the
+    acquire, same request_id) and the seat held; no release before the client's own (the
+    old client released it, then a real server answered the retry from its store with
+    the released session)."""
+    reset(bad)
+    client = client_for(bad, "keys503once", retries=3, backoff=0.05)
+    with client.lease("lic", client_id="pc-1") as lease:
+        assert lease.session_id == GRANT["session_id"] and not lease.lost
+        assert "release" not in calls(bad, "keys503once")
+    assert lease.released
+    assert calls(bad, "keys503once") == {"keys": 2, "acquire": 2, "release": 1}
+    reset(bad)
+    client = client_for(bad, "keys503once", retries=3, backoff=0.05)  # no JWKS cached
+    answer = client.acquire("lic", "pc-1")  # the plain call alike
+    assert answer["session_id"] == GRANT["session_id"]
+    assert calls(bad, "keys503once") == {"keys": 2, "acquire": 2}
+
+
+@pytest.mark.parametrize(
+    ("scenario", "released", "field"),
+    [("no_expiry", 1, "lease_expires_at"), ("float_lease", 1, "lease_seconds"),
+     ("empty_session", 0, "session_id")],
+)  # fmt: skip
+def test_a_grant_of_the_wrong_shape_is_an_invalid_response_released_when_it_names_a_session(
+    bad: str, scenario: str, released: int, field: str
+) -> None:
+    """Rule 2: no ``lease_expires_at``, a ``lease_seconds`` of 60.5, an empty
+    ``session_id``: ``invalid_response``, no seat; the first two released at once."""
+    reset(bad)
+    client = client_for(bad, scenario, release_timeout=2)
+    with pytest.raises(InvalidResponse) as refused:
+        client.acquire("lic", "pc-1")
+    assert refused.value.code == "invalid_response" and field in str(refused.value)
+    expected = {"acquire": 1, "release": 1} if released else {"acquire": 1}
+    assert calls(bad, scenario) == expected
+    reset(bad)
+    with pytest.raises(InvalidResponse):
+        with client.lease("lic", client_id="pc-1"):
+            pytest.fail("no seat")
+    assert client.held() == [] and calls(bad, scenario) == expected
+
+
+def test_null_counts_are_absent_counts_and_the_grant_a_seat(bad: str) -> None:
+    reset(bad)
+    client = client_for(bad, "null_counts")
+    with client.lease("lic", client_id="pc-1") as lease:
+        assert lease.session_id == GRANT["session_id"] and not lease.lost
+        assert (lease.seats_used, lease.seats_total) == (0, 0)  # none known yet
+    assert calls(bad, "null_counts") == {"acquire": 1, "release": 1}
+
+
+def _without_heartbeat_interval(environ: dict[str, Any], start_response: Any) -> Any:
+    """The bad server's ``signed`` scenario, its answers without
+    ``heartbeat_interval_seconds`` (an optional field: the token does not sign it)."""
+    answer = Response.from_app(client_bad_server.app, environ)
+    body = json.loads(answer.get_data() or b"null")
+    if isinstance(body, dict) and "heartbeat_interval_seconds" in body:
+        del body["heartbeat_interval_seconds"]
+        answer.set_data(json.dumps(body).encode())
+    return answer(environ, start_response)
+
+
+def test_a_grant_without_heartbeat_interval_seconds_is_a_seat() -> None:
+    """Rule 2: ``heartbeat_interval_seconds`` is optional (the old client required it):
+    absent, the client beats every third of the lease."""
+    with serving(_without_heartbeat_interval, quiet=True) as url:
+        client = client_for(url, "signed")
+        answer = client.acquire("lic", "pc-1")
+        assert "heartbeat_interval_seconds" not in answer
+        with client.lease("lic", client_id="pc-1") as lease:
+            assert lease.heartbeat_interval_seconds == 0 and lease.lease_seconds == 3
+            [keeper] = client._keepers.values()
+            assert 0.75 <= keeper.beat_delay() <= 1.0  # 3 s leases: every second
+            keeper.step()  # a renewal without it is fine too
+            assert not lease.lost
+        assert lease.released
+
+
+def test_a_releases_jwks_refetch_ends_within_release_timeout(bad: str) -> None:
+    """Rule 3: the release is signed under a kid the cached JWKS lacks, and the JWKS
+    fetched again is dripped: the release still ends by ``release_timeout``."""
+    reset(bad)  # the first /keys answers at once, the later ones drip
+    client = client_for(bad, "rotated_release", timeout=30, release_timeout=1.5)
+    with client.lease("lic", client_id="pc-1") as lease:
+        assert client._verifier is not None
+        client._verifier.min_refetch = 0  # look at once (no rate limit on refetches)
+        started = time.monotonic()
+    took = time.monotonic() - started
+    assert lease.released and took < 2.5, took
+
+
+def test_close_waits_release_timeout_not_another_threads_slow_jwks_fetch(bad: str) -> None:
+    """Another thread (a heartbeat's) fetches the dripped JWKS under the client's 8 s
+    ``timeout``: ``close()`` must end by its own ``release_timeout`` (the old verifier
+    held its lock across the fetch, so the release's check waited for it)."""
+    reset(bad)  # the first /keys answers at once, the later ones drip
+    client = client_for(bad, "rotated_release", timeout=8, release_timeout=1.5)
+    lease = client.lease("lic", client_id="pc-1").__enter__()
+    assert client._verifier is not None
+    client._verifier.min_refetch = 0
+    slow = threading.Thread(
+        target=lambda: timed(lambda: client.release("lic", "another")), daemon=True
+    )
+    slow.start()
+    time.sleep(0.5)  # now inside the dripped /keys
+    _, error, took = timed(client.close)
+    assert error is None and lease.released and took < 2.5, took
+    slow.join(timeout=10)
+
+
+SIGTERM_IN_A_FETCH = """
+import sys, threading
+from seatlease_client import SeatClient
+
+url, key, pinned = sys.argv[1:4]
+client = SeatClient(url, key, pinned_keys=[pinned], release_timeout=1.5, timeout=60)
+lease = client.lease("lic", client_id="pc-1").__enter__()
+client._verifier.min_refetch = 0
+print(lease.session_id, flush=True)
+# Signed under a kid the cached JWKS lacks: the JWKS is fetched again, dripped for a
+# minute, in the main thread, where SIGTERM's handler (release_all) then runs.
+client.release("lic", "another-session")
+"""
+
+
+def test_sigterm_inside_a_dripped_jwks_fetch_exits_within_release_timeout(bad: str) -> None:
+    """The old verifier held a plain lock across the JWKS fetch: SIGTERM's release, in
+    the same thread, waited for that lock forever."""
+    reset(bad)  # the first /keys answers at once, the later ones drip
+    child = subprocess.Popen(
+        [sys.executable, "-c", SIGTERM_IN_A_FETCH, f"{bad}/rotated_release", KEY, KEY_X],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == GRANT["session_id"]
+        time.sleep(1.0)  # the release's answer came; its JWKS now drips
+        started = time.monotonic()
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=15) == -signal.SIGTERM
+        assert time.monotonic() - started < 1.5 + 2.0
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_exchange_timeout_covers_name_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``getaddrinfo`` cannot be interrupted: a resolver that takes 6 s (the operating
+    system's, patched here, not the client's code) must not hold a 1 s acquire."""
+    real = socket.getaddrinfo
+
+    def slow(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "seatlease.slow-dns.test":
+            time.sleep(6)
+            raise socket.gaierror(socket.EAI_NONAME, "no such host")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow)
+    for proxy in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(proxy, raising=False)
+    client = SeatClient(
+        "http://seatlease.slow-dns.test:9", KEY, pinned_keys=[KEY_X], timeout=1, retries=0,
+        handle_sigterm=False,
+    )  # fmt: skip
+    _, error, took = timed(lambda: client.acquire("lic", "pc-1"))
+    assert isinstance(error, BackendUnavailable) and error.code == "network_error", error
+    assert took < 2.0, took
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",  # the identity
+        base64.urlsafe_b64encode(bytes(32)).rstrip(b"=").decode(),
+        base64.urlsafe_b64encode(bytes.fromhex("ec" + "ff" * 30 + "7f")).rstrip(b"=").decode(),
+        base64.urlsafe_b64encode(bytes.fromhex("01" + "00" * 30 + "80")).rstrip(b"=").decode(),
+        {"kty": "OKP", "crv": "Ed25519", "x": "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"},
+    ],
+)
+def test_a_pinned_key_of_small_order_is_refused_at_construction(key: Any) -> None:
+    """Rule 4: a key of small order verifies signatures anyone can make."""
+    with pytest.raises(ValueError, match="small order"):
+        SeatClient("http://127.0.0.1:9", KEY, pinned_keys=[key])
+    assert SeatClient("http://127.0.0.1:9", KEY, pinned_keys=[KEY_X]).verify is True

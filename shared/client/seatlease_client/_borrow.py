@@ -20,7 +20,7 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from seatlease_client._errors import MalformedToken, TokenMismatch
+from seatlease_client._errors import BackendUnavailable, MalformedToken, TokenMismatch
 from seatlease_client._lease import _parse_time, claimed_seats
 from seatlease_client._machine import this_machine
 
@@ -129,10 +129,13 @@ def borrow(
     request.update({k: v for k, v in (identity or {}).items() if v is not None})
     answer = client._call("acquire", request)
     try:
-        try:
-            jwks = json.loads(client._fetch_jwks())
-        except ValueError:
-            raise MalformedToken(0, "token_unknown_kid", "The JWKS is not JSON.") from None
+        if client._verifier is not None:  # the keys that just verified the grant
+            jwks = client._verifier.jwks_document()
+        else:
+            try:
+                jwks = json.loads(client._fetch_jwks())
+            except ValueError:
+                raise MalformedToken(0, "token_unknown_kid", "The JWKS is not JSON.") from None
         document = {
             "format": FORMAT,
             "base_url": client.base_url,
@@ -146,6 +149,8 @@ def borrow(
         except Exception:
             os.remove(path)  # a seat that does not verify is no seat: nothing saved
             raise
+    except BackendUnavailable:
+        raise  # transient (the JWKS unreachable): a good grant, never released for it
     except Exception:
         client._release_refused(request, answer)  # and it is given back at once
         raise

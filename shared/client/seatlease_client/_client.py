@@ -30,6 +30,7 @@ from seatlease_client._errors import (
     NoSeatsAvailable,
     SeatError,
     ServiceError,
+    TokenError,
     _retry_after_header,
 )
 from seatlease_client._lease import Lease, LeaseContext, OnLost, OnRegained, _Keeper, _parse_time
@@ -78,8 +79,8 @@ _SHAPES: dict[str, list[tuple[str, Any, bool]]] = {
     "acquire": [
         ("session_id", lambda v: isinstance(v, str) and v != "", True),
         ("lease_expires_at", _is_time, True),
-        ("lease_seconds", _is_int, True),
-        ("heartbeat_interval_seconds", _is_int, True),
+        ("lease_seconds", lambda v: _is_int(v) and v >= 1, True),
+        ("heartbeat_interval_seconds", _is_int, False),
         ("seats_used", _is_int, False),
         ("seats_total", _is_int, False),
         ("seats", _is_int, False),
@@ -262,11 +263,14 @@ class SeatClient:
         )
         request.add_unredirected_header("Authorization", f"Bearer {self._api_key}")
         seconds = timeout or self.timeout
+        # Saved and put back: a SIGTERM handler's release may run inside an exchange of
+        # the same thread, whose deadline must survive it.
+        outer = getattr(self._local, "deadline", None)
         self._local.deadline = time.monotonic() + seconds
         try:
             return self._answer(function, url, body, *self._exchange(url, request, seconds))
         finally:
-            self._local.deadline = None
+            self._local.deadline = outer
 
     def _answer(self, function: str, url: str, body: dict[str, Any], status: int,
                 headers: Any, raw: bytes) -> Any:  # fmt: skip
@@ -283,20 +287,28 @@ class SeatClient:
         if status == 202 and function == "acquire" and isinstance(reply, dict):
             if reply.get("queued") is True and isinstance(reply.get("ticket"), str):
                 return reply
-        try:
-            problems = _shape_problems(function, reply)
-            if problems:
-                raise InvalidResponse(
-                    status, "invalid_response",
-                    f"{url} answered {status} without the service's fields "
-                    f"({', '.join(problems)})",
-                )  # fmt: skip
-            if self._verifier is not None:
-                self._verifier.check(function, body, reply, status)
-        except SeatError:
+        # A grant refused for its shape or its token is released at once; never one whose
+        # check could not be made (the JWKS unreachable, a 5xx, a timeout: transient,
+        # retried with the same request_id, which a real server answers from its store
+        # with this very grant: released, it would be a seat the server no longer holds).
+        problems = _shape_problems(function, reply)
+        if problems:
             if function == "acquire":
                 self._release_refused(body, reply)
-            raise
+            raise InvalidResponse(
+                status, "invalid_response",
+                f"{url} answered {status} without the service's fields "
+                f"({', '.join(problems)})",
+            )  # fmt: skip
+        if self._verifier is not None:
+            try:
+                self._verifier.check(
+                    function, body, reply, status, getattr(self._local, "deadline", None)
+                )
+            except TokenError:
+                if function == "acquire":
+                    self._release_refused(body, reply)
+                raise
         return reply
 
     def _release_refused(self, body: dict[str, Any], reply: Any) -> None:

@@ -108,3 +108,33 @@ def verify(public: bytes, message: bytes, signature: bytes) -> bool:
     digest = hashlib.sha512(signature[:32] + public + message).digest()
     k = int.from_bytes(digest, "little") % _L
     return _same(_multiply(s, _BASE), _add(r, _multiply(k, a)))
+
+
+# libsodium's list of the encodings of the points of small order (``has_small_order`` in
+# its ed25519 ref10), compared with the top bit of the last byte masked off.
+_SMALL_ORDER = frozenset(
+    bytes.fromhex(h)
+    for h in (
+        "01" + "00" * 31,  # the identity
+        "00" * 32,
+        "ec" + "ff" * 30 + "7f",  # p - 1
+        "ed" + "ff" * 30 + "7f",  # p
+        "ee" + "ff" * 30 + "7f",  # p + 1
+        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+        "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+    )
+)
+_IDENTITY: _Point = (0, 1, 1, 0)
+
+
+def has_small_order(public: bytes) -> bool:
+    """Whether ``public`` encodes a point of small order (``[8]A`` is the identity): a
+    key anyone can "sign" for, never a vendor's. libsodium's list of encodings first,
+    then the point itself."""
+    public = bytes(public)
+    if len(public) != 32:
+        return False
+    if public[:31] + bytes([public[31] & 0x7F]) in _SMALL_ORDER:
+        return True
+    point = _decode(public)
+    return point is not None and _same(_multiply(8, point), _IDENTITY)

@@ -9,6 +9,7 @@ down at its deadline, which ends any read or write blocked on it at once.
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import socket
 import threading
 import time
@@ -102,17 +103,71 @@ _WatchedHTTP = _watched(http.client.HTTPConnection)
 _WatchedHTTPS = _watched(http.client.HTTPSConnection)
 
 
+def _resolve(host: str, port: int, watch: Watch) -> list[Any]:
+    """``getaddrinfo`` within the exchange's time: it cannot be interrupted, so it runs
+    in a daemon thread joined for the time left (an address literal needs no thread)."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        pass
+    else:
+        return socket.getaddrinfo(host.strip("[]"), port, 0, socket.SOCK_STREAM)
+    result: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            result["infos"] = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+        except BaseException as exc:  # handed to the exchange's thread
+            result["error"] = exc
+        done.set()
+
+    threading.Thread(target=run, name="seatlease-resolve", daemon=True).start()
+    if not done.wait(max(0.0, watch.left())):
+        raise ExchangeTimeout(f"{host} not resolved within {watch.seconds:g} s")
+    if "error" in result:
+        raise result["error"]
+    return result["infos"]
+
+
+def _connect(watch: Watch, address: tuple[str, int], timeout: Any, source: Any) -> socket.socket:
+    """``socket.create_connection`` within the exchange's time: the name resolved in
+    that time, each address tried with the time left, each socket watched before its
+    connect (the watchdog ends a connect under way)."""
+    host, port = address
+    error: OSError | None = None
+    for family, kind, proto, _, sockaddr in _resolve(host, port, watch):
+        left = watch.left()
+        if left <= 0 or watch.expired:
+            break
+        sock = socket.socket(family, kind, proto)
+        try:
+            watch.opened(sock)
+            sock.settimeout(left)
+            if source:
+                sock.bind(source)
+            sock.connect(sockaddr)
+            if watch.expired:
+                raise ExchangeTimeout(f"no connection within {watch.seconds:g} s")
+            sock.settimeout(None if timeout is socket._GLOBAL_DEFAULT_TIMEOUT else timeout)  # type: ignore[attr-defined]
+            return sock
+        except OSError as exc:
+            error = exc
+            sock.close()
+    if error is not None and not watch.expired:
+        raise error
+    raise ExchangeTimeout(f"no connection to {host} within {watch.seconds:g} s")
+
+
 def _connection_factory(kind: type, watch: Watch | None) -> Any:
     def make(*args: Any, **kwargs: Any) -> Any:
         connection = kind(*args, **kwargs)
         connection._seatlease_watch = watch
-        if watch is not None:  # the plain socket too, so a stalled TLS handshake ends
-            create = connection._create_connection
+        if watch is not None:  # resolve and connect within the exchange's time, and
+            # watch the plain socket too, so a stalled TLS handshake ends
 
-            def create_watched(*a: Any, **k: Any) -> socket.socket:
-                sock = create(*a, **k)
-                watch.opened(sock)
-                return sock
+            def create_watched(address: Any, timeout: Any = None, source: Any = None) -> Any:
+                return _connect(watch, address, timeout, source)
 
             connection._create_connection = create_watched
         return connection

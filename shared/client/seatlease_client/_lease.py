@@ -250,7 +250,10 @@ class _Keeper:
     def beat_delay(self) -> float:
         """Time to the next heartbeat: the server's interval minus up to 25 % jitter, so
         thousands of copies started together do not beat in step."""
-        interval = float(self.lease.heartbeat_interval_seconds or 1)
+        # An answer without heartbeat_interval_seconds: a third of the lease.
+        interval = float(
+            self.lease.heartbeat_interval_seconds or max(1, self.lease.lease_seconds // 3)
+        )
         if self.lease.lease_seconds:  # the server's whole-second interval is too long for
             interval = min(interval, self.lease.lease_seconds / 3)  # 1-2 s leases
         interval = max(0.2, interval)

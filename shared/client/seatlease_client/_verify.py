@@ -32,6 +32,7 @@ from typing import Any, Union
 
 from seatlease_client import _ed25519
 from seatlease_client._errors import (
+    BackendUnavailable,
     BadSignature,
     MalformedToken,
     TokenExpired,
@@ -72,8 +73,18 @@ def _b64url(text: str) -> bytes:
 _SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
 
 
+class _SmallOrder(ValueError):
+    """A key of small order: anyone can forge its signatures."""
+
+
 def _public_key(raw: bytes) -> bytes:
-    """``raw`` if it is an Ed25519 public key (32 bytes encoding a curve point)."""
+    """``raw`` if it is an Ed25519 public key (32 bytes encoding a curve point), not of
+    small order (``_SmallOrder``)."""
+    if len(raw) == 32 and _ed25519.has_small_order(raw):
+        raise _SmallOrder(
+            "a pinned key is an Ed25519 public key of small order (such as the identity "
+            "point): anyone can forge its signatures; pin the vendor's key (the JWKS's x)"
+        )
     if len(raw) != 32 or not _ed25519.is_public_key(raw):
         raise ValueError("not an Ed25519 public key (32 bytes)")
     return raw
@@ -94,7 +105,19 @@ def _from_jwk(jwk: Any) -> bytes | None:
 
 
 def pinned_raw(key: PinnedKey) -> bytes:
-    """A pinned key as its 32 raw bytes; ValueError when it is not an Ed25519 public key."""
+    """A pinned key as its 32 raw bytes; ValueError when it is not an Ed25519 public key
+    or is one of small order (a key anyone can forge signatures for: never a vendor's)."""
+    if isinstance(key, dict) and key.get("kty") == "OKP" and key.get("crv") == "Ed25519":
+        try:  # a JWK of small order: said as such
+            _public_key(_b64url(key.get("x")))
+        except _SmallOrder:
+            raise
+        except ValueError:
+            pass
+    return _pinned_raw(key)
+
+
+def _pinned_raw(key: PinnedKey) -> bytes:
     if isinstance(key, dict):
         public = _from_jwk(key)
         if public is None:
@@ -116,6 +139,8 @@ def pinned_raw(key: PinnedKey) -> bytes:
         return _public_key(der[len(_SPKI_PREFIX) :])
     try:
         return _public_key(_b64url(text.strip()))
+    except _SmallOrder:
+        raise
     except ValueError:
         raise ValueError(
             "a pinned key must be an Ed25519 public key: its JWK, its PEM, or the JWK's x "
@@ -170,34 +195,108 @@ class TokenVerifier:
         self.jwks_ttl, self.min_refetch = jwks_ttl, min_refetch
         self._keys: dict[str, bytes] = {}
         self._fetched_at: float | None = None  # time.monotonic()
-        self._lock = threading.Lock()
+        # Guards the cache, never held across a fetch; re-entrant, so that a SIGTERM
+        # handler releasing the seats in a thread that holds it does not deadlock.
+        self._lock = threading.RLock()
+        self._flight: threading.Event | None = None  # the fetch under way, if any
+        self._flight_owner: int | None = None  # the thread doing it
 
     # -- the JWKS ----------------------------------------------------------------------
 
-    def _refresh(self) -> None:
+    def _download(self) -> dict[str, bytes]:
+        """The JWKS's Ed25519 keys by kid, fetched now (network I/O: no lock held). A
+        JWKS that is not a JSON key set is a failed fetch (``BackendUnavailable``:
+        transient, retried), not a token error."""
         raw = self._fetch()
         try:
             document = json.loads(raw)
             listed = document["keys"]
             if not isinstance(listed, list):
                 raise TypeError("keys is not a list")
-        except (ValueError, TypeError, KeyError):
-            raise UnknownKeyId(0, "token_unknown_kid", "The JWKS is not a JSON key set.") from None
+        except (ValueError, TypeError, KeyError, RecursionError):
+            raise BackendUnavailable(
+                0, "jwks_invalid", "The deployment's JWKS is not a JSON key set."
+            ) from None
         keys = {}
         for jwk in listed:
             public = _from_jwk(jwk)
             if public is not None and isinstance(jwk.get("kid"), str):
                 keys[jwk["kid"]] = public
-        self._keys, self._fetched_at = keys, time.monotonic()
+        return keys
 
-    def key_for(self, kid: str, status: int) -> bytes:
+    def jwks_document(self) -> dict[str, Any]:
+        """The cached JWKS's Ed25519 keys as a JWKS document (saved with a borrowed
+        seat: the keys that verified it)."""
         with self._lock:
-            age = None if self._fetched_at is None else time.monotonic() - self._fetched_at
-            if age is None or age > self.jwks_ttl:
-                self._refresh()
-            elif kid not in self._keys and age > self.min_refetch:
-                self._refresh()  # a key published since: rotation
-            key = self._keys.get(kid)
+            keys = dict(self._keys)
+        return {
+            "keys": [
+                {"kty": "OKP", "crv": "Ed25519", "kid": kid,
+                 "x": base64.urlsafe_b64encode(raw).rstrip(b"=").decode()}
+                for kid, raw in sorted(keys.items())
+            ]
+        }  # fmt: skip
+
+    def _locked(self, deadline: float | None) -> None:
+        """Take the lock, waiting at most until ``deadline`` (a release on SIGTERM must
+        never wait on it longer than its own time)."""
+        wait = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._lock.acquire(timeout=wait):
+            raise BackendUnavailable(
+                0, "network_error", "The deployment's JWKS was busy past this exchange's deadline."
+            )
+
+    def key_for(self, kid: str, status: int, deadline: float | None = None) -> bytes:
+        """The key ``kid`` of the deployment's JWKS (fetched when stale or on an unknown
+        kid), checked against the pinned keys. ``deadline`` (``time.monotonic()``) bounds
+        every wait: the lock, a fetch under way in another thread, and this thread's own.
+
+        The lock guards the cache only, never a fetch: one thread fetches at a time
+        (single flight: the others wait for its ``Event``, each until its own deadline),
+        and a thread that re-enters while its own fetch is under way (a SIGTERM handler
+        releasing the seats) fetches for itself within its deadline instead of waiting
+        for itself."""
+        me = threading.get_ident()
+        while True:
+            self._locked(deadline)
+            try:
+                age = None if self._fetched_at is None else time.monotonic() - self._fetched_at
+                stale = age is None or age > self.jwks_ttl
+                fresh_look = kid not in self._keys and age is not None and age > self.min_refetch
+                if not (stale or fresh_look):
+                    key = self._keys.get(kid)
+                    break
+                flight = self._flight
+                lead = flight is None or self._flight_owner == me
+                if flight is None:
+                    flight = self._flight = threading.Event()
+                    self._flight_owner = me
+                    ours = True
+                else:
+                    ours = False
+            finally:
+                self._lock.release()
+            if not lead:  # another thread fetches: wait for it, within our own time
+                wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not flight.wait(wait):
+                    raise BackendUnavailable(
+                        0, "network_error",
+                        "The deployment's JWKS did not arrive within this exchange's time.",
+                    )  # fmt: skip
+                continue
+            keys = None
+            try:
+                keys = self._download()
+            finally:
+                with self._lock:  # held for a moment only: never across I/O
+                    if keys is not None:
+                        self._keys, self._fetched_at = keys, time.monotonic()
+                    if ours:
+                        self._flight = self._flight_owner = None
+                if ours:
+                    flight.set()
+            key = keys.get(kid)
+            break
         if key is None:
             raise UnknownKeyId(
                 status, "token_unknown_kid", f"No key {kid!r} in the deployment's JWKS."
@@ -211,9 +310,16 @@ class TokenVerifier:
     # -- one answer --------------------------------------------------------------------
 
     def check(
-        self, function: str, request: dict[str, Any], reply: Any, status: int
+        self,
+        function: str,
+        request: dict[str, Any],
+        reply: Any,
+        status: int,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
-        """The verified claims of ``reply``'s token, else a ``TokenError``."""
+        """The verified claims of ``reply``'s token, else a ``TokenError`` (or a
+        ``BackendUnavailable`` when the JWKS could not be fetched by ``deadline``, a
+        ``time.monotonic()``: transient, not the token's fault)."""
         field = _TOKEN_FIELD[function]
         token = reply.get(field) if isinstance(reply, dict) else None
         if not isinstance(token, str):
@@ -229,7 +335,7 @@ class TokenVerifier:
             )
         if typ != _TYP[function]:
             raise TokenMismatch(status, "token_mismatch", f"The {field} is a {typ!r} token.")
-        key = self.key_for(kid, status)
+        key = self.key_for(kid, status, deadline)
         claims = self._decode(payload, signed, signature, key, field, status)
         self._check_claims(function, request, reply, claims, status)
         return claims
