@@ -77,6 +77,18 @@ def test_the_node_client_passes_its_tests_against_the_served_functions(
         "a release whose answer drips ends within releaseTimeoutMs",
         "a heartbeat whose answer drips loses the seat (unreachable) by the lease's deadline",
         "a grant without a token is refused (TokenMissing) and its session released at once",
+        # the review of issue 48: released only for the token or shape; the JWKS bounded
+        "a grant whose key fetch fails once (a 503 on /keys) is not released: the check is "
+        "retried and the seat held",
+        "a release whose JWKS refetch drips (a rotated kid) ends within releaseTimeoutMs, "
+        "the fetch included",
+        'a grant without lease_expires_at, with lease_seconds 60.5, or with session_id "" is '
+        "invalid_response; the first two released at once",
+        "a grant whose seats_used and seats_total are null is a seat (the counts as absent)",
+        "through a proxy, an IP-literal https base URL's certificate is checked against that "
+        "IP, not the proxy's host",
+        "a pinned key of small order (the identity, 0, p-1, p, p+1, the points of order 8) is "
+        "refused at construction",
     ):
         assert re.search(rf"^\s*ok \d+ - {re.escape(name)}", result.stdout, re.MULTILINE), name
 
