@@ -436,11 +436,11 @@ def test_a_releases_jwks_refetch_ends_within_release_timeout(bad: str) -> None:
 
 
 def test_close_waits_release_timeout_not_another_threads_slow_jwks_fetch(bad: str) -> None:
-    """Another thread (a heartbeat's) fetches the dripped JWKS under the client's 8 s
+    """Another thread (a heartbeat's) fetches the dripped JWKS under the client's 5 s
     ``timeout``: ``close()`` must end by its own ``release_timeout`` (the old verifier
     held its lock across the fetch, so the release's check waited for it)."""
     reset(bad)  # the first /keys answers at once, the later ones drip
-    client = client_for(bad, "rotated_release", timeout=8, release_timeout=1.5)
+    client = client_for(bad, "rotated_release", timeout=5, release_timeout=1.5)
     lease = client.lease("lic", client_id="pc-1").__enter__()
     assert client._verifier is not None
     client._verifier.min_refetch = 0
