@@ -64,6 +64,8 @@ export interface ClientOptions {
   tokenLeewaySeconds?: number;
   /** The deployment's JWKS (default `<baseUrl>/keys`). */
   jwksUrl?: string;
+  /** Least milliseconds between two JWKS fetches prompted by a token's unknown `kid` (a key rotation; default 10000). */
+  jwksMinRefetchMs?: number;
   /** This machine's id for binding borrowed seats (default: the system's, see machine.ts). */
   machineId?: string;
   /** Log lines (retries, lost and regained seats); never carries the API key. */
@@ -215,7 +217,7 @@ export class SeatClient {
     const checked = options.verify !== false && (this.pinnedKeys.length > 0 || options.verify === true);
     for (const key of this.pinnedKeys) pinnedRaw(key); // not a key, or one of small order: refused here
     this.verifier = checked
-      ? new TokenVerifier((timeoutMs) => this.fetchJwks(timeoutMs), { pinnedKeys: this.pinnedKeys, tenantId: this.tenantId ?? null, leewaySeconds: this.tokenLeewaySeconds })
+      ? new TokenVerifier((timeoutMs) => this.fetchJwks(timeoutMs), { pinnedKeys: this.pinnedKeys, tenantId: this.tenantId ?? null, leewaySeconds: this.tokenLeewaySeconds, minRefetchSeconds: (options.jwksMinRefetchMs ?? 10_000) / 1000 })
       : undefined;
     this.verified = checked && this.pinnedKeys.length > 0;
     this.#proxy = proxyFor(url, options.proxy);

@@ -191,8 +191,8 @@ test("a grant whose key fetch fails once (a 503 on /keys) is not released: the c
 
 test("a release whose JWKS refetch drips (a rotated kid) ends within releaseTimeoutMs, the fetch included", async () => {
   await reset("rotated_release");
-  const client = pinned("rotated_release", { releaseTimeoutMs: 1000 }); // timeoutMs: the default 10 s
-  client.verifier.minRefetchMs = 0; // refetch on the unknown kid at once (the default waits 10 s between refetches)
+  // timeoutMs: the default 10 s; jwksMinRefetchMs 0: refetch on the unknown kid at once (the default waits 10 s)
+  const client = pinned("rotated_release", { releaseTimeoutMs: 1000, jwksMinRefetchMs: 0 });
   const lease = await client.lease("lic", { clientId: "pc-1" });
   const started = performance.now();
   await lease.close();
