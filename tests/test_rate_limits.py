@@ -38,17 +38,34 @@ def drain(engine: SeatEngine, tenant: str, license_id: str, rate: int) -> int:
     raise AssertionError("the budget never ran out")
 
 
+def refilled(rate: int, since: float) -> int:
+    """How many calls the budget can have refilled since ``since`` (time.monotonic()) at
+    ``rate`` a second, plus one for the interval under way: what a slow or loaded machine
+    adds to a count, so that the counts below bound the limiter, not the machine."""
+    return int(rate * (time.monotonic() - since)) + 1
+
+
 # -- the engine, single Redis and Cluster ------------------------------------------------
 
 
 def test_a_burst_of_one_seconds_worth_passes_then_429_with_retry_after(seat_engine, configs):
     configs.add("a", "cad", seats=1000)
     configs.add("b", "cad", seats=1000)
+    began = time.monotonic()
     passed = drain(seat_engine, "a", "cad", rate=20)
-    assert 18 <= passed <= 22  # the burst: one second's worth (plus what refilled meanwhile)
-    with pytest.raises(TenantRateLimited) as refused:
-        seat_engine.acquire(SeatRequest("a", "cad", "late", rate_limit=20))
-    assert refused.value.retry_after_seconds == 1
+    # the burst: one second's worth, plus what refilled while it was spent
+    assert 18 <= passed <= 20 + refilled(20, began), passed
+    # Refused at once with Retry-After 1 (a call let through because a slow machine took
+    # an interval to get here is a refill, counted as such).
+    for late in range(5):
+        try:
+            seat_engine.acquire(SeatRequest("a", "cad", f"late-{late}", rate_limit=20))
+            passed += 1
+        except TenantRateLimited as refused:
+            assert refused.retry_after_seconds == 1
+            break
+    else:
+        raise AssertionError("5 calls at once after the burst: none refused")
     # Nothing was taken by the refused calls, and another tenant is untouched.
     assert len(seat_engine.live_leases("a", "cad")) == passed
     assert seat_engine.acquire(SeatRequest("b", "cad", "ws-1", rate_limit=20)).created
@@ -59,6 +76,7 @@ def test_a_burst_of_one_seconds_worth_passes_then_429_with_retry_after(seat_engi
 def test_the_budget_refills_at_the_rate(seat_engine, configs):
     configs.add("a", "cad", seats=1000)
     drain(seat_engine, "a", "cad", rate=10)
+    drained = time.monotonic()
     time.sleep(0.35)  # 3.5 intervals of 100 ms: three calls fit again, not ten
     passed = 0
     for n in range(10):
@@ -67,14 +85,15 @@ def test_the_budget_refills_at_the_rate(seat_engine, configs):
             passed += 1
         except TenantRateLimited:
             pass
-    assert 2 <= passed <= 5
+    assert 2 <= passed <= max(5, refilled(10, drained)), passed
+    assert passed < 10  # a refill, never the whole budget back
 
 
 def test_the_budget_is_shared_by_every_instance(seat_engine, configs):
     """Two engines (two function instances) on one Redis draw from one budget."""
     configs.add("a", "cad", seats=1000)
     other = SeatEngine(seat_engine.redis, configs)
-    passed = 0
+    passed, began = 0, time.monotonic()
     for n in range(60):
         engine = seat_engine if n % 2 else other
         try:
@@ -82,7 +101,7 @@ def test_the_budget_is_shared_by_every_instance(seat_engine, configs):
             passed += 1
         except TenantRateLimited:
             pass
-    assert passed <= 25
+    assert passed <= 20 + refilled(20, began), passed
 
 
 def test_a_repeated_request_id_is_answered_even_over_the_budget(seat_engine, configs):
@@ -129,11 +148,11 @@ def test_a_release_over_the_budget_changes_nothing(seat_engine, configs):
 
 def test_the_budget_key_lives_in_the_license_slot_and_expires(seat_engine, configs):
     configs.add("a", "cad", seats=10)
-    seat_engine.acquire(SeatRequest("a", "cad", "ws-1", rate_limit=100))
+    seat_engine.acquire(SeatRequest("a", "cad", "ws-1", rate_limit=1))
     keys = LicenseKeys.of("a", "cad")
     assert keys.rate.startswith(f"sl:{{{keys.shard}}}:")
     ttl_ms = seat_engine.redis.pttl(keys.rate)
-    assert 0 < ttl_ms <= 10  # one interval of 10 ms: an idle tenant holds nothing
+    assert 0 < ttl_ms <= 1000  # one interval (1 s at 1 a second): an idle tenant holds nothing
 
 
 # -- through the functions -----------------------------------------------------------------
@@ -178,7 +197,7 @@ def test_a_flooding_tenant_gets_429s_and_another_tenant_is_served(
 
     assert len(answers) == 5000
     limited = [a for a in answers if a[0] == 429]
-    assert len(limited) > 2500
+    assert limited  # (how many depends on how fast this machine sends: bounded below)
     # GCRA, concurrent callers: at most the burst (one second's worth) plus the rate.
     assert len(answers) - len(limited) <= 100 + 100 * elapsed + 5
     assert all(retry_after and int(retry_after) >= 1 for _, retry_after in limited)
