@@ -28,7 +28,8 @@ def register(subparsers: Any) -> None:
     local.add_argument(
         "--no-pubsub",
         action="store_true",
-        help="run without the Pub/Sub emulator (events wait in the Redis outbox)",
+        help="run without the Pub/Sub emulator (no Java or gcloud needed): the reaper "
+        "hands the lease events straight to the audit function",
     )
     local.set_defaults(func=cmd_local)
     demo = subparsers.add_parser(
@@ -47,7 +48,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         ) from None
     from seatlease_cli.demo import load_state, play
 
-    play(load_state())
+    story = play(load_state())
+    if story["report"].get("missing"):
+        raise CommandError("seatlease demo: the audit trail is incomplete (see above)")
     return 0
 
 

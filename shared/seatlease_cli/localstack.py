@@ -19,10 +19,17 @@ WARNING line. The audit push subscription dead-letters after Terraform's number 
 attempts (``AUDIT_DELIVERY``); the emulator cannot be trusted with Terraform's backoff
 (see ``AuditDelivery``), so it retries every second and the supervisor stores what it
 dead-lettered once the database answers: a database outage loses no event.
+
+Without Pub/Sub (``--no-pubsub``: no emulator, no Java, no gcloud), the reaper hands its
+outbox events straight to the stack's audit function (``AuditPush``: the same push a
+subscription would make, over loopback), so the audit trail, the reports and ``seatlease
+demo`` work as with the emulator; an event the audit function does not take (the database
+down) stays in the outbox for the next reaper run.
 """
 
 from __future__ import annotations
 
+import base64
 import errno
 import json
 import os
@@ -35,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from seatlease.events.pubsub import Publisher, PublishFailed, encode_messages
 from seatlease_cli.localstate import STATE_DIR, STATE_FILE
 from seatlease_cli.procs import MissingTool, Proc, start_pubsub_emulator, start_redis
 
@@ -92,6 +100,43 @@ HEAL_INTERVAL = 1.0  # seconds between the supervisor's checks (a poll and two l
 # Seconds between the supervisor's replays of the dead-letter subscription: each replay
 # first checks the database (one query), then pulls.
 REPLAY_INTERVAL = 5.0
+
+
+class AuditPush(Publisher):
+    """The reaper's publisher without Pub/Sub: each message (the events, as Pub/Sub would
+    carry them) is pushed to the audit function at ``audit_url`` in a push subscription's
+    envelope, and counts as confirmed once it answers 2xx, as a push subscription acks.
+    Anything else is ``PublishFailed``: the entries stay in the outbox for the next run."""
+
+    def __init__(self, audit_url: str, timeout: float = 30.0) -> None:
+        super().__init__(project=PROJECT, timeout=timeout)
+        self.audit_url = audit_url
+        self._sent = 0
+
+    def publish(self, events: Any) -> int:
+        if not events:
+            return 0
+        subscription = f"projects/{PROJECT}/subscriptions/{self.topic_id}-audit"
+        for data in encode_messages(events):
+            self._sent += 1
+            envelope = {
+                "subscription": subscription,
+                "message": {
+                    "data": base64.b64encode(data).decode(),
+                    "messageId": f"local-{os.getpid()}-{time.time_ns()}-{self._sent}",
+                    "attributes": {"events": str(data.count(b'"event_id"'))},
+                },
+            }
+            request = urllib.request.Request(  # noqa: S310 (our own loopback URL)
+                self.audit_url, data=json.dumps(envelope).encode(), method="POST",
+                headers={"Content-Type": "application/json"},
+            )  # fmt: skip
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as resp:  # noqa: S310
+                    resp.read()
+            except OSError as exc:  # HTTPError (the audit function's 503) included
+                raise PublishFailed(f"audit function: {exc}".splitlines()[0][:300]) from exc
+        return len(events)
 
 
 class PortInUse(Exception):
@@ -198,11 +243,16 @@ class LocalStack:
         self._step(f"serving the functions on {self.base_url}", self._serve)
         if self.pubsub:
             self._step("creating the topic and the push subscription", self._wire_pubsub)
+        else:
+            from seatlease.events import reaper
+
+            reaper.use_publisher(AuditPush(f"{self.base_url}/audit"))
         demo = self._step("seeding the demo tenant, licenses and API key", self._seed)
         threading.Thread(target=self._scheduler, name="scheduler", daemon=True).start()
         threading.Thread(target=self._supervisor, name="supervisor", daemon=True).start()
         # pid: the CLI tells a running stack from a stale file (seatlease_cli.backend).
-        state = {"base_url": self.base_url, "pid": os.getpid(), **demo}
+        events = "pubsub" if self.pubsub else "in-process"  # the banner says which
+        state = {"base_url": self.base_url, "pid": os.getpid(), "events": events, **demo}
         STATE_FILE.write_text(json.dumps(state, indent=2))
         STATE_FILE.chmod(0o600)  # it holds the demo API key
         return state
@@ -469,6 +519,16 @@ def _port_note(base: str) -> str:
     return f" on port {port} (where the README says 127.0.0.1:{DEFAULT_PORT}, use {base})"
 
 
+def _events_note(state: dict[str, Any]) -> str:
+    """Where the reaper's lease events go: said once, in the banner."""
+    if state.get("events") == "in-process":
+        return (
+            "no Pub/Sub (--no-pubsub): the reaper hands them straight to /audit "
+            "in-process\n              (the audit trail and reports work as with Pub/Sub)"
+        )
+    return "reaper -> Pub/Sub emulator -> /audit (push subscription)"
+
+
 def banner(state: dict[str, Any]) -> str:
     base, key, lic = state["base_url"], state["api_key"], state["license_id"]
     return f"""
@@ -477,6 +537,7 @@ seatlease is running locally{_port_note(base)}.
   client API  {base}/acquire  {base}/heartbeat  {base}/release
   public keys {base}/keys (JWKS: verifies the lease tokens)
   internal    {base}/admin (no auth on loopback)  {base}/reaper  {base}/audit
+  events      {_events_note(state)}
   tenant      {state["tenant_id"]}
   licenses    {lic}: {DEMO_SEATS} seats, {DEMO_LEASE_SECONDS} s leases (for you)
               {STORY_LICENSE}: {STORY_SEATS} seats, {STORY_LEASE_SECONDS} s leases (the demo)

@@ -444,6 +444,13 @@ def reset() -> None:
     _publisher = None
 
 
+def use_publisher(publisher: Publisher) -> None:
+    """Publish through ``publisher`` from now on (``seatlease local --no-pubsub`` hands
+    the events to its audit function directly: ``seatlease_cli.localstack.AuditPush``)."""
+    global _publisher
+    _publisher = publisher
+
+
 def default_reaper() -> Reaper:
     """A reaper on the process-wide Redis client and Pub/Sub publisher."""
     global _publisher
