@@ -190,3 +190,36 @@ def test_refusals_for_other_reasons_are_not_demand(timeline, configs) -> None:
         acquire(timeline, "l", "c1")
     lic = LicenseKeys.of(T, "l")
     assert not timeline.redis.exists(lic.refused, lic.refusing)
+
+
+def test_a_wait_across_a_minute_boundary_is_one_episode_judged_by_its_length(
+    timeline, configs
+) -> None:
+    """Issue 52: refused 5 s before a minute ends and granted 7 s later (refused again
+    after the boundary) is served in both minutes, as the same wait inside one minute is;
+    a wait of 70 s across the boundary is unmet in its first minute, as it always was."""
+    held = full_license(timeline, configs)  # 1 s into a minute
+    timeline.advance(MINUTE - 1 - 5)  # 5 s before the minute ends
+    refuse(timeline, "l", "short")
+    refuse(timeline, "l", "long")
+    timeline.advance(6)  # 1 s into the next minute: both still waiting, refused again
+    refuse(timeline, "l", "short")
+    refuse(timeline, "l", "long")
+    timeline.advance(1)
+    timeline.engine.release(T, "l", held[0].session_id)
+    acquire(timeline, "l", "short")  # 7 s after its first refusal
+    timeline.advance(63)
+    timeline.engine.release(T, "l", held[1].session_id)
+    acquire(timeline, "l", "long")  # 70 s after its first refusal
+    timeline.advance(MINUTE + WINDOW + 1)
+    flush(timeline, "l")
+    found = refused_events(timeline, "l")
+    served = {(e["client_id"], e["metadata"]["minute"]): e["metadata"]["served"] for e in found}
+    first, second = sorted({minute for _, minute in served})
+    assert served == {
+        ("short", first): True,
+        ("short", second): True,
+        ("long", first): False,  # still waiting a minute after it began
+        ("long", second): False,  # granted after its own minute ended
+    }
+    assert not any(e["metadata"]["true_denial"] for e in found)

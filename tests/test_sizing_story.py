@@ -92,3 +92,60 @@ def test_three_clients_refused_four_times_need_five_seats_not_fourteen(
     assert cli.main(["report", "sizing", "--tenant", T, "--license", "cad", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [line["license_id"] for line in data["licenses"]] == ["cad"]
+
+
+def _play_the_demo(engine, redis_clock, license_id: str, at_second: float) -> None:
+    """``seatlease demo``'s crash story on a 2-seat license of 8 s leases, begun
+    ``at_second`` seconds into the next minute: alice and bob take the seats, bob crashes,
+    carol is refused three times (Retry-After) and gets bob's seat once it ran out, 7.5 s
+    after her first refusal; then carol and alice release."""
+    now_s = engine.server_time_ms() / 1000
+    redis_clock.advance(60 - now_s % 60 + at_second)
+    alice = engine.acquire(SeatRequest(T, license_id, "alice", metadata={"user": "alice"}))
+    engine.acquire(SeatRequest(T, license_id, "bob", metadata={"user": "bob"}))  # crashes
+    carol = SeatRequest(T, license_id, "carol", metadata={"user": "carol"})
+    for _ in range(3):
+        redis_clock.advance(1 if _ == 0 else 3)  # t = 1, 4, 7 s
+        with pytest.raises(NoSeatsAvailable):
+            engine.acquire(carol)
+        engine.heartbeat(T, license_id, alice.session_id)  # alice's client heartbeats
+    redis_clock.advance(1.5)  # t = 8.5 s: bob's lease ran out at 8 s
+    seat = engine.acquire(carol)
+    redis_clock.advance(1)
+    engine.release(T, license_id, seat.session_id)
+    engine.release(T, license_id, alice.session_id)
+
+
+def test_the_demo_story_has_one_verdict_on_either_side_of_a_minute_boundary(
+    stack_on_a_moving_clock, pubsub
+) -> None:
+    """Issue 52: carol's 7.5 s wait is one episode of demand however the minutes fall. Well
+    inside a minute (10 s in), across a boundary with refusals on both sides of it (55 s
+    in: refused at 56, 59 and 62 s, granted at 63.5 s) and across one with all of them
+    before it (52 s in: granted at 60.5 s), the license is the same: ``right``, nobody
+    turned away, 2 seats at every share."""
+    engine, redis_clock, redis_client = stack_on_a_moving_clock
+    store.create_tenant(T)
+    stories = {"inside": 10, "across": 55, "across-after": 52}
+    for license_id in stories:
+        store.create_license(T, license_id, seats=2, lease_seconds=8, max_lease_seconds=8)
+    for license_id, at_second in stories.items():
+        _play_the_demo(engine, redis_clock, license_id, at_second)
+    redis_clock.advance(60 + 600 + 5)  # the last minute, then the true-denial window
+
+    assert Reaper(redis_client, Publisher()).run().refusals == 4  # carol: 1 + 2 + 1 minutes
+    audit = functions_framework.create_app("audit", "functions/audit/main.py").test_client()
+    for i, message in enumerate(pubsub.pull()):
+        assert push_to_audit(audit, message.data, str(i)).status_code == 200
+
+    status, body = admin.execute(admin.parse({"action": "report.sizing", "tenant_id": T}))
+    assert status == 200
+    lines = {line["license_id"]: line for line in body["licenses"]}
+    assert {lid: lines[lid]["verdict"] for lid in stories} == dict.fromkeys(stories, "right")
+    for license_id in stories:
+        line = lines[license_id]
+        assert line["refused_clients"] == 1 and line["true_denials"] == 0, license_id
+        assert line["turned_away_clients"] == 0 and line["unmet_minutes"] == 0, license_id
+        assert line["recommended_seats"] == {"p95": 2, "p99": 2, "p100": 2}, license_id
+        assert line["verdict"] == "right", license_id
+        assert line["sentence"].startswith("No client was turned away"), license_id

@@ -8,7 +8,8 @@ Definitions (docs/design.md, "Right-sizing")
 *Demand* of a minute = the peak seats in use in it (weighted leases count their weight)
 + the seats asked by the distinct clients refused (or waiting in the queue) in it and
 not served in it (``usage_refusals``: one row per client and minute, judged by the
-reaper: ``served`` when granted before the minute ended). A client retrying twelve times
+reaper: ``served`` when granted before the minute ended, or less than 60 s after its wait
+began: a wait across a minute boundary is one episode). A client retrying twelve times
 in a minute is one client; a client refused then granted within the minute asked for
 nothing unmet.
 

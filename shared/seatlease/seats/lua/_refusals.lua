@@ -6,7 +6,13 @@
 -- Per license (k.refused, a HASH):
 --   <client_id>  JSON {u = user as shown, e = entries}, an entry per minute the client was
 --                refused in: {minute ms, refusals, seats asked (the largest), last refusal
---                ms, waiting (1: it held a place in the queue), granted at ms (0: not yet)}
+--                ms, waiting (1: it held a place in the queue), granted at ms (0: not yet),
+--                the second of the minute its wait began (0: the wait goes on from an
+--                earlier entry, not granted since)}
+--                A wait is one episode of demand: flush_refusals.lua judges it by its
+--                length, not by where minutes fall (a wait across a boundary is served
+--                in its first minute when granted less than 60 s after it began; in later
+--                minutes only before the minute ended: it began before them).
 --   #<minute>    the distinct clients kept for that minute (at most REFUSED_CAP)
 --   +<minute>    refusals past the cap (or past a client's REFUSED_ENTRIES): counted, not
 --                kept, so the minute's refused clients are a lower bound
@@ -70,7 +76,9 @@ local function note_refusal(k, lk, client, user, w, now, waiting)
     end
     redis.call('HINCRBY', k.refused, '#' .. mtext, 1)
     rec = rec or {e = {}}
-    e = {minute, 0, w, now, 0, 0}
+    local began = math.floor((now - minute) / 1000)  -- a new wait (to the second, down)
+    if e and e[6] == 0 then began = 0 end  -- an earlier minute's wait going on
+    e = {minute, 0, w, now, 0, 0, began}
     rec.e[#rec.e + 1] = e
     redis.call('ZADD', k.refusing, 'NX', mtext, client)
   end

@@ -9,7 +9,9 @@
 -- ARGV[3 + i] the i-th license as '<tenant>/<license>'
 --
 -- A minute m is due when m + 60 s + the window has passed. For each client refused in it:
---   served       granted within the minute (before m + 60 s)
+--   served       granted within the minute (before m + 60 s), or less than 60 s after its
+--                wait began (_refusals.lua's seventh field): a wait across a minute
+--                boundary is one episode, judged by its length as inside one minute
 --   true_denial  not granted within the window after its last refusal in m, and not
 --                refused again within that window either (a client that keeps trying is
 --                one episode: it is judged at its last minute, so one give-up is one
@@ -58,7 +60,8 @@ for i = 4, #ARGV do
       for j, e in ipairs(rec.e) do
         if e[1] <= cutoff then
           local granted = e[6]
-          local served = granted > 0 and granted < e[1] + 60000
+          local began = e[1] + (e[7] or 0) * 1000  -- (no 7th: a note from before it)
+          local served = granted > 0 and granted < began + 60000
           local gave_up = not (granted > 0 and granted <= e[4] + window)
           if gave_up then
             local again = rec.e[j + 1]  -- entries are in minute order
