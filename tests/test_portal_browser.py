@@ -744,3 +744,32 @@ def test_the_seats_line_is_only_on_the_heavy_leases_card(stack, browser) -> None
             cards = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "tr[data-session]")]
             assert sum("\u00d74" in card for card in cards) == 1, cards
     _no_alert(browser)
+
+
+def test_the_wait_queue_is_listed_under_its_license(stack, browser) -> None:
+    """A full license with a queue: the clients waiting in line are listed under it, in
+    their order, with their user and, for a client waiting for several seats, how many
+    (docs/portal.md; it once said the page did not list them)."""
+    from seatlease.api import runtime
+
+    store.create_license(DEMO_TENANT, "queued", seats=2, policy={"queue": True})
+    runtime.refresh_license_cache(DEMO_TENANT, "queued")
+    base, seat_key = stack["base_url"], stack["api_key"]
+    asks = (("holder", {"seats": 2}, 201), ("wendy-pc", {"metadata": {"user": "wendy"}}, 202),
+            ("render-9", {"seats": 2}, 202))  # fmt: skip
+    for client, extra, expected in asks:
+        body = {"license_id": "queued", "client_id": client, "queue": True, **extra}
+        status, answer = post_json(f"{base}/acquire", body, seat_key)
+        assert status == expected, answer
+
+    browser.get(stack["portal_url"])
+    wait = WebDriverWait(browser, 20)
+    queue_css = '[data-license="queued"] ol.queue li'
+    wait.until(ready.visibility_of_element_located((By.CSS_SELECTOR, queue_css)))
+    waiting = [li.text for li in browser.find_elements(By.CSS_SELECTOR, queue_css)]
+    assert waiting == ["wendy-pc · wendy", "render-9 · \u00d72 seats"], waiting
+    heading = browser.find_element(By.CSS_SELECTOR, '[data-license="queued"] h4')
+    assert heading.text == "Waiting for a seat: 2"
+    _no_alert(browser)
+    portal_doc = (REPO / "docs" / "portal.md").read_text()
+    assert "*Waiting for a seat: N*" in portal_doc and "which it does not yet" not in portal_doc
