@@ -27,8 +27,10 @@ def _caller(request: Request) -> dict[str, Any]:
 
 
 def _line(call: Call, status: int) -> tuple[str, str]:
-    """Changes are NOTICEs: an operator's action is worth keeping apart from traffic."""
-    severity = "ERROR" if status >= 500 else "NOTICE" if status < 400 else "WARNING"
+    """Changes are NOTICEs: an operator's action is worth keeping apart from traffic. A
+    4xx is the caller's answer (a typo, a license not found, a conflict), which the caller
+    was told: INFO, not a WARNING that fills the CI log; a 5xx is the service's: ERROR."""
+    severity = "ERROR" if status >= 500 else "NOTICE" if status < 400 else "INFO"
     return severity, f"admin {status} {call.log.get('action', '')}".strip()
 
 
