@@ -97,3 +97,36 @@ def test_no_pubsub_stack_is_quiet_and_keeps_the_audit_trail(tmp_path):
     assert len(said) == 1 and "straight to /audit" in said[0], log
     errors = [line for line in log.splitlines() if re.search(r"ERROR|CRITICAL|Traceback", line)]
     assert errors == [], "\n".join(errors)
+
+
+@pytest.mark.usefixtures("restore_environment")
+def test_demo_says_what_the_audit_trail_lacks_and_fails(tmp_path, monkeypatch, capsys):
+    """A stack whose events do not reach the audit table (here: its reaper never runs,
+    so they stay in the outbox): `seatlease demo` plays its story, then says in one line
+    which of the story's events the audit trail still lacks, and exits non-zero (it
+    waited 60 s and exited 0 with an empty table)."""
+    import seatlease_cli
+    from seatlease.records import db
+    from seatlease.seats import redisconn
+    from seatlease_cli import demo
+    from seatlease_cli.localstack import LocalStack
+
+    monkeypatch.chdir(tmp_path)
+    for var in ("REDIS_URL", "DATABASE_URL", "PUBSUB_EMULATOR_HOST", "PUBSUB_TOPIC"):
+        monkeypatch.delenv(var, raising=False)
+    redisconn.reset()
+    db.reset()
+    monkeypatch.setattr(demo, "AUDIT_WAIT_SECONDS", 2)
+    stack = LocalStack(port=free_port(), reaper_interval=3600, pubsub=False, say=lambda _: None)
+    try:
+        stack.start()
+        capsys.readouterr()
+        code = seatlease_cli.main(["demo"])
+        out, err = capsys.readouterr()
+    finally:
+        stack.stop()
+    assert "carol gets bob's seat" in out
+    lacking = [line for line in out.splitlines() if "could not show" in line]
+    assert len(lacking) == 1, out
+    assert "still lacks 3 acquired, 2 released, 1 reclaimed" in lacking[0], lacking
+    assert code == 1 and "the audit trail is incomplete" in err, (code, err)
