@@ -63,8 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     # The operator commands' common options are accepted before the command too
     # (`seatlease --admin-url URL status`), under their own names: a subparser's defaults
     # would overwrite the values (argparse), so main() merges them (_apply_global_options).
+    from seatlease._version import __version__
     from seatlease_cli.backend import add_backend_flags
 
+    parser.add_argument("--version", action="version", version=f"seatlease {__version__}")
     parser.add_argument(
         "--json", dest="global_json", action="store_true", help="print JSON for scripts"
     )

@@ -274,7 +274,7 @@ def local_stack_state(*, others: bool = True) -> dict[str, Any] | None:
     process is gone or its port is closed), so nothing ever falls back to another
     backend. ``others``: the message also names the other backends (not for
     ``seatlease demo``)."""
-    from seatlease_cli.procs import port_open
+    from seatlease_cli.localstate import running
 
     state_file = find_state_file()
     if state_file is None:
@@ -285,10 +285,8 @@ def local_stack_state(*, others: bool = True) -> dict[str, Any] | None:
         return None
     except (OSError, ValueError):
         state = None
-    base = str(state.get("base_url", "")) if isinstance(state, dict) else ""
-    port = urllib.parse.urlsplit(base).port if base.startswith("http") else None
-    pid = state.get("pid") if isinstance(state, dict) else None
-    if port and port_open(port) and (not isinstance(pid, int) or _alive(pid)):
+    if running(state):
+        assert isinstance(state, dict)
         return state
     where = _shown(state_file)
     raise CommandError(
@@ -298,16 +296,6 @@ def local_stack_state(*, others: bool = True) -> dict[str, Any] | None:
         + (", or set DATABASE_URL and REDIS_URL, or pass --admin-url" if others else ""),
         EXIT_UNAVAILABLE,
     )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, under another user
-    return True
 
 
 def running_local_stack_admin_url() -> str:

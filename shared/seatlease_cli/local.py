@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any
 
-from seatlease_cli.exits import EXIT_FAILED, CommandError
+from seatlease_cli.exits import EXIT_CONFLICT, EXIT_FAILED, CommandError
 
 
 def register(subparsers: Any) -> None:
@@ -56,16 +56,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_local(args: argparse.Namespace) -> int:
     from seatlease_cli.localstack import LocalStack, PortInUse, banner
+    from seatlease_cli.localstate import AlreadyRunning, claim_folder
     from seatlease_cli.procs import MissingTool, port_open
 
-    if port_open(args.port):
-        raise CommandError(str(PortInUse(args.port)), EXIT_FAILED)
     stack = LocalStack(
         port=args.port,
         reaper_interval=args.reaper_interval,
         pubsub=not args.no_pubsub,
         say=lambda line: print(line, file=sys.stderr, flush=True),
     )
+    try:  # this folder's stack still running: said first, whatever the port
+        claim_folder(stack.say)
+    except AlreadyRunning as exc:
+        raise CommandError(str(exc), EXIT_CONFLICT) from None
+    if port_open(args.port):
+        raise CommandError(str(PortInUse(args.port)), EXIT_FAILED)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     print("starting seatlease locally:", file=sys.stderr, flush=True)

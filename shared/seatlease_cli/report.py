@@ -57,14 +57,19 @@ def register(subparsers: Any) -> None:
         "durations per client, and how leases ended (released, reclaimed after a crash, "
         "ended by the license's term, revoked, lost with Redis's data). Times are ISO "
         "8601 (a date means its midnight "
-        "UTC; no offset means UTC), from 1970 to 2100; a report covers at most 10,000 "
+        "UTC; no offset means UTC) or a length back from now (7d, 12h, 30m), from 1970 "
+        "to 2100; a report covers at most 10,000 "
         "periods per license (by hour: about 416 days; use --by day beyond) and nothing "
         "after now. Minute periods cover the last 14 days.",
     )
     usage.add_argument("--tenant", required=True)
     usage.add_argument("--license", default=None, help="only this license")
-    usage.add_argument("--since", type=_iso, default=None, help="from (inclusive), ISO 8601")
-    usage.add_argument("--until", type=_iso, default=None, help="to (exclusive), ISO 8601")
+    usage.add_argument(
+        "--since", type=_iso, default=None, help="from (inclusive): ISO 8601, or 7d (ago)"
+    )
+    usage.add_argument(
+        "--until", type=_iso, default=None, help="to (exclusive): ISO 8601, or 1h (ago)"
+    )
     usage.add_argument(
         "--by",
         choices=(*PERIOD_CHOICES, "user"),
@@ -98,12 +103,23 @@ def register(subparsers: Any) -> None:
 
 
 def _iso(value: str) -> datetime:
+    """A time: ISO 8601, or a length back from now as ``--expiring`` takes it (``7d``,
+    ``12h``, ``90m``, ``30s``, ``2w``: ``--since 7d`` is seven days ago)."""
+    import re
+
+    from seatlease import clock
     from seatlease.admin import parse_time  # the admin action's own parsing, checked early
 
+    if re.fullmatch(r"\s*\d+\s*[smhdwSMHDW]\s*", value):
+        from seatlease_cli.licenses import duration
+
+        return clock.now() - timedelta(seconds=duration(value.strip().replace(" ", "")))
     try:
         return parse_time(value)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(
+            f"{exc}, or a length back from now (7d, 12h, 30m)"
+        ) from None
 
 
 def _iso_text(value: datetime | None) -> str:

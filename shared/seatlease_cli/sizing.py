@@ -31,12 +31,17 @@ def register(report_sub: Any, iso: Any) -> None:
         "waits, and the fewest seats that would have met the demand (seats in use + seats "
         "asked by clients refused and not served in the minute) in 95 %%, 99 %% and 100 %% "
         "of those minutes, with a verdict (undersized, right, oversized) and a sentence. "
-        "Times are ISO 8601 (UTC without an offset); at most 1,830 days; nothing after now.",
+        "Times are ISO 8601 (UTC without an offset) or a length back from now (7d, 12h); "
+        "at most 1,830 days; nothing after now.",
     )
     sizing.add_argument("--tenant", required=True)
     sizing.add_argument("--license", default=None, help="only this license")
-    sizing.add_argument("--since", type=iso, default=None, help="from (inclusive), ISO 8601")
-    sizing.add_argument("--until", type=iso, default=None, help="to (exclusive), ISO 8601")
+    sizing.add_argument(
+        "--since", type=iso, default=None, help="from (inclusive): ISO 8601, or 7d (ago)"
+    )
+    sizing.add_argument(
+        "--until", type=iso, default=None, help="to (exclusive): ISO 8601, or 1h (ago)"
+    )
     sizing.set_defaults(func=cmd_sizing)
 
 
