@@ -535,8 +535,8 @@ def test_status_shows_a_waiting_tickets_seats():
 
 def test_status_errors(stack, capsys):
     setup_license(capsys)
-    code, _, err = run(capsys, "status", "--license", "cad")
-    assert code == cli.EXIT_USAGE and "tenant" in one_line_error(err)
+    code, _, err = run(capsys, "status", "--license", "nope")
+    assert code == cli.EXIT_NOT_FOUND and "'nope' not found in any tenant" in one_line_error(err)
     code, _, err = run(capsys, "status", "--tenant", "nobody")
     assert code == cli.EXIT_NOT_FOUND and "nobody" in one_line_error(err)
     code, _, err = run(capsys, "status", "--tenant", "acme", "--license", "nope")
@@ -624,11 +624,66 @@ def test_revoke_without_tenant(stack, capsys, clients, redis_client):
     assert (body["revoked"], body["tenant_id"], body["seats_used"]) == (True, "acme", 0)
 
 
+def test_revoke_by_user_or_host_ends_each_of_their_leases(stack, capsys, clients, redis_client):
+    """``revoke --license L --user ann`` (lmremove by user): ann's two leases end, each by
+    the single-session revoke (its lease.revoked event, its ended note), bob's stays;
+    ``status --license L`` without --tenant (the one tenant that has L) shows it."""
+    key = setup_license(capsys, seats=4)
+    ann = [
+        acquire(clients, key, client, metadata={"user": "ann", "host": host}).json["session_id"]
+        for client, host in (("ann-1", "ws1"), ("ann-2", "ws2"))
+    ]
+    bob = acquire(clients, key, "bob-1", metadata={"user": "bob", "host": "ws2"}).json
+    before = run_json(capsys, "status", "--license", "cad")["licenses"]
+    assert [(lic["tenant_id"], lic["seats_used"]) for lic in before] == [("acme", 3)]
+
+    code, out, err = run(capsys, "revoke", "--license", "cad", "--user", "ann")
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert len(lines) == 2 and all("on acme/cad" in line and "user ann" in line for line in lines)
+    assert {line.split()[2] for line in lines} == set(ann)
+    assert sorted(revoked_in_shard("acme", "cad")) == sorted(ann)
+    events = outbox_events(redis_client, keys.outbox_key(keys.shard_of("acme", "cad")))
+    assert sorted(e["session_id"] for e in events if e["type"] == "lease.revoked") == sorted(ann)
+
+    code, out, err = run(capsys, "status", "--license", "cad")
+    assert code == 0, err
+    assert "acme/cad: 1 live lease" in out and bob["session_id"] in out
+    assert not any(session in out for session in ann)
+
+    # Nothing (left) of ann: exit 3 in one line; --host picks by host, with --user both.
+    code, out, err = run(capsys, "revoke", "--license", "cad", "--user", "ann")
+    assert code == cli.EXIT_NOT_FOUND and out == ""
+    assert one_line_error(err) == "seatlease: user 'ann' holds no seat on acme/cad"
+    code, _, err = run(capsys, "revoke", "--license", "cad", "--user", "bob", "--host", "ws1")
+    assert code == cli.EXIT_NOT_FOUND and "user 'bob' host 'ws1'" in one_line_error(err)
+    body = run_json(capsys, "revoke", "--license", "cad", "--host", "ws2")
+    assert [r["session_id"] for r in body["revoked"]] == [bob["session_id"]]
+    assert run_json(capsys, "status", "--license", "cad")["licenses"][0]["leases"] == []
+
+    # One way of choosing only; and several tenants with the license: name them.
+    code, out, err = run(capsys, "revoke", "--license", "cad", "--user", "ann", "--client", "x")
+    assert code == cli.EXIT_USAGE and "one of --session, --client" in one_line_error(err)
+    assert run(capsys, "tenant", "create", "globex")[0] == 0
+    assert run(capsys, "license", "create", "--tenant", "globex", "--license", "cad",
+               "--seats", "1")[0] == 0  # fmt: skip
+    for argv in (["status"], ["revoke", "--user", "ann"]):
+        code, out, err = run(capsys, *argv, "--license", "cad")
+        assert code == cli.EXIT_USAGE and out == ""
+        assert one_line_error(err) == (
+            "seatlease: license 'cad' exists in several tenants (acme, globex); "
+            "choose one with --tenant"
+        )
+
+
 def test_revoke_help_says_tenant_is_optional(capsys):
     with pytest.raises(SystemExit):
         cli.main(["revoke", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "[--tenant TENANT] --license LICENSE (--session SESSION | --client CLIENT)" in out
+    assert (
+        "[--tenant TENANT] --license LICENSE (--session SESSION | --client CLIENT | "
+        "[--user USER] [--host HOST])" in out
+    )
     assert "exit code 2 if several have it" in out
 
 

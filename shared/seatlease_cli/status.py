@@ -8,7 +8,7 @@ import argparse
 from typing import Any
 
 from seatlease_cli.backend import backend_for, common_parent
-from seatlease_cli.exits import EXIT_USAGE, CommandError
+from seatlease_cli.exits import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from seatlease_cli.output import emit, table
 
 LICENSE_COLUMNS = ("tenant_id", "license_id", "used", "limit", "overage", "suspended")
@@ -41,7 +41,11 @@ def register(subparsers: Any) -> None:
         help="licenses with seats in use and their live leases (like lmstat -a)",
     )
     status.add_argument("--tenant", default=None, help="only this tenant's licenses")
-    status.add_argument("--license", default=None, help="only this license (needs --tenant)")
+    status.add_argument(
+        "--license",
+        default=None,
+        help="only this license; without --tenant, the one tenant that has it",
+    )
     status.set_defaults(func=cmd_status)
 
     capacity = subparsers.add_parser(
@@ -58,22 +62,30 @@ def register(subparsers: Any) -> None:
         "revoke",
         parents=[common],
         help="end a live lease now (like lmremove); no confirmation",
+        usage="seatlease revoke [-h] [--json] [--admin-url URL] [--tenant TENANT] --license "
+        "LICENSE (--session SESSION | --client CLIENT | [--user USER] [--host HOST])",
         description="End a live lease now, recorded as a lease.revoked event. The client's "
-        "next heartbeat answers 410 and it must acquire again. Without --tenant, the one "
+        "next heartbeat answers 410 and it must acquire again. --user and/or --host end "
+        "every lease of that user (on that host) on the license, each as --session would "
+        "(as lmremove by user). Without --tenant, the one "
         "tenant that has the license; exit code 2 if several have it (the message lists "
-        "them), 3 if none does or the session holds no seat.",
+        "them), 3 if none does or the session (user, host) holds no seat.",
     )
     revoke.add_argument(
         "--tenant", default=None, help="the license's tenant (needed only if several have it)"
     )
     revoke.add_argument("--license", required=True, help="license id")
-    which = revoke.add_mutually_exclusive_group(required=True)
+    which = revoke.add_mutually_exclusive_group()
     which.add_argument(
         "--session",
         help="session id (see status); one made before 2026-11-23 that starts with '-' "
         "is given as --session=ID",
     )
     which.add_argument("--client", help="the client id whose lease to end (see status)")
+    revoke.add_argument("--user", help="every lease of this user (status's USER column)")
+    revoke.add_argument(
+        "--host", help="every lease from this host (status's HOST column); with --user, both"
+    )
     revoke.set_defaults(func=cmd_revoke)
 
 
@@ -137,26 +149,11 @@ def render_status(body: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    fields = {k: v for k, v in (("tenant_id", args.tenant), ("license_id", args.license)) if v}
-    body = backend_for(args).call("status", **fields)
-    if args.json:
-        emit(body, True)
-    else:
-        print(render_status(body))
-    return 0
-
-
-def cmd_revoke(args: argparse.Namespace) -> int:
-    fields = {"license_id": args.license}
-    if args.session is not None:
-        fields["session_id"] = args.session
-    else:
-        fields["client_id"] = args.client
-    if args.tenant:
-        fields["tenant_id"] = args.tenant
+def _call(args: argparse.Namespace, action: str, **fields: Any) -> dict[str, Any]:
+    """The admin action; a license id several tenants have (no --tenant) is exit 2,
+    naming them."""
     try:
-        body = backend_for(args).call("revoke", **fields)
+        return backend_for(args).call(action, **fields)
     except CommandError as exc:
         if exc.error.get("code") != "ambiguous_license":
             raise
@@ -166,9 +163,89 @@ def cmd_revoke(args: argparse.Namespace) -> int:
             "choose one with --tenant",
             EXIT_USAGE,
         ) from None
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    fields = {k: v for k, v in (("tenant_id", args.tenant), ("license_id", args.license)) if v}
+    body = _call(args, "status", **fields)
+    if args.json:
+        emit(body, True)
+    else:
+        print(render_status(body))
+    return 0
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    given = [
+        flag
+        for flag, value in (
+            ("--session", args.session),
+            ("--client", args.client),
+            ("--user/--host", args.user if args.user is not None else args.host),
+        )
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise CommandError(
+            "revoke needs one of --session, --client, or --user and/or --host"
+            + (f" (not {' and '.join(given)})" if given else ""),
+            EXIT_USAGE,
+        )
+    if given == ["--user/--host"]:
+        return _revoke_by_user(args)
+    fields = {"license_id": args.license}
+    if args.session is not None:
+        fields["session_id"] = args.session
+    else:
+        fields["client_id"] = args.client
+    if args.tenant:
+        fields["tenant_id"] = args.tenant
+    body = _call(args, "revoke", **fields)
     if args.json:
         emit(body, True)
         return 0
+    _say_revoked(body)
+    return 0
+
+
+def _revoke_by_user(args: argparse.Namespace) -> int:
+    """lmremove by user: every live lease of the user (on the host) on the license, each
+    ended by the single-session ``revoke`` (its own lease.revoked event and note)."""
+    fields = {"license_id": args.license, **({"tenant_id": args.tenant} if args.tenant else {})}
+    (lic,) = _call(args, "status", **fields)["licenses"]
+    tenant = lic["tenant_id"]
+    sessions = [
+        lease["session_id"]
+        for lease in lic["leases"]
+        if (args.user is None or lease.get("user") == args.user)
+        and (args.host is None or lease.get("host") == args.host)
+    ]
+    whose = " ".join(
+        f"{label} {value!r}" for label, value in (("user", args.user), ("host", args.host)) if value
+    )
+    if not sessions:
+        raise CommandError(f"{whose} holds no seat on {tenant}/{args.license}", EXIT_NOT_FOUND)
+    revoked = []
+    for session_id in sessions:
+        try:
+            body = _call(
+                args, "revoke", tenant_id=tenant, license_id=args.license, session_id=session_id
+            )
+        except CommandError as exc:
+            if exc.code != EXIT_NOT_FOUND:  # ended meanwhile (released, expired): not ours
+                raise
+            continue
+        revoked.append(body)
+        if not args.json:
+            _say_revoked(body)
+    if args.json:
+        emit({"revoked": revoked, "tenant_id": tenant, "license_id": args.license}, True)
+    elif not revoked:
+        print(f"{whose}: no lease left to revoke on {tenant}/{args.license} (ended meanwhile)")
+    return 0
+
+
+def _say_revoked(body: dict[str, Any]) -> None:
     labels = {"client_id": "client", "user": "user", "host": "host", "acquired_at": "acquired"}
     who = ", ".join(f"{label} {body[k]}" for k, label in labels.items() if body.get(k))
     print(
@@ -176,7 +253,6 @@ def cmd_revoke(args: argparse.Namespace) -> int:
         + (f" ({who})" if who else "")
         + f"; seats in use now {body['seats_used']}/{body['seats_total']}"
     )
-    return 0
 
 
 def _bytes(count: float) -> str:

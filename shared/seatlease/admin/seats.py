@@ -19,13 +19,8 @@ from seatlease.records import store
 class Status(Action):
     action: Literal["status"]
     tenant_id: Identifier | None = None
+    # without tenant_id: the one tenant that has it (as revoke; several: ambiguous_license)
     license_id: Identifier | None = None
-
-    @model_validator(mode="after")
-    def _license_needs_tenant(self) -> Status:
-        if self.license_id is not None and self.tenant_id is None:
-            raise ValueError("license_id needs tenant_id")
-        return self
 
 
 class Capacity(Action):
@@ -86,8 +81,9 @@ def _status(req: Status) -> tuple[int, dict[str, Any]]:
     """``lmstat -a``: each license with its seats in use and its live leases."""
     from seatlease.api.runtime import seat_engine
 
-    if req.license_id is not None and req.tenant_id is not None:
-        rows = [require_license(req.tenant_id, req.license_id)]
+    if req.license_id is not None:
+        tenant_id = _license_tenant(req.tenant_id, req.license_id)
+        rows = [require_license(tenant_id, req.license_id)]
     else:
         rows = license_rows(req.tenant_id)
     engine = seat_engine()
