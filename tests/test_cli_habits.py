@@ -194,3 +194,25 @@ def test_a_bad_window_is_usage_exit_2(acme, capsys, value, words):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+# -- a mistyped subcommand or option: that subcommand's usage --------------------------------
+
+
+@pytest.mark.parametrize(("argv", "prog", "words"), [
+    (["license", "craete"], "seatlease license", "argument ACTION: invalid choice: 'craete'"),
+    (["status", "--tenat", "acme"], "seatlease status", "unrecognized arguments: --tenat acme"),
+    (["license", "show", "--tenant", "a", "--license", "b", "--bogus"], "seatlease license show",
+     "unrecognized arguments: --bogus"),
+    (["report", "usage", "--tenant", "a", "--sinse", "7d"], "seatlease report usage",
+     "unrecognized arguments: --sinse 7d"),
+    (["--bogus", "status"], "seatlease", "unrecognized arguments: --bogus"),
+])  # fmt: skip
+def test_a_mistyped_subcommand_prints_its_own_usage(capsys, argv, prog, words):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"usage: {prog} ")
+    assert f"\n{prog}: error: {words}" in err

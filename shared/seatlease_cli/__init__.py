@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from seatlease_cli.exits import (
     EXIT_CONFLICT,
@@ -54,10 +55,25 @@ GROUPS = (
 )
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A parser that refuses what it does not know itself: argparse hands a subcommand's
+    unknown arguments up to the top-level parser, whose usage then says nothing of the
+    subcommand (``seatlease status --tenat x`` printed ``usage: seatlease ... COMMAND``).
+    Subparsers are made of their parent's class, so each one names its own usage."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="seatlease", description="Floating-license seats: operate a seatlease stack."
     )
     # The operator commands' common options are accepted before the command too
