@@ -137,3 +137,20 @@ def test_a_hold_without_pinned_keys_takes_no_seat(client, client_functions):
     assert "Traceback" not in err and "    at " not in err
     _, live = post_json(f"{client_functions.url}/_test/live?license_id={license_id}", {})
     assert live == []
+
+
+def test_the_five_holds_say_a_refusal_in_the_same_line(client_functions):
+    """The same refusal is the same line on standard error in every language (a script
+    that wraps any of them reads one format): ``hold: <code>: <the server's message>``."""
+    license_id = "hold-none-same"
+    post_json(f"{client_functions.url}/_test/license", {"license_id": license_id, "seats": 0})
+    lines = {}
+    for client in sorted(HOLDS):
+        args = ["./hold", client_functions.url, client_functions.api_key, license_id, "pc-1"]
+        hold = Popen(args, cwd=HOLDS[client], env=hold_env(pinned_keys(client_functions.url)),
+                     stdin=PIPE, stdout=PIPE, stderr=PIPE, text=True)  # fmt: skip
+        _, err = hold.communicate(timeout=300)
+        assert hold.returncode == 1, (client, err)
+        lines[client] = err.strip()
+    assert set(lines.values()) == {lines["python"]}, lines
+    assert lines["python"].startswith("hold: no_seats_available: "), lines["python"]

@@ -31,10 +31,13 @@ static void lost(seatlease_lease *lease, const char *reason, void *user_data) {
     fprintf(stderr, "seat lost (%s); asking again\n", reason);
 }
 
+/* One line, the same in every language's hold: "hold: <code>: <message>" (the server's
+ * code, or the library's name for a failure with none). */
 static int fail(const char *what, seatlease_error *error) {
-    fprintf(stderr, "%s: %s (%s, HTTP %d): %s\n", what,
-            seatlease_code_name(seatlease_error_code(error)), seatlease_error_server_code(error),
-            seatlease_error_status(error), seatlease_error_message(error));
+    const char *code = seatlease_error_server_code(error);
+    (void)what;
+    fprintf(stderr, "hold: %s: %s\n", code && *code ? code : seatlease_code_name(seatlease_error_code(error)),
+            seatlease_error_message(error));
     seatlease_error_free(error);
     return 1;
 }

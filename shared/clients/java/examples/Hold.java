@@ -59,7 +59,8 @@ public final class Hold {
             lease.release();
             return 0;
         } catch (SeatException e) {
-            System.err.println("hold: " + e.toString().replaceAll("\\s+", " ")); // one line, no stack trace
+            // one line, the same in every language's hold: "hold: <code>: <message>"
+            System.err.println("hold: " + e.code() + ": " + String.valueOf(e.getMessage()).strip().replaceAll("\\s+", " "));
             return 1;
         } catch (java.io.IOException e) {
             System.err.println("hold: stdin: " + e.getMessage());

@@ -9,7 +9,7 @@
 // pinned key: one line on stderr naming SEATLEASE_PINNED_KEYS, exit status 2, no request;
 // unless SEATLEASE_INSECURE_SKIP_VERIFY=1 (the loud opt-out: nothing verified, "verified":
 // false).
-import { SeatClient } from "seatlease-client";
+import { SeatClient, SeatError } from "seatlease-client";
 
 const [url, apiKey, licenseId, clientId] = process.argv.slice(2);
 if (!clientId) {
@@ -46,7 +46,13 @@ try {
     onLost: (_, reason) => console.error(`seat lost (${reason})`),
   });
 } catch (error) {
-  console.error(`hold: no seat: ${error instanceof Error ? error.message : String(error)}`);
+  // one line, the same in every language's hold: "hold: <code>: <the server's message>"
+  if (error instanceof SeatError) {
+    const said = typeof error.body?.message === "string" ? error.body.message : error.message;
+    console.error(`hold: ${error.code}: ${said.split(/\s+/).join(" ")}`);
+  } else {
+    console.error(`hold: error: ${error instanceof Error ? error.message : String(error)}`);
+  }
   process.exit(1);
 }
 const verified = client.verified; // true: checked against the pinned keys; false: the opt-out

@@ -15,6 +15,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -85,7 +86,13 @@ func main() {
 		OnLost:   func(_ *seatlease.Lease, reason string) { logger.Printf("seat lost (%s)", reason) },
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "hold: no seat:", err) // one line, exit status 1
+		// one line, the same in every language's hold: "hold: <code>: <message>"; exit 1
+		var refused *seatlease.SeatError
+		if errors.As(err, &refused) {
+			fmt.Fprintf(os.Stderr, "hold: %s: %s\n", refused.Code, strings.Join(strings.Fields(refused.Message), " "))
+		} else {
+			fmt.Fprintln(os.Stderr, "hold: error:", err)
+		}
 		os.Exit(1)
 	}
 	verified := len(pinned) > 0
