@@ -17,7 +17,7 @@ import functions_framework
 from flask import Request
 
 from seatlease import admin as actions
-from seatlease.api.http import AnyObject, Call, endpoint, identity_email
+from seatlease.api.http import AnyObject, BodyCutShort, Call, endpoint, identity_email
 
 _LOGGED = ("action", "tenant_id", "license_id", "session_id", "prefix")  # never a key
 
@@ -29,8 +29,15 @@ def _caller(request: Request) -> dict[str, Any]:
 def _line(call: Call, status: int) -> tuple[str, str]:
     """Changes are NOTICEs: an operator's action is worth keeping apart from traffic. A
     4xx is the caller's answer (a typo, a license not found, a conflict), which the caller
-    was told: INFO, not a WARNING that fills the CI log; a 5xx is the service's: ERROR."""
-    severity = "ERROR" if status >= 500 else "NOTICE" if status < 400 else "INFO"
+    was told: INFO, not a WARNING that fills the CI log; a 5xx is the service's: ERROR. A
+    body cut short stays a WARNING, as in every function (the caller was never told)."""
+    cut_short = call.log.get("outcome") == BodyCutShort.outcome
+    severity = (
+        "ERROR" if status >= 500
+        else "NOTICE" if status < 400
+        else "WARNING" if cut_short
+        else "INFO"
+    )  # fmt: skip
     return severity, f"admin {status} {call.log.get('action', '')}".strip()
 
 
