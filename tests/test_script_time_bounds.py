@@ -256,7 +256,11 @@ def test_the_slowlog_measures_a_script(engine, configs, slow) -> None:
     engine.acquire(SeatRequest(T, "m", "first"))  # (the configuration is cached now)
     cost = script_us(slow, lambda: engine.acquire(SeatRequest(T, "m", "c")))
     assert 0 < cost < 1_000_000
-    entries = slow.slowlog_get(1000)
+    # (the slowlog's own commands are the measuring tool: a loaded machine can make one
+    # of them the longest, which says nothing of the seat call)
+    entries = [
+        e for e in slow.slowlog_get(1000) if not bytes(e["command"]).lower().startswith(b"slowlog")
+    ]
     assert [bytes(e["command"])[:5].lower() for e in entries if e["duration"] == max(
         x["duration"] for x in entries
     )] == [b"fcall"]  # fmt: skip
