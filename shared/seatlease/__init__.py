@@ -1,26 +1,30 @@
 """seatlease: floating-license seats on Cloud Functions, Memorystore for Redis and Cloud SQL.
 
-Modules, by job:
-  keys        Redis key layout (cluster-safe hash tags, shards)
-  lua/        the seat rules, as Lua scripts (one EVALSHA per call)
-  scripts     loads the Lua scripts once through redis-py ``Script``
-  engine      the seat engine: acquire / heartbeat / release / revoke
-  clock       the Redis server's clock and the RFC 3339 form
-  redisconn   the Redis client from the environment (TLS, AUTH, cluster, retries)
-  errors      the domain errors every layer raises (http and the CLI each map them)
+Rooms, from the top (each imports only the rooms below it):
+  portal      the tenant portal: its page and its actions (over admin's)
+  admin       operator actions, one module per resource, one dispatch: the admin
+              function's and the CLI's direct mode's ``execute(parse(body))``
+  api         the HTTP boundary: request bodies and schemas, API key auth, tenant rate
+              limits and license ids, tokens and signing keys, the recovery flow,
+              domain error -> HTTP status, the cold start's wait, the shared runtime
+  events      the reaper (sweep, outbox drain), Pub/Sub, the audit insert
+  records     the database: engine, tables, store, event log, rollups, partitions,
+              migrations/, reports/ (SQLAlchemy, imported lazily)
+  seats       the seat engine on Redis: the engine (acquire, heartbeat, release, revoke)
+              and its values, the Lua seat library (lua/, loaded by scripts as one Redis
+              function library), keys, ids, policy, terms, rate budget, failover
+              window, connection, capacity
+Shared leaves, below every room:
+  fields      the field types every room validates with
+  config      what a function needs from its environment
+  apikeys     the API key format
   licenses    a license's configuration, shared by the engine and the store
-  schemas     pydantic request models (the HTTP contract's input side)
-  http        the HTTP mapping: parse, authenticate, map errors to status codes, log
-  auth        API key authentication with its caches
-  runtime     process-wide engine and the license config read-through
-  db, tables  the database engine and schema (migrations/ creates it)
-  store       tenants, API keys, licenses, lease events (SQLAlchemy, imported lazily)
-  reaper      expired-lease reclaim and outbox draining; pubsub publishes the events
-  audit       event validation and idempotent insertion
-  reports     usage reports over the audit trail
-  admin       operator actions (the admin function and the CLI's direct mode)
+  logs        structured JSON logs
+  clock       the Redis server's clock and the RFC 3339 form
+  errors      the domain errors every layer raises (api and the CLI each map them)
 
-The layers (http > domain > infrastructure > errors) are checked by ``.importlinter``.
+The rooms' order is checked by ``.importlinter`` (docs/design.md, "Package layout and
+layering").
 
 This package is the server runtime: the only code a Cloud Function archive holds besides
 the function's ``main.py``. The vendor client is the separate ``seatlease_client``
