@@ -72,6 +72,7 @@ seat and its heartbeats), ``_client`` (``SeatClient``), ``_async`` (``AsyncSeatC
 
 from seatlease_client._async import AsyncSeatClient
 from seatlease_client._borrow import BorrowedSeat
+from seatlease_client._claims import claimed_seats
 from seatlease_client._client import SeatClient
 from seatlease_client._errors import (
     BackendUnavailable,
@@ -105,7 +106,7 @@ from seatlease_client._errors import (
     VersionNotEntitled,
     WrongAudience,
 )
-from seatlease_client._lease import Lease, claimed_seats
+from seatlease_client._lease import Lease
 from seatlease_client._version import __version__
 
 __all__ = [

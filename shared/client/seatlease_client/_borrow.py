@@ -18,16 +18,35 @@ import os
 import tempfile
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from seatlease_client._claims import Claims, _parse_time, claimed_seats
 from seatlease_client._errors import BackendUnavailable, MalformedToken, TokenMismatch
-from seatlease_client._lease import _parse_time, claimed_seats
 from seatlease_client._machine import this_machine
-
-if TYPE_CHECKING:
-    from seatlease_client._client import SeatClient
+from seatlease_client._verify import TokenVerifier, new_nonce
 
 FORMAT = "seatlease-borrowed-seat/1"
+
+
+class BorrowClient(Protocol):
+    """What borrowing, loading and returning a seat ask of the client (``SeatClient`` is
+    one): its calls, its JWKS and the keys and machine it verifies against. Declared
+    here, so that the borrowed seat depends on no client module."""
+
+    base_url: str
+    _verifier: TokenVerifier | None
+    _pinned_keys: list[Any]
+    _tenant_id: str | None
+    _token_leeway: float
+    _machine_id: str | None
+
+    def _call(self, function: str, body: dict[str, Any]) -> Any: ...
+
+    def _fetch_jwks(self) -> bytes: ...
+
+    def _release_refused(self, body: dict[str, Any], reply: Any) -> None: ...
+
+    def release(self, license_id: str, session_id: str) -> Any: ...
 
 
 class BorrowedSeat:
@@ -37,10 +56,10 @@ class BorrowedSeat:
 
     def __init__(
         self,
-        client: SeatClient,
+        client: BorrowClient,
         path: str,
         answer: dict[str, Any],
-        claims: dict[str, Any],
+        claims: Claims,
     ) -> None:
         self._client = client
         self.path = path
@@ -101,7 +120,7 @@ def _save(path: str, document: dict[str, Any]) -> None:
 
 
 def borrow(
-    client: SeatClient,
+    client: BorrowClient,
     license_id: str,
     client_id: str,
     seconds: int,
@@ -112,8 +131,6 @@ def borrow(
     """Acquire a borrowed seat, save it to ``path`` and return it verified; ``identity``:
     user, host, entitlements, version, seats and request_id, sent when not None. A seat
     whose saved token does not verify is released at once."""
-    from seatlease_client._verify import new_nonce
-
     path = os.fspath(path)
     request: dict[str, Any] = {
         "license_id": license_id,
@@ -156,15 +173,13 @@ def borrow(
         raise
 
 
-def load(client: SeatClient, path: Any) -> BorrowedSeat:
+def load(client: BorrowClient, path: Any) -> BorrowedSeat:
     """The borrowed seat saved at ``path``, verified offline (no request is sent):
     signature (the saved JWKS within the client's pinned keys), audience, session,
     client, nonce, ``exp`` (``TokenExpired`` once the borrow has ended, beyond the
     client's leeway), the ``borrowed`` claim and the machine (``TokenWrongMachine`` when
     ``cnf.machine`` is not this machine's fingerprint). Any failure raises a
     ``TokenError``."""
-    from seatlease_client._verify import TokenVerifier
-
     path = os.fspath(path)
     with open(path, encoding="utf-8") as saved:
         try:

@@ -14,7 +14,6 @@ import signal
 import threading
 import time
 import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Sequence
 from types import FrameType
@@ -22,6 +21,7 @@ from typing import Any
 
 from seatlease_client import _borrow, _http
 from seatlease_client._borrow import BorrowedSeat
+from seatlease_client._claims import _parse_time
 from seatlease_client._errors import (
     _BY_CODE,
     _ERRORS,
@@ -33,8 +33,9 @@ from seatlease_client._errors import (
     TokenError,
     _retry_after_header,
 )
-from seatlease_client._lease import Lease, LeaseContext, OnLost, OnRegained, _Keeper, _parse_time
+from seatlease_client._lease import Lease, LeaseContext, OnLost, OnRegained, _Keeper
 from seatlease_client._machine import this_machine
+from seatlease_client._transport import MAX_ANSWER, Redirected, TooLarge, Transport
 from seatlease_client._verify import TokenVerifier, new_nonce
 from seatlease_client._version import __version__
 
@@ -144,6 +145,8 @@ class SeatClient:
     (default the system's), whose fingerprint binds borrowed seats.
 
     Redirects are never followed: a ``3xx`` is a ``ServiceError`` naming its Location.
+    ``transport``: what carries each request (``seatlease_client._transport.Transport``);
+    default HTTP over urllib, with the environment's proxies except to a loopback address.
     """
 
     def __init__(
@@ -165,6 +168,7 @@ class SeatClient:
         token_leeway: float = 60.0,
         machine_id: str | None = None,
         jwks_url: str | None = None,
+        transport: Transport | None = None,
     ) -> None:
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -194,7 +198,10 @@ class SeatClient:
         self.handle_sigterm = handle_sigterm
         # Proxies from the environment apply, except to a loopback address (the local
         # stack), which a corporate proxy cannot reach. Redirects are never followed.
-        self._opener = _http.opener(direct=_is_loopback(parts.hostname))
+        self._transport: Transport = (
+            transport if transport is not None
+            else _http.HttpTransport(direct=_is_loopback(parts.hostname))
+        )  # fmt: skip
         self._lock = threading.RLock()  # re-entrant: the SIGTERM handler may interrupt us
         # The deadline of the exchange under way in this thread: the JWKS fetched to
         # check its answer counts against it.
@@ -221,23 +228,28 @@ class SeatClient:
     # -- HTTP --------------------------------------------------------------------------
 
     def _exchange(
-        self, url: str, request: urllib.request.Request, timeout: float
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        timeout: float,
     ) -> tuple[int, Any, bytes]:
-        """One exchange within ``timeout`` seconds: (status, headers, body), whatever the
-        status; a redirect is a ``ServiceError``, no complete answer a
-        ``BackendUnavailable`` (status 0, ``network_error``)."""
+        """One exchange through the transport within ``timeout`` seconds: (status,
+        headers, body), whatever the status; a redirect is a ``ServiceError``, no complete
+        answer a ``BackendUnavailable`` (status 0, ``network_error``)."""
         try:
-            return _http.exchange(self._opener, request, timeout)
-        except _http.Redirected as moved:
+            return self._transport.exchange(method, url, headers, body, timeout)
+        except Redirected as moved:
             raise ServiceError(
                 moved.status, "redirected",
                 f"{url} answered {moved.status}, a redirect to {moved.location}: not "
                 "followed (a redirect is not the service's answer; check base_url)",
                 {"location": moved.location},
             ) from None  # fmt: skip
-        except _http.TooLarge:
+        except TooLarge:
             raise InvalidResponse(
-                0, "invalid_response", f"{url} answered more than {_http.MAX_ANSWER} bytes"
+                0, "invalid_response", f"{url} answered more than {MAX_ANSWER} bytes"
             ) from None
         except (OSError, http.client.HTTPException) as exc:
             # No answer (refused, reset, timed out, DNS): the same as a 503 for retries.
@@ -251,24 +263,20 @@ class SeatClient:
         url = f"{self.base_url}/{function}"
         if self._verifier is not None and "nonce" not in body:
             body = {**body, "nonce": new_nonce()}  # each request its own (borrow keeps its)
-        request = urllib.request.Request(  # noqa: S310 (scheme checked in __init__)
-            url,
-            data=json.dumps(body).encode(),
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                "User-Agent": f"seatlease-python/{__version__}",
-            },
-            method="POST",
-        )
-        request.add_unredirected_header("Authorization", f"Bearer {self._api_key}")
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": f"seatlease-python/{__version__}",
+            "Authorization": f"Bearer {self._api_key}",
+        }
         seconds = timeout or self.timeout
         # Saved and put back: a SIGTERM handler's release may run inside an exchange of
         # the same thread, whose deadline must survive it.
         outer = getattr(self._local, "deadline", None)
         self._local.deadline = time.monotonic() + seconds
         try:
-            return self._answer(function, url, body, *self._exchange(url, request, seconds))
+            answer = self._exchange("POST", url, headers, json.dumps(body).encode(), seconds)
+            return self._answer(function, url, body, *answer)
         finally:
             self._local.deadline = outer
 
@@ -322,17 +330,14 @@ class SeatClient:
 
     def _fetch_jwks(self) -> bytes:
         """GET the deployment's JWKS (no API key: it is public)."""
-        request = urllib.request.Request(  # noqa: S310 (scheme checked in __init__)
-            self.jwks_url,
-            headers={"Accept": "application/json", "User-Agent": f"seatlease-python/{__version__}"},
-        )
+        headers = {"Accept": "application/json", "User-Agent": f"seatlease-python/{__version__}"}
         deadline = getattr(self._local, "deadline", None)
         seconds = self.timeout
         if deadline is not None:  # checking an answer: within that exchange's time
             seconds = max(0.05, min(seconds, deadline - time.monotonic()))
-        status, headers, raw = self._exchange(self.jwks_url, request, seconds)
+        status, answered, raw = self._exchange("GET", self.jwks_url, headers, None, seconds)
         if not 200 <= status < 300:
-            raise self._error_from(self.jwks_url, status, headers, raw)
+            raise self._error_from(self.jwks_url, status, answered, raw)
         return raw
 
     @staticmethod

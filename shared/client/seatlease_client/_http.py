@@ -1,5 +1,6 @@
-"""One HTTP exchange bounded as a whole (connect, headers and body within one time
-budget), over urllib (so the environment's proxies apply) with redirects refused.
+"""The client's default transport (``HttpTransport``; the seam is ``_transport``): one
+HTTP exchange bounded as a whole (connect, headers and body within one time budget), over
+urllib (so the environment's proxies apply) with redirects refused.
 
 urllib's ``timeout`` bounds each socket operation, not the exchange: an answer dripped
 one byte a second never times out. Here a watchdog timer shuts the exchange's socket
@@ -15,27 +16,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
-# The largest answer read (the service's are a few kilobytes): a bigger one is not the
-# service's, and must not fill the product's memory.
-MAX_ANSWER = 1 << 20
+from seatlease_client._transport import MAX_ANSWER, Answer, Redirected, TooLarge
 
 
 class ExchangeTimeout(OSError):
     """The exchange did not complete within its time budget."""
-
-
-class TooLarge(Exception):
-    """The answer is larger than ``MAX_ANSWER``."""
-
-
-class Redirected(Exception):
-    """The answer was a redirect (3xx), which the client never follows."""
-
-    def __init__(self, status: int, location: str | None) -> None:
-        super().__init__(f"{status} redirect to {location}")
-        self.status, self.location = status, location
 
 
 class Watch:
@@ -242,3 +230,29 @@ def exchange(
         if isinstance(exc, ValueError):  # a read on a socket the watchdog unwrapped
             raise http.client.HTTPException(str(exc)) from None
         raise
+
+
+class HttpTransport:
+    """The client's default ``Transport``: one urllib exchange per request through an
+    opener that bounds it and refuses redirects; ``direct``: no proxy (a loopback
+    address, which a corporate proxy cannot reach), else the environment's proxies."""
+
+    def __init__(self, direct: bool) -> None:
+        self._opener = opener(direct)
+
+    def exchange(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        timeout: float,
+    ) -> Answer:
+        # The URL's scheme is http or https: SeatClient checks its base_url.
+        request = urllib.request.Request(url, data=body, method=method)  # noqa: S310
+        for name, value in headers.items():
+            if name.lower() == "authorization":  # never carried on to a redirect's host
+                request.add_unredirected_header(name, value)
+            else:
+                request.add_header(name, value)
+        return exchange(self._opener, request, timeout)

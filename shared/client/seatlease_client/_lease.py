@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from seatlease_client._claims import _parse_time, claimed_seats  # noqa: F401 (re-exported)
 from seatlease_client._errors import (
     BackendUnavailable,
     Cancelled,
@@ -23,9 +23,6 @@ from seatlease_client._errors import (
     SeatWaitTimeout,
     SessionExpired,
 )
-
-if TYPE_CHECKING:
-    from seatlease_client._client import SeatClient
 
 log = logging.getLogger("seatlease.client")
 
@@ -37,29 +34,6 @@ OnRegained = Callable[["Lease"], None]
 # operator acts: asked again only this rarely (plus up to 20 % jitter), so that a renewal
 # is noticed by itself without a stream of refused requests and log lines.
 FINAL_REFUSAL_PAUSE = 300.0
-
-
-_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)[Tt ](\d\d:\d\d:\d\d)(?:\.(\d+))?([Zz]|[+-]\d\d:\d\d)")
-
-
-def _parse_time(value: str) -> datetime:
-    """An RFC 3339 timestamp as an aware UTC datetime. Python 3.9's ``fromisoformat``
-    takes neither ``Z`` nor a fraction of other than 3 or 6 digits: both are normalised."""
-    parts = _RFC3339.fullmatch(value)
-    if parts is None:
-        raise ValueError(f"not an RFC 3339 timestamp: {value!r}")
-    date, clock, fraction, zone = parts.groups()
-    micros = (fraction or "")[:6].ljust(6, "0")
-    zone = "+00:00" if zone in ("Z", "z") else zone
-    return datetime.fromisoformat(f"{date}T{clock}.{micros}{zone}").astimezone(timezone.utc)
-
-
-def claimed_seats(claims: dict[str, Any]) -> int:
-    """The lease's weight a verified token signs (its ``seats`` claim; absent: 1)."""
-    seats = claims.get("seats", 1)
-    if isinstance(seats, int) and not isinstance(seats, bool) and seats >= 1:
-        return seats
-    return 1
 
 
 class Lease:
@@ -138,13 +112,58 @@ class Lease:
             self.max_version = body["max_version"]
 
 
+class LeaseClient(Protocol):
+    """What a ``_Keeper`` and its ``LeaseContext`` ask of their client (``SeatClient`` is
+    one): its calls, their pacing and the keepers' registration for atexit and SIGTERM.
+    Declared here, so that the lease depends on no client module."""
+
+    timeout: float
+    max_backoff: float
+    release_timeout: float
+
+    def _acquire_body(
+        self,
+        license_id: str,
+        client_id: str,
+        lease_seconds: int | None,
+        metadata: dict[str, Any] | None,
+        **fields: Any,
+    ) -> dict[str, Any]: ...
+
+    def _send(self, function: str, body: dict[str, Any], timeout: float | None = None) -> Any: ...
+
+    def _call(
+        self,
+        function: str,
+        body: dict[str, Any],
+        *,
+        retries: int | None = None,
+        budget: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> Any: ...
+
+    def _wait_pause(self, denied: NoSeatsAvailable) -> float: ...
+
+    def _backoff_delay(self, attempt: int, retry_after: float | None, cap: float) -> float: ...
+
+    def _release_quietly(
+        self, license_id: str, session_id: str, budget: float | None = None
+    ) -> None: ...
+
+    def _register(self, keeper: _Keeper) -> None: ...
+
+    def _unregister(self, keeper: _Keeper) -> None: ...
+
+    def _close(self, keeper: _Keeper, budget: float | None = None) -> None: ...
+
+
 class _Keeper:
     """Keeps one lease: the first acquire, then one heartbeat (or re-acquire while the
     seat is lost) per ``step``; the thread (or asyncio task) only schedules steps."""
 
     def __init__(
         self,
-        client: SeatClient,
+        client: LeaseClient,
         lease: Lease,
         lease_seconds: int | None,
         on_lost: OnLost | None,

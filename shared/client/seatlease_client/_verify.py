@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Union
 
 from seatlease_client import _ed25519
+from seatlease_client._claims import _parse_time, claimed_seats  # noqa: F401 (re-exported)
 from seatlease_client._errors import (
     BackendUnavailable,
     BadSignature,
@@ -44,7 +45,6 @@ from seatlease_client._errors import (
     UntrustedKey,
     WrongAudience,
 )
-from seatlease_client._lease import _parse_time, claimed_seats  # noqa: F401 (re-exported)
 
 LEASE_TYP = "seatlease-lease+jwt"
 RELEASE_TYP = "seatlease-release+jwt"
