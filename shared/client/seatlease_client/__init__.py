@@ -64,10 +64,12 @@ Behaviour (docs/client.md in the seatlease repository has the details):
 - Thread-safe: one ``SeatClient`` may serve many threads, each holding its own leases.
   No global state. The API key never appears in ``repr``, in logs or in exceptions.
 
-The modules behind this one are private: ``_errors`` (the exceptions), ``_lease`` (a held
-seat and its heartbeats), ``_client`` (``SeatClient``), ``_async`` (``AsyncSeatClient``),
-``_verify`` (token verification) over ``_ed25519`` (Ed25519 in pure Python), ``_http``
-(one bounded exchange, no redirects), ``_borrow`` (borrowed seats saved to a file).
+The modules behind this one are private: ``_errors`` (the exceptions), ``_claims`` (the
+values a token and its answer carry), ``_lease`` (a held seat and its heartbeats),
+``_client`` (``SeatClient``), ``_async`` (``AsyncSeatClient``), ``_verify`` (token
+verification) over ``_ed25519`` (Ed25519 in pure Python), ``_transport`` (the seam every
+request goes through) and ``_http`` (its default: one bounded exchange, no redirects),
+``_borrow`` (borrowed seats saved to a file). They import one another without a circle.
 """
 
 from seatlease_client._async import AsyncSeatClient
