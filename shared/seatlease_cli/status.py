@@ -18,7 +18,7 @@ QUEUE_COLUMNS = ("position", "client_id", "user", "host", "waiting_seconds", "se
 
 def _weighted(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> tuple[str, ...]:
     """``columns`` with ``seats`` (each lease's or ticket's weight) after the client, when
-    some row weighs more than one seat: a license of plain leases reads as before."""
+    some row weighs more than one seat: a license of plain leases shows no such column."""
     if not any(int(row.get("seats") or 1) > 1 for row in rows):
         return columns
     at = columns.index("client_id") + 1

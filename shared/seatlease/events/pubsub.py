@@ -2,13 +2,14 @@
 
 An outbox entry's field ``e`` is the event's JSON text exactly as it is published (the
 Lua scripts write it: ``emit`` in lua/_lib.lua), so the reaper joins entries into
-messages without decoding a single event. google-cloud-pubsub is imported lazily (about
-0.5 s): only the reaper loads it. A message carries up to ``EVENTS_PER_MESSAGE`` events as
-a JSON array: the emulator confirms about 10k messages/s whatever their size, and the
-audit function stores a message in one statement, which PostgreSQL runs at about 21k
-rows/s with 1,000 rows per statement (docs/benchmarks.md). ``publish`` returns only once
-Pub/Sub has confirmed every message, so the caller may then delete the outbox entries;
-any failure raises ``PublishFailed`` and the entries stay for next time.
+messages without decoding a single event. google-cloud-pubsub is imported lazily (it is
+slow to import): only the reaper loads it. A message carries up to
+``EVENTS_PER_MESSAGE`` events as a JSON array: the emulator confirms messages at about
+the same rate whatever their size, and the audit function stores a message in one
+statement, so more events a message means fewer of both (bench/reclaim_throughput.py
+measures it; docs/benchmarks.md). ``publish`` returns only once Pub/Sub has confirmed
+every message, so the caller may then delete the outbox entries; any failure raises
+``PublishFailed`` and the entries stay for next time.
 """
 
 from __future__ import annotations

@@ -76,8 +76,8 @@ def _pool() -> dict[str, int]:
 def _no_delay(engine: Engine) -> Engine:
     """TCP_NODELAY on every pg8000 connection. pg8000 leaves Nagle's algorithm on, so a
     statement whose messages span several TCP segments (an audit insert of 100 events,
-    ~20 KB) waits for the server's delayed ACK: 30-50 ms instead of ~12 ms per insert
-    (measured, docs/benchmarks.md "Reaper and audit"). libpq sets it by default."""
+    ~20 KB) waits for the server's delayed ACK, which more than doubles the insert's time
+    (bench/NOTEBOOK.md, "Reaper and audit"). libpq sets it by default."""
 
     @event.listens_for(engine, "connect")
     def _set_no_delay(dbapi_conn: Any, _record: Any) -> None:

@@ -43,7 +43,8 @@ def insert_events(events: Sequence[dict[str, Any]], engine: Engine | None = None
     under redelivery), and so is an event older than the pruned horizon. Returns the
     number of new rows. PostgreSQL gets one ``INSERT ... SELECT FROM jsonb_to_recordset
     ... ON CONFLICT DO NOTHING RETURNING`` statement whose CTEs also upsert the rollups
-    (docs/benchmarks.md); SQLite the same work step by step."""
+    (one round trip per message, whatever its size: its cost is in bench/NOTEBOOK.md);
+    SQLite the same work step by step."""
     if not events:
         return 0
     # ``seats`` absent or null: an event from before weighted seats, one seat.

@@ -22,7 +22,7 @@ event changes nothing.
   own count of seats in use (live leases by their weights) right after it
   (``seats_used``), so the *level* (seats in use) is never rebuilt from +1/-1 deltas: a
   delta stream drifts for ever when an ending never reaches the log (Redis lost its
-  data, issue 11), Redis's count does not.
+  data), Redis's count does not.
 - ``last_at``/``last_id``/``last_used``/``last_total``: the hour's last event (by
   ``occurred_at``, then event id: the same Lua call numbers its events in order) with its
   ``seats_used`` and ``seats_total``: the level the next hour starts from.
@@ -429,15 +429,14 @@ _STATEMENTS: dict[str, Any] = {}
 class InsertFunction:
     """The audit insert as a server-side function (PostgreSQL).
 
-    Why: the statement is about 7.6 kB. pg8000 scans an SQL text character by character
-    in Python on every execute (``convert_paramstyle``: 1.6 ms for this one) and
-    PostgreSQL parses and plans it every time. A PL/pgSQL function's statement is
-    prepared once per connection with its plan cached, and the call is one short line:
-    about 10 % less time per 1,000-event message (docs/benchmarks.md, "Audit insert as a
-    function"). The name carries a digest
-    of the body, so a changed statement is a new function: the audit path creates the
-    one it needs (``ensure_insert_function``, like the partitions) and code and database
-    never disagree about what the function does."""
+    Why: the statement is several kilobytes long. pg8000 scans an SQL text character by
+    character in Python on every execute (``convert_paramstyle``) and PostgreSQL parses
+    and plans it every time. A PL/pgSQL function's statement is prepared once per
+    connection with its plan cached, and the call is one short line (measured in
+    bench/NOTEBOOK.md, "Audit insert as a function"). The name carries a digest of the
+    body, so a changed statement is a new function: the audit path creates the one it
+    needs (``ensure_insert_function``, like the partitions) and code and database never
+    disagree about what the function does."""
 
     name: str
     create: str

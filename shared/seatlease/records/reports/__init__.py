@@ -19,7 +19,7 @@ so they are weighted: a weight-4 lease held one hour is 4 seat-hours (14,400
 seat-seconds); an event stored without ``seats`` (before weights) counts 1. Counts of
 leases (acquired, released, ...) stay counts of leases.
 
-*Lost leases* (issue 11): when Redis loses its data, the leases it held never get an
+*Lost leases*: when Redis loses its data, the leases it held never get an
 ending event. The log then expects more leases than Redis counts: at the next event of
 that license, ``seats_used`` is lower than the level before it plus the acquires minus
 the endings since. That difference is counted as *lost* (``lease.lost``) in the

@@ -140,8 +140,8 @@ def _collect(window: Window, conn: Connection, unit: str = "hour") -> dict[str, 
         if bounds.h1 is not None:
             conds.append(f"{unit} < :h1")
             names.append("h1")
-        # One text per license, parsed here: pg8000 spends ~30 us on each row it decodes
-        # (timestamps through strptime), ten times the database's work for a year of hours.
+        # One text per license, parsed here: pg8000 decodes every row in Python
+        # (timestamps through strptime), many times the database's work for a year of hours.
         postgres = conn.dialect.name == "postgresql"
         epoch = f"CAST(extract(epoch FROM {unit}) AS bigint)" if postgres else (
             f"CAST(strftime('%s', {unit}) AS INTEGER)")  # fmt: skip

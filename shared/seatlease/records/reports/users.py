@@ -55,8 +55,9 @@ def user_usage(window: Window, engine: Engine | None = None) -> list[UserUsage]:
     and the ``queue.granted`` / ``queue.left`` events in
     the window (``ix_lease_events_queue``) with their ``queued_ms`` (a number, ``true``
     as 1; anything else counts as 0). The work follows the leases and queue events of the
-    window, with no row per event in Python: a year of a 10-million-event license takes
-    1.2-1.9 s on the 2-core development machine (docs/benchmarks.md). Leases and events
+    window, with no row per event in Python: a year of a 10-million-event license stays
+    well inside the reports' statement timeout (bench/user_report_scale.py measures it;
+    docs/benchmarks.md has the latest run). Leases and events
     older than the retention are gone, so is their part of this breakdown (the
     per-license reports outlive them)."""
     found: dict[tuple[str, str | None], UserUsage] = {}
