@@ -7,7 +7,8 @@ The per-user report read every raw event of its window into Python and paired ea
 lease's two ends there, so it refused windows of more than 500,000 events. It now sums
 ``usage_leases`` (one row per lease, both ends already paired by the audit insert) by
 license and user, and reads only the queue's outcomes from ``lease_events``
-(docs/benchmarks.md: a year of a 10,000,000-event license).
+(bench/NOTEBOOK.md, "The per-user report at production size": a year of a 10,000,000-event
+license).
 
 Revision ID: 0010
 Revises: 0009
