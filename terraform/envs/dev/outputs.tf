@@ -54,7 +54,7 @@ output "dead_letter_subscription" {
 }
 
 output "jwks_url" {
-  description = "URL of the JWKS (GET): the public keys that verify the lease tokens."
+  description = "URL of the JWKS (GET): the public keys that verify the lease tokens (with two regions the load balancer's /keys: the keys function admits the load balancer only)."
   value       = module.seatlease.jwks_url
 }
 

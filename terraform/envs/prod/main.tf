@@ -1,4 +1,5 @@
-# seatlease, prod environment: Standard-tier (replicated) Redis with RDB snapshots,
+# seatlease, prod environment: Standard-tier (replicated) Redis with RDB snapshots (a
+# Redis Cluster: dedicated-core nodes with AOF persistence),
 # regional Cloud SQL with backups and point-in-time recovery, deletion protection on.
 #
 # Everything is built and wired in modules/stack. This file only chooses the prod sizes
@@ -20,6 +21,8 @@ module "seatlease" {
   redis_tier                 = "STANDARD_HA"
   redis_memory_size_gb       = 5
   redis_persistence_enabled  = true
+  redis_cluster_node_type    = var.redis_cluster_node_type
+  redis_cluster_shard_count  = var.redis_cluster_shard_count
   sql_tier                   = "db-custom-2-7680"
   sql_availability_type      = "REGIONAL"
   sql_point_in_time_recovery = true

@@ -42,6 +42,18 @@ variable "use_redis_cluster" {
   default     = false
 }
 
+variable "redis_cluster_node_type" {
+  type        = string
+  description = "Node type of the Redis Cluster(s) (use_redis_cluster; both regions). REDIS_STANDARD_SMALL: 2 dedicated vCPUs, 6.5 GB per node; never the shared-core nano of dev in prod (docs/operations.md, \"The standby\", has the costs)."
+  default     = "REDIS_STANDARD_SMALL"
+}
+
+variable "redis_cluster_shard_count" {
+  type        = number
+  description = "Shards of the Redis Cluster(s) (each with one replica; a second region's secondary has the same)."
+  default     = 3
+}
+
 variable "db_password_version" {
   type        = number
   description = "Bump to generate and apply a new database password (see terraform/README.md)."

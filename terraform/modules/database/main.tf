@@ -133,6 +133,13 @@ resource "google_sql_database_instance" "this" {
     }
   }
 
+  # disk_size is where the disk starts: disk_autoresize grows it, and a plan against the
+  # grown disk would otherwise want it back at disk_size_gb (a shrink, which Cloud SQL can
+  # only do by replacing the instance, which deletion protection refuses).
+  lifecycle {
+    ignore_changes = [settings[0].disk_size]
+  }
+
   # Private IP needs the private services access peering first (and on destroy the
   # peering must outlive the instance): explicit dependency on the networking connection.
   depends_on = [var.private_services_connection]

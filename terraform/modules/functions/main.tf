@@ -84,9 +84,15 @@ locals {
     for fn, f in local.secondary_functions : fn => merge(local.environment[fn], f.redis ? local.secondary_redis_env : {})
   }
   # Clients reach the second region only through the load balancer: its public functions
-  # take no traffic from anywhere else (the first region's keep their
-  # cloudfunctions.net URLs for the clients that use them). admin stays callable by its
-  # invokers, reaper and audit stay internal.
+  # take no traffic from anywhere else. admin stays callable by its invokers, reaper and
+  # audit stay internal.
+  # With a second region the first region's public functions are behind the load
+  # balancer too: reachable around it, they would serve from (and write to) a region the
+  # load balancer no longer sends traffic to, e.g. a region that returns after a failover
+  # with its old, stale database. One region: the ingress of the table.
+  primary_ingress = {
+    for fn, f in local.functions : fn => f.public && var.secondary_region != null ? "ALLOW_INTERNAL_AND_GCLB" : f.ingress
+  }
   secondary_ingress = {
     for fn, f in local.secondary_functions : fn => f.public ? "ALLOW_INTERNAL_AND_GCLB" : f.ingress
   }
@@ -143,6 +149,15 @@ data "google_project" "this" {
 
 locals {
   gcf_sources_bucket = "gcf-v2-sources-${data.google_project.this.number}-${var.region}"
+
+  # Every function's Cloud Run service (named after the function) by region, with its
+  # deterministic URL (https://SERVICE-PROJECT_NUMBER.REGION.run.app), known before the
+  # services exist and without reading them (outputs.tf says why).
+  run_services = {
+    for region in compact([var.region, var.secondary_region]) : region => {
+      for fn in keys(local.functions) : fn => "https://${fn}-${data.google_project.this.number}.${region}.run.app"
+    }
+  }
 }
 
 resource "google_project_iam_member" "build_sources" {
@@ -317,11 +332,21 @@ data "external" "source" {
   }
 }
 
+# A multi-region bucket (EU, US or ASIA by the first region's continent, or
+# source_bucket_location): a build in the second region, which an environment-only update
+# of a gen2 function can start, must not read its source from the region that was lost.
+# The location is part of the name: a bucket cannot move, so another location is another
+# bucket (terraform/README.md, "Two regions", says how an existing stack moves over).
+locals {
+  multi_regions          = { europe = "EU", us = "US", northamerica = "US", asia = "ASIA" }
+  source_bucket_location = upper(coalesce(var.source_bucket_location, lookup(local.multi_regions, split("-", var.region)[0], "US")))
+}
+
 resource "google_storage_bucket" "sources" {
   #checkov:skip=CKV_GCP_62:Holds only build inputs (function zips); reads are by Cloud Build and audited by Cloud Audit Logs, a second access-log bucket adds nothing.
   project                     = var.project_id
-  name                        = "${var.project_id}-${var.name}-fn-sources"
-  location                    = var.region
+  name                        = "${var.project_id}-${var.name}-fn-${lower(local.source_bucket_location)}"
+  location                    = local.source_bucket_location
   uniform_bucket_level_access = true
   public_access_prevention    = "enforced"
   # A dev stack's destroy empties the bucket; prod keeps it (and its versions) unless
@@ -388,7 +413,7 @@ resource "google_cloudfunctions2_function" "this" {
 
   service_config {
     service_account_email            = google_service_account.function[each.key].email
-    ingress_settings                 = each.value.ingress
+    ingress_settings                 = local.primary_ingress[each.key]
     all_traffic_on_latest_revision   = true
     min_instance_count               = local.settings[each.key].min_instances
     max_instance_count               = local.settings[each.key].max_instances

@@ -3,14 +3,18 @@ output "urls" {
   value       = { for fn, f in google_cloudfunctions2_function.this : fn => f.url }
 }
 
+# The services' names and URIs come from the function table and the region (run_services
+# in main.tf), not from the function resources: the load balancer, the scheduler and the
+# push subscription take them, and a failover's targeted apply of those must not pull
+# in the functions of the region that was lost (docs/operations.md, "Fail over").
 output "service_uris" {
-  description = "URI of the Cloud Run service behind every function, by function name."
-  value       = { for fn, f in google_cloudfunctions2_function.this : fn => f.service_config[0].uri }
+  description = "URI of the Cloud Run service behind every function, by function name: its deterministic URL https://NAME-PROJECT_NUMBER.REGION.run.app."
+  value       = local.run_services[var.region]
 }
 
 output "service_names" {
-  description = "Name of the Cloud Run service behind every function (used for run.invoker grants and metrics)."
-  value       = { for fn, f in google_cloudfunctions2_function.this : fn => f.name }
+  description = "Name of the Cloud Run service behind every function (used for run.invoker grants and metrics): the function's name."
+  value       = { for fn in keys(local.functions) : fn => fn }
 }
 
 output "service_account_emails" {
@@ -59,11 +63,11 @@ output "secondary_urls" {
 }
 
 output "secondary_service_uris" {
-  description = "URI of the Cloud Run service behind every function of the second region, by function name (empty without secondary_region)."
-  value       = { for fn, f in google_cloudfunctions2_function.secondary : fn => f.service_config[0].uri }
+  description = "URI of the Cloud Run service behind every function of the second region, by function name (its deterministic run.app URL; empty without secondary_region)."
+  value       = var.secondary_region == null ? {} : local.run_services[var.secondary_region]
 }
 
 output "secondary_service_names" {
-  description = "Name of the Cloud Run service behind every function of the second region (serverless NEGs, run.invoker grants); empty without secondary_region."
-  value       = { for fn, f in google_cloudfunctions2_function.secondary : fn => f.name }
+  description = "Name of the Cloud Run service behind every function of the second region (serverless NEGs, run.invoker grants): the function's name; empty without secondary_region."
+  value       = { for fn in keys(local.secondary_functions) : fn => fn }
 }

@@ -185,6 +185,17 @@ variable "source_bucket_force_destroy" {
   default     = false
 }
 
+variable "source_bucket_location" {
+  type        = string
+  description = "Location of the source bucket: a multi-region (EU, US, ASIA) or a dual-region (e.g. EUR4). null: the multi-region of region's continent (US where there is none). Never a single region: the second region's builds read it when the first is lost."
+  default     = null
+
+  validation {
+    condition     = var.source_bucket_location == null || !can(regex("^[a-z]+-[a-z]+[0-9]+$", lower(coalesce(var.source_bucket_location, "x"))))
+    error_message = "source_bucket_location must be a multi-region or a dual-region, not a single region such as europe-west1."
+  }
+}
+
 variable "source_noncurrent_days" {
   type        = number
   description = "Days a replaced source archive (a noncurrent object version in the source bucket) is kept before it is deleted. Live archives are never aged out."

@@ -39,6 +39,107 @@ resource "google_compute_ssl_policy" "this" {
   min_tls_version = "TLS_1_2"
 }
 
+# Cloud Armor on every backend service: the functions' ingress admits the load balancer
+# only (two regions), so this is where a flood is stopped before it reaches a function
+# and its Redis. A per-client-IP rate limit (the functions' per-tenant limits come after
+# it: a client without a valid API key costs a function call, which this bounds), and
+# the Log4j probe rule checkov asks for. var.security_policy: a policy managed
+# elsewhere instead.
+resource "google_compute_security_policy" "this" {
+  count = var.security_policy == null ? 1 : 0
+
+  project     = var.project_id
+  name        = "${var.name}-armor"
+  description = "seatlease: per-client-IP rate limit in front of the functions"
+  type        = "CLOUD_ARMOR"
+
+  rule {
+    action      = "deny(403)"
+    priority    = 900
+    description = "Log4j lookup probes (CVE-2021-44228)"
+    match {
+      expr {
+        expression = "evaluatePreconfiguredExpr('cve-canary')"
+      }
+    }
+  }
+
+  rule {
+    action      = "throttle"
+    priority    = 1000
+    description = "At most rate_limit_per_ip requests a minute from one client IP, then 429"
+    match {
+      versioned_expr = "SRC_IPS_V1"
+      config {
+        src_ip_ranges = ["*"]
+      }
+    }
+    rate_limit_options {
+      conform_action = "allow"
+      exceed_action  = "deny(429)"
+      enforce_on_key = "IP"
+      rate_limit_threshold {
+        count        = var.rate_limit_per_ip
+        interval_sec = 60
+      }
+    }
+  }
+
+  rule {
+    action      = "allow"
+    priority    = 2147483647
+    description = "Everything else"
+    match {
+      versioned_expr = "SRC_IPS_V1"
+      config {
+        src_ip_ranges = ["*"]
+      }
+    }
+  }
+}
+
+locals {
+  security_policy = var.security_policy != null ? var.security_policy : google_compute_security_policy.this[0].id
+}
+
+# The load balancer's own 5xx: what a lost region shows first to clients (the
+# functions' 5xx alerts count the functions' log lines and Cloud Run's request counts,
+# and a lost region writes neither).
+resource "google_monitoring_alert_policy" "lb_5xx" {
+  project               = var.project_id
+  display_name          = "${var.name}: load balancer answers 5xx"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+
+  conditions {
+    display_name = "5xx per second at the load balancer, by backend"
+    condition_threshold {
+      filter          = "resource.type=\"https_lb_rule\" AND resource.labels.forwarding_rule_name=\"${var.name}-https\" AND metric.type=\"loadbalancing.googleapis.com/https/request_count\" AND metric.labels.response_code_class=500"
+      comparison      = "COMPARISON_GT"
+      threshold_value = var.lb_5xx_per_second
+      duration        = "120s"
+      aggregations {
+        alignment_period     = "60s"
+        per_series_aligner   = "ALIGN_RATE"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["resource.labels.backend_target_name"]
+      }
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = "The load balancer ${var.name}-https answers more than ${var.lb_5xx_per_second} 5xx a second for one backend (backend_target_name: NAME-FUNCTION-REGION). One region's backends only, statusDetails failed_to_connect_to_backend or failed_to_pick_backend: that region may be lost (docs/operations.md, \"A region lost\", Detect). Every backend: the functions themselves (their logs)."
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+}
+
 # Gen2 functions are Cloud Run services: their NEG is a cloud_run one (the cloud_function
 # kind serves 1st gen functions).
 resource "google_compute_region_network_endpoint_group" "this" {
@@ -63,7 +164,7 @@ resource "google_compute_backend_service" "serving" {
   description           = "seatlease ${each.value.function} in ${each.value.region}"
   load_balancing_scheme = "EXTERNAL_MANAGED"
   protocol              = "HTTPS"
-  security_policy       = var.security_policy
+  security_policy       = local.security_policy
 
   backend {
     group = google_compute_region_network_endpoint_group.this[each.key].id
@@ -87,7 +188,7 @@ resource "google_compute_backend_service" "everywhere" {
   description           = "seatlease ${each.key} in every region"
   load_balancing_scheme = "EXTERNAL_MANAGED"
   protocol              = "HTTPS"
-  security_policy       = var.security_policy
+  security_policy       = local.security_policy
 
   dynamic "backend" {
     for_each = local.regions

@@ -85,8 +85,31 @@ variable "ssl_certificates" {
 
 variable "security_policy" {
   type        = string
-  description = "Cloud Armor security policy (id) attached to every backend service; null: none."
+  description = "Cloud Armor security policy (id) attached to every backend service; null: the policy this module creates (a per-client-IP rate limit, rate_limit_per_ip)."
   default     = null
+}
+
+variable "rate_limit_per_ip" {
+  type        = number
+  description = "Requests a minute one client IP may send before Cloud Armor answers 429 (the policy this module creates when security_policy is null). High on purpose: a site's licensed products often share one NAT address, each heartbeating; the per-tenant limits are in the functions."
+  default     = 3000
+
+  validation {
+    condition     = var.rate_limit_per_ip >= 60
+    error_message = "rate_limit_per_ip is at least 60 (one a second)."
+  }
+}
+
+variable "notification_channels" {
+  type        = list(string)
+  description = "Monitoring notification channel ids the load balancer's 5xx alert notifies."
+  default     = []
+}
+
+variable "lb_5xx_per_second" {
+  type        = number
+  description = "5xx a second from the load balancer to one backend, over two minutes, above which its alert fires."
+  default     = 0.5
 }
 
 variable "log_sample_rate" {

@@ -121,6 +121,23 @@ resource "google_redis_cluster" "this" {
     mode = "MULTI_ZONE"
   }
 
+  # Leases survive a restart of the whole cluster (maintenance gone wrong, a zone's
+  # nodes and their replicas lost together) only from disk: AOF, fsync every second,
+  # loses at most a second of writes; an hourly RDB snapshot would lose up to an hour of
+  # grants, more than the recovery window repairs. The same on a second region's
+  # secondary (it becomes the primary at a switchover). Off where persistence_enabled is
+  # false (throw-away stacks).
+  persistence_config {
+    mode = var.persistence_enabled ? "AOF" : "DISABLED"
+
+    dynamic "aof_config" {
+      for_each = var.persistence_enabled ? [1] : []
+      content {
+        append_fsync = "EVERYSEC"
+      }
+    }
+  }
+
   maintenance_policy {
     weekly_maintenance_window {
       day = var.maintenance_day

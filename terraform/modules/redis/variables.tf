@@ -69,7 +69,7 @@ variable "redis_version" {
 
 variable "persistence_enabled" {
   type        = bool
-  description = "Take hourly RDB snapshots (Memorystore for Redis) so that a node restart does not drop every live lease."
+  description = "Persist the leases so that a node restart does not drop every live lease: hourly RDB snapshots on Memorystore for Redis, AOF (fsync every second) on a Redis Cluster (DISABLED when false)."
   default     = false
 }
 
@@ -104,8 +104,13 @@ variable "cluster_replica_count" {
 
 variable "cluster_node_type" {
   type        = string
-  description = "Node type of the Redis Cluster (use_cluster = true)."
+  description = "Node type of the Redis Cluster (use_cluster = true). REDIS_SHARED_CORE_NANO (default) is for dev and tests: shared cores, 1.4 GB; production uses REDIS_STANDARD_SMALL or larger (envs/prod)."
   default     = "REDIS_SHARED_CORE_NANO"
+
+  validation {
+    condition     = contains(["REDIS_SHARED_CORE_NANO", "REDIS_STANDARD_SMALL", "REDIS_HIGHMEM_MEDIUM", "REDIS_HIGHMEM_XLARGE"], var.cluster_node_type)
+    error_message = "cluster_node_type must be REDIS_SHARED_CORE_NANO, REDIS_STANDARD_SMALL, REDIS_HIGHMEM_MEDIUM or REDIS_HIGHMEM_XLARGE."
+  }
 }
 
 variable "deletion_protection" {

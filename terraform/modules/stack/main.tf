@@ -89,6 +89,8 @@ module "redis" {
   tier                        = var.redis_tier
   memory_size_gb              = var.redis_memory_size_gb
   persistence_enabled         = var.redis_persistence_enabled
+  cluster_node_type           = var.redis_cluster_node_type
+  cluster_shard_count         = var.redis_cluster_shard_count
   deletion_protection         = var.deletion_protection
   labels                      = local.labels
 
@@ -111,6 +113,9 @@ module "redis_secondary" {
   psc_subnet_id               = module.network.secondary_psc_subnet_id
   use_cluster                 = var.use_redis_cluster
   primary_cluster_id          = module.redis.instance_id
+  persistence_enabled         = var.redis_persistence_enabled
+  cluster_node_type           = var.redis_cluster_node_type
+  cluster_shard_count         = var.redis_cluster_shard_count
   deletion_protection         = var.deletion_protection
   labels                      = local.labels
 
@@ -252,10 +257,11 @@ module "loadbalancer" {
     (var.region)           = module.functions.service_names
     (var.secondary_region) = module.functions.secondary_service_names
   }
-  serving_region   = local.serving_region
-  domains          = var.lb_domains
-  ssl_certificates = var.lb_ssl_certificates
-  labels           = local.labels
+  serving_region        = local.serving_region
+  domains               = var.lb_domains
+  ssl_certificates      = var.lb_ssl_certificates
+  notification_channels = var.notification_channels
+  labels                = local.labels
 
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }

@@ -54,8 +54,8 @@ output "dead_letter_subscription" {
 }
 
 output "jwks_url" {
-  description = "URL of the JWKS (GET): the public keys that verify the lease tokens."
-  value       = module.functions.jwks_url
+  description = "URL of the JWKS (GET): the public keys that verify the lease tokens (with two regions the load balancer's /keys: the keys function admits the load balancer only)."
+  value       = local.two_regions ? module.loadbalancer[0].urls["keys"] : module.functions.jwks_url
 }
 
 output "signing_key_secret" {

@@ -58,8 +58,20 @@ variable "redis_memory_size_gb" {
 
 variable "redis_persistence_enabled" {
   type        = bool
-  description = "Take hourly RDB snapshots of Memorystore for Redis so that a node restart does not drop every live lease."
+  description = "Persist the leases so that a node restart does not drop every live lease: hourly RDB snapshots of Memorystore for Redis, AOF (fsync every second) on Redis Cluster, both regions'."
   default     = true
+}
+
+variable "redis_cluster_node_type" {
+  type        = string
+  description = "Node type of the Redis Cluster(s) (use_redis_cluster; both regions). The default shared-core nano nodes are for dev; envs/prod sets REDIS_STANDARD_SMALL."
+  default     = "REDIS_SHARED_CORE_NANO"
+}
+
+variable "redis_cluster_shard_count" {
+  type        = number
+  description = "Shards of the Redis Cluster(s) (use_redis_cluster; a second region's secondary has the same)."
+  default     = 3
 }
 
 variable "sql_tier" {
