@@ -56,7 +56,8 @@ from procs import ShiftedClock, build_clockshift  # noqa: E402
 from seatlease.errors import NoSeatsAvailable, Recovering, SessionExpired  # noqa: E402
 from seatlease.licenses import LicenseConfig  # noqa: E402
 from seatlease.seats import failover  # noqa: E402
-from seatlease.seats.engine import SeatEngine, SeatRequest, heartbeat_call  # noqa: E402
+from seatlease.seats.engine import SeatEngine, SeatRequest  # noqa: E402
+from seatlease.seats.protocol.calls import heartbeat_call  # noqa: E402
 from seatlease.seats.redisconn import connect  # noqa: E402
 from seatlease.seats.values import TokenGrant  # noqa: E402
 from seatlease_cli.procs import Proc, free_port, port_open, redis_args, spawn, wait_until  # noqa: E402
@@ -140,6 +141,7 @@ class Simulation:
         self.shim = build_clockshift(workdir)
         self.primary = Server(workdir, self.shim, self.clock, None)
         self.engine = SeatEngine(connect(self.primary.url, socket_timeout=120), config)
+        self.engine.scripts.library.load()  # (its calls are queued in pipelines)
         self.clients: dict[str, Client] = {}  # client_id -> a holder or a newcomer
         self.seq = 0
         self.t0 = self.engine.server_time_ms() / 1000
@@ -261,7 +263,7 @@ class Simulation:
         for start in range(0, len(batch), 2000):
             pipe = self.engine.redis.pipeline(transaction=False)
             chunk = batch[start : start + 2000]
-            from seatlease.seats.engine import acquire_call
+            from seatlease.seats.protocol.calls import acquire_call
 
             for client in chunk:
                 keys, args = acquire_call(
@@ -326,6 +328,7 @@ class Simulation:
         self.clock.advance(OUTAGE)  # nothing answers meanwhile
         replica = Server(self.workdir, self.shim, self.clock, snapshot)
         self.engine = SeatEngine(connect(replica.url, socket_timeout=120), config)
+        self.engine.scripts.library.load()  # (its calls are queued in pipelines)
         if self.recovery:
             failover.begin(self.engine.redis)
         loss_end = self.now()

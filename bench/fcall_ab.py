@@ -21,7 +21,8 @@ from typing import Any
 
 import redis_cost as rc  # the bench's loading and measuring helpers
 
-from seatlease.seats.engine import acquire_call, heartbeat_call, new_request_id, release_call
+from seatlease.seats.ids import new_request_id
+from seatlease.seats.protocol.calls import acquire_call, heartbeat_call, release_call
 from seatlease.seats.scripts import LIBRARY_SCRIPTS, SeatLibrary
 
 SCRIPTS = LIBRARY_SCRIPTS

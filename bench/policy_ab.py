@@ -29,8 +29,9 @@ from typing import Any
 from interleaved import META, PIPELINE, TENANT, interleave, report
 
 from seatlease.licenses import LicenseConfig
-from seatlease.seats.engine import acquire_call, new_request_id, new_session_id
+from seatlease.seats.ids import new_request_id, new_session_id
 from seatlease.seats.policy import LicensePolicy
+from seatlease.seats.protocol.calls import acquire_call
 
 
 def policy() -> LicensePolicy:

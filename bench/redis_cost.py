@@ -83,17 +83,12 @@ from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any
 
+from seatlease.licenses import LicenseConfig
 from seatlease.seats import keys
-from seatlease.seats.engine import (
-    LicenseConfig,
-    SeatEngine,
-    acquire_call,
-    heartbeat_call,
-    new_request_id,
-    new_session_id,
-    release_call,
-)
+from seatlease.seats.engine import SeatEngine
+from seatlease.seats.ids import new_request_id, new_session_id
 from seatlease.seats.policy import LicensePolicy
+from seatlease.seats.protocol.calls import acquire_call, heartbeat_call, release_call
 from seatlease.seats.redisconn import connect
 from seatlease.seats.scripts import PRELUDES, helpers_source, library_function, script_source
 from seatlease_cli.procs import start_redis
@@ -210,7 +205,11 @@ def load_config(_tenant: str, license_id: str) -> LicenseConfig:
 
 
 def new_engine(url: str) -> SeatEngine:
-    return SeatEngine(connect(url, socket_timeout=120), load_config)
+    """An engine whose seat library is loaded: the benches queue its calls in pipelines,
+    where a missing function cannot be loaded and called again."""
+    eng = SeatEngine(connect(url, socket_timeout=120), load_config)
+    eng.scripts.library.load()
+    return eng
 
 
 # -- queueing seat calls in a pipeline, exactly as SeatEngine builds them ----------------

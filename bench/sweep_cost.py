@@ -48,7 +48,9 @@ from seatlease.clock import server_time_ms
 from seatlease.events.pubsub import Publisher
 from seatlease.events.reaper import Reaper
 from seatlease.seats import keys
-from seatlease.seats.engine import CONFIG_TTL_SECONDS, new_session_id
+from seatlease.seats.engine import CONFIG_TTL_SECONDS
+from seatlease.seats.ids import new_request_id, new_session_id
+from seatlease.seats.protocol.calls import acquire_call
 from seatlease.seats.redisconn import connect
 from seatlease.seats.scripts import SeatScripts
 from seatlease_cli.procs import start_redis
@@ -80,6 +82,7 @@ def _load_worker(job: tuple[str, list[str], int, int, float]) -> int:
     url, licenses, per_license, lease_seconds, deadline = job
     client = connect(url, socket_timeout=120)
     scripts = SeatScripts(client)
+    scripts.library.load()  # (its calls are queued in pipelines)
     loaded = 0
     for start in range(0, len(licenses), PIPELINE_LICENSES):
         if time.monotonic() > deadline:
@@ -91,12 +94,12 @@ def _load_worker(job: tuple[str, list[str], int, int, float]) -> int:
             pipe.expire(k.cfg, CONFIG_TTL_SECONDS)
             prefix = secrets.token_hex(8)
             for i in range(per_license):
-                scripts.acquire(
-                    keys=[*k.lease_keys, k.denials],
-                    args=[TENANT, license_id, f"c{i:04d}", new_session_id(), lease_seconds,
-                          META, prefix + f"{i:x}"],
-                    client=pipe,
+                key_list, args = acquire_call(
+                    TENANT, license_id, f"c{i:04d}", lease_seconds=lease_seconds,
+                    metadata_json=META, request_id=new_request_id(),
+                    session_id=new_session_id(), event_prefix=prefix + f"{i:x}",
                 )  # fmt: skip
+                scripts.acquire(keys=key_list, args=args, client=pipe)
         for reply in pipe.execute():
             if isinstance(reply, list):
                 if reply[0] != "acquired":

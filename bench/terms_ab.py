@@ -33,7 +33,8 @@ from typing import Any
 from interleaved import META, PIPELINE, TENANT, interleave, report
 
 from seatlease.licenses import LicenseConfig
-from seatlease.seats.engine import acquire_call, new_request_id, new_session_id
+from seatlease.seats.ids import new_request_id, new_session_id
+from seatlease.seats.protocol.calls import acquire_call
 
 # as bench/redis_cost.py's terms license and its calls
 ENTITLEMENTS = ("cloud", "design", "pro", "render", "render.gpu", "sim", "team", "viewer")

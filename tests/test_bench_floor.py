@@ -18,13 +18,9 @@ from typing import Any
 
 import pytest
 
-from seatlease.seats.engine import (
-    SeatEngine,
-    acquire_call,
-    heartbeat_call,
-    new_request_id,
-    release_call,
-)
+from seatlease.seats.engine import SeatEngine
+from seatlease.seats.ids import new_request_id
+from seatlease.seats.protocol.calls import acquire_call, heartbeat_call, release_call
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "redis_cost.py"
 NOT_SCRIPTS = ("evalsha", "eval", "fcall", "function", "config", "info", "script")

@@ -205,7 +205,7 @@ def test_scripts_survive_script_flush(seat_engine, configs):
 def test_server_made_ids_never_start_with_a_dash():
     """Session and request ids are typed after CLI options (``seatlease revoke --session
     ID``), where a leading "-" reads as an option: the old ids did so one time in 64."""
-    from seatlease.seats.engine import new_request_id, new_session_id
+    from seatlease.seats.ids import new_request_id, new_session_id
 
     sessions = [new_session_id() for _ in range(5000)]
     requests = [new_request_id() for _ in range(5000)]

@@ -13,8 +13,9 @@ import time
 import pytest
 
 from seatlease.errors import NoSeatsAvailable, SessionExpired
+from seatlease.licenses import LicenseConfig
 from seatlease.seats import redisconn
-from seatlease.seats.engine import LicenseConfig, SeatEngine, SeatRequest
+from seatlease.seats.engine import SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
 
 # Counts live leases with the server's clock, atomically (a read-only probe).

@@ -26,8 +26,9 @@ from hypothesis.stateful import (
 
 from seatlease.errors import InvalidRequest, NoSeatsAvailable, SeatsMismatch, SessionExpired
 from seatlease.events.pubsub import outbox_events
+from seatlease.licenses import LicenseConfig
 from seatlease.seats import redisconn
-from seatlease.seats.engine import LicenseConfig, SeatEngine, SeatRequest
+from seatlease.seats.engine import SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
 
 CLIENTS = st.sampled_from([f"c{i}" for i in range(6)])

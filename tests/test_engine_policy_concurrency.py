@@ -12,8 +12,9 @@ import time
 import pytest
 
 from seatlease.errors import NoSeatsAvailable, UserDenied, UserLimitReached
+from seatlease.licenses import LicenseConfig
 from seatlease.seats import redisconn
-from seatlease.seats.engine import Lease, LicenseConfig, QueuePlace, SeatEngine, SeatRequest
+from seatlease.seats.engine import Lease, QueuePlace, SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.policy import LicensePolicy
 

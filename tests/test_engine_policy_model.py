@@ -26,9 +26,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from seatlease.errors import InvalidRequest, NoSeatsAvailable, UserDenied, UserLimitReached
 from seatlease.events import pubsub
+from seatlease.licenses import LicenseConfig
 from seatlease.seats import keys as keyspace
 from seatlease.seats import redisconn
-from seatlease.seats.engine import Lease, LicenseConfig, QueuePlace, SeatEngine, SeatRequest
+from seatlease.seats.engine import Lease, QueuePlace, SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.policy import LicensePolicy
 

@@ -33,9 +33,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from seatlease.errors import SeatError
 from seatlease.events.reaper import Reaper
+from seatlease.licenses import LicenseConfig
 from seatlease.seats import keys as keyspace
 from seatlease.seats import redisconn
-from seatlease.seats.engine import Lease, LicenseConfig, QueuePlace, SeatEngine, SeatRequest
+from seatlease.seats.engine import Lease, QueuePlace, SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.policy import LicensePolicy
 from seatlease.seats.scripts import helpers_source

@@ -26,9 +26,9 @@ from seatlease.errors import (
     SessionExpired,
     VersionNotEntitled,
 )
-from seatlease.licenses import version_key
+from seatlease.licenses import LicenseConfig, version_key
 from seatlease.seats import redisconn
-from seatlease.seats.engine import LicenseConfig, SeatEngine, SeatRequest
+from seatlease.seats.engine import SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
 
 CLIENTS = st.sampled_from([f"c{i}" for i in range(6)])

@@ -47,9 +47,10 @@ from procs import start_shifted_redis
 from seatlease.errors import SeatError, SessionExpired
 from seatlease.events.pubsub import outbox_events
 from seatlease.events.reaper import Reaper
+from seatlease.licenses import LicenseConfig
 from seatlease.seats import failover, redisconn
 from seatlease.seats import keys as keyspace
-from seatlease.seats.engine import Lease, LicenseConfig, QueuePlace, SeatEngine, SeatRequest
+from seatlease.seats.engine import Lease, QueuePlace, SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.policy import LicensePolicy
 from seatlease.seats.scripts import helpers_source

@@ -22,8 +22,9 @@ from seatlease.errors import (
 from seatlease.events import pubsub
 from seatlease.events.pubsub import Publisher
 from seatlease.events.reaper import Reaper
+from seatlease.licenses import LicenseConfig
 from seatlease.seats import keys
-from seatlease.seats.engine import Lease, LicenseConfig, QueuePlace, SeatEngine, SeatRequest
+from seatlease.seats.engine import Lease, QueuePlace, SeatEngine, SeatRequest
 from seatlease.seats.policy import LicensePolicy
 
 

@@ -21,8 +21,9 @@ import pytest
 import redis
 from redis.exceptions import AuthenticationError, ConnectionError
 
+from seatlease.licenses import LicenseConfig
 from seatlease.seats import redisconn
-from seatlease.seats.engine import LicenseConfig, SeatEngine, SeatRequest
+from seatlease.seats.engine import SeatEngine, SeatRequest
 from seatlease_cli.procs import Proc, free_port, port_open, spawn, wait_until
 
 

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from seatlease.seats import engine as engine_module
 from seatlease.seats import redisconn
-from seatlease.seats.engine import REPLY_TTL_SECONDS, SeatEngine, SeatRequest
+from seatlease.seats.engine import SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.protocol.calls import REPLY_TTL_SECONDS
 from seatlease.seats.scripts import helpers_source
 from seatlease_client import BackendUnavailable, SeatClient
 
@@ -225,9 +226,9 @@ def test_a_reply_costs_at_most_120_bytes_of_redis_memory(redis_client) -> None:
 def test_a_reply_answers_a_repeat_for_its_ttl_and_is_gone_by_twice_it(
     redis_client, monkeypatch
 ) -> None:
-    from seatlease.seats import calls
+    from seatlease.seats.protocol import calls
 
-    monkeypatch.setattr(calls, "_REPLY_TTL_MS", 1000)  # (each script's ARGV: seats/calls.py)
+    monkeypatch.setattr(calls, "_REPLY_TTL_MS", 1000)  # (each script's ARGV: protocol/calls.py)
     engine = SeatEngine(
         redis_client, lambda _tenant, _license: engine_module.LicenseConfig(seats=5)
     )

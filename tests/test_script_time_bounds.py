@@ -26,9 +26,10 @@ import pytest
 from seatlease.errors import NoSeatsAvailable, QueueFull, UserLimitReached
 from seatlease.events.reaper import Reaper
 from seatlease.seats import keys
-from seatlease.seats.engine import Lease, QueuePlace, SeatEngine, SeatRequest, acquire_call
+from seatlease.seats.engine import Lease, QueuePlace, SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.policy import LicensePolicy
+from seatlease.seats.protocol.calls import acquire_call
 
 T = "t"
 BOUND = 3.0
@@ -76,6 +77,7 @@ def within(name: str, large: int, small: int) -> None:
 def fill(eng: SeatEngine, license_id: str, clients: list[str], **fields: Any) -> list[Any]:
     """One acquire per client, pipelined (what many clients calling at once do)."""
     eng.cache_config(T, license_id, eng.config_loader(T, license_id))
+    eng.scripts.library.load()  # (the calls are queued in a pipeline: the library first)
     replies = []
     for start in range(0, len(clients), 500):
         pipe = eng.redis.pipeline(transaction=False)

@@ -118,7 +118,8 @@ def test_two_releases_libraries_live_side_by_side(engine, configs, redis_client)
     other = "seatlease_0000000000000000"
     redis_client.function_load(code.replace(name, other))
     assert set(functions_of(redis_client)) >= {name, other}
-    from seatlease.seats.engine import acquire_call, new_request_id
+    from seatlease.seats.ids import new_request_id
+    from seatlease.seats.protocol.calls import acquire_call
 
     ks, av = acquire_call(T, "two", "c2", request_id=new_request_id())
     assert redis_client.fcall(f"{other}_acquire", len(ks), *ks, *av)[0] == "acquired"
@@ -163,7 +164,8 @@ def test_a_server_without_functions_is_served_by_evalsha(server_without_function
         assert stats["cmdstat_evalsha"]["calls"] >= 3
         assert eng.release(T, "old", lease.session_id).seats_used == 0
         pipe = client.pipeline(transaction=False)  # (a pipeline, as the benches queue)
-        from seatlease.seats.engine import acquire_call, new_request_id
+        from seatlease.seats.ids import new_request_id
+        from seatlease.seats.protocol.calls import acquire_call
 
         ks, av = acquire_call(T, "old", "c2", request_id=new_request_id())
         eng.scripts.acquire(keys=ks, args=av, client=pipe)

@@ -57,7 +57,6 @@ from seatlease.clock import server_time_ms
 from seatlease.events.pubsub import EVENTS_PER_MESSAGE, Publisher, PublishFailed, entry_json
 from seatlease.seats.keys import (
     SHARDS,
-    LicenseKeys,
     deadlines_key,
     denials_key,
     notices_key,
@@ -65,6 +64,13 @@ from seatlease.seats.keys import (
     reaper_lock_key,
     refused_due_key,
     ticket_index_key,
+)
+from seatlease.seats.protocol.calls import (
+    flush_denials_call,
+    flush_refusals_call,
+    notices_call,
+    reclaim_call,
+    sweep_tickets_call,
 )
 from seatlease.seats.scripts import SeatScripts
 
@@ -295,16 +301,7 @@ class Reaper:
         """Reclaim these deadline-index members if (still) expired; returns how many."""
         reclaimed = 0
         for i in range(0, len(members), RECLAIM_BATCH):
-            keys = [deadlines_key(shard), outbox_key(shard), ticket_index_key(shard)]
-            args: list[str] = [secrets.token_hex(8)]
-            for member in members[i : i + RECLAIM_BATCH]:
-                lk, _, session_id = member.partition("|")
-                tenant_id, _, license_id = lk.partition("/")
-                lic = LicenseKeys.of(tenant_id, license_id)
-                keys += [lic.leases, lic.sessions, lic.clients, lic.cfg, lic.users]
-                keys += [*lic.weight_keys, lic.queue, lic.tickets, lic.ticket_deadlines]
-                keys.append(lic.ended)
-                args += [tenant_id, license_id, session_id]
+            keys, args = reclaim_call(shard, members[i : i + RECLAIM_BATCH], secrets.token_hex(8))
             reclaimed += int(self.scripts.reclaim(keys=keys, args=args))
         return reclaimed
 
@@ -312,14 +309,9 @@ class Reaper:
         """Drop these ticket-index members' tickets if (still) lapsed; returns how many."""
         dropped = 0
         for i in range(0, len(members), RECLAIM_BATCH):
-            keys = [ticket_index_key(shard), outbox_key(shard)]
-            args: list[str] = [secrets.token_hex(8)]
-            for member in members[i : i + RECLAIM_BATCH]:
-                lk, _, client_id = member.partition("|")
-                tenant_id, _, license_id = lk.partition("/")
-                lic = LicenseKeys.of(tenant_id, license_id)
-                keys += [lic.queue, lic.tickets, lic.ticket_deadlines]
-                args += [tenant_id, license_id, client_id]
+            keys, args = sweep_tickets_call(
+                shard, members[i : i + RECLAIM_BATCH], secrets.token_hex(8)
+            )
             dropped += int(self.scripts.sweep_tickets(keys=keys, args=args))
         return dropped
 
@@ -336,33 +328,23 @@ class Reaper:
         for shard, members in enumerate(due):
             if not members:
                 continue
-            keys = [notices_key(shard), outbox_key(shard)]
-            for member in members:
-                tenant_id, _, license_id = member.partition("/")
-                keys.append(LicenseKeys.of(tenant_id, license_id).notice)
-            args = [secrets.token_hex(8), thresholds, *members]
+            keys, args = notices_call(shard, members, thresholds, secrets.token_hex(8))
             sent += int(self.scripts.notices(keys=keys, args=args))
         return sent
 
     def flush_denials(self, shard: int) -> int:
-        return int(
-            self.scripts.flush_denials(
-                keys=[denials_key(shard), outbox_key(shard)], args=[secrets.token_hex(8)]
-            )
-        )
+        keys, args = flush_denials_call(shard, secrets.token_hex(8))
+        return int(self.scripts.flush_denials(keys=keys, args=args))
 
     def flush_refusals(self, shard: int, licenses: list[str], deadline: float | None = None) -> int:
         """Judge these licenses' due refused minutes into lease.refused events (again while
         a call says more are due, until ``deadline``); returns the client-minutes judged."""
         window = true_denial_ms()
-        keys = [refused_due_key(shard), outbox_key(shard)]
-        for member in licenses:
-            tenant_id, _, license_id = member.partition("/")
-            lic = LicenseKeys.of(tenant_id, license_id)
-            keys += [lic.refused, lic.refusing]
         judged = 0
         for _ in range(1000):  # every call makes progress; the bound is a safety net
-            args = [secrets.token_hex(8), window, REFUSAL_BATCH, *licenses]
+            keys, args = flush_refusals_call(
+                shard, licenses, window, REFUSAL_BATCH, secrets.token_hex(8)
+            )
             count, more = self.scripts.flush_refusals(keys=keys, args=args)
             judged += int(count)
             if not int(more) or (deadline is not None and time.monotonic() >= deadline):

@@ -12,7 +12,8 @@ that client alone until the linger ends (docs/design.md, "Borrowing and linger")
 
 Every seat call is exactly-once in effect and in its reply: it carries a request id (the
 client's, or one made here), and its script keeps the reply for ``REPLY_TTL_SECONDS``
-(to twice that), compactly, in the license's reply hashes (lua/_lib.lua, ``remember``).
+(seats/protocol/calls.py; to twice that), compactly, in the license's reply hashes
+(lua/_lib.lua, ``remember``).
 redis-py re-sends a script whose reply timed out (Redis stalled, or a TLS certificate
 rotation dropped the connection); the repeat, and a client's own retry with the same
 request id, are answered from the first run. When Redis does not answer at all the call
@@ -52,20 +53,21 @@ from seatlease.errors import (
     VersionNotEntitled,
 )
 from seatlease.fields import policy_name
-from seatlease.licenses import LicenseConfig, epoch_ms  # LicenseConfig: here too
-from seatlease.seats.calls import (  # each script's KEYS and ARGV: importable from here too
-    REPLY_TTL_SECONDS as REPLY_TTL_SECONDS,
-)
-from seatlease.seats.calls import acquire_call, heartbeat_call, release_call
+from seatlease.licenses import LicenseConfig, epoch_ms
 from seatlease.seats.failover import SeatHistory, mark_shard
-from seatlease.seats.ids import new_event_prefix, new_request_id, shown_user, with_identity
-from seatlease.seats.ids import (  # the ids too: bench/ and tests import them from here
-    new_session_id as new_session_id,
-)
+from seatlease.seats.ids import new_request_id, shown_user, with_identity
 from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.protocol.calls import (
+    acquire_call,
+    arm_notice_call,
+    cache_config_call,
+    cut_held_call,
+    heartbeat_call,
+    release_call,
+)
 from seatlease.seats.scripts import SeatScripts
 from seatlease.seats.terms import Terms, cache_fields
-from seatlease.seats.values import (  # the engine's request and answers: importable from here too
+from seatlease.seats.values import (  # the engine's request and answers
     Lease,
     QueuePlace,
     Release,
@@ -204,33 +206,14 @@ class SeatEngine:
             ttl = CONFIG_TTL_SECONDS
         queue_on = bool(json.loads(mapping.get("policy", "{}")).get("q"))
         reason = "license_gone" if config is None else "queue_off"
-        held = [keys.leases, keys.sessions, keys.deadlines, *keys.weight_keys]
-        _left, cut = self.scripts.cache_config(
-            keys=[
-                keys.cfg,
-                keys.queue,
-                keys.tickets,
-                keys.ticket_deadlines,
-                keys.ticket_index,
-                keys.outbox,
-                *held,
-            ],
-            args=[
-                tenant_id,
-                license_id,
-                ttl,
-                "" if queue_on else reason,
-                new_event_prefix(),
-                *(str(part) for pair in mapping.items() for part in pair),
-            ],
-        )
+        key_list, args = cache_config_call(keys, ttl, "" if queue_on else reason, mapping)
+        _left, cut = self.scripts.cache_config(keys=key_list, args=args)
         # The term's cut of the held deadlines (lua/_lib.lua, cut_held) went on past its
         # first chunk: the rest, a chunk a call (each call of the license meanwhile cuts
         # its own lease to the stored term).
         while int(cut) >= CUT_CHUNK:
-            cut = self.scripts.cut_held(
-                keys=[keys.cfg, *held], args=[tenant_id, license_id, CUT_CHUNK]
-            )
+            key_list, args = cut_held_call(keys, CUT_CHUNK)
+            cut = self.scripts.cut_held(keys=key_list, args=args)
         # The license's place in its shard's notice index (the reaper's license.expiring
         # and license.expired, lua/notices.lua): a license without an end leaves it; one
         # with an end is due at once when its end changed (arm_notice.lua), and stays
@@ -241,10 +224,10 @@ class SeatEngine:
             pipe.delete(keys.notice)
             pipe.execute()
         else:
-            self.scripts.arm_notice(
-                keys=[keys.notice, keys.notices],
-                args=[keys.license_key, epoch_ms(config.expires_at), config.grace_seconds * 1000],
+            key_list, args = arm_notice_call(
+                keys, epoch_ms(config.expires_at), config.grace_seconds * 1000
             )
+            self.scripts.arm_notice(keys=key_list, args=args)
 
     def _fill_config(self, keys: LicenseKeys) -> None:
         self.cache_config(

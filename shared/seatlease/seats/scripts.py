@@ -1,8 +1,10 @@
 """The Lua seat scripts: the three a client calls as functions of one Redis function
 library (FCALL), the rest each registered once per Redis client through redis-py ``Script``.
 
-Each script is ``_lib.lua``, the helpers it needs (``PRELUDES``) and its own file, so
-shared helpers exist once and every call is still one command.
+Each script is ``_lib.lua``, the helpers it needs (``PRELUDES``), the binding of its
+named KEYS and ARGV (generated from its spec, seats/protocol/calls.py: ``k.leases``,
+``a.tenant_id``) and its own file, so shared helpers exist once, no script indexes KEYS or
+ARGV by number, and every call is still one command.
 
 ``Script`` calls EVALSHA and, on NOSCRIPT (a restarted or failed-over server), loads the
 script and retries: no hand-written retry loop. But every EVALSHA runs its script's top
@@ -30,6 +32,8 @@ from typing import Any
 
 from redis.commands.core import Script
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
+
+from seatlease.seats.protocol.calls import SPECS
 
 SCRIPT_NAMES = (
     "acquire",
@@ -76,10 +80,16 @@ def helpers_source(*preludes: str) -> str:
     return "\n".join([*(_lua(p) for p in ("_lib", *preludes)), "begin_call()\n"])
 
 
+def _body(name: str) -> str:
+    """``name``'s own code after the binding of its named KEYS and ARGV."""
+    return SPECS[name].lua_binding() + _lua(name)
+
+
 @cache
 def script_source(name: str) -> str:
-    """``name`` as one script for EVAL: its helpers, ``begin_call()``, its own code."""
-    return helpers_source(*PRELUDES.get(name, ())) + _lua(name)
+    """``name`` as one script for EVAL: its helpers, ``begin_call()``, the binding of its
+    names, its own code."""
+    return helpers_source(*PRELUDES.get(name, ())) + _body(name)
 
 
 @cache
@@ -91,11 +101,11 @@ def library_code() -> tuple[str, str]:
     for script in LIBRARY_SCRIPTS:
         helpers += [p for p in PRELUDES.get(script, ()) if p not in helpers]
     body = "\n".join(_lua(part) for part in helpers)
-    # A function's parameters are named KEYS and ARGV: the script's code reads them as it
-    # does under EVAL. begin_call starts each call's state (lua/_lib.lua).
+    # A function's parameters are named KEYS and ARGV, as under EVAL: the binding reads
+    # them. begin_call starts each call's state (lua/_lib.lua).
     functions = "\n".join(
         f"redis.register_function('@NAME@_{script}', function(KEYS, ARGV)\n"
-        f"begin_call()\n{_lua(script)}\nend)"
+        f"begin_call()\n{_body(script)}\nend)"
         for script in LIBRARY_SCRIPTS
     )
     code = f"{body}\n{functions}\n"
@@ -115,7 +125,6 @@ class SeatLibrary:
     def __init__(self, client: Any) -> None:
         self.client = client
         self._lock = threading.Lock()
-        self._loaded = False
         self._scripts: dict[str, Script] = {}  # the same code for EVALSHA, made when needed
         self.fallback = False  # a server without functions: every call by EVALSHA
 
@@ -140,18 +149,15 @@ class SeatLibrary:
                 if not _NOT_HERE.search(str(exc).lower()):
                     raise
                 self.fallback = True
-            self._loaded = True
             return True
 
     def call(self, script: str, keys: list, args: list, client: Any) -> Any:
+        """Run ``script`` as the library's function (by EVALSHA where functions cannot
+        run). The product calls one at a time; a caller that queues calls in a pipeline
+        (where a missing function cannot be loaded and called again) loads the library
+        first (``load``)."""
         if self.fallback:
             return self.script(script)(keys=keys, args=args, client=client)
-        if not self._loaded and getattr(client, "command_stack", None) is not None:
-            # A pipeline runs its commands later, where a missing function cannot be
-            # loaded and called again alone: the library is loaded before it is queued.
-            if not self.load():
-                return self.script(script)(keys=keys, args=args, client=client)
-            return self.call(script, keys, args, client)
         try:
             return self._fcall(script, keys, args, client)
         except ResponseError as exc:

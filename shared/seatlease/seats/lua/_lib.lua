@@ -1,5 +1,6 @@
--- _lib.lua: helpers shared by every seat script. shared/seatlease/seats/scripts.py prepends this file
--- to each script before registering it, so a script is still one EVALSHA.
+-- _lib.lua: helpers shared by every seat script. shared/seatlease/seats/scripts.py puts
+-- this file before each script's own code (once for the seat library's functions, in each
+-- EVAL script for the rest), so every seat call is still one command.
 --
 -- Key layout (all keys of one call share the hash tag {shard}, see shared/seatlease/seats/keys.py):
 --   leases    ZSET  session_id -> deadline (ms, Redis server time); live iff deadline > now
@@ -38,8 +39,8 @@ end
 -- acquire did about ten of them. For an integer under 1e14 in magnitude the three texts are
 -- the same; any other number, zero included (-0 prints as "-0"), is returned as it is, to
 -- be formatted as before. A value used twice (the deadline) is passed through once.
--- (bench/lua_int_format.py: about 0.1 us a number saved; a per-call cache of the texts
--- cost more than it saved.) `format` is string.format, set by begin_call below.
+-- (bench/lua_int_format.py measures it; a per-call cache of the texts costs more than it
+-- saves.) `format` is string.format, set by begin_call below.
 local format
 local function int_arg(n)
   if n % 1 == 0 and n < 1e14 and n > -1e14 and n ~= 0 then return format('%d', n) end
@@ -52,7 +53,7 @@ end
 -- to the next (an EVALSHA script makes it once a call).
 local date_day, date_text
 local function rfc3339(ms)
-  local floor = math.floor  -- (15 uses: a local is about 0.15 us faster a call)
+  local floor = math.floor  -- (15 uses: a local, not a table lookup each time)
   local secs = floor(ms / 1000)
   local days = floor(secs / 86400)
   local rem = secs - days * 86400
@@ -84,7 +85,8 @@ local function occurred(at)
   return last_text
 end
 
--- Every seat script's first step (scripts.py puts the call before the script's own code).
+-- Every seat script's first step (scripts.py puts the call before the binding of the
+-- script's named KEYS and ARGV, `k` and `a`, and its own code).
 -- As an EVALSHA script the top level runs anew on each call; as a function of the seat
 -- library (Redis 7 FCALL, scripts.py) it ran once, at FUNCTION LOAD, where Lua's own
 -- libraries cannot be reached: so the per-call state starts here, not at the top level.

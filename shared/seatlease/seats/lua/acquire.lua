@@ -1,47 +1,51 @@
 -- acquire.lua: take a seat on a license, or extend (or take back) the caller's lease.
 --
--- KEYS[1] cfg   KEYS[2] leases   KEYS[3] sessions   KEYS[4] clients
--- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] denials (shard)
--- KEYS[8], KEYS[10] the license's reply hashes (generations 0 and 1)   ARGV[11] this
---   call's field in them (idempotency, see replay in _lib.lua)
--- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] client_id
--- ARGV[4] session id to use for a new lease (random, from Python)
--- ARGV[5] requested lease in seconds, 0 for the license's default
--- ARGV[6] metadata as JSON text   ARGV[7] event id prefix   ARGV[8] reply TTL in ms
--- ARGV[9] borrow in seconds, 0 for a lease that heartbeats (Python never sends both)
--- KEYS[9] the tenant's rate budget in this shard   ARGV[10] its calls per second, 0: none
--- KEYS[11] users   KEYS[12] queue   KEYS[13] tickets   KEYS[14] ticket deadlines (the
--- policy's and the queue's state, read only on a license with a policy: _policy.lua)
--- ARGV[12] user ('' for none)   ARGV[13] 1 to wait in the queue   ARGV[14] the ticket
--- the caller holds ('' for none)   ARGV[15] ticket for a new place in line (random)
--- ARGV[16] the entitlements the product needs, space separated ('' for none)
--- ARGV[17] the product's version as comparable text (version_text; '' for none)
--- KEYS[15] the shard's ticket deadline index (the reaper's, _policy.lua)
--- KEYS[16] units (the release before's weighted leases, _lib.lua's drop_units)
--- KEYS[17] wsum (the weighted leases' extra seats, _lib.lua's add_weight)
--- ARGV[18] the seats the lease counts as ('' for not said: 1 for a new lease, a held
---   lease's own weight for a renewal)
--- ARGV[19] the machine's fingerprint ('' for none): a borrowed lease keeps the machine it
---   was borrowed for (rec.f)
--- ARGV[20] when a failover's recovery began (ms, `seatlease failover begin`; '' for none):
---   until one heartbeat interval of the license's longest lease (+ 5 s) has passed, a new
---   grant waits ({'recovering', retry_ms}) unless the license chose availability (cfg
---   'fo' = 'grant': then granted, its reply and event saying so); renewals go on
--- KEYS[18] refused   KEYS[19] refusing (the license's refused clients, _refusals.lua)
--- KEYS[20] the shard's refused-due index   ARGV[21] the user as shown ('' for none)
--- KEYS[21] ended (_lib.lua's note_end): a lingering lease taken back is no longer ended
---   A refusal for want of seats ('denied', 'queue_full', and 'queued': waiting) is noted
---   per client and minute; a new grant marks the client's noted refusals served.
--- KEYS[22] lmax (the longest lease granted recently, _lib.lua's note_lease_length)
--- KEYS[23] the shard's mark (_lib.lua's shard_mark)   KEYS[24] the shard's count of
---   re-admissions (`seatlease failover status` sums them)
+-- Its keys (k) and arguments (a) are named in seats/protocol/calls.py (SPECS['acquire']);
+-- the notes here say what each means to this script.
+--   k.cfg, k.leases, k.sessions, k.clients: the license's configuration and leases
+--   k.deadlines, k.outbox, k.denials: the shard's deadline index, events and denial counts
+--   k.reply0, k.reply1: the license's reply hashes (generations 0 and 1), a.reply_field
+--     this call's field in them (idempotency, see replay in _lib.lua), kept a.reply_ttl_ms
+--   a.new_session_id: the session id of a new lease (random, from Python)
+--   a.lease_seconds: the lease asked for, 0 for the license's default; a.borrow_seconds:
+--     a borrow, 0 for a lease that heartbeats (Python never sends both)
+--   a.metadata: JSON text; a.event_prefix: the events' id prefix
+--   k.rate: the tenant's rate budget in this shard, a.rate_limit its calls per second
+--     (0: none)
+--   k.users, k.queue, k.tickets, k.tdl (ticket deadlines), k.tix (the shard's ticket
+--     deadline index, the reaper's): the policy's and the queue's state, read only on a
+--     license with a policy (_policy.lua)
+--   a.user ('' for none); a.queue '1' to wait in the queue; a.ticket the ticket the caller
+--     holds ('' for none); a.new_ticket the ticket of a new place in line (random)
+--   a.entitlements: the entitlements the product needs, space separated ('' for none);
+--     a.version: the product's version as comparable text (version_text; '' for none)
+--   k.units (the release before's weighted leases, _lib.lua's drop_units), k.wsum (the
+--     weighted leases' extra seats, _lib.lua's add_weight)
+--   a.seats: the seats the lease counts as ('' for not said: 1 for a new lease, a held
+--     lease's own weight for a renewal)
+--   a.fingerprint: the machine asking ('' for none): a borrowed lease keeps the machine it
+--     was borrowed for (rec.f)
+--   a.failover_began_ms: when a failover's recovery began (`seatlease failover begin`; ''
+--     for none): until one heartbeat interval of the license's longest lease (+ 5 s) has
+--     passed, a new grant waits ({'recovering', retry_ms}) unless the license chose
+--     availability (cfg 'fo' = 'grant': then granted, its reply and event saying so);
+--     renewals go on
+--   k.refused, k.refusing (the license's refused clients, _refusals.lua), k.refused_due
+--     (the shard's index of them); a.shown_user: the user as the metadata shows it. A
+--     refusal for want of seats ('denied', 'queue_full', and 'queued': waiting) is noted
+--     per client and minute; a new grant marks the client's noted refusals served.
+--   k.ended (_lib.lua's note_end): a lingering lease taken back is no longer ended
+--   k.lmax: the longest lease granted recently (_lib.lua's note_lease_length)
+--   k.mark: the shard's mark (_lib.lua's shard_mark); k.recovered: the shard's count of
+--     re-admissions (`seatlease failover status` sums them)
 --
--- Re-admission by a lease token (docs/design.md, "A region lost"): ARGV[22] the verified
--- token's session id ('' for none), ARGV[23] its exp (ms), ARGV[24] its iat (ms),
--- ARGV[25] its weight, ARGV[26] 1 for a borrow, ARGV[27] its machine ('' for none),
--- ARGV[28] 'heartbeat' for a heartbeat's re-admission ('' for an acquire), ARGV[29] the
--- audit trail's verdict on the session ('' not asked yet; 'clear', 'ended', 'revoked'),
--- ARGV[30] the token's user (usr, '' for none: the call's user must be it).
+-- Re-admission by a lease token (docs/design.md, "A region lost"): a.token_session_id
+-- the verified token's session id ('' for none), a.token_exp_ms its exp, a.token_iat_ms
+-- its iat, a.token_seats its weight, a.token_borrowed '1' for a borrow, a.token_machine
+-- its machine ('' for none), a.token_user its user (usr, '' for none: the call's user
+-- must be it); a.readmit_for 'heartbeat' for a heartbeat's re-admission ('' for an
+-- acquire); a.audit_verdict the audit trail's verdict on the session ('' not asked yet;
+-- 'clear', 'ended', 'revoked').
 -- The token's lease comes back only when this Redis lost it, never when the service ended
 -- it: the token has not expired; the session is not live here; no call moved its deadline
 -- below the token's (its record's te) and no end of it is noted (note_end); a recovery
@@ -73,14 +77,14 @@
 --
 -- The caller's own lease (clients[client_id], deadline still ahead):
 --   borrowed            returned unchanged: a borrow ends when it ends, or by release;
---                       asked from another machine (ARGV[19] not rec.f): machine_mismatch
+--                       asked from another machine (a.fingerprint not rec.f): machine_mismatch
 --   lingering (lg)      taken back: lg cleared, deadline = now + lease (lease.renewed)
---   either, with ARGV[9] > 0 and not borrowed: becomes borrowed, deadline = now + borrow
---                       (lease.converted), bound to ARGV[19]'s machine
+--   either, with a.borrow_seconds > 0 and not borrowed: becomes borrowed, deadline = now + borrow
+--                       (lease.converted), bound to a.fingerprint's machine
 --   live otherwise      extended by the lease (no event)
 --
 -- Returns (a repeat of the call: what its first run returned) one of
---   {'missing'}                 config not cached: fill KEYS[1] and call again
+--   {'missing'}                 config not cached: fill k.cfg and call again
 --   {'rate_limited', retry_ms}  over the tenant's budget (_ratelimit.lua); nothing changed
 --   {'not_found'} | {'suspended'} | {'lease_too_long', max_lease_seconds}
 --   {'borrow_too_long', max_borrow_seconds}   (0: the license does not lend seats)
@@ -109,23 +113,19 @@
 --    + for a lease of a user the policy judges: 'u:<user>' (its tokens carry it: a
 --      re-admission is judged as the user's)
 --    + for a grant in a failover's recovery window: 'r:<window end ms>' (recovering_tail)
-local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
-           deadlines = KEYS[5], outbox = KEYS[6], denials = KEYS[7], users = KEYS[11],
-           queue = KEYS[12], tickets = KEYS[13], tdl = KEYS[14], tix = KEYS[15],
-           units = KEYS[16], wsum = KEYS[17], refused = KEYS[18], refusing = KEYS[19],
-           refused_due = KEYS[20], ended = KEYS[21], lmax = KEYS[22], mark = KEYS[23]}
-local tenant, license, client = ARGV[1], ARGV[2], ARGV[3]
-local new_sid, requested, meta, prefix = ARGV[4], tonumber(ARGV[5]) * 1000, ARGV[6], ARGV[7]
-local reply_key, reply_ttl = reply_slot(KEYS[8], KEYS[10], ARGV[11]), ARGV[8]
-local borrow = tonumber(ARGV[9] or 0) * 1000
+local tenant, license, client = a.tenant_id, a.license_id, a.client_id
+local new_sid, meta, prefix = a.new_session_id, a.metadata, a.event_prefix
+local requested = tonumber(a.lease_seconds) * 1000
+local reply_key, reply_ttl = reply_slot(k.reply0, k.reply1, a.reply_field), a.reply_ttl_ms
+local borrow = tonumber(a.borrow_seconds or 0) * 1000
 local lk = tenant .. '/' .. license
 k.lk = lk
-local user = ARGV[12] or ''
-local asked = tonumber(ARGV[18] or '')  -- nil: not said
+local user = a.user or ''
+local asked = tonumber(a.seats or '')  -- nil: not said
 local w = asked or 1
-local machine = ARGV[19] or ''
-local failover_began = tonumber(ARGV[20] or '')
-local shown_user = ARGV[21] or ''
+local machine = a.fingerprint or ''
+local failover_began = tonumber(a.failover_began_ms or '')
+local shown_user = a.shown_user or ''
 
 local done = replay(reply_key)
 if done then return done end
@@ -135,11 +135,11 @@ local cfg = load_config(k.cfg)
 if cfg == nil then return {'missing'} end
 -- The call's one server time: the rate budget, the leases and the stored reply use it.
 local now = now_ms()
-local verdict = ARGV[29] or ''  -- the audit trail's verdict: this call was made already
+local verdict = a.audit_verdict or ''  -- the audit trail's verdict: this call was made already
 -- (after the config: the call that fills it, or asks the audit trail, comes again and is
 -- counted once)
 if verdict == '' then
-  local wait = rate_limited(KEYS[9], ARGV[10], now)
+  local wait = rate_limited(k.rate, a.rate_limit, now)
   if wait then return {'rate_limited', wait} end
 end
 if cfg == 'not_found' then return {'not_found'} end
@@ -150,7 +150,7 @@ if w > 1 and w > cfg.seats and not holds_weight(k, client, w, now) then
 end
 if cfg.suspended == '1' then return {'suspended'} end
 local T = nil
-local wants, version = ARGV[16] or '', ARGV[17] or ''
+local wants, version = a.entitlements or '', a.version or ''
 if cfg.terms or wants ~= '' or version ~= '' then
   T = load_terms(k.cfg, cfg.terms)
   if T.starts and now < T.starts then return {'not_started', T.starts} end
@@ -173,7 +173,7 @@ if cfg.terms or wants ~= '' or version ~= '' then
 end
 if requested > cfg.max_lease_ms then
   -- (a heartbeat's re-admission asks its token's length: the license's longest, at most)
-  if ARGV[28] ~= 'heartbeat' then return {'lease_too_long', cfg.max_lease_ms / 1000} end
+  if a.readmit_for ~= 'heartbeat' then return {'lease_too_long', cfg.max_lease_ms / 1000} end
   requested = cfg.max_lease_ms
 end
 if borrow > cfg.max_borrow_ms then return {'borrow_too_long', cfg.max_borrow_ms / 1000} end
@@ -190,16 +190,16 @@ if cfg.policy then
   if user ~= '' and user_facts(k.cfg, user).denied then return {'user_denied'} end
 end
 
-local on_heartbeat = ARGV[28] == 'heartbeat'
+local on_heartbeat = a.readmit_for == 'heartbeat'
 local mark_ms, lost = shard_mark(k.mark)
 local window = recovery_ends(k, cfg, now, failover_began, lost and mark_ms or nil)
 
 -- Whether the token's lease comes back (the header's rules), read before anything is
 -- written: the re-admission R, or nil and why not.
 local function readmission()
-  local exp, iat = tonumber(ARGV[23]), tonumber(ARGV[24])
-  local r = {sid = ARGV[22], exp = exp, w = tonumber(ARGV[25]), borrowed = ARGV[26] == '1',
-             machine = ARGV[27] or ''}
+  local exp, iat = tonumber(a.token_exp_ms), tonumber(a.token_iat_ms)
+  local r = {sid = a.token_session_id, exp = exp, w = tonumber(a.token_seats),
+             borrowed = a.token_borrowed == '1', machine = a.token_machine or ''}
   if exp <= now then return nil, 'expired' end
   local score = tonumber(redis.call('ZSCORE', k.leases, r.sid))
   if score and score > now then return nil, 'live' end
@@ -214,7 +214,7 @@ local function readmission()
   if not window and not r.borrowed then return nil, 'closed' end
   if asked and asked ~= r.w then return nil, 'weight' end
   -- judged as the user its token says the policy judged it as, never as another
-  if (ARGV[30] or '') ~= '' and ARGV[30] ~= user then return nil, 'user' end
+  if (a.token_user or '') ~= '' and a.token_user ~= user then return nil, 'user' end
   if mark_ms and mark_ms > iat then  -- this Redis's memory is younger than the token
     if verdict == '' then return 'consult' end
     if verdict ~= 'clear' then return nil, verdict end
@@ -227,7 +227,7 @@ local function readmission()
   return r
 end
 local R, why_not = nil, nil
-if (ARGV[22] or '') ~= '' then
+if (a.token_session_id or '') ~= '' then
   R, why_not = readmission()
   if R == 'consult' then return {'consult_audit', mark_ms} end
   if on_heartbeat and not R then return {'not_readmitted', why_not} end
@@ -367,8 +367,8 @@ if P then
   S.used0 = used
   if reweigh then set_aside(S, reweigh, user) end
   local refusal
-  local call = {client = client, user = user, queue = ARGV[13] == '1' and not on_heartbeat,
-    ticket = ARGV[14] or '', new_ticket = ARGV[15], meta = meta, tenant = tenant,
+  local call = {client = client, user = user, queue = a.queue == '1' and not on_heartbeat,
+    ticket = a.ticket or '', new_ticket = a.new_ticket, meta = meta, tenant = tenant,
     license = license, prefix = prefix, seats = cfg.seats, w = w}
   if over_cap then
     grant, refusal = policy_admit(S, call)
@@ -451,7 +451,7 @@ local event_meta = rec.m
 if recovering then event_meta = with_field(rec.m, '"recovering":true') end
 if R then
   event_meta = with_reason(meta, R.why)
-  redis.call('INCR', KEYS[24])
+  redis.call('INCR', k.recovered)
 end
 emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
   session_id = sid, client_id = client, seats_used = used - own + w, seats_total = cfg.seats,

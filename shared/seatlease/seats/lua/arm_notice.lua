@@ -4,12 +4,12 @@
 -- one (a license update, a renewal) is due at once, and notices.lua works out which
 -- notice, if any, that end calls for and when the next one is due.
 --
--- KEYS[1] the license's notice hash   KEYS[2] notices (shard)
--- ARGV[1] "<tenant>/<license>"   ARGV[2] expires_at (ms)   ARGV[3] grace (ms)
+-- k.notice: the license's notice hash; k.notices: the shard's notice index
+-- a.license_key: "<tenant>/<license>"; a.expires_ms, a.grace_ms: its end and grace
 --
 -- Returns 1 when armed anew, 0 when the end had not changed.
-local v = redis.call('HMGET', KEYS[1], 'exp', 'g')
-if v[1] == ARGV[2] and v[2] == ARGV[3] then return 0 end
-redis.call('HSET', KEYS[1], 'exp', ARGV[2], 'g', ARGV[3])
-redis.call('ZADD', KEYS[2], 0, ARGV[1])
+local v = redis.call('HMGET', k.notice, 'exp', 'g')
+if v[1] == a.expires_ms and v[2] == a.grace_ms then return 0 end
+redis.call('HSET', k.notice, 'exp', a.expires_ms, 'g', a.grace_ms)
+redis.call('ZADD', k.notices, 0, a.license_key)
 return 1

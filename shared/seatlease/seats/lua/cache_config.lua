@@ -9,30 +9,30 @@
 -- with cut_held.lua while a chunk comes back full (any call of the license meanwhile
 -- reads the new term and cuts its own lease).
 --
--- KEYS[1] cfg   KEYS[2] queue   KEYS[3] tickets   KEYS[4] ticket deadlines (the license's)
--- KEYS[5] the shard's ticket deadline index   KEYS[6] outbox (shard)
--- KEYS[7] leases   KEYS[8] sessions   KEYS[9] deadlines (shard)   KEYS[10] units
--- KEYS[11] wsum
--- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] TTL in seconds
--- ARGV[4] '' to keep the queue, else the reason its tickets leave ('queue_off',
---   'license_gone')   ARGV[5] event id prefix   ARGV[6...] the cfg hash's fields and
---   values, alternating (a policy's users may be many: written in chunks, never one
---   unpack of them all)
+-- k.cfg: the license's configuration; k.queue, k.tickets, k.tdl (ticket deadlines): its
+--   wait queue; k.tix: the shard's ticket deadline index; k.outbox: the shard's events
+-- k.leases, k.sessions, k.units, k.wsum: the license's leases; k.deadlines: the shard's
+-- a.tenant_id, a.license_id; a.ttl_seconds: the cached configuration's TTL
+-- a.queue_reason: '' to keep the queue, else the reason its tickets leave ('queue_off',
+--   'license_gone'); a.event_prefix: the events' id prefix
+-- a.fields: the cfg hash's fields, each {field, value} (a policy's users may be many:
+--   written in chunks, never one unpack of them all)
 --
 -- Returns {tickets that left, leases cut}.
-local cfg, queue, tickets, tdl, tix, outbox = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5],
-  KEYS[6]
-local tenant, license, ttl, reason, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local cfg, queue, tickets, tdl, tix, outbox = k.cfg, k.queue, k.tickets, k.tdl, k.tix,
+  k.outbox
+local tenant, license, ttl, reason = a.tenant_id, a.license_id, a.ttl_seconds, a.queue_reason
+local prefix = a.event_prefix
 local CHUNK = 1000  -- field/value pairs a command
 local CUT_CHUNK = 1000  -- held leases cut a call
 
 redis.call('DEL', cfg)
-local pairs_n = (#ARGV - 5) / 2
-for i = 1, pairs_n, CHUNK do
+local fields = a.fields
+for i = 1, #fields, CHUNK do
   local args = {}
-  for j = i, math.min(i + CHUNK - 1, pairs_n) do
-    args[#args + 1] = ARGV[4 + 2 * j]
-    args[#args + 1] = ARGV[5 + 2 * j]
+  for j = i, math.min(i + CHUNK - 1, #fields) do
+    args[#args + 1] = fields[j].field
+    args[#args + 1] = fields[j].value
   end
   redis.call('HSET', cfg, unpack(args))
 end
@@ -43,8 +43,6 @@ local lk = tenant .. '/' .. license
 local cut = 0
 local config = load_config(cfg)
 if type(config) == 'table' and config.terms then
-  local k = {leases = KEYS[7], sessions = KEYS[8], deadlines = KEYS[9], units = KEYS[10],
-             wsum = KEYS[11]}
   cut = cut_held(k, lk, term_bound(load_terms(cfg, config.terms), now), CUT_CHUNK)
 end
 

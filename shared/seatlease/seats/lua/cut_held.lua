@@ -4,14 +4,11 @@
 -- newer change cuts to that one; nothing to cut (no term, keep_leases, none past it):
 -- nothing done.
 --
--- KEYS[1] cfg   KEYS[2] leases   KEYS[3] sessions   KEYS[4] deadlines (shard)   KEYS[5] units
--- KEYS[6] wsum
--- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] the most leases to cut
+-- k.cfg, k.leases, k.sessions, k.units, k.wsum: the license's; k.deadlines: the shard's
+-- a.tenant_id, a.license_id; a.limit: the most leases to cut
 --
 -- Returns the number of leases cut.
-local config = load_config(KEYS[1])
+local config = load_config(k.cfg)
 if type(config) ~= 'table' or not config.terms then return 0 end
-local k = {leases = KEYS[2], sessions = KEYS[3], deadlines = KEYS[4], units = KEYS[5],
-           wsum = KEYS[6]}
-return cut_held(k, ARGV[1] .. '/' .. ARGV[2],
-  term_bound(load_terms(KEYS[1], config.terms), now_ms()), tonumber(ARGV[3]))
+return cut_held(k, a.tenant_id .. '/' .. a.license_id,
+  term_bound(load_terms(k.cfg, config.terms), now_ms()), tonumber(a.limit))

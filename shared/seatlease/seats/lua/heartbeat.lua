@@ -2,18 +2,20 @@
 -- deadline (the heartbeat only answers it); a lingering one was released by its client,
 -- which must acquire to take it back: 'unknown'.
 --
--- KEYS[1] cfg   KEYS[2] leases   KEYS[3] sessions   KEYS[4] clients
--- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] reply hash 0
--- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] session_id   ARGV[4] event id prefix
--- ARGV[5] reply TTL in ms
--- KEYS[8] the tenant's rate budget in this shard   ARGV[6] its calls per second, 0: none
--- KEYS[9] reply hash 1 (KEYS[7]: generation 0)   ARGV[7] this call's field in them
--- KEYS[10] users (the license policy's live counts, _lib.lua's uncount)
--- KEYS[11] units (the release before's weighted leases, _lib.lua's drop_units)
--- KEYS[12] wsum (the weighted leases' extra seats, _lib.lua's add_weight: a weight costs
---   nothing when its lease's deadline moves)
--- KEYS[13] ended (_lib.lua's note_end): an unknown session noted there as revoked is
---   answered {'revoked'} (its client learns that an operator freed its seat)
+-- Its keys (k) and arguments (a) are named in seats/protocol/calls.py (SPECS['heartbeat']):
+--   k.cfg, k.leases, k.sessions, k.clients: the license's configuration and leases
+--   k.deadlines, k.outbox: the shard's deadline index and events; a.event_prefix the
+--     events' id prefix
+--   k.reply0, k.reply1: the license's reply hashes (generations 0 and 1), a.reply_field
+--     this call's field in them, kept a.reply_ttl_ms
+--   k.rate: the tenant's rate budget in this shard, a.rate_limit its calls per second
+--     (0: none)
+--   k.users: the license policy's live counts (_lib.lua's uncount)
+--   k.units (the release before's weighted leases, _lib.lua's drop_units), k.wsum (the
+--     weighted leases' extra seats, _lib.lua's add_weight: a weight costs nothing when its
+--     lease's deadline moves)
+--   k.ended (_lib.lua's note_end): an unknown session noted there as revoked is answered
+--     {'revoked'} (its client learns that an operator freed its seat)
 --
 -- Over the budget, a heartbeat is refused ({'rate_limited', retry_ms}, nothing changed)
 -- only when it cannot cost the lease: it came early (more than two thirds of the lease
@@ -47,11 +49,8 @@
 --   {'license_expired', expires_ms, end_ms} | {'not_started', starts_ms}
 --   {'missing'} | {'not_found'}   the configuration is not cached (or, for an unknown
 --                 session: is the license real?)
-local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
-           deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10], units = KEYS[11],
-           wsum = KEYS[12], ended = KEYS[13]}
-local tenant, license, sid, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[7]), ARGV[5]
+local tenant, license, sid, prefix = a.tenant_id, a.license_id, a.session_id, a.event_prefix
+local reply_key, reply_ttl = reply_slot(k.reply0, k.reply1, a.reply_field), a.reply_ttl_ms
 local lk = tenant .. '/' .. license
 
 local done = replay(reply_key)
@@ -64,7 +63,7 @@ if not score then
   if cfg == nil then return {'missing'} end
   if cfg == 'not_found' then return {'not_found'} end
   -- No lease to lose: an unknown session's heartbeat is counted like any call.
-  local wait = rate_limited(KEYS[8], ARGV[6], now)
+  local wait = rate_limited(k.rate, a.rate_limit, now)
   if wait then return {'rate_limited', wait} end
   if k.ended and ended_note(k, sid, now) == 'revoked' then return {'revoked'} end
   return {'unknown'}
@@ -76,7 +75,7 @@ local raw = redis.call('HGET', k.sessions, sid)
 local rec = raw and cjson.decode(raw) or {}
 local T = nil
 if has[2] then T = load_terms(k.cfg, has[2]) end
-local wait = rate_limited(KEYS[8], ARGV[6], now)
+local wait = rate_limited(k.rate, a.rate_limit, now)
 if wait and (rec.b or rec.lg or score - now > (rec.l or 0) * 2 / 3) then
   return {'rate_limited', wait}
 end

@@ -2,7 +2,7 @@
 -- license.expiring at each threshold before expires_at (30, 7 and 1 days by default:
 -- LICENSE_NOTICE_DAYS) and license.expired when the grace ends, each sent once per end.
 --
--- The shard's notice index (KEYS[1]) holds "<tenant>/<license>" -> when its next notice
+-- The shard's notice index (k.notices) holds "<tenant>/<license>" -> when its next notice
 -- is due; the reaper reads the due members (ZRANGEBYSCORE -inf now: O(log N + K)) and
 -- hands them here. A license's notice hash holds its end (exp, g: written by
 -- arm_notice.lua) and what was sent for it (term: "exp:g" it was sent for, sent: how many
@@ -13,19 +13,19 @@
 -- event and the state that says it was sent change in this one script: exactly once,
 -- whatever runs or restarts of the reaper come between.
 --
--- KEYS[1] notices (shard)   KEYS[2] outbox (shard)   KEYS[2 + i] the notice hash of the
--- i-th license
--- ARGV[1] event id prefix   ARGV[2] the thresholds in ms, largest first, comma separated
--- ARGV[2 + i] the i-th license, "<tenant>/<license>"
+-- k.notices: the shard's notice index; k.outbox: the shard's events
+-- k.notice_hashes[i]: the notice hash of the i-th license
+-- a.event_prefix: the events' id prefix; a.thresholds: in ms, largest first, comma separated
+-- a.licenses[i]: the i-th license, "<tenant>/<license>"
 --
 -- Returns the number of notices emitted.
-local index, outbox, prefix = KEYS[1], KEYS[2], ARGV[1]
+local index, outbox, prefix = k.notices, k.outbox, a.event_prefix
 local now = now_ms()
 local thresholds = {}
-for t in string.gmatch(ARGV[2], '%d+') do thresholds[#thresholds + 1] = tonumber(t) end
+for t in string.gmatch(a.thresholds, '%d+') do thresholds[#thresholds + 1] = tonumber(t) end
 local sent_total = 0
-for i = 3, #ARGV do
-  local member, key = ARGV[i], KEYS[i]
+for i, member in ipairs(a.licenses) do
+  local key = k.notice_hashes[i]
   local score = tonumber(redis.call('ZSCORE', index, member))
   local v = redis.call('HMGET', key, 'exp', 'g', 'term', 'sent')
   if score and score <= now then

@@ -1,20 +1,22 @@
 -- release.lua: end a lease now (client release, or an operator's revoke). Idempotent.
 --
--- KEYS[1] cfg   KEYS[2] leases   KEYS[3] sessions   KEYS[4] clients
--- KEYS[5] deadlines (shard)      KEYS[6] outbox (shard)   KEYS[7] reply hash 0
--- ARGV[1] tenant_id   ARGV[2] license_id   ARGV[3] session_id   ARGV[4] event id prefix
--- ARGV[5] event type: 'lease.released' or 'lease.revoked'   ARGV[6] reply TTL in ms
--- KEYS[8] the tenant's rate budget in this shard   ARGV[7] its calls per second, 0: none
--- KEYS[9] reply hash 1 (KEYS[7]: generation 0)   ARGV[8] this call's field in them
--- KEYS[10] users (the license policy's live counts, _lib.lua's uncount)
--- KEYS[11] queue   KEYS[12] tickets   KEYS[13] ticket deadlines   KEYS[14] the shard's
---   ticket deadline index: on a license with a wait queue, a seat this release frees is
---   held for the queue's head at once (_policy.lua's hold_for_queue)
--- KEYS[15] units (the release before's weighted leases, _lib.lua's drop_units)
--- KEYS[16] wsum (the weighted leases' extra seats, _lib.lua's add_weight)
--- KEYS[17] ended: a lease released, lingering or revoked while a token of it may be
---   valid is noted there until its last token expires (_lib.lua's note_end), so no token
---   brings it back (acquire.lua's re-admission), and a revoke's heartbeat says so.
+-- Its keys (k) and arguments (a) are named in seats/protocol/calls.py (SPECS['release']):
+--   k.cfg, k.leases, k.sessions, k.clients: the license's configuration and leases
+--   k.deadlines, k.outbox: the shard's deadline index and events; a.event_prefix the
+--     events' id prefix, a.event_type 'lease.released' or 'lease.revoked'
+--   k.reply0, k.reply1: the license's reply hashes (generations 0 and 1), a.reply_field
+--     this call's field in them, kept a.reply_ttl_ms
+--   k.rate: the tenant's rate budget in this shard, a.rate_limit its calls per second
+--     (0: none)
+--   k.users: the license policy's live counts (_lib.lua's uncount)
+--   k.queue, k.tickets, k.tdl (ticket deadlines), k.tix (the shard's ticket deadline
+--     index): on a license with a wait queue, a seat this release frees is held for the
+--     queue's head at once (_policy.lua's hold_for_queue)
+--   k.units (the release before's weighted leases, _lib.lua's drop_units), k.wsum (the
+--     weighted leases' extra seats, _lib.lua's add_weight)
+--   k.ended: a lease released, lingering or revoked while a token of it may be valid is
+--     noted there until its last token expires (_lib.lua's note_end), so no token brings
+--     it back (acquire.lua's re-admission), and a revoke's heartbeat says so.
 --
 -- Linger: a client's release of its live lease on a license with linger_seconds > 0
 -- keeps the seat held for that client (the lease stays in `leases` and the deadline
@@ -32,12 +34,9 @@
 --                               (an expired one is reclaimed)
 --   {'missing'} | {'not_found'}
 --   {'rate_limited', retry_ms}  over the tenant's budget (_ratelimit.lua); nothing changed
-local k = {cfg = KEYS[1], leases = KEYS[2], sessions = KEYS[3], clients = KEYS[4],
-           deadlines = KEYS[5], outbox = KEYS[6], users = KEYS[10], queue = KEYS[11],
-           tickets = KEYS[12], tdl = KEYS[13], tix = KEYS[14], units = KEYS[15],
-           wsum = KEYS[16], ended = KEYS[17]}
-local tenant, license, sid, prefix, etype = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local reply_key, reply_ttl = reply_slot(KEYS[7], KEYS[9], ARGV[8]), ARGV[6]
+local tenant, license, sid = a.tenant_id, a.license_id, a.session_id
+local prefix, etype = a.event_prefix, a.event_type
+local reply_key, reply_ttl = reply_slot(k.reply0, k.reply1, a.reply_field), a.reply_ttl_ms
 local lk = tenant .. '/' .. license
 k.lk = lk
 
@@ -49,7 +48,7 @@ if cfg == nil then return {'missing'} end
 -- The call's one server time: the rate budget, the leases and the stored reply use it.
 local now = now_ms()
 -- (after the config: the call that fills it comes again and is counted once)
-local wait = rate_limited(KEYS[8], ARGV[7], now)
+local wait = rate_limited(k.rate, a.rate_limit, now)
 if wait then return {'rate_limited', wait} end
 if cfg == 'not_found' then return {'not_found'} end
 

@@ -4,21 +4,20 @@
 -- checked again in its license's own index: a ticket renewed since the reaper read the
 -- shard's is left alone, and one already dropped (by an acquire, or another run) skipped.
 --
--- KEYS[1] the shard's ticket deadline index   KEYS[2] outbox (shard)
--- then three keys per candidate i (base = 2 + 3 * (i - 1)):
---   KEYS[base+1] queue   KEYS[base+2] tickets   KEYS[base+3] ticket deadlines (license's)
--- ARGV[1] event id prefix, then three per candidate: tenant_id, license_id, client_id
+-- k.tix: the shard's ticket deadline index; k.outbox: the shard's events
+-- k.candidates[i]: the i-th candidate's license's queue, tickets and tdl (ticket deadlines)
+-- a.event_prefix: the events' id prefix
+-- a.candidates[i]: the i-th candidate's tenant_id, license_id and client_id
 --
 -- Returns the number of tickets dropped (each with queue.left: ticket_expired, or
 -- hold_expired when a seat was held for it and the hold ended first).
-local tix, outbox, prefix = KEYS[1], KEYS[2], ARGV[1]
+local tix, outbox, prefix = k.tix, k.outbox, a.event_prefix
 local now = now_ms()
 local dropped = 0
-local n = (#ARGV - 1) / 3
-for i = 1, n do
-  local base = 2 + 3 * (i - 1)
-  local queue, tickets, tdl = KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
-  local tenant, license, client = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
+for i, c in ipairs(a.candidates) do
+  local ck = k.candidates[i]
+  local queue, tickets, tdl = ck.queue, ck.tickets, ck.tdl
+  local tenant, license, client = c.tenant_id, c.license_id, c.client_id
   local member = tenant .. '/' .. license .. '|' .. client
   local ends = tonumber(redis.call('ZSCORE', tdl, client))
   if not ends then
