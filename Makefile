@@ -45,7 +45,7 @@ lint: install
 # CPU load. The local stack no longer gives the emulator a retry policy: see
 # seatlease_cli.localstack.AuditDelivery and docs/operations.md.)
 test: lint browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 # The portal's page is tested in a real browser (tests/test_portal_browser.py): Debian's
 # chromium and chromium-driver, installed here when missing (apt-get, as root). Where they

@@ -12,14 +12,17 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 from client_harness import ClientStack, client_stack
-from http_support import Tenant, new_tenant
+from http_support import Tenant, new_license, new_tenant
 from procs import ShiftedClock, start_postgres, start_redis_cluster, start_shifted_redis
+from slowmarks import SLOW_FIXTURES, SLOW_MODULES, SLOW_TESTS
 from sqlalchemy import create_engine, text
 
-from seatlease import logs
+from seatlease import clock, logs
 from seatlease.api import auth, tenantlicenses, tenantlimits
 from seatlease.records import db, store
 from seatlease.seats import redisconn
@@ -29,6 +32,21 @@ from seatlease_cli.procs import Proc, port_open, start_pubsub_emulator, start_re
 PG_ADMIN_URL = os.environ.get(
     "SEATLEASE_TEST_PG", "postgresql+pg8000://postgres@127.0.0.1:5432/postgres"
 )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``slow`` marker on the tests tests/slowmarks.py declares, and on every test
+    that uses the Pub/Sub emulator (so ``-m "not slow"`` is the fast inner loop)."""
+    here = Path(__file__).parent
+    for item in items:
+        module = item.path.relative_to(here).as_posix()
+        name = getattr(item, "originalname", item.name)
+        if (
+            module in SLOW_MODULES
+            or f"{module}::{name}" in SLOW_TESTS
+            or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        ):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
@@ -199,6 +217,29 @@ def acme(redis_url: str, database_url: str) -> Iterator[Tenant]:
     yield new_tenant("acme")
     auth.forget_all()
     tenantlimits.forget_all()
+
+
+@pytest.fixture
+def acme_cad(acme: Tenant) -> Tenant:
+    """``acme`` with license ``cad`` of 2 seats."""
+    new_license(acme, "cad", seats=2)
+    return acme
+
+
+@pytest.fixture
+def api_key(database_url: str) -> str:
+    """An API key of tenant ``acme`` made straight in the store: no license, no cached
+    copies forgotten (the client tests' tenant, which they name ``TENANT``)."""
+    store.create_tenant("acme")
+    return store.create_api_key("acme").key
+
+
+@pytest.fixture
+def fixed_now(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> datetime:
+    """``clock.now()`` held at the test module's ``NOW``."""
+    now: datetime = request.module.NOW
+    monkeypatch.setattr(clock, "now", lambda: now)
+    return now
 
 
 class ConfigTable:

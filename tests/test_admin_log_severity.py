@@ -5,7 +5,7 @@ log, and a 5xx (a backend down) stays an ERROR."""
 from __future__ import annotations
 
 import pytest
-from http_support import call, log_lines, new_license, new_tenant
+from http_support import call, log_lines
 
 from seatlease.seats import redisconn
 
@@ -19,13 +19,6 @@ def admin_line(capsys, body: dict) -> tuple[int, dict]:
     return response.status_code, lines[0]
 
 
-@pytest.fixture
-def acme(redis_url: str, database_url: str):
-    tenant = new_tenant("acme")
-    new_license(tenant, "cad", seats=2)
-    return tenant
-
-
 @pytest.mark.parametrize(
     ("body", "status"),
     [
@@ -34,14 +27,14 @@ def acme(redis_url: str, database_url: str):
         ({"action": "tenant.create", "tenant_id": "acme"}, 409),
     ],
 )
-def test_a_callers_4xx_is_info(acme, capsys, body, status) -> None:
+def test_a_callers_4xx_is_info(acme_cad, capsys, body, status) -> None:
     answered, line = admin_line(capsys, body)
     assert answered == status
     assert line["severity"] == "INFO", line
     assert line["message"].startswith(f"admin {status}")
 
 
-def test_a_change_is_a_notice_and_a_5xx_an_error(acme, capsys, monkeypatch) -> None:
+def test_a_change_is_a_notice_and_a_5xx_an_error(acme_cad, capsys, monkeypatch) -> None:
     answered, line = admin_line(capsys, {"action": "tenant.create", "tenant_id": "globex"})
     assert (answered, line["severity"]) == (201, "NOTICE"), line
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")  # nothing listens there

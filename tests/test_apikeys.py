@@ -12,19 +12,12 @@ import string
 import time
 
 import pytest
-from http_support import Tenant, acquire, error_of, new_license
+from http_support import Tenant, acquire, error_of
 from sqlalchemy import event
 
 from seatlease import apikeys
 from seatlease.records import db
 from seatlease.seats.redisconn import get_redis
-
-
-@pytest.fixture
-def acme(acme: Tenant) -> Tenant:
-    """conftest's tenant, with license ``cad`` (2 seats)."""
-    new_license(acme, "cad", seats=2)
-    return acme
 
 
 def test_generated_keys_are_well_formed_and_unique() -> None:
@@ -56,7 +49,7 @@ def _redis_commands() -> int:
     return int(get_redis().info("stats")["total_commands_processed"])
 
 
-def test_ten_thousand_forged_keys_cost_no_backend_call(acme: Tenant) -> None:
+def test_ten_thousand_forged_keys_cost_no_backend_call(acme_cad: Tenant) -> None:
     statements: list[str] = []
 
     def count(_conn, _cursor, statement, *_args) -> None:
@@ -80,17 +73,19 @@ def test_ten_thousand_forged_keys_cost_no_backend_call(acme: Tenant) -> None:
     assert error_of(response, 401, "unauthenticated")["message"] == "malformed API key"
 
 
-def test_a_key_with_a_valid_checksum_that_was_never_issued_is_unknown(acme: Tenant) -> None:
+def test_a_key_with_a_valid_checksum_that_was_never_issued_is_unknown(acme_cad: Tenant) -> None:
     key, prefix = apikeys.generate()
     response = acquire(Tenant("acme", key, prefix), "cad", "ws-1")
     assert error_of(response, 401, "unauthenticated")["message"] == "unknown or revoked API key"
 
 
-def test_issued_keys_work(acme: Tenant) -> None:
-    assert acquire(acme, "cad", "ws-1").status_code == 201
+def test_issued_keys_work(acme_cad: Tenant) -> None:
+    assert acquire(acme_cad, "cad", "ws-1").status_code == 201
 
 
-def test_legacy_keys_work_only_while_allowed(acme: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_legacy_keys_work_only_while_allowed(
+    acme_cad: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A key issued before the checksum existed (``sl_<id>_`` + 32 URL-safe characters),
     stored as such in the database."""
     from sqlalchemy import insert
@@ -115,13 +110,13 @@ def test_legacy_keys_work_only_while_allowed(acme: Tenant, monkeypatch: pytest.M
 # -- forged keys with a valid checksum (issue 31, item 4) --------------------------------
 
 
-def test_a_flood_of_forged_keys_reaches_the_database_at_a_bounded_rate(acme: Tenant) -> None:
+def test_a_flood_of_forged_keys_reaches_the_database_at_a_bounded_rate(acme_cad: Tenant) -> None:
     """2,000 never-issued keys with valid checksums: the database sees at most the
     instance's lookup budget, the rest are 429 before any query; the live key goes on."""
     from seatlease.api import auth
 
     auth.forget_all()
-    assert acquire(acme, "cad", "ws-1").status_code == 201  # the live key, cached
+    assert acquire(acme_cad, "cad", "ws-1").status_code == 201  # the live key, cached
     statements: list[str] = []
 
     def count(_conn, _cursor, statement, *_args) -> None:
@@ -140,7 +135,7 @@ def test_a_flood_of_forged_keys_reaches_the_database_at_a_bounded_rate(acme: Ten
                 error = error_of(response, 429, "rate_limited")
                 assert response.headers["Retry-After"] == "1" and error["retry_after_seconds"] == 1
             if n % 100 == 0:  # the live key meanwhile: served, no query of its own
-                assert acquire(acme, "cad", "ws-1").status_code == 200
+                assert acquire(acme_cad, "cad", "ws-1").status_code == 200
     finally:
         event.remove(engine, "before_cursor_execute", count)
     elapsed = time.monotonic() - started
@@ -150,15 +145,15 @@ def test_a_flood_of_forged_keys_reaches_the_database_at_a_bounded_rate(acme: Ten
     assert statuses.count(429) >= 2_000 - budget
 
 
-def test_forged_keys_never_evict_a_live_key_from_the_instance(acme: Tenant) -> None:
+def test_forged_keys_never_evict_a_live_key_from_the_instance(acme_cad: Tenant) -> None:
     """More unknown keys than the in-process cache holds (their negative entries already
     in Redis, as another instance's flood leaves them): the live key stays cached."""
     from seatlease.api import auth
     from seatlease.seats.keys import api_key_cache_key
 
     auth.forget_all()
-    assert acquire(acme, "cad", "ws-1").status_code == 201
-    live_hash = apikeys.hash_key(acme.key)
+    assert acquire(acme_cad, "cad", "ws-1").status_code == 201
+    live_hash = apikeys.hash_key(acme_cad.key)
     forged = [apikeys.generate()[0] for _ in range(auth._LOCAL_MAX + 1)]
     redis = get_redis()
     pipe = redis.pipeline(transaction=False)
@@ -170,5 +165,5 @@ def test_forged_keys_never_evict_a_live_key_from_the_instance(acme: Tenant) -> N
             auth.identify(f"Bearer {key}")
     assert auth.cached_locally(live_hash)
     redis.delete(api_key_cache_key(live_hash))  # only this process's copy can answer now
-    assert auth.identify(acme.auth["Authorization"]).tenant_id == "acme"
+    assert auth.identify(acme_cad.auth["Authorization"]).tenant_id == "acme"
     assert not redis.exists(api_key_cache_key(live_hash))

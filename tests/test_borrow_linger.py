@@ -19,7 +19,6 @@ from http_support import (
     heartbeat,
     live_sessions,
     new_license,
-    new_tenant,
     outbox_types,
     parse_time,
     release,
@@ -344,11 +343,6 @@ def test_a_config_cached_before_borrowing_existed_means_off(seat_engine, configs
 
 
 # -- over HTTP: the real functions on real Redis and PostgreSQL --------------------------
-
-
-@pytest.fixture
-def acme(redis_url: str, database_url: str):
-    return new_tenant("acme")
 
 
 def lease_claims(token: str) -> dict:

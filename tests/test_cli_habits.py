@@ -149,8 +149,9 @@ def test_a_stale_record_is_replaced_saying_so(tmp_path, monkeypatch, capsys):
 
 
 @pytest.fixture
-def acme(database_url, monkeypatch):
-    """Direct mode on the test database (reports do not use Redis)."""
+def acme_direct(database_url, monkeypatch):
+    """Tenant ``acme`` with license ``cad`` (3 seats), for the CLI in direct mode on the test
+    database and no Redis (reports do not use Redis)."""
     monkeypatch.delenv("SEATLEASE_ADMIN_URL", raising=False)
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
     store.create_tenant("acme")
@@ -162,7 +163,7 @@ def parsed(text: str) -> datetime:
 
 
 @pytest.mark.parametrize("report", ["usage", "sizing"])
-def test_since_and_until_take_a_length_back_from_now(acme, capsys, report):
+def test_since_and_until_take_a_length_back_from_now(acme_direct, capsys, report):
     before = clock.now()
     code = cli.main(["report", report, "--tenant", "acme", "--since", "7d", "--until", "1h",
                      "--json"])  # fmt: skip
@@ -176,7 +177,7 @@ def test_since_and_until_take_a_length_back_from_now(acme, capsys, report):
     assert before - timedelta(hours=1) - slack <= until <= after - timedelta(hours=1) + slack
 
 
-def test_report_usage_since_7d_as_a_table(acme, capsys):
+def test_report_usage_since_7d_as_a_table(acme_direct, capsys):
     code = cli.main(["report", "usage", "--tenant", "acme", "--since", "7d"])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -188,7 +189,7 @@ def test_report_usage_since_7d_as_a_table(acme, capsys):
     ("7y", "not an ISO 8601 time"),
     ("yesterday", "a length back from now (7d, 12h, 30m)"),
 ])  # fmt: skip
-def test_a_bad_window_is_usage_exit_2(acme, capsys, value, words):
+def test_a_bad_window_is_usage_exit_2(acme_direct, capsys, value, words):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["report", "usage", "--tenant", "acme", "--since", value])
     assert exit_info.value.code == 2

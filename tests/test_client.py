@@ -116,12 +116,6 @@ def served(redis_url: str, database_url: str, functions_app: Any) -> Iterator[Se
 
 
 @pytest.fixture
-def api_key(database_url: str) -> str:
-    store.create_tenant(TENANT)
-    return store.create_api_key(TENANT).key
-
-
-@pytest.fixture
 def make_license(api_key: str) -> Callable[..., str]:
     def create(license_id: str = "lic", seats: int = 2, lease_seconds: int = 3, **kw: Any) -> str:
         store.create_license(TENANT, license_id, seats=seats, lease_seconds=lease_seconds, **kw)

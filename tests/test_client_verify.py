@@ -78,12 +78,6 @@ def attacker(redis_url: str, database_url: str) -> Iterator[tuple[str, Attacker]
         yield url, proxy
 
 
-@pytest.fixture
-def api_key(database_url: str) -> str:
-    store.create_tenant(TENANT)
-    return store.create_api_key(TENANT).key
-
-
 def license_(license_id: str = "lic", seats: int = 2, lease_seconds: int = 30) -> str:
     store.create_license(TENANT, license_id, seats=seats, lease_seconds=lease_seconds)
     runtime.refresh_license_cache(TENANT, license_id)

@@ -278,12 +278,6 @@ def served(redis_url: str, database_url: str) -> Iterator[tuple[str, Counted]]:
         yield url, counted
 
 
-@pytest.fixture
-def api_key(database_url: str) -> str:
-    store.create_tenant(TENANT)
-    return store.create_api_key(TENANT).key
-
-
 # Runs in the fresh venv, with -I (no PYTHONPATH, no user site, no script directory on
 # sys.path) and a working directory outside the repository.
 VENDOR_PROGRAM = r"""

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from test_usage_periods import NOW, T, event, held
 
-from seatlease import admin, clock
+from seatlease import admin
 from seatlease.errors import InvalidRequest
 from seatlease.records import event_log, reports, store
 from seatlease.records.reports import MAX_PERIODS, Window, resolve_period, usage_report
@@ -26,12 +26,6 @@ from seatlease_cli.report import (
     draw_chart,
     read_chart_series,
 )
-
-
-@pytest.fixture
-def fixed_now(monkeypatch) -> datetime:
-    monkeypatch.setattr(clock, "now", lambda: NOW)
-    return NOW
 
 
 def at(m: int, s: int = 0, ms: int = 0) -> datetime:

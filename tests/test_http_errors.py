@@ -23,7 +23,6 @@ from http_support import (
     live_sessions,
     log_lines,
     new_license,
-    new_tenant,
     outbox_types,
     release,
 )
@@ -39,10 +38,10 @@ LICENSE = "cad"
 
 
 @pytest.fixture
-def acme(redis_url: str, database_url: str) -> Tenant:
-    tenant = new_tenant("acme")
-    new_license(tenant, LICENSE, seats=5, lease_seconds=60, max_lease_seconds=3600)
-    return tenant
+def acme_five_seats(acme: Tenant) -> Tenant:
+    """conftest's ``acme`` with LICENSE: 5 seats, leases of 60 s, up to an hour."""
+    new_license(acme, LICENSE, seats=5, lease_seconds=60, max_lease_seconds=3600)
+    return acme
 
 
 def _valid(name: str, session_id: str = "some-session") -> dict:
@@ -76,10 +75,12 @@ NOT_JSON = [
 
 @pytest.mark.parametrize("name", FUNCTIONS)
 @pytest.mark.parametrize("data", NOT_JSON)
-def test_body_that_is_not_a_json_object_is_400(acme: Tenant, name: str, data: bytes) -> None:
-    error = error_of(call(name, data=data, tenant=acme), 400, "invalid_request")
+def test_body_that_is_not_a_json_object_is_400(
+    acme_five_seats: Tenant, name: str, data: bytes
+) -> None:
+    error = error_of(call(name, data=data, tenant=acme_five_seats), 400, "invalid_request")
     assert "JSON" in error["message"]
-    _nothing_changed(acme)
+    _nothing_changed(acme_five_seats)
 
 
 def _big(n: int) -> dict:
@@ -136,20 +137,22 @@ BAD_ACQUIRE = [
     ("changes", "field"),
     [pytest.param(c, f, id=f"{f}={json.dumps(c)[:40]}") for c, f in BAD_ACQUIRE],
 )
-def test_bad_acquire_field_is_400_with_details(acme: Tenant, changes: dict, field: str) -> None:
+def test_bad_acquire_field_is_400_with_details(
+    acme_five_seats: Tenant, changes: dict, field: str
+) -> None:
     body = {**_valid("acquire"), **changes}
-    error = error_of(call("acquire", body, tenant=acme), 400, "invalid_request")
+    error = error_of(call("acquire", body, tenant=acme_five_seats), 400, "invalid_request")
     assert field in [d["field"] for d in error["details"]], error
     assert all(set(d) == {"field", "problem"} for d in error["details"])
-    _nothing_changed(acme)
+    _nothing_changed(acme_five_seats)
 
 
 @pytest.mark.parametrize("missing", ["license_id", "client_id"])
-def test_acquire_missing_field_is_400(acme: Tenant, missing: str) -> None:
+def test_acquire_missing_field_is_400(acme_five_seats: Tenant, missing: str) -> None:
     body = {k: v for k, v in _valid("acquire").items() if k != missing}
-    error = error_of(call("acquire", body, tenant=acme), 400, "invalid_request")
+    error = error_of(call("acquire", body, tenant=acme_five_seats), 400, "invalid_request")
     assert error["details"] == [{"field": missing, "problem": "Field required"}]
-    _nothing_changed(acme)
+    _nothing_changed(acme_five_seats)
 
 
 @pytest.mark.parametrize(
@@ -162,22 +165,24 @@ def test_acquire_missing_field_is_400(acme: Tenant, missing: str) -> None:
         pytest.param('{"lease_seconds": NaN}', id="lease-NaN"),
     ],
 )
-def test_non_finite_numbers_are_not_json(acme: Tenant, raw: str) -> None:
+def test_non_finite_numbers_are_not_json(acme_five_seats: Tenant, raw: str) -> None:
     """NaN and Infinity are not JSON: accepting them would put text into the event stream
     that PostgreSQL's jsonb (the audit log) refuses."""
     body = '{"license_id": "cad", "client_id": "ws-1", ' + raw[1:]
-    error_of(call("acquire", data=body, tenant=acme), 400, "invalid_request")
-    _nothing_changed(acme)
+    error_of(call("acquire", data=body, tenant=acme_five_seats), 400, "invalid_request")
+    _nothing_changed(acme_five_seats)
 
 
-def test_metadata_of_exactly_4096_bytes_is_accepted(acme: Tenant) -> None:
-    response = call("acquire", {**_valid("acquire"), "metadata": _big(4088)}, tenant=acme)
+def test_metadata_of_exactly_4096_bytes_is_accepted(acme_five_seats: Tenant) -> None:
+    response = call(
+        "acquire", {**_valid("acquire"), "metadata": _big(4088)}, tenant=acme_five_seats
+    )
     assert response.status_code == 201, response.get_data(as_text=True)
 
 
-def test_explicit_nulls_for_optional_fields_are_accepted(acme: Tenant) -> None:
+def test_explicit_nulls_for_optional_fields_are_accepted(acme_five_seats: Tenant) -> None:
     body = {**_valid("acquire"), "lease_seconds": None, "metadata": None}
-    response = call("acquire", body, tenant=acme)
+    response = call("acquire", body, tenant=acme_five_seats)
     assert response.status_code == 201, response.get_data(as_text=True)
     assert response.get_json()["lease_seconds"] == 60
 
@@ -202,13 +207,15 @@ BAD_SESSION_BODIES = [
     ("body", "field"),
     [pytest.param(b, f, id=f"{f}={json.dumps(b)[:50]}") for b, f in BAD_SESSION_BODIES],
 )
-def test_bad_session_body_is_400(acme: Tenant, name: str, body: dict, field: str) -> None:
-    sid = acquire(acme, LICENSE, "holder").get_json()["session_id"]
-    before = outbox_types(acme, LICENSE)
-    error = error_of(call(name, body, tenant=acme), 400, "invalid_request")
+def test_bad_session_body_is_400(
+    acme_five_seats: Tenant, name: str, body: dict, field: str
+) -> None:
+    sid = acquire(acme_five_seats, LICENSE, "holder").get_json()["session_id"]
+    before = outbox_types(acme_five_seats, LICENSE)
+    error = error_of(call(name, body, tenant=acme_five_seats), 400, "invalid_request")
     assert field in [d["field"] for d in error["details"]], error
-    assert live_sessions(acme, LICENSE) == [sid]
-    assert outbox_types(acme, LICENSE) == before
+    assert live_sessions(acme_five_seats, LICENSE) == [sid]
+    assert outbox_types(acme_five_seats, LICENSE) == before
 
 
 # -- 401 unauthenticated ---------------------------------------------------------------
@@ -229,37 +236,39 @@ BAD_AUTH = [
 
 @pytest.mark.parametrize("name", FUNCTIONS)
 @pytest.mark.parametrize("headers", BAD_AUTH)
-def test_bad_credentials_are_401(acme: Tenant, name: str, headers: dict) -> None:
+def test_bad_credentials_are_401(acme_five_seats: Tenant, name: str, headers: dict) -> None:
     response = call(name, _valid(name), headers=headers)
     error_of(response, 401, "unauthenticated")
     assert response.headers["WWW-Authenticate"] == "Bearer"
     if "Authorization" in headers:
         secret = headers["Authorization"].partition(" ")[2].strip()
         assert not secret or secret not in response.get_data(as_text=True)
-    _nothing_changed(acme)
+    _nothing_changed(acme_five_seats)
 
 
-def test_bad_input_without_a_key_is_401_not_400(acme: Tenant) -> None:
+def test_bad_input_without_a_key_is_401_not_400(acme_five_seats: Tenant) -> None:
     """Anonymous callers learn nothing about validation."""
     error_of(call("acquire", data=b"{not json"), 401, "unauthenticated")
     error_of(call("acquire", {"license_id": "a b"}), 401, "unauthenticated")
 
 
-def test_lowercase_bearer_scheme_is_accepted(acme: Tenant) -> None:
-    response = call("acquire", _valid("acquire"), headers={"Authorization": f"bearer {acme.key}"})
+def test_lowercase_bearer_scheme_is_accepted(acme_five_seats: Tenant) -> None:
+    response = call(
+        "acquire", _valid("acquire"), headers={"Authorization": f"bearer {acme_five_seats.key}"}
+    )
     assert response.status_code == 201
 
 
-def test_revoked_key_is_401_everywhere(acme: Tenant) -> None:
-    sid = acquire(acme, LICENSE, "ws-1").get_json()["session_id"]
+def test_revoked_key_is_401_everywhere(acme_five_seats: Tenant) -> None:
+    sid = acquire(acme_five_seats, LICENSE, "ws-1").get_json()["session_id"]
     other = store.create_api_key("acme")
-    key_hash = store.revoke_api_key(acme.prefix)
+    key_hash = store.revoke_api_key(acme_five_seats.prefix)
     auth.forget(key_hash)
     for name in FUNCTIONS:
-        response = call(name, _valid(name, sid), tenant=acme)
+        response = call(name, _valid(name, sid), tenant=acme_five_seats)
         error_of(response, 401, "unauthenticated")
-        assert acme.key not in response.get_data(as_text=True)
-    assert live_sessions(acme, LICENSE) == [sid]  # the lease itself is untouched
+        assert acme_five_seats.key not in response.get_data(as_text=True)
+    assert live_sessions(acme_five_seats, LICENSE) == [sid]  # the lease itself is untouched
     # The tenant's other key still works.
     assert heartbeat(Tenant("acme", other.key, other.prefix), LICENSE, sid).status_code == 200
 
@@ -269,16 +278,16 @@ def test_revoked_key_is_401_everywhere(acme: Tenant) -> None:
 
 @pytest.mark.parametrize("name", FUNCTIONS)
 @pytest.mark.parametrize("method", ["GET", "PUT", "PATCH", "DELETE", "OPTIONS"])
-def test_other_methods_are_405(acme: Tenant, name: str, method: str) -> None:
-    response = call(name, _valid(name), tenant=acme, method=method)
+def test_other_methods_are_405(acme_five_seats: Tenant, name: str, method: str) -> None:
+    response = call(name, _valid(name), tenant=acme_five_seats, method=method)
     error_of(response, 405, "method_not_allowed")
     assert response.headers["Allow"] == "POST"
-    _nothing_changed(acme)
+    _nothing_changed(acme_five_seats)
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
-def test_head_is_405_without_a_body(acme: Tenant, name: str) -> None:
-    response = call(name, tenant=acme, method="HEAD")
+def test_head_is_405_without_a_body(acme_five_seats: Tenant, name: str) -> None:
+    response = call(name, tenant=acme_five_seats, method="HEAD")
     assert response.status_code == 405
     assert response.headers["Allow"] == "POST"
     assert response.get_data() == b""
@@ -289,35 +298,40 @@ def test_head_is_405_without_a_body(acme: Tenant, name: str) -> None:
     "content_type",
     [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"],
 )
-def test_non_json_media_type_is_415(acme: Tenant, name: str, content_type: str | None) -> None:
+def test_non_json_media_type_is_415(
+    acme_five_seats: Tenant, name: str, content_type: str | None
+) -> None:
     data = json.dumps(_valid(name))
-    response = call(name, data=data, tenant=acme, content_type=content_type)
+    response = call(name, data=data, tenant=acme_five_seats, content_type=content_type)
     error_of(response, 415, "unsupported_media_type")
     # 415 comes before authentication (documented order).
     error_of(call(name, data=data, content_type=content_type), 415, "unsupported_media_type")
-    _nothing_changed(acme)
+    _nothing_changed(acme_five_seats)
 
 
-def test_json_with_charset_parameter_is_accepted(acme: Tenant) -> None:
+def test_json_with_charset_parameter_is_accepted(acme_five_seats: Tenant) -> None:
     response = call(
-        "acquire", _valid("acquire"), tenant=acme, content_type="application/json; charset=utf-8"
+        "acquire",
+        _valid("acquire"),
+        tenant=acme_five_seats,
+        content_type="application/json; charset=utf-8",
     )
     assert response.status_code == 201
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
-def test_body_over_16_kib_is_413(acme: Tenant, name: str) -> None:
+def test_body_over_16_kib_is_413(acme_five_seats: Tenant, name: str) -> None:
     text = json.dumps(_valid(name))
     padded = text[:-1] + " " * (16 * 1024 + 1 - len(text)) + "}"
     assert len(padded) == 16 * 1024 + 1
-    error_of(call(name, data=padded, tenant=acme), 413, "payload_too_large")
-    _nothing_changed(acme)
+    error_of(call(name, data=padded, tenant=acme_five_seats), 413, "payload_too_large")
+    _nothing_changed(acme_five_seats)
 
 
-def test_body_of_exactly_16_kib_is_accepted(acme: Tenant) -> None:
+def test_body_of_exactly_16_kib_is_accepted(acme_five_seats: Tenant) -> None:
     text = json.dumps(_valid("acquire"))
     padded = text[:-1] + " " * (16 * 1024 - len(text)) + "}"
-    assert call("acquire", data=padded, tenant=acme).status_code == 201
+    assert call("acquire", data=padded, tenant=acme_five_seats).status_code == 201
 
 
 # -- 503 backend_unavailable -------------------------------------------------------------
@@ -331,56 +345,57 @@ def _assert_503(response, backend: str) -> None:
 
 
 def test_redis_down_is_503_and_nothing_half_done(
-    acme: Tenant, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    acme_five_seats: Tenant, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sid = acquire(acme, LICENSE, "ws-1").get_json()["session_id"]  # caches the key locally
+    # caches the key locally
+    sid = acquire(acme_five_seats, LICENSE, "ws-1").get_json()["session_id"]
     fresh = store.create_api_key("acme")  # never used: its lookup needs Redis
     monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
     redisconn.reset()
-    _assert_503(acquire(acme, LICENSE, "ws-2"), "redis")
-    _assert_503(heartbeat(acme, LICENSE, sid), "redis")
-    _assert_503(release(acme, LICENSE, sid), "redis")
+    _assert_503(acquire(acme_five_seats, LICENSE, "ws-2"), "redis")
+    _assert_503(heartbeat(acme_five_seats, LICENSE, sid), "redis")
+    _assert_503(release(acme_five_seats, LICENSE, sid), "redis")
     _assert_503(call("acquire", _valid("acquire"), headers=_bearer(fresh.key)), "redis")
     monkeypatch.setenv("REDIS_URL", redis_url)
     redisconn.reset()
-    assert live_sessions(acme, LICENSE) == [sid]  # no lease for ws-2, sid not released
-    assert outbox_types(acme, LICENSE) == ["lease.acquired"]
+    assert live_sessions(acme_five_seats, LICENSE) == [sid]  # no lease for ws-2, sid not released
+    assert outbox_types(acme_five_seats, LICENSE) == ["lease.acquired"]
     assert call("acquire", _valid("acquire"), headers=_bearer(fresh.key)).status_code == 200
 
 
-def test_redis_full_is_503_and_nothing_half_done(acme: Tenant, redis_client) -> None:
+def test_redis_full_is_503_and_nothing_half_done(acme_five_seats: Tenant, redis_client) -> None:
     """Memorystore runs with noeviction: at maxmemory, writes fail. A seat is not
     granted or extended then (503, retry later), and releasing still works: it frees."""
-    sid = acquire(acme, LICENSE, "ws-1").get_json()["session_id"]
-    other = acquire(acme, LICENSE, "ws-3").get_json()["session_id"]
+    sid = acquire(acme_five_seats, LICENSE, "ws-1").get_json()["session_id"]
+    other = acquire(acme_five_seats, LICENSE, "ws-3").get_json()["session_id"]
     redis_client.config_set("maxmemory", 1)  # far below what is used: every write is OOM
     try:
-        _assert_503(acquire(acme, LICENSE, "ws-2"), "redis")
-        _assert_503(heartbeat(acme, LICENSE, sid), "redis")
-        assert sorted(live_sessions(acme, LICENSE)) == sorted([sid, other])
-        assert outbox_types(acme, LICENSE) == ["lease.acquired"] * 2
-        released = release(acme, LICENSE, other)
+        _assert_503(acquire(acme_five_seats, LICENSE, "ws-2"), "redis")
+        _assert_503(heartbeat(acme_five_seats, LICENSE, sid), "redis")
+        assert sorted(live_sessions(acme_five_seats, LICENSE)) == sorted([sid, other])
+        assert outbox_types(acme_five_seats, LICENSE) == ["lease.acquired"] * 2
+        released = release(acme_five_seats, LICENSE, other)
     finally:
         redis_client.config_set("maxmemory", 0)
     assert released.status_code == 200
-    assert live_sessions(acme, LICENSE) == [sid]
-    assert outbox_types(acme, LICENSE) == ["lease.acquired"] * 2 + ["lease.released"]
-    assert heartbeat(acme, LICENSE, sid).status_code == 200
+    assert live_sessions(acme_five_seats, LICENSE) == [sid]
+    assert outbox_types(acme_five_seats, LICENSE) == ["lease.acquired"] * 2 + ["lease.released"]
+    assert heartbeat(acme_five_seats, LICENSE, sid).status_code == 200
 
 
-def test_a_read_only_replica_is_503(acme: Tenant, redis_client) -> None:
+def test_a_read_only_replica_is_503(acme_five_seats: Tenant, redis_client) -> None:
     """During a failover the client may still talk to the old primary, now a replica:
     READONLY errors are 503 with Retry-After, not 500."""
-    sid = acquire(acme, LICENSE, "ws-1").get_json()["session_id"]
+    sid = acquire(acme_five_seats, LICENSE, "ws-1").get_json()["session_id"]
     redis_client.config_set("replica-read-only", "yes")
     redis_client.replicaof("127.0.0.1", str(free_port()))  # a primary that is not there
     try:
-        _assert_503(acquire(acme, LICENSE, "ws-2"), "redis")
-        _assert_503(heartbeat(acme, LICENSE, sid), "redis")
+        _assert_503(acquire(acme_five_seats, LICENSE, "ws-2"), "redis")
+        _assert_503(heartbeat(acme_five_seats, LICENSE, sid), "redis")
     finally:
         redis_client.replicaof("NO", "ONE")
-    assert live_sessions(acme, LICENSE) == [sid]
-    assert heartbeat(acme, LICENSE, sid).status_code == 200
+    assert live_sessions(acme_five_seats, LICENSE) == [sid]
+    assert heartbeat(acme_five_seats, LICENSE, sid).status_code == 200
 
 
 def _bearer(key: str) -> dict[str, str]:
@@ -388,25 +403,27 @@ def _bearer(key: str) -> dict[str, str]:
 
 
 def test_postgres_down_on_a_cache_miss_is_503_and_nothing_half_done(
-    acme: Tenant, database_url: str, monkeypatch: pytest.MonkeyPatch
+    acme_five_seats: Tenant, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.create_license("acme", "cam", seats=5)  # in the database, not cached in Redis
     fresh = store.create_api_key("acme")  # never used: not cached either
-    sid = acquire(acme, LICENSE, "ws-1").get_json()["session_id"]
+    sid = acquire(acme_five_seats, LICENSE, "ws-1").get_json()["session_id"]
     monkeypatch.setenv("DATABASE_URL", f"postgresql://postgres@127.0.0.1:{free_port()}/x")
     db.reset()
-    _assert_503(acquire(acme, "cam", "ws-1"), "database")
-    _assert_503(heartbeat(acme, "cam", "s-1"), "database")
-    _assert_503(release(acme, "cam", "s-1"), "database")
+    _assert_503(acquire(acme_five_seats, "cam", "ws-1"), "database")
+    _assert_503(heartbeat(acme_five_seats, "cam", "s-1"), "database")
+    _assert_503(release(acme_five_seats, "cam", "s-1"), "database")
     _assert_503(call("acquire", _valid("acquire"), headers=_bearer(fresh.key)), "database")
     # Cached license and key: the hot path does not need the database.
-    assert heartbeat(acme, LICENSE, sid).status_code == 200
-    assert acquire(acme, LICENSE, "ws-2").status_code == 201
-    assert live_sessions(acme, "cam") == [] and outbox_types(acme, "cam") == []
+    assert heartbeat(acme_five_seats, LICENSE, sid).status_code == 200
+    assert acquire(acme_five_seats, LICENSE, "ws-2").status_code == 201
+    assert (
+        live_sessions(acme_five_seats, "cam") == [] and outbox_types(acme_five_seats, "cam") == []
+    )
     assert not get_redis().exists(LicenseKeys.of("acme", "cam").cfg)  # no negative entry
     monkeypatch.setenv("DATABASE_URL", database_url)
     db.reset()
-    taken = acquire(acme, "cam", "ws-1")
+    taken = acquire(acme_five_seats, "cam", "ws-1")
     assert taken.status_code == 201 and taken.get_json()["seats_used"] == 1
     assert call("acquire", _valid("acquire"), headers=_bearer(fresh.key)).status_code == 200
 
@@ -415,12 +432,12 @@ def test_postgres_down_on_a_cache_miss_is_503_and_nothing_half_done(
 
 
 def test_unexpected_failure_is_json_500_without_stack_trace(
-    acme: Tenant, capsys: pytest.CaptureFixture[str]
+    acme_five_seats: Tenant, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A key of the wrong type makes the script fail with WRONGTYPE: a bug, not bad input.
     get_redis().set(LicenseKeys.of("acme", LICENSE).leases, "not a zset")
     capsys.readouterr()
-    response = acquire(acme, LICENSE, "ws-1")
+    response = acquire(acme_five_seats, LICENSE, "ws-1")
     error = error_of(response, 500, "internal_error")
     assert "WRONGTYPE" not in error["message"]
     lines = log_lines(capsys.readouterr().out)
@@ -448,32 +465,32 @@ def _request_line_of(all_lines: list[dict], name: str) -> dict:
 
 
 def test_one_log_line_per_request_with_the_fields_and_never_the_key(
-    acme: Tenant, capsys: pytest.CaptureFixture[str]
+    acme_five_seats: Tenant, capsys: pytest.CaptureFixture[str]
 ) -> None:
     capsys.readouterr()
-    lease = acquire(acme, LICENSE, "ws-1").get_json()
+    lease = acquire(acme_five_seats, LICENSE, "ws-1").get_json()
     line = _request_line(capsys.readouterr().out, "acquire")
     assert (line["severity"], line["status"], line["outcome"]) == ("INFO", 201, "acquired")
     assert (line["license_id"], line["tenant_id"]) == (LICENSE, "acme")
 
-    acquire(acme, LICENSE, "ws-1")
+    acquire(acme_five_seats, LICENSE, "ws-1")
     assert _request_line(capsys.readouterr().out, "acquire")["outcome"] == "renewed"
 
-    heartbeat(acme, LICENSE, lease["session_id"])
+    heartbeat(acme_five_seats, LICENSE, lease["session_id"])
     line = _request_line(capsys.readouterr().out, "heartbeat")
     assert (line["status"], line["outcome"], line["license_id"]) == (200, "renewed", LICENSE)
 
-    heartbeat(acme, LICENSE, "gone")
+    heartbeat(acme_five_seats, LICENSE, "gone")
     line = _request_line(capsys.readouterr().out, "heartbeat")
     assert (line["status"], line["outcome"]) == (410, "session_expired")
 
-    release(acme, LICENSE, lease["session_id"])
+    release(acme_five_seats, LICENSE, lease["session_id"])
     line = _request_line(capsys.readouterr().out, "release")
     assert (line["status"], line["outcome"]) == (200, "released")
-    release(acme, LICENSE, lease["session_id"])
+    release(acme_five_seats, LICENSE, lease["session_id"])
     assert _request_line(capsys.readouterr().out, "release")["outcome"] == "already_gone"
 
-    call("acquire", {"license_id": LICENSE, "client_id": "a b"}, tenant=acme)
+    call("acquire", {"license_id": LICENSE, "client_id": "a b"}, tenant=acme_five_seats)
     line = _request_line(capsys.readouterr().out, "acquire")
     assert (line["status"], line["outcome"]) == (400, "invalid_request")
 
@@ -488,28 +505,30 @@ def test_one_log_line_per_request_with_the_fields_and_never_the_key(
     assert line["license_id"] is None and line["tenant_id"] is None
     assert "z" * 32 not in out
 
-    call("acquire", _valid("acquire"), tenant=acme, method="GET")
+    call("acquire", _valid("acquire"), tenant=acme_five_seats, method="GET")
     line = _request_line(capsys.readouterr().out, "acquire")
     assert (line["status"], line["outcome"]) == (405, "method_not_allowed")
 
 
-def test_log_lines_never_contain_a_key(acme: Tenant, capsys: pytest.CaptureFixture[str]) -> None:
+def test_log_lines_never_contain_a_key(
+    acme_five_seats: Tenant, capsys: pytest.CaptureFixture[str]
+) -> None:
     capsys.readouterr()
     for name in FUNCTIONS:
-        call(name, _valid(name), tenant=acme)
-        call(name, {"bad": 1}, tenant=acme)
-        call(name, _valid(name), headers={"Authorization": f"Bearer {acme.key}x"})
+        call(name, _valid(name), tenant=acme_five_seats)
+        call(name, {"bad": 1}, tenant=acme_five_seats)
+        call(name, _valid(name), headers={"Authorization": f"Bearer {acme_five_seats.key}x"})
     out = capsys.readouterr().out
-    assert acme.key not in out
-    assert acme.key.split("_", 2)[2] not in out
+    assert acme_five_seats.key not in out
+    assert acme_five_seats.key.split("_", 2)[2] not in out
     assert len(log_lines(out)) == 9
 
 
-def test_denial_log_line(acme: Tenant, capsys: pytest.CaptureFixture[str]) -> None:
-    new_license(acme, "one", seats=1)
-    acquire(acme, "one", "a")
+def test_denial_log_line(acme_five_seats: Tenant, capsys: pytest.CaptureFixture[str]) -> None:
+    new_license(acme_five_seats, "one", seats=1)
+    acquire(acme_five_seats, "one", "a")
     capsys.readouterr()
-    acquire(acme, "one", "b")
+    acquire(acme_five_seats, "one", "b")
     line = _request_line(capsys.readouterr().out, "acquire")
     assert (line["status"], line["outcome"], line["license_id"]) == (
         409,
@@ -542,7 +561,7 @@ def test_cold_import_loads_neither_sqlalchemy_nor_pubsub(name: str) -> None:
 
 
 def test_a_licenses_own_refusal_is_info_a_refused_key_a_warning(
-    acme: Tenant, capsys: pytest.CaptureFixture[str]
+    acme_five_seats: Tenant, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`make run`'s terminal filled with WARNING lines for every ordinary 403 (issue 42): a
     suspended license, an ended term, a missing entitlement are the client's answer, not
@@ -554,13 +573,13 @@ def test_a_licenses_own_refusal_is_info_a_refused_key_a_warning(
     capsys.readouterr()
     store.update_license("acme", LICENSE, suspended=True)
     runtime.refresh_license_cache("acme", LICENSE)
-    error_of(acquire(acme, LICENSE, "ws-1"), 403, "license_suspended")
+    error_of(acquire(acme_five_seats, LICENSE, "ws-1"), 403, "license_suspended")
     line = _request_line(capsys.readouterr().out, "acquire")
     assert (line["severity"], line["outcome"]) == ("INFO", "license_suspended")
     ended = datetime.now(UTC) - timedelta(days=1)
     store.update_license("acme", LICENSE, suspended=False, expires_at=ended)
     runtime.refresh_license_cache("acme", LICENSE)
-    error_of(acquire(acme, LICENSE, "ws-1"), 403, "license_expired")
+    error_of(acquire(acme_five_seats, LICENSE, "ws-1"), 403, "license_expired")
     line = _request_line(capsys.readouterr().out, "acquire")
     assert (line["severity"], line["outcome"]) == ("INFO", "license_expired")
     call("acquire", _valid("acquire"), headers={"Authorization": "Bearer sl_0123abcd_" + "z" * 32})
@@ -569,11 +588,11 @@ def test_a_licenses_own_refusal_is_info_a_refused_key_a_warning(
 
 
 @pytest.mark.parametrize("name", ["reason", "recovering", "recovered"])
-def test_metadata_keys_the_service_writes_are_refused(acme: Tenant, name: str) -> None:
+def test_metadata_keys_the_service_writes_are_refused(acme_five_seats: Tenant, name: str) -> None:
     """A client's `metadata.reason` would pass for the service's own (a crashed lease
     counted as ended by the license's term in the reports): the keys the service writes
     in a lease's events are refused at the door, naming the field; nothing is taken."""
     body = {"license_id": LICENSE, "client_id": "ws-1", "metadata": {name: "license_expired"}}
-    error = error_of(call("acquire", body, tenant=acme), 400, "invalid_request")
+    error = error_of(call("acquire", body, tenant=acme_five_seats), 400, "invalid_request")
     assert error["details"][0]["field"] == f"metadata.{name}", error
-    _nothing_changed(acme)
+    _nothing_changed(acme_five_seats)

@@ -131,7 +131,9 @@ def server(
 
 
 @pytest.fixture
-def acme(server: Server) -> Tenant:
+def served_acme(server: Server) -> Tenant:
+    """Tenant ``acme`` with LICENSE (5 seats, leases of 60 s), made once ``server`` (werkzeug
+    or gunicorn) serves this test's Redis and database."""
     tenant = new_tenant("acme")
     new_license(tenant, LICENSE, seats=5, lease_seconds=60)
     return tenant
@@ -301,9 +303,9 @@ class PeakRss:
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_truncated_body_is_400_logged_as_client_disconnected(
-    server: Server, acme: Tenant, function: str
+    server: Server, served_acme: Tenant, function: str
 ) -> None:
-    key = None if function == "admin" else acme.key
+    key = None if function == "admin" else served_acme.key
     part = body_for(function)[:20]
     answer = send_truncated(server.port, head(function, key=key, length=1000), part)
     error = assert_error(answer, 400, "invalid_request")
@@ -317,9 +319,9 @@ def test_truncated_body_is_400_logged_as_client_disconnected(
     assert "Traceback" not in output and '"ERROR"' not in output and "ERROR" not in output
 
 
-def test_truncated_chunked_body_is_400(server: Server, acme: Tenant) -> None:
+def test_truncated_chunked_body_is_400(server: Server, served_acme: Tenant) -> None:
     part = b"10\r\n" + body_for("acquire")[:16] + b"\r\n40\r\n" + b" " * 10  # then nothing
-    answer = send_truncated(server.port, head("acquire", key=acme.key, chunked=True), part)
+    answer = send_truncated(server.port, head("acquire", key=served_acme.key, chunked=True), part)
     assert_error(answer, 400, "invalid_request")
     wait_until(lambda: lines_of(server, "acquire"), 10, "acquire's log line")
     [line] = lines_of(server, "acquire")
@@ -332,7 +334,7 @@ def test_truncated_chunked_body_is_400(server: Server, acme: Tenant) -> None:
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_oversize_body_without_credentials_is_refused_before_it_is_sent(
-    server: Server, acme: Tenant, function: str
+    server: Server, served_acme: Tenant, function: str
 ) -> None:
     """401 for the client functions (no key), 413 for admin (Cloud Run IAM authenticates
     it, the size cap still applies); answered when the client has sent a fraction."""
@@ -346,7 +348,7 @@ def test_oversize_body_without_credentials_is_refused_before_it_is_sent(
 
 @pytest.mark.parametrize("function", ["acquire", "heartbeat", "release"])
 def test_malformed_credentials_are_refused_before_the_body(
-    server: Server, acme: Tenant, function: str
+    server: Server, served_acme: Tenant, function: str
 ) -> None:
     for key in ("sl_not-a-real-key", ""):
         request = head(function, key=key, length=BIG)
@@ -357,9 +359,9 @@ def test_malformed_credentials_are_refused_before_the_body(
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_content_length_over_the_cap_is_413_before_the_body(
-    server: Server, acme: Tenant, function: str
+    server: Server, served_acme: Tenant, function: str
 ) -> None:
-    key = None if function == "admin" else acme.key
+    key = None if function == "admin" else served_acme.key
     answer = send_until_answered(server.port, head(function, key=key, length=BIG), BIG)
     assert_error(answer, 413, "payload_too_large")
     assert answer.sent < BIG // 4
@@ -367,9 +369,9 @@ def test_content_length_over_the_cap_is_413_before_the_body(
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_chunked_body_over_the_cap_is_413_while_it_streams(
-    server: Server, acme: Tenant, function: str
+    server: Server, served_acme: Tenant, function: str
 ) -> None:
-    key = None if function == "admin" else acme.key
+    key = None if function == "admin" else served_acme.key
     request = head(function, key=key, chunked=True)
     small_request(server.port, function, key)
     with PeakRss(server.pid) as rss:
@@ -380,7 +382,7 @@ def test_chunked_body_over_the_cap_is_413_while_it_streams(
 
 
 def test_chunked_body_without_credentials_is_401_while_it_streams(
-    server: Server, acme: Tenant
+    server: Server, served_acme: Tenant
 ) -> None:
     answer = send_until_answered(server.port, head("acquire", chunked=True), BIG, chunked=True)
     assert_error(answer, 401, "unauthenticated")
@@ -388,7 +390,7 @@ def test_chunked_body_without_credentials_is_401_while_it_streams(
 
 
 def test_concurrent_unauthenticated_32_mib_bodies_do_not_grow_the_server(
-    server: Server, acme: Tenant
+    server: Server, served_acme: Tenant
 ) -> None:
     """The issue's attack: four 32 MiB POSTs at once without a key."""
     functions = ["acquire", "heartbeat", "release", "acquire"]
@@ -419,7 +421,7 @@ def send_whole(port: int, request_head: bytes, size: int, json_only: bool = True
 
 
 def test_concurrent_unauthenticated_32_mib_bodies_sent_whole_do_not_grow_the_server(
-    server: Server, acme: Tenant
+    server: Server, served_acme: Tenant
 ) -> None:
     """The same attack by clients that send the whole body before they read: what the
     server does with the rest of a refused body (werkzeug drained it in 10 MB reads,
@@ -439,11 +441,13 @@ def test_concurrent_unauthenticated_32_mib_bodies_sent_whole_do_not_grow_the_ser
 # -- what still works ----------------------------------------------------------------
 
 
-def test_bodies_up_to_the_cap_still_work_on_a_real_server(server: Server, acme: Tenant) -> None:
+def test_bodies_up_to_the_cap_still_work_on_a_real_server(
+    server: Server, served_acme: Tenant
+) -> None:
     body = body_for("acquire")
     padded = body[:-1] + b" " * (MAX_BODY_BYTES - len(body)) + b"}"
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
-        sock.sendall(head("acquire", key=acme.key, length=len(padded)) + padded)
+        sock.sendall(head("acquire", key=served_acme.key, length=len(padded)) + padded)
         answer = read_answer(sock, len(padded))
     assert answer.status == 201, answer
     session = answer.body["session_id"]
@@ -454,13 +458,13 @@ def test_bodies_up_to_the_cap_still_work_on_a_real_server(server: Server, acme: 
         f"{len(part):x}\r\n".encode() + part + b"\r\n" for part in (beat[:10], beat[10:])
     )
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
-        sock.sendall(head("heartbeat", key=acme.key, chunked=True) + chunked + b"0\r\n\r\n")
+        sock.sendall(head("heartbeat", key=served_acme.key, chunked=True) + chunked + b"0\r\n\r\n")
         answer = read_answer(sock, len(beat))
     assert answer.status == 200 and answer.body["session_id"] == session, answer
 
     over = padded[:-1] + b" }"
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
-        sock.sendall(head("acquire", key=acme.key, length=len(over)) + over)
+        sock.sendall(head("acquire", key=served_acme.key, length=len(over)) + over)
         assert_error(read_answer(sock, len(over)), 413, "payload_too_large")
 
 
@@ -483,7 +487,7 @@ def _eight(server: Server) -> list[Answer]:
 
 
 def test_eight_parallel_32_mib_bodies_on_routes_that_need_none_do_not_grow_the_server(
-    server: Server, acme: Tenant
+    server: Server, served_acme: Tenant
 ) -> None:
     for function, method in [*NO_BODY, ("audit", "POST")]:  # warm: imports, pools, threads
         with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
@@ -502,7 +506,7 @@ def test_eight_parallel_32_mib_bodies_on_routes_that_need_none_do_not_grow_the_s
 
 
 def test_audit_content_length_over_its_cap_is_413_before_the_body(
-    server: Server, acme: Tenant
+    server: Server, served_acme: Tenant
 ) -> None:
     answer = send_until_answered(server.port, head("audit", length=BIG), BIG)
     assert_error(answer, 413, "payload_too_large")
@@ -510,7 +514,7 @@ def test_audit_content_length_over_its_cap_is_413_before_the_body(
 
 
 def test_audit_chunked_body_over_its_cap_is_413_while_it_streams(
-    server: Server, acme: Tenant
+    server: Server, served_acme: Tenant
 ) -> None:
     answer = send_until_answered(server.port, head("audit", chunked=True), BIG, chunked=True)
     assert_error(answer, 413, "payload_too_large")
@@ -519,7 +523,7 @@ def test_audit_chunked_body_over_its_cap_is_413_while_it_streams(
 
 @pytest.mark.parametrize("chunks", [b"zz\r\nab\r\n0\r\n\r\n", b"4\r\nabcdefgh\r\n0\r\n\r\n"])
 def test_malformed_chunked_body_to_audit_is_a_json_400_without_a_traceback(
-    server: Server, acme: Tenant, chunks: bytes
+    server: Server, served_acme: Tenant, chunks: bytes
 ) -> None:
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
         sock.sendall(head("audit", chunked=True) + chunks)
@@ -529,7 +533,9 @@ def test_malformed_chunked_body_to_audit_is_a_json_400_without_a_traceback(
     assert "Traceback" not in server.output()
 
 
-def test_a_valid_push_still_reaches_the_audit_chunked_or_not(server: Server, acme: Tenant) -> None:
+def test_a_valid_push_still_reaches_the_audit_chunked_or_not(
+    server: Server, served_acme: Tenant
+) -> None:
     import base64
 
     envelope = json.dumps(
@@ -563,7 +569,7 @@ def _closed_after(sock: socket.socket, limit: float) -> float:
 
 @pytest.mark.parametrize(("function", "method"), NO_BODY[:3])
 def test_a_slow_body_on_a_route_that_needs_none_holds_nothing(
-    server: Server, acme: Tenant, function: str, method: str
+    server: Server, served_acme: Tenant, function: str, method: str
 ) -> None:
     """Content-Length 10, 3 bytes sent, then silence: answered at once, and the server
     lets the connection go within its drain bound (gunicorn's 5 s), not when the client
@@ -580,12 +586,12 @@ def test_a_slow_body_on_a_route_that_needs_none_holds_nothing(
 
 
 def test_a_slow_body_where_one_is_needed_is_408_in_bounded_time(
-    server: Server, acme: Tenant
+    server: Server, served_acme: Tenant
 ) -> None:
     from seatlease.api.bodies import BODY_READ_SECONDS
 
     for function in ("acquire", "audit"):
-        key = acme.key if function == "acquire" else None
+        key = served_acme.key if function == "acquire" else None
         with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
             started = time.monotonic()
             sock.sendall(head(function, key=key, length=100) + b'{"lic')

@@ -197,7 +197,9 @@ def direct_mode(monkeypatch):
 
 
 @pytest.fixture
-def acme(database_url):
+def acme_scenario(database_url):
+    """Tenant ``acme``, licenses ``cad`` (3 seats) and ``cam`` (5) and the events of
+    ``scenario()``, in the database only."""
     store.create_tenant(T)
     store.create_license(T, "cad", 3)
     store.create_license(T, "cam", 5)
@@ -210,7 +212,7 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def test_cli_table(acme, capsys):
+def test_cli_table(acme_scenario, capsys):
     code, out, _ = run(capsys, "--license", "cad", "--since", DAY, "--until", "2026-11-21",
                        "--by", "hour")  # fmt: skip
     assert code == 0
@@ -225,7 +227,7 @@ def test_cli_table(acme, capsys):
     assert "RECLAIMED_PERCENT" in out
 
 
-def test_cli_json_by_day(acme, capsys):
+def test_cli_json_by_day(acme_scenario, capsys):
     code, out, _ = run(capsys, "--by", "day", "--format", "json")
     assert code == 0
     body = json.loads(out)
@@ -241,7 +243,7 @@ def test_cli_json_by_day(acme, capsys):
     }
 
 
-def test_cli_json_flag_is_format_json(acme, capsys):
+def test_cli_json_flag_is_format_json(acme_scenario, capsys):
     code, by_flag, _ = run(capsys, "--license", "cad", "--since", DAY, "--json")
     assert code == 0
     code, by_format, _ = run(capsys, "--license", "cad", "--since", DAY, "--format", "json")
@@ -284,7 +286,7 @@ def test_cli_on_sqlite(tmp_path, capsys, monkeypatch):
     assert (tmp_path / "u.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_cli_csv_sections(acme, capsys):
+def test_cli_csv_sections(acme_scenario, capsys):
     code, out, _ = run(capsys, "--format", "csv", "--section", "durations")
     assert code == 0
     rows = list(csv.DictReader(io.StringIO(out)))
@@ -301,7 +303,7 @@ def test_cli_csv_sections(acme, capsys):
     ]
 
 
-def test_cli_chart(acme, capsys, tmp_path):
+def test_cli_chart(acme_scenario, capsys, tmp_path):
     chart = tmp_path / "charts" / "usage.png"
     code, out, _ = run(capsys, "--chart", str(chart))
     assert code == 0, out
@@ -310,7 +312,7 @@ def test_cli_chart(acme, capsys, tmp_path):
     assert len(data) > 20_000  # two subplots with lines, markers and labels
 
 
-def test_cli_errors(acme, capsys):
+def test_cli_errors(acme_scenario, capsys):
     code, _, err = run(capsys, "--license", "nope")
     assert code == 3 and err.strip() == "seatlease: License 'nope' not found for tenant 'acme'"
     code = main(["report", "usage", "--tenant", "ghost"])
@@ -339,7 +341,7 @@ def test_cli_database_down(capsys, monkeypatch):
     assert len(err.strip().splitlines()) == 1 and err[-1] == "\n"
 
 
-def test_chart_reads_well(acme, tmp_path):
+def test_chart_reads_well(acme_scenario, tmp_path):
     """The chart (kept for a look: ``pytest --basetemp``) has one subplot per license."""
     from seatlease_cli.report import draw_chart
 

@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import text
 
-from seatlease import admin, clock
+from seatlease import admin
 from seatlease.errors import LicenseExpired
 from seatlease.events import audit
 from seatlease.records import db, event_log, partitions, store
@@ -89,12 +89,6 @@ def store_events(rows: list[dict]) -> int:
     decoded = audit.decode_events(json.dumps(rows).encode())
     assert decoded.rejected == []
     return audit.store(decoded.events)
-
-
-@pytest.fixture
-def fixed_now(monkeypatch) -> datetime:
-    monkeypatch.setattr(clock, "now", lambda: NOW)
-    return NOW
 
 
 def endings(window: Window, period: str = "day") -> tuple:

@@ -45,12 +45,6 @@ def event(n: int, etype: str, when: datetime, session: str | None, used: int | N
     }
 
 
-@pytest.fixture
-def fixed_now(monkeypatch) -> datetime:
-    monkeypatch.setattr(clock, "now", lambda: NOW)
-    return NOW
-
-
 # -- the test: a hold of 2 seats for 5 s, through the real pieces -----------------
 
 

@@ -16,7 +16,6 @@ import sqlalchemy as sa
 from http_support import push_all_to_audit, push_to_audit
 from sqlalchemy import select, text
 
-from seatlease import clock
 from seatlease.events.audit import INT_MAX, decode_events
 from seatlease.records import db, event_log, partitions, store
 from seatlease.records.reports import Window, usage_report, user_usage
@@ -61,12 +60,6 @@ def two_leases() -> list[dict]:
         event(2, "lease.released", at("11:00"), "big", 1, seats=4),
         event(3, "lease.released", at("11:30"), "one", 0),
     ]
-
-
-@pytest.fixture
-def fixed_now(monkeypatch) -> datetime:
-    monkeypatch.setattr(clock, "now", lambda: NOW)
-    return NOW
 
 
 def test_the_audit_function_stores_each_events_seats(database, fixed_now):
