@@ -1,10 +1,10 @@
 """release: give a seat back (HTTP Cloud Function, entry point ``release``). Idempotent:
 releasing an unknown or already released session answers ``"released": false``."""
 
-from typing import Any
-
 import functions_framework
 
+from seatlease.api import answers
+from seatlease.api.answers import Answer
 from seatlease.api.http import Call, endpoint
 from seatlease.api.runtime import seat_engine
 from seatlease.api.schemas import SessionRequest
@@ -15,7 +15,7 @@ from seatlease.api.tokens import signer
 
 @functions_framework.http
 @endpoint("release", SessionRequest, needs=("signing", "redis", "database"))
-def release(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
+def release(call: Call, body: SessionRequest) -> Answer:
     require_license(call.tenant_id, body.license_id)  # an unknown id: 404, no lookup
     sign = signer()  # before the seat is given back: no key, no change
     engine = seat_engine()
@@ -26,20 +26,4 @@ def release(call: Call, body: SessionRequest) -> tuple[int, dict[str, Any]]:
         request_id=body.request_id,
         rate_limit=rate_limit(call.tenant_id),
     )
-    call.log.update(
-        outcome="released" if result.released else "already_gone",
-        seats_used=result.seats_used,
-        seats_total=result.seats_total,
-    )
-    return 200, {
-        "released": result.released,
-        "seats_used": result.seats_used,
-        **sign.release(
-            tenant_id=call.tenant_id,
-            license_id=body.license_id,
-            session_id=body.session_id,
-            released=result.released,
-            issued_at_ms=result.now_ms,  # the Redis clock, like every time in a token
-            nonce=body.nonce,
-        ),
-    }
+    return answers.released(call, sign, result, body)

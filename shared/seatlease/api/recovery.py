@@ -19,13 +19,18 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
+from seatlease.api import runtime
 from seatlease.api.tokens import LEASE_TYP, audience, issuer, keyring
 from seatlease.errors import SessionExpired
 from seatlease.logs import log
-from seatlease.seats.engine import SeatEngine
-from seatlease.seats.values import Lease, Renewal, SeatRequest, TokenGrant
+from seatlease.seats.values import Lease, QueuePlace, Renewal, SeatRequest, TokenGrant
+
+if TYPE_CHECKING:
+    from seatlease.api.schemas import HeartbeatRequest
+    from seatlease.seats.engine import SeatEngine
 
 
 def _segment(text: str) -> bytes:
@@ -119,20 +124,51 @@ def _recovered(lease: Lease) -> None:
     )
 
 
-def acquire_grant(token: str, tenant_id: str, license_id: str, client_id: str) -> TokenGrant | None:
-    """An acquire's ``lease_token``: its lease to re-admit (``SeatRequest.recover``), or
-    None when it is no token of this client's (the acquire goes on as a new one)."""
-    grant = verified_grant(token, tenant_id, license_id, None, client_id)
+def acquire(engine: SeatEngine, request: SeatRequest, token: str | None) -> Lease | QueuePlace:
+    """An acquire, readmit-then-acquire: with a ``lease_token`` of this client's, its lease
+    comes back in this same call when this Redis lost it (``SeatRequest.recover``);
+    without one, or with one that is no token of this client's (logged), the client asks
+    for a seat as anyone does."""
+    if token is None:
+        return engine.acquire(request)
+    grant = verified_grant(token, request.tenant_id, request.license_id, None, request.client_id)
     if grant is None:
-        _refused(tenant_id, license_id, None)
-    return grant
-
-
-def recovered(lease: Lease) -> bool:
-    """Whether the acquire re-admitted its token's lease (logged once if so)."""
-    if lease.recovered:
+        _refused(request.tenant_id, request.license_id, None)
+        return engine.acquire(request)
+    lease = engine.acquire(replace(request, recover=grant))
+    if isinstance(lease, Lease) and lease.recovered:
         _recovered(lease)
-    return lease.recovered
+    return lease
+
+
+def heartbeat(
+    engine: SeatEngine, tenant_id: str, body: HeartbeatRequest, rate_limit: int
+) -> Renewal:
+    """A heartbeat, heartbeat-then-readmit: a session this Redis does not know (a region
+    lost, its data lost) comes back by its ``lease_token`` in one more call, answered as
+    this heartbeat (``Renewal.recovered``); otherwise the heartbeat's own answer or
+    refusal."""
+    try:
+        return engine.heartbeat(
+            tenant_id,
+            body.license_id,
+            body.session_id,
+            request_id=body.request_id,
+            rate_limit=rate_limit,
+        )
+    except SessionExpired as gone:
+        if gone.reason != "unknown" or body.lease_token is None:
+            raise
+    return readmit(
+        engine,
+        tenant_id,
+        body.license_id,
+        body.session_id,
+        body.lease_token,
+        request_id=f"{body.request_id}-r" if body.request_id else None,
+        rate_limit=rate_limit,
+        failover_began_ms=runtime.failover_began_ms(),
+    )
 
 
 def readmit(
@@ -182,4 +218,5 @@ def readmit(
         seats=lease.seats,
         machine=lease.machine,
         user=lease.user,
+        recovered=True,
     )

@@ -51,7 +51,6 @@ from seatlease.api.signingkeys import (
     SigningKey,
     SigningNotConfigured,
 )
-from seatlease.clock import rfc3339
 
 ALGORITHM = "EdDSA"
 LEASE_TYP = "seatlease-lease+jwt"
@@ -137,37 +136,11 @@ class Signer:
         return {"release_token": self._sign(RELEASE_TYP, claims)}
 
 
-def terms_answer(terms: Any) -> dict[str, Any]:
-    """The answer's fields for a license with terms (a ``seatlease.seats.engine.Terms``,
-    or None for a license without: no fields, the answer as it always was)."""
-    if terms is None:
-        return {}
-    answer: dict[str, Any] = {"entitlements": list(terms.entitlements)}
-    if terms.expires_at_ms:
-        answer["license_expires_at"] = rfc3339(terms.expires_at_ms)
-        answer["license_grace_ends_at"] = rfc3339(terms.ends_at_ms)
-        answer["in_grace"] = terms.in_grace
-    if terms.max_version:
-        answer["max_version"] = terms.max_version
-    if terms.cut:
-        answer["cut_to_license_end"] = True
-    return answer
-
-
 def weight_field(seats: int) -> dict[str, int]:
     """``seats`` for an answer and a token's claims when the lease (or ticket) counts as
     more than one seat; none for one (absent means 1: answers and tokens as before
     weights)."""
     return {"seats": seats} if seats > 1 else {}
-
-
-def recovering_answer(until_ms: int | None) -> dict[str, Any]:
-    """A grant made in a failover's recovery window, by a license that chose availability
-    (``on_failover`` grant): the answer says so and until when the window lasts (the
-    license may run over its seats by the holders who come back meanwhile)."""
-    if until_ms is None:
-        return {}
-    return {"recovering": True, "recovering_until": rfc3339(until_ms)}
 
 
 def user_claim(user: str | None) -> dict[str, str]:
