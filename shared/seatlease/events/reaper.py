@@ -17,11 +17,11 @@ One run (Cloud Scheduler calls it every minute):
    messages of up to 1,000 events, waits for every confirmation at once, and only then
    deletes them (pipelined XDEL). Gathering across shards makes full messages even when
    each shard holds a few hundred events (a crash wave spread over 256 shards), which is
-   what the emulator and the audit insert are fastest at (docs/benchmarks.md). In a
-   crash wave (``WAVE_CANDIDATES`` expired leases or more) a thread already drains while
-   step 2 runs, a message's worth at a time, so the audit trail fills during the wave
-   (1,000,000 leases from expiry to the last audit row on two shared cores: 86 s
-   before, 61-63 s after, docs/benchmarks.md);
+   what the emulator and the audit insert are fastest at. In a crash wave
+   (``WAVE_CANDIDATES`` expired leases or more) a thread already drains while step 2
+   runs, a message's worth at a time, so the audit trail fills during the wave rather
+   than after it (``bench/reclaim_throughput.py --end-to-end`` times a 1,000,000-lease
+   wave; docs/benchmarks.md);
 4. a time budget stops starting new work so the run returns before the function times
    out; what is left waits for the next run.
 
