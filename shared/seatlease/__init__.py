@@ -4,16 +4,18 @@ Rooms, from the top (each imports only the rooms below it):
   portal      the tenant portal: its page and its actions (over admin's)
   admin       operator actions, one module per resource, one dispatch: the admin
               function's and the CLI's direct mode's ``execute(parse(body))``
-  api         the HTTP boundary: request bodies and schemas, API key auth, tenant rate
-              limits and license ids, tokens and signing keys, the recovery flow,
-              domain error -> HTTP status, the cold start's wait, the shared runtime
+  api         the HTTP boundary: request bodies and schemas (a body becomes a
+              SeatRequest), API key auth, tenant rate limits and license ids, tokens and
+              signing keys, the recovery flow, the seat calls' answers, domain error ->
+              HTTP status, the cold start's wait, the shared runtime
   events      the reaper (sweep, outbox drain), Pub/Sub, the audit insert
   records     the database: engine, tables, store, event log, rollups, partitions,
               migrations/, reports/ (SQLAlchemy, imported lazily)
   seats       the seat engine on Redis: the engine (acquire, heartbeat, release, revoke)
-              and its values, the Lua seat library (lua/, loaded by scripts as one Redis
-              function library), keys, ids, policy, terms, rate budget, failover
-              window, connection, capacity
+              and its values, the protocol with the Lua scripts (protocol/: each
+              script's named keys and arguments), the Lua seat library (lua/, loaded by
+              scripts as one Redis function library), keys, ids, policy, terms, rate
+              budget, failover window, connection, capacity
 Shared leaves, below every room:
   fields      the field types every room validates with
   config      what a function needs from its environment
