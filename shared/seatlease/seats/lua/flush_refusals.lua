@@ -2,11 +2,11 @@
 -- lease.refused events, a minute at a time, once the minute's clients have had the
 -- true-denial window to be granted (the reaper calls it for the shard's due licenses).
 --
--- KEYS[1] the shard's refused-due index   KEYS[2] outbox (shard)
--- KEYS[1 + 2i], KEYS[2 + 2i] the i-th license's refused (HASH) and refusing (ZSET)
--- ARGV[1] event id prefix   ARGV[2] the true-denial window in ms
--- ARGV[3] at most this many client-minutes judged by this call
--- ARGV[3 + i] the i-th license as '<tenant>/<license>'
+-- k.refused_due: the shard's refused-due index; k.outbox: the shard's events
+-- k.licenses[i]: the i-th license's refused (HASH) and refusing (ZSET)
+-- a.event_prefix: the events' id prefix; a.window_ms: the true-denial window
+-- a.budget: at most this many client-minutes judged by this call
+-- a.licenses[i]: the i-th license as '<tenant>/<license>'
 --
 -- A minute m is due when m + 60 s + the window has passed. For each client refused in it:
 --   served       granted within the minute (before m + 60 s), or less than 60 s after its
@@ -24,37 +24,36 @@
 --
 -- Returns {judged, more}: more = 1 when a license still has due minutes (call again).
 local now = now_ms()
-local window = tonumber(ARGV[2])
-local budget = tonumber(ARGV[3])
+local window = tonumber(a.window_ms)
+local budget = tonumber(a.budget)
 local cutoff = now - 60000 - window
 local judged, more = 0, 0
-local prefix = ARGV[1]
+local prefix = a.event_prefix
 
 local function flag(v) if v then return 'true' else return 'false' end end
 
-for i = 4, #ARGV do
-  local lk = ARGV[i]
-  local k = {refused = KEYS[2 * (i - 3) + 1], refusing = KEYS[2 * (i - 3) + 2]}
+for i, lk in ipairs(a.licenses) do
+  local lic = k.licenses[i]
   local slash = string.find(lk, '/', 1, true)
   local tenant, license = string.sub(lk, 1, slash - 1), string.sub(lk, slash + 1)
   local due = {}
   if judged < budget then
-    due = redis.call('ZRANGEBYSCORE', k.refusing, '-inf', int_arg(cutoff), 'LIMIT', '0',
+    due = redis.call('ZRANGEBYSCORE', lic.refusing, '-inf', int_arg(cutoff), 'LIMIT', '0',
       int_arg(budget - judged))
   end
   for _, member in ipairs(due) do
     if string.sub(member, 1, 1) == '#' then
       local mtext = string.sub(member, 2)
-      local over = tonumber(redis.call('HGET', k.refused, '+' .. mtext) or 0)
+      local over = tonumber(redis.call('HGET', lic.refused, '+' .. mtext) or 0)
       if over > 0 then
-        emit(KEYS[2], prefix, now, {type = 'lease.refused', tenant_id = tenant,
+        emit(k.outbox, prefix, now, {type = 'lease.refused', tenant_id = tenant,
           license_id = license, count = over},
           '{"minute":"' .. rfc3339(tonumber(mtext)) .. '","lower_bound":true}')
       end
-      redis.call('HDEL', k.refused, member, '+' .. mtext)
-      redis.call('ZREM', k.refusing, member)
+      redis.call('HDEL', lic.refused, member, '+' .. mtext)
+      redis.call('ZREM', lic.refusing, member)
     else
-      local raw = redis.call('HGET', k.refused, member)
+      local raw = redis.call('HGET', lic.refused, member)
       local rec = raw and cjson.decode(raw) or {e = {}}
       local keep = {}
       for j, e in ipairs(rec.e) do
@@ -70,7 +69,7 @@ for i = 4, #ARGV do
           local meta = {minute = rfc3339(e[1]), served = served, true_denial = gave_up,
             waiting = e[5] == 1}
           if rec.u then meta.user = rec.u end
-          emit(KEYS[2], prefix, now, {type = 'lease.refused', tenant_id = tenant,
+          emit(k.outbox, prefix, now, {type = 'lease.refused', tenant_id = tenant,
             license_id = license, client_id = member, count = e[2], w = e[3]},
             cjson.encode(meta))
           judged = judged + 1
@@ -79,21 +78,21 @@ for i = 4, #ARGV do
         end
       end
       if #keep == 0 then
-        redis.call('HDEL', k.refused, member)
-        redis.call('ZREM', k.refusing, member)
+        redis.call('HDEL', lic.refused, member)
+        redis.call('ZREM', lic.refusing, member)
       else
         rec.e = keep
-        redis.call('HSET', k.refused, member, cjson.encode(rec))
-        redis.call('ZADD', k.refusing, int_arg(keep[1][1]), member)
+        redis.call('HSET', lic.refused, member, cjson.encode(rec))
+        redis.call('ZADD', lic.refusing, int_arg(keep[1][1]), member)
       end
     end
   end
   -- the license's place in the shard's index: its earliest minute left, or none
-  local first = redis.call('ZRANGE', k.refusing, '0', '0', 'WITHSCORES')
+  local first = redis.call('ZRANGE', lic.refusing, '0', '0', 'WITHSCORES')
   if #first == 0 then
-    redis.call('ZREM', KEYS[1], lk)
+    redis.call('ZREM', k.refused_due, lk)
   else
-    redis.call('ZADD', KEYS[1], first[2], lk)
+    redis.call('ZADD', k.refused_due, first[2], lk)
     if tonumber(first[2]) <= cutoff then more = 1 end
   end
 end
