@@ -60,8 +60,23 @@ def test_the_primary_ignores_its_disk_size():
     settings = block(primary, "settings")
     assert attr(settings, "disk_size") == "${var.disk_size_gb}"
     assert attr(settings, "disk_autoresize") is True
-    ignored = attr(block(primary, "lifecycle"), "ignore_changes")
-    assert ignored == ["${settings[0].disk_size}"] or ignored == ["settings[0].disk_size"]
+    ignored = [expr(i) for i in attr(block(primary, "lifecycle"), "ignore_changes")]
+    assert "settings[0].disk_size" in ignored
+
+
+def test_no_apply_starts_the_fenced_old_primary_again():
+    """When A returns its old primary is stopped by hand (the runbook's patch); the
+    provider's default activation policy (ALWAYS) must not start it at the next apply."""
+    db = load(MODULES / "database")
+    primary = db.resource("google_sql_database_instance", "this")
+    assert "activation_policy" not in block(primary, "settings")
+    ignored = [expr(i) for i in attr(block(primary, "lifecycle"), "ignore_changes")]
+    assert "settings[0].activation_policy" in ignored
+    ops = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    returns = ops[ops.index("### When A returns") :]
+    returns = returns[: returns.index("\n### ")]
+    assert "gcloud sql instances patch $NAME --activation-policy=NEVER" in returns
+    assert "gcloud scheduler jobs delete $NAME-reaper --location=$A" in returns
     # The replica sets no disk_size at all (it starts from its primary's).
     replica = db.resource("google_sql_database_instance", "replica")
     assert "disk_size" not in block(replica, "settings")

@@ -136,8 +136,11 @@ resource "google_sql_database_instance" "this" {
   # disk_size is where the disk starts: disk_autoresize grows it, and a plan against the
   # grown disk would otherwise want it back at disk_size_gb (a shrink, which Cloud SQL can
   # only do by replacing the instance, which deletion protection refuses).
+  # activation_policy: the provider's default is ALWAYS; when a lost region returns after
+  # a failover, its old, stale primary is stopped by hand (activation policy NEVER,
+  # docs/operations.md, "When A returns"), and no later apply may start it again.
   lifecycle {
-    ignore_changes = [settings[0].disk_size]
+    ignore_changes = [settings[0].disk_size, settings[0].activation_policy]
   }
 
   # Private IP needs the private services access peering first (and on destroy the
