@@ -6,7 +6,9 @@ cloud); a password inside the URL works too. ``REDIS_CA_CERT`` is the instance's
 CA as PEM text or a path to a PEM file; it may hold several certificates (Terraform
 passes every one of ``server_ca_certs``, so that a CA rotation finds the new CA already
 trusted). ``REDIS_CLUSTER=1`` (or a ``redis+cluster://`` / ``rediss+cluster://`` URL)
-selects redis-py's cluster client for Memorystore for Redis Cluster.
+selects redis-py's cluster client for Memorystore for Redis Cluster. ``REDIS_IAM_AUTH=1``:
+the cluster uses IAM authentication, and every new connection authenticates with an
+OAuth access token of the process's credentials (``AccessTokenCredentials``).
 
 TLS verification (``rediss://``) is explicit, see ``tls_options``: the certificate chain
 is always verified; the hostname check is off when ``REDIS_CA_CERT`` pins the
@@ -21,11 +23,13 @@ from __future__ import annotations
 
 import os
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.credentials import CredentialProvider
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
@@ -70,6 +74,48 @@ def tls_options(url: str) -> dict[str, Any]:
     return options
 
 
+class AccessTokenCredentials(CredentialProvider):
+    """What a new connection sends as ``AUTH`` to a Memorystore for Redis Cluster with IAM
+    authentication: an OAuth access token of ``credentials`` (default: the process's,
+    ``google.auth.default()``: the function's service account, which holds
+    roles/redis.dbConnectionUser).
+
+    Memorystore checks the token when a connection authenticates and keeps an
+    authenticated connection open after the token expires (an hour after it was
+    issued), so a token is needed per new connection only. redis-py asks this provider
+    on every new connection (cluster nodes included): it answers with the cached token
+    while that has more than ``margin`` seconds left, and fetches a new one otherwise, so
+    that a connection opened just before the expiry still authenticates.
+    """
+
+    SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+
+    def __init__(self, credentials: Any = None, margin: float = 300.0) -> None:
+        self._credentials = credentials
+        self._margin = margin
+        self._lock = threading.Lock()
+
+    def get_credentials(self) -> tuple[str]:
+        with self._lock:
+            if self._credentials is None:
+                import google.auth
+
+                self._credentials, _ = google.auth.default(scopes=list(self.SCOPES))
+            creds = self._credentials
+            if not creds.token or self._expires_soon(creds.expiry):
+                from google.auth.transport.requests import Request
+
+                creds.refresh(Request())
+            return (creds.token,)
+
+    def _expires_soon(self, expiry: datetime | None) -> bool:
+        if expiry is None:  # a token without an expiry (not issued by Google's STS)
+            return False
+        # google-auth keeps expiry as a naive UTC datetime
+        now = datetime.now(UTC).replace(tzinfo=None)
+        return (expiry - now).total_seconds() < self._margin
+
+
 def is_cluster_url(url: str) -> bool:
     return url.split("://", 1)[0].endswith("+cluster") or os.environ.get("REDIS_CLUSTER") == "1"
 
@@ -90,6 +136,10 @@ def connect(url: str | None = None, **overrides: Any) -> Any:
     }
     if password := os.environ.get("REDIS_PASSWORD"):
         kwargs["password"] = password
+    if os.environ.get("REDIS_IAM_AUTH") == "1":
+        if "password" in kwargs:
+            raise ValueError("REDIS_IAM_AUTH=1 and REDIS_PASSWORD: a cluster has one or the other")
+        kwargs["credential_provider"] = AccessTokenCredentials()
     kwargs.update(tls_options(url))
     kwargs.update(overrides)
     if cluster:
