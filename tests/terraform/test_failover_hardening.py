@@ -287,3 +287,32 @@ def test_the_standby_is_a_documented_choice_with_its_cost():
         assert row and "USD" in row, piece
     assert "REGIONAL" in section and "min_instances" in section
     assert (TF / "README.md").read_text().count("The standby") >= 1
+
+
+# --------------------------------------------------------------------------------------
+# Redis Cluster IAM authentication (item 4)
+# --------------------------------------------------------------------------------------
+
+
+def test_prod_redis_cluster_requires_iam_and_the_functions_send_tokens():
+    prod = load(ENVS / "prod")
+    assert attr(prod.variables["redis_iam_auth"], "default") is True
+    assert attr(prod.modules["seatlease"], "redis_iam_auth") == "${var.redis_iam_auth}"
+    # Both regions' clusters, and the functions, from the same switch.
+    wanted = "${var.use_redis_cluster && var.redis_iam_auth}"
+    for call in ("redis", "redis_secondary"):
+        assert attr(STACK.modules[call], "iam_auth") == wanted, call
+    assert attr(STACK.modules["functions"], "redis_iam_auth") == wanted
+    fn = load(MODULES / "functions")
+    for env in ("redis_env", "secondary_redis_env"):
+        assert 'var.redis_iam_auth ? {REDIS_IAM_AUTH = "1"} : {}' in expr(fn.locals[env]), env
+    grant = fn.resource("google_project_iam_member", "redis_connection_user")
+    assert attr(grant, "role") == "roles/redis.dbConnectionUser"
+    assert "f.redis" in expr(attr(grant, "for_each"))
+    assert "var.redis_iam_auth" in expr(attr(grant, "for_each"))
+    for name in ("this", "secondary"):
+        deps = attr(fn.resource("google_cloudfunctions2_function", name), "depends_on")
+        assert "${google_project_iam_member.redis_connection_user}" in deps, name
+    # The Memorystore for Redis instance keeps its AUTH string: IAM is the cluster's.
+    validation = block(load(MODULES / "redis").variables["iam_auth"], "validation")
+    assert expr(attr(validation, "condition")) == "!var.iam_auth || var.use_cluster"

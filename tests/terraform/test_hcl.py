@@ -566,7 +566,14 @@ def test_redis_has_auth_tls_noeviction_and_a_maintenance_window():
         in redis.locals["ca_cert"]
     )
     assert "server_ca_certs[0]" not in redis.files["main.tf"]
-    assert attr(cluster, "authorization_mode") == "AUTH_MODE_DISABLED"
+    # IAM authentication where the stack asks for it (envs/prod), else none (issue 53).
+    assert attr(cluster, "authorization_mode") == (
+        '${var.iam_auth ? "AUTH_MODE_IAM_AUTH" : "AUTH_MODE_DISABLED"}'
+    )
+    assert attr(STACK.modules["redis"], "iam_auth") == (
+        "${var.use_redis_cluster && var.redis_iam_auth}"
+    )
+    assert attr(load(TF / "envs" / "prod").variables["redis_iam_auth"], "default") is True
     comment = redis.files["main.tf"].split('resource "google_redis_cluster"')[0]
     assert "roles/redis.dbConnectionUser" in comment and "Private Service Connect" in comment
     assert attr(redis.outputs["auth_string"], "sensitive") is True
@@ -854,10 +861,10 @@ def test_log_metrics_only_use_fields_the_code_logs():
     seats = MON.resource("google_logging_metric", "seats_used")
     assert attr(seats, "value_extractor") == "EXTRACT(jsonPayload.seats_used)"
     denials = MON.resource("google_logging_metric", "denials")
-    # The outcome a denied acquire logs is its error code (shared/seatlease/api/http.py): take it from
-    # the code, so the metric cannot drift from what the functions write.
-    from seatlease.errors import NoSeatsAvailable
+    # The outcome a denied acquire logs is its error code (shared/seatlease/api/http.py):
+    # take it from the code, so the metric cannot drift from what the functions write.
     from seatlease.api.http import to_api_error
+    from seatlease.errors import NoSeatsAvailable
 
     denied = to_api_error(NoSeatsAvailable(2, 2, 5)).code
     assert denied == "no_seats_available"

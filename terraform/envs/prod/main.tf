@@ -23,6 +23,7 @@ module "seatlease" {
   redis_persistence_enabled  = true
   redis_cluster_node_type    = var.redis_cluster_node_type
   redis_cluster_shard_count  = var.redis_cluster_shard_count
+  redis_iam_auth             = var.redis_iam_auth
   sql_tier                   = "db-custom-2-7680"
   sql_availability_type      = "REGIONAL"
   sql_point_in_time_recovery = true

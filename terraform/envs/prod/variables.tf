@@ -54,6 +54,12 @@ variable "redis_cluster_shard_count" {
   default     = 3
 }
 
+variable "redis_iam_auth" {
+  type        = bool
+  description = "Redis Cluster requires IAM authentication (the functions send their access token). Set false only for a cluster created without it, until it is replaced (terraform/README.md)."
+  default     = true
+}
+
 variable "db_password_version" {
   type        = number
   description = "Bump to generate and apply a new database password (see terraform/README.md)."

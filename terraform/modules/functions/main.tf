@@ -17,6 +17,7 @@ locals {
       REDIS_CA_CERT = var.redis_ca_cert
     },
     var.redis_cluster ? { REDIS_CLUSTER = "1" } : {},
+    var.redis_iam_auth ? { REDIS_IAM_AUTH = "1" } : {},
   )
   sql_env = {
     CLOUD_SQL_INSTANCE = var.cloud_sql_instance
@@ -79,6 +80,7 @@ locals {
       REDIS_CA_CERT = var.secondary_redis_ca_cert
     },
     var.redis_cluster ? { REDIS_CLUSTER = "1" } : {},
+    var.redis_iam_auth ? { REDIS_IAM_AUTH = "1" } : {},
   )
   secondary_environment = {
     for fn, f in local.secondary_functions : fn => merge(local.environment[fn], f.redis ? local.secondary_redis_env : {})
@@ -247,6 +249,16 @@ resource "google_project_iam_member" "sql_client" {
     title      = "seatlease-sql-instance-only"
     expression = "resource.name == \"projects/${var.project_id}/instances/${var.sql_instance_name}\" && resource.service == \"sqladmin.googleapis.com\""
   }
+}
+
+# Redis Cluster IAM authentication: the functions that use Redis may connect to the
+# project's clusters (both regions' with two regions: the same service accounts).
+resource "google_project_iam_member" "redis_connection_user" {
+  for_each = var.redis_iam_auth ? toset([for fn, f in local.functions : fn if f.redis]) : toset([])
+
+  project = var.project_id
+  role    = "roles/redis.dbConnectionUser"
+  member  = "serviceAccount:${google_service_account.function[each.key].email}"
 }
 
 resource "google_project_iam_member" "sql_instance_user" {
@@ -449,6 +461,7 @@ resource "google_cloudfunctions2_function" "this" {
     google_secret_manager_secret_iam_member.signing_key_accessor,
     google_secret_manager_secret_iam_member.signing_key_viewer,
     google_project_iam_member.sql_client,
+    google_project_iam_member.redis_connection_user,
     google_project_iam_member.build,
     google_project_iam_member.build_sources,
   ]
@@ -517,6 +530,7 @@ resource "google_cloudfunctions2_function" "secondary" {
     google_secret_manager_secret_iam_member.signing_key_viewer,
     google_project_iam_member.sql_client,
     google_project_iam_member.sql_client_replica,
+    google_project_iam_member.redis_connection_user,
     google_project_iam_member.build,
     google_project_iam_member.build_sources,
     google_project_iam_member.build_sources_secondary,

@@ -65,6 +65,12 @@ variable "redis_cluster" {
   default     = false
 }
 
+variable "redis_iam_auth" {
+  type        = bool
+  description = "The Redis Cluster requires IAM authentication: the functions that use Redis get REDIS_IAM_AUTH=1 and roles/redis.dbConnectionUser."
+  default     = false
+}
+
 variable "redis_password_secret_id" {
   type        = string
   description = "Short name of the Secret Manager secret with the Redis AUTH string (REDIS_PASSWORD); empty when Redis has no AUTH."

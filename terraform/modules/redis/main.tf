@@ -72,15 +72,16 @@ resource "google_redis_instance" "this" {
 # Redis Cluster reaches the VPC through Private Service Connect, which needs a service
 # connection policy for the "gcp-memorystore-redis" service class in the network.
 # Redis Cluster has no AUTH string: its only authentication mode is IAM, where every
-# connection sends a one-hour OAuth access token of a principal holding
-# roles/redis.dbConnectionUser; the functions do not implement that token exchange. So
-# the cluster runs with AUTH_MODE_DISABLED, and what keeps others out is the network:
-# its only endpoints are the Private Service Connect addresses in this VPC (subnet
+# new connection sends an OAuth access token of a principal holding
+# roles/redis.dbConnectionUser. With iam_auth (envs/prod) the cluster requires it and
+# the functions send their service account's token (REDIS_IAM_AUTH=1,
+# redisconn.AccessTokenCredentials, refreshed before it expires). Without it
+# (AUTH_MODE_DISABLED, dev) what keeps others out is the network alone: the cluster's
+# only endpoints are the Private Service Connect addresses in this VPC (subnet
 # NAME-psc), the VPC holds nothing but the functions' Direct VPC egress (no VMs, no
 # peering to other networks, a deny-all ingress rule), and traffic is TLS with the
-# server verified against the cluster's CA. Anyone who can run code in this VPC can
-# read and write leases: add IAM auth (roles/redis.dbConnectionUser + a token-refreshing
-# credential provider in redisconn) before putting other workloads into the network.
+# server verified against the cluster's CA. The authorization mode is chosen when the
+# cluster is created (terraform/README.md says how an existing one changes).
 # ---------------------------------------------------------------------------------
 
 resource "google_network_connectivity_service_connection_policy" "redis" {
@@ -108,8 +109,8 @@ resource "google_redis_cluster" "this" {
   replica_count = var.cluster_replica_count
   node_type     = var.cluster_node_type
 
-  # No AUTH string exists for Redis Cluster and IAM auth is not implemented: see above.
-  authorization_mode      = "AUTH_MODE_DISABLED"
+  # No AUTH string exists for Redis Cluster: IAM or nothing (see above).
+  authorization_mode      = var.iam_auth ? "AUTH_MODE_IAM_AUTH" : "AUTH_MODE_DISABLED"
   transit_encryption_mode = "TRANSIT_ENCRYPTION_MODE_SERVER_AUTHENTICATION"
   redis_configs           = local.redis_configs
 

@@ -113,6 +113,17 @@ variable "cluster_node_type" {
   }
 }
 
+variable "iam_auth" {
+  type        = bool
+  description = "Redis Cluster only: require IAM authentication (AUTH with an OAuth access token of a principal holding roles/redis.dbConnectionUser). Chosen at creation: changing it replaces the cluster."
+  default     = false
+
+  validation {
+    condition     = !var.iam_auth || var.use_cluster
+    error_message = "iam_auth needs use_cluster (Memorystore for Redis uses its AUTH string)."
+  }
+}
+
 variable "deletion_protection" {
   type        = bool
   description = "Refuse to destroy the instance/cluster (set false for throw-away stacks)."

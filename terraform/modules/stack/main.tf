@@ -91,6 +91,7 @@ module "redis" {
   persistence_enabled         = var.redis_persistence_enabled
   cluster_node_type           = var.redis_cluster_node_type
   cluster_shard_count         = var.redis_cluster_shard_count
+  iam_auth                    = var.use_redis_cluster && var.redis_iam_auth
   deletion_protection         = var.deletion_protection
   labels                      = local.labels
 
@@ -116,6 +117,7 @@ module "redis_secondary" {
   persistence_enabled         = var.redis_persistence_enabled
   cluster_node_type           = var.redis_cluster_node_type
   cluster_shard_count         = var.redis_cluster_shard_count
+  iam_auth                    = var.use_redis_cluster && var.redis_iam_auth
   deletion_protection         = var.deletion_protection
   labels                      = local.labels
 
@@ -177,6 +179,7 @@ module "functions" {
   redis_url                  = module.redis.redis_url
   redis_ca_cert              = module.redis.ca_cert
   redis_cluster              = module.redis.is_cluster
+  redis_iam_auth             = var.use_redis_cluster && var.redis_iam_auth
   redis_password_secret_id   = module.secrets.redis_password_secret_id
   cloud_sql_instance         = var.sql_replica_promoted ? module.database.replica_connection_name : module.database.connection_name
   sql_instance_name          = module.database.instance_name

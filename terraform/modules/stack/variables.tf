@@ -68,6 +68,12 @@ variable "redis_cluster_node_type" {
   default     = "REDIS_SHARED_CORE_NANO"
 }
 
+variable "redis_iam_auth" {
+  type        = bool
+  description = "Redis Cluster (use_redis_cluster) requires IAM authentication; the functions send their service account's access token (REDIS_IAM_AUTH). Chosen when a cluster is created: changing it replaces the cluster(s) (terraform/README.md, \"Redis Cluster and IAM authentication\"). envs/prod sets it."
+  default     = false
+}
+
 variable "redis_cluster_shard_count" {
   type        = number
   description = "Shards of the Redis Cluster(s) (use_redis_cluster; a second region's secondary has the same)."
