@@ -101,7 +101,7 @@ variable "serving_region" {
 
 variable "sql_replica_promoted" {
   type        = bool
-  description = "The Cloud SQL cross-region replica has been promoted (docs/operations.md)."
+  description = "Promote the Cloud SQL cross-region replica: the apply that sets it promotes it (never by hand first: docs/operations.md, \"Fail over\"); keep it true afterwards."
   default     = false
 }
 

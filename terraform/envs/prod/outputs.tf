@@ -79,7 +79,7 @@ output "redis_endpoints" {
 }
 
 output "sql_replica_connection_name" {
-  description = "Two regions: connection name of the Cloud SQL cross-region replica (`gcloud sql instances promote-replica` promotes it); null with one region."
+  description = "Two regions: connection name of the Cloud SQL cross-region replica (sql_replica_promoted promotes it); null with one region."
   value       = module.seatlease.sql_replica_connection_name
 }
 

@@ -176,7 +176,7 @@ resource "google_sql_user" "app" {
 # Two regions (replica_region set, modules/stack's two-region mode): a cross-region read
 # replica of the instance above, private IP only like it, on the same tier (after a
 # promotion it carries the whole load). PostgreSQL replicates asynchronously; the replica
-# is promoted with `gcloud sql instances promote-replica` when the first region is lost
+# is promoted by Terraform (replica_promoted = true) when the first region is lost
 # (docs/operations.md), which makes it a standalone instance that takes writes.
 #
 # replica_promoted tells Terraform that this happened: the replica is then declared

@@ -152,7 +152,7 @@ variable "labels" {
 
 variable "replica_region" {
   type        = string
-  description = "Region of a cross-region read replica of the instance (two-region stacks: the second region); promotable with `gcloud sql instances promote-replica`. null (default): no replica."
+  description = "Region of a cross-region read replica of the instance (two-region stacks: the second region); promoted by replica_promoted. null (default): no replica."
   default     = null
 
   validation {
@@ -169,7 +169,7 @@ variable "replica_name" {
 
 variable "replica_promoted" {
   type        = bool
-  description = "The replica has been promoted (`gcloud sql instances promote-replica`, or by this apply): it is declared as a standalone instance without master_instance_name, with backups and point-in-time recovery. Set it in the apply that follows a promotion: a promoted instance still declared a replica would be replaced."
+  description = "Promote the replica: true makes the apply promote it (the provider calls PromoteReplica while the state says READ_REPLICA_INSTANCE; never promote it by hand first, docs/operations.md) and declares it a standalone instance without master_instance_name, with backups and point-in-time recovery. Keep it true afterwards: a promoted instance declared a replica again would be replaced."
   default     = false
 
   validation {

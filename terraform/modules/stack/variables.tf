@@ -203,7 +203,7 @@ variable "serving_region" {
 
 variable "sql_replica_promoted" {
   type        = bool
-  description = "The Cloud SQL cross-region replica has been promoted (`gcloud sql instances promote-replica`): it is declared a standalone instance (with backups) and every function, in both regions, uses it. Set it in the apply right after the promotion (docs/operations.md)."
+  description = "Promote the Cloud SQL cross-region replica: the apply that sets it promotes the replica (never by hand first: docs/operations.md, \"Fail over\"), declares it a standalone instance (with backups) and every function, in both regions, uses it. Keep it true afterwards."
   default     = false
 
   validation {
