@@ -58,6 +58,7 @@ from seatlease.licenses import LicenseConfig  # noqa: E402
 from seatlease.seats import failover  # noqa: E402
 from seatlease.seats.engine import SeatEngine, SeatRequest  # noqa: E402
 from seatlease.seats.protocol.calls import heartbeat_call  # noqa: E402
+from seatlease.seats.protocol.replies import decode  # noqa: E402
 from seatlease.seats.redisconn import connect  # noqa: E402
 from seatlease.seats.values import TokenGrant  # noqa: E402
 from seatlease_cli.procs import Proc, free_port, port_open, redis_args, spawn, wait_until  # noqa: E402
@@ -201,7 +202,7 @@ class Simulation:
             if reply[0] == "missing":  # (a cold config: the engine fills it)
                 self.beat_one(client, t)
             elif reply[0] == "ok":
-                client.deadline_ms = int(reply[1])
+                client.deadline_ms = decode(reply).expires_at_ms
                 client.next_beat = t + LEASE / 3 * self.rng.uniform(0.75, 1.0)
             else:
                 self.gone(client, t, str(reply[0]))
@@ -272,7 +273,8 @@ class Simulation:
                 self.engine.scripts.acquire(keys=keys, args=args, client=pipe)
             for client, reply in zip(chunk, pipe.execute(), strict=True):
                 assert reply[0] == "acquired", reply
-                client.session_id, client.deadline_ms = reply[1], int(reply[2])
+                answer = decode(reply)
+                client.session_id, client.deadline_ms = answer.session_id, answer.expires_at_ms
                 client.next_beat = self.rng.uniform(0, LEASE / 3)
                 client.leaves_at = self.rng.expovariate(1 / HOLD)
 

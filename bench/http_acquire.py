@@ -64,6 +64,7 @@ from seatlease.seats.engine import SeatEngine
 from seatlease.seats.ids import new_request_id
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.protocol.calls import acquire_call
+from seatlease.seats.protocol.replies import decode
 from seatlease.seats.redisconn import connect
 from seatlease_cli.procs import free_port, port_open, start_redis, wait_until
 
@@ -342,7 +343,7 @@ class Bench:
             for reply in pipe.execute():
                 if reply[0] != "acquired":
                     raise RuntimeError(f"taking the pool's leases: {reply!r}")
-                sessions.append(reply[1])
+                sessions.append(decode(reply).session_id)
         client.close()
         self.pooled += count
         return sessions

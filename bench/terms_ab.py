@@ -35,6 +35,7 @@ from interleaved import META, PIPELINE, TENANT, interleave, report
 from seatlease.licenses import LicenseConfig
 from seatlease.seats.ids import new_request_id, new_session_id
 from seatlease.seats.protocol.calls import acquire_call
+from seatlease.seats.protocol.replies import decode
 
 # as bench/redis_cost.py's terms license and its calls
 ENTITLEMENTS = ("cloud", "design", "pro", "render", "render.gpu", "sim", "team", "viewer")
@@ -71,7 +72,7 @@ def run_batch(redis: Any, script: Any, license_id: str, clients: list[str]) -> N
             )  # fmt: skip
             script(keys=keys, args=args, client=pipe)
         for reply in pipe.execute():
-            weight = reply[-1] if terms else 1
+            weight = decode(reply).weight if terms else 1
             if reply[0] != "acquired" or weight != (WEIGHT if terms else 1):
                 raise RuntimeError(f"{license_id}: {reply!r}")
 

@@ -21,6 +21,7 @@ import pytest
 from seatlease.seats.engine import SeatEngine
 from seatlease.seats.ids import new_request_id
 from seatlease.seats.protocol.calls import acquire_call, heartbeat_call, release_call
+from seatlease.seats.protocol.replies import decode
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "redis_cost.py"
 NOT_SCRIPTS = ("evalsha", "eval", "fcall", "function", "config", "info", "script")
@@ -101,7 +102,7 @@ def test_the_floor_runs_the_commands_of_a_new_lease(redis_client, engine, bench)
 
 def test_the_heartbeat_floor_runs_the_commands_of_a_heartbeat(redis_client, engine, bench) -> None:
     expected = Counter(command.lower() for command, *_args in bench.HEARTBEAT_COMMANDS)
-    sid = new_lease(engine, bench, "hb")[1]
+    sid = decode(new_lease(engine, bench, "hb")).session_id
     for n in range(3):  # a lease heartbeated again and again
         key_list, args = heartbeat_call(bench.TENANT, bench.FLOOR, sid, request_id=f"r{n}")
         reply, ran = commands_run(
@@ -124,9 +125,11 @@ def test_the_release_floor_runs_the_commands_of_a_release(redis_client, engine, 
     expected = Counter(command.lower() for command, *_args in bench.RELEASE_COMMANDS)
     # (the license's first end gives its notes' key an expiry, as one end an hour does:
     # lua/_lib.lua's note_end; the floor is every other release's)
-    engine.release(bench.TENANT, bench.FLOOR, new_lease(engine, bench, "first-end")[1])
+    engine.release(
+        bench.TENANT, bench.FLOOR, decode(new_lease(engine, bench, "first-end")).session_id
+    )
     for n in range(3):  # the license's last leases, one by one
-        sid = new_lease(engine, bench, f"rel{n}")[1]
+        sid = decode(new_lease(engine, bench, f"rel{n}")).session_id
         key_list, args = release_call(bench.TENANT, bench.FLOOR, sid, request_id=f"r{n}")
         reply, ran = commands_run(
             redis_client, lambda k=key_list, a=args: engine.scripts.release(keys=k, args=a)
@@ -155,10 +158,11 @@ def test_a_seat_call_reads_the_server_clock_once(redis_client, engine, bench) ->
             redis_client, lambda r=rate: new_lease(engine, bench, f"c{r}", rate_limit=r)
         )
         assert reply[0] == "acquired" and ran["time"] == 1, ran
+        sid = decode(reply).session_id
         for call in (engine.heartbeat, engine.release):
             _result, ran = commands_run(
                 redis_client,
-                lambda c=call, s=reply[1], r=rate: c(bench.TENANT, bench.FLOOR, s, rate_limit=r),
+                lambda c=call, s=sid, r=rate: c(bench.TENANT, bench.FLOOR, s, rate_limit=r),
             )
             assert ran["time"] == 1, (call.__name__, ran)
 
@@ -177,10 +181,11 @@ def test_the_terms_row_takes_a_weighted_lease_and_gives_its_weight_back(
     pipe = redis_client.pipeline(transaction=False)
     sid = bench.queue_terms_acquire(eng, pipe, "trow")
     (reply,) = pipe.execute()
-    assert reply[:2] == ["acquired", sid]
-    assert reply[4] == 4 * bench.TERMS_WEIGHT  # seats used: four leases of the weight
-    assert reply[12] == ",".join(bench.ENTITLEMENTS)  # the terms' tail ...
-    assert reply[-1] == bench.TERMS_WEIGHT and len(reply) == 15  # ... then the weight
+    answer = decode(reply)
+    assert (answer.code, answer.session_id) == ("acquired", sid)
+    assert answer.seats_used == 4 * bench.TERMS_WEIGHT  # four leases of the weight
+    assert answer.entitlements == ",".join(bench.ENTITLEMENTS)  # the terms ...
+    assert answer.weight == bench.TERMS_WEIGHT  # ... and the weight
     assert bench.extra_seats(eng) == 4 * extra
     pipe = redis_client.pipeline(transaction=False)
     for session in [sid, *filled.values()]:
@@ -200,7 +205,8 @@ def test_the_heavy_rows_take_the_heaviest_lease_a_caller_may_ask_for(redis_clien
     pipe = redis_client.pipeline(transaction=False)
     sid = bench.queue_acquire(eng, pipe, bench.HEAVY, "heavy-1", seats=bench.HEAVY_WEIGHT)
     (reply,) = pipe.execute()
-    assert reply[:2] == ["acquired", sid] and reply[-1] == bench.HEAVY_WEIGHT
+    answer = decode(reply)
+    assert (answer.code, answer.session_id, answer.weight) == ("acquired", sid, bench.HEAVY_WEIGHT)
     assert bench.extra_seats(eng, bench.HEAVY) == bench.HEAVY_WEIGHT - 1
     assert eng.heartbeat(bench.TENANT, bench.HEAVY, sid).seats == bench.HEAVY_WEIGHT
     assert eng.release(bench.TENANT, bench.HEAVY, sid).seats_used == 2
@@ -217,7 +223,7 @@ def test_the_function_library_runs_what_the_scripts_run(redis_client, engine, be
     ways = {"fcall": engine.scripts.__dict__, "evalsha": fcall_ab.by_evalsha(library)}
     ran: dict[str, list[Counter[str]]] = {}
     # (the license's first lease and end note what one an hour does: both ways alike after)
-    engine.release(bench.TENANT, bench.FLOOR, new_lease(engine, bench, "first")[1])
+    engine.release(bench.TENANT, bench.FLOOR, decode(new_lease(engine, bench, "first")).session_id)
     for via, scripts in ways.items():
         key_list, args = acquire_call(
             bench.TENANT, bench.FLOOR, f"by-{via}", metadata_json=bench.META,
@@ -227,7 +233,7 @@ def test_the_function_library_runs_what_the_scripts_run(redis_client, engine, be
             redis_client, lambda k=key_list, a=args, s=scripts: s["acquire"](keys=k, args=a)
         )
         assert took[0] == "acquired"
-        sid = took[1]
+        sid = decode(took).session_id
         assert redis_client.hget(key_list[3], f"by-{via}") == sid
         key_list, args = heartbeat_call(bench.TENANT, bench.FLOOR, sid, request_id=new_request_id())
         beat, beaten = commands_run(

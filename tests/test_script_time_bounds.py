@@ -30,6 +30,7 @@ from seatlease.seats.engine import Lease, QueuePlace, SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.policy import LicensePolicy
 from seatlease.seats.protocol.calls import acquire_call
+from seatlease.seats.protocol.replies import decode
 
 T = "t"
 BOUND = 3.0
@@ -242,7 +243,7 @@ def test_10000_sessions_of_one_user_cost_what_one_costs(engine, configs, slow) -
                 engine.release(T, lic, lease.session_id, revoke=True)
 
             f["her next acquire"] = least(slow, granted) // 2  # (a grant and a revoke)
-        sid = replies[-1][1]
+        sid = decode(replies[-1]).session_id
         f["a heartbeat"] = least(slow, lambda s=sid, lic=lic: engine.heartbeat(T, lic, s))
         f["a release"] = script_us(slow, lambda s=sid, lic=lic: engine.release(T, lic, s))
         figures[held] = f

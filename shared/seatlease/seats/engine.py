@@ -13,7 +13,7 @@ that client alone until the linger ends (docs/design.md, "Borrowing and linger")
 Every seat call is exactly-once in effect and in its reply: it carries a request id (the
 client's, or one made here), and its script keeps the reply for ``REPLY_TTL_SECONDS``
 (seats/protocol/calls.py; to twice that), compactly, in the license's reply hashes
-(lua/_lib.lua, ``remember``).
+(lua/_replies.lua, ``remember``).
 redis-py re-sends a script whose reply timed out (Redis stalled, or a TLS certificate
 rotation dropped the connection); the repeat, and a client's own retry with the same
 request id, are answered from the first run. When Redis does not answer at all the call
@@ -23,7 +23,6 @@ raises ``CallOutcomeUnknown`` naming the request id to repeat.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -34,23 +33,12 @@ from seatlease.clock import server_time_ms
 from seatlease.errors import (
     CallOutcomeUnknown,
     InvalidRequest,
-    LeaseTooLong,
     LicenseExpired,
     LicenseNotFound,
     LicenseNotStarted,
-    LicenseSuspended,
-    MachineMismatch,
-    NoSeatsAvailable,
-    NotEntitled,
-    QueueFull,
-    Recovering,
     SeatError,
-    SeatsMismatch,
     SessionExpired,
     TenantRateLimited,
-    UserDenied,
-    UserLimitReached,
-    VersionNotEntitled,
 )
 from seatlease.fields import policy_name
 from seatlease.licenses import LicenseConfig, epoch_ms
@@ -65,8 +53,16 @@ from seatlease.seats.protocol.calls import (
     heartbeat_call,
     release_call,
 )
+from seatlease.seats.protocol.replies import (
+    Answer,
+    Call,
+    decode,
+    lease_of,
+    release_of,
+    renewal_of,
+)
 from seatlease.seats.scripts import SeatScripts
-from seatlease.seats.terms import Terms, cache_fields
+from seatlease.seats.terms import cache_fields
 from seatlease.seats.values import (  # the engine's request and answers
     Lease,
     QueuePlace,
@@ -84,72 +80,30 @@ NEGATIVE_TTL_SECONDS = 30  # "no such license" is cached briefly against 404 sto
 ConfigLoader = Callable[[str, str], LicenseConfig | None]
 
 
-def _flag(reply: list, index: int) -> bool:
-    """A script reply's 0/1 flag; absent in a reply stored before the flag existed (a
-    repeat answered from the reply key across a deploy)."""
-    return len(reply) > index and int(reply[index]) == 1
-
-
-def _weight(reply: list, base: int) -> int:
-    """A lease reply's weight: its last element when the lease counts as more than one
-    seat (lua/_lib.lua, ``weighted_tail``: after the ``base`` elements and the terms' five,
-    when there are terms), else 1. (The machine's tail is off already: ``_machine``.)"""
-    return int(reply[-1]) if (len(reply) - base) % 5 == 1 else 1
-
-
-def _machine(reply: list) -> tuple[list, str | None]:
-    """The reply without its machine tail (lua/_lib.lua, ``machine_tail``: a borrowed
-    lease's ``m:<fingerprint>``), and that fingerprint (None without one)."""
-    last = reply[-1] if reply else None
-    if isinstance(last, str) and last.startswith("m:"):
-        return reply[:-1], last[2:]
-    return reply, None
-
-
-def _user(reply: list) -> tuple[list, str | None]:
-    """The reply without its user tail (lua/_lib.lua, ``user_tail``: ``u:<user>``, the user
-    the license's policy judged the lease as), and that user (None without one)."""
-    last = reply[-1] if reply else None
-    if isinstance(last, str) and last.startswith("u:"):
-        return reply[:-1], last[2:]
-    return reply, None
-
-
-def _recovering(reply: list) -> tuple[list, int | None]:
-    """The reply without its recovery tail (acquire.lua: a grant made in a failover's
-    window, ``r:<the window's end, ms>``), and that end (None without one)."""
-    last = reply[-1] if reply else None
-    if isinstance(last, str) and last.startswith("r:"):
-        return reply[:-1], int(last[2:])
-    return reply, None
-
-
-def too_many_seats(seats: int) -> InvalidRequest:
-    """The 400 for a lease counting more seats than its license has."""
-    problem = f"may be at most {seats} (the license's seats)"
-    return InvalidRequest(
-        f"Invalid request: seats: {problem}.",
-        details=[{"field": "seats", "problem": problem}],
-    )
-
-
-def borrow_too_long(max_borrow_seconds: int) -> InvalidRequest:
-    """The 400 for a borrow beyond the license's maximum, naming the field and the max."""
-    if max_borrow_seconds <= 0:
-        problem = "borrowing is off for this license (max_borrow_seconds is 0)"
-    else:
-        problem = f"may be at most {max_borrow_seconds} (max_borrow_seconds) for this license"
-    return InvalidRequest(
-        f"Invalid request: borrow_seconds: {problem}.",
-        max_borrow_seconds=max_borrow_seconds,
-        details=[{"field": "borrow_seconds", "problem": problem}],
-    )
-
-
 # Keys the service writes into a lease's event metadata (lua/_lib.lua's with_reason, a
 # failover's grant, a re-admission): a client's own would pass for them (a crash counted
 # as ended by the license's term in the reports).
 RESERVED_METADATA = frozenset({"reason", "recovering", "recovered"})
+
+
+def checked_metadata(request: SeatRequest) -> dict[str, Any]:
+    """The lease's metadata (with the request's user and host), after the rules of an
+    acquire that its body's schema cannot say (InvalidRequest when one is broken)."""
+    if request.borrow_seconds and request.lease_seconds:
+        raise InvalidRequest(
+            "Invalid request: borrow_seconds: not with lease_seconds (a borrow has its "
+            "own length).",
+            details=[{"field": "borrow_seconds", "problem": "not with lease_seconds"}],
+        )
+    reserved = RESERVED_METADATA.intersection(request.metadata or ())
+    if reserved:
+        name = sorted(reserved)[0]
+        raise InvalidRequest(
+            f"Invalid request: metadata.{name}: reserved (the service writes it in a "
+            "lease's events: why it ended, how it came back).",
+            details=[{"field": f"metadata.{name}", "problem": "reserved for the service"}],
+        )
+    return with_identity(request.metadata, request.user, request.host)
 
 
 class SeatEngine:
@@ -236,21 +190,19 @@ class SeatEngine:
 
     def _run(
         self, script: Any, keys: LicenseKeys, key_list: list[str], args: list[Any], request_id: str
-    ) -> list:
+    ) -> Answer:
+        """The script's answer, by name (protocol/replies.py), after filling the license's
+        configuration when it was not cached."""
         try:
-            reply = script(keys=key_list, args=args)
-            if reply[0] == "missing":
+            answer = decode(script(keys=key_list, args=args))
+            if answer.code == "missing":
                 self._fill_config(keys)
-                reply = script(keys=key_list, args=args)
+                answer = decode(script(keys=key_list, args=args))
         except (RedisTimeoutError, RedisConnectionError) as exc:
             # redis-py already re-sent it (safe: the reply key answers a repeat); the
             # script may still run when Redis resumes. Only the request id can tell.
             raise CallOutcomeUnknown(request_id) from exc
-        if reply[0] in ("not_found", "missing"):
-            raise LicenseNotFound(f"license {keys.license_id!r} not found")
-        if reply[0] == "rate_limited":
-            raise TenantRateLimited(max(1, math.ceil(int(reply[1]) / 1000)))
-        return reply
+        return answer
 
     # -- seat operations -----------------------------------------------------------
 
@@ -290,33 +242,17 @@ class SeatEngine:
         return lease
 
     def _acquire(self, request: SeatRequest, *, on_heartbeat: bool) -> Lease | QueuePlace:
-        tenant_id, license_id, client_id = request.tenant_id, request.license_id, request.client_id
-        lease_seconds, borrow_seconds = request.lease_seconds, request.borrow_seconds
-        user, host = request.user, request.host
-        if borrow_seconds and lease_seconds:
-            raise InvalidRequest(
-                "Invalid request: borrow_seconds: not with lease_seconds (a borrow has its "
-                "own length).",
-                details=[{"field": "borrow_seconds", "problem": "not with lease_seconds"}],
-            )
+        metadata = checked_metadata(request)
         request_id = request.request_id or new_request_id()
-        reserved = RESERVED_METADATA.intersection(request.metadata or ())
-        if reserved:
-            name = sorted(reserved)[0]
-            raise InvalidRequest(
-                f"Invalid request: metadata.{name}: reserved (the service writes it in a "
-                "lease's events: why it ended, how it came back).",
-                details=[{"field": f"metadata.{name}", "problem": "reserved for the service"}],
-            )
-        metadata = with_identity(request.metadata, user, host)
+        user = request.user
         key_list, args = acquire_call(
-            tenant_id,
-            license_id,
-            client_id,
-            lease_seconds=lease_seconds,
+            request.tenant_id,
+            request.license_id,
+            request.client_id,
+            lease_seconds=request.lease_seconds,
             metadata_json=json.dumps(metadata, separators=(",", ":")),
             request_id=request_id,
-            borrow_seconds=borrow_seconds,
+            borrow_seconds=request.borrow_seconds,
             rate_limit=request.rate_limit,
             user=policy_name(user) if user else None,  # the metadata keeps it as sent
             queue=request.queue,
@@ -330,15 +266,17 @@ class SeatEngine:
             recover=request.recover,
             on_heartbeat=on_heartbeat,
         )
-        keys = LicenseKeys.of(tenant_id, license_id)
-        reply = self._run(self.scripts.acquire, keys, key_list, args, request_id)
-        if reply[0] == "consult_audit" and request.recover is not None:
+        keys = LicenseKeys.of(request.tenant_id, request.license_id)
+        answer = self._run(self.scripts.acquire, keys, key_list, args, request_id)
+        if answer.code == "consult_audit" and request.recover is not None:
             # This Redis's data of the shard is younger than the token (it was lost since):
             # the audit trail says whether the service ended the session before. The call
             # wrote nothing; made again with the verdict, it is not counted again.
-            args[-2] = self._audit_verdict(keys, request.recover, int(reply[1]))
-            reply = self._run(self.scripts.acquire, keys, key_list, args, request_id)
-        return self._lease_of(request, reply)
+            args[-2] = self._audit_verdict(keys, request.recover, answer.data_since_ms)
+            answer = self._run(self.scripts.acquire, keys, key_list, args, request_id)
+        weight = request.seats or (request.recover.seats if request.recover else 1)
+        call = Call(request.license_id, request.client_id, user, request.version, weight)
+        return lease_of(answer, call)
 
     def _audit_verdict(self, keys: LicenseKeys, grant: TokenGrant, before_ms: int) -> str:
         """acquire.lua's ``audit_verdict``: how the audit trail says the token's session
@@ -350,88 +288,6 @@ class SeatEngine:
             keys.tenant_id, keys.license_id, grant.session_id, grant.issued_at_ms, before_ms
         )
         return ended or "clear"
-
-    def _lease_of(self, request: SeatRequest, reply: list) -> Lease | QueuePlace:
-        """acquire.lua's reply as the answer, or its refusal as a domain error."""
-        license_id, client_id, user = request.license_id, request.client_id, request.user
-        reply, recovering_until = _recovering(reply)
-        reply, judged_user = _user(reply)
-        reply, machine = _machine(reply)
-        status = reply[0]
-        if status == "not_readmitted":
-            raise SessionExpired("revoked" if reply[1] == "revoked" else "unknown")
-        if status == "recovering":
-            raise Recovering(max(1, math.ceil(int(reply[1]) / 1000)))
-        if status == "suspended":
-            raise LicenseSuspended(f"license {license_id!r} is suspended")
-        if status == "not_started":
-            raise LicenseNotStarted(int(reply[1]))
-        if status == "license_expired":
-            raise LicenseExpired(int(reply[1]), int(reply[2]))
-        if status == "not_entitled":
-            raise NotEntitled(reply[1].split())
-        if status == "version_not_entitled":
-            raise VersionNotEntitled(request.version or "", reply[1])
-        if status == "lease_too_long":
-            raise LeaseTooLong(int(reply[1]))
-        if status == "borrow_too_long":
-            raise borrow_too_long(int(reply[1]))
-        if status == "too_many_seats":
-            raise too_many_seats(int(reply[1]))
-        if status == "seats_mismatch":
-            raise SeatsMismatch(client_id, int(reply[1]), int(reply[2]))
-        if status == "machine_mismatch":
-            raise MachineMismatch(client_id)
-        weight = request.seats or (request.recover.seats if request.recover else 1)
-        if status == "denied":
-            used, seats, _limit, retry_ms = (int(x) for x in reply[1:5])
-            held, reserved = (int(x) for x in reply[5:7]) if len(reply) > 6 else (0, 0)
-            raise NoSeatsAvailable(
-                used, seats, max(1, math.ceil(retry_ms / 1000)), held, reserved, weight
-            )
-        if status == "queue_full":
-            raise QueueFull(int(reply[1]), int(reply[3]), int(reply[4]))
-        if status == "queued":
-            return QueuePlace(
-                license_id=license_id,
-                client_id=client_id,
-                position=int(reply[1]),
-                ticket=reply[2],
-                retry_after_seconds=max(1, math.ceil(int(reply[3]) / 1000)),
-                seats_used=int(reply[4]),
-                seats_total=int(reply[5]),
-                seats=weight,
-            )
-        if status == "user_required":
-            raise InvalidRequest(
-                "Invalid request: user: required on this license (its policy judges users).",
-                details=[{"field": "user", "problem": "required by the license's policy"}],
-            )
-        if status == "user_denied":
-            raise UserDenied(user or "")
-        if status == "user_limit":
-            retry_s = max(1, math.ceil(int(reply[3]) / 1000)) if len(reply) > 3 else 1
-            raise UserLimitReached(user or "", int(reply[1]), int(reply[2]), retry_s, weight)
-        session_id, deadline, lease_ms, used, seats, limit = reply[1:7]
-        return Lease(
-            session_id=session_id,
-            license_id=license_id,
-            client_id=client_id,
-            created=status == "acquired",
-            recovered=status == "recovered",
-            user=judged_user,
-            expires_at_ms=int(deadline),
-            lease_seconds=int(lease_ms) // 1000,
-            seats_used=int(used),
-            seats_total=int(seats),
-            seat_limit=int(limit),
-            borrowed=_flag(reply, 8),
-            now_ms=int(reply[7]),
-            terms=Terms.from_reply(reply, 9),
-            seats=_weight(reply, 9),
-            machine=machine,
-            recovering_until_ms=recovering_until,
-        )
 
     def heartbeat(
         self,
@@ -447,33 +303,14 @@ class SeatEngine:
         key_list, args = heartbeat_call(
             tenant_id, license_id, session_id, request_id=request_id, rate_limit=rate_limit
         )
-        reply = self._run(
+        answer = self._run(
             self.scripts.heartbeat,
             LicenseKeys.of(tenant_id, license_id),
             key_list,
             args,
             request_id,
         )
-        reply, judged_user = _user(reply)
-        reply, machine = _machine(reply)
-        if reply[0] == "license_expired":
-            raise LicenseExpired(int(reply[1]), int(reply[2]))
-        if reply[0] == "not_started":
-            raise LicenseNotStarted(int(reply[1]))
-        if reply[0] != "ok":
-            raise SessionExpired(reply[0])  # 'expired', 'unknown' or 'revoked'
-        return Renewal(
-            session_id,
-            int(reply[1]),
-            int(reply[2]) // 1000,
-            _flag(reply, 4),
-            now_ms=int(reply[3]),
-            client_id=reply[5] if len(reply) > 5 else None,
-            terms=Terms.from_reply(reply, 6),
-            seats=_weight(reply, 6),
-            machine=machine,
-            user=judged_user,
-        )
+        return renewal_of(answer, Call(license_id), session_id)
 
     def release(
         self,
@@ -495,16 +332,10 @@ class SeatEngine:
             revoke=revoke,
             rate_limit=rate_limit,
         )
-        reply = self._run(
+        answer = self._run(
             self.scripts.release, LicenseKeys.of(tenant_id, license_id), key_list, args, request_id
         )
-        return Release(
-            reply[0] == "released",
-            int(reply[1]),
-            int(reply[2]),
-            _flag(reply, 3),
-            now_ms=int(reply[4]) if len(reply) > 4 else 0,
-        )
+        return release_of(answer, Call(license_id))
 
     # -- read side (status / lmstat) -----------------------------------------------
 

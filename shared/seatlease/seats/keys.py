@@ -187,7 +187,7 @@ class LicenseKeys:
 
     @staticmethod
     def reply_field(call: str, subject: str, request_id: str) -> str:
-        """A seat call's field in the license's reply hashes (lua/_lib.lua, ``replay``):
+        """A seat call's field in the license's reply hashes (lua/_replies.lua, ``replay``):
         a 72-bit digest of the operation, the client (acquire) or session (heartbeat,
         release) and the request id, so two callers that pick the same request id never
         read each other's answer. 12 characters, whatever the ids' lengths (a collision

@@ -33,6 +33,7 @@ from typing import Any
 from redis.commands.core import Script
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
 
+from seatlease.seats.protocol import replies
 from seatlease.seats.protocol.calls import SPECS
 
 SCRIPT_NAMES = (
@@ -70,14 +71,20 @@ _NOT_HERE = re.compile(r"(unknown command|no permissions to run the) [`']?(fcall
 LIBRARY_SCRIPTS = ("acquire", "heartbeat", "release")
 
 
+# Every script's first helpers: _lib.lua, and the reply store with the answers' names
+# (_replies.lua, after the spec generated from protocol/replies.py).
+BASE = ("_lib", "_replies")
+
+
 def _lua(part: str) -> str:
-    return (resources.files("seatlease.seats") / "lua" / f"{part}.lua").read_text()
+    text = (resources.files("seatlease.seats") / "lua" / f"{part}.lua").read_text()
+    return replies.lua_spec() + text if part == "_replies" else text
 
 
 def helpers_source(*preludes: str) -> str:
     """``_lib.lua`` and ``preludes``, then ``begin_call()``: the start of a script for
     EVAL, ready for its own code (the seat scripts', or a test's or a bench's probe)."""
-    return "\n".join([*(_lua(p) for p in ("_lib", *preludes)), "begin_call()\n"])
+    return "\n".join([*(_lua(p) for p in (*BASE, *preludes)), "begin_call()\n"])
 
 
 def _body(name: str) -> str:
@@ -89,6 +96,9 @@ def _body(name: str) -> str:
 def script_source(name: str) -> str:
     """``name`` as one script for EVAL: its helpers, ``begin_call()``, the binding of its
     names, its own code."""
+    if name in LIBRARY_SCRIPTS:  # answering by name, as its function does (library_code)
+        helpers = "\n".join(_lua(p) for p in (*BASE, *PRELUDES.get(name, ())))
+        return helpers + "\n" + replies.answering_lua("begin_call()\n" + _body(name))
     return helpers_source(*PRELUDES.get(name, ())) + _body(name)
 
 
@@ -97,15 +107,15 @@ def library_code() -> tuple[str, str]:
     """The seat library's name and its code (``FUNCTION LOAD``'s text). The name is
     ``seatlease_`` and a digest of the code, and each function is ``<name>_<script>``:
     Redis keeps function names in one namespace across libraries."""
-    helpers: list[str] = ["_lib"]
+    helpers: list[str] = [*BASE]
     for script in LIBRARY_SCRIPTS:
         helpers += [p for p in PRELUDES.get(script, ()) if p not in helpers]
     body = "\n".join(_lua(part) for part in helpers)
     # A function's parameters are named KEYS and ARGV, as under EVAL: the binding reads
     # them. begin_call starts each call's state (lua/_lib.lua).
     functions = "\n".join(
-        f"redis.register_function('@NAME@_{script}', function(KEYS, ARGV)\n"
-        f"begin_call()\n{_body(script)}\nend)"
+        f"redis.register_function('@NAME@_{script}', answering(function(KEYS, ARGV)\n"
+        f"begin_call()\n{_body(script)}\nend))"
         for script in LIBRARY_SCRIPTS
     )
     code = f"{body}\n{functions}\n"
