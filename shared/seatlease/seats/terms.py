@@ -1,7 +1,7 @@
 """A license's term, entitlements and version range on the seat engine's side: the
 fields ``SeatEngine.cache_config`` writes into the license's ``cfg`` hash for the seat
 scripts (lua/_lib.lua, ``load_terms``), and ``Terms``, what a seat answer carries of
-them (the reply's tail, ``terms_tail``) and the lease token's claims they make.
+them (its terms' fields, seats/protocol/replies.py) and the lease token's claims they make.
 docs/design.md, "Terms, grace, entitlements and versions"."""
 
 from __future__ import annotations
@@ -24,22 +24,6 @@ class Terms:
     cut: bool = False  # the deadline was cut to the license's end
     entitlements: tuple[str, ...] = ()
     max_version: str | None = None
-
-    @classmethod
-    def from_reply(cls, reply: list, start: int) -> Terms | None:
-        """The reply's tail (lua/_lib.lua, ``terms_tail``) from ``start``; None without."""
-        if len(reply) < start + 5:
-            return None
-        flags = int(reply[start + 2])
-        ent = reply[start + 3]
-        return cls(
-            expires_at_ms=int(reply[start]),
-            ends_at_ms=int(reply[start + 1]),
-            in_grace=bool(flags & 1),
-            cut=bool(flags & 2),
-            entitlements=tuple(ent.split(",")) if ent else (),
-            max_version=reply[start + 4] or None,
-        )
 
     def claims(self) -> dict[str, Any]:
         """The lease token's claims for them: ``ent`` (always, with terms), ``lexp``

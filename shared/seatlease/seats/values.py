@@ -1,6 +1,6 @@
 """What the seat engine takes and answers: ``SeatRequest`` in; ``Lease`` (or a
 ``QueuePlace`` in the wait queue), ``Renewal`` and ``Release`` out. Plain values, no I/O:
-``engine.py`` fills them from the scripts' replies."""
+seats/protocol/replies.py fills them from the scripts' answers, by name."""
 
 from __future__ import annotations
 
