@@ -1166,8 +1166,8 @@ def profile(eng: SeatEngine, hot: int, reps: int, calls: int) -> None:
             acquire_keys,
             acquire_args,
         ),
-        f"the same and define_policy() (a license with a policy), {counts}": (
-            preludes + "\ndefine_policy()\nreturn 1",
+        f"the same and begin_policy() (a license with a policy), {counts}": (
+            preludes + "\nbegin_policy()\nreturn 1",
             acquire_keys,
             acquire_args,
         ),

@@ -184,7 +184,7 @@ local is_borrow = 0
 if borrow > 0 then is_borrow = 1 end
 local P = nil
 if cfg.policy then
-  define_policy()
+  begin_policy()
   P = cjson.decode(cfg.policy)
   if P.needs_user == 1 and user == '' then return {'user_required'} end
   if user ~= '' and user_facts(k.cfg, user).denied then return {'user_denied'} end
@@ -281,8 +281,7 @@ if held then
         if bound and score > bound[1] then
           local before = score
           score, rec.x = bound[1], bound[2]
-          move_deadline(k, lk, held, rec, int_arg(score), before)
-          redis.call('HSET', k.sessions, held, cjson.encode(rec))
+          put_lease(k, lk, held, rec, int_arg(score), before)
         end
         cut = rec.x == 1
         return answer({'renewed', held, score, rec.l, used, cfg.seats, cfg.limit, now, 1})
@@ -302,9 +301,8 @@ if held then
       rec.lg = nil
       rec.l = lease_ms
       rec.x, rec.tm = cut and 1 or nil, T and 1 or nil
-      move_deadline(k, lk, held, rec, int_arg(deadline), token_deadline)
+      put_lease(k, lk, held, rec, int_arg(deadline), token_deadline)
       if is_borrow == 0 then note_lease_length(k.lmax, lease_ms, now) end
-      redis.call('HSET', k.sessions, held, cjson.encode(rec))
       if etype then
         emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
           session_id = held, client_id = client, seats_used = used, seats_total = cfg.seats,
@@ -442,10 +440,8 @@ end
 add_weight(k, rec, w)
 note_grant(k, client, now)
 if is_borrow == 0 then note_lease_length(k.lmax, lease_ms, now) end
-redis.call('ZADD', k.leases, deadline_text, sid)
-redis.call('HSET', k.sessions, sid, cjson.encode(rec))
+put_lease(k, lk, sid, rec, deadline_text)
 redis.call('HSET', k.clients, client, sid)
-redis.call('ZADD', k.deadlines, deadline_text, lk .. '|' .. sid)
 -- (a grant in a failover's window: the event says so, after the client's metadata)
 local event_meta = rec.m
 if recovering then event_meta = with_field(rec.m, '"recovering":true') end

@@ -101,8 +101,7 @@ if rec.b then
   if bound and score > bound[1] then  -- a borrow outlives no term
     local before = score
     score, rec.x = bound[1], bound[2]
-    move_deadline(k, lk, sid, rec, int_arg(score), before)
-    redis.call('HSET', k.sessions, sid, cjson.encode(rec))
+    put_lease(k, lk, sid, rec, int_arg(score), before)
   end
   reply = {'ok', score, rec.l, now, 1, rec.c}
   if T then terms_tail(reply, T, now, rec.x == 1) end
@@ -113,13 +112,11 @@ end
 local deadline = now + rec.l
 local cut = false
 if bound and deadline > bound[1] then deadline, cut = bound[1], true end
-local stored, stored_te = rec.ws, rec.te
-move_deadline(k, lk, sid, rec, int_arg(deadline), score)
-if cut ~= (rec.x == 1) or (T ~= nil) ~= (rec.tm == 1) or stored ~= rec.ws
-    or stored_te ~= rec.te then
-  rec.x, rec.tm = cut and 1 or nil, T and 1 or nil
-  redis.call('HSET', k.sessions, sid, cjson.encode(rec))
-end
+-- (the record is written only when something in it changes: most renewals move the
+-- deadline alone)
+local changed = cut ~= (rec.x == 1) or (T ~= nil) ~= (rec.tm == 1)
+rec.x, rec.tm = cut and 1 or nil, T and 1 or nil
+put_lease(k, lk, sid, rec, int_arg(deadline), score, changed)
 reply = {'ok', deadline, rec.l, now, 0, rec.c}
 if T then terms_tail(reply, T, now, cut) end
 return remember(reply_key, reply_ttl, now, user_tail(weighted_tail(reply, rec.w), rec.u))

@@ -56,7 +56,7 @@ for _, lk in ipairs(order) do
   if redis.call('EXISTS', L.k.queue) == 1 then
     local cfg = load_config(L.k.cfg)
     if type(cfg) == 'table' and cfg.policy then
-      define_policy()
+      begin_policy()
       hold_for_queue(cjson.decode(cfg.policy), L.k, now, cfg.limit, L.used,
         {tenant = L.tenant, license = L.license, prefix = prefix, seats = cfg.seats})
     end

@@ -77,8 +77,7 @@ if score and score > now then
     -- carries it on)
     rec.te = math.max(rec.te or 0, score)
     rec.lg = 1
-    move_deadline(k, lk, sid, rec, int_arg(deadline), score)
-    redis.call('HSET', k.sessions, sid, cjson.encode(rec))
+    put_lease(k, lk, sid, rec, int_arg(deadline), score)
     local used = in_use(k, now)
     emit(k.outbox, prefix, now, {type = 'lease.lingering', tenant_id = tenant,
       license_id = license, session_id = sid, client_id = rec.c, seats_used = used,
@@ -91,7 +90,7 @@ if score and score > now then
     session_id = sid, client_id = rec.c, seats_used = used, seats_total = cfg.seats,
     w = rec.w}, rec.m)
   if cfg.policy and k.queue then
-    define_policy()
+    begin_policy()
     hold_for_queue(cjson.decode(cfg.policy), k, now, cfg.limit, used,
       {tenant = tenant, license = license, prefix = prefix, seats = cfg.seats})
   end
