@@ -1,7 +1,8 @@
 """Replies by name (seats/protocol/replies.py, lua/_replies.lua): every seat script's
-answer reaches Python as ``[code, name, value, ...]`` and is decoded by name; a refusal is
-one row; the stored form is the one the release before names stored, so during a rolling
-deploy each release answers a repeat from the other's stored reply word for word.
+answer reaches Python as ``[code, 'name name ...', value, ...]`` and is decoded by name;
+a refusal is one row; the stored form is the one the release before names stored, so
+during a rolling deploy each release answers a repeat from the other's stored reply word
+for word.
 
 tests/data/stored_replies_v1.json holds replies stored by the scripts of commit 3c4bfca
 (before names) for 50 outcomes, with what each first call answered (tests/data/
@@ -120,23 +121,22 @@ LEASE = ["acquired", "sid", T + 360_000, 360_000, 1, 5, 5, T, 0]
         ([*LEASE, T + 9, 0, 2, "", "", 4, "m:abcd", "u:zoe", "r:123"],
          {"term_expires_ms": T + 9, "term_ends_ms": 0, "term_flags": 2, "entitlements": "",
           "max_version": "", "weight": 4, "machine": "abcd", "user": "zoe",
-          "recovering_until_ms": "123"}),
+          "recovering_until_ms": 123}),
         (["renewed", "sid", T, 60_000, 1, 5, 5, T, 1, "u:m:x"], {"user": "m:x"}),
     ],
 )  # fmt: skip
 def test_a_lease_answer_names_its_fields_and_each_optional_part(name, reply, named) -> None:
-    got = name(reply)
-    fields = dict(zip(got[1::2], got[2::2], strict=True))
+    answer = replies.decode(name(reply))
     base = dict(zip(replies.ANSWERS[reply[0]], reply[1:9], strict=True))
-    assert got[0] == reply[0]
-    assert fields == {**base, **named}
+    assert answer.code == reply[0]
+    assert answer.fields == {**base, **named}
 
 
 def test_an_older_stored_reply_short_of_a_field_names_what_it_has(name) -> None:
     """A release long before stored a denial without its held and reserved seats and an
     ok without its client: the fields are absent, and Python takes their defaults."""
     assert name(["denied", 4, 5, 5, 1000]) == [
-        "denied", "seats_used", 4, "seats_total", 5, "seat_limit", 5, "retry_ms", 1000,
+        "denied", "seats_used seats_total seat_limit retry_ms", 4, 5, 5, 1000,
     ]  # fmt: skip
     denied = replies.decode(name(["denied", 4, 5, 5, 1000]))
     error = replies.REFUSALS["denied"](denied, replies.Call("lic", weight=2))
@@ -213,7 +213,7 @@ def test_the_engine_decodes_no_reply_by_position_or_length() -> None:
 
 def test_a_named_answer_costs_few_bytes_more_on_the_wire(redis_client) -> None:
     """The named answer of a plain grant against its positional form, as RESP on the
-    wire: printed for docs/design.md (about 140 bytes more)."""
+    wire: printed for docs/design.md."""
     engine = SeatEngine(redis_client, lambda _t, _l: LicenseConfig(seats=5))
     seen: list[list] = []
     run = engine.scripts.acquire
@@ -232,7 +232,7 @@ def test_a_named_answer_costs_few_bytes_more_on_the_wire(redis_client) -> None:
         return size
 
     named = seen[-1]
-    positional = [named[0], *named[2::2]]
+    positional = [named[0], *named[2:]]
     extra = resp(named) - resp(positional)
     print(f"named grant: {resp(named)} bytes, positional {resp(positional)}: +{extra}")
     assert extra < 200

@@ -6,7 +6,8 @@
 -- A script builds its answer as a table {code, value, ...}: that table is what the store
 -- keeps (the stored form, version 1 in protocol/replies.py: the release before names kept
 -- the same, so two releases sharing Redis in a deploy read each other's), and what
--- named_reply turns into {code, name, value, name, value, ...} for Python.
+-- named_reply turns into {code, 'name name ...', value, value, ...} for Python: the answer's
+-- field names in one text, then their values in that order.
 
 -- Idempotency: a seat call carries a request id; its reply is kept for a repeat of the
 -- call (redis-py re-sending after a socket timeout, a client retrying after a lost reply),
@@ -264,13 +265,14 @@ local function remember(slot, ttl_ms, now, reply)
   return reply
 end
 
--- An answer table named: {code, name, value, ...} by the code's fields (reply_spec), for
--- Python to read by name (seats/protocol/replies.py). A lease's answer (reply_spec's
--- third table) names its optional parts too, recognised as the scripts append them: the
--- tagged texts from the end ('r:', 'u:', 'm:'), then a weight (one number past the
--- fields and whole sets of the terms' five), then the terms. A stored reply of an older
--- release may stop short of a field: the field is left out (Python's default). An
--- unknown code goes out alone.
+-- An answer table named: {code, 'name name ...', value, ...} by the code's fields
+-- (reply_spec), for Python to read by name (seats/protocol/replies.py). The names go as one
+-- text (a constant for an answer with every field): one element more than the table,
+-- not one a value. A lease's answer (reply_spec's third table) names its optional parts
+-- too, recognised as the scripts append them: the tagged texts from the end ('r:', 'u:',
+-- 'm:'), then a weight (one number past the fields and whole sets of the terms' five),
+-- then the terms. A stored reply of an older release may stop short of a field: the
+-- field is left out (Python's default). An unknown code goes out alone.
 local reply_fields, whole_reply, lease_answer, terms_fields, tagged, weight_field
 
 local function named_reply(reply)
@@ -281,24 +283,22 @@ local function named_reply(reply)
   local names = reply_fields[code]
   if not names then return {code} end
   local last, base = #reply, #names + 1
-  local parts = nil  -- the optional parts' names and values
+  local extra, values = nil, nil  -- the optional parts' names and values
   if last > base and lease_answer[code] then
-    parts = {}
+    extra, values = {}, {}
     for _, tag in ipairs(tagged) do
       local v = reply[last]
       if type(v) == 'string' and string.sub(v, 1, 2) == tag[1] then
-        parts[#parts + 1], parts[#parts + 2] = tag[2], string.sub(v, 3)
+        extra[#extra + 1], values[#values + 1] = tag[2], string.sub(v, 3)
         last = last - 1
       end
     end
     if (last - base) % 5 == 1 then
-      parts[#parts + 1], parts[#parts + 2] = weight_field, reply[last]
+      extra[#extra + 1], values[#values + 1] = weight_field, reply[last]
       last = last - 1
     end
     if last - base >= 5 then
-      for i = 1, 5 do
-        parts[#parts + 1], parts[#parts + 2] = terms_fields[i], reply[base + i]
-      end
+      for i = 1, 5 do extra[#extra + 1], values[#values + 1] = terms_fields[i], reply[base + i] end
       last = base
     end
   end
@@ -306,12 +306,13 @@ local function named_reply(reply)
   if last >= base then
     out = whole_reply[code](reply)
   else
-    out = {code}
-    for i = 1, last - 1 do out[2 * i], out[2 * i + 1] = names[i], reply[i + 1] end
+    out = {code, table.concat(names, ' ', 1, last - 1)}
+    for i = 2, last do out[i + 1] = reply[i] end
   end
-  if parts then
+  if extra and #extra > 0 then
+    out[2] = out[2] .. ' ' .. table.concat(extra, ' ')
     local n = #out
-    for i = 1, #parts do out[n + i] = parts[i] end
+    for i = 1, #values do out[n + i] = values[i] end
   end
   return out
 end

@@ -9,9 +9,9 @@ in that form (lua/_replies.lua, ``remember``): the *stored form*, version
 and both read (tests/test_replies_by_name.py replays replies stored by the release before
 names). On its way out every answer is named once, in Lua (``named_reply``), by the field
 lists below, which ``lua_spec`` writes out as the Lua the seat scripts are assembled with
-(seats/scripts.py): Python receives ``[code, name, value, name, value, ...]``, decoded here
-by name. A field a stored reply of an older release lacks is absent, and takes its
-default.
+(seats/scripts.py): Python receives ``[code, 'name name ...', value, value, ...]`` (the
+answer's field names in one text, then their values), decoded here by name. A field a
+stored reply of an older release lacks is absent, and takes its default.
 
 Adding a refusal: the script's step returns ``{'<code>', ...}``; one row in ``ANSWERS``
 (its fields) and one in ``REFUSALS`` (its error); the error in seatlease/errors.py; its
@@ -150,8 +150,10 @@ def lua_spec() -> str:
         return "{" + ", ".join(f"'{name}'" for name in names) + "}"
 
     def whole(code: str, names: tuple[str, ...]) -> str:
-        pairs = "".join(f", '{name}', r[{i}]" for i, name in enumerate(names, start=2))
-        return f"{code} = function(r) return {{'{code}'{pairs}}} end"
+        if not names:
+            return f"{code} = function(r) return {{'{code}'}} end"
+        values = "".join(f", r[{i}]" for i in range(2, len(names) + 2))
+        return f"{code} = function(r) return {{'{code}', '{' '.join(names)}'{values}}} end"
 
     fields = ",\n    ".join(f"{code} = {strings(names)}" for code, names in ANSWERS.items())
     wholes = ",\n    ".join(whole(code, names) for code, names in ANSWERS.items())
@@ -191,13 +193,13 @@ class Answer:
 
 
 def decode(reply: list) -> Answer:
-    """``[code, name, value, ...]`` (named_reply's) as an Answer."""
-    names, values = reply[1::2], reply[2::2]
+    """``[code, 'name name ...', value, ...]`` (named_reply's) as an Answer."""
+    names = reply[1].split() if len(reply) > 1 else ()
     return Answer(
         reply[0],
         {
             name: value if name in TEXTS else int(value)
-            for name, value in zip(names, values, strict=True)
+            for name, value in zip(names, reply[2:], strict=True)
         },
     )
 
