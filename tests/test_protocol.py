@@ -47,13 +47,21 @@ def code(text: str) -> str:
 
 
 def fields_of(table: str, text: str) -> set[str]:
-    """The names read or written as ``<table>.<name>`` in ``text``."""
-    return set(re.findall(rf"(?<![\w.]){table}\.([A-Za-z_]\w*)", text))
+    """The names read or written as ``<table>.<name>`` (or ``C.<table>.<name>``, the
+    call's state of acquire's steps) in ``text``."""
+    return set(re.findall(rf"(?:(?<![\w.])|(?<![\w.])C\.){table}\.([A-Za-z_]\w*)", text))
 
 
 def assigned(table: str, text: str) -> set[str]:
     """The names a script sets itself (``k.lk = ...``): its own, not the protocol's."""
     return set(re.findall(rf"(?<![\w.]){table}\.([A-Za-z_]\w*)\s*=(?!=)", text))
+
+
+def own_code(name: str) -> str:
+    """A script's own code: its file, and its steps' prelude (``_<name>.lua``) if it has
+    one (acquire's), without comments."""
+    steps = f"_{name}"
+    return code(lua(name)) + (code(lua(steps)) if steps in PRELUDES.get(name, ()) else "")
 
 
 def test_every_script_has_a_spec_and_every_spec_a_script() -> None:
@@ -80,7 +88,7 @@ def test_no_lua_file_indexes_keys_or_argv(path: str) -> None:
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_a_script_uses_exactly_the_names_its_spec_declares(name: str) -> None:
     spec = SPECS[name]
-    own = code(lua(name))
+    own = own_code(name)
     helpers = "".join(code(lua(p)) for p in ("_lib", *PRELUDES.get(name, ())))
     key_names = set(spec.keys) | ({spec.key_tail.name} if spec.key_tail else set())
     arg_names = set(spec.args) | ({spec.arg_tail.name} if spec.arg_tail else set())

@@ -165,7 +165,7 @@ def codes_returned_by_the_scripts() -> set[str]:
     first element (``{'code', ...}``: these files build no other table of strings), or a
     lease's ``status``."""
     codes: set[str] = set()
-    for part in ("acquire", "heartbeat", "release", "_policy", "_lib", "_ratelimit"):
+    for part in ("acquire", "_acquire", "heartbeat", "release", "_policy", "_lib", "_ratelimit"):
         text = (LUA / f"{part}.lua").read_text()
         code = "\n".join(line.split("--")[0] for line in text.splitlines())
         codes |= set(re.findall(r"(?:\{|status = )'([a-z_]+)'", code))

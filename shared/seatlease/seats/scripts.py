@@ -52,9 +52,10 @@ SCRIPT_NAMES = (
 
 # Helpers only some scripts need, placed between _lib.lua and the script: the seat calls
 # check the tenant's rate budget (_ratelimit.lua); acquire decides the license policy, and
-# release hands a seat it frees to the license's wait queue.
+# release hands a seat it frees to the license's wait queue; acquire's own steps
+# (_acquire.lua) come last, so that as the library's function they are defined once.
 PRELUDES = {
-    "acquire": ("_ratelimit", "_policy", "_refusals"),
+    "acquire": ("_ratelimit", "_policy", "_refusals", "_acquire"),  # _acquire: its steps
     "flush_refusals": ("_refusals",),
     "heartbeat": ("_ratelimit",),
     "release": ("_ratelimit", "_policy"),  # a freed seat is held for the queue at once

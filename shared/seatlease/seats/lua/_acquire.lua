@@ -1,0 +1,408 @@
+-- _acquire.lua: acquire.lua's steps, in the order acquire.lua runs them (its header says
+-- the rules). scripts.py puts this file between the helpers and acquire.lua: as the seat
+-- library's function the steps are defined once, at FUNCTION LOAD, not on every call.
+--
+-- A step takes the call's state C (acquire_state) and returns nil to go on, or the
+-- call's answer (remembered for a repeat where the rules say so): acquire.lua returns the
+-- first answer a step gives.
+
+-- The call's state: its named arguments parsed, and what the steps find out on the way.
+-- (One constructor with every field: the table is made once at its full size.)
+local function acquire_state(k, a)
+  local tenant, license = a.tenant_id, a.license_id
+  local lk = tenant .. '/' .. license
+  k.lk = lk
+  local asked = tonumber(a.seats or '')  -- nil: not said
+  return {
+    k = k, a = a, tenant = tenant, license = license, client = a.client_id, lk = lk,
+    new_sid = a.new_session_id, meta = a.metadata, prefix = a.event_prefix,
+    requested = tonumber(a.lease_seconds) * 1000,
+    borrow = tonumber(a.borrow_seconds or 0) * 1000,
+    reply_key = reply_slot(k.reply0, k.reply1, a.reply_field), reply_ttl = a.reply_ttl_ms,
+    user = a.user or '', asked = asked, w = asked or 1, machine = a.fingerprint or '',
+    failover_began = tonumber(a.failover_began_ms or ''), shown_user = a.shown_user or '',
+    on_heartbeat = a.readmit_for == 'heartbeat',
+    -- found on the way (false: not yet, or none)
+    cfg = false, now = false, verdict = false, T = false, lease_ms = false,
+    is_borrow = 0, P = false, mark_ms = false, lost = false, window = false, R = false,
+    pruned = false, deadline = false, cut = false, bound_to = false, recovering = false,
+    judged_user = false, held = false, reweigh = false, granting = false,
+    over_cap = false, used = false, own = 0, grant = false,
+  }
+end
+
+-- The answer of a grant or a renewal, with its tails (the license's terms, the weight,
+-- the machine, the user, a failover's window), remembered for a repeat.
+local function answer(C, reply)
+  if C.T then terms_tail(reply, C.T, C.now, C.cut) end
+  reply = machine_tail(weighted_tail(reply, C.w), C.bound_to or nil)
+  reply = user_tail(reply, C.judged_user or nil)
+  if C.recovering then reply[#reply + 1] = 'r:' .. int_arg(C.recovering) end
+  return remember(C.reply_key, C.reply_ttl, C.now, reply)
+end
+
+-- The license's configuration, the tenant's rate budget, the license's existence, the
+-- seats asked against the license's, suspension.
+local function configuration(C)
+  local k = C.k
+  local cfg = load_config(k.cfg)
+  if cfg == nil then return {'missing'} end
+  C.cfg = cfg
+  -- The call's one server time: the rate budget, the leases and the stored reply use it.
+  local now = now_ms()
+  C.now = now
+  -- the audit trail's verdict: this call was made already (after the config: the call
+  -- that fills it, or asks the audit trail, comes again and is counted once)
+  C.verdict = C.a.audit_verdict or ''
+  if C.verdict == '' then
+    local wait = rate_limited(k.rate, C.a.rate_limit, now)
+    if wait then return {'rate_limited', wait} end
+  end
+  if cfg == 'not_found' then return {'not_found'} end
+  -- (one seat on a license of none is a plain refusal, as it always was; the renewal of a
+  -- live lease of this weight is a renewal, whatever the license's seats became since)
+  if C.w > 1 and C.w > cfg.seats and not holds_weight(k, C.client, C.w, now) then
+    return {'too_many_seats', cfg.seats}
+  end
+  if cfg.suspended == '1' then return {'suspended'} end
+end
+
+-- The license's term, entitlements and version.
+local function terms(C)
+  local cfg, now = C.cfg, C.now
+  local wants, version = C.a.entitlements or '', C.a.version or ''
+  if not (cfg.terms or wants ~= '' or version ~= '') then return end
+  local T = load_terms(C.k.cfg, cfg.terms)
+  if T.starts and now < T.starts then return {'not_started', T.starts} end
+  if T.fin and now >= T.fin then return {'license_expired', T.exp, T.fin} end
+  if wants ~= '' then
+    local missing = nil  -- (a table only for a refusal)
+    for name in string.gmatch(wants, '%S+') do
+      if not string.find(T.ent, ' ' .. name .. ' ', 1, true) then
+        missing = missing or {}
+        missing[#missing + 1] = name
+      end
+    end
+    if missing then return {'not_entitled', table.concat(missing, ' ')} end
+  end
+  -- both as comparable text (seatlease.licenses.version_text): part by part, as numbers
+  if version ~= '' and T.maxk and version > T.maxk then
+    return {'version_not_entitled', T.maxv}
+  end
+  if cfg.terms then C.T = T end  -- a license without terms answers as it always did
+end
+
+-- The lease's length (a borrow's, or the lease asked for, within the license's maximums)
+-- and the policy's rules on the user.
+local function limits(C)
+  local cfg, user = C.cfg, C.user
+  local requested = C.requested
+  if requested > cfg.max_lease_ms then
+    -- (a heartbeat's re-admission asks its token's length: the license's longest, at most)
+    if not C.on_heartbeat then return {'lease_too_long', cfg.max_lease_ms / 1000} end
+    requested = cfg.max_lease_ms
+  end
+  if C.borrow > cfg.max_borrow_ms then
+    return {'borrow_too_long', cfg.max_borrow_ms / 1000}
+  end
+  local lease_ms = cfg.lease_ms
+  if requested > 0 then lease_ms = requested end
+  if C.borrow > 0 then lease_ms, C.is_borrow = C.borrow, 1 end
+  C.lease_ms = lease_ms
+  if cfg.policy then
+    begin_policy()
+    local P = cjson.decode(cfg.policy)
+    C.P = P
+    if P.needs_user == 1 and user == '' then return {'user_required'} end
+    if user ~= '' and user_facts(C.k.cfg, user).denied then return {'user_denied'} end
+  end
+end
+
+-- Whether the token's lease comes back (the header's rules), read before anything is
+-- written: the re-admission R, or nil and why not ('consult': ask the audit trail).
+local function readmission(C)
+  local a, k, now, window, mark_ms = C.a, C.k, C.now, C.window, C.mark_ms
+  local exp, iat = tonumber(a.token_exp_ms), tonumber(a.token_iat_ms)
+  local r = {sid = a.token_session_id, exp = exp, w = tonumber(a.token_seats),
+             borrowed = a.token_borrowed == '1', machine = a.token_machine or ''}
+  if exp <= now then return nil, 'expired' end
+  local score = tonumber(redis.call('ZSCORE', k.leases, r.sid))
+  if score and score > now then return nil, 'live' end
+  if score then  -- its record, expired and not yet reclaimed: reclaimed first (r.stale)
+    local raw = redis.call('HGET', k.sessions, r.sid)
+    local rec = raw and cjson.decode(raw) or {}
+    if rec.te and rec.te > now then return nil, 'ended' end  -- shortened, cut: by us
+    r.stale = true
+  end
+  local note = ended_note(k, r.sid, now)
+  if note then return nil, note end
+  if not window and not r.borrowed then return nil, 'closed' end
+  if C.asked and C.asked ~= r.w then return nil, 'weight' end
+  -- judged as the user its token says the policy judged it as, never as another
+  if (a.token_user or '') ~= '' and a.token_user ~= C.user then return nil, 'user' end
+  if mark_ms and mark_ms > iat then  -- this Redis's memory is younger than the token
+    if C.verdict == '' then return 'consult' end
+    if C.verdict ~= 'clear' then return nil, C.verdict end
+  end
+  if window then
+    r.why = (C.lost and mark_ms >= (C.failover_began or 0)) and 'data_lost' or 'failover'
+  else
+    r.why = 'borrow'
+  end
+  return r
+end
+
+-- A failover's recovery window, and a lease token's lease to bring back (re-admission).
+local function token(C)
+  local mark_ms, lost = shard_mark(C.k.mark)
+  C.mark_ms, C.lost = mark_ms or false, lost or false
+  C.window = recovery_ends(C.k, C.cfg, C.now, C.failover_began, lost and mark_ms or nil)
+    or false
+  if (C.a.token_session_id or '') == '' then return end
+  local R, why_not = readmission(C)
+  if R == 'consult' then return {'consult_audit', mark_ms} end
+  if C.on_heartbeat and not R then return {'not_readmitted', why_not} end
+  if R then C.R, C.w = R, R.w end
+end
+
+-- The caller's own lease (the header's table): renewed, converted to a borrow or taken
+-- back, and answered; or a lingering one to take back with another weight (C.reweigh,
+-- decided below as a new lease); or an expired one, reclaimed. Expired leases of the
+-- license are pruned first, so the count after is exact even when the reaper is late
+-- (bounded per call; ZCOUNT ignores any expired lease left behind).
+local function own_lease(C)
+  local k, lk, now, cfg, client = C.k, C.lk, C.now, C.cfg, C.client
+  C.pruned = reclaim_expired(k, lk, C.tenant, C.license, now, cfg.seats, C.prefix, 100)
+  local T = C.T
+  local deadline = now + C.lease_ms
+  if T and T.fin and not T.keep and deadline > T.fin then deadline, C.cut = T.fin, true end
+  C.deadline = deadline
+  local held = redis.call('HGET', k.clients, client)
+  if not held then return end
+  C.held = held
+  local score = tonumber(redis.call('ZSCORE', k.leases, held))
+  if not (score and score > now) then
+    reclaim(k, lk, C.tenant, C.license, held, now, cfg.seats, C.prefix)
+    return
+  end
+  -- (a heartbeat's re-admission: its client holds another lease here, or a lingering
+  -- one, which only an acquire takes back)
+  if C.on_heartbeat then return {'not_readmitted', 'superseded'} end
+  C.R = false  -- the caller's own live lease is renewed: the token has nothing to bring back
+  local rec = cjson.decode(redis.call('HGET', k.sessions, held))
+  C.judged_user = rec.u or false
+  local asked, machine = C.asked, C.machine
+  if rec.b and machine ~= '' and rec.f and rec.f ~= machine then
+    return remember(C.reply_key, C.reply_ttl, now, {'machine_mismatch'})
+  end
+  if asked and asked ~= (rec.w or 1) and not rec.lg then
+    return remember(C.reply_key, C.reply_ttl, now, {'seats_mismatch', rec.w or 1, asked})
+  end
+  if asked and asked ~= (rec.w or 1) then
+    C.reweigh = rec  -- decided below as a new lease, its own seats free for it
+    return
+  end
+  C.w = rec.w or 1
+  local used = in_use(k, now)
+  if rec.b then
+    C.bound_to = rec.f or false
+    -- a borrow outlives no term: one the operator's cut missed is cut now
+    local bound = term_bound(T or nil, now)
+    if bound and score > bound[1] then
+      local before = score
+      score, rec.x = bound[1], bound[2]
+      put_lease(k, lk, held, rec, int_arg(score), before)
+    end
+    C.cut = rec.x == 1
+    return answer(C, {'renewed', held, score, rec.l, used, cfg.seats, cfg.limit, now, 1})
+  end
+  -- The seat is held either way: these change the lease, never the seat count.
+  local etype = nil
+  if C.is_borrow == 1 then
+    rec.b, etype = 1, 'lease.converted'
+    if machine ~= '' then rec.f = machine end
+    C.bound_to = rec.f or false
+  elseif rec.lg then
+    etype = 'lease.renewed'
+  end
+  if rec.lg then redis.call('ZREM', k.ended, held) end
+  local token_deadline = score  -- (a lingering lease's is the linger's: none)
+  if rec.lg then token_deadline = nil end
+  rec.lg = nil
+  rec.l = C.lease_ms
+  rec.x, rec.tm = C.cut and 1 or nil, T and 1 or nil
+  put_lease(k, lk, held, rec, int_arg(deadline), token_deadline)
+  if C.is_borrow == 0 then note_lease_length(k.lmax, C.lease_ms, now) end
+  if etype then
+    emit(k.outbox, C.prefix, now, {type = etype, tenant_id = C.tenant,
+      license_id = C.license, session_id = held, client_id = client, seats_used = used,
+      seats_total = cfg.seats, w = C.w}, rec.m)
+  end
+  return answer(C, {'renewed', held, deadline, C.lease_ms, used, cfg.seats, cfg.limit, now,
+    C.is_borrow})
+end
+
+-- A failover's recovery window (recovery_ends in _lib.lua): the holders this Redis lost
+-- come back with their tokens within one heartbeat interval of the license's longest
+-- recent lease; until then no new seat, unless the license chose to grant (then a
+-- re-admission is not bound by the cap either). A token's lease coming back: its expired
+-- record goes first (a weight left behind with it too); a borrow comes back as the
+-- borrow it was, until its end.
+local function failover_window(C)
+  local k, now, R, T = C.k, C.now, C.R, C.T
+  if R and R.stale then
+    reclaim(k, C.lk, C.tenant, C.license, R.sid, now, C.cfg.seats, C.prefix)
+  end
+  if R and R.borrowed then
+    C.is_borrow, C.machine, C.cut = 1, R.machine, false
+    local deadline = R.exp
+    if T and T.fin and not T.keep and deadline > T.fin then deadline, C.cut = T.fin, true end
+    C.deadline, C.lease_ms = deadline, deadline - now
+  end
+  local window = C.window
+  if window then
+    C.granting = redis.call('HGET', k.cfg, 'fo') == 'grant'
+    if not R then
+      if not C.granting then
+        -- (not kept for a repeat: it changed nothing and says "later"; a repeat of the
+        -- call after Retry-After is decided then, as a rate limit's is)
+        redis.call('HINCRBY', k.denials, C.lk, 1)
+        return {'recovering', window - now}
+      end
+      C.recovering = window
+    end
+  end
+  C.over_cap = R and (R.borrowed or (R.why ~= 'borrow' and C.granting)) or false
+end
+
+-- The seats in use. Under the prune limit every expired lease is gone (its weight with
+-- it), so ZCARD and the weights' sum are the live count. A lingering lease taken back
+-- with another weight: its seats are free for its client (C.own).
+local function count(C)
+  local k = C.k
+  if C.pruned < 100 then
+    local leases = redis.call('ZCARD', k.leases)
+    local extra = tonumber(redis.call('GET', k.wsum) or 0)
+    -- (no lease left, no weight: a sum a call of the release before left behind goes)
+    if leases == 0 and extra ~= 0 then
+      redis.call('DEL', k.wsum)
+      extra = 0
+    end
+    C.used = leases + redis.call('ZCARD', k.units) + extra
+  else
+    C.used = in_use(k, C.now)
+  end
+  C.own = C.reweigh and (C.reweigh.w or 1) or 0
+end
+
+-- The verdict: the license's policy (its queue, reservations and per-user limit), or
+-- the cap alone. A refusal for want of seats is noted for the refusal events.
+local function decide(C)
+  local k, lk, now, cfg, used, own, w = C.k, C.lk, C.now, C.cfg, C.used, C.own, C.w
+  if C.P then
+    local S = seat_state(C.P, k, now, cfg.limit, used - own)
+    S.used0 = used
+    if C.reweigh then set_aside(S, C.reweigh, C.user) end
+    local call = {client = C.client, user = C.user,
+      queue = C.a.queue == '1' and not C.on_heartbeat, ticket = C.a.ticket or '',
+      new_ticket = C.a.new_ticket, meta = C.meta, tenant = C.tenant, license = C.license,
+      prefix = C.prefix, seats = cfg.seats, w = w}
+    local grant, refusal
+    if C.over_cap then
+      grant, refusal = policy_admit(S, call)
+    else
+      grant, refusal = policy_decide(S, call)
+    end
+    if refusal and C.on_heartbeat then return {'not_readmitted', refusal[1]} end
+    if refusal then
+      if refusal[1] ~= 'queued' then redis.call('HINCRBY', k.denials, lk, 1) end
+      if refusal[1] == 'denied' or refusal[1] == 'queued' or refusal[1] == 'queue_full' then
+        note_refusal(k, lk, C.client, C.shown_user, w, now, refusal[1] == 'queued')
+      end
+      return remember(C.reply_key, C.reply_ttl, now, refusal)
+    end
+    grant.S = S
+    C.grant = grant
+  elseif used - own + w > cfg.limit and not C.over_cap then
+    if C.on_heartbeat then return {'not_readmitted', 'denied'} end
+    -- Denials are counters (one field per license), not events: a retry storm cannot
+    -- grow Redis. The reaper turns them into lease.denied events.
+    redis.call('HINCRBY', k.denials, lk, 1)
+    note_refusal(k, lk, C.client, C.shown_user, w, now, false)
+    local first = redis.call('ZRANGEBYSCORE', k.leases, '(' .. int_arg(now), '+inf',
+      'WITHSCORES', 'LIMIT', '0', '1')
+    local retry_ms = 1000
+    if #first > 0 then retry_ms = tonumber(first[2]) - now end
+    return remember(C.reply_key, C.reply_ttl, now,
+      {'denied', used, cfg.seats, cfg.limit, retry_ms})
+  end
+end
+
+-- The lease granted: a new one, a token's lease re-created with its session id, or the
+-- lingering lease taken back with its new weight; stored, counted and told (its event).
+-- Returns the answer's status.
+local function grant(C)
+  local k, lk, now, cfg, R, w, reweigh = C.k, C.lk, C.now, C.cfg, C.R, C.w, C.reweigh
+  local client, meta, grant_ = C.client, C.meta, C.grant
+  local sid = C.new_sid
+  local rec = {c = client, a = now, l = C.lease_ms, m = meta, t = cfg.seats}
+  local etype = 'lease.acquired'
+  if R then
+    sid, etype, rec.m = R.sid, 'lease.recovered', with_field(meta, '"recovered":true')
+    -- its token may say more than the lease re-created (a shorter call, the license's
+    -- maximum lowered, the term's cut): its end is noted until then all the same
+    if R.exp > C.deadline then rec.te = R.exp end
+  end
+  if reweigh then
+    -- the lingering lease, taken back with its new weight: same session, new counts
+    sid, rec, etype = C.held, reweigh, 'lease.renewed'
+    redis.call('ZREM', k.ended, sid)
+    uncount(k.users, rec)
+    drop_weight(k, sid, rec)
+    rec.w, rec.ws, rec.lg, rec.cu, rec.cg, rec.u, rec.g = nil, nil, nil, nil, nil, nil, nil
+    rec.l, rec.x, rec.tm = C.lease_ms, nil, nil
+  end
+  if w > 1 then rec.w = w end
+  if C.is_borrow == 1 then
+    -- (the lingering lease taken back as a borrow: converted, as with its own weight)
+    rec.b = 1
+    if not R then etype = reweigh and 'lease.converted' or 'lease.borrowed' end
+    if C.machine ~= '' then rec.f = C.machine end
+    C.bound_to = rec.f or false
+  end
+  -- x: cut to the license's end; tm: the license had terms (heartbeat reads them)
+  if C.cut then rec.x = 1 end
+  if C.T then rec.tm = 1 end
+  local seats_used = C.used - C.own + w
+  if grant_ then
+    -- u: the user; g: the group whose reservation the seat is charged to
+    if C.user ~= '' then rec.u, C.judged_user = C.user, C.user end
+    if grant_.g then rec.g = grant_.g end
+    record_lease(grant_.S, C.user, grant_.g, rec, w, grant_.c)
+    if grant_.ticket then
+      drop_ticket(k, client)
+      grant_.ticket.w = w > 1 and w or nil
+      queue_event(k, {prefix = C.prefix, tenant = C.tenant, license = C.license,
+        seats = cfg.seats}, 'queue.granted', client, grant_.ticket, now, nil, sid, seats_used)
+    end
+  end
+  add_weight(k, rec, w)
+  note_grant(k, client, now)
+  if C.is_borrow == 0 then note_lease_length(k.lmax, C.lease_ms, now) end
+  put_lease(k, lk, sid, rec, int_arg(C.deadline))
+  redis.call('HSET', k.clients, client, sid)
+  -- (a grant in a failover's window: the event says so, after the client's metadata)
+  local event_meta = rec.m
+  if C.recovering then event_meta = with_field(rec.m, '"recovering":true') end
+  if R then
+    event_meta = with_reason(meta, R.why)
+    redis.call('INCR', k.recovered)
+  end
+  emit(k.outbox, C.prefix, now, {type = etype, tenant_id = C.tenant, license_id = C.license,
+    session_id = sid, client_id = client, seats_used = seats_used, seats_total = cfg.seats,
+    w = w}, event_meta)
+  local status = 'acquired'
+  if R then status = 'recovered' elseif reweigh then status = 'renewed' end
+  return {status, sid, C.deadline, C.lease_ms, seats_used, cfg.seats, cfg.limit, now,
+    C.is_borrow}
+end
