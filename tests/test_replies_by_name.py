@@ -139,7 +139,7 @@ def test_an_older_stored_reply_short_of_a_field_names_what_it_has(name) -> None:
         "denied", "seats_used seats_total seat_limit retry_ms", 4, 5, 5, 1000,
     ]  # fmt: skip
     denied = replies.decode(name(["denied", 4, 5, 5, 1000]))
-    error = replies.REFUSALS["denied"](denied, replies.Call("lic", weight=2))
+    error = replies.REFUSALS["denied"].error(denied, replies.Call("lic", weight=2))
     assert (error.seats_held, error.seats_reserved, error.seats_requested) == (0, 0, 2)
     ok = replies.decode(name(["ok", T + 1, 60_000, T, 0]))
     renewal = replies.renewal_of(ok, replies.Call("lic"), "sid")
@@ -174,12 +174,14 @@ def codes_returned_by_the_scripts() -> set[str]:
 
 def test_every_code_a_script_answers_is_in_the_spec_and_decoded() -> None:
     """The spec names every code the scripts answer; every code is a refusal (one row)
-    or one of the answers the engine makes a value of."""
+    or one of the answers the engine makes a value of, never both."""
     returned = codes_returned_by_the_scripts()
     assert {"acquired", "denied", "ok", "released", "gone", "queued"} <= returned
     assert returned <= set(replies.ANSWERS), returned - set(replies.ANSWERS)
     values = {"acquired", "renewed", "recovered", "queued", "ok", "released", "gone"}
-    assert set(replies.ANSWERS) == set(replies.REFUSALS) | values | {"consult_audit"}
+    assert set(replies.VALUES) == values | {"consult_audit"}
+    assert not set(replies.VALUES) & set(replies.REFUSALS)
+    assert set(replies.ANSWERS) == set(replies.REFUSALS) | set(replies.VALUES)
 
 
 def test_the_generated_lua_spec_is_the_python_spec(redis_client) -> None:

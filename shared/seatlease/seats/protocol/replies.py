@@ -13,10 +13,10 @@ lists below, which ``lua_spec`` writes out as the Lua the seat scripts are assem
 answer's field names in one text, then their values), decoded here by name. A field a
 stored reply of an older release lacks is absent, and takes its default.
 
-Adding a refusal: the script's step returns ``{'<code>', ...}``; one row in ``ANSWERS``
-(its fields) and one in ``REFUSALS`` (its error); the error in seatlease/errors.py; its
-HTTP mapping (seatlease/api/errormap.py); the clients' error tables (docs/design.md,
-"Adding a refusal").
+Adding a refusal: the script's step returns ``{'<code>', ...}``; one row in ``REFUSALS``
+(its code, its fields, its error); the error in seatlease/errors.py; its HTTP mapping
+(seatlease/api/errormap.py); the clients' error tables (docs/design.md, "Adding a
+refusal").
 """
 
 from __future__ import annotations
@@ -68,50 +68,159 @@ _LEASE = (
 _RENEWAL = ("expires_at_ms", "lease_ms", "now_ms", "borrowed", "client_id")
 _RELEASE = ("seats_used", "seats_total", "lingering", "now_ms")
 
-# Each answer code and its fields, in the order the script's table holds them.
-ANSWERS: dict[str, tuple[str, ...]] = {
-    # every seat call
-    "missing": (),  # the license's configuration is not cached: the engine fills it
-    "not_found": (),
-    "rate_limited": ("retry_ms",),
-    # acquire.lua
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A script's answer: its code and its named fields (an absent field: None)."""
+
+    code: str
+    fields: dict[str, Any]
+
+    def __getattr__(self, name: str) -> Any:
+        # (a name no answer has is a mistake, not an absent field)
+        if name not in FIELD_NAMES:
+            raise AttributeError(name)
+        return self.fields.get(name)
+
+    def number(self, name: str, default: int = 0) -> int:
+        value = self.fields.get(name)
+        return default if value is None else value
+
+    def retry_seconds(self) -> int:
+        """``retry_ms`` in whole seconds, at least 1 (1 when absent)."""
+        return max(1, math.ceil(self.number("retry_ms") / 1000))
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What a refusal's error says of the call itself, not of the answer."""
+
+    license_id: str
+    client_id: str = ""
+    user: str | None = None
+    version: str | None = None
+    weight: int = 1  # the seats asked (a new lease's 1, a token's own)
+
+
+def too_many_seats(seats: int) -> InvalidRequest:
+    """The 400 for a lease counting more seats than its license has."""
+    problem = f"may be at most {seats} (the license's seats)"
+    return InvalidRequest(
+        f"Invalid request: seats: {problem}.",
+        details=[{"field": "seats", "problem": problem}],
+    )
+
+
+def borrow_too_long(max_borrow_seconds: int) -> InvalidRequest:
+    """The 400 for a borrow beyond the license's maximum, naming the field and the max."""
+    if max_borrow_seconds <= 0:
+        problem = "borrowing is off for this license (max_borrow_seconds is 0)"
+    else:
+        problem = f"may be at most {max_borrow_seconds} (max_borrow_seconds) for this license"
+    return InvalidRequest(
+        f"Invalid request: borrow_seconds: {problem}.",
+        max_borrow_seconds=max_borrow_seconds,
+        details=[{"field": "borrow_seconds", "problem": problem}],
+    )
+
+
+def user_required() -> InvalidRequest:
+    return InvalidRequest(
+        "Invalid request: user: required on this license (its policy judges users).",
+        details=[{"field": "user", "problem": "required by the license's policy"}],
+    )
+
+
+# The answers the engine makes a value of (and consult_audit, which asks it for the audit
+# trail's word): each code and its fields, in the order the script's table holds them.
+VALUES: dict[str, tuple[str, ...]] = {
     "acquired": _LEASE,
     "renewed": _LEASE,
     "recovered": _LEASE,
     "queued": ("position", "ticket", "retry_ms", "seats_used", "seats_total"),
-    "denied": (
-        "seats_used",
-        "seats_total",
-        "seat_limit",
-        "retry_ms",
-        "seats_held",
-        "seats_reserved",
-    ),
-    "queue_full": ("queue_max", "queue_waiting", "seats_used", "seats_total"),
-    "user_limit": ("max_per_user", "sessions", "retry_ms"),
-    "user_required": (),
-    "user_denied": (),
-    "suspended": (),
-    "not_started": ("starts_at_ms",),
-    "license_expired": ("expires_at_ms", "ended_at_ms"),
-    "not_entitled": ("missing",),
-    "version_not_entitled": ("max_version",),
-    "lease_too_long": ("max_lease_seconds",),
-    "borrow_too_long": ("max_borrow_seconds",),
-    "too_many_seats": ("license_seats",),
-    "seats_mismatch": ("held_seats", "seats"),
-    "machine_mismatch": (),
-    "recovering": ("retry_ms",),
     "consult_audit": ("data_since_ms",),
-    "not_readmitted": ("why",),
-    # heartbeat.lua
     "ok": _RENEWAL,
-    "expired": (),
-    "unknown": (),
-    "revoked": (),
-    # release.lua
     "released": _RELEASE,
     "gone": _RELEASE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A refusal's row: the fields of its answer (in the order the script's table holds
+    them) and its error, made of the answer (a) and the call (c)."""
+
+    fields: tuple[str, ...]
+    error: Callable[[Answer, Call], SeatError]
+
+
+# Every refusal a seat script answers: one row each (docs/design.md, "Adding a refusal").
+REFUSALS: dict[str, Refusal] = {
+    # any seat call
+    "missing": Refusal((), lambda a, c: LicenseNotFound(f"license {c.license_id!r} not found")),
+    "not_found": Refusal((), lambda a, c: LicenseNotFound(f"license {c.license_id!r} not found")),
+    "rate_limited": Refusal(("retry_ms",), lambda a, c: TenantRateLimited(a.retry_seconds())),
+    "not_started": Refusal(("starts_at_ms",), lambda a, c: LicenseNotStarted(a.starts_at_ms)),
+    "license_expired": Refusal(
+        ("expires_at_ms", "ended_at_ms"),
+        lambda a, c: LicenseExpired(a.expires_at_ms, a.ended_at_ms),
+    ),
+    # acquire.lua
+    "suspended": Refusal(
+        (), lambda a, c: LicenseSuspended(f"license {c.license_id!r} is suspended")
+    ),
+    "not_entitled": Refusal(("missing",), lambda a, c: NotEntitled(a.missing.split())),
+    "version_not_entitled": Refusal(
+        ("max_version",), lambda a, c: VersionNotEntitled(c.version or "", a.max_version)
+    ),
+    "lease_too_long": Refusal(
+        ("max_lease_seconds",), lambda a, c: LeaseTooLong(a.max_lease_seconds)
+    ),
+    "borrow_too_long": Refusal(
+        ("max_borrow_seconds",), lambda a, c: borrow_too_long(a.max_borrow_seconds)
+    ),
+    "too_many_seats": Refusal(("license_seats",), lambda a, c: too_many_seats(a.license_seats)),
+    "seats_mismatch": Refusal(
+        ("held_seats", "seats"), lambda a, c: SeatsMismatch(c.client_id, a.held_seats, a.seats)
+    ),
+    "machine_mismatch": Refusal((), lambda a, c: MachineMismatch(c.client_id)),
+    "denied": Refusal(
+        ("seats_used", "seats_total", "seat_limit", "retry_ms", "seats_held", "seats_reserved"),
+        lambda a, c: NoSeatsAvailable(
+            a.seats_used,
+            a.seats_total,
+            a.retry_seconds(),
+            a.number("seats_held"),
+            a.number("seats_reserved"),
+            c.weight,
+        ),
+    ),
+    "queue_full": Refusal(
+        ("queue_max", "queue_waiting", "seats_used", "seats_total"),
+        lambda a, c: QueueFull(a.queue_max, a.seats_used, a.seats_total),
+    ),
+    "user_required": Refusal((), lambda a, c: user_required()),
+    "user_denied": Refusal((), lambda a, c: UserDenied(c.user or "")),
+    "user_limit": Refusal(
+        ("max_per_user", "sessions", "retry_ms"),
+        lambda a, c: UserLimitReached(
+            c.user or "", a.max_per_user, a.sessions, a.retry_seconds(), c.weight
+        ),
+    ),
+    "recovering": Refusal(("retry_ms",), lambda a, c: Recovering(a.retry_seconds())),
+    "not_readmitted": Refusal(
+        ("why",), lambda a, c: SessionExpired("revoked" if a.why == "revoked" else "unknown")
+    ),
+    # heartbeat.lua
+    "expired": Refusal((), lambda a, c: SessionExpired("expired")),
+    "unknown": Refusal((), lambda a, c: SessionExpired("unknown")),
+    "revoked": Refusal((), lambda a, c: SessionExpired("revoked")),
+}
+
+# Each answer code and its fields, in the order the script's table holds them.
+ANSWERS: dict[str, tuple[str, ...]] = {
+    **VALUES,
+    **{code: refusal.fields for code, refusal in REFUSALS.items()},
 }
 
 # A lease's answer (acquired, renewed, recovered; a heartbeat's ok) may go on past its
@@ -170,28 +279,6 @@ def lua_spec() -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """A script's answer: its code and its named fields (an absent field: None)."""
-
-    code: str
-    fields: dict[str, Any]
-
-    def __getattr__(self, name: str) -> Any:
-        # (a name no answer has is a mistake, not an absent field)
-        if name not in FIELD_NAMES:
-            raise AttributeError(name)
-        return self.fields.get(name)
-
-    def number(self, name: str, default: int = 0) -> int:
-        value = self.fields.get(name)
-        return default if value is None else value
-
-    def retry_seconds(self) -> int:
-        """``retry_ms`` in whole seconds, at least 1 (1 when absent)."""
-        return max(1, math.ceil(self.number("retry_ms") / 1000))
-
-
 def decode(reply: list) -> Answer:
     """``[code, 'name name ...', value, ...]`` (named_reply's) as an Answer."""
     names = reply[1].split() if len(reply) > 1 else ()
@@ -204,89 +291,11 @@ def decode(reply: list) -> Answer:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """What a refusal's error says of the call itself, not of the answer."""
-
-    license_id: str
-    client_id: str = ""
-    user: str | None = None
-    version: str | None = None
-    weight: int = 1  # the seats asked (a new lease's 1, a token's own)
-
-
-def too_many_seats(seats: int) -> InvalidRequest:
-    """The 400 for a lease counting more seats than its license has."""
-    problem = f"may be at most {seats} (the license's seats)"
-    return InvalidRequest(
-        f"Invalid request: seats: {problem}.",
-        details=[{"field": "seats", "problem": problem}],
-    )
-
-
-def borrow_too_long(max_borrow_seconds: int) -> InvalidRequest:
-    """The 400 for a borrow beyond the license's maximum, naming the field and the max."""
-    if max_borrow_seconds <= 0:
-        problem = "borrowing is off for this license (max_borrow_seconds is 0)"
-    else:
-        problem = f"may be at most {max_borrow_seconds} (max_borrow_seconds) for this license"
-    return InvalidRequest(
-        f"Invalid request: borrow_seconds: {problem}.",
-        max_borrow_seconds=max_borrow_seconds,
-        details=[{"field": "borrow_seconds", "problem": problem}],
-    )
-
-
-def user_required() -> InvalidRequest:
-    return InvalidRequest(
-        "Invalid request: user: required on this license (its policy judges users).",
-        details=[{"field": "user", "problem": "required by the license's policy"}],
-    )
-
-
-# Each refusal: its code -> its error, from the answer's fields (a) and the call (c).
-Refusal = Callable[[Answer, Call], SeatError]
-REFUSALS: dict[str, Refusal] = {
-    "missing": lambda a, c: LicenseNotFound(f"license {c.license_id!r} not found"),
-    "not_found": lambda a, c: LicenseNotFound(f"license {c.license_id!r} not found"),
-    "rate_limited": lambda a, c: TenantRateLimited(a.retry_seconds()),
-    "not_readmitted": lambda a, c: SessionExpired("revoked" if a.why == "revoked" else "unknown"),
-    "recovering": lambda a, c: Recovering(a.retry_seconds()),
-    "suspended": lambda a, c: LicenseSuspended(f"license {c.license_id!r} is suspended"),
-    "not_started": lambda a, c: LicenseNotStarted(a.starts_at_ms),
-    "license_expired": lambda a, c: LicenseExpired(a.expires_at_ms, a.ended_at_ms),
-    "not_entitled": lambda a, c: NotEntitled(a.missing.split()),
-    "version_not_entitled": lambda a, c: VersionNotEntitled(c.version or "", a.max_version),
-    "lease_too_long": lambda a, c: LeaseTooLong(a.max_lease_seconds),
-    "borrow_too_long": lambda a, c: borrow_too_long(a.max_borrow_seconds),
-    "too_many_seats": lambda a, c: too_many_seats(a.license_seats),
-    "seats_mismatch": lambda a, c: SeatsMismatch(c.client_id, a.held_seats, a.seats),
-    "machine_mismatch": lambda a, c: MachineMismatch(c.client_id),
-    "denied": lambda a, c: NoSeatsAvailable(
-        a.seats_used,
-        a.seats_total,
-        a.retry_seconds(),
-        a.number("seats_held"),
-        a.number("seats_reserved"),
-        c.weight,
-    ),
-    "queue_full": lambda a, c: QueueFull(a.queue_max, a.seats_used, a.seats_total),
-    "user_required": lambda a, c: user_required(),
-    "user_denied": lambda a, c: UserDenied(c.user or ""),
-    "user_limit": lambda a, c: UserLimitReached(
-        c.user or "", a.max_per_user, a.sessions, a.retry_seconds(), c.weight
-    ),
-    "expired": lambda a, c: SessionExpired("expired"),
-    "unknown": lambda a, c: SessionExpired("unknown"),
-    "revoked": lambda a, c: SessionExpired("revoked"),
-}
-
-
 def refuse(answer: Answer, call: Call) -> None:
     """Raises the answer's refusal, if it is one."""
     refusal = REFUSALS.get(answer.code)
     if refusal is not None:
-        raise refusal(answer, call)
+        raise refusal.error(answer, call)
 
 
 def _terms(a: Answer) -> Terms | None:
