@@ -1,4 +1,4 @@
-"""The idempotency reply store (``replay``/``remember`` in lua/_lib.lua): a reply comes
+"""The idempotency reply store (``replay``/``remember`` in lua/_replies.lua): a reply comes
 back exactly as stored, costs at most about 120 bytes of Redis memory, answers a repeat
 for at least ``REPLY_TTL_SECONDS`` and is gone by twice that; and every retry a client or
 redis-py makes of one call comes within that time. Real redis-server, nothing mocked."""

@@ -5,7 +5,7 @@
 --   k.cfg, k.leases, k.sessions, k.clients: the license's configuration and leases
 --   k.deadlines, k.outbox, k.denials: the shard's deadline index, events and denial counts
 --   k.reply0, k.reply1: the license's reply hashes (generations 0 and 1), a.reply_field
---     this call's field in them (idempotency, see replay in _lib.lua), kept a.reply_ttl_ms
+--     this call's field in them (idempotency: replay in _replies.lua), kept a.reply_ttl_ms
 --   a.new_session_id: the session id of a new lease (random, from Python)
 --   a.lease_seconds: the lease asked for, 0 for the license's default; a.borrow_seconds:
 --     a borrow, 0 for a lease that heartbeats (Python never sends both)

@@ -36,7 +36,7 @@ from seatlease.seats.values import TokenGrant
 # the pauses between them, 68 s from the first send to the last) plus redis-py's retries
 # of the script on the server (4 tries of 2 + 2 s timeouts and 1 s pauses, 19 s) after
 # the first run: 87 s (tests/test_reply_store.py computes both from the code). A reply
-# lives between this and twice this (lua/_lib.lua, ``remember``: two generations).
+# lives between this and twice this (lua/_replies.lua, ``remember``: two generations).
 REPLY_TTL_SECONDS = 90
 _REPLY_TTL_MS = REPLY_TTL_SECONDS * 1000
 
