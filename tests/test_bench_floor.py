@@ -65,6 +65,7 @@ def commands_run(client: Any, run: Callable[[], Any]) -> tuple[Any, Counter[str]
 @pytest.fixture
 def engine(redis_client, bench) -> SeatEngine:
     eng = SeatEngine(redis_client, bench.load_config)
+    eng.scripts.library.load()  # the bench queues its calls in pipelines, as here
     eng.cache_config(bench.TENANT, bench.FLOOR, bench.load_config(bench.TENANT, bench.FLOOR))
     return eng
 
@@ -175,6 +176,7 @@ def test_the_terms_row_takes_a_weighted_lease_and_gives_its_weight_back(
     TERMS_WEIGHT - 1 extra seats; the release between rounds (and the fill) leave the
     license's weights as they were, or the rounds would measure a growing ZSET."""
     eng = SeatEngine(redis_client, bench.load_config)
+    eng.scripts.library.load()  # the bench queues its calls in pipelines, as here
     filled = bench.fill_license(eng, bench.TERMS, 3, "tfill")
     extra = bench.TERMS_WEIGHT - 1
     assert bench.extra_seats(eng) == 3 * extra
@@ -201,6 +203,7 @@ def test_the_heavy_rows_take_the_heaviest_lease_a_caller_may_ask_for(redis_clien
 
     assert bench.HEAVY_WEIGHT == MAX_LEASE_WEIGHT
     eng = SeatEngine(redis_client, bench.load_config)
+    eng.scripts.library.load()  # the bench queues its calls in pipelines, as here
     bench.fill_license(eng, bench.HEAVY, 2, "hfill")
     pipe = redis_client.pipeline(transaction=False)
     sid = bench.queue_acquire(eng, pipe, bench.HEAVY, "heavy-1", seats=bench.HEAVY_WEIGHT)
