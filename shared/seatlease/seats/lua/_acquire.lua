@@ -2,49 +2,46 @@
 -- the rules). scripts.py puts this file between the helpers and acquire.lua: as the seat
 -- library's function the steps are defined once, at FUNCTION LOAD, not on every call.
 --
--- A step takes the call's state C (acquire_state) and returns nil to go on, or the
+-- A step takes the call's state C (acquire_state), and the call's named keys and
+-- arguments k and a (as parameters: no closure per call), and returns nil to go on, or the
 -- call's answer (remembered for a repeat where the rules say so): acquire.lua returns the
 -- first answer a step gives.
 
--- The call's state: its named arguments parsed, and what the steps find out on the way.
--- (One constructor with every field: the table is made once at its full size.)
+-- The call's state: what the steps find out on the way, and the arguments they parse
+-- (here, before anything is written: the lengths and seats asked) or change (the
+-- lease's weight, the machine); the rest they read from `k` and `a` themselves (the
+-- license's key prefix from k.lk). The constructor names the fields every grant sets;
+-- the others (T, P, R, held, reweigh, grant, bound_to, judged_user, recovering: nil
+-- until found) are set only on a license with terms or a policy, a token or a lease
+-- held. Both together are under 32: the one hash part the constructor sizes never grows.
 local function acquire_state(k, a)
-  local tenant, license = a.tenant_id, a.license_id
-  local lk = tenant .. '/' .. license
-  k.lk = lk
+  k.lk = a.tenant_id .. '/' .. a.license_id
   local asked = tonumber(a.seats or '')  -- nil: not said
   return {
-    k = k, a = a, tenant = tenant, license = license, client = a.client_id, lk = lk,
-    new_sid = a.new_session_id, meta = a.metadata, prefix = a.event_prefix,
+    reply_key = reply_slot(k.reply0, k.reply1, a.reply_field), user = a.user or '',
     requested = tonumber(a.lease_seconds) * 1000,
     borrow = tonumber(a.borrow_seconds or 0) * 1000,
-    reply_key = reply_slot(k.reply0, k.reply1, a.reply_field), reply_ttl = a.reply_ttl_ms,
-    user = a.user or '', asked = asked, w = asked or 1, machine = a.fingerprint or '',
-    failover_began = tonumber(a.failover_began_ms or ''), shown_user = a.shown_user or '',
+    asked = asked, w = asked or 1, machine = a.fingerprint or '',
     on_heartbeat = a.readmit_for == 'heartbeat',
-    -- found on the way (false: not yet, or none)
-    cfg = false, now = false, verdict = false, T = false, lease_ms = false,
-    is_borrow = 0, P = false, mark_ms = false, lost = false, window = false, R = false,
-    pruned = false, deadline = false, cut = false, bound_to = false, recovering = false,
-    judged_user = false, held = false, reweigh = false, granting = false,
-    over_cap = false, used = false, own = 0, grant = false,
+    -- found on the way (false: not yet)
+    cfg = false, now = false, lease_ms = false, is_borrow = 0, window = false,
+    pruned = false, deadline = false, cut = false, over_cap = false, used = false, own = 0,
   }
 end
 
 -- The answer of a grant or a renewal, with its tails (the license's terms, the weight,
 -- the machine, the user, a failover's window), remembered for a repeat.
-local function answer(C, reply)
+local function answer(C, a, reply)
   if C.T then terms_tail(reply, C.T, C.now, C.cut) end
   reply = machine_tail(weighted_tail(reply, C.w), C.bound_to or nil)
   reply = user_tail(reply, C.judged_user or nil)
   if C.recovering then reply[#reply + 1] = 'r:' .. int_arg(C.recovering) end
-  return remember(C.reply_key, C.reply_ttl, C.now, reply)
+  return remember(C.reply_key, a.reply_ttl_ms, C.now, reply)
 end
 
 -- The license's configuration, the tenant's rate budget, the license's existence, the
 -- seats asked against the license's, suspension.
-local function configuration(C)
-  local k = C.k
+local function configuration(C, k, a)
   local cfg = load_config(k.cfg)
   if cfg == nil then return {'missing'} end
   C.cfg = cfg
@@ -53,26 +50,25 @@ local function configuration(C)
   C.now = now
   -- the audit trail's verdict: this call was made already (after the config: the call
   -- that fills it, or asks the audit trail, comes again and is counted once)
-  C.verdict = C.a.audit_verdict or ''
-  if C.verdict == '' then
-    local wait = rate_limited(k.rate, C.a.rate_limit, now)
+  if (a.audit_verdict or '') == '' then
+    local wait = rate_limited(k.rate, a.rate_limit, now)
     if wait then return {'rate_limited', wait} end
   end
   if cfg == 'not_found' then return {'not_found'} end
   -- (one seat on a license of none is a plain refusal, as it always was; the renewal of a
   -- live lease of this weight is a renewal, whatever the license's seats became since)
-  if C.w > 1 and C.w > cfg.seats and not holds_weight(k, C.client, C.w, now) then
+  if C.w > 1 and C.w > cfg.seats and not holds_weight(k, a.client_id, C.w, now) then
     return {'too_many_seats', cfg.seats}
   end
   if cfg.suspended == '1' then return {'suspended'} end
 end
 
 -- The license's term, entitlements and version.
-local function terms(C)
+local function terms(C, k, a)
   local cfg, now = C.cfg, C.now
-  local wants, version = C.a.entitlements or '', C.a.version or ''
+  local wants, version = a.entitlements or '', a.version or ''
   if not (cfg.terms or wants ~= '' or version ~= '') then return end
-  local T = load_terms(C.k.cfg, cfg.terms)
+  local T = load_terms(k.cfg, cfg.terms)
   if T.starts and now < T.starts then return {'not_started', T.starts} end
   if T.fin and now >= T.fin then return {'license_expired', T.exp, T.fin} end
   if wants ~= '' then
@@ -94,34 +90,35 @@ end
 
 -- The lease's length (a borrow's, or the lease asked for, within the license's maximums)
 -- and the policy's rules on the user.
-local function limits(C)
+local function limits(C, k, a)
   local cfg, user = C.cfg, C.user
-  local requested = C.requested
+  local requested, borrow = C.requested, C.borrow
   if requested > cfg.max_lease_ms then
     -- (a heartbeat's re-admission asks its token's length: the license's longest, at most)
     if not C.on_heartbeat then return {'lease_too_long', cfg.max_lease_ms / 1000} end
     requested = cfg.max_lease_ms
   end
-  if C.borrow > cfg.max_borrow_ms then
+  if borrow > cfg.max_borrow_ms then
     return {'borrow_too_long', cfg.max_borrow_ms / 1000}
   end
   local lease_ms = cfg.lease_ms
   if requested > 0 then lease_ms = requested end
-  if C.borrow > 0 then lease_ms, C.is_borrow = C.borrow, 1 end
+  if borrow > 0 then lease_ms, C.is_borrow = borrow, 1 end
   C.lease_ms = lease_ms
   if cfg.policy then
     begin_policy()
     local P = cjson.decode(cfg.policy)
     C.P = P
     if P.needs_user == 1 and user == '' then return {'user_required'} end
-    if user ~= '' and user_facts(C.k.cfg, user).denied then return {'user_denied'} end
+    if user ~= '' and user_facts(k.cfg, user).denied then return {'user_denied'} end
   end
 end
 
 -- Whether the token's lease comes back (the header's rules), read before anything is
 -- written: the re-admission R, or nil and why not ('consult': ask the audit trail).
-local function readmission(C)
-  local a, k, now, window, mark_ms = C.a, C.k, C.now, C.window, C.mark_ms
+-- `mark_ms` and `lost`: the shard's mark (shard_mark); `began`: the failover's start.
+local function readmission(C, k, a, mark_ms, lost, began)
+  local now, window, verdict = C.now, C.window, a.audit_verdict or ''
   local exp, iat = tonumber(a.token_exp_ms), tonumber(a.token_iat_ms)
   local r = {sid = a.token_session_id, exp = exp, w = tonumber(a.token_seats),
              borrowed = a.token_borrowed == '1', machine = a.token_machine or ''}
@@ -141,11 +138,11 @@ local function readmission(C)
   -- judged as the user its token says the policy judged it as, never as another
   if (a.token_user or '') ~= '' and a.token_user ~= C.user then return nil, 'user' end
   if mark_ms and mark_ms > iat then  -- this Redis's memory is younger than the token
-    if C.verdict == '' then return 'consult' end
-    if C.verdict ~= 'clear' then return nil, C.verdict end
+    if verdict == '' then return 'consult' end
+    if verdict ~= 'clear' then return nil, verdict end
   end
   if window then
-    r.why = (C.lost and mark_ms >= (C.failover_began or 0)) and 'data_lost' or 'failover'
+    r.why = (lost and mark_ms >= (began or 0)) and 'data_lost' or 'failover'
   else
     r.why = 'borrow'
   end
@@ -153,13 +150,12 @@ local function readmission(C)
 end
 
 -- A failover's recovery window, and a lease token's lease to bring back (re-admission).
-local function token(C)
-  local mark_ms, lost = shard_mark(C.k.mark)
-  C.mark_ms, C.lost = mark_ms or false, lost or false
-  C.window = recovery_ends(C.k, C.cfg, C.now, C.failover_began, lost and mark_ms or nil)
-    or false
-  if (C.a.token_session_id or '') == '' then return end
-  local R, why_not = readmission(C)
+local function token(C, k, a)
+  local mark_ms, lost = shard_mark(k.mark)
+  local began = tonumber(a.failover_began_ms or '')
+  C.window = recovery_ends(k, C.cfg, C.now, began, lost and mark_ms or nil) or false
+  if (a.token_session_id or '') == '' then return end
+  local R, why_not = readmission(C, k, a, mark_ms, lost, began)
   if R == 'consult' then return {'consult_audit', mark_ms} end
   if C.on_heartbeat and not R then return {'not_readmitted', why_not} end
   if R then C.R, C.w = R, R.w end
@@ -170,9 +166,10 @@ end
 -- decided below as a new lease); or an expired one, reclaimed. Expired leases of the
 -- license are pruned first, so the count after is exact even when the reaper is late
 -- (bounded per call; ZCOUNT ignores any expired lease left behind).
-local function own_lease(C)
-  local k, lk, now, cfg, client = C.k, C.lk, C.now, C.cfg, C.client
-  C.pruned = reclaim_expired(k, lk, C.tenant, C.license, now, cfg.seats, C.prefix, 100)
+local function own_lease(C, k, a)
+  local lk, now, cfg, client = k.lk, C.now, C.cfg, a.client_id
+  local tenant, license, prefix = a.tenant_id, a.license_id, a.event_prefix
+  C.pruned = reclaim_expired(k, lk, tenant, license, now, cfg.seats, prefix, 100)
   local T = C.T
   local deadline = now + C.lease_ms
   if T and T.fin and not T.keep and deadline > T.fin then deadline, C.cut = T.fin, true end
@@ -182,7 +179,7 @@ local function own_lease(C)
   C.held = held
   local score = tonumber(redis.call('ZSCORE', k.leases, held))
   if not (score and score > now) then
-    reclaim(k, lk, C.tenant, C.license, held, now, cfg.seats, C.prefix)
+    reclaim(k, lk, tenant, license, held, now, cfg.seats, prefix)
     return
   end
   -- (a heartbeat's re-admission: its client holds another lease here, or a lingering
@@ -193,10 +190,10 @@ local function own_lease(C)
   C.judged_user = rec.u or false
   local asked, machine = C.asked, C.machine
   if rec.b and machine ~= '' and rec.f and rec.f ~= machine then
-    return remember(C.reply_key, C.reply_ttl, now, {'machine_mismatch'})
+    return remember(C.reply_key, a.reply_ttl_ms, now, {'machine_mismatch'})
   end
   if asked and asked ~= (rec.w or 1) and not rec.lg then
-    return remember(C.reply_key, C.reply_ttl, now, {'seats_mismatch', rec.w or 1, asked})
+    return remember(C.reply_key, a.reply_ttl_ms, now, {'seats_mismatch', rec.w or 1, asked})
   end
   if asked and asked ~= (rec.w or 1) then
     C.reweigh = rec  -- decided below as a new lease, its own seats free for it
@@ -214,7 +211,7 @@ local function own_lease(C)
       put_lease(k, lk, held, rec, int_arg(score), before)
     end
     C.cut = rec.x == 1
-    return answer(C, {'renewed', held, score, rec.l, used, cfg.seats, cfg.limit, now, 1})
+    return answer(C, a, {'renewed', held, score, rec.l, used, cfg.seats, cfg.limit, now, 1})
   end
   -- The seat is held either way: these change the lease, never the seat count.
   local etype = nil
@@ -234,12 +231,12 @@ local function own_lease(C)
   put_lease(k, lk, held, rec, int_arg(deadline), token_deadline)
   if C.is_borrow == 0 then note_lease_length(k.lmax, C.lease_ms, now) end
   if etype then
-    emit(k.outbox, C.prefix, now, {type = etype, tenant_id = C.tenant,
-      license_id = C.license, session_id = held, client_id = client, seats_used = used,
+    emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant,
+      license_id = license, session_id = held, client_id = client, seats_used = used,
       seats_total = cfg.seats, w = C.w}, rec.m)
   end
-  return answer(C, {'renewed', held, deadline, C.lease_ms, used, cfg.seats, cfg.limit, now,
-    C.is_borrow})
+  return answer(C, a, {'renewed', held, deadline, C.lease_ms, used, cfg.seats, cfg.limit,
+    now, C.is_borrow})
 end
 
 -- A failover's recovery window (recovery_ends in _lib.lua): the holders this Redis lost
@@ -248,10 +245,10 @@ end
 -- re-admission is not bound by the cap either). A token's lease coming back: its expired
 -- record goes first (a weight left behind with it too); a borrow comes back as the
 -- borrow it was, until its end.
-local function failover_window(C)
-  local k, now, R, T = C.k, C.now, C.R, C.T
+local function failover_window(C, k, a)
+  local now, R, T = C.now, C.R, C.T
   if R and R.stale then
-    reclaim(k, C.lk, C.tenant, C.license, R.sid, now, C.cfg.seats, C.prefix)
+    reclaim(k, k.lk, a.tenant_id, a.license_id, R.sid, now, C.cfg.seats, a.event_prefix)
   end
   if R and R.borrowed then
     C.is_borrow, C.machine, C.cut = 1, R.machine, false
@@ -259,27 +256,26 @@ local function failover_window(C)
     if T and T.fin and not T.keep and deadline > T.fin then deadline, C.cut = T.fin, true end
     C.deadline, C.lease_ms = deadline, deadline - now
   end
-  local window = C.window
+  local window, granting = C.window, false
   if window then
-    C.granting = redis.call('HGET', k.cfg, 'fo') == 'grant'
+    granting = redis.call('HGET', k.cfg, 'fo') == 'grant'
     if not R then
-      if not C.granting then
+      if not granting then
         -- (not kept for a repeat: it changed nothing and says "later"; a repeat of the
         -- call after Retry-After is decided then, as a rate limit's is)
-        redis.call('HINCRBY', k.denials, C.lk, 1)
+        redis.call('HINCRBY', k.denials, k.lk, 1)
         return {'recovering', window - now}
       end
       C.recovering = window
     end
   end
-  C.over_cap = R and (R.borrowed or (R.why ~= 'borrow' and C.granting)) or false
+  C.over_cap = R and (R.borrowed or (R.why ~= 'borrow' and granting)) or false
 end
 
 -- The seats in use. Under the prune limit every expired lease is gone (its weight with
 -- it), so ZCARD and the weights' sum are the live count. A lingering lease taken back
 -- with another weight: its seats are free for its client (C.own).
-local function count(C)
-  local k = C.k
+local function count(C, k)
   if C.pruned < 100 then
     local leases = redis.call('ZCARD', k.leases)
     local extra = tonumber(redis.call('GET', k.wsum) or 0)
@@ -297,16 +293,16 @@ end
 
 -- The verdict: the license's policy (its queue, reservations and per-user limit), or
 -- the cap alone. A refusal for want of seats is noted for the refusal events.
-local function decide(C)
-  local k, lk, now, cfg, used, own, w = C.k, C.lk, C.now, C.cfg, C.used, C.own, C.w
+local function decide(C, k, a)
+  local lk, now, cfg, used, own, w = k.lk, C.now, C.cfg, C.used, C.own, C.w
   if C.P then
     local S = seat_state(C.P, k, now, cfg.limit, used - own)
     S.used0 = used
     if C.reweigh then set_aside(S, C.reweigh, C.user) end
-    local call = {client = C.client, user = C.user,
-      queue = C.a.queue == '1' and not C.on_heartbeat, ticket = C.a.ticket or '',
-      new_ticket = C.a.new_ticket, meta = C.meta, tenant = C.tenant, license = C.license,
-      prefix = C.prefix, seats = cfg.seats, w = w}
+    local call = {client = a.client_id, user = C.user,
+      queue = a.queue == '1' and not C.on_heartbeat, ticket = a.ticket or '',
+      new_ticket = a.new_ticket, meta = a.metadata, tenant = a.tenant_id,
+      license = a.license_id, prefix = a.event_prefix, seats = cfg.seats, w = w}
     local grant, refusal
     if C.over_cap then
       grant, refusal = policy_admit(S, call)
@@ -317,9 +313,9 @@ local function decide(C)
     if refusal then
       if refusal[1] ~= 'queued' then redis.call('HINCRBY', k.denials, lk, 1) end
       if refusal[1] == 'denied' or refusal[1] == 'queued' or refusal[1] == 'queue_full' then
-        note_refusal(k, lk, C.client, C.shown_user, w, now, refusal[1] == 'queued')
+        note_refusal(k, lk, a.client_id, a.shown_user or '', w, now, refusal[1] == 'queued')
       end
-      return remember(C.reply_key, C.reply_ttl, now, refusal)
+      return remember(C.reply_key, a.reply_ttl_ms, now, refusal)
     end
     grant.S = S
     C.grant = grant
@@ -328,12 +324,12 @@ local function decide(C)
     -- Denials are counters (one field per license), not events: a retry storm cannot
     -- grow Redis. The reaper turns them into lease.denied events.
     redis.call('HINCRBY', k.denials, lk, 1)
-    note_refusal(k, lk, C.client, C.shown_user, w, now, false)
+    note_refusal(k, lk, a.client_id, a.shown_user or '', w, now, false)
     local first = redis.call('ZRANGEBYSCORE', k.leases, '(' .. int_arg(now), '+inf',
       'WITHSCORES', 'LIMIT', '0', '1')
     local retry_ms = 1000
     if #first > 0 then retry_ms = tonumber(first[2]) - now end
-    return remember(C.reply_key, C.reply_ttl, now,
+    return remember(C.reply_key, a.reply_ttl_ms, now,
       {'denied', used, cfg.seats, cfg.limit, retry_ms})
   end
 end
@@ -341,17 +337,18 @@ end
 -- The lease granted: a new one, a token's lease re-created with its session id, or the
 -- lingering lease taken back with its new weight; stored, counted and told (its event).
 -- Returns the answer's status.
-local function grant(C)
-  local k, lk, now, cfg, R, w, reweigh = C.k, C.lk, C.now, C.cfg, C.R, C.w, C.reweigh
-  local client, meta, grant_ = C.client, C.meta, C.grant
-  local sid = C.new_sid
+local function grant(C, k, a)
+  local lk, now, cfg, R, w, reweigh = k.lk, C.now, C.cfg, C.R, C.w, C.reweigh
+  local client, meta, grant_, deadline = a.client_id, a.metadata, C.grant, C.deadline
+  local tenant, license, prefix = a.tenant_id, a.license_id, a.event_prefix
+  local sid = a.new_session_id
   local rec = {c = client, a = now, l = C.lease_ms, m = meta, t = cfg.seats}
   local etype = 'lease.acquired'
   if R then
     sid, etype, rec.m = R.sid, 'lease.recovered', with_field(meta, '"recovered":true')
     -- its token may say more than the lease re-created (a shorter call, the license's
     -- maximum lowered, the term's cut): its end is noted until then all the same
-    if R.exp > C.deadline then rec.te = R.exp end
+    if R.exp > deadline then rec.te = R.exp end
   end
   if reweigh then
     -- the lingering lease, taken back with its new weight: same session, new counts
@@ -382,14 +379,14 @@ local function grant(C)
     if grant_.ticket then
       drop_ticket(k, client)
       grant_.ticket.w = w > 1 and w or nil
-      queue_event(k, {prefix = C.prefix, tenant = C.tenant, license = C.license,
+      queue_event(k, {prefix = prefix, tenant = tenant, license = license,
         seats = cfg.seats}, 'queue.granted', client, grant_.ticket, now, nil, sid, seats_used)
     end
   end
   add_weight(k, rec, w)
   note_grant(k, client, now)
   if C.is_borrow == 0 then note_lease_length(k.lmax, C.lease_ms, now) end
-  put_lease(k, lk, sid, rec, int_arg(C.deadline))
+  put_lease(k, lk, sid, rec, int_arg(deadline))
   redis.call('HSET', k.clients, client, sid)
   -- (a grant in a failover's window: the event says so, after the client's metadata)
   local event_meta = rec.m
@@ -398,11 +395,11 @@ local function grant(C)
     event_meta = with_reason(meta, R.why)
     redis.call('INCR', k.recovered)
   end
-  emit(k.outbox, C.prefix, now, {type = etype, tenant_id = C.tenant, license_id = C.license,
+  emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
     session_id = sid, client_id = client, seats_used = seats_used, seats_total = cfg.seats,
     w = w}, event_meta)
   local status = 'acquired'
   if R then status = 'recovered' elseif reweigh then status = 'renewed' end
-  return {status, sid, C.deadline, C.lease_ms, seats_used, cfg.seats, cfg.limit, now,
+  return {status, sid, deadline, C.lease_ms, seats_used, cfg.seats, cfg.limit, now,
     C.is_borrow}
 end

@@ -113,12 +113,13 @@
 --    + for a lease of a user the policy judges: 'u:<user>' (its tokens carry it: a
 --      re-admission is judged as the user's)
 --    + for a grant in a failover's recovery window: 'r:<window end ms>' (recovering_tail)
--- The steps (_acquire.lua), in order: each returns the call's answer (a refusal, or the
--- renewal of the caller's own lease), or nil to go on; then the grant, answered.
+-- The steps (_acquire.lua), in order, each on the call's state C and its k and a: each
+-- returns the call's answer (a refusal, or the renewal of the caller's own lease), or nil
+-- to go on; then the grant, answered.
 local C = acquire_state(k, a)
 local done = replay(C.reply_key)
 if done then return done end
-local early = configuration(C) or terms(C) or limits(C) or token(C) or own_lease(C)
-  or failover_window(C) or count(C) or decide(C)
+local early = configuration(C, k, a) or terms(C, k, a) or limits(C, k, a) or token(C, k, a)
+  or own_lease(C, k, a) or failover_window(C, k, a) or count(C, k) or decide(C, k, a)
 if early then return early end
-return answer(C, grant(C))
+return answer(C, a, grant(C, k, a))
