@@ -146,6 +146,7 @@ RUNTIME_FOLDERS = {
     "seatlease/records/migrations/versions",
     "seatlease/records/reports",
     "seatlease/seats",
+    "seatlease/seats/protocol",
     "seatlease/seats/lua",
 }
 
