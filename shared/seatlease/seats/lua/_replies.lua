@@ -274,46 +274,51 @@ end
 -- then the terms. A stored reply of an older release may stop short of a field: the
 -- field is left out (Python's default). An unknown code goes out alone.
 local reply_fields, whole_reply, lease_answer, terms_fields, tagged, weight_field
+-- the optional parts' names as the text gets them (' name'), made once with the spec
+local terms_names, tag_names, weight_name
 
 local function named_reply(reply)
   if not reply_fields then
     reply_fields, whole_reply, lease_answer, terms_fields, tagged, weight_field = reply_spec()
+    terms_names, weight_name = ' ' .. table.concat(terms_fields, ' '), ' ' .. weight_field
+    tag_names = {}
+    for i, tag in ipairs(tagged) do tag_names[i] = ' ' .. tag[2] end
   end
   local code = reply[1]
   local names = reply_fields[code]
   if not names then return {code} end
   local last, base = #reply, #names + 1
-  local extra, values = nil, nil  -- the optional parts' names and values
-  if last > base and lease_answer[code] then
-    extra, values = {}, {}
-    for _, tag in ipairs(tagged) do
-      local v = reply[last]
-      if type(v) == 'string' and string.sub(v, 1, 2) == tag[1] then
-        extra[#extra + 1], values[#values + 1] = tag[2], string.sub(v, 3)
-        last = last - 1
-      end
-    end
-    if (last - base) % 5 == 1 then
-      extra[#extra + 1], values[#values + 1] = weight_field, reply[last]
+  if last < base then
+    local out = {code, table.concat(names, ' ', 1, last - 1)}
+    for i = 2, last do out[i + 1] = reply[i] end
+    return out
+  end
+  local out = whole_reply[code](reply)
+  if last == base or not lease_answer[code] then return out end
+  -- the optional parts' values go after the fields, each part's names after theirs in the
+  -- text (one concatenation, no table of them)
+  local n = #out
+  local tags, weight, terms = '', '', ''
+  for i = 1, #tagged do
+    local v = reply[last]
+    if type(v) == 'string' and string.sub(v, 1, 2) == tagged[i][1] then
+      tags = tags .. tag_names[i]
+      n = n + 1
+      out[n] = string.sub(v, 3)
       last = last - 1
     end
-    if last - base >= 5 then
-      for i = 1, 5 do extra[#extra + 1], values[#values + 1] = terms_fields[i], reply[base + i] end
-      last = base
-    end
   end
-  local out
-  if last >= base then
-    out = whole_reply[code](reply)
-  else
-    out = {code, table.concat(names, ' ', 1, last - 1)}
-    for i = 2, last do out[i + 1] = reply[i] end
+  if (last - base) % 5 == 1 then
+    weight = weight_name
+    n = n + 1
+    out[n] = reply[last]
+    last = last - 1
   end
-  if extra and #extra > 0 then
-    out[2] = out[2] .. ' ' .. table.concat(extra, ' ')
-    local n = #out
-    for i = 1, #values do out[n + i] = values[i] end
+  if last - base >= 5 then
+    terms = terms_names
+    for i = 1, 5 do out[n + i] = reply[base + i] end
   end
+  out[2] = out[2] .. tags .. weight .. terms
   return out
 end
 
