@@ -36,7 +36,8 @@ PG_ADMIN_URL = os.environ.get(
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The ``slow`` marker on the tests tests/slowmarks.py declares, and on every test
-    that uses the Pub/Sub emulator (so ``-m "not slow"`` is the fast inner loop)."""
+    that uses the Pub/Sub emulator or PostgreSQL (so ``-m "not slow"`` is the fast inner
+    loop of the pure and Redis-only tests)."""
     here = Path(__file__).parent
     for item in items:
         module = item.path.relative_to(here).as_posix()

@@ -1,5 +1,5 @@
 """Which tests are ``slow``: they start a toolchain, a browser, the Pub/Sub emulator or a
-whole local stack, or build packages. ``pytest -m "not slow"`` leaves them out, as a fast
+whole local stack, build packages, or need a PostgreSQL database. ``pytest -m "not slow"`` leaves them out, as a fast
 inner loop of the pure and Redis-only tests; CI runs everything.
 
 conftest.py marks them at collection from these declarations; tests/test_slow_marks.py
@@ -59,4 +59,7 @@ SLOW_TESTS: dict[str, str] = {
 
 # Fixtures that start something slow: a test using one, directly or through another
 # fixture, is slow wherever it is.
-SLOW_FIXTURES: frozenset[str] = frozenset({"pubsub_emulator"})
+# The inner loop is the pure and Redis-only tests: a test that needs PostgreSQL (a private
+# database made and migrated for it: the HTTP functions, the audit trail, the reports, the
+# CLI) is left to the full run.
+SLOW_FIXTURES: frozenset[str] = frozenset({"pubsub_emulator", "postgres_admin_url"})

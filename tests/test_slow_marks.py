@@ -157,3 +157,18 @@ def test_the_scan_follows_fixtures_and_helpers(snippet: str, what: str) -> None:
     names = functions_of(tree)
     text = reached_source(snippet, names["test_x"], names)
     assert [w for w, pattern in STARTS.items() if re.search(pattern, text)] == [what]
+
+
+def test_the_inner_loop_is_pure_and_redis_only(request: pytest.FixtureRequest) -> None:
+    """Every collected test whose fixtures reach PostgreSQL or the Pub/Sub emulator is
+    marked slow, so ``-m "not slow"`` needs only Redis (the README's inner loop)."""
+    items = request.session.items
+    heavy = [
+        item
+        for item in items
+        if {"postgres_admin_url", "pubsub_emulator"} & set(getattr(item, "fixturenames", ()))
+    ]
+    assert heavy or len(items) < 50  # (a run of this file alone collects none)
+    assert all(item.get_closest_marker("slow") for item in heavy), [
+        item.nodeid for item in heavy if not item.get_closest_marker("slow")
+    ]
