@@ -1,6 +1,7 @@
 """Which tests are ``slow``: they start a toolchain, a browser, the Pub/Sub emulator or a
-whole local stack, build packages, or need a PostgreSQL database. ``pytest -m "not slow"`` leaves them out, as a fast
-inner loop of the pure and Redis-only tests; CI runs everything.
+whole local stack, build packages, or need a PostgreSQL database. ``pytest -m "not slow"``
+leaves them out, as a fast inner loop of the pure and Redis-only tests; CI runs
+everything.
 
 conftest.py marks them at collection from these declarations; tests/test_slow_marks.py
 checks the declarations name tests that exist and that every test starting one of these
