@@ -14,7 +14,7 @@ from importlib import resources
 import pytest
 
 from seatlease.seats.engine import SeatRequest
-from seatlease.seats.keys import LicenseKeys
+from seatlease.seats.keys import LicenseKeys, deadlines_key, outbox_key, ticket_index_key
 from seatlease.seats.protocol.calls import (
     SPECS,
     ProtocolError,
@@ -22,7 +22,10 @@ from seatlease.seats.protocol.calls import (
     Tail,
     acquire_call,
     heartbeat_call,
+    index_batch,
+    reclaim_call,
     release_call,
+    sweep_tickets_call,
 )
 from seatlease.seats.scripts import (
     LIBRARY_SCRIPTS,
@@ -182,6 +185,102 @@ def test_the_call_builders_put_each_name_where_the_spec_says() -> None:
     ks, av = release_call("acme", "cad", "s1", request_id="r", revoke=True)
     assert dict(zip(SPECS["release"].args, av, strict=True))["event_type"] == "lease.revoked"
     assert len(ks) == len(SPECS["release"].keys)
+
+
+# Index members whose ids use every character the key layout allows (seats/keys.py:
+# A-Z a-z 0-9 . _ : @ -), one license twice, and one id that is a prefix of another
+BATCH_MEMBERS = [
+    "acme/cad|s-1",
+    "Ac.me_2:x@y-z/L.i_c:3@e-n|Ses.s_i:o@n-9",
+    "acme/cad|s-2",
+    "a/b|c",
+    "t-0.@:_/l-0.@:_|-.@:_0",
+    "acme/cad.x|s-1",
+]
+
+
+def test_the_reapers_batch_calls_are_what_the_spec_builds() -> None:
+    """reclaim_call and sweep_tickets_call skip ScriptSpec.build for speed (a crash wave is
+    a million candidates): their lists equal the named build's for the same members, each
+    record's keys named here from LicenseKeys, so an order changed in the spec, or a
+    name mapped to the wrong key, fails this test."""
+    reclaim_keys, reclaim_args, sweep_keys, sweep_args = [], [], [], []
+    for member in BATCH_MEMBERS:
+        lk, _, rest = member.partition("|")
+        tenant_id, _, license_id = lk.partition("/")
+        lic = LicenseKeys.of(tenant_id, license_id)
+        reclaim_keys.append(
+            {
+                "leases": lic.leases,
+                "sessions": lic.sessions,
+                "clients": lic.clients,
+                "cfg": lic.cfg,
+                "users": lic.users,
+                "units": lic.units,
+                "wsum": lic.wsum,
+                "queue": lic.queue,
+                "tickets": lic.tickets,
+                "tdl": lic.ticket_deadlines,
+                "ended": lic.ended,
+            }
+        )
+        ids = {"tenant_id": tenant_id, "license_id": license_id}
+        reclaim_args.append({**ids, "session_id": rest})
+        sweep_keys.append({"queue": lic.queue, "tickets": lic.tickets, "tdl": lic.ticket_deadlines})
+        sweep_args.append({**ids, "client_id": rest})
+    assert reclaim_args[1] == {
+        "tenant_id": "Ac.me_2:x@y-z",
+        "license_id": "L.i_c:3@e-n",
+        "session_id": "Ses.s_i:o@n-9",
+    }
+    shard_keys = {"outbox": outbox_key(7), "tix": ticket_index_key(7)}
+    expected = SPECS["reclaim"].build(
+        {"deadlines": deadlines_key(7), **shard_keys, "candidates": reclaim_keys},
+        {"event_prefix": "ev-1", "candidates": reclaim_args},
+    )
+    assert reclaim_call(7, BATCH_MEMBERS, "ev-1") == expected
+    assert reclaim_call(7, iter(BATCH_MEMBERS), "ev-1") == expected  # any iterable
+    assert len(expected[0]) == 3 + 11 * len(BATCH_MEMBERS)
+    expected = SPECS["sweep_tickets"].build(
+        {**shard_keys, "candidates": sweep_keys},
+        {"event_prefix": "ev-2", "candidates": sweep_args},
+    )
+    assert sweep_tickets_call(7, BATCH_MEMBERS, "ev-2") == expected
+    assert reclaim_call(7, [], "ev-3") == SPECS["reclaim"].build(
+        {"deadlines": deadlines_key(7), **shard_keys, "candidates": []},
+        {"event_prefix": "ev-3", "candidates": []},
+    )
+    assert len(expected[1]) == 1 + 3 * len(BATCH_MEMBERS)
+
+
+def test_a_batch_call_follows_a_spec_in_another_order() -> None:
+    """index_batch reads the order from whatever spec it is given: records in another
+    order (the arguments too, which the seat scripts' own order never exercises) come out
+    as that spec's build puts them; a spec that is no batch over index members is
+    refused."""
+    spec = ScriptSpec(
+        "shuffled",
+        keys=("tix", "deadlines"),
+        args=("event_prefix",),
+        key_tail=Tail("candidates", ("ended", "cfg", "tdl")),
+        arg_tail=Tail("candidates", ("session_id", "tenant_id", "license_id")),
+    )
+    keys, args = [], []
+    for member in BATCH_MEMBERS:
+        lk, _, rest = member.partition("|")
+        tenant_id, _, license_id = lk.partition("/")
+        lic = LicenseKeys.of(tenant_id, license_id)
+        keys.append({"ended": lic.ended, "cfg": lic.cfg, "tdl": lic.ticket_deadlines})
+        args.append({"session_id": rest, "tenant_id": tenant_id, "license_id": license_id})
+    expected = spec.build(
+        {"tix": ticket_index_key(4), "deadlines": deadlines_key(4), "candidates": keys},
+        {"event_prefix": "ev", "candidates": args},
+    )
+    assert index_batch(spec, "session_id")(4, BATCH_MEMBERS, "ev") == expected
+    with pytest.raises(ProtocolError, match=r"shuffled\.lua: not a batch"):
+        index_batch(spec, "client_id")
+    with pytest.raises(ProtocolError, match=r"heartbeat\.lua: not a batch"):
+        index_batch(SPECS["heartbeat"], "session_id")
 
 
 def test_a_call_built_by_name_runs_on_redis(engine, configs, redis_client) -> None:

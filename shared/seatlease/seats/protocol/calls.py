@@ -14,8 +14,9 @@ the benchmarks call.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from seatlease.licenses import version_text
@@ -305,33 +306,38 @@ def _license(keys: LicenseKeys, names: Sequence[str]) -> dict[str, str]:
     return {name: _KEY_OF[name](keys) for name in names}
 
 
-_KEY_OF = {
-    "cfg": lambda k: k.cfg,
-    "leases": lambda k: k.leases,
-    "sessions": lambda k: k.sessions,
-    "clients": lambda k: k.clients,
-    "deadlines": lambda k: k.deadlines,
-    "outbox": lambda k: k.outbox,
-    "denials": lambda k: k.denials,
+# Each license key's LicenseKeys attribute by its protocol name (the reply hashes are a
+# pair, below), read by attribute getters so a batch's keys come out in one call a record
+_KEY_ATTR = {
+    "cfg": "cfg",
+    "leases": "leases",
+    "sessions": "sessions",
+    "clients": "clients",
+    "deadlines": "deadlines",
+    "outbox": "outbox",
+    "denials": "denials",
+    "rate": "rate",
+    "users": "users",
+    "queue": "queue",
+    "tickets": "tickets",
+    "tdl": "ticket_deadlines",
+    "tix": "ticket_index",
+    "units": "units",
+    "wsum": "wsum",
+    "refused": "refused",
+    "refusing": "refusing",
+    "refused_due": "refused_due",
+    "ended": "ended",
+    "lmax": "lmax",
+    "mark": "mark",
+    "recovered": "recovered",
+    "notice": "notice",
+    "notices": "notices",
+}
+_KEY_OF: dict[str, Callable[[LicenseKeys], str]] = {
+    **{name: attrgetter(attr) for name, attr in _KEY_ATTR.items()},
     "reply0": lambda k: k.replies[0],
-    "rate": lambda k: k.rate,
     "reply1": lambda k: k.replies[1],
-    "users": lambda k: k.users,
-    "queue": lambda k: k.queue,
-    "tickets": lambda k: k.tickets,
-    "tdl": lambda k: k.ticket_deadlines,
-    "tix": lambda k: k.ticket_index,
-    "units": lambda k: k.units,
-    "wsum": lambda k: k.wsum,
-    "refused": lambda k: k.refused,
-    "refusing": lambda k: k.refusing,
-    "refused_due": lambda k: k.refused_due,
-    "ended": lambda k: k.ended,
-    "lmax": lambda k: k.lmax,
-    "mark": lambda k: k.mark,
-    "recovered": lambda k: k.recovered,
-    "notice": lambda k: k.notice,
-    "notices": lambda k: k.notices,
 }
 
 
@@ -510,52 +516,71 @@ def arm_notice_call(keys: LicenseKeys, expires_ms: int, grace_ms: int) -> tuple[
     )
 
 
-def _split(member: str) -> tuple[str, str, str]:
-    """A shard index member "<tenant>/<license>|<id>" as (tenant, license, id)."""
-    lk, _, rest = member.partition("|")
-    tenant_id, _, license_id = lk.partition("/")
-    return tenant_id, license_id, rest
+# A shard index's own keys by their protocol names (a batch script's fixed KEYS)
+_SHARD_KEY_OF: dict[str, Callable[[int], str]] = {
+    "deadlines": deadlines_key,
+    "outbox": outbox_key,
+    "tix": ticket_index_key,
+}
+
+IndexBatchCall = Callable[[int, Iterable[str], str], tuple[list, list]]
+
+
+def index_batch(spec: ScriptSpec, id_field: str) -> IndexBatchCall:
+    """The KEYS and ARGV builder of a batch script over shard index members
+    ``"<tenant>/<license>|<id>"``: the reaper builds one of these lists per candidate of a
+    crash wave (a million leases), so the order is read from the spec here, once, as
+    getters, and each member's keys and arguments go straight onto the flat lists (a
+    fifth of ``ScriptSpec.build``'s cost a member; tests/test_protocol.py holds the two
+    to the same lists). ``id_field``: the arg tail's name for the part after ``|``."""
+    key_tail, arg_tail = spec.key_tail, spec.arg_tail
+    parts = ("tenant_id", "license_id", id_field)
+    if (
+        key_tail is None
+        or arg_tail is None
+        or len(key_tail.fields) < 2  # attrgetter of one name gives no tuple
+        or spec.args != ("event_prefix",)
+        or sorted(arg_tail.fields) != sorted(parts)
+    ):
+        raise ProtocolError(f"{spec.name}.lua: not a batch over index members")
+    head = tuple(_SHARD_KEY_OF[key] for key in spec.keys)
+    record_keys = attrgetter(*(_KEY_ATTR[field] for field in key_tail.fields))
+    # the member's own order, when the spec's is that, needs no reordering
+    record_args = (
+        None if arg_tail.fields == parts else itemgetter(*map(parts.index, arg_tail.fields))
+    )
+    license_keys = LicenseKeys.of
+
+    def call(shard: int, members: Iterable[str], event_prefix: str) -> tuple[list, list]:
+        keys = [key(shard) for key in head]
+        args = [event_prefix]
+        for member in members:
+            lk, _, rest = member.partition("|")
+            tenant_id, _, license_id = lk.partition("/")
+            keys += record_keys(license_keys(tenant_id, license_id))
+            if record_args is None:
+                args += (tenant_id, license_id, rest)
+            else:
+                args += record_args((tenant_id, license_id, rest))
+        return keys, args
+
+    return call
+
+
+_reclaim = index_batch(SPECS["reclaim"], "session_id")
+_sweep_tickets = index_batch(SPECS["sweep_tickets"], "client_id")
 
 
 def reclaim_call(shard: int, members: Iterable[str], event_prefix: str) -> tuple[list, list]:
-    """reclaim.lua's KEYS and ARGV for these deadline-index members."""
-    spec = SPECS["reclaim"]
-    assert spec.key_tail is not None
-    key_records, arg_records = [], []
-    for member in members:
-        tenant_id, license_id, session_id = _split(member)
-        lic = LicenseKeys.of(tenant_id, license_id)
-        key_records.append(_license(lic, spec.key_tail.fields))
-        arg_records.append(
-            {"tenant_id": tenant_id, "license_id": license_id, "session_id": session_id}
-        )
-    return spec.build(
-        {
-            "deadlines": deadlines_key(shard),
-            "outbox": outbox_key(shard),
-            "tix": ticket_index_key(shard),
-            "candidates": key_records,
-        },
-        {"event_prefix": event_prefix, "candidates": arg_records},
-    )
+    """reclaim.lua's KEYS and ARGV for these deadline-index members
+    (``"<tenant>/<license>|<session_id>"``)."""
+    return _reclaim(shard, members, event_prefix)
 
 
 def sweep_tickets_call(shard: int, members: Iterable[str], event_prefix: str) -> tuple[list, list]:
-    """sweep_tickets.lua's KEYS and ARGV for these ticket-index members."""
-    spec = SPECS["sweep_tickets"]
-    assert spec.key_tail is not None
-    key_records, arg_records = [], []
-    for member in members:
-        tenant_id, license_id, client_id = _split(member)
-        lic = LicenseKeys.of(tenant_id, license_id)
-        key_records.append(_license(lic, spec.key_tail.fields))
-        arg_records.append(
-            {"tenant_id": tenant_id, "license_id": license_id, "client_id": client_id}
-        )
-    return spec.build(
-        {"tix": ticket_index_key(shard), "outbox": outbox_key(shard), "candidates": key_records},
-        {"event_prefix": event_prefix, "candidates": arg_records},
-    )
+    """sweep_tickets.lua's KEYS and ARGV for these ticket-index members
+    (``"<tenant>/<license>|<client_id>"``)."""
+    return _sweep_tickets(shard, members, event_prefix)
 
 
 def notices_call(
