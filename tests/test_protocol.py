@@ -134,16 +134,22 @@ def sample(spec: ScriptSpec, tails: int) -> tuple[dict, dict]:
     return values("k", spec.keys, spec.key_tail), values("a", spec.args, spec.arg_tail)
 
 
-@pytest.mark.parametrize("name", sorted(SPECS))
-@pytest.mark.parametrize("tails", [0, 3])
+@pytest.mark.parametrize(
+    ("name", "tails"),
+    [(name, 0) for name in sorted(SPECS)]
+    + [
+        (name, 3)
+        for name in sorted(SPECS)
+        if SPECS[name].key_tail is not None or SPECS[name].arg_tail is not None
+    ],
+)
 def test_the_binding_gives_the_script_what_the_builder_was_given(
     name: str, tails: int, redis_client
 ) -> None:
     """Built by name in Python, read by name in Lua: the same values, tails record by
-    record (a real redis-server runs the generated binding)."""
+    record (a real redis-server runs the generated binding), for every script, and with
+    three records for each that takes a tail."""
     spec = SPECS[name]
-    if tails and spec.key_tail is None and spec.arg_tail is None:
-        pytest.skip("no tail")
     keys, args = sample(spec, tails)
     key_list, arg_list = spec.build(keys, args)
     # cjson writes an empty table as {}: a tail of none is compared as such
