@@ -45,8 +45,7 @@ EXPECTED = [
         "targets": [f"{M}database.google_sql_database_instance.replica",
                     f"{M}functions.google_cloudfunctions2_function.secondary"],
     }),
-    ("state rm", [f"{M}scheduler.google_cloud_scheduler_job.reaper",
-                  f"{M}scheduler.google_cloud_run_v2_service_iam_member.reaper_invoker"]),
+    ("state rm", [f"{M}scheduler.google_cloud_scheduler_job.reaper"]),
     ("apply", {
         "refresh": False,
         "vars": {"sql_replica_promoted": "true", "serving_region": "$B"},
@@ -255,3 +254,43 @@ def test_the_runbook_reader_sees_a_changed_command(tmp_path):
     )
     assert widened != text
     assert terraform_steps(shell_commands(widened)) != EXPECTED
+
+
+REAPER_GRANTS = {
+    A: ("functions.google_cloud_run_v2_service_iam_member.reaper_invoker",
+        "functions.google_cloudfunctions2_function.this"),
+    B: ("functions.google_cloud_run_v2_service_iam_member.reaper_invoker_secondary",
+        "functions.google_cloudfunctions2_function.secondary"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("region", [A, B])
+def test_the_reaper_grant_waits_for_the_reaper_of_its_region(graph, region):
+    """A first apply: the scheduler's run.invoker grant on the reaper names the reaper's
+    function resource, so Terraform creates it after the Cloud Run service (an IAM call
+    on a service that does not exist yet fails). A service name from the function table
+    would not order them."""
+    grant_address, function_address = REAPER_GRANTS[region]
+    (grant,) = graph.target(M + grant_address)
+    (function,) = graph.target(M + function_address)
+    assert graph.region_of(grant) == region
+    assert function in graph.edges[grant], sorted(graph.edges[grant])
+    # The grant's principal is the identity the job's OIDC token carries.
+    (sa,) = graph.target(f"{M}functions.google_service_account.scheduler")
+    assert sa in graph.edges[grant]
+    (job,) = graph.target(f"{M}scheduler.google_cloud_scheduler_job.reaper")
+    assert sa in graph.closure({job})
+
+
+def test_the_traffic_step_creates_no_grant_and_reaches_no_function_of_a(graph):
+    """The grants exist in both regions before a failover: the traffic step's targets
+    reach neither grant, nor any of region A's functions (the job is the only resource of
+    the scheduler, and the one that moves)."""
+    targets = EXPECTED[2][1]["targets"]
+    reached = {_short(graph, n) for n in graph.closure(
+        set().union(*(graph.target(t) for t in targets))) if n[1] == "resource"}  # fmt: skip
+    assert "scheduler.google_cloud_scheduler_job.reaper" in reached
+    assert not {grant for grant, _ in REAPER_GRANTS.values()} & reached
+    assert "functions.google_cloudfunctions2_function.this" not in reached
+    scheduler = {_short(graph, n) for n in graph.resources() if n[0][-1:] == ("scheduler",)}
+    assert scheduler == {"scheduler.google_cloud_scheduler_job.reaper"}

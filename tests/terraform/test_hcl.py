@@ -265,9 +265,12 @@ def test_env_backend_outputs_and_tfvars_example(env):
     for name, out in cfg.outputs.items():
         assert expr(attr(out, "value")) == f"module.seatlease.{name}"
         assert attr(out, "description") == attr(STACK.outputs[name], "description")
-    for out in ("acquire_url", "heartbeat_url", "release_url", "admin_url"):
+    # The client functions at the URL clients can call (the load balancer's with two
+    # regions: test_two_regions.py applies it); admin at its own.
+    for out in ("acquire_url", "heartbeat_url", "release_url"):
         fn = out.removesuffix("_url")
-        assert expr(attr(STACK.outputs[out], "value")) == f'module.functions.urls["{fn}"]'
+        assert expr(attr(STACK.outputs[out], "value")) == f'local.client_urls["{fn}"]'
+    assert expr(attr(STACK.outputs["admin_url"], "value")) == 'module.functions.urls["admin"]'
     example = (ENVS / env / "terraform.tfvars.example").read_text()
     keys = re.findall(r"^(\w+)\s*=", example, flags=re.M)
     assert "project_id" in keys
@@ -503,9 +506,17 @@ def test_reaper_and_other_private_functions_are_not_public():
         for name, body in cfg.of_type("google_cloud_run_v2_service_iam_member").items()
     ]
     reaper_grants = [i for i in invokers if "reaper" in str(i[2]["name"])]
-    assert [(m, n) for m, n, _ in reaper_grants] == [("scheduler", "reaper_invoker")]
-    grant = sched.resource("google_cloud_run_v2_service_iam_member", "reaper_invoker")
-    assert attr(grant, "member") == "serviceAccount:${google_service_account.scheduler.email}"
+    assert [(m, n) for m, n, _ in reaper_grants] == [
+        ("functions", "reaper_invoker"),
+        ("functions", "reaper_invoker_secondary"),
+    ]
+    for name in ("reaper_invoker", "reaper_invoker_secondary"):
+        grant = FN.resource("google_cloud_run_v2_service_iam_member", name)
+        assert attr(grant, "member") == "serviceAccount:${google_service_account.scheduler.email}"
+    assert not sched.of_type("google_cloud_run_v2_service_iam_member")
+    assert attr(STACK.modules["scheduler"], "service_account_email") == (
+        "${module.functions.scheduler_service_account_email}"
+    )
     admin = FN.resource("google_cloud_run_v2_service_iam_member", "admin")
     assert 'google_cloudfunctions2_function.this["admin"]' in attr(admin, "name")
     assert expr(attr(admin, "for_each")) == "local.admin_invoker_grants"
@@ -520,7 +531,7 @@ def test_scheduler_calls_the_reaper_every_minute_with_oidc():
     assert attr(target, "http_method") == "POST"
     assert attr(target, "uri") == "${var.reaper_uri}"
     oidc = block(target, "oidc_token")
-    assert attr(oidc, "service_account_email") == "${google_service_account.scheduler.email}"
+    assert attr(oidc, "service_account_email") == "${var.service_account_email}"
     assert attr(oidc, "audience") == "${var.reaper_uri}"
     assert blocks(job, "retry_config")
     call = STACK.modules["scheduler"]

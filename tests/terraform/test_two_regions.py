@@ -67,9 +67,6 @@ ADDED_LIFECYCLE = {
     ],
     # a failover moves the job: the new one first, the lost region's may not answer
     ("scheduler", "resource google_cloud_scheduler_job.reaper"): [{"create_before_destroy": True}],
-    ("scheduler", "resource google_cloud_run_v2_service_iam_member.reaper_invoker"): [
-        {"create_before_destroy": True}
-    ],
 }
 
 # Every block added, and the expression that gives it no instance with one region.
@@ -97,6 +94,8 @@ ADDED_BLOCKS = {
     ("functions", "resource google_cloud_run_v2_service_iam_member.admin_secondary"): (
         "for_each", "local.secondary_admin_grants"),
     ("functions", "resource google_cloud_run_v2_service_iam_member.audit_push_secondary"): (
+        "count", "var.secondary_region == null ? 0 : 1"),
+    ("functions", "resource google_cloud_run_v2_service_iam_member.reaper_invoker_secondary"): (
         "count", "var.secondary_region == null ? 0 : 1"),
 }  # fmt: skip
 # The locals those for_each read: empty unless there is a second region.
@@ -270,7 +269,6 @@ def test_two_regions_wire_the_second_region(two_regions):
     # The first region serves: reaper, audit push, load balancer.
     assert m["scheduler"]["region"] == REGION
     assert m["scheduler"]["reaper_uri"] == "functions.service_uris.reaper"
-    assert m["scheduler"]["reaper_service_name"] == "functions.service_names.reaper"
     assert m["pubsub"]["audit_push_endpoint"] == "functions.service_uris.audit"
     lb = m["loadbalancer"]
     assert lb["service_names"] == {
@@ -286,7 +284,8 @@ def test_a_failover_moves_the_serving_region_and_the_writer(two_regions):
     m = two_regions["failed_over"]["modules"]
     assert m["scheduler"]["region"] == SECOND
     assert m["scheduler"]["reaper_uri"] == "functions.secondary_service_uris.reaper"
-    assert m["scheduler"]["reaper_service_name"] == "functions.secondary_service_names.reaper"
+    # The same service account, granted on both regions' reapers (modules/functions).
+    assert m["scheduler"]["service_account_email"] == "functions.scheduler_service_account_email"
     assert m["scheduler"]["name"] == "seatlease-prod"  # the same job name, another region
     assert m["pubsub"]["audit_push_endpoint"] == "functions.secondary_service_uris.audit"
     assert m["loadbalancer"]["serving_region"] == SECOND
@@ -743,3 +742,63 @@ def test_the_provider_has_what_two_regions_need(bindings):
     # The cluster takes at most one replication config, a secondary one primary.
     ccr = sch["resource google_redis_cluster"]["cross_cluster_replication_config"]
     assert ccr["max_one"] and ccr["nested"]["primary_cluster"]["max_one"]
+
+
+# --------------------------------------------------------------------------------------
+# The client-facing outputs: the load balancer's URLs with two regions
+# --------------------------------------------------------------------------------------
+
+CLIENT_OUTPUTS = ("acquire_url", "heartbeat_url", "release_url", "function_urls", "jwks_url")
+
+
+def _client_outputs(tmp_path: Path, two: bool) -> dict:
+    """modules/stack/outputs.tf's client_urls and client-facing outputs, applied by
+    Terraform against stubs of the functions and loadbalancer modules."""
+    text = (MODULES / "stack" / "outputs.tf").read_text()
+    parts = [re.search(r"^locals \{\n.*?^\}\n", text, re.M | re.S).group(0)]
+    parts += [re.search(rf'^output "{n}" \{{\n.*?^\}}\n', text, re.M | re.S).group(0)
+              for n in CLIENT_OUTPUTS]  # fmt: skip
+    root = tmp_path / ("two" if two else "one")
+    for stub, body in {
+        "functions": (
+            f'output "urls" {{\n  value = {{ for fn in {json.dumps(FUNCTIONS)} : '
+            f'fn => "https://{REGION}-${{fn}}.cloudfunctions.net" }}\n}}\n'
+            f'output "jwks_url" {{\n  value = "https://{REGION}-keys.cloudfunctions.net"\n}}\n'
+        ),
+        "loadbalancer": (
+            'output "urls" {\n  value = { for fn in ["acquire", "heartbeat", "release", '
+            '"portal", "keys"] : fn => "https://seats.example.com/${fn}" }\n}\n'
+        ),
+    }.items():
+        (root / stub).mkdir(parents=True)
+        (root / stub / "main.tf").write_text(body)
+    (root / "main.tf").write_text(
+        'variable "two" {\n  type = bool\n}\n'
+        "locals {\n  two_regions = var.two\n}\n"
+        'module "functions" {\n  source = "./functions"\n}\n'
+        'module "loadbalancer" {\n  source = "./loadbalancer"\n'
+        "  count  = local.two_regions ? 1 : 0\n}\n" + "".join(parts)
+    )
+    rc, out, values = _apply(root, {"two": two})
+    assert rc == 0, out
+    return values
+
+
+def test_client_outputs_are_the_load_balancers_with_two_regions(tmp_path):
+    one = _client_outputs(tmp_path, two=False)
+    for fn in ("acquire", "heartbeat", "release"):
+        assert one[f"{fn}_url"] == f"https://{REGION}-{fn}.cloudfunctions.net"
+    assert one["function_urls"] == {
+        fn: f"https://{REGION}-{fn}.cloudfunctions.net" for fn in FUNCTIONS
+    }
+    # Two regions: the first region's public functions admit only the load balancer.
+    two = _client_outputs(tmp_path, two=True)
+    for fn in ("acquire", "heartbeat", "release"):
+        assert two[f"{fn}_url"] == f"https://seats.example.com/{fn}"
+    assert two["jwks_url"] == "https://seats.example.com/keys"
+    behind = {"acquire", "heartbeat", "release", "keys", "portal"}
+    assert two["function_urls"] == {
+        fn: f"https://seats.example.com/{fn}" if fn in behind
+        else f"https://{REGION}-{fn}.cloudfunctions.net"
+        for fn in FUNCTIONS
+    }  # fmt: skip

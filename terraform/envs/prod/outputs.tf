@@ -1,15 +1,15 @@
 output "acquire_url" {
-  description = "URL clients POST to to acquire a seat."
+  description = "URL clients POST to to acquire a seat (with two regions the load balancer's /acquire: the first region's public functions admit the load balancer only)."
   value       = module.seatlease.acquire_url
 }
 
 output "heartbeat_url" {
-  description = "URL clients POST heartbeats to."
+  description = "URL clients POST heartbeats to (with two regions the load balancer's /heartbeat)."
   value       = module.seatlease.heartbeat_url
 }
 
 output "release_url" {
-  description = "URL clients POST to to release a seat."
+  description = "URL clients POST to to release a seat (with two regions the load balancer's /release)."
   value       = module.seatlease.release_url
 }
 
@@ -19,7 +19,7 @@ output "admin_url" {
 }
 
 output "function_urls" {
-  description = "Every function URL by name."
+  description = "Every function URL by name: the URL to call it at (with two regions the load balancer's for the functions behind it, the first region's for the others)."
   value       = module.seatlease.function_urls
 }
 

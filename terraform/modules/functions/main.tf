@@ -189,6 +189,17 @@ resource "google_project_iam_member" "build_sources_secondary" {
   }
 }
 
+# The identity Cloud Scheduler invokes the reaper as (modules/scheduler: the job's OIDC
+# token). It lives here, with the reaper's run.invoker grants below, so that each grant
+# names its function resource: on a first apply Terraform creates the grant only after
+# the Cloud Run service exists (an IAM call on a service that does not exist yet fails).
+resource "google_service_account" "scheduler" {
+  project      = var.project_id
+  account_id   = "${var.name}-scheduler"
+  display_name = "seatlease reaper scheduler"
+  description  = "Identity Cloud Scheduler uses to invoke the reaper function."
+}
+
 # Pushes lease events to the audit function (OIDC token in every push).
 resource "google_service_account" "audit_push" {
   project      = var.project_id
@@ -604,4 +615,25 @@ resource "google_cloud_run_v2_service_iam_member" "audit_push_secondary" {
   name     = google_cloudfunctions2_function.secondary["audit"].name
   role     = "roles/run.invoker"
   member   = "serviceAccount:${google_service_account.audit_push.email}"
+}
+
+# The scheduler's service account is the only invoker of the reaper, in each region:
+# the job runs in the serving region only (modules/scheduler), and with both regions'
+# grants in place a failover moves the job and needs no new grant (docs/operations.md).
+resource "google_cloud_run_v2_service_iam_member" "reaper_invoker" {
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.this["reaper"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.scheduler.email}"
+}
+
+resource "google_cloud_run_v2_service_iam_member" "reaper_invoker_secondary" {
+  count = var.secondary_region == null ? 0 : 1
+
+  project  = var.project_id
+  location = var.secondary_region
+  name     = google_cloudfunctions2_function.secondary["reaper"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.scheduler.email}"
 }

@@ -6,20 +6,26 @@ output "urls" {
 # The services' names and URIs come from the function table and the region (run_services
 # in main.tf), not from the function resources: the load balancer, the scheduler and the
 # push subscription take them, and a failover's targeted apply of those must not pull
-# in the functions of the region that was lost (docs/operations.md, "Fail over").
+# in the functions of the region that was lost (docs/operations.md, "Fail over"). The
+# run.invoker grants that need the service to exist are made here, on the resources.
 output "service_uris" {
   description = "URI of the Cloud Run service behind every function, by function name: its deterministic URL https://NAME-PROJECT_NUMBER.REGION.run.app."
   value       = local.run_services[var.region]
 }
 
 output "service_names" {
-  description = "Name of the Cloud Run service behind every function (used for run.invoker grants and metrics): the function's name."
+  description = "Name of the Cloud Run service behind every function (serverless NEGs, metrics): the function's name, known before the service exists (an IAM grant on it must name the function resource instead)."
   value       = { for fn in keys(local.functions) : fn => fn }
 }
 
 output "service_account_emails" {
   description = "Runtime service account of every function."
   value       = { for fn, sa in google_service_account.function : fn => sa.email }
+}
+
+output "scheduler_service_account_email" {
+  description = "Service account Cloud Scheduler invokes the reaper as (run.invoker on the reaper in each region)."
+  value       = google_service_account.scheduler.email
 }
 
 output "audit_push_service_account_email" {
@@ -68,6 +74,6 @@ output "secondary_service_uris" {
 }
 
 output "secondary_service_names" {
-  description = "Name of the Cloud Run service behind every function of the second region (serverless NEGs, run.invoker grants): the function's name; empty without secondary_region."
+  description = "Name of the Cloud Run service behind every function of the second region (serverless NEGs): the function's name; empty without secondary_region."
   value       = { for fn in keys(local.secondary_functions) : fn => fn }
 }

@@ -1,31 +1,17 @@
 # Cloud Scheduler calls the reaper every minute with an OIDC token of a dedicated service
-# account; that account is the only principal with roles/run.invoker on the reaper.
+# account (var.service_account_email); that account is the only principal with
+# roles/run.invoker on the reaper.
 # A missed or failed run loses nothing: acquire prunes expired leases itself and the
 # next run drains the outboxes.
 
-resource "google_service_account" "scheduler" {
-  project      = var.project_id
-  account_id   = "${var.name}-scheduler"
-  display_name = "seatlease reaper scheduler"
-  description  = "Identity Cloud Scheduler uses to invoke the reaper function."
-}
-
-# In a two-region stack the job and this grant follow the serving region (modules/stack:
-# serving_region): after a failover they move to the other region, which replaces both.
-# The new ones are created before the old ones are deleted, whose region may be the one
-# that is down (its deletion may then fail; the new job runs already).
-resource "google_cloud_run_v2_service_iam_member" "reaper_invoker" {
-  project  = var.project_id
-  location = var.region
-  name     = var.reaper_service_name
-  role     = "roles/run.invoker"
-  member   = "serviceAccount:${google_service_account.scheduler.email}"
-
-  lifecycle {
-    create_before_destroy = true
-  }
-}
-
+# The service account and its run.invoker grants on the reaper (one per region) are in
+# modules/functions, on the function resources: a grant must wait for its service. The
+# job only calls an endpoint, so it needs no such ordering: a run before the grant exists
+# fails with 403 and the next minute's run succeeds. In a two-region stack the job
+# follows the serving region (modules/stack: serving_region): after a failover it is
+# replaced in the other region, the new one created before the old one is deleted,
+# whose region may be the one that is down (its deletion may then fail; the new job
+# runs already).
 resource "google_cloud_scheduler_job" "reaper" {
   project          = var.project_id
   region           = var.region
@@ -50,7 +36,7 @@ resource "google_cloud_scheduler_job" "reaper" {
     http_method = "POST" # empty body, as the reaper's HTTP contract says
 
     oidc_token {
-      service_account_email = google_service_account.scheduler.email
+      service_account_email = var.service_account_email
       audience              = var.reaper_uri
     }
   }
@@ -58,6 +44,4 @@ resource "google_cloud_scheduler_job" "reaper" {
   lifecycle {
     create_before_destroy = true
   }
-
-  depends_on = [google_cloud_run_v2_service_iam_member.reaper_invoker]
 }

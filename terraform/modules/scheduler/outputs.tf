@@ -5,5 +5,5 @@ output "job_name" {
 
 output "service_account_email" {
   description = "Service account the scheduler invokes the reaper as."
-  value       = google_service_account.scheduler.email
+  value       = var.service_account_email
 }

@@ -13,9 +13,9 @@ variable "name" {
   description = "Prefix of the job and service account names, e.g. \"seatlease-dev\" (at most 14 characters)."
 }
 
-variable "reaper_service_name" {
+variable "service_account_email" {
   type        = string
-  description = "Name of the Cloud Run service behind the reaper function (the scheduler's service account gets roles/run.invoker on it, and nothing else does)."
+  description = "Service account the job invokes the reaper as (its OIDC token); modules/functions creates it and grants it roles/run.invoker on the reaper of each region."
 }
 
 variable "reaper_uri" {

@@ -209,6 +209,9 @@ module "functions" {
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
 
+# The push subscription only calls the audit function's URI (known from the function
+# table): it needs no ordering after the function. The grant that does, run.invoker for
+# its service account, is in modules/functions on the function resource.
 module "pubsub" {
   source = "../pubsub"
 
@@ -225,13 +228,25 @@ module "pubsub" {
 module "scheduler" {
   source = "../scheduler"
 
-  project_id          = var.project_id
-  region              = local.serving_region
-  name                = var.name
-  reaper_service_name = local.serves_secondary ? module.functions.secondary_service_names["reaper"] : module.functions.service_names["reaper"]
-  reaper_uri          = local.serves_secondary ? module.functions.secondary_service_uris["reaper"] : module.functions.service_uris["reaper"]
+  project_id            = var.project_id
+  region                = local.serving_region
+  name                  = var.name
+  reaper_uri            = local.serves_secondary ? module.functions.secondary_service_uris["reaper"] : module.functions.service_uris["reaper"]
+  service_account_email = module.functions.scheduler_service_account_email
 
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
+}
+
+# The scheduler's service account and its grant on the first region's reaper were in the
+# scheduler module; they are the same objects, now next to the reaper function.
+moved {
+  from = module.scheduler.google_service_account.scheduler
+  to   = module.functions.google_service_account.scheduler
+}
+
+moved {
+  from = module.scheduler.google_cloud_run_v2_service_iam_member.reaper_invoker
+  to   = module.functions.google_cloud_run_v2_service_iam_member.reaper_invoker
 }
 
 module "monitoring" {

@@ -1,16 +1,23 @@
+# The URLs clients call. With two regions the public functions of both regions admit
+# only the load balancer (ALLOW_INTERNAL_AND_GCLB), so the functions behind it are
+# called at its URLs; the others (admin, reaper, audit) keep their own.
+locals {
+  client_urls = merge(module.functions.urls, local.two_regions ? module.loadbalancer[0].urls : {})
+}
+
 output "acquire_url" {
-  description = "URL clients POST to to acquire a seat."
-  value       = module.functions.urls["acquire"]
+  description = "URL clients POST to to acquire a seat (with two regions the load balancer's /acquire: the first region's public functions admit the load balancer only)."
+  value       = local.client_urls["acquire"]
 }
 
 output "heartbeat_url" {
-  description = "URL clients POST heartbeats to."
-  value       = module.functions.urls["heartbeat"]
+  description = "URL clients POST heartbeats to (with two regions the load balancer's /heartbeat)."
+  value       = local.client_urls["heartbeat"]
 }
 
 output "release_url" {
-  description = "URL clients POST to to release a seat."
-  value       = module.functions.urls["release"]
+  description = "URL clients POST to to release a seat (with two regions the load balancer's /release)."
+  value       = local.client_urls["release"]
 }
 
 output "admin_url" {
@@ -19,8 +26,8 @@ output "admin_url" {
 }
 
 output "function_urls" {
-  description = "Every function URL by name."
-  value       = module.functions.urls
+  description = "Every function URL by name: the URL to call it at (with two regions the load balancer's for the functions behind it, the first region's for the others)."
+  value       = local.client_urls
 }
 
 output "cloud_sql_instance" {
