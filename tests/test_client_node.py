@@ -63,8 +63,11 @@ def test_the_node_client_passes_its_tests_against_the_served_functions(
             "SEATLEASE_BAD_PINNED_KEY": KEY_X,
         }
         result = run(["node", "--test", "--test-concurrency=1", "test/"], env=env, timeout=300)
-    # node's TAP output: each failed test's "not ok" line and what follows it (its error)
-    failed = re.findall(r"^not ok .*(?:\n(?!(?:not )?ok ).*){0,25}", result.stdout, re.MULTILINE)
+    # node's TAP output: each failed test's "not ok" line and what follows it (its error),
+    # a suite's failed subtests (indented) included, so the failure names its test
+    failed = re.findall(
+        r"^ *not ok .*(?:\n(?! *(?:not )?ok ).*){0,25}", result.stdout, re.MULTILINE
+    )
     assert result.returncode == 0, "\n".join(failed)[-8000:] + result.stderr[-3000:]
     summary = dict(
         line[2:].split(" ", 1) for line in result.stdout.splitlines() if line.startswith("# ")
