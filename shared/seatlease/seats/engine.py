@@ -46,6 +46,7 @@ from seatlease.seats.failover import SeatHistory, mark_shard
 from seatlease.seats.ids import new_request_id, shown_user, with_identity
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.protocol.calls import (
+    SPECS,
     acquire_call,
     arm_notice_call,
     cache_config_call,
@@ -71,6 +72,10 @@ from seatlease.seats.values import (  # the engine's request and answers
     SeatRequest,
     TokenGrant,
 )
+
+# Where acquire.lua takes the audit trail's verdict: a call made again with it changes that
+# argument alone (the rest, the new session and ticket ids included, stay the first call's).
+_AUDIT_VERDICT = SPECS["acquire"].args.index("audit_verdict")
 
 CONFIG_TTL_SECONDS = 600  # admin changes refresh the cache at once; the TTL bounds drift
 CUT_CHUNK = 1000  # held leases a script cuts to a new term (lua/cache_config.lua's)
@@ -272,7 +277,7 @@ class SeatEngine:
             # This Redis's data of the shard is younger than the token (it was lost since):
             # the audit trail says whether the service ended the session before. The call
             # wrote nothing; made again with the verdict, it is not counted again.
-            args[-2] = self._audit_verdict(keys, request.recover, answer.data_since_ms)
+            args[_AUDIT_VERDICT] = self._audit_verdict(keys, request.recover, answer.data_since_ms)
             answer = self._run(self.scripts.acquire, keys, key_list, args, request_id)
         weight = request.seats or (request.recover.seats if request.recover else 1)
         call = Call(request.license_id, request.client_id, user, request.version, weight)
