@@ -86,23 +86,44 @@ def acquired(call: Call, sign: Signer, lease: Lease | QueuePlace, body: AcquireR
         **weight_field(lease.seats),
         **terms_answer(terms),
         **recovering_answer(lease.recovering_until_ms),
-        **sign.lease(
-            tenant_id=call.tenant_id,
+        **_token(
+            call,
+            sign,
+            lease,
             license_id=lease.license_id,
-            session_id=lease.session_id,
-            client_id=lease.client_id,
-            issued_at_ms=lease.now_ms,
-            expires_at_ms=lease.expires_at_ms,
             nonce=body.nonce,
-            **({"borrowed": True} if lease.borrowed else {}),
-            **weight_field(lease.seats),
-            **(terms.claims() if terms else {}),
             # the machine it was taken for: a client refuses a borrowed token elsewhere
             # (a borrowed lease's own: the machine it was borrowed for, whoever asks)
-            **machine_claim(lease.machine or body.fingerprint),
-            **user_claim(lease.user),
+            machine=lease.machine or body.fingerprint,
         ),
     }
+
+
+def _token(
+    call: Call,
+    sign: Signer,
+    lease: Lease | Renewal,
+    *,
+    license_id: str,
+    nonce: str | None,
+    machine: str | None,
+) -> dict[str, Any]:
+    """The ``lease_token`` field of an acquire's or a heartbeat's answer: the lease's
+    claims, signed."""
+    return sign.lease(
+        tenant_id=call.tenant_id,
+        license_id=license_id,
+        session_id=lease.session_id,
+        client_id=lease.client_id,
+        issued_at_ms=lease.now_ms,
+        expires_at_ms=lease.expires_at_ms,
+        nonce=nonce,
+        **({"borrowed": True} if lease.borrowed else {}),
+        **weight_field(lease.seats),
+        **(lease.terms.claims() if lease.terms else {}),
+        **machine_claim(machine),
+        **user_claim(lease.user),
+    )
 
 
 def _queued(call: Call, place: QueuePlace) -> Answer:
@@ -135,19 +156,13 @@ def renewed(call: Call, sign: Signer, renewal: Renewal, body: HeartbeatRequest) 
         "borrowed": renewal.borrowed,
         **weight_field(renewal.seats),
         **terms_answer(renewal.terms),
-        **sign.lease(
-            tenant_id=call.tenant_id,
+        **_token(
+            call,
+            sign,
+            renewal,
             license_id=body.license_id,
-            session_id=renewal.session_id,
-            client_id=renewal.client_id,
-            issued_at_ms=renewal.now_ms,
-            expires_at_ms=renewal.expires_at_ms,
             nonce=body.nonce,
-            **({"borrowed": True} if renewal.borrowed else {}),
-            **weight_field(renewal.seats),
-            **(renewal.terms.claims() if renewal.terms else {}),
-            **machine_claim(renewal.machine),  # a borrowed lease's machine
-            **user_claim(renewal.user),
+            machine=renewal.machine,  # a borrowed lease's machine
         ),
     }
 
