@@ -27,8 +27,24 @@ LICENSE_FIELDS = (
     "max_version",
     # a failover's recovery window (migration 0013): "hold" new grants, or "grant"
     "on_failover",
+    # idle seats and shared seats (migration 0017): 0 / "none" is off, as before
+    "idle_timeout_seconds",
+    "idle_reclaim",
+    "share",
+    "share_limit",
 )
 ON_FAILOVER = ("hold", "grant")
+# Idle reclaim (docs/design.md, "Idle seats"): a lease whose product reports no user
+# activity for idle_timeout_seconds (0: off; else at least MIN_IDLE_SECONDS) is warned,
+# then reclaimed "when_needed" (only while another client is refused or waits) or
+# "always".
+IDLE_RECLAIM = ("when_needed", "always")
+MIN_IDLE_SECONDS = 60
+MAX_IDLE_SECONDS = 7 * 24 * 3600
+# Shared seats (docs/design.md, "Shared seats"): leases of the same user, host, or both
+# count as one seat; share_limit sessions a seat (0: no limit).
+SHARE = ("none", "user", "host", "user_host")
+MAX_SHARE_LIMIT = 10_000
 # A borrowed seat needs no heartbeats until it ends: at most 30 days (0 = no borrowing).
 MAX_BORROW_SECONDS = 30 * 24 * 3600
 # A released seat stays held for its client this long: at most a day (0 = no linger).
@@ -115,6 +131,10 @@ class LicenseConfig:
     entitlements: tuple[str, ...] = ()  # names, sorted
     max_version: str | None = None  # dotted numbers; None: any version
     on_failover: str = "hold"  # or grant: new seats in a failover's recovery window
+    idle_timeout_seconds: int = 0  # 0: a lease is never reclaimed for being idle
+    idle_reclaim: str = "when_needed"  # or always
+    share: str = "none"  # or user, host, user_host: their leases share one seat
+    share_limit: int = 0  # sessions a shared seat (0: no limit)
     # The license policy as acquire.lua reads it (seatlease.seats.policy.LicensePolicy's
     # redis_form()); "" for none: acquire then takes the path it always took.
     policy: str = ""
@@ -128,6 +148,10 @@ class LicenseConfig:
         values["grace_seconds"] = values.get("grace_seconds") or 0
         values["on_expiry"] = values.get("on_expiry") or "end_leases"
         values["on_failover"] = values.get("on_failover") or "hold"
+        values["idle_timeout_seconds"] = values.get("idle_timeout_seconds") or 0
+        values["idle_reclaim"] = values.get("idle_reclaim") or "when_needed"
+        values["share"] = values.get("share") or "none"
+        values["share_limit"] = values.get("share_limit") or 0
         return cls(**values)
 
     @property
