@@ -10,7 +10,11 @@ Control routes (no API key; the test server only):
     creates a license of the test tenant (as an admin does: database, then cache);
     ``policy`` is a license policy (``max_per_user``, ``deny_users``, ``queue``, ...);
     a term: ``starts_in_seconds`` and ``expires_in_seconds`` (from now), ``grace_seconds``,
-    ``on_expiry``, ``entitlements``, ``max_version``.
+    ``on_expiry``, ``entitlements``, ``max_version``; the idle rule:
+    ``idle_timeout_seconds`` (0: off, else 60 ..= 604800) and ``idle_reclaim``
+    (``when_needed`` | ``always``); the sharing rule: ``share`` (``none`` | ``user`` |
+    ``host`` | ``user_host``) and ``share_limit`` (sessions a shared seat, 0: no limit).
+    Each is a LicenseConfig field (seatlease.licenses); absent: the license's default.
 ``POST /_test/flush``
     flushes Redis: every seat is forgotten (a heartbeat answers 410 ``unknown``; a
     client's retry with the lease token re-admits the session, as after a region's loss).
@@ -114,7 +118,17 @@ class ControlGate:
             now = datetime.now(UTC)
             terms = {
                 name: body.get(name)
-                for name in ("grace_seconds", "on_expiry", "entitlements", "max_version")
+                for name in (
+                    "grace_seconds",
+                    "on_expiry",
+                    "entitlements",
+                    "max_version",
+                    # issue 50: the idle and sharing rules (None: the license's default)
+                    "idle_timeout_seconds",
+                    "idle_reclaim",
+                    "share",
+                    "share_limit",
+                )
             }
             for name in ("starts", "expires"):  # "<name>_in_seconds": from now
                 if f"{name}_in_seconds" in body:
