@@ -10,7 +10,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from seatlease.licenses import LICENSE_FIELDS
+from seatlease.licenses import (
+    IDLE_RECLAIM,
+    LICENSE_FIELDS,
+    MAX_IDLE_SECONDS,
+    MAX_SHARE_LIMIT,
+    MIN_IDLE_SECONDS,
+    SHARE,
+)
 from seatlease.seats.engine import CONFIG_TTL_SECONDS
 from seatlease_cli.backend import EXIT_CACHE_STALE, backend_for, common_parent, warn_if_stale
 from seatlease_cli.output import emit
@@ -28,6 +35,7 @@ LIST_COLUMNS = (
     "suspended",
 )
 TERM_COLUMNS = ("expires_at", "term_state")  # listed when some license has a term
+IDLE_SHARE_COLUMNS = ("idle", "sharing")  # listed when some license reclaims idle or shares
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 CACHE_NOTE = (
     f"The change is written to the database, then to the Redis config cache so the next "
@@ -145,6 +153,70 @@ def _term_flags(parser: argparse.ArgumentParser, *, create: bool) -> None:
         group.add_argument(
             "--clear-max-version", action="store_true", help="any version is entitled"
         )
+
+
+def _idle_share_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "idle and shared seats",
+        "reclaim the seats of idle products, let sessions share a seat (docs/design.md, "
+        '"Idle seats" and "Shared seats"); both off by default',
+    )
+    group.add_argument(
+        "--idle-timeout",
+        dest="idle_timeout_seconds",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help=f"a lease whose product reports no user activity this long is warned, then "
+        f"reclaimed: {MIN_IDLE_SECONDS} to {MAX_IDLE_SECONDS} (a week); 0 (the default) "
+        f"never reclaims an idle seat",
+    )
+    group.add_argument(
+        "--idle-reclaim",
+        dest="idle_reclaim",
+        choices=IDLE_RECLAIM,
+        default=None,
+        help="reclaim a warned idle lease only when another client needs the seat "
+        "(when_needed, the default) or at once (always)",
+    )
+    group.add_argument(
+        "--share",
+        dest="share",
+        choices=SHARE,
+        default=None,
+        help="leases of the same user, host, or both (user_host) count as one seat; "
+        "none (the default) shares nothing",
+    )
+    group.add_argument(
+        "--share-limit",
+        dest="share_limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"at most N sessions a shared seat (at most {MAX_SHARE_LIMIT}); 0 (the "
+        f"default) is no limit",
+    )
+
+
+IDLE_SHARE_FIELDS = ("idle_timeout_seconds", "idle_reclaim", "share", "share_limit")
+
+
+def idle_text(lic: dict[str, Any]) -> str:
+    """One line for ``license show`` and a cell for ``license list``: ``off``, or
+    ``after 900 s, reclaimed when_needed``."""
+    seconds = lic.get("idle_timeout_seconds") or 0
+    if not seconds:
+        return "off"
+    return f"after {seconds} s, reclaimed {lic.get('idle_reclaim', 'when_needed')}"
+
+
+def sharing_text(lic: dict[str, Any]) -> str:
+    """``none``, or ``by user, no limit`` / ``by user_host, 4 sessions a seat``."""
+    share = lic.get("share") or "none"
+    if share == "none":
+        return "none"
+    limit = lic.get("share_limit") or 0
+    return f"by {share}, {f'{limit} sessions a seat' if limit else 'no limit'}"
 
 
 def _term_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -322,6 +394,7 @@ def register(subparsers: Any) -> None:
     _license_flags(create, create=True)
     _policy_flags(create, create=True)
     _term_flags(create, create=True)
+    _idle_share_flags(create)
     create.set_defaults(func=cmd_create)
 
     update = sub.add_parser(
@@ -330,6 +403,7 @@ def register(subparsers: Any) -> None:
     _license_flags(update, create=False)
     _policy_flags(update, create=False)
     _term_flags(update, create=False)
+    _idle_share_flags(update)
     state = update.add_mutually_exclusive_group()
     state.add_argument(
         "--suspend", dest="suspended", action="store_const", const=True, help="refuse acquires"
@@ -367,15 +441,16 @@ def register(subparsers: Any) -> None:
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    settings = {
-        n: getattr(args, n) for n in LICENSE_FIELDS[:7] if getattr(args, n, None) is not None
-    }
+    named = (*LICENSE_FIELDS[:7], *IDLE_SHARE_FIELDS)
+    settings = {n: getattr(args, n) for n in named if getattr(args, n, None) is not None}
     return {**settings, **_term_settings(args)}
 
 
 def _shown(lic: dict[str, Any]) -> dict[str, Any]:
     """A license as ``show`` and a change print it: the policy and the term as lines."""
-    shown = {k: v for k, v in lic.items() if k not in TERM_DETAILS}
+    shown = {k: v for k, v in lic.items() if k not in (*TERM_DETAILS, *IDLE_SHARE_FIELDS)}
+    shown["idle"] = idle_text(lic)
+    shown["sharing"] = sharing_text(lic)
     shown["policy"] = policy_text(lic.get("policy"))
     shown["term"] = term_text(lic)
     shown["entitlements"] = ", ".join(lic.get("entitlements") or []) or "none"
@@ -441,7 +516,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.expiring is not None:
         fields["expiring_within_seconds"] = args.expiring
     body = backend_for(args).call("license.list", **fields)
-    termed = any(lic.get("term_state", "perpetual") != "perpetual" for lic in body["licenses"])
+    licenses = body["licenses"]
+    termed = any(lic.get("term_state", "perpetual") != "perpetual" for lic in licenses)
     columns = LIST_COLUMNS + TERM_COLUMNS if termed or args.expiring else LIST_COLUMNS
-    emit(body if args.json else body["licenses"], args.json, columns)
+    rows = [{**lic, "idle": idle_text(lic), "sharing": sharing_text(lic)} for lic in licenses]
+    if any(row["idle"] != "off" or row["sharing"] != "none" for row in rows):
+        columns += IDLE_SHARE_COLUMNS
+    emit(body if args.json else rows, args.json, columns)
     return 0

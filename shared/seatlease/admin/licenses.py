@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 from redis.exceptions import RedisError
 
 from seatlease import clock
@@ -24,7 +24,15 @@ from seatlease.admin.common import (
 )
 from seatlease.errors import BackendUnavailable, InvalidRequest, StoreError
 from seatlease.fields import Entitlements, Identifier, Version
-from seatlease.licenses import LICENSE_FIELDS, MAX_GRACE_SECONDS, LicenseConfig, term_problem
+from seatlease.licenses import (
+    LICENSE_FIELDS,
+    MAX_GRACE_SECONDS,
+    MAX_IDLE_SECONDS,
+    MAX_SHARE_LIMIT,
+    MIN_IDLE_SECONDS,
+    LicenseConfig,
+    term_problem,
+)
 from seatlease.logs import log
 from seatlease.records import store
 from seatlease.seats.engine import CONFIG_TTL_SECONDS
@@ -33,6 +41,19 @@ from seatlease.seats.policy import LicensePolicy, parse_policy
 GraceSeconds = Annotated[int, Field(ge=0, le=MAX_GRACE_SECONDS)]
 OnExpiry = Literal["end_leases", "keep_leases"]
 OnFailover = Literal["hold", "grant"]
+
+
+def _idle_timeout(value: int) -> int:
+    # one message with both bounds: 1..59 is refused although it lies within 0..max
+    if value != 0 and not MIN_IDLE_SECONDS <= value <= MAX_IDLE_SECONDS:
+        raise ValueError(f"must be 0 (off) or between {MIN_IDLE_SECONDS} and {MAX_IDLE_SECONDS}")
+    return value
+
+
+IdleTimeoutSeconds = Annotated[int, AfterValidator(_idle_timeout)]  # 0: never idle
+IdleReclaim = Literal["when_needed", "always"]
+Share = Literal["none", "user", "host", "user_host"]
+ShareLimit = Annotated[int, Field(ge=0, le=MAX_SHARE_LIMIT)]  # sessions a seat; 0: no limit
 # --renew-for: at most ten years at a time
 RenewSeconds = Annotated[int, Field(ge=1, le=10 * 366 * 24 * 3600)]
 
@@ -72,6 +93,10 @@ class LicenseCreate(Action):
     entitlements: Entitlements | None = None
     max_version: Version | None = None
     on_failover: OnFailover = "hold"
+    idle_timeout_seconds: IdleTimeoutSeconds = 0
+    idle_reclaim: IdleReclaim = "when_needed"
+    share: Share = "none"
+    share_limit: ShareLimit = 0
 
     @field_validator("expires_at")
     @classmethod
@@ -107,6 +132,10 @@ class LicenseUpdate(Action):
     entitlements: Entitlements | None = None  # replaces the set
     max_version: Version | None = None
     on_failover: OnFailover | None = None
+    idle_timeout_seconds: IdleTimeoutSeconds | None = None
+    idle_reclaim: IdleReclaim | None = None
+    share: Share | None = None
+    share_limit: ShareLimit | None = None
     clear_term: bool = False  # no starts_at, no expires_at: perpetual again
     clear_entitlements: bool = False
     clear_max_version: bool = False
@@ -197,6 +226,10 @@ def license_view(row: dict[str, Any]) -> dict[str, Any]:
         "policy": _policy_view(row.get("policy")),
         **term_view(config),
         "on_failover": config.on_failover,
+        "idle_timeout_seconds": config.idle_timeout_seconds,
+        "idle_reclaim": config.idle_reclaim,
+        "share": config.share,
+        "share_limit": config.share_limit,
         "created_at": iso_time(row.get("created_at")),
         "updated_at": iso_time(row.get("updated_at")),
     }

@@ -24,12 +24,17 @@ from seatlease import apikeys, clock
 # Conflict, NotFound, StoreError and LICENSE_FIELDS stay importable from here, as before.
 from seatlease.errors import Conflict, NotFound, StoreError
 from seatlease.licenses import (
+    IDLE_RECLAIM,
     LICENSE_FIELDS,
     MAX_BORROW_SECONDS,
     MAX_GRACE_SECONDS,
+    MAX_IDLE_SECONDS,
     MAX_LINGER_SECONDS,
+    MAX_SHARE_LIMIT,
+    MIN_IDLE_SECONDS,
     ON_EXPIRY,
     ON_FAILOVER,
+    SHARE,
     LicenseConfig,
 )
 from seatlease.records.db import (  # transaction: also used as store.transaction
@@ -276,7 +281,8 @@ def create_license(
     **terms: Any,
 ) -> dict[str, Any]:
     """``terms``: starts_at, expires_at, grace_seconds, on_expiry, entitlements,
-    max_version (seatlease.licenses; absent: none)."""
+    max_version, on_failover, idle_timeout_seconds, idle_reclaim, share, share_limit
+    (seatlease.licenses; absent: none, or off)."""
     unknown = set(terms) - set(LICENSE_FIELDS[7:])
     if unknown:
         raise StoreError(f"unknown license field(s): {', '.join(sorted(unknown))}")
@@ -325,6 +331,7 @@ def validate_license(values: dict[str, Any]) -> None:
         raise StoreError(f"on_expiry must be one of {', '.join(ON_EXPIRY)}")
     if (values.get("on_failover") or "hold") not in ON_FAILOVER:
         raise StoreError(f"on_failover must be one of {', '.join(ON_FAILOVER)}")
+    _validate_idle_share(values)
     starts, expires = values.get("starts_at"), values.get("expires_at")
     if starts is not None and expires is not None and clock.utc(expires) <= clock.utc(starts):
         raise StoreError("expires_at must be after starts_at")
@@ -332,6 +339,40 @@ def validate_license(values: dict[str, Any]) -> None:
         problem = policy_problem(values["policy"], values["seats"])
         if problem:
             raise StoreError(f"policy: {problem}")
+
+
+def _validate_idle_share(values: dict[str, Any]) -> None:
+    """Idle seats and shared seats (migration 0017's CHECK constraints, in words)."""
+    idle = _or_default(values, "idle_timeout_seconds", 0)
+    if not _whole(idle) or not (idle == 0 or MIN_IDLE_SECONDS <= idle <= MAX_IDLE_SECONDS):
+        raise StoreError(
+            f"idle_timeout_seconds must be 0 (off) or between {MIN_IDLE_SECONDS} and "
+            f"{MAX_IDLE_SECONDS}, got {idle!r}"
+        )
+    for field, allowed, default in (
+        ("idle_reclaim", IDLE_RECLAIM, "when_needed"),
+        ("share", SHARE, "none"),
+    ):
+        value = _or_default(values, field, default)
+        if value not in allowed:
+            raise StoreError(f"{field} must be one of {', '.join(allowed)}, got {value!r}")
+    limit = _or_default(values, "share_limit", 0)
+    if not _whole(limit) or not 0 <= limit <= MAX_SHARE_LIMIT:
+        raise StoreError(
+            f"share_limit must be between 0 (no limit) and {MAX_SHARE_LIMIT}, got {limit!r}"
+        )
+
+
+def _or_default(values: dict[str, Any], field: str, default: Any) -> Any:
+    """The field's value; its default when absent or None (never when falsy: "" is
+    refused as given, not stored as the default)."""
+    value = values.get(field)
+    return default if value is None else value
+
+
+def _whole(value: Any) -> bool:
+    """An int that is not a bool (True is not a number of seconds)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def policy_problem(policy: dict[str, Any], seats: int) -> str | None:

@@ -89,6 +89,11 @@ licenses = Table(
     Column("max_version", String(96), nullable=True),
     # A failover's recovery window (migration 0013): hold new grants, or grant
     Column("on_failover", String(8), nullable=False, server_default="hold"),
+    # Idle seats and shared seats (migration 0017): 0 / 'none' is off, as before.
+    Column("idle_timeout_seconds", Integer, nullable=False, server_default="0"),
+    Column("idle_reclaim", String(16), nullable=False, server_default="when_needed"),
+    Column("share", String(16), nullable=False, server_default="none"),
+    Column("share_limit", Integer, nullable=False, server_default="0"),
     CheckConstraint("seats >= 0", name="ck_licenses_seats"),
     CheckConstraint("lease_seconds >= 1", name="ck_licenses_lease"),
     CheckConstraint("max_lease_seconds >= lease_seconds", name="ck_licenses_max_lease"),
@@ -98,6 +103,13 @@ licenses = Table(
     CheckConstraint("grace_seconds BETWEEN 0 AND 7776000", name="ck_licenses_grace"),
     CheckConstraint("on_expiry IN ('end_leases', 'keep_leases')", name="ck_licenses_on_expiry"),
     CheckConstraint("on_failover IN ('hold', 'grant')", name="ck_licenses_on_failover"),
+    CheckConstraint(
+        "idle_timeout_seconds = 0 OR idle_timeout_seconds BETWEEN 60 AND 604800",
+        name="ck_licenses_idle_timeout",
+    ),
+    CheckConstraint("idle_reclaim IN ('when_needed', 'always')", name="ck_licenses_idle_reclaim"),
+    CheckConstraint("share IN ('none', 'user', 'host', 'user_host')", name="ck_licenses_share"),
+    CheckConstraint("share_limit BETWEEN 0 AND 10000", name="ck_licenses_share_limit"),
     CheckConstraint(
         "starts_at IS NULL OR expires_at IS NULL OR expires_at > starts_at",
         name="ck_licenses_term",
