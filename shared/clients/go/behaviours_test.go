@@ -387,7 +387,7 @@ func TestASeatAnOperatorFreedIsLostAsRevokedWithoutItsToken(t *testing.T) {
 }
 
 func TestSessionExpiredReasonIsTheAnswersReason(t *testing.T) {
-	for _, reason := range []string{"expired", "unknown", "revoked"} {
+	for _, reason := range []string{"expired", "unknown", "revoked", "idle"} {
 		gone := &seatlease.SeatError{Status: 410, Code: "session_expired", Body: map[string]any{"reason": reason}}
 		if gone.Reason() != reason {
 			t.Fatalf("Reason() %q, want %q", gone.Reason(), reason)

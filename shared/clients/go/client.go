@@ -124,7 +124,13 @@ type Answer struct {
 	LicenseExpiresAt time.Time
 	InGrace          bool
 	MaxVersion       string
-	Raw              map[string]any
+	// IdleReclaimAt: a heartbeat's warning that the license's idle rule will reclaim the
+	// seat then unless the product reports activity or busy work first (zero: no warning).
+	IdleReclaimAt time.Time
+	// SharedSessions: on a license that shares seats, the sessions sharing this lease's
+	// seat, itself included (0: not shared).
+	SharedSessions int
+	Raw            map[string]any
 }
 
 func answerOf(raw map[string]any) *Answer {
@@ -154,6 +160,8 @@ func answerOf(raw map[string]any) *Answer {
 	answer.LeaseExpiresAt, _ = parseTime(text("lease_expires_at"))
 	answer.LicenseExpiresAt, _ = parseTime(text("license_expires_at"))
 	answer.InGrace, answer.MaxVersion = flag("in_grace"), text("max_version")
+	answer.IdleReclaimAt, _ = parseTime(text("idle_reclaim_at"))
+	answer.SharedSessions = whole("shared_sessions")
 	if names, ok := raw["entitlements"].([]any); ok {
 		answer.Entitlements = make([]string, 0, len(names))
 		for _, name := range names {
@@ -339,6 +347,8 @@ func checkShape(where, fn string, status int, reply map[string]any) error {
 		need("overage", isBool, false)
 		need("borrowed", isBool, false)
 		need("lease_token", isText, false)
+		need("idle_reclaim_at", isTime, false)
+		need("shared_sessions", isCount, false)
 	}
 	if len(problems) > 0 {
 		return invalidResponse(status, fmt.Sprintf("%s answered %d without a valid %s", where, status, strings.Join(problems, ", ")))

@@ -44,10 +44,16 @@ type LeaseOptions struct {
 	Wait    bool
 	Timeout time.Duration
 	// OnLost is called once (from the heartbeat goroutine) when the seat is known to be
-	// gone: reason "expired", "unknown", "revoked" (an operator freed the seat),
-	// "unreachable", or the refusal's code ("license_expired" when the license's term
-	// ended).
+	// gone: reason "expired", "unknown", "revoked" (an operator freed the seat), "idle"
+	// (the license's idle rule reclaimed it: no seat is asked for again until Touch or
+	// BeginBusy says the product is in use), "unreachable", or the refusal's code
+	// ("license_expired" when the license's term ended).
 	OnLost func(lease *Lease, reason string)
+	// OnIdleWarning is called (from the heartbeat goroutine) when a heartbeat's answer
+	// warns that the license's idle rule will reclaim the seat at reclaimAt: once per
+	// warning, again only after a warning was cleared. Touch or BeginBusy before then
+	// cancels it (the next heartbeat goes at once). See Touch.
+	OnIdleWarning func(lease *Lease, reclaimAt time.Time)
 	// OnRegained is called when a lost seat was acquired again (a new session).
 	OnRegained func(lease *Lease)
 }
@@ -78,6 +84,11 @@ type LeaseState struct {
 	LicenseExpiresAt time.Time
 	InGrace          bool
 	MaxVersion       string
+	// IdleReclaimAt: while the seat is warned for idleness, when the license's idle rule
+	// reclaims it (zero: no warning). SharedSessions: the sessions sharing this seat on a
+	// license that shares, as its acquire said (0: not shared).
+	IdleReclaimAt  time.Time
+	SharedSessions int
 }
 
 // Lease is a seat held by this process: a goroutine heartbeats at the server's interval
@@ -95,6 +106,9 @@ type Lease struct {
 	validUntil time.Time // the seat lapses then without a renewal
 	failures   int
 	announced  string // the refusal already logged (once), until the seat is back
+	activity   activity
+
+	wake chan struct{} // Touch after a warning: heartbeat now (never blocks the caller)
 
 	run        context.Context // cancelled by Close: ends the goroutine and its call in flight
 	inCallback atomic.Bool     // the goroutine is running OnLost or OnRegained
@@ -106,7 +120,8 @@ type Lease struct {
 
 // Lease acquires a seat and keeps it until Close.
 func (c *Client) Lease(ctx context.Context, licenseID string, options LeaseOptions) (*Lease, error) {
-	l := &Lease{LicenseID: licenseID, ClientID: options.ClientID, client: c, options: options, done: make(chan struct{})}
+	l := &Lease{LicenseID: licenseID, ClientID: options.ClientID, client: c, options: options,
+		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if err := l.acquireFirst(ctx); err != nil {
 		return nil, err
 	}
@@ -137,8 +152,8 @@ func (l *Lease) body(queue bool, ticket, requestID string) map[string]any {
 }
 
 // took applies a grant or renewal; the seat is valid until at least the request's
-// departure plus the lease length.
-func (l *Lease) took(raw map[string]any, sentAt time.Time) {
+// departure plus the lease length. warned: the answer began an idle warning (its time).
+func (l *Lease) took(raw map[string]any, sentAt time.Time) (warned time.Time) {
 	answer := answerOf(raw)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -146,6 +161,7 @@ func (l *Lease) took(raw map[string]any, sentAt time.Time) {
 	if answer.SessionID != "" && answer.SessionID != s.SessionID {
 		s.SessionID = answer.SessionID
 		s.Token = "" // a token names one session: never show another's
+		s.SharedSessions = 0
 	}
 	if !answer.LeaseExpiresAt.IsZero() {
 		s.ExpiresAt = answer.LeaseExpiresAt
@@ -167,7 +183,15 @@ func (l *Lease) took(raw map[string]any, sentAt time.Time) {
 	}
 	s.Entitlements, s.LicenseExpiresAt = answer.Entitlements, answer.LicenseExpiresAt
 	s.InGrace, s.MaxVersion = answer.InGrace, answer.MaxVersion
+	if _, ok := raw["shared_sessions"]; ok {
+		s.SharedSessions = answer.SharedSessions
+	}
+	if s.IdleReclaimAt.IsZero() {
+		warned = answer.IdleReclaimAt
+	}
+	s.IdleReclaimAt = answer.IdleReclaimAt // absent: the warning is over
 	l.validUntil = sentAt.Add(time.Duration(s.LeaseSeconds) * time.Second)
+	return warned
 }
 
 func (l *Lease) acquireFirst(ctx context.Context) error {
@@ -228,6 +252,11 @@ func (l *Lease) keep() {
 			return
 		case <-timer.C:
 			timer.Reset(l.step())
+		case <-l.wake:
+			if !timer.Stop() {
+				<-timer.C
+			}
+			timer.Reset(l.step())
 		}
 	}
 }
@@ -254,6 +283,9 @@ func (l *Lease) beatDelay() time.Duration {
 func (l *Lease) step() time.Duration {
 	var delay time.Duration
 	var err error
+	if l.idleUntilActive() {
+		return time.Hour // woken by Touch or BeginBusy
+	}
 	if l.State().Lost {
 		delay, err = l.regain()
 	} else {
@@ -298,6 +330,7 @@ func (l *Lease) succeeded() {
 func (l *Lease) beat() (time.Duration, error) {
 	body := map[string]any{"license_id": l.LicenseID, "session_id": l.State().SessionID}
 	sentAt := time.Now()
+	l.report(body, sentAt)
 	// A renewal that has not come back by the lease's deadline is too late: the server has
 	// reclaimed the seat by then. The call ends there (or at Timeout, if sooner), and the
 	// seat is lost ("unreachable"), whatever the answer's pace (a dripped one included).
@@ -309,8 +342,14 @@ func (l *Lease) beat() (time.Duration, error) {
 	var refused *SeatError
 	switch {
 	case err == nil:
-		l.took(raw, sentAt)
+		warned := l.took(raw, sentAt)
 		l.succeeded()
+		if !warned.IsZero() {
+			l.warn(warned)
+		}
+		if l.activeSince(sentAt) {
+			return 0, nil // activity since it left: cancel the warning now
+		}
 		return l.beatDelay(), nil
 	case l.run.Err() != nil:
 		return 0, err
@@ -459,6 +498,10 @@ func (l *Lease) markLost(reason, announced string) bool {
 		return false
 	}
 	l.state.Lost, l.state.LostReason = true, reason
+	l.state.IdleReclaimAt = time.Time{}
+	if reason == "idle" {
+		l.activity.lostIdleAt = time.Now()
+	}
 	if announced != "" {
 		l.announced = announced
 	}
