@@ -102,6 +102,13 @@ OTHER_TESTS = [
     "grants_and_renewals_are_checked_for_their_shape",
     "a_pinned_key_of_small_order_is_refused",
 ]
+# issue 50: the idle rule's client side, against the suite's own recording server
+IDLE_TESTS = [
+    "heartbeats_carry_idle_seconds_after_a_touch_and_busy_in_a_scope",
+    "an_idle_warning_is_called_once_and_a_touch_cancels_it_at_once",
+    "a_410_idle_is_lost_as_idle_and_asked_for_again_once_in_use",
+    "answers_carry_the_warning_and_the_shared_sessions",
+]
 # The live tests that run threads against each other (heartbeats, waits, cancels, frees),
 # run again under ThreadSanitizer.
 THREADED_LIVE_TESTS = [
@@ -219,14 +226,15 @@ def test_the_c_library_passes_its_suites_under_asan_and_ubsan(
     # CI runs every suite: ctest reports none skipped (a skipping suite exits 77, its
     # SKIP_RETURN_CODE, and would show as "Skipped" here)
     assert "Skipped" not in output and "Not Run" not in output, output[-6000:]
-    assert re.search(r"100% tests passed, 0 tests failed out of 5\b", output), output[-3000:]
+    assert re.search(r"100% tests passed, 0 tests failed out of 6\b", output), output[-3000:]
     passed = re.findall(r"--- PASS: (\S+)", output)
     assert len([name for name in passed if name.startswith("every_vector/")]) >= 31
     assert len([name for name in passed if name.startswith("every_bad_answer_is_a_typed")]) >= 21
-    for name in LIVE_TESTS + BEHAVIOUR_TESTS + OTHER_TESTS:
+    for name in LIVE_TESTS + BEHAVIOUR_TESTS + OTHER_TESTS + IDLE_TESTS:
         assert name in passed, (name, output[-4000:])
     summaries = re.findall(r"seatlease-c (\w+): (\d+) passed, (\d+) failed, (\d+) skipped", output)
-    assert {suite for suite, *_ in summaries} == {"vectors", "bad_answers", "live", "cpp", "abi"}
+    suites = {"vectors", "bad_answers", "live", "idle", "cpp", "abi"}
+    assert {suite for suite, *_ in summaries} == suites
     assert all(failed == skipped == "0" for _, _, failed, skipped in summaries), summaries
     # The seat the C client borrowed loads in the Python client (and returns from there).
     seat = python.load_borrowed(for_python)
@@ -250,7 +258,12 @@ def test_the_threaded_c_tests_pass_under_threadsanitizer(c_toolchain, client_fun
         env["SEATLEASE_BAD_PINNED_KEY"] = KEY_X
         behaviours = run([str(build / "test_bad_answers"), *BEHAVIOUR_TESTS], env=env, timeout=300)
         live = run([str(build / "test_live"), *THREADED_LIVE_TESTS], env=env, timeout=300)
-    for result, names in ((behaviours, BEHAVIOUR_TESTS), (live, THREADED_LIVE_TESTS)):
+    idle = run([str(build / "test_idle")], env=env, timeout=300)
+    for result, names in (
+        (behaviours, BEHAVIOUR_TESTS),
+        (live, THREADED_LIVE_TESTS),
+        (idle, IDLE_TESTS),
+    ):
         output = result.stdout + result.stderr
         assert result.returncode == 0 and "ThreadSanitizer" not in output, output[-8000:]
         assert re.findall(r"--- PASS: (\S+)", output) == names, output[-4000:]

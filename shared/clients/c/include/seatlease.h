@@ -150,9 +150,10 @@ SEATLEASE_API int seatlease_error_held_seats(const seatlease_error *error);
 /* A queue_full's size of the license's wait queue (-1 when absent). */
 SEATLEASE_API int seatlease_error_queue_max(const seatlease_error *error);
 /* A SessionExpired's reason: "expired" (the heartbeat came after the deadline), "unknown"
- * (no such session: released, reclaimed, or lost with the server's data) or "revoked" (an
+ * (no such session: released, reclaimed, or lost with the server's data), "revoked" (an
  * operator freed the seat: seatlease revoke, the portal's "Free seat"; the product can
- * tell its user so); "" for any other error. */
+ * tell its user so) or "idle" (the license's idle rule reclaimed a seat nobody used);
+ * "" for any other error. */
 SEATLEASE_API const char *seatlease_error_reason(const seatlease_error *error);
 /* The answer's "error" object as JSON text ("{}" when none). */
 SEATLEASE_API const char *seatlease_error_body_json(const seatlease_error *error);
@@ -311,6 +312,12 @@ SEATLEASE_API double seatlease_answer_license_expires_at(const seatlease_answer 
 SEATLEASE_API double seatlease_answer_license_grace_ends_at(const seatlease_answer *answer);
 SEATLEASE_API int seatlease_answer_in_grace(const seatlease_answer *answer);
 SEATLEASE_API const char *seatlease_answer_max_version(const seatlease_answer *answer);
+/* A heartbeat's idle warning: when the license's idle rule reclaims the seat unless the
+ * product reports activity or busy work first (Unix seconds; 0: no warning). */
+SEATLEASE_API double seatlease_answer_idle_reclaim_at(const seatlease_answer *answer);
+/* On a license that shares seats, the sessions sharing this lease's seat, itself included
+ * (0: not shared). */
+SEATLEASE_API int seatlease_answer_shared_sessions(const seatlease_answer *answer);
 /* The lease_token or release_token ("" when none; verified when the client verifies). */
 SEATLEASE_API const char *seatlease_answer_token(const seatlease_answer *answer);
 /* The HTTP status and the whole answer as JSON text. */
@@ -340,10 +347,17 @@ SEATLEASE_API seatlease_code seatlease_release(seatlease_client *client, const c
 typedef struct seatlease_lease seatlease_lease;
 
 /* Called on the heartbeat thread: keep them short. reason: "expired", "unknown",
- * "revoked" (an operator freed the seat), "unreachable", or the refusal's code. They may
- * call seatlease_lease_release (not seatlease_lease_free). */
+ * "revoked" (an operator freed the seat), "idle" (the license's idle rule reclaimed it:
+ * no seat is asked for again until seatlease_lease_touch or seatlease_lease_busy_begin
+ * says the product is in use), "unreachable", or the refusal's code. They may call
+ * seatlease_lease_release (not seatlease_lease_free). */
 typedef void (*seatlease_lost_fn)(seatlease_lease *lease, const char *reason, void *user_data);
 typedef void (*seatlease_regained_fn)(seatlease_lease *lease, void *user_data);
+/* A heartbeat's answer warned that the license's idle rule reclaims the seat at reclaim_at
+ * (Unix seconds) unless the product is used before: called once per warning (again only
+ * after a warning was cleared), on the heartbeat thread. */
+typedef void (*seatlease_idle_warning_fn)(seatlease_lease *lease, double reclaim_at,
+                                          void *user_data);
 
 typedef struct seatlease_lease_options {
     size_t struct_size;        /* sizeof(seatlease_lease_options), set by _init */
@@ -372,6 +386,8 @@ typedef struct seatlease_lease_options {
     const char *version;
     seatlease_cancel *cancel;  /* ends the first acquire or the wait for a seat (and any
                                   transfer in flight) with SEATLEASE_ERR_CANCELLED */
+    /* -- idle seats -- */
+    seatlease_idle_warning_fn on_idle_warning; /* NULL: none (user_data is passed) */
 } seatlease_lease_options;
 
 SEATLEASE_API void seatlease_lease_options_init_sized(seatlease_lease_options *options,
@@ -411,6 +427,11 @@ typedef struct seatlease_lease_info {
     int verified;             /* the last grant's token was verified */
     /* -- 0.2 -- */
     int seats;                /* the lease's weight (seatlease_lease_seats) */
+    /* -- idle and shared seats -- */
+    double idle_reclaim_at;   /* while warned for idleness: when the license's idle rule
+                                 reclaims the seat (Unix seconds); 0: no warning */
+    int shared_sessions;      /* on a license that shares seats: the sessions sharing this
+                                 seat, as its acquire said (0: not shared) */
 } seatlease_lease_info;
 
 /* Fill the first info_size bytes of *info (the macro passes the caller's sizeof: an older,
@@ -438,6 +459,20 @@ SEATLEASE_API void seatlease_lease_license_term(seatlease_lease *lease, double *
  * seatlease_string_free; NULL past the end). */
 SEATLEASE_API int seatlease_lease_entitlement_count(seatlease_lease *lease);
 SEATLEASE_API char *seatlease_lease_entitlement(seatlease_lease *lease, int index);
+
+/* The license's idle rule (a license with an idle timeout reclaims a seat nobody uses).
+ * seatlease_lease_touch: the product saw user activity now (a keystroke, a command); from
+ * the first touch on every heartbeat carries idle_seconds, the whole seconds since the last
+ * one (a product that never touches is never idle). After an idle warning (on_idle_warning)
+ * the next heartbeat goes at once, so the activity cancels it before the reclaim; after a
+ * seat lost as "idle" the seat is asked for again. Cheap, never blocks on the network:
+ * call it on every input, from any thread.
+ * seatlease_lease_busy_begin/_end: a busy scope (they nest: a counter): while one is open,
+ * heartbeats carry busy: true and the seat is never warned nor reclaimed for idleness (a
+ * render, a solve). Each begin needs its end; an end without a begin does nothing. */
+SEATLEASE_API void seatlease_lease_touch(seatlease_lease *lease);
+SEATLEASE_API void seatlease_lease_busy_begin(seatlease_lease *lease);
+SEATLEASE_API void seatlease_lease_busy_end(seatlease_lease *lease);
 
 /* Stop the heartbeats and release the seat within release_timeout_seconds. Once: later
  * calls return the first one's result. */

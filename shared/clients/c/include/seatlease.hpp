@@ -181,6 +181,38 @@ class Seat {
     std::optional<time_point> license_grace_ends_at() const { return term().grace_ends_at; }
     bool in_grace() const { return term().in_grace; }
 
+    // The license's idle rule: touch() on user activity (from the first one on, heartbeats
+    // say how long the product was idle; after a warning the next goes at once); a busy
+    // scope while work must not be interrupted (`auto busy = seat.busy();`, nestable).
+    // idle_reclaim_at(): while warned, when the seat is reclaimed unless used before.
+    void touch() const noexcept { seatlease_lease_touch(lease_); }
+    void busy_begin() const noexcept { seatlease_lease_busy_begin(lease_); }
+    void busy_end() const noexcept { seatlease_lease_busy_end(lease_); }
+    class Busy {
+      public:
+        explicit Busy(seatlease_lease *lease) noexcept : lease_(lease) {
+            seatlease_lease_busy_begin(lease_);
+        }
+        Busy(Busy &&other) noexcept : lease_(std::exchange(other.lease_, nullptr)) {}
+        Busy(const Busy &) = delete;
+        Busy &operator=(const Busy &) = delete;
+        Busy &operator=(Busy &&) = delete;
+        ~Busy() {
+            if (lease_ != nullptr) {
+                seatlease_lease_busy_end(lease_);
+            }
+        }
+
+      private:
+        seatlease_lease *lease_;
+    };
+    [[nodiscard]] Busy busy() const noexcept { return Busy(lease_); }
+    std::optional<time_point> idle_reclaim_at() const {
+        return detail::time_of(info().idle_reclaim_at);
+    }
+    // On a license that shares seats: the sessions sharing this seat (0: not shared).
+    int shared_sessions() const { return info().shared_sessions; }
+
     // Release now (throws on failure); the destructor then only frees.
     void release() {
         seatlease_error *error = nullptr;

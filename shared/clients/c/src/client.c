@@ -632,7 +632,7 @@ seatlease_code sl_check_shape(const char *fn, const cJSON *request, const cJSON 
         }
         return SEATLEASE_OK;
     }
-    static const char *const counts[] = {"seats_used", "seats_total", "seats", NULL};
+    static const char *const counts[] = {"seats_used", "seats_total", "seats", "shared_sessions", NULL};
     for (int i = 0; counts[i] != NULL; i++) {
         if (!optional_integer(reply, counts[i], 1)) {
             return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
@@ -654,6 +654,12 @@ seatlease_code sl_check_shape(const char *fn, const cJSON *request, const cJSON 
         }
     }
     double deadline;
+    const cJSON *warning = cJSON_GetObjectItemCaseSensitive(reply, "idle_reclaim_at");
+    if (warning != NULL && !cJSON_IsNull(warning) &&
+        sl_parse_time(cJSON_IsString(warning) ? warning->valuestring : NULL, &deadline) != 0) {
+        return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
+                       "The %s answer's idle_reclaim_at is not a time.", fn);
+    }
     if (sl_parse_time(sl_json_string(reply, "lease_expires_at"), &deadline) != 0) {
         return sl_fail(error, SEATLEASE_ERR_INVALID_RESPONSE, (int)status, "invalid_response",
                        "The %s answer has no lease_expires_at time.", fn);
@@ -1072,6 +1078,8 @@ double seatlease_answer_license_expires_at(const seatlease_answer *a) { return a
 double seatlease_answer_license_grace_ends_at(const seatlease_answer *a) { return answer_time(a, "license_grace_ends_at"); }
 int seatlease_answer_in_grace(const seatlease_answer *a) { return answer_flag(a, "in_grace"); }
 const char *seatlease_answer_max_version(const seatlease_answer *a) { return answer_text(a, "max_version"); }
+double seatlease_answer_idle_reclaim_at(const seatlease_answer *a) { return answer_time(a, "idle_reclaim_at"); }
+int seatlease_answer_shared_sessions(const seatlease_answer *a) { return a ? sl_json_int(a->json, "shared_sessions", 0) : 0; }
 int seatlease_answer_status(const seatlease_answer *a) { return a ? a->status : 0; }
 const char *seatlease_answer_json(const seatlease_answer *a) { return a ? a->text : "{}"; }
 

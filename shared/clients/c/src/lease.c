@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,9 @@
  * an operator acts: asked again only this often (with up to a fifth more, at random), so
  * that a renewed license is taken up by itself without a storm of refused calls. */
 #define SL_FINAL_REFUSAL_PAUSE 300.0
+
+/* The most idle_seconds a heartbeat may carry (ten years: the API's bound). */
+#define SL_MAX_IDLE_SECONDS 315360000.0
 
 struct seatlease_lease {
     seatlease_client *client; /* a reference: the client lives while the lease does */
@@ -24,6 +28,7 @@ struct seatlease_lease {
     int seats_asked; /* the weight sent with every acquire (0: not sent) */
     seatlease_lost_fn on_lost;
     seatlease_regained_fn on_regained;
+    seatlease_idle_warning_fn on_idle_warning;
     void *user_data;
     char announced[64]; /* the refusal already said at WARNING (heartbeat thread only) */
 
@@ -38,6 +43,12 @@ struct seatlease_lease {
     int seats; /* the lease's weight, from the last answer (1 when it does not say) */
     double valid_until; /* monotonic: the seat lapses then without a renewal */
     int failures;
+    /* What the product said of its use, for the license's idle rule (monotonic times). */
+    int touched;        /* it opted in: a product that never touches is never idle */
+    double last_touch;  /* the last user activity */
+    int busy;           /* busy scopes open (nested ones count) */
+    double busy_since;  /* the last busy_begin */
+    double lost_idle_at; /* the seat was reclaimed for idleness then */
 
     sl_stopper stopper; /* stopped by release: ends the thread and its call in flight */
     pthread_t thread;
@@ -80,14 +91,26 @@ static void copy_text(char *into, size_t size, const char *text) {
 }
 
 /* A grant or renewal: the seat is valid until at least the request's departure plus the
- * lease length. */
-static void took(seatlease_lease *l, const cJSON *reply, double sent_at) {
+ * lease length. The time of an idle warning the answer began (Unix seconds), else 0. */
+static double took(seatlease_lease *l, const cJSON *reply, double sent_at) {
     pthread_mutex_lock(&l->mu);
     seatlease_lease_info *s = &l->info;
     const char *session = sl_json_string(reply, "session_id");
     if (session != NULL && session[0] != '\0') { /* a renewal may omit it */
+        if (strcmp(s->session_id, session) != 0) {
+            s->shared_sessions = 0; /* another session: shared or not as its grant says */
+        }
         copy_text(s->session_id, sizeof s->session_id, session);
     }
+    s->shared_sessions = sl_json_int(reply, "shared_sessions", s->shared_sessions);
+    double reclaim_at = 0, warned = 0;
+    if (sl_parse_time(sl_json_string(reply, "idle_reclaim_at"), &reclaim_at) != 0) {
+        reclaim_at = 0; /* absent: the warning, if any, is over */
+    }
+    if (s->idle_reclaim_at == 0) {
+        warned = reclaim_at;
+    }
+    s->idle_reclaim_at = reclaim_at;
     double deadline;
     if (sl_parse_time(sl_json_string(reply, "lease_expires_at"), &deadline) == 0) {
         s->expires_at = deadline;
@@ -141,6 +164,7 @@ static void took(seatlease_lease *l, const cJSON *reply, double sent_at) {
     }
     l->valid_until = sent_at + s->lease_seconds;
     pthread_mutex_unlock(&l->mu);
+    return warned;
 }
 
 static seatlease_code lease_body(seatlease_lease *l, int queue, const char *ticket,
@@ -286,8 +310,16 @@ static void lose(seatlease_lease *l, const char *reason, const seatlease_error *
     }
     l->info.lost = 1;
     copy_text(l->info.lost_reason, sizeof l->info.lost_reason, reason);
+    l->info.idle_reclaim_at = 0;
+    int idle = strcmp(reason, "idle") == 0;
+    if (idle) {
+        l->lost_idle_at = sl_mono_now();
+    }
     pthread_mutex_unlock(&l->mu);
-    if (refused == NULL) {
+    if (idle) {
+        sl_log(l->client, SEATLEASE_LOG_WARNING,
+               "seatlease: seat on %s lost (idle); asked for again once in use", l->license_id);
+    } else if (refused == NULL) {
         sl_log(l->client, SEATLEASE_LOG_WARNING, "seatlease: seat on %s lost (%s); re-acquiring",
                l->license_id, reason);
     } else {
@@ -350,20 +382,53 @@ static int recover(seatlease_lease *l, const char *session_id) {
     return 1;
 }
 
+/* The product's activity into a heartbeat's body: idle_seconds from the first touch on,
+ * busy while a busy scope is open. Nonzero when out of memory. */
+static int report_activity(seatlease_lease *l, cJSON *body, double now) {
+    pthread_mutex_lock(&l->mu);
+    int touched = l->touched, busy = l->busy;
+    double idle = floor(now - l->last_touch);
+    pthread_mutex_unlock(&l->mu);
+    if (idle < 0) {
+        idle = 0;
+    }
+    if (idle > SL_MAX_IDLE_SECONDS) {
+        idle = SL_MAX_IDLE_SECONDS;
+    }
+    if (touched && cJSON_AddNumberToObject(body, "idle_seconds", idle) == NULL) {
+        return -1;
+    }
+    if (busy > 0 && cJSON_AddTrueToObject(body, "busy") == NULL) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Warned, and the product was used (or got busy) after the heartbeat that was warned
+ * left: its next heartbeat must go at once. */
+static int active_since(seatlease_lease *l, double sent_at) {
+    pthread_mutex_lock(&l->mu);
+    int active = l->info.idle_reclaim_at != 0 &&
+                 ((l->touched && l->last_touch > sent_at) || (l->busy > 0 && l->busy_since > sent_at));
+    pthread_mutex_unlock(&l->mu);
+    return active;
+}
+
 /* One heartbeat; the delay to the next step in *delay. */
 static seatlease_code beat(seatlease_lease *l, double *delay, seatlease_error **error) {
     cJSON *body = cJSON_CreateObject();
     seatlease_lease_info s;
     info_copy(l, &s);
+    double sent_at = sl_mono_now();
     if (body == NULL || !cJSON_AddStringToObject(body, "license_id", l->license_id) ||
-        !cJSON_AddStringToObject(body, "session_id", s.session_id)) {
+        !cJSON_AddStringToObject(body, "session_id", s.session_id) ||
+        report_activity(l, body, sent_at) != 0) {
         cJSON_Delete(body);
         return sl_fail(error, SEATLEASE_ERR_NO_MEMORY, 0, NULL, "Out of memory.");
     }
     cJSON *reply = NULL;
     int status = 0;
     seatlease_error *refused = NULL;
-    double sent_at = sl_mono_now();
     /* bounded by the lease's deadline too: a renewal still dripping in then is no renewal
      * (the seat is marked lost, unreachable, by its deadline, not by the stall's end) */
     pthread_mutex_lock(&l->mu);
@@ -375,10 +440,18 @@ static seatlease_code beat(seatlease_lease *l, double *delay, seatlease_error **
     cJSON_Delete(body);
     *delay = 0;
     if (code == SEATLEASE_OK) {
-        took(l, reply, sent_at);
+        double warned = took(l, reply, sent_at);
         cJSON_Delete(reply);
         failed(l, 1);
-        *delay = beat_delay(l);
+        if (warned > 0) {
+            sl_log(l->client, SEATLEASE_LOG_WARNING,
+                   "seatlease: seat on %s idle: reclaimed unless in use", l->license_id);
+            if (l->on_idle_warning != NULL && !stopped(l)) {
+                l->on_idle_warning(l, warned, l->user_data);
+            }
+        }
+        /* activity since this heartbeat left: the next one cancels the warning now */
+        *delay = active_since(l, sent_at) ? 0 : beat_delay(l);
         return SEATLEASE_OK;
     }
     if (stopped(l) || code == SEATLEASE_ERR_BACKEND_UNAVAILABLE || code == SEATLEASE_ERR_NO_MEMORY) {
@@ -461,7 +534,14 @@ static double step(seatlease_lease *l) {
     seatlease_error *error = NULL;
     pthread_mutex_lock(&l->mu);
     int lost = l->info.lost;
+    /* reclaimed for idleness, and nobody used the product since: asking again would only
+     * take the seat back from whoever needed it, to be reclaimed once more */
+    int idle = lost && strcmp(l->info.lost_reason, "idle") == 0 && l->busy == 0 &&
+               !(l->touched && l->last_touch > l->lost_idle_at);
     pthread_mutex_unlock(&l->mu);
+    if (idle) {
+        return 3600; /* woken by seatlease_lease_touch or _busy_begin */
+    }
     seatlease_code code = lost ? regain(l, &delay, &error) : beat(l, &delay, &error);
     if (code == SEATLEASE_OK || stopped(l)) {
         seatlease_error_free(error);
@@ -581,6 +661,7 @@ seatlease_code seatlease_lease_acquire(seatlease_client *client, const char *lic
     l->info.seats = 1;
     l->on_lost = o.on_lost;
     l->on_regained = o.on_regained;
+    l->on_idle_warning = o.on_idle_warning;
     l->user_data = o.user_data;
     if (copy_lease_options(l, license_id, &o) != 0) {
         lease_destroy(l);
@@ -622,6 +703,51 @@ void(seatlease_lease_get_info)(seatlease_lease *lease, seatlease_lease_info *inf
 }
 
 void sl_lease_heartbeat_now(seatlease_lease *lease) { sl_stopper_nudge(&lease->stopper); }
+
+/* A warning to cancel, or a seat lost for idleness to ask for again: the heartbeat thread
+ * must act now, not at its next beat (under mu). */
+static int idle_urgent(seatlease_lease *l) {
+    return l->info.idle_reclaim_at != 0 || (l->info.lost && strcmp(l->info.lost_reason, "idle") == 0);
+}
+
+void seatlease_lease_touch(seatlease_lease *lease) {
+    if (lease == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&lease->mu);
+    lease->touched = 1;
+    lease->last_touch = sl_mono_now();
+    int urgent = idle_urgent(lease);
+    pthread_mutex_unlock(&lease->mu);
+    if (urgent) {
+        sl_stopper_nudge(&lease->stopper); /* wakes the thread; never waits for it */
+    }
+}
+
+void seatlease_lease_busy_begin(seatlease_lease *lease) {
+    if (lease == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&lease->mu);
+    lease->busy++;
+    lease->busy_since = sl_mono_now();
+    int urgent = idle_urgent(lease);
+    pthread_mutex_unlock(&lease->mu);
+    if (urgent) {
+        sl_stopper_nudge(&lease->stopper);
+    }
+}
+
+void seatlease_lease_busy_end(seatlease_lease *lease) {
+    if (lease == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&lease->mu);
+    if (lease->busy > 0) {
+        lease->busy--;
+    }
+    pthread_mutex_unlock(&lease->mu);
+}
 
 void sl_lease_deadline_in(seatlease_lease *lease, double seconds) {
     pthread_mutex_lock(&lease->mu);
