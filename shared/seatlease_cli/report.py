@@ -33,14 +33,17 @@ USAGE_COLUMNS = (
 )  # fmt: skip
 PERIOD_CHOICES = ("auto", "exact", "minute", "hour", "day")
 # reclaimed: after a crash; ended_by_term: by the license's term (its end, or a start
-# moved later), never counted as a crash (nor in reclaimed_percent)
+# moved later); ended_by_idle: by the license's idle rule (the client said it was idle
+# and was warned first): neither is counted as a crash (nor in reclaimed_percent).
+# ended_by_idle is shown (table and CSV) when some row has one: a license without an idle
+# rule keeps the columns it had; --json always carries it.
 DURATION_COLUMNS = (
     "license_id", "client_id", "leases", "average", "max", "total", "reclaimed",
-    "ended_by_term", "open",
+    "ended_by_term", "ended_by_idle", "open",
 )  # fmt: skip
 OUTCOME_COLUMNS = (
-    "license_id", "acquired", "borrowed", "released", "reclaimed", "ended_by_term", "revoked",
-    "reclaimed_percent", "denials", "lost",
+    "license_id", "acquired", "borrowed", "released", "reclaimed", "ended_by_term",
+    "ended_by_idle", "revoked", "reclaimed_percent", "denials", "lost",
 )  # fmt: skip
 
 
@@ -55,7 +58,8 @@ def register(subparsers: Any) -> None:
         "peak and average concurrent seats, seat-seconds and denials per minute, hour or "
         "day (UTC), lease "
         "durations per client, and how leases ended (released, reclaimed after a crash, "
-        "ended by the license's term, revoked, lost with Redis's data). Times are ISO "
+        "ended by the license's term, reclaimed by its idle rule, revoked, lost with "
+        "Redis's data). Times are ISO "
         "8601 (a date means its midnight "
         "UTC; no offset means UTC) or a length back from now (7d, 12h, 30m), from 1970 "
         "to 2100; a report covers at most 10,000 "
@@ -149,6 +153,7 @@ USER_COLUMNS = (
     "leases",
     "open_leases",
     "ended_by_term",
+    "ended_by_idle",
     "seat_time",
     "longest",
     "queue_served",
@@ -193,7 +198,8 @@ def cmd_users(args: argparse.Namespace, fmt: str) -> int:
         print(out.getvalue(), end="")
     else:
         print("Leases and time queued per user")
-        print(table(rows, USER_COLUMNS) if rows else "  no leases in the window")
+        columns = idle_columns(USER_COLUMNS, rows)
+        print(table(rows, columns) if rows else "  no leases in the window")
     return 0
 
 
@@ -308,10 +314,19 @@ def _rows(data: dict[str, Any], section: str, *, readable: bool) -> tuple[list[d
                 )
                 for c in columns
             )
-            # .get: an older admin function answers without ended_by_term
+            # .get: an older admin function answers without ended_by_term (ended_by_idle)
             rows = [{k: r.get(k) for k in columns} for r in rows]
-        return rows, columns
-    return data["outcomes"], OUTCOME_COLUMNS
+        return rows, idle_columns(columns, rows)
+    rows = data["outcomes"]
+    return rows, idle_columns(OUTCOME_COLUMNS, rows)
+
+
+def idle_columns(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    """``columns`` without ``ended_by_idle`` unless some row has one (an older admin
+    function answers without it: none)."""
+    if any(row.get("ended_by_idle") for row in rows):
+        return columns
+    return tuple(c for c in columns if c != "ended_by_idle")
 
 
 def render_table(data: dict[str, Any], sections: tuple[str, ...]) -> str:

@@ -51,6 +51,11 @@ EventType = Literal[
     # who was refused a seat in a minute, judged once its true-denial window passed
     # (docs/design.md, "Right-sizing"; no seat changes hands)
     "lease.refused",
+    # the license's idle rule (issue 50; no seat changes hands): a lease warned that it
+    # will be reclaimed (metadata.idle_seconds, idle_reclaim_at), and the warning
+    # cancelled (activity or busy). The reclaim itself is lease.reclaimed, reason idle.
+    "lease.idle",
+    "lease.active",
     # the wait queue (no seat changes hands): a place taken, given up or run out, served
     "queue.joined",
     "queue.left",

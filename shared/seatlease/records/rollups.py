@@ -14,10 +14,13 @@ event changes nothing.
   ``lease.denied`` counts. ``ended_by_term`` (migration 0015): the ``lease.reclaimed``
   events whose ``metadata.reason`` is ``license_expired`` or ``license_not_started``
   (``TERM_REASONS``: the license's end, or a start moved later, ended the lease, not a
-  crash); ``reclaimed`` counts the other ``lease.reclaimed`` events only. Rows written
-  before 0015 keep every ``lease.reclaimed`` in ``reclaimed``. ``lease.converted`` and
-  ``lease.lingering`` change no seat count (docs/design.md, "Events") and are only seen
-  through ``seats_used``.
+  crash); ``ended_by_idle`` (migration 0018): those whose ``metadata.reason`` is
+  ``idle`` (the license's idle rule took the seat of a client that said it was idle:
+  no crash either); ``reclaimed`` counts the other ``lease.reclaimed`` events only. Rows
+  written before 0015 (0018) keep those in ``reclaimed``. ``lease.idle`` and
+  ``lease.active`` (an idle warning given, and cancelled) change no seat and no counter.
+  ``lease.converted`` and ``lease.lingering`` change no seat count (docs/design.md,
+  "Events") and are only seen through ``seats_used``.
 - ``max_used``: the highest ``seats_used`` of the hour. Every lease event carries Redis's
   own count of seats in use (live leases by their weights) right after it
   (``seats_used``), so the *level* (seats in use) is never rebuilt from +1/-1 deltas: a
@@ -50,7 +53,8 @@ but reads the hour back on every insert; these columns need no read at all.
 Per license, client and UTC day of the acquire (``usage_client_rollups``): leases acquired
 and, once both ends of a lease are stored, its duration (count, total, longest,
 reclaimed, ended by the term: ``usage_leases.end_type`` is ``TERM_END_TYPE`` for a lease
-whose first ending was a term's ``lease.reclaimed``, since migration 0015). The two
+whose first ending was a term's ``lease.reclaimed``, since migration 0015; ended for
+idleness: ``IDLE_END_TYPE``, since migration 0018). The two
 ends of a lease usually arrive in different messages, possibly in either order and in
 concurrent transactions: ``usage_leases`` has one row per lease, and
 each end fills its half with ``INSERT ... ON CONFLICT (session_id) DO UPDATE ... WHERE``
@@ -114,6 +118,17 @@ _TERM_REASONS_SQL = ", ".join(f"'{r}'" for r in TERM_REASONS)
 TERM_END_SQL = (
     f"coalesce(type = '{RECLAIMED}' AND metadata->>'reason' IN ({_TERM_REASONS_SQL}), false)"
 )
+# A lease.reclaimed with this metadata.reason was taken by the license's idle rule (issue
+# 50: its client said it was idle and was warned first): counted as ``ended_by_idle``,
+# never as ``reclaimed`` (migration 0018), and its lease's ``usage_leases.end_type`` is
+# ``IDLE_END_TYPE``.
+IDLE_REASON = "idle"
+IDLE_END_TYPE = "lease.reclaimed:idle"
+IDLE_END_SQL = f"coalesce(type = '{RECLAIMED}' AND metadata->>'reason' = '{IDLE_REASON}', false)"
+# An idle warning given (metadata.idle_seconds, idle_reclaim_at) and one cancelled: no
+# seat changes hands; the sizing report reads them for the idle seat time.
+IDLE = "lease.idle"
+ACTIVE = "lease.active"
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 MINUTE = timedelta(minutes=1)
@@ -147,6 +162,30 @@ def term_end(etype: str, metadata: Any) -> bool:
     """``TERM_END_SQL`` in Python: a ``lease.reclaimed`` whose ``metadata.reason`` (a
     string) is one of ``TERM_REASONS``."""
     return etype == RECLAIMED and _meta(metadata).get("reason") in TERM_REASONS
+
+
+def idle_end(etype: str, metadata: Any) -> bool:
+    """``IDLE_END_SQL`` in Python: a ``lease.reclaimed`` whose ``metadata.reason`` is
+    ``idle``."""
+    return etype == RECLAIMED and _meta(metadata).get("reason") == IDLE_REASON
+
+
+def end_kind(etype: str, metadata: Any) -> str:
+    """How a lease's ending event ended it, as ``usage_leases.end_type`` keeps it."""
+    if term_end(etype, metadata):
+        return TERM_END_TYPE
+    return IDLE_END_TYPE if idle_end(etype, metadata) else etype
+
+
+def idle_end_sql(dialect: str) -> str:
+    """``IDLE_END_SQL`` for a read of ``lease_events`` on ``dialect``: 1/true for an end
+    for idleness, else 0/false, never NULL."""
+    if dialect == "postgresql":
+        return IDLE_END_SQL
+    return (
+        f"coalesce(type = '{RECLAIMED}' AND json_type(metadata, '$.reason') = 'text' "
+        f"AND json_extract(metadata, '$.reason') = '{IDLE_REASON}', 0)"
+    )
 
 
 def term_end_sql(dialect: str) -> str:
@@ -209,7 +248,7 @@ ins AS (
     RETURNING event_id, type, tenant_id, license_id, session_id, client_id, occurred_at,
               seats_used, seats_total, count, {USER_SQL} AS user_name, seats,
               CASE WHEN type IN ('{REFUSED}', {outcomes}) THEN metadata END AS detail,
-              {TERM_END_SQL} AS term_end
+              {TERM_END_SQL} AS term_end, {IDLE_END_SQL} AS idle_end
 ),
 ev AS (
     SELECT ins.*, date_trunc('hour', occurred_at, 'UTC') AS hour,
@@ -217,7 +256,8 @@ ev AS (
            CASE WHEN type IN ({starts}) THEN 1 WHEN type IN ({endings}) THEN -1 ELSE 0 END
                AS delta,
            -- how the lease ended, as usage_leases.end_type keeps it
-           CASE WHEN term_end THEN '{TERM_END_TYPE}' ELSE type END AS end_kind
+           CASE WHEN term_end THEN '{TERM_END_TYPE}' WHEN idle_end THEN '{IDLE_END_TYPE}'
+                ELSE type END AS end_kind
     FROM ins
     -- a license's term notices and the refused clients: no seat, no row here
     WHERE type NOT LIKE '{NOTICE_PREFIX}%' AND type <> '{REFUSED}'
@@ -271,15 +311,16 @@ pairs AS (
 per_client AS (
     SELECT tenant_id, license_id, coalesce(client_id, '') AS client_id,
            date_trunc('day', at, 'UTC') AS day, sum(acq) AS acquired, sum(ended) AS ended,
-           sum(recl) AS reclaimed, sum(term) AS ended_by_term,
+           sum(recl) AS reclaimed, sum(term) AS ended_by_term, sum(idle) AS ended_by_idle,
            coalesce(sum(ms), 0) AS total_ms, max(ms) AS max_ms
     FROM (
         SELECT tenant_id, license_id, client_id, occurred_at AS at, 1 AS acq, 0 AS ended,
-               0 AS recl, 0 AS term, NULL::bigint AS ms
+               0 AS recl, 0 AS term, 0 AS idle, NULL::bigint AS ms
         FROM ev WHERE delta = 1
         UNION ALL
         SELECT tenant_id, license_id, client_id, acq_at, 0, 1,
                (end_type = '{RECLAIMED}')::int, (end_type = '{TERM_END_TYPE}')::int,
+               (end_type = '{IDLE_END_TYPE}')::int,
                round(extract(epoch FROM end_at - acq_at) * 1000)::bigint
         FROM pairs
     ) x
@@ -287,14 +328,16 @@ per_client AS (
 ),
 clients AS (
     INSERT INTO usage_client_rollups AS c (tenant_id, license_id, client_id, day, acquired,
-                                           ended, reclaimed, ended_by_term, total_ms, max_ms)
+                                           ended, reclaimed, ended_by_term, ended_by_idle,
+                                           total_ms, max_ms)
     SELECT tenant_id, license_id, client_id, day, acquired, ended, reclaimed, ended_by_term,
-           total_ms, max_ms
+           ended_by_idle, total_ms, max_ms
     FROM per_client ORDER BY tenant_id, license_id, client_id, day
     ON CONFLICT (tenant_id, license_id, client_id, day) DO UPDATE SET
         acquired = c.acquired + EXCLUDED.acquired, ended = c.ended + EXCLUDED.ended,
         reclaimed = c.reclaimed + EXCLUDED.reclaimed,
         ended_by_term = c.ended_by_term + EXCLUDED.ended_by_term,
+        ended_by_idle = c.ended_by_idle + EXCLUDED.ended_by_idle,
         total_ms = c.total_ms + EXCLUDED.total_ms,
         max_ms = GREATEST(c.max_ms, EXCLUDED.max_ms)
     RETURNING 1
@@ -340,16 +383,19 @@ SELECT count(*) AS inserted FROM ins
 
 def _period_rollup(table: str, period: str) -> str:
     """The CTEs folding the new events (``ev``, with its ``period`` column: ``hour`` or
-    ``minute``, and ``term_end``: ``TERM_END_SQL``) into ``table``, one row per license
-    and period (the columns of the module's docstring; ``dsec_ms`` to the period's end)."""
+    ``minute``, ``term_end``: ``TERM_END_SQL``, ``idle_end``: ``IDLE_END_SQL``) into
+    ``table``, one row per license and period (the columns of the module's docstring;
+    ``dsec_ms`` to the period's end)."""
     return f"""
 {period}_sums AS (
     SELECT tenant_id, license_id, {period},
            count(*) FILTER (WHERE type = '{ACQUIRED}') AS acquired,
            count(*) FILTER (WHERE type = '{BORROWED}') AS borrowed,
            count(*) FILTER (WHERE type = 'lease.released') AS released,
-           count(*) FILTER (WHERE type = '{RECLAIMED}' AND NOT term_end) AS reclaimed,
+           count(*) FILTER (WHERE type = '{RECLAIMED}' AND NOT term_end AND NOT idle_end)
+               AS reclaimed,
            count(*) FILTER (WHERE term_end) AS ended_by_term,
+           count(*) FILTER (WHERE idle_end) AS ended_by_idle,
            count(*) FILTER (WHERE type = 'lease.revoked') AS revoked,
            coalesce(sum(count) FILTER (WHERE type = '{DENIED}'), 0) AS denials,
            sum(delta * seats) AS net,  -- weighted: seats, not leases
@@ -368,11 +414,11 @@ def _period_rollup(table: str, period: str) -> str:
 ),
 {period}_rolled AS (
     INSERT INTO {table} AS r (tenant_id, license_id, {period}, acquired, borrowed,
-        released, reclaimed, ended_by_term, revoked, denials, net, dsec_ms, max_used,
-        last_at, last_id, last_used, last_total)
+        released, reclaimed, ended_by_term, ended_by_idle, revoked, denials, net, dsec_ms,
+        max_used, last_at, last_id, last_used, last_total)
     SELECT h.tenant_id, h.license_id, h.{period}, h.acquired, h.borrowed, h.released,
-           h.reclaimed, h.ended_by_term, h.revoked, h.denials, h.net, h.dsec_ms, h.max_used,
-           l.occurred_at, l.event_id, l.seats_used, l.seats_total
+           h.reclaimed, h.ended_by_term, h.ended_by_idle, h.revoked, h.denials, h.net,
+           h.dsec_ms, h.max_used, l.occurred_at, l.event_id, l.seats_used, l.seats_total
     FROM {period}_sums h LEFT JOIN {period}_last l USING (tenant_id, license_id, {period})
     ORDER BY h.tenant_id, h.license_id, h.{period}  -- one lock order for every writer
     ON CONFLICT (tenant_id, license_id, {period}) DO UPDATE SET
@@ -381,6 +427,7 @@ def _period_rollup(table: str, period: str) -> str:
         released = r.released + EXCLUDED.released,
         reclaimed = r.reclaimed + EXCLUDED.reclaimed,
         ended_by_term = r.ended_by_term + EXCLUDED.ended_by_term,
+        ended_by_idle = r.ended_by_idle + EXCLUDED.ended_by_idle,
         revoked = r.revoked + EXCLUDED.revoked,
         denials = r.denials + EXCLUDED.denials,
         net = r.net + EXCLUDED.net,
@@ -396,7 +443,7 @@ def minute_backfill_statement(source: str) -> str:
     """The minute rollups of events already stored (``source``: a SELECT of the event
     columns with ``seats`` and ``metadata``, e.g. a range of ``lease_events``), without
     inserting them again: what migration 0008 ran over the minute retention (from its
-    frozen copy, which has no ``ended_by_term``)."""
+    frozen copy, which has no ``ended_by_term`` nor ``ended_by_idle``)."""
     endings = ", ".join(f"'{t}'" for t in ENDINGS)
     starts = ", ".join(f"'{t}'" for t in STARTS)
     return f"""
@@ -404,7 +451,7 @@ WITH ev AS (
     SELECT src.*, date_trunc('minute', occurred_at, 'UTC') AS minute,
            CASE WHEN type IN ({starts}) THEN 1 WHEN type IN ({endings}) THEN -1 ELSE 0 END
                AS delta,
-           {TERM_END_SQL} AS term_end
+           {TERM_END_SQL} AS term_end, {IDLE_END_SQL} AS idle_end
     FROM ({source}) src
 ),
 {_period_rollup("usage_minute_rollups", "minute")}

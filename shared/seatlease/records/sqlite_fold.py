@@ -10,20 +10,24 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Table, insert, select, update
+from sqlalchemy import Connection, Integer, Table, column, insert, select, table, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.sql.expression import TableClause
 
 from seatlease.clock import utc
 from seatlease.records.rollups import (
     COUNTED,
     DENIED,
     ENDINGS,
+    IDLE_END_TYPE,
     NOTICE_PREFIX,
     PERIOD_LENGTHS,
     QUEUE_OUTCOME_TYPES,
     REFUSED,
     STARTS,
     TERM_END_TYPE,
+    end_kind,
+    idle_end,
     term_end,
     user_of,
 )
@@ -64,6 +68,7 @@ class _Hour:
     released: int = 0
     reclaimed: int = 0
     ended_by_term: int = 0
+    ended_by_idle: int = 0
     revoked: int = 0
     denials: int = 0
     net: int = 0
@@ -80,6 +85,7 @@ class _Client:
     ended: int = 0
     reclaimed: int = 0
     ended_by_term: int = 0
+    ended_by_idle: int = 0
     total_ms: int = 0
     max_ms: int | None = None
 
@@ -144,8 +150,7 @@ def fold_sqlite(conn: Connection, new: list[dict[str, Any]]) -> None:
         if delta and e.get("session_id"):
             s = sessions.setdefault(e["session_id"], _Session(e["tenant_id"], e["license_id"]))
             if delta == -1:  # how it ended, as usage_leases.end_type keeps it
-                kind = TERM_END_TYPE if term_end(etype, e.get("metadata")) else etype
-                s.ends.append((at, e["event_id"], kind))
+                s.ends.append((at, e["event_id"], end_kind(etype, e.get("metadata"))))
                 s.end_seats = max(s.end_seats, _seats(e))
                 continue
             if s.acq_at is None or at < s.acq_at:
@@ -170,6 +175,7 @@ def fold_sqlite(conn: Connection, new: list[dict[str, Any]]) -> None:
         c.ended += 1
         c.reclaimed += end_type == "lease.reclaimed"
         c.ended_by_term += end_type == TERM_END_TYPE
+        c.ended_by_idle += end_type == IDLE_END_TYPE
         c.total_ms += ms
         c.max_ms = _bigger(c.max_ms, ms)
     for key4, c in sorted(clients.items()):
@@ -247,8 +253,10 @@ def fold_periods(conn: Connection, new: list[dict[str, Any]], table: Table, peri
         start = _period_start(at, period)
         h = rows.setdefault((e["tenant_id"], e["license_id"], start), _Hour())
         delta = 1 if etype in STARTS else -1 if etype in ENDINGS else 0
-        if etype in COUNTED:  # a lease.reclaimed of the term is counted apart
-            name = "ended_by_term" if term_end(etype, e.get("metadata")) else COUNTED[etype]
+        if etype in COUNTED:  # a lease.reclaimed of the term (or for idleness) apart
+            meta = e.get("metadata")
+            name = ("ended_by_term" if term_end(etype, meta)
+                    else "ended_by_idle" if idle_end(etype, meta) else COUNTED[etype])  # fmt: skip
             setattr(h, name, getattr(h, name) + 1)
         elif etype == DENIED:
             h.denials += int(e.get("count") or 1)
@@ -308,15 +316,36 @@ def _pair(
     return row["client_id"], utc(row["acquired_at"]), utc(row["ended_at"]), row["end_type"]
 
 
+def _with_idle(rollups: Table) -> TableClause:
+    """``rollups`` with its ``ended_by_idle`` column (migration 0018) for the fold's reads
+    and writes, whether or not the table's declaration lists it yet."""
+    columns = [column(c.name, c.type) for c in rollups.c]
+    if "ended_by_idle" not in rollups.c:
+        columns.append(column("ended_by_idle", Integer))
+    return table(rollups.name, *columns)
+
+
+_IDLE_TABLES: dict[str, TableClause] = {}
+
+
+def _idle_table(rollups: Table) -> TableClause:
+    found = _IDLE_TABLES.get(rollups.name)
+    if found is None:
+        found = _IDLE_TABLES[rollups.name] = _with_idle(rollups)
+    return found
+
+
 def _merge_period(
-    conn: Connection, table: Table, period: str, key: tuple[str, str, datetime], h: _Hour
+    conn: Connection, declared: Table, period: str, key: tuple[str, str, datetime], h: _Hour
 ) -> None:
+    table = _idle_table(declared)
     r = table.c
     where = (r.tenant_id == key[0], r.license_id == key[1], r[period] == key[2])
     old = conn.execute(select(table).where(*where)).first()
     values: dict[str, Any] = {
         "acquired": h.acquired, "borrowed": h.borrowed, "released": h.released,
         "reclaimed": h.reclaimed, "ended_by_term": h.ended_by_term,
+        "ended_by_idle": h.ended_by_idle,
         "revoked": h.revoked, "denials": h.denials, "net": h.net, "dsec_ms": h.dsec_ms,
         "max_used": h.max_used,
         "last_at": h.last[0] if h.last else None, "last_id": h.last[2] if h.last else None,
@@ -327,7 +356,7 @@ def _merge_period(
             insert(table).values(tenant_id=key[0], license_id=key[1], **{period: key[2]}, **values)
         )
         return
-    for name in (*COUNTED.values(), "ended_by_term"):
+    for name in (*COUNTED.values(), "ended_by_term", "ended_by_idle"):
         values[name] += getattr(old, name)
     for name in ("denials", "net", "dsec_ms"):
         values[name] += getattr(old, name)
@@ -345,20 +374,21 @@ def _merge_period(
 
 
 def _merge_client(conn: Connection, key: tuple[str, str, str, datetime], c: _Client) -> None:
-    r = usage_client_rollups.c
+    client_rollups = _idle_table(usage_client_rollups)
+    r = client_rollups.c
     where = (r.tenant_id == key[0], r.license_id == key[1], r.client_id == key[2], r.day == key[3])
-    old = conn.execute(select(usage_client_rollups).where(*where)).first()
+    old = conn.execute(select(client_rollups).where(*where)).first()
     values = {"acquired": c.acquired, "ended": c.ended, "reclaimed": c.reclaimed,
-              "ended_by_term": c.ended_by_term, "total_ms": c.total_ms,
-              "max_ms": c.max_ms}  # fmt: skip
+              "ended_by_term": c.ended_by_term, "ended_by_idle": c.ended_by_idle,
+              "total_ms": c.total_ms, "max_ms": c.max_ms}  # fmt: skip
     if old is None:
         conn.execute(
-            insert(usage_client_rollups).values(
+            insert(client_rollups).values(
                 tenant_id=key[0], license_id=key[1], client_id=key[2], day=key[3], **values
             )
         )
         return
-    for name in ("acquired", "ended", "reclaimed", "ended_by_term", "total_ms"):
+    for name in ("acquired", "ended", "reclaimed", "ended_by_term", "ended_by_idle", "total_ms"):
         values[name] += getattr(old, name)
     values["max_ms"] = _bigger(old.max_ms, c.max_ms)
-    conn.execute(update(usage_client_rollups).where(*where).values(**values))
+    conn.execute(update(client_rollups).where(*where).values(**values))

@@ -17,7 +17,7 @@ from seatlease.records.reports.model import (
     floor,
     limit_statements,
 )
-from seatlease.records.rollups import RECLAIMED, TERM_END_TYPE
+from seatlease.records.rollups import IDLE_END_TYPE, RECLAIMED, TERM_END_TYPE
 from seatlease.records.store import transaction
 
 
@@ -25,15 +25,15 @@ def lease_durations(window: Window, engine: Engine | None = None) -> list[Client
     """Per license and client: leases acquired in the window and how long they held
     (whole UTC days from ``usage_client_rollups``, the window's partial days from
     ``usage_leases``); of those ended, the ones reclaimed after a crash and the ones
-    ended by the license's term, apart."""
+    ended by the license's term and the ones its idle rule reclaimed, apart."""
     since, until = window.since, window.until
     d0 = ceil(since, "day") if since else None
     d1 = floor(until, "day") if until else None
-    # acquired, ended, reclaimed, total_ms, max_ms, ended_by_term
+    # acquired, ended, reclaimed, total_ms, max_ms, ended_by_term, ended_by_idle
     acc: dict[tuple[str, str], list[Any]] = {}
 
     def add(key: tuple[str, str], r: Any) -> None:
-        row = acc.setdefault(key, [0, 0, 0, 0, None, 0])
+        row = acc.setdefault(key, [0, 0, 0, 0, None, 0, 0])
         row[0] += int(r.acquired)
         row[1] += int(r.ended)
         row[2] += int(r.reclaimed or 0)
@@ -42,6 +42,7 @@ def lease_durations(window: Window, engine: Engine | None = None) -> list[Client
             top = int(r.max_ms)
             row[4] = top if row[4] is None else max(row[4], top)
         row[5] += int(r.ended_by_term or 0)
+        row[6] += int(r.ended_by_idle or 0)
 
     edges: list[tuple[datetime, datetime]] = []
     whole = True
@@ -66,6 +67,7 @@ def lease_durations(window: Window, engine: Engine | None = None) -> list[Client
             sql = f"""
                 SELECT license_id, client_id, SUM(acquired) AS acquired, SUM(ended) AS ended,
                        SUM(reclaimed) AS reclaimed, SUM(ended_by_term) AS ended_by_term,
+                       SUM(ended_by_idle) AS ended_by_idle,
                        SUM(total_ms) AS total_ms, MAX(max_ms) AS max_ms
                 FROM usage_client_rollups WHERE {" AND ".join(conds)}
                 GROUP BY license_id, client_id"""
@@ -76,7 +78,7 @@ def lease_durations(window: Window, engine: Engine | None = None) -> list[Client
                 add((r.license_id, r.client_id), r)
     result = []
     for (license_id, client_id), row in sorted(acc.items()):
-        acquired, ended, recl, total_ms, max_ms, by_term = row
+        acquired, ended, recl, total_ms, max_ms, by_term, by_idle = row
         result.append(
             ClientDurations(
                 license_id=license_id,
@@ -88,6 +90,7 @@ def lease_durations(window: Window, engine: Engine | None = None) -> list[Client
                 reclaimed=recl,
                 open=acquired - ended,
                 ended_by_term=by_term,
+                ended_by_idle=by_idle,
             )
         )
     return result
@@ -107,6 +110,7 @@ def _edge_leases(conn: Connection, window: Window, lo: datetime, hi: datetime) -
                COUNT(ended_at) AS ended,
                SUM(CASE WHEN end_type = '{RECLAIMED}' THEN 1 ELSE 0 END) AS reclaimed,
                SUM(CASE WHEN end_type = '{TERM_END_TYPE}' THEN 1 ELSE 0 END) AS ended_by_term,
+               SUM(CASE WHEN end_type = '{IDLE_END_TYPE}' THEN 1 ELSE 0 END) AS ended_by_idle,
                COALESCE(SUM({duration_sql}), 0) AS total_ms, MAX({duration_sql}) AS max_ms
         FROM usage_leases
         WHERE {window.scope()} AND acquired_at >= :lo AND acquired_at < :hi

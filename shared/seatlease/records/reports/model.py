@@ -97,6 +97,7 @@ class ClientDurations:
     reclaimed: int  # of ``leases``: ended by lease.reclaimed after a crash
     open: int  # acquired in the window, no ending stored
     ended_by_term: int = 0  # of ``leases``: ended by the license's term, not in reclaimed
+    ended_by_idle: int = 0  # of ``leases``: reclaimed by the idle rule, not in reclaimed
 
 
 @dataclass
@@ -114,13 +115,17 @@ class LicenseOutcomes:
     # lease.reclaimed events of the license's term (metadata.reason license_expired or
     # license_not_started): no client crashed, so not in ``reclaimed``
     ended_by_term: int = 0
+    # lease.reclaimed events of the license's idle rule (metadata.reason idle: the client
+    # said it was idle, was warned, and its seat was taken): no crash, not in ``reclaimed``
+    ended_by_idle: int = 0
 
     @property
     def reclaimed_percent(self) -> float | None:
         """Crashes among the leases their clients or an operator ended: ``reclaimed /
         (released + reclaimed + revoked)`` x 100, one decimal; None when that is 0. Ends
-        by the term (``ended_by_term``) and lost leases are in neither part: a license
-        whose leases all ended with its term has no percent, not 100 % crashed."""
+        by the term (``ended_by_term``), idle reclaims (``ended_by_idle``) and lost
+        leases are in neither part: a license whose leases all ended with its term has no
+        percent, not 100 % crashed."""
         ended = self.released + self.reclaimed + self.revoked
         return round(100.0 * self.reclaimed / ended, 1) if ended else None
 

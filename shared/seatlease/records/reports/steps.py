@@ -38,7 +38,7 @@ def estimate_changes(conn: Connection, window: Window, now: datetime) -> int:
         names.append("lo")
     sql = f"""
         SELECT COALESCE(SUM(acquired + borrowed + released + reclaimed + ended_by_term
-                            + revoked), 0)
+                            + ended_by_idle + revoked), 0)
         FROM usage_rollups WHERE {" AND ".join(conds)}"""
     lo = floor(window.since, "hour") if window.since is not None else None
     params = window.params(lo=lo, hi=_exact_end(window, now))

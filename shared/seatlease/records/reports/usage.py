@@ -38,7 +38,7 @@ from seatlease.records.reports.model import (
     ms,
 )
 from seatlease.records.reports.steps import estimate_changes, exact_horizon, exact_steps
-from seatlease.records.rollups import MINUTE_RETENTION, RECLAIMED, term_end_sql
+from seatlease.records.rollups import MINUTE_RETENTION, RECLAIMED, idle_end_sql, term_end_sql
 from seatlease.records.store import transaction
 
 # -- segments: aggregates of one license over [start, end) -------------------------------
@@ -60,6 +60,7 @@ class _Segment:
     last_used: int | None = None
     last_total: int | None = None
     ended_by_term: int = 0  # lease.reclaimed of the term, not in ``reclaimed``
+    ended_by_idle: int = 0  # lease.reclaimed for idleness, not in ``reclaimed``
 
 
 @dataclass
@@ -148,7 +149,7 @@ def _collect(window: Window, conn: Connection, unit: str = "hour") -> dict[str, 
         # (in _Segment's order)
         fields = [epoch, "acquired", "borrowed", "released", "reclaimed", "revoked", "denials",
                   "net", "dsec_ms", "max_used", "last_used", "last_total",
-                  "ended_by_term"]  # fmt: skip
+                  "ended_by_term", "ended_by_idle"]  # fmt: skip
         table = ROLLUPS[unit]
         if postgres:
             packed = "concat_ws(',', " + ", ".join(f"coalesce(CAST({f} AS text), '')"
@@ -192,6 +193,7 @@ def _collect(window: Window, conn: Connection, unit: str = "hour") -> dict[str, 
                     None if last is None else int(last.seats_used),
                     None if last is None else last.seats_total,
                     int(row.ended_by_term or 0),
+                    int(row.ended_by_idle or 0),
                 )
             )
     for line in found.values():
@@ -212,14 +214,16 @@ def _edge_events(conn: Connection, window: Window, lo: datetime, hi: datetime) -
     def count(kind: str) -> str:
         return f"SUM(CASE WHEN type = '{kind}' THEN 1 ELSE 0 END)"
 
-    # A lease.reclaimed of the license's term counts apart, as in the rollups.
-    term = term_end_sql(conn.dialect.name)
+    # A lease.reclaimed of the license's term, or for idleness, counts apart, as in the
+    # rollups.
+    term, idle = term_end_sql(conn.dialect.name), idle_end_sql(conn.dialect.name)
     sql = f"""
         SELECT license_id, {count(ACQUIRED)} AS acquired, {count(BORROWED)} AS borrowed,
                {count("lease.released")} AS released,
-               SUM(CASE WHEN type = '{RECLAIMED}' AND NOT {term} THEN 1 ELSE 0 END)
-                   AS reclaimed,
+               SUM(CASE WHEN type = '{RECLAIMED}' AND NOT {term} AND NOT {idle} THEN 1
+                        ELSE 0 END) AS reclaimed,
                SUM(CASE WHEN {term} THEN 1 ELSE 0 END) AS ended_by_term,
+               SUM(CASE WHEN {idle} THEN 1 ELSE 0 END) AS ended_by_idle,
                {count("lease.revoked")} AS revoked,
                SUM(CASE WHEN type = '{DENIED}' THEN "count" ELSE 0 END) AS denials,
                SUM({delta}) AS net, SUM({delta} * {to_end}) AS dsec_ms,
@@ -410,6 +414,7 @@ def _walk(
             counts.released += seg.released
             counts.reclaimed += seg.reclaimed
             counts.ended_by_term += seg.ended_by_term
+            counts.ended_by_idle += seg.ended_by_idle
             counts.revoked += seg.revoked
             counts.denials += seg.denials
             cursor = seg.end
@@ -456,8 +461,8 @@ def peak_usage(
 
 
 def outcomes(window: Window, engine: Engine | None = None) -> list[LicenseOutcomes]:
-    """Per license: acquired, released, reclaimed, ended by the term, revoked, denied and
-    lost in the window."""
+    """Per license: acquired, released, reclaimed, ended by the term or for idleness,
+    revoked, denied and lost in the window."""
     return _compute(window, "day", engine).outcomes
 
 

@@ -14,7 +14,7 @@ from seatlease.records.reports.model import (
     bind_times,
     limit_statements,
 )
-from seatlease.records.rollups import TERM_END_TYPE
+from seatlease.records.rollups import IDLE_END_TYPE, TERM_END_TYPE
 from seatlease.records.store import transaction
 from seatlease.records.tables import QUEUE_OUTCOMES
 
@@ -35,6 +35,8 @@ class UserUsage:
     # of the leases that ended: those the license's term ended (its end, or a start moved
     # later: a lease.reclaimed with that reason), not a crash
     ended_by_term: int = 0
+    # of the leases that ended: those the license's idle rule reclaimed (reason idle)
+    ended_by_idle: int = 0
     # of the leases that ended: each whole duration x its seats (a weight-4 lease held an
     # hour is 4 seat-hours); longest_seconds is a duration, unweighted
     seat_seconds: float = 0.0
@@ -51,7 +53,8 @@ def user_usage(window: Window, engine: Engine | None = None) -> list[UserUsage]:
     its two ends paired by the audit insert in whatever order they arrived, its user the
     acquire's ``metadata.user`` when that is a string), with the durations of those whose
     first ending is stored (even after ``until``; an ending before ``since`` is not read,
-    a negative duration counts as 0) and how many of those ended by the license's term,
+    a negative duration counts as 0) and how many of those ended by the license's term
+    or its idle rule,
     and the ``queue.granted`` / ``queue.left`` events in
     the window (``ix_lease_events_queue``) with their ``queued_ms`` (a number, ``true``
     as 1; anything else counts as 0). The work follows the leases and queue events of the
@@ -75,6 +78,7 @@ def user_usage(window: Window, engine: Engine | None = None) -> list[UserUsage]:
             row.leases = int(r.leases)
             row.open_leases = int(r.open_leases)
             row.ended_by_term = int(r.ended_by_term or 0)
+            row.ended_by_idle = int(r.ended_by_idle or 0)
             row.seat_seconds = float(r.total_s or 0)
             row.longest_seconds = None if r.longest_s is None else float(r.longest_s)
         for r in _user_queue(conn, window):
@@ -102,7 +106,8 @@ def _user_leases(conn: Connection, window: Window) -> list[Any]:
     """Per license and user: leases acquired in the window, the open ones, and the
     seat-seconds (each duration x the lease's seats) and longest duration (seconds) of
     the others, and how many of those the license's term ended (``end_type``
-    ``TERM_END_TYPE``: the audit insert keeps it so since migration 0015)."""
+    ``TERM_END_TYPE``: the audit insert keeps it so since migration 0015) or its idle
+    rule reclaimed (``IDLE_END_TYPE``, since migration 0018)."""
     conds, names = _window_conds(window, "acquired_at")
     # An ending before since is not one the window reads (the lease counts as open).
     ended = "ended_at IS NOT NULL" + (" AND ended_at >= :since" if window.since else "")
@@ -128,6 +133,8 @@ def _user_leases(conn: Connection, window: Window) -> list[Any]:
                SUM(CASE WHEN {ended} THEN 0 ELSE 1 END) AS open_leases,
                SUM(CASE WHEN {ended} AND end_type = '{TERM_END_TYPE}' THEN 1 ELSE 0 END)
                    AS ended_by_term,
+               SUM(CASE WHEN {ended} AND end_type = '{IDLE_END_TYPE}' THEN 1 ELSE 0 END)
+                   AS ended_by_idle,
                {total} AS total_s, {longest} AS longest_s
         FROM usage_leases
         WHERE {" AND ".join([window.scope(), "acquired_at IS NOT NULL", *conds])}
