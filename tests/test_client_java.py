@@ -82,6 +82,13 @@ TESTS = {
         "aDrippedHeartbeatLosesTheLeaseByItsDeadline",
         "aSeatAnOperatorFreedIsLostAsRevokedWithoutItsToken",
     ],
+    # issue 50: the idle rule's client side, against a scripted loopback server
+    "IdleTests": [
+        "heartbeatsCarryIdleSecondsOnlyAfterATouchAndBusyWhileAScopeIsOpen",
+        "anIdleWarningIsCalledOnceAndATouchCancelsItAtOnce",
+        "a410IdleIsLostAsIdleAndAskedForAgainOnlyOnceInUse",
+        "answersCarryTheWarningAndTheSharedSessionsAndABadWarningIsRefused",
+    ],
     "BehaviourTests": [
         "aDrippingHeartbeatLosesTheLeaseByItsDeadline",
         "aRegionsLossIsRecoveredByTheLeaseToken",
@@ -137,7 +144,7 @@ TESTS = {
     ],
 }
 # The classes that need nothing (run by the documented command); the others are tagged live.
-OFFLINE = {"VectorTests", "ApiTests", "LocalServerTests", "TrustedAnswerTests"}
+OFFLINE = {"VectorTests", "ApiTests", "LocalServerTests", "TrustedAnswerTests", "IdleTests"}
 
 
 @pytest.fixture(scope="module")

@@ -67,6 +67,13 @@ public final class Answer {
     public boolean inGrace() { return Json.isTrue(raw, "in_grace"); }
     /** The highest product version the license covers (the token's maxv); empty when none. */
     public Optional<String> maxVersion() { return Optional.ofNullable(Json.string(raw, "max_version")); }
+    /**
+     * A heartbeat's idle warning: the license's idle rule reclaims the seat then unless the
+     * product reports activity or busy work first; empty: no warning.
+     */
+    public Optional<Instant> idleReclaimAt() { return Optional.ofNullable(Times.parse(Json.string(raw, "idle_reclaim_at"))); }
+    /** On a license that shares seats: the sessions sharing this lease's seat, itself included (0: not shared). */
+    public int sharedSessions() { return Json.integer(raw, "shared_sessions", 0); }
     /** The lease_token (acquire, heartbeat) or release_token (release); null when none. */
     public String token() {
         String token = Json.string(raw, "lease_token");

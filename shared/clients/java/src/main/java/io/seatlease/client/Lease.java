@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A seat held by this process: a daemon thread heartbeats at the server's interval (at most
@@ -15,7 +16,9 @@ import java.util.concurrent.CompletableFuture;
  * time ("unreachable"), on a 410 ("expired", "unknown", or "revoked": an operator freed the
  * seat) or when the license's term ended ("license_expired", "license_not_started"), and
  * acquires again: at once after a loss, every five minutes or so while the server refuses
- * for good (an ended term, a suspension). A 410 "unknown" (a region lost its sessions) is
+ * for good (an ended term, a suspension). A 410 "idle" (the license's idle rule reclaimed
+ * the seat) is asked for again only once the product is in use again ({@link #touch},
+ * {@link #busy}). A 410 "unknown" (a region lost its sessions) is
  * first answered by the lease's last token, which keeps the seat when the server takes it
  * back; a 410 "revoked" never is (an operator's revoke is final: its token is refused). {@link #close} stops it and releases the
  * seat within the client's release timeout (never throws; use {@link #release} to see a
@@ -29,6 +32,14 @@ public final class Lease implements AutoCloseable {
             "license_suspended", "not_entitled", "version_not_entitled", "user_denied");
     /** A heartbeat failure this close to the deadline leaves no time for another renewal. */
     private static final long DEADLINE_SLACK_NANOS = 100_000_000L;
+    /** The most idle_seconds a heartbeat may carry (ten years: the API's bound). */
+    private static final long MAX_IDLE_SECONDS = 315_360_000L;
+    /**
+     * A seat reclaimed for idleness is asked for again on the product's next activity (touch
+     * or busy wakes the thread), not before: asked at once, an idle product would take its
+     * seat straight back. Meanwhile the thread only sleeps.
+     */
+    private static final double IDLE_LOST_PAUSE = 3600;
 
     private final SeatClient client;
     private final String licenseId;
@@ -56,12 +67,21 @@ public final class Lease implements AutoCloseable {
     private String finalCodeSaid;   // the final refusal already logged as a warning
     private long validUntil; // System.nanoTime(): the seat lapses then without a renewal
     private int failures;
+    private Instant idleReclaimAt; // while warned for idleness: when the seat is reclaimed
+    private int sharedSessions;
+    // What the product said of its use, for the license's idle rule (System.nanoTime()).
+    private boolean touched;   // it opted in: a product that never touches is never idle
+    private long lastTouch;    // the last user activity
+    private int busyScopes;    // busy scopes open (nested ones count)
+    private long busySince;    // the last busy scope opened
+    private long lostIdleAt;   // the seat was reclaimed for idleness then
 
     private volatile boolean stopping;
     private Thread thread;
     private final Object releaseLock = new Object();
     private boolean releaseDone;
     private SeatException releaseError;
+    private boolean wake; // under releaseLock: run the next step now (a touch after a warning)
 
     private Lease(SeatClient client, String licenseId, LeaseOptions options) {
         this.client = client;
@@ -121,16 +141,98 @@ public final class Lease implements AutoCloseable {
     public boolean released() { synchronized (lock) { return released; } }
     /** The last verified lease token (the client verifies), else null. */
     public String token() { synchronized (lock) { return token; } }
+    /** While the seat is warned for idleness: when the license's idle rule reclaims it; empty: no warning. */
+    public Optional<Instant> idleReclaimAt() { synchronized (lock) { return Optional.ofNullable(idleReclaimAt); } }
+    /** On a license that shares seats: the sessions sharing this seat, as its acquire said (0: not shared). */
+    public int sharedSessions() { synchronized (lock) { return sharedSessions; } }
+
+    /**
+     * The product saw user activity now (a keystroke, a command). From the first touch on,
+     * every heartbeat carries idle_seconds, the whole seconds since the last one, so a license
+     * with an idle rule can warn and then reclaim a seat nobody uses; a product that never
+     * touches is never idle. After a warning ({@link LeaseOptions.Listener#onIdleWarning}) the
+     * next heartbeat goes at once, so the activity cancels it before the reclaim; after a seat
+     * lost as "idle" the seat is asked for again. Cheap, never waits on the network: call it
+     * on every input, from any thread.
+     */
+    public void touch() {
+        boolean urgent;
+        synchronized (lock) {
+            touched = true;
+            lastTouch = System.nanoTime();
+            urgent = idleUrgent();
+        }
+        if (urgent) {
+            wakeUp();
+        }
+    }
+
+    /**
+     * A busy scope, {@code try (var busy = lease.busy()) { render(); }}: while one is open
+     * (they nest), heartbeats carry busy: true and the seat is never warned nor reclaimed for
+     * idleness (a render, a solve). Closing it twice closes it once.
+     */
+    public Busy busy() {
+        boolean urgent;
+        synchronized (lock) {
+            busyScopes++;
+            busySince = System.nanoTime();
+            urgent = idleUrgent();
+        }
+        if (urgent) {
+            wakeUp();
+        }
+        return new Busy();
+    }
+
+    /** An open busy scope ({@link #busy}); close ends it. */
+    public final class Busy implements AutoCloseable {
+        private final AtomicBoolean open = new AtomicBoolean(true);
+
+        private Busy() {}
+
+        @Override
+        public void close() {
+            if (open.compareAndSet(true, false)) {
+                synchronized (lock) {
+                    busyScopes--;
+                }
+            }
+        }
+    }
+
+    /** A warning to cancel, or a seat lost for idleness to ask for again (under lock). */
+    private boolean idleUrgent() {
+        return idleReclaimAt != null || (lost && "idle".equals(lostReason));
+    }
+
+    /** The heartbeat thread runs its next step now; the caller never waits for it. */
+    private void wakeUp() {
+        synchronized (releaseLock) {
+            wake = true;
+            releaseLock.notifyAll();
+        }
+    }
 
     private JsonObject acquireBody(boolean queue, String ticket, String requestId) {
         return options.acquire(queue, ticket, requestId).body(licenseId, options.clientId);
     }
 
-    private void took(Answer answer, long sentAt) {
+    /** Applies a grant or renewal; an idle warning it began (its time), else null. */
+    private Instant took(Answer answer, long sentAt) {
         synchronized (lock) {
             if (answer.sessionId() != null && !answer.sessionId().isEmpty()) {
+                if (!answer.sessionId().equals(sessionId)) {
+                    sharedSessions = 0; // another session: shared or not as its grant says
+                }
                 sessionId = answer.sessionId();
             }
+            if (answer.hasNumber("shared_sessions")) {
+                sharedSessions = answer.sharedSessions();
+            }
+            Instant warning = answer.idleReclaimAt().orElse(null);
+            Instant warned = idleReclaimAt == null ? warning : null;
+            idleReclaimAt = warning; // absent: the warning, if any, is over
             answer.expiresAt().ifPresent(at -> expiresAt = at);
             leaseSeconds = (int) answer.leaseDuration().getSeconds();
             heartbeatIntervalSeconds = (int) answer.heartbeatInterval().getSeconds();
@@ -160,6 +262,7 @@ public final class Lease implements AutoCloseable {
                 }
             }
             validUntil = sentAt + (long) leaseSeconds * 1_000_000_000L;
+            return warned;
         }
     }
 
@@ -220,7 +323,10 @@ public final class Lease implements AutoCloseable {
                     return;
                 }
                 try {
-                    releaseLock.wait(Math.max(1, (long) (delay * 1000)));
+                    if (!wake) {
+                        releaseLock.wait(Math.max(1, (long) (delay * 1000)));
+                    }
+                    wake = false;
                 } catch (InterruptedException e) {
                     return;
                 }
@@ -291,6 +397,10 @@ public final class Lease implements AutoCloseable {
             }
             lost = true;
             lostReason = reason;
+            idleReclaimAt = null;
+            if (reason.equals("idle")) {
+                lostIdleAt = System.nanoTime();
+            }
         }
         client.log("warning", warning);
         try {
@@ -301,10 +411,41 @@ public final class Lease implements AutoCloseable {
     }
 
     private void lose(String reason) {
-        lose(reason, "seatlease: seat on " + licenseId + " lost (" + reason + "); re-acquiring");
+        lose(reason, "seatlease: seat on " + licenseId + " lost (" + reason + "); "
+                + (reason.equals("idle") ? "asked for again once in use" : "re-acquiring"));
+    }
+
+    /** Reclaimed for idleness, and nobody has used the product since. */
+    private boolean idleUntilActive() {
+        synchronized (lock) {
+            return lost && "idle".equals(lostReason) && busyScopes == 0
+                    && !(touched && lastTouch - lostIdleAt > 0);
+        }
+    }
+
+    /** Warned, and the product was used (or got busy) after the heartbeat that was warned left. */
+    private boolean activeSince(long sentAt) {
+        synchronized (lock) {
+            return idleReclaimAt != null
+                    && ((touched && lastTouch - sentAt > 0) || (busyScopes > 0 && busySince - sentAt > 0));
+        }
+    }
+
+    private void warn(Instant reclaimAt) {
+        client.log("warning", "seatlease: seat on " + licenseId + " idle: reclaimed at " + reclaimAt + " unless in use");
+        if (!stopping) {
+            try {
+                options.listener.onIdleWarning(this, reclaimAt);
+            } catch (RuntimeException e) {
+                client.log("warning", "seatlease: onIdleWarning failed: " + e);
+            }
+        }
     }
 
     private double step() {
+        if (idleUntilActive()) {
+            return IDLE_LOST_PAUSE; // touch or busy wakes the thread
+        }
         try {
             return lost() ? regain() : beat();
         } catch (SeatException.Cancelled cancelled) {
@@ -333,10 +474,20 @@ public final class Lease implements AutoCloseable {
         }
     }
 
-    private JsonObject heartbeatBody(String session, String leaseToken) {
+    /** A heartbeat's body, with the product's activity: idle_seconds from the first touch on, busy in a scope. */
+    private JsonObject heartbeatBody(String session, String leaseToken, long now) {
         JsonObject body = SeatClient.sessionBody(licenseId, session);
         if (leaseToken != null) {
             body.addProperty("lease_token", leaseToken);
+        }
+        synchronized (lock) {
+            if (touched) {
+                long idle = Math.max(0, (now - lastTouch) / 1_000_000_000L);
+                body.addProperty("idle_seconds", Math.min(idle, MAX_IDLE_SECONDS));
+            }
+            if (busyScopes > 0) {
+                body.addProperty("busy", true);
+            }
         }
         return body;
     }
@@ -352,9 +503,13 @@ public final class Lease implements AutoCloseable {
         // a renewal that arrives after the deadline renews nothing: the call ends by then
         SeatClient.Plan plan = SeatClient.Plan.DEFAULT.withRetries(0).until(deadline);
         try {
-            took(client.call("heartbeat", heartbeatBody(session, null), plan), sentAt);
+            Instant warned = took(client.call("heartbeat", heartbeatBody(session, null, sentAt), plan), sentAt);
             failed(true);
-            return beatDelay();
+            if (warned != null) {
+                warn(warned);
+            }
+            // activity since this heartbeat left: the next one cancels the warning now
+            return activeSince(sentAt) ? 0 : beatDelay();
         } catch (SeatException.SessionExpired gone) {
             if (gone.reason().equals("unknown") && recover(session, plan)) {
                 return beatDelay();
@@ -398,7 +553,7 @@ public final class Lease implements AutoCloseable {
         }
         long sentAt = System.nanoTime();
         try {
-            took(client.call("heartbeat", heartbeatBody(session, leaseToken), plan), sentAt);
+            took(client.call("heartbeat", heartbeatBody(session, leaseToken, sentAt), plan), sentAt);
         } catch (SeatException.Cancelled cancelled) {
             throw cancelled;
         } catch (SeatException refused) {

@@ -14,12 +14,20 @@ public final class LeaseOptions {
     public interface Listener {
         /**
          * The seat is known gone: reason "expired", "unknown", "revoked" (an operator freed the
-         * seat: the product can tell its user so), "unreachable", or the refusal's code
-         * ("license_expired" when the license's term ended its seats).
+         * seat: the product can tell its user so), "idle" (the license's idle rule reclaimed
+         * it: no seat is asked for again until {@link Lease#touch} or {@link Lease#busy} says
+         * the product is in use), "unreachable", or the refusal's code ("license_expired" when
+         * the license's term ended its seats).
          */
         default void onLost(Lease lease, String reason) {}
         /** A lost seat was acquired again (a new session). */
         default void onRegained(Lease lease) {}
+        /**
+         * A heartbeat's answer warned that the license's idle rule reclaims the seat at
+         * reclaimAt unless the product is used before ({@link Lease#touch}, {@link Lease#busy}):
+         * called once per warning, again only after a warning was cleared.
+         */
+        default void onIdleWarning(Lease lease, java.time.Instant reclaimAt) {}
     }
 
     final String clientId;

@@ -440,7 +440,8 @@ public final class SeatClient implements AutoCloseable {
      * session_id a non-empty string, lease_expires_at a time, lease_seconds an integer &gt;= 1;
      * a renewal: lease_expires_at a time, session_id optional (if a non-empty string, the
      * lease's own), lease_seconds optional. heartbeat_interval_seconds and the counts
-     * (seats_used, seats_total, seats) optional integers; a null is as absent.
+     * (seats_used, seats_total, seats, shared_sessions) optional integers, idle_reclaim_at
+     * an optional time; a null is as absent.
      */
     private static void checkShape(String fn, JsonObject request, JsonObject reply, int status) {
         if (status == 202) {
@@ -457,6 +458,7 @@ public final class SeatClient implements AutoCloseable {
             integers.put("seats", 1L);
             integers.put("lease_seconds", 1L);
             integers.put("heartbeat_interval_seconds", 1L);
+            integers.put("shared_sessions", 0L);
         }
         for (Map.Entry<String, Long> integer : integers.entrySet()) {
             JsonElement value = reply.get(integer.getKey());
@@ -478,6 +480,10 @@ public final class SeatClient implements AutoCloseable {
         }
         if (Times.parse(Json.string(reply, "lease_expires_at")) == null) {
             throw new SeatException.InvalidResponse(status, "The " + fn + " answer has no lease_expires_at.");
+        }
+        JsonElement warning = reply.get("idle_reclaim_at");
+        if (warning != null && !warning.isJsonNull() && Times.parse(Json.string(reply, "idle_reclaim_at")) == null) {
+            throw new SeatException.InvalidResponse(status, "The " + fn + " answer's idle_reclaim_at is not a time.");
         }
         JsonElement session = reply.get("session_id");
         String named = Json.string(reply, "session_id");
