@@ -1,0 +1,281 @@
+"""Idle and shared seats where they are read (issue 50, item 4): a ``lease.reclaimed``
+whose ``metadata.reason`` is ``idle`` counts as ``ended_by_idle``, never as
+``reclaimed`` (the rollups, hourly, minute and per client, the usage report's endings
+and durations from the rollups and from the raw edges, the per-user report, the admin
+action, the CLI), exactly as ``ended_by_term`` (tests/test_term_ends.py); the audit
+accepts ``lease.idle`` and ``lease.active``, which move no seat. Events go through the
+audit insert on PostgreSQL and on SQLite (``database``); migration 0018 adds the
+columns without rewriting a table and folds them back on a downgrade."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from sqlalchemy import text
+
+from seatlease import admin
+from seatlease.events import audit
+from seatlease.records import db, event_log, partitions, store
+from seatlease.records.reports import (
+    Window,
+    lease_durations,
+    outcomes,
+    usage_report,
+    user_usage,
+)
+from seatlease.records.reports.steps import estimate_changes
+from seatlease_cli import main
+
+T = "acme"
+NOW = datetime(2026, 11, 24, 14, 0, tzinfo=UTC)
+
+
+def at(hhmm: str, seconds: int = 0) -> datetime:
+    hours, minutes = map(int, hhmm.split(":"))
+    return NOW.replace(hour=hours, minute=minutes, second=seconds)
+
+
+def iso(when: datetime) -> str:
+    return when.isoformat().replace("+00:00", "Z")
+
+
+def event(n: int, etype: str, when: datetime, session: str, used: int,
+          user: str | None = None, **meta) -> dict:  # fmt: skip
+    metadata = {"host": "pc-1", **meta}
+    if user:
+        metadata["user"] = user
+    return {
+        "event_id": f"i-{n:03d}",
+        "type": etype,
+        "tenant_id": T,
+        "license_id": "cad",
+        "session_id": session,
+        "client_id": f"c-{session}",
+        "occurred_at": iso(when),
+        "seats_used": used,
+        "seats_total": 5,
+        "count": 1,
+        "metadata": metadata,
+    }
+
+
+# fmt: off
+def history() -> list[dict]:
+    """License cad, 2026-11-24: four leases from 09:10; s1 is warned at 09:20 (idle 600 s),
+    the warning cancelled at 09:25, warned again at 09:40 and reclaimed for idleness at
+    09:41; s2 crashes (reclaimed, no reason); s3 ends with the license (license_expired);
+    s4 is released."""
+    return [
+        event(0, "lease.acquired", at("09:10"), "s1", 1, user="ann"),
+        event(1, "lease.acquired", at("09:12"), "s2", 2, user="bob"),
+        event(2, "lease.acquired", at("09:14"), "s3", 3, user="ann"),
+        event(3, "lease.acquired", at("09:20"), "s4", 4, user="bob"),
+        event(4, "lease.idle", at("09:20"), "s1", 4, user="ann", idle_seconds=600,
+              idle_reclaim_at=iso(at("09:21"))),
+        event(5, "lease.active", at("09:25"), "s1", 4, user="ann"),
+        event(6, "lease.reclaimed", at("09:30"), "s2", 3, user="bob"),
+        event(7, "lease.idle", at("09:40"), "s1", 3, user="ann", idle_seconds=300,
+              idle_reclaim_at=iso(at("09:41"))),
+        event(8, "lease.reclaimed", at("09:41"), "s1", 2, user="ann", reason="idle"),
+        event(9, "lease.reclaimed", at("09:50"), "s3", 1, user="ann", reason="license_expired"),
+        event(10, "lease.released", at("09:55"), "s4", 0, user="bob"),
+    ]
+# fmt: on
+
+
+def store_events(rows: list[dict]) -> int:
+    """Through the audit function's path: decoded and validated, then inserted."""
+    decoded = audit.decode_events(json.dumps(rows).encode())
+    assert decoded.rejected == []
+    return audit.store(decoded.events)
+
+
+def endings(window: Window, period: str = "day") -> tuple:
+    if period == "day":
+        (found,) = outcomes(window)
+    else:
+        (found,) = usage_report(window, period).outcomes
+    return (found.acquired, found.released, found.reclaimed, found.ended_by_term,
+            found.ended_by_idle, found.reclaimed_percent)  # fmt: skip
+
+
+def rollup_sums(table: str) -> tuple[int, int, int]:
+    with db.get_engine().connect() as conn:
+        row = conn.execute(
+            text(f"SELECT SUM(reclaimed), SUM(ended_by_term), SUM(ended_by_idle) FROM {table}")
+        ).one()
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+# one crash among the three leases their clients or an operator ended (s2 of s2, s4):
+# 1 / (1 released + 1 reclaimed) = 50 %; the idle reclaim is in neither part
+ENDINGS = (4, 1, 1, 1, 1, 50.0)
+
+
+def test_an_idle_reclaim_is_counted_apart_not_as_a_crash(database, fixed_now):
+    assert store_events(history()) == 11
+    for table in ("usage_rollups", "usage_minute_rollups", "usage_client_rollups"):
+        assert rollup_sums(table) == (1, 1, 1), table
+    whole = Window(T, "cad")
+    assert endings(whole) == ENDINGS
+    durations = {d.client_id: (d.leases, d.reclaimed, d.ended_by_term, d.ended_by_idle)
+                 for d in lease_durations(whole)}  # fmt: skip
+    assert durations == {
+        "c-s1": (1, 0, 0, 1),
+        "c-s2": (1, 1, 0, 0),
+        "c-s3": (1, 0, 1, 0),
+        "c-s4": (1, 0, 0, 0),
+    }
+    # A redelivery in another order changes nothing.
+    assert store_events(list(reversed(history()))) == 0
+    assert rollup_sums("usage_rollups") == (1, 1, 1)
+    assert endings(whole) == ENDINGS
+    # The warnings move no seat: 4 starts and 4 ends are the changes of seats in use.
+    with db.get_engine().connect() as conn:
+        assert estimate_changes(conn, whole, NOW) == 8
+        ends = dict(conn.execute(text("SELECT session_id, end_type FROM usage_leases")).all())
+    assert ends["s1"] == "lease.reclaimed:idle" and ends["s2"] == "lease.reclaimed"
+
+
+def test_the_raw_events_at_a_windows_edges_count_as_the_rollups_do(database, fixed_now):
+    assert store_events(history()) == 11
+    hourly = endings(Window(T, "cad", since=at("09:00"), until=at("10:00")))
+    assert hourly == ENDINGS
+    assert endings(Window(T, "cad", since=at("09:05"), until=at("09:58"))) == hourly
+    cut = Window(T, "cad", since=at("09:05", 30), until=at("09:58", 30))
+    assert endings(cut, "minute") == hourly
+    late = Window(T, "cad", since=at("09:35"), until=at("10:00"))
+    assert endings(late, "hour") == endings(late, "minute") == (0, 1, 0, 1, 1, 0.0)
+    partial = {d.client_id: d.ended_by_idle
+               for d in lease_durations(Window(T, "cad", since=at("09:05")))}  # fmt: skip
+    assert partial == {d.client_id: d.ended_by_idle for d in lease_durations(Window(T))}
+    assert partial["c-s1"] == 1 and sum(partial.values()) == 1
+
+
+def test_the_per_user_report_counts_idle_reclaims(database, fixed_now):
+    assert store_events(history()) == 11
+    users = {u.user: (u.leases, u.ended_by_term, u.ended_by_idle) for u in user_usage(Window(T))}
+    assert users == {"ann": (2, 1, 1), "bob": (2, 0, 0)}
+
+
+def test_an_idle_warning_is_no_seat_and_a_bad_one_is_refused_alone():
+    good = event(0, "lease.idle", NOW, "s1", 1, idle_seconds=60, idle_reclaim_at=iso(NOW))
+    active = event(1, "lease.active", NOW, "s1", 1)
+    bad = {**event(2, "lease.idling", NOW, "s1", 1)}
+    decoded = audit.decode_events(json.dumps([good, active, bad]).encode())
+    assert [e.type for e in decoded.events] == ["lease.idle", "lease.active"]
+    assert len(decoded.rejected) == 1 and "type" in decoded.rejected[0]
+
+
+def _cli_db(monkeypatch) -> None:
+    monkeypatch.delenv("SEATLEASE_ADMIN_URL", raising=False)
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    store.create_tenant(T)
+    store.create_license(T, "cad", 5)
+
+
+def test_the_admin_action_and_the_cli_show_ended_by_idle(database, fixed_now, monkeypatch,
+                                                         capsys):  # fmt: skip
+    _cli_db(monkeypatch)
+    assert store_events(history()) == 11
+    status, body = admin.execute(admin.parse({"action": "report.usage", "tenant_id": T}))
+    assert status == 200
+    (counts,) = body["outcomes"]
+    assert (counts["reclaimed"], counts["ended_by_idle"], counts["reclaimed_percent"]) == (
+        1, 1, 50.0)  # fmt: skip
+    assert {d["client_id"]: d["ended_by_idle"] for d in body["durations"]}["c-s1"] == 1
+
+    assert main(["report", "usage", "--tenant", T, "--by", "hour"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    header = next(r for r in rows if r[:2] == ["LICENSE_ID", "ACQUIRED"])
+    assert header[4:8] == ["RECLAIMED", "ENDED_BY_TERM", "ENDED_BY_IDLE", "REVOKED"]
+    assert ["cad", "4", "0", "1", "1", "1", "1", "0", "50.0", "0", "0"] in rows
+    durations = next(r for r in rows if r[:2] == ["LICENSE_ID", "CLIENT_ID"])
+    assert durations[-4:] == ["RECLAIMED", "ENDED_BY_TERM", "ENDED_BY_IDLE", "OPEN"]
+
+    assert main(["report", "usage", "--tenant", T, "--format", "csv"]) == 0
+    blocks = capsys.readouterr().out.split("\n\n")
+    outcomes_csv = blocks[2].splitlines()
+    assert outcomes_csv[0].split(",")[4:8] == ["reclaimed", "ended_by_term", "ended_by_idle",
+                                               "revoked"]  # fmt: skip
+    assert outcomes_csv[1].split(",")[4:8] == ["1", "1", "1", "0"]
+
+    assert main(["report", "usage", "--tenant", T, "--by", "user"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert rows[1][:6] == ["LICENSE_ID", "USER", "LEASES", "OPEN_LEASES", "ENDED_BY_TERM",
+                           "ENDED_BY_IDLE"]  # fmt: skip
+
+
+def test_without_an_idle_reclaim_the_cli_keeps_its_columns(database, fixed_now, monkeypatch,
+                                                           capsys):  # fmt: skip
+    """A license with no idle reclaim in the window: no ENDED_BY_IDLE column in the table
+    and the CSV (the JSON has it, 0)."""
+    _cli_db(monkeypatch)
+    rows = [r for r in history() if r["metadata"].get("reason") != "idle"]
+    assert store_events(rows) == 10
+    assert main(["report", "usage", "--tenant", T, "--format", "csv"]) == 0
+    text_out = capsys.readouterr().out
+    assert "ended_by_idle" not in text_out and "ended_by_term" in text_out
+    assert main(["report", "usage", "--tenant", T, "--json"]) == 0
+    (counts,) = json.loads(capsys.readouterr().out)["outcomes"]
+    assert counts["ended_by_idle"] == 0
+
+
+ROLLUPS = ("usage_rollups", "usage_minute_rollups", "usage_client_rollups")
+
+
+def test_migration_0018_adds_the_columns_and_a_downgrade_folds_them_back(migration_urls):
+    """At 0017 a database holds rollups; 0018 adds the columns (the old rows read 0, no
+    rollup table rewritten on PostgreSQL) and the idle events' index; new idle reclaims
+    count apart; a downgrade to 0017 folds them back into reclaimed and the leases' end
+    back to lease.reclaimed. On PostgreSQL and SQLite."""
+    rows = history()
+    for url in migration_urls:
+        engine = db.make_engine(url)
+        postgres = engine.dialect.name == "postgresql"
+        store.upgrade(engine, "0017")
+        hour = at("08:00")
+        with engine.begin() as conn:
+            if postgres:
+                partitions.ensure_partitions(conn, [hour])
+            conn.execute(
+                sa.text(
+                    "INSERT INTO usage_rollups (tenant_id, license_id, hour, acquired, "
+                    "reclaimed) VALUES (:t, 'cad', :at, 1, 1)"
+                ).bindparams(sa.bindparam("at", type_=sa.DateTime(timezone=True))),
+                {"t": T, "at": hour},
+            )
+        before = _files(engine) if postgres else None
+        store.upgrade(engine)
+        if postgres:
+            assert _files(engine) == before, "a rollup table was rewritten"
+        with engine.connect() as conn:
+            old = conn.execute(sa.text("SELECT reclaimed, ended_by_idle FROM usage_rollups"))
+            assert old.all() == [(1, 0)], url
+            indexes = {i["name"] for i in sa.inspect(conn).get_indexes("lease_events")}
+            assert "ix_lease_events_idle" in indexes, url
+        assert event_log.insert_events(rows, engine) == 11
+        (counts,) = outcomes(Window(T), engine)
+        assert (counts.reclaimed, counts.ended_by_idle) == (2, 1), url
+        store.downgrade(engine, "0017")
+        with engine.connect() as conn:
+            for table in ROLLUPS:
+                columns = {c["name"] for c in sa.inspect(conn).get_columns(table)}
+                assert "ended_by_idle" not in columns, table
+            total = conn.execute(sa.text("SELECT SUM(reclaimed) FROM usage_rollups")).scalar()
+            assert total == 3, url  # 1 before 0018, 1 crash, 1 idle
+            s1 = sa.text("SELECT end_type FROM usage_leases WHERE session_id = 's1'")
+            assert conn.execute(s1).scalar() == "lease.reclaimed", url
+            indexes = {i["name"] for i in sa.inspect(conn).get_indexes("lease_events")}
+            assert "ix_lease_events_idle" not in indexes, url
+        engine.dispose()
+
+
+def _files(engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {
+            t: conn.execute(sa.text("SELECT pg_relation_filenode(:t)"), {"t": t}).scalar()
+            for t in ROLLUPS
+        }
