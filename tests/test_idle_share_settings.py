@@ -13,7 +13,7 @@ from pathlib import Path
 
 import functions_framework
 import pytest
-from http_support import error_of
+from http_support import Tenant, call, error_of, new_license
 from sqlalchemy import inspect, text
 
 import seatlease_cli as cli
@@ -381,3 +381,29 @@ def test_migration_0017_reads_an_existing_license_as_off_and_downgrades(migratio
         store.upgrade(engine)  # and up again: off once more
         assert settings(store.get_license("acme", "cad", engine)) == OFF
         engine.dispose()
+
+
+# -- the tenant's side ------------------------------------------------------------------
+
+
+def test_a_tenant_admin_reads_the_settings_and_cannot_change_them(acme: Tenant):
+    """The portal's status carries each license's settings (the operator's view of it);
+    the portal has no action that changes a license."""
+    new_license(acme, "cad", seats=2, idle_timeout_seconds=600, share="user", share_limit=3)
+    new_license(acme, "plain", seats=1)
+    made = store.create_api_key("acme", label="it", scope="admin")
+    tenant_admin = Tenant("acme", made.key, made.prefix)
+    answer = call("portal", {"action": "status"}, tenant=tenant_admin)
+    assert answer.status_code == 200, answer.get_json()
+    listed = {lic["license_id"]: settings(lic) for lic in answer.get_json()["licenses"]}
+    assert listed == {
+        "cad": {**OFF, "idle_timeout_seconds": 600, "share": "user", "share_limit": 3},
+        "plain": OFF,
+    }
+    refused = call(
+        "portal",
+        {"action": "license.update", "tenant_id": "acme", "license_id": "cad", "share": "none"},
+        tenant=tenant_admin,
+    )
+    assert error_of(refused, 400, "invalid_request")["details"][0]["field"] == "action"
+    assert settings(store.get_license("acme", "cad"))["share"] == "user"
