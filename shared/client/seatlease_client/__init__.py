@@ -43,6 +43,13 @@ Behaviour (docs/client.md in the seatlease repository has the details):
 - ``seats=N`` (``acquire`` and ``lease``) takes a lease that counts as N of the
   license's seats (its weight; ``lease.seats``); renewals and re-acquires keep it, and a
   different weight for a lease this ``client_id`` holds raises ``SeatsMismatch``.
+- Idle seats (a license with an idle timeout): ``lease.touch()`` on user activity and
+  ``with lease.busy():`` around work that must not be interrupted; from the first touch
+  on, heartbeats send ``idle_seconds`` (and ``busy: true`` inside a busy scope). A
+  warned lease calls ``on_idle_warning(lease, reclaim_at)`` once and sets
+  ``lease.idle_reclaim_at``; a touch then sends a heartbeat at once, which cancels the
+  warning. A seat reclaimed for idleness is lost with reason ``idle`` and asked for
+  again only on the next touch or busy scope.
 - ``wait=True`` waits for a seat (up to ``timeout`` seconds, else ``SeatWaitTimeout``),
   retrying at the ``Retry-After`` of each ``409``; the context's ``cancel()``, from
   another thread, ends the wait (``Cancelled``).
@@ -65,7 +72,8 @@ Behaviour (docs/client.md in the seatlease repository has the details):
   No global state. The API key never appears in ``repr``, in logs or in exceptions.
 
 The modules behind this one are private: ``_errors`` (the exceptions), ``_claims`` (the
-values a token and its answer carry), ``_lease`` (a held seat and its heartbeats),
+values a token and its answer carry), ``_lease`` (a held seat and its heartbeats) with
+``_activity`` (what the product says about its user: touches, busy scopes, warnings),
 ``_client`` (``SeatClient``), ``_async`` (``AsyncSeatClient``), ``_verify`` (token
 verification) over ``_ed25519`` (Ed25519 in pure Python), ``_transport`` (the seam every
 request goes through) and ``_http`` (its default: one bounded exchange, no redirects),

@@ -10,7 +10,7 @@ from typing import Any
 
 from seatlease_client._borrow import BorrowedSeat
 from seatlease_client._client import SeatClient
-from seatlease_client._lease import Lease, OnLost, OnRegained, _Keeper
+from seatlease_client._lease import Lease, OnIdleWarning, OnLost, OnRegained, _Keeper
 
 
 class AsyncSeatClient:
@@ -20,7 +20,9 @@ class AsyncSeatClient:
         client = AsyncSeatClient(url, key, pinned_keys=[VENDOR_KEY_X])
         async with client.lease("cad", client_id="h1") as lease: ...
 
-    ``on_lost``/``on_regained`` are plain functions, called from a worker thread.
+    ``on_lost``/``on_regained``/``on_idle_warning`` are plain functions, called from a
+    worker thread. ``lease.touch()`` and ``with lease.busy():`` may be called from the
+    event loop: they never wait on the network.
     """
 
     def __init__(self, base_url: str, api_key: str, **options: Any) -> None:
@@ -32,8 +34,9 @@ class AsyncSeatClient:
     async def acquire(self, license_id: str, client_id: str, **fields: Any) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.acquire, license_id, client_id, **fields)
 
-    async def heartbeat(self, license_id: str, session_id: str) -> dict[str, Any]:
-        return await asyncio.to_thread(self.sync.heartbeat, license_id, session_id)
+    async def heartbeat(self, license_id: str, session_id: str, **activity: Any) -> dict[str, Any]:
+        """``SeatClient.heartbeat`` (``activity``: idle_seconds, busy as there)."""
+        return await asyncio.to_thread(self.sync.heartbeat, license_id, session_id, **activity)
 
     async def release(self, license_id: str, session_id: str) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.release, license_id, session_id)
@@ -78,6 +81,7 @@ class AsyncSeatClient:
         timeout: float | None = None,
         on_lost: OnLost | None = None,
         on_regained: OnRegained | None = None,
+        on_idle_warning: OnIdleWarning | None = None,
         user: str | None = None,
         host: str | None = None,
         entitlements: list[str] | None = None,
@@ -89,7 +93,7 @@ class AsyncSeatClient:
         ``user`` and ``host`` name who asks, ``entitlements`` and ``version`` what the
         product needs, ``seats`` the lease's weight)."""
         lease = Lease(license_id, client_id, metadata)
-        keeper = _Keeper(self.sync, lease, lease_seconds, on_lost, on_regained)
+        keeper = _Keeper(self.sync, lease, lease_seconds, on_lost, on_regained, on_idle_warning)
         keeper.identity = {
             "user": user, "host": host, "entitlements": entitlements, "version": version,
             "seats": seats, "fingerprint": self.sync._fingerprint(fingerprint),
@@ -117,14 +121,22 @@ class AsyncLeaseContext:
             keeper.stop.set()  # a cancelled wait ends its thread; a late seat is released
             keeper.client._unregister(keeper)
             raise
-        self._task = asyncio.create_task(self._beat(), name="seatlease-heartbeat")
+        # A touch (from any thread) that can cancel an idle warning runs the next step now.
+        woken = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        keeper.notify = lambda: loop.call_soon_threadsafe(woken.set)
+        self._task = asyncio.create_task(self._beat(woken), name="seatlease-heartbeat")
         return keeper.lease
 
-    async def _beat(self) -> None:
+    async def _beat(self, woken: asyncio.Event) -> None:
         keeper = self._keeper
         delay = keeper.beat_delay()
         while not keeper.stop.is_set():
-            await asyncio.sleep(delay)
+            try:
+                await asyncio.wait_for(woken.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+            woken.clear()
             if keeper.stop.is_set():
                 return
             delay = await asyncio.to_thread(keeper.step)

@@ -33,7 +33,14 @@ from seatlease_client._errors import (
     TokenError,
     _retry_after_header,
 )
-from seatlease_client._lease import Lease, LeaseContext, OnLost, OnRegained, _Keeper
+from seatlease_client._lease import (
+    Lease,
+    LeaseContext,
+    OnIdleWarning,
+    OnLost,
+    OnRegained,
+    _Keeper,
+)
 from seatlease_client._machine import this_machine
 from seatlease_client._transport import MAX_ANSWER, Redirected, TooLarge, Transport
 from seatlease_client._verify import TokenVerifier, new_nonce
@@ -94,6 +101,7 @@ _SHAPES: dict[str, list[tuple[str, Any, bool]]] = {
         ("seats_used", _is_int, False),
         ("seats_total", _is_int, False),
         ("seats", _is_int, False),
+        ("idle_reclaim_at", _is_time, False),  # only while warned for idleness
     ],
     "release": [
         ("released", lambda v: isinstance(v, bool), True),
@@ -489,9 +497,25 @@ class SeatClient:
             return None
         return str(fingerprint)
 
-    def heartbeat(self, license_id: str, session_id: str) -> dict[str, Any]:
-        """POST /heartbeat (retried); raises ``SessionExpired`` when the seat is gone."""
-        return self._call("heartbeat", {"license_id": license_id, "session_id": session_id})
+    def heartbeat(
+        self,
+        license_id: str,
+        session_id: str,
+        *,
+        idle_seconds: int | None = None,
+        busy: bool | None = None,
+    ) -> dict[str, Any]:
+        """POST /heartbeat (retried); raises ``SessionExpired`` when the seat is gone
+        (``reason`` ``idle`` when it was reclaimed for idleness). ``idle_seconds``: how
+        long the product saw no user activity; ``busy``: it does work that must not be
+        interrupted (neither sent when None: never idle). The answer's
+        ``idle_reclaim_at`` says when an idle seat may be reclaimed."""
+        body: dict[str, Any] = {"license_id": license_id, "session_id": session_id}
+        if idle_seconds is not None:
+            body["idle_seconds"] = idle_seconds
+        if busy is not None:
+            body["busy"] = busy
+        return self._call("heartbeat", body)
 
     def release(self, license_id: str, session_id: str) -> dict[str, Any]:
         """POST /release (retried, idempotent): ``{"released": bool, "seats_used": n}``."""
@@ -557,6 +581,7 @@ class SeatClient:
         timeout: float | None = None,
         on_lost: OnLost | None = None,
         on_regained: OnRegained | None = None,
+        on_idle_warning: OnIdleWarning | None = None,
         user: str | None = None,
         host: str | None = None,
         entitlements: list[str] | None = None,
@@ -576,9 +601,14 @@ class SeatClient:
         ``lease.entitlements``, ``lease.license_expires_at`` and ``lease.in_grace`` say
         what the license gives. ``on_lost(lease, reason)`` and ``on_regained(lease)`` are
         called from the heartbeat thread (reason ``expired``, ``unknown``, ``revoked``
-        when an operator freed the seat, ``unreachable``, or ``license_expired`` when the
-        license's term ended its leases; a re-acquire refused with a 403 is then asked
-        again only every 5 minutes). A 403 to the first acquire is raised at once, even
+        when an operator freed the seat, ``idle`` when it was reclaimed for idleness (then
+        asked for again only on the next ``lease.touch()`` or ``lease.busy()``),
+        ``unreachable``, or ``license_expired`` when the license's term ended its leases; a
+        re-acquire refused with a 403 is then asked again only every 5 minutes).
+        ``on_idle_warning(lease, reclaim_at)``: called from the heartbeat thread when the
+        server warns that the idle seat may be reclaimed from ``reclaim_at`` (aware UTC;
+        once per warning), so the product can tell its user; ``lease.touch()`` or
+        ``lease.busy()`` before then cancels it. A 403 to the first acquire is raised at once, even
         with ``wait``. ``seats``: the lease's weight (``lease.seats``), sent with the
         first acquire and with every re-acquire after a loss, so a regained seat has it.
         ``fingerprint``: bind the seat to this machine (``True``: this machine's; see
@@ -589,7 +619,7 @@ class SeatClient:
         lease:`` waits, which raises ``Cancelled``.
         """
         lease = Lease(license_id, client_id, metadata)
-        keeper = _Keeper(self, lease, lease_seconds, on_lost, on_regained)
+        keeper = _Keeper(self, lease, lease_seconds, on_lost, on_regained, on_idle_warning)
         keeper.identity = {
             "user": user, "host": host, "entitlements": entitlements, "version": version,
             "seats": seats, "fingerprint": self._fingerprint(fingerprint),

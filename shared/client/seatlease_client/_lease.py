@@ -13,6 +13,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol
 
+from seatlease_client._activity import Activity, BusyScope, parse_reclaim_at
 from seatlease_client._claims import _parse_time, claimed_seats  # noqa: F401 (re-exported)
 from seatlease_client._errors import (
     BackendUnavailable,
@@ -28,12 +29,17 @@ log = logging.getLogger("seatlease.client")
 
 OnLost = Callable[["Lease", str], None]
 OnRegained = Callable[["Lease"], None]
+OnIdleWarning = Callable[["Lease", datetime], None]
 
 # A re-acquire refused with a 403 (the license's term ended or has not begun, it is
 # suspended, it does not entitle this product, version or user) stays refused until an
 # operator acts: asked again only this rarely (plus up to 20 % jitter), so that a renewal
 # is noticed by itself without a stream of refused requests and log lines.
 FINAL_REFUSAL_PAUSE = 300.0
+# A seat reclaimed for idleness is asked for again on the product's next activity (a
+# touch or a busy scope wakes the heartbeat thread), not before: re-acquired at once, an
+# idle product would take its seat straight back. Meanwhile the thread only sleeps.
+IDLE_LOST_PAUSE = 3600.0
 
 
 class Lease:
@@ -41,8 +47,14 @@ class Lease:
 
     ``lost`` is True from the moment the seat is known to be gone until it is regained
     (``lost_reason`` says why: ``expired``, ``unknown``, ``revoked`` (an operator freed the
-    seat), ``unreachable``, or the refusal's code such as ``license_expired``).
+    seat), ``idle`` (reclaimed for idleness: asked for again on the next ``touch()`` or
+    ``busy()``), ``unreachable``, or the refusal's code such as ``license_expired``).
     ``expires_at`` is the server's deadline (aware UTC).
+
+    Idle reporting (a license with an idle timeout): call ``touch()`` on user activity
+    and wrap work that must not be interrupted in ``with lease.busy():``; heartbeats then
+    say how long the user has been idle. ``idle_reclaim_at`` (aware UTC) is set while the
+    server has warned that the seat will be reclaimed for idleness then.
     """
 
     def __init__(
@@ -76,6 +88,25 @@ class Lease:
         self.license_expires_at: datetime | None = None
         self.in_grace = False
         self.max_version: str | None = None
+        # Set while the last renewal carried an idle warning: the reclaim's earliest time.
+        self.idle_reclaim_at: datetime | None = None
+        self._activity = Activity()
+
+    def touch(self, seconds_ago: float = 0.0) -> None:
+        """The product saw user activity (a key press, a command) ``seconds_ago`` seconds
+        ago (default now; the latest call wins, so the system's own idle time may be
+        passed). Cheap and non-blocking: call it on every input. From the first call on,
+        each heartbeat sends the whole seconds since the last touch (``idle_seconds``); a
+        product that never calls it is never idle. While warned (``idle_reclaim_at``),
+        a touch sends a heartbeat at once from the heartbeat thread, which cancels the
+        warning; after a loss for idleness it asks for a seat again."""
+        self._activity.touch(seconds_ago)
+
+    def busy(self) -> BusyScope:
+        """``with lease.busy():`` work that must not be interrupted (a render, a solve):
+        while any busy scope is open (they nest) heartbeats send ``busy: true`` and the
+        seat is never reclaimed for idleness. Does not count as a touch."""
+        return BusyScope(self._activity)
 
     def __repr__(self) -> str:
         return (
@@ -168,10 +199,17 @@ class _Keeper:
         lease_seconds: int | None,
         on_lost: OnLost | None,
         on_regained: OnRegained | None,
+        on_idle_warning: OnIdleWarning | None = None,
     ) -> None:
         self.client, self.lease, self.requested_seconds = client, lease, lease_seconds
         self.on_lost, self.on_regained = on_lost, on_regained
+        self.on_idle_warning = on_idle_warning
         self.stop = threading.Event()
+        # Set to run the next step now (a touch that can cancel an idle warning, and
+        # close()); ``notify`` tells an asyncio heartbeat task the same.
+        self.wake = threading.Event()
+        self.notify: Callable[[], None] | None = None
+        lease._activity.wake = self._wake_up
         # Guards the session id between a late acquire and close(); re-entrant because
         # the SIGTERM handler may run close() in a thread that already holds it.
         self.lock = threading.RLock()
@@ -280,11 +318,27 @@ class _Keeper:
 
     def run(self) -> None:
         delay = self.beat_delay()
-        while not self.stop.wait(delay):
+        while True:
+            self.wake.wait(delay)
+            self.wake.clear()  # a wake from here on runs one more step after this one
+            if self.stop.is_set():
+                return
             delay = self.step()
+
+    def _wake_up(self) -> None:
+        """From any thread (the product's): run the next step now, without waiting."""
+        self.wake.set()
+        notify = self.notify
+        if notify is not None:
+            try:
+                notify()
+            except RuntimeError:  # the event loop has closed: its task is gone too
+                pass
 
     def step(self) -> float:
         """One heartbeat, or one re-acquire while the seat is lost; the next delay."""
+        if self.lease.lost and self.lease._activity.awaits_activity():
+            return IDLE_LOST_PAUSE  # reclaimed for idleness: a touch wakes us
         try:
             return self._regain() if self.lease.lost else self._beat()
         except BackendUnavailable as exc:
@@ -297,6 +351,8 @@ class _Keeper:
     def _beat(self) -> float:
         lease = self.lease
         body = {"license_id": lease.license_id, "session_id": lease.session_id}
+        sent = lease._activity.report()
+        body.update(sent.fields)
         # A renewal that has not completed by the lease's deadline is too late: the seat
         # is then lost (unreachable), whatever the answer still on its way says.
         timeout = self.client.timeout
@@ -307,9 +363,11 @@ class _Keeper:
         except SessionExpired as gone:
             recovered = self._recover(body) if gone.reason == "unknown" else None
             if recovered is None:
+                if gone.reason == "idle":
+                    lease._activity.lost_for_idleness()
                 if not self.stop.is_set():
                     self._lose(gone.reason)
-                return 0.0  # ask for the seat again at once
+                return 0.0  # ask for the seat again at once (after idleness: on activity)
             reply = recovered
         except BackendUnavailable:
             raise
@@ -324,7 +382,22 @@ class _Keeper:
             if not self.stop.is_set():
                 self._took(reply, time.monotonic())
         self.failures = 0
-        return self.beat_delay()
+        return 0.0 if self._warned(reply, sent) else self.beat_delay()
+
+    def _warned(self, reply: dict[str, Any], sent: Any) -> bool:
+        """The renewal's idle warning applied (``on_idle_warning`` once per warning);
+        True when a heartbeat should go at once (activity came meanwhile)."""
+        reclaim_at = parse_reclaim_at(reply.get("idle_reclaim_at"))
+        newly = reclaim_at is not None and self.lease.idle_reclaim_at is None
+        self.lease.idle_reclaim_at = reclaim_at
+        again = self.lease._activity.renewed(reclaim_at is not None, sent)
+        if newly and not self.stop.is_set():
+            log.warning(
+                "seatlease: %s idle: the seat may be reclaimed from %s unless there is "
+                "activity", self.lease.license_id, reply.get("idle_reclaim_at"),
+            )  # fmt: skip
+            self._callback(self.on_idle_warning, self.lease, reclaim_at)
+        return again
 
     def _recover(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """After a ``410`` ``unknown`` (the server does not know the session: it may have
@@ -371,6 +444,7 @@ class _Keeper:
                 return 0.0
             self._took(reply, time.monotonic())
             self.lease.lost, self.lease.lost_reason = False, None
+        self.lease._activity.regained()
         self.failures = 0
         self.announced = None
         log.warning(
@@ -412,7 +486,13 @@ class _Keeper:
             if self.lease.lost:
                 return
             self.lease.lost, self.lease.lost_reason = True, reason
-        if refused is None:
+            self.lease.idle_reclaim_at = None
+        if reason == "idle":
+            log.warning(
+                "seatlease: seat on %s reclaimed for idleness; asked for again on the next "
+                "activity", self.lease.license_id,
+            )  # fmt: skip
+        elif refused is None:
             log.warning(
                 "seatlease: seat on %s lost (%s); re-acquiring", self.lease.license_id, reason
             )
@@ -440,6 +520,7 @@ class _Keeper:
             if self.lease.released:
                 return
             self.stop.set()
+            self._wake_up()  # the heartbeat thread ends now, not after its sleep
             self.lease.released = True
             session_id, lost = self.lease.session_id, self.lease.lost
         thread = self.thread
