@@ -11,8 +11,14 @@ type activity struct {
 	touched    bool      // the product opted in: a product that never touches is never idle
 	lastTouch  time.Time // the last user activity
 	busy       int       // busy scopes open (nested scopes count)
-	busySince  time.Time // the last BeginBusy
 	lostIdleAt time.Time // the seat was reclaimed for idleness then
+	// What the last heartbeat said (the warned one, when warned), and whether a heartbeat
+	// was already woken since its answer: once per answer, so that a product touching on
+	// every key press sends one heartbeat, not one a key.
+	sentTouched bool
+	sentTouch   time.Time
+	sentBusy    bool
+	woken       bool
 }
 
 // Touch says the product saw user activity now (a keystroke, a command). From the first
@@ -21,9 +27,16 @@ type activity struct {
 // never calls Touch is never idle. After a warning (OnIdleWarning) the next heartbeat goes
 // at once, so the activity cancels it before the reclaim; after a seat lost for idleness,
 // the seat is asked for again. Cheap and non-blocking: call it on every input.
-func (l *Lease) Touch() {
+func (l *Lease) Touch() { l.TouchAgo(0) }
+
+// TouchAgo is Touch for activity seen ago before now (the latest call wins), so that a
+// product may pass the system's own idle time (the time since the last input event).
+func (l *Lease) TouchAgo(ago time.Duration) {
+	if ago < 0 {
+		ago = 0
+	}
 	l.mu.Lock()
-	l.activity.touched, l.activity.lastTouch = true, time.Now()
+	l.activity.touched, l.activity.lastTouch = true, time.Now().Add(-ago)
 	urgent := l.urgentLocked()
 	l.mu.Unlock()
 	if urgent {
@@ -37,7 +50,6 @@ func (l *Lease) Touch() {
 func (l *Lease) BeginBusy() {
 	l.mu.Lock()
 	l.activity.busy++
-	l.activity.busySince = time.Now()
 	urgent := l.urgentLocked()
 	l.mu.Unlock()
 	if urgent {
@@ -61,10 +73,30 @@ func (l *Lease) Busy(work func()) {
 	work()
 }
 
-// urgentLocked: a warning to cancel, or a seat lost for idleness to ask for again: the
-// heartbeat goroutine must act now, not at its next beat.
+// urgentLocked: the heartbeat goroutine must act now, not at its next beat: activity came
+// back to a seat lost for idleness (asked for again), or a warning can be cancelled by
+// what the warned heartbeat did not say (a touch a whole second newer, or busy). Once per
+// answer (or loss): it marks the wake as sent.
 func (l *Lease) urgentLocked() bool {
-	return !l.state.IdleReclaimAt.IsZero() || (l.state.Lost && l.state.LostReason == "idle")
+	a := &l.activity
+	if a.woken {
+		return false
+	}
+	switch {
+	case l.state.Lost && l.state.LostReason == "idle":
+		if a.busy == 0 && !a.lastTouch.After(a.lostIdleAt) {
+			return false
+		}
+	case !l.state.IdleReclaimAt.IsZero():
+		newer := a.touched && (!a.sentTouched || a.lastTouch.Sub(a.sentTouch) >= time.Second)
+		if !newer && (a.busy == 0 || a.sentBusy) {
+			return false
+		}
+	default:
+		return false
+	}
+	a.woken = true
+	return true
 }
 
 // nudge wakes the heartbeat goroutine without waiting for it (a wake already pending is
@@ -80,6 +112,8 @@ func (l *Lease) nudge() {
 func (l *Lease) report(body map[string]any, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	a := &l.activity
+	a.sentTouched, a.sentTouch, a.sentBusy = a.touched, a.lastTouch, a.busy > 0
 	if l.activity.touched {
 		idle := int64(now.Sub(l.activity.lastTouch) / time.Second)
 		if idle < 0 {
@@ -95,13 +129,12 @@ func (l *Lease) report(body map[string]any, now time.Time) {
 	}
 }
 
-// activeSince: the seat is warned but the product was active (or busy) after the heartbeat
-// that got the warning left: the next one must go at once to cancel it.
-func (l *Lease) activeSince(sentAt time.Time) bool {
+// urgent: urgentLocked under the lock (after an answer: activity that came while the
+// warned heartbeat was on its way sends the next one at once).
+func (l *Lease) urgent() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	a := l.activity
-	return !l.state.IdleReclaimAt.IsZero() && (a.lastTouch.After(sentAt) || a.busySince.After(sentAt))
+	return l.urgentLocked()
 }
 
 // idleUntilActive: the seat was reclaimed for idleness and nobody has used the product

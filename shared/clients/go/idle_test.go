@@ -174,3 +174,32 @@ func TestA410IdleIsLostAsIdleAndAskedForAgainOnlyOnceInUse(t *testing.T) {
 		t.Fatalf("state %+v", state)
 	}
 }
+
+func TestTouchesOnEveryKeyWhileWarnedSendAHeartbeatASecondAtMost(t *testing.T) {
+	// a server that warns every heartbeat: a product touching every 50 ms must not send a
+	// heartbeat a touch (one per answer, and only for a touch a whole second newer)
+	client, r := recording(t, func(fn string, body map[string]any) (int, any) {
+		switch fn {
+		case "acquire":
+			return 201, grantWith(map[string]any{"lease_seconds": 30, "heartbeat_interval_seconds": 3})
+		case "heartbeat":
+			return 200, grantWith(map[string]any{"lease_seconds": 30, "heartbeat_interval_seconds": 3, "idle_reclaim_at": reclaimAt})
+		}
+		return 200, map[string]any{"released": true, "seats_used": 0}
+	})
+	lease, err := client.Lease(context.Background(), "lic", seatlease.LeaseOptions{ClientID: "pc-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close()
+	lease.Touch()
+	eventually(t, 5*time.Second, "the first (warned) heartbeat", func() bool { return !lease.State().IdleReclaimAt.IsZero() })
+	before := len(r.sent("heartbeat"))
+	for i := 0; i < 30; i++ { // 1.5 s of key presses
+		lease.Touch()
+		time.Sleep(50 * time.Millisecond)
+	}
+	if sent := len(r.sent("heartbeat")) - before; sent < 1 || sent > 3 {
+		t.Fatalf("%d heartbeats for 30 touches in 1.5 s while warned", sent)
+	}
+}

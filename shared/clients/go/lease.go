@@ -190,6 +190,7 @@ func (l *Lease) took(raw map[string]any, sentAt time.Time) (warned time.Time) {
 		warned = answer.IdleReclaimAt
 	}
 	s.IdleReclaimAt = answer.IdleReclaimAt // absent: the warning is over
+	l.activity.woken = false               // a new answer: one wake may follow it
 	l.validUntil = sentAt.Add(time.Duration(s.LeaseSeconds) * time.Second)
 	return warned
 }
@@ -347,7 +348,7 @@ func (l *Lease) beat() (time.Duration, error) {
 		if !warned.IsZero() {
 			l.warn(warned)
 		}
-		if l.activeSince(sentAt) {
+		if l.urgent() {
 			return 0, nil // activity since it left: cancel the warning now
 		}
 		return l.beatDelay(), nil
@@ -500,7 +501,7 @@ func (l *Lease) markLost(reason, announced string) bool {
 	l.state.Lost, l.state.LostReason = true, reason
 	l.state.IdleReclaimAt = time.Time{}
 	if reason == "idle" {
-		l.activity.lostIdleAt = time.Now()
+		l.activity.lostIdleAt, l.activity.woken = time.Now(), false
 	}
 	if announced != "" {
 		l.announced = announced
