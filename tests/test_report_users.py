@@ -162,7 +162,9 @@ def old_user_usage(window: Window, engine: Engine | None) -> list[UserUsage]:
         elif kind in ENDINGS and session_id:
             # (added since: a lease.reclaimed of the license's term, issue 42)
             by_term = kind == "lease.reclaimed" and metadata.get("reason") in TERM_REASONS
-            ended.setdefault(session_id, (at, by_term))
+            # (and one of the license's idle rule, issue 50)
+            by_idle = kind == "lease.reclaimed" and metadata.get("reason") == "idle"
+            ended.setdefault(session_id, (at, by_term, by_idle))
         elif kind in QUEUE and inside:
             row = of(license_id, metadata)
             waited = float(metadata.get("queued_ms") or 0) / 1000
@@ -176,8 +178,9 @@ def old_user_usage(window: Window, engine: Engine | None) -> list[UserUsage]:
         if session_id not in ended:
             row.open_leases += 1
             continue
-        end, by_term = ended[session_id]
+        end, by_term, by_idle = ended[session_id]
         row.ended_by_term += by_term
+        row.ended_by_idle += by_idle
         seconds = max(0.0, (end - began).total_seconds())
         row.seat_seconds += seconds
         row.longest_seconds = max(row.longest_seconds or 0.0, seconds)
@@ -241,8 +244,8 @@ def user_histories(draw) -> list[dict]:
             # checks that the report takes the acquire's.
             meta = _metadata(draw(st.sampled_from([ABSENT, "mallory"])))
             ending = draw(st.sampled_from(ENDINGS))
-            if ending == "lease.reclaimed":  # by the license's term, or a crash
-                reason = draw(st.sampled_from([ABSENT, *TERM_REASONS, "failover", 7]))
+            if ending == "lease.reclaimed":  # by the license's term, idleness, or a crash
+                reason = draw(st.sampled_from([ABSENT, *TERM_REASONS, "idle", "failover", 7]))
                 meta = _metadata(meta.get("user", ABSENT), reason=reason)
             add(ending, lic, max(0, began + held), session, meta)
         if draw(st.booleans()):
@@ -299,7 +302,8 @@ def _deliveries(draw, events: list[dict]) -> list[list[dict]]:
 def _table(rows: list[UserUsage]) -> dict[tuple[str, str | None], tuple]:
     return {
         (r.license_id, r.user): (
-            r.leases, r.open_leases, r.ended_by_term, pytest.approx(r.seat_seconds, abs=1e-6),
+            r.leases, r.open_leases, r.ended_by_term, r.ended_by_idle,
+            pytest.approx(r.seat_seconds, abs=1e-6),
             None if r.longest_seconds is None else pytest.approx(r.longest_seconds, abs=1e-6),
             r.queue_served, r.queue_left, pytest.approx(r.queued_seconds_total, abs=1e-9),
             None if r.queued_seconds_max is None else pytest.approx(r.queued_seconds_max),

@@ -361,14 +361,19 @@ SPAN_MS = 5 * 3600 * 1000
 ENDING_TYPES = ("lease.released", "lease.reclaimed", "lease.revoked")
 STARTS = ("lease.acquired", "lease.borrowed")
 # A lease.reclaimed with one of these reasons was ended by the license's term: counted as
-# ended_by_term, never as reclaimed; any other reason (or none) is a crash.
+# ended_by_term, never as reclaimed; with reason idle (issue 50) by its idle rule:
+# ended_by_idle; any other reason (or none) is a crash.
 TERM_REASONS = ("license_expired", "license_not_started")
 # How a drawn lease ends: an ending type, or a lease.reclaimed with this reason
-ENDS = (*ENDING_TYPES, *(f"lease.reclaimed:{r}" for r in (*TERM_REASONS, "other")))
+ENDS = (*ENDING_TYPES, *(f"lease.reclaimed:{r}" for r in (*TERM_REASONS, "idle", "other")))
 
 
 def _term_end(e: dict) -> bool:
     return e["type"] == "lease.reclaimed" and e["metadata"].get("reason") in TERM_REASONS
+
+
+def _idle_end(e: dict) -> bool:
+    return e["type"] == "lease.reclaimed" and e["metadata"].get("reason") == "idle"
 
 
 @st.composite
@@ -510,7 +515,7 @@ def model(events: list[dict], window: Window, period: str) -> dict:
             continue
         bucket = floor(since) if since else floor(min(_when(e) for e in own))
         counts = {"acquired": 0, "borrowed": 0, "released": 0, "reclaimed": 0, "revoked": 0,
-                  "denials": 0, "lost": 0, "ended_by_term": 0}  # fmt: skip
+                  "denials": 0, "lost": 0, "ended_by_term": 0, "ended_by_idle": 0}  # fmt: skip
         while bucket <= last:
             lo = max(bucket, since) if since else bucket
             hi = min(bucket + step, until) if until else bucket + step
@@ -535,6 +540,8 @@ def model(events: list[dict], window: Window, period: str) -> dict:
                         denials += e["count"]
                     elif _term_end(e):
                         counts["ended_by_term"] += 1
+                    elif _idle_end(e):
+                        counts["ended_by_idle"] += 1
                     else:
                         counts[e["type"].split(".")[1]] += 1
                 seat_ms += running * (h_end - cursor) / timedelta(milliseconds=1)
@@ -561,19 +568,21 @@ def model(events: list[dict], window: Window, period: str) -> dict:
             continue
         ends = sorted((x for x in events if x["session_id"] == e["session_id"]
                        and x["type"] in ENDING_TYPES), key=_key)  # fmt: skip
-        row = durations.setdefault((e["license_id"], e["client_id"]), [0, 0, 0, None, 0, 0])
+        row = durations.setdefault((e["license_id"], e["client_id"]), [0, 0, 0, None, 0, 0, 0])
         if not ends:
             row[4] += 1
             continue
         ms = (_when(ends[0]) - _when(e)) / timedelta(milliseconds=1)
         row[0] += 1
         row[1] += ms
-        row[2] += ends[0]["type"] == "lease.reclaimed" and not _term_end(ends[0])
+        row[2] += ends[0]["type"] == "lease.reclaimed" and not (
+            _term_end(ends[0]) or _idle_end(ends[0]))  # fmt: skip
         row[3] = ms if row[3] is None else max(row[3], ms)
         row[5] += _term_end(ends[0])
+        row[6] += _idle_end(ends[0])
     return {"usage": usage, "outcomes": outcomes, "durations": {
         k: (v[0], round(v[1] / 1000, 3), v[2], None if v[3] is None else round(v[3] / 1000, 3),
-            v[4], v[5]) for k, v in durations.items()}}  # fmt: skip
+            v[4], v[5], v[6]) for k, v in durations.items()}}  # fmt: skip
 
 
 def reported(window: Window, period: str, engine: Engine | None) -> dict:
@@ -602,6 +611,7 @@ def reported(window: Window, period: str, engine: Engine | None) -> dict:
                 "denials": o.denials,
                 "lost": o.lost,
                 "ended_by_term": o.ended_by_term,
+                "ended_by_idle": o.ended_by_idle,
                 "reclaimed_percent": o.reclaimed_percent,
             }
             for o in report.outcomes
@@ -614,6 +624,7 @@ def reported(window: Window, period: str, engine: Engine | None) -> dict:
                 d.max_seconds,
                 d.open,
                 d.ended_by_term,
+                d.ended_by_idle,
             )
             for d in report.durations
         },
