@@ -72,6 +72,14 @@ export interface ClientOptions {
   logger?: Logger;
 }
 
+/** What a plain heartbeat says of the product's user (each sent only when set; neither: never idle). */
+export interface HeartbeatOptions extends CallOptions {
+  /** Whole seconds the product has seen no user activity (0 ..= 315360000). */
+  idleSeconds?: number;
+  /** The product does work that must not be interrupted: never reclaimed for idleness. */
+  busy?: boolean;
+}
+
 export interface AcquireOptions extends CallOptions, Identity, Needs, Weight, Machine, QueuePlace {
   leaseSeconds?: number;
   metadata?: Json;
@@ -146,6 +154,8 @@ function checkShape(fn: SignedFunction, url: string, status: number, reply: unkn
   }
   const expires = reply["lease_expires_at"];
   if (typeof expires !== "string" || parseTime(expires) === undefined) throw bad("without a lease_expires_at time");
+  const reclaim = reply["idle_reclaim_at"]; // only while warned for idleness
+  if (reclaim !== undefined && reclaim !== null && (typeof reclaim !== "string" || parseTime(reclaim) === undefined)) throw bad("with an idle_reclaim_at that is not a time");
 }
 
 function uniform(low: number, high: number): number {
@@ -354,9 +364,16 @@ export class SeatClient {
     return this.call("acquire", body, options);
   }
 
-  /** POST /heartbeat (retried); throws `SessionExpired` when the seat is gone. */
-  heartbeat(licenseId: string, sessionId: string, options: CallOptions = {}): Promise<Json> {
-    return this.call("heartbeat", { license_id: licenseId, session_id: sessionId }, options);
+  /**
+   * POST /heartbeat (retried); throws `SessionExpired` when the seat is gone (`reason`
+   * `idle` when it was reclaimed for idleness). `idleSeconds` and `busy`: what the product
+   * says of its user; the answer's `idle_reclaim_at` says when an idle seat may be reclaimed.
+   */
+  heartbeat(licenseId: string, sessionId: string, options: HeartbeatOptions = {}): Promise<Json> {
+    const body: Json = { license_id: licenseId, session_id: sessionId };
+    if (options.idleSeconds !== undefined) body["idle_seconds"] = options.idleSeconds;
+    if (options.busy !== undefined) body["busy"] = options.busy;
+    return this.call("heartbeat", body, options);
   }
 
   /** POST /release (retried, idempotent): `{released, seats_used}`. */
@@ -382,7 +399,10 @@ export class SeatClient {
    * `NoSeatsAvailable`, for at most `timeoutMs` (`SeatWaitTimeout`); on a license with a
    * wait queue it waits in line (`queue: true`, keeping its place with the ticket).
    * `user` and `host`: who asks. `seats`: the lease's weight (`lease.seats`), asked for
-   * again by every re-acquire after a loss.
+   * again by every re-acquire after a loss. On a license with an idle timeout, tell the
+   * lease of user activity (`lease.touch()`) and of work not to interrupt (`lease.busy()`);
+   * `onIdleWarning` is called when the server warns, and a seat reclaimed for idleness
+   * (`onLost` reason `idle`) is asked for again only on the next activity.
    */
   async lease(licenseId: string, options: LeaseOptions): Promise<Lease> {
     const keeper = new Keeper(this, licenseId, options, (done) => this.#keepers.delete(done));

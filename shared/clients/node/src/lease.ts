@@ -3,6 +3,7 @@
  * heartbeat, or one re-acquire while the seat is lost, per step, on a timer).
  */
 
+import { Activity, type Report } from "./activity.js";
 import { BackendUnavailable, LicenseSuspended, NoSeatsAvailable, SeatError, SeatWaitTimeout, SessionExpired } from "./errors.js";
 import { parseTime } from "./time.js";
 import { acquireBody, sleep, type AbortSignalLike, type CallPlan, type Identity, type Json, type Logger, type Machine, type Needs, type QueuePlace, type Weight } from "./transport.js";
@@ -26,8 +27,17 @@ export interface LeaseClient {
  */
 export const FINAL_REFUSAL_PAUSE_MS = 300_000;
 
+/**
+ * A seat reclaimed for idleness is asked for again on the product's next activity (a touch
+ * or a busy scope wakes the keeper), not before: re-acquired at once, an idle product would
+ * take its seat straight back. Meanwhile the keeper only sleeps.
+ */
+export const IDLE_LOST_PAUSE_MS = 3_600_000;
+
 export type OnLost = (lease: Lease, reason: string) => void;
 export type OnRegained = (lease: Lease) => void;
+/** The server warned that the idle seat may be reclaimed from `reclaimAt`. */
+export type OnIdleWarning = (lease: Lease, reclaimAt: Date) => void;
 
 export interface LeaseOptions extends Identity, Needs, Weight, Machine {
   /** This running copy (acquiring again with it returns the same seat). */
@@ -41,15 +51,27 @@ export interface LeaseOptions extends Identity, Needs, Weight, Machine {
   wait?: boolean;
   /** With `wait`: give up after this many ms (`SeatWaitTimeout`); default: never. */
   timeoutMs?: number;
-  /** Called once when the seat is known to be gone (reason: `expired`, `unknown`, `revoked` (an operator freed the seat), `unreachable` (no renewal completed by the lease's deadline: the server is down, or its answers stall), or the refusal's code: `license_expired` when the license's term ended). */
+  /** Called once when the seat is known to be gone (reason: `expired`, `unknown`, `revoked` (an operator freed the seat), `idle` (reclaimed for idleness: asked for again only on the next `touch()` or busy scope), `unreachable` (no renewal completed by the lease's deadline: the server is down, or its answers stall), or the refusal's code: `license_expired` when the license's term ended). */
   onLost?: OnLost;
   /** Called when a lost seat was acquired again (a new session). */
   onRegained?: OnRegained;
+  /**
+   * Called once per warning when a renewal says the idle seat may be reclaimed from
+   * `reclaimAt` (a license with an idle timeout; `lease.idleReclaimAt` says it too), so the
+   * product can tell its user; `lease.touch()` or a busy scope before then cancels it.
+   */
+  onIdleWarning?: OnIdleWarning;
   /** Abort the first acquire (and its waiting). */
   signal?: AbortSignalLike;
 }
 
-/** A seat held by this process, updated in place by heartbeats and re-acquires. */
+/**
+ * A seat held by this process, updated in place by heartbeats and re-acquires.
+ *
+ * Idle reporting (a license with an idle timeout): call `touch()` on user activity and run
+ * work that must not be interrupted in `busy(async () => ...)` (or between `beginBusy()` and
+ * `endBusy()`); heartbeats then say how long the user has been idle.
+ */
 export class Lease {
   readonly licenseId: string;
   readonly clientId: string;
@@ -83,18 +105,59 @@ export class Lease {
   inGrace = false;
   /** The highest product version the license entitles to; undefined: any. */
   maxVersion: string | undefined;
+  /** Set while the last renewal carried an idle warning: from then the seat may be reclaimed for idleness. */
+  idleReclaimAt: Date | undefined;
   readonly #close: () => Promise<void>;
+  readonly #activity: Activity;
 
-  private constructor(licenseId: string, clientId: string, metadata: Json | undefined, close: () => Promise<void>) {
+  private constructor(licenseId: string, clientId: string, metadata: Json | undefined, close: () => Promise<void>, activity: Activity) {
     this.licenseId = licenseId;
     this.clientId = clientId;
     this.metadata = metadata;
     this.#close = close;
+    this.#activity = activity;
   }
 
   /** A lease is made by `SeatClient.lease()` only. @internal */
-  static create(licenseId: string, clientId: string, metadata: Json | undefined, close: () => Promise<void>): Lease {
-    return new Lease(licenseId, clientId, metadata, close);
+  static create(licenseId: string, clientId: string, metadata: Json | undefined, close: () => Promise<void>, activity: Activity = new Activity()): Lease {
+    return new Lease(licenseId, clientId, metadata, close, activity);
+  }
+
+  /**
+   * The product saw user activity (a key press, a command) `secondsAgo` seconds ago (default
+   * now; the latest call wins, so the system's own idle time may be passed). Cheap and
+   * synchronous: call it on every input. From the first call on, each heartbeat sends the
+   * whole seconds since the last touch (`idle_seconds`); a product that never calls it is
+   * never idle. While warned (`idleReclaimAt`), a touch sends a heartbeat at once (in the
+   * background), which cancels the warning; after a loss for idleness it asks for a seat
+   * again. Throws a `RangeError` for a negative or non-finite `secondsAgo`.
+   */
+  touch(secondsAgo = 0): void {
+    this.#activity.touch(secondsAgo);
+  }
+
+  /**
+   * Run `work` as work that must not be interrupted (a render, a solve): while any busy
+   * scope is open (they nest) heartbeats send `busy: true` and the seat is never reclaimed
+   * for idleness. Resolves (or rejects) as `work` does. Does not count as a touch.
+   */
+  async busy<T>(work: () => T | Promise<T>): Promise<T> {
+    this.#activity.beginBusy();
+    try {
+      return await work();
+    } finally {
+      this.#activity.endBusy();
+    }
+  }
+
+  /** Open a busy scope (see `busy`); each needs its `endBusy()`. */
+  beginBusy(): void {
+    this.#activity.beginBusy();
+  }
+
+  /** Close a busy scope opened by `beginBusy()` (an `Error` without one open). */
+  endBusy(): void {
+    this.#activity.endBusy();
   }
 
   /**
@@ -168,12 +231,16 @@ export class Keeper {
   private place: QueuePlace = {}; // queue and ticket while waiting in line
   private announced: string | undefined; // the refusal already said (warn once, info after) until the seat is back
   private readonly stop = new AbortController(); // ends a heartbeat or re-acquire in flight at close()
+  private readonly activity: Activity;
+  private wakePending = false; // woken while a step was in flight: the next one goes at once
 
-  constructor(client: LeaseClient, licenseId: string, options: LeaseOptions, forget: (keeper: Keeper) => void) {
+  constructor(client: LeaseClient, licenseId: string, options: LeaseOptions, forget: (keeper: Keeper) => void, activity: Activity = new Activity()) {
     this.client = client;
     this.options = options;
     this.forget = forget;
-    this.lease = Lease.create(licenseId, options.clientId, options.metadata, () => this.close());
+    this.activity = activity;
+    activity.wake = () => this.wakeUp();
+    this.lease = Lease.create(licenseId, options.clientId, options.metadata, () => this.close(), activity);
   }
 
   private body(): Json {
@@ -241,14 +308,28 @@ export class Keeper {
     this.timer = setTimeout(() => {
       this.inFlight = this.step().then((next) => {
         this.inFlight = undefined;
-        this.schedule(next);
+        const now = this.wakePending;
+        this.wakePending = false;
+        this.schedule(now ? 0 : next);
       });
     }, delayMs);
     this.timer.unref(); // like a daemon thread: a lease never keeps the process alive
   }
 
+  /** Run the next step now (a touch that can cancel an idle warning); never waits for it. */
+  private wakeUp(): void {
+    if (this.stopped || !this.started) return;
+    if (this.inFlight !== undefined) {
+      this.wakePending = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.schedule(0);
+  }
+
   /** One heartbeat, or one re-acquire while the seat is lost; the next delay. Never rejects. */
   async step(): Promise<number> {
+    if (this.lease.lost && this.activity.awaitsActivity()) return IDLE_LOST_PAUSE_MS; // a touch wakes us
     try {
       return await (this.lease.lost ? this.regain() : this.beat());
     } catch (error) {
@@ -266,7 +347,8 @@ export class Keeper {
   }
 
   private async beat(): Promise<number> {
-    const body = { license_id: this.lease.licenseId, session_id: this.lease.sessionId };
+    const sent = this.activity.report();
+    const body = { license_id: this.lease.licenseId, session_id: this.lease.sessionId, ...sent.fields };
     const sentAt = performance.now();
     let reply: Json;
     try {
@@ -275,8 +357,9 @@ export class Keeper {
       if (error instanceof SessionExpired) {
         const recovered = error.reason === "unknown" ? await this.recover(body) : undefined;
         if (recovered === undefined) {
+          if (error.reason === "idle") this.activity.lostForIdleness();
           if (!this.stopped) this.lose(error.reason);
-          return 0; // ask for the seat again at once
+          return 0; // ask for the seat again at once (after idleness: on activity)
         }
         reply = recovered;
       } else {
@@ -288,9 +371,25 @@ export class Keeper {
         return this.backoff(undefined, this.client.maxBackoffMs);
       }
     }
-    if (!this.stopped) this.took(reply, sentAt);
+    if (this.stopped) return 0;
+    this.took(reply, sentAt);
     this.failures = 0;
-    return this.beatDelay();
+    return this.warned(reply, sent) ? 0 : this.beatDelay();
+  }
+
+  /** The renewal's idle warning applied (`onIdleWarning` once per warning); true when a heartbeat should go at once (activity came meanwhile). */
+  private warned(reply: Json, sent: Report): boolean {
+    const text = reply["idle_reclaim_at"];
+    const ms = typeof text === "string" ? parseTime(text) : undefined;
+    const reclaimAt = ms === undefined ? undefined : new Date(ms);
+    const newly = reclaimAt !== undefined && this.lease.idleReclaimAt === undefined;
+    this.lease.idleReclaimAt = reclaimAt;
+    const again = this.activity.renewed(reclaimAt !== undefined, sent);
+    if (newly) {
+      this.client.log("warn", `seatlease: ${this.lease.licenseId} idle: the seat may be reclaimed from ${String(text)} unless there is activity`);
+      this.callback(() => this.options.onIdleWarning?.(this.lease, reclaimAt));
+    }
+    return again;
   }
 
   /**
@@ -342,6 +441,7 @@ export class Keeper {
     this.took(reply, sentAt);
     this.lease.lost = false;
     this.lease.lostReason = undefined;
+    this.activity.regained();
     this.failures = 0;
     this.announced = undefined;
     this.client.log("warn", `seatlease: seat on ${this.lease.licenseId} regained (session ${this.lease.sessionId})`);
@@ -382,7 +482,10 @@ export class Keeper {
     if (this.lease.lost) return;
     this.lease.lost = true;
     this.lease.lostReason = reason;
-    if (refused === undefined) {
+    this.lease.idleReclaimAt = undefined;
+    if (reason === "idle") {
+      this.client.log("warn", `seatlease: seat on ${this.lease.licenseId} reclaimed for idleness; asked for again on the next activity`);
+    } else if (refused === undefined) {
       this.client.log("warn", `seatlease: seat on ${this.lease.licenseId} lost (${reason}); re-acquiring`);
     } else {
       // said here: the same refusal of the re-acquire that follows is not said again
