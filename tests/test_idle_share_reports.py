@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from sqlalchemy import text
 
@@ -279,3 +281,123 @@ def _files(engine) -> dict[str, int]:
             t: conn.execute(sa.text("SELECT pg_relation_filenode(:t)"), {"t": t}).scalar()
             for t in ROLLUPS
         }
+
+
+# -- status: an idle lease and a shared one (CLI and admin action) ----------------------
+
+
+def _app(name: str):
+    import functions_framework
+
+    repo = Path(__file__).resolve().parent.parent
+    return functions_framework.create_app(name, str(repo / "functions" / name / "main.py"))
+
+
+@pytest.fixture(scope="module")
+def seat_clients():
+    return {name: _app(name).test_client() for name in ("acquire", "heartbeat")}
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _license_with_key(capsys, *flags: str, seats: int = 2) -> str:
+    assert _run(capsys, "tenant", "create", T)[0] == 0
+    code, _, err = _run(capsys, "license", "create", "--tenant", T, "--license", "cad",
+                        "--seats", str(seats), *flags)  # fmt: skip
+    assert code == 0, err
+    code, out, err = _run(capsys, "apikey", "create", "--tenant", T)
+    assert code == 0, err
+    return out.splitlines()[-1]
+
+
+def _acquire(seat_clients, key: str, client_id: str, **extra):
+    return seat_clients["acquire"].post(
+        "/",
+        json={"license_id": "cad", "client_id": client_id, **extra},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+
+
+def _heartbeat(seat_clients, key: str, session_id: str, **extra):
+    return seat_clients["heartbeat"].post(
+        "/",
+        json={"license_id": "cad", "session_id": session_id, **extra},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+
+
+def test_status_shows_an_idle_lease_with_its_reclaim_time(stack, capsys, seat_clients):
+    key = _license_with_key(capsys, "--idle-timeout", "900")
+    idle = _acquire(seat_clients, key, "ws1", metadata={"user": "ann", "host": "ws1"})
+    busy = _acquire(seat_clients, key, "ws2", metadata={"user": "bob", "host": "ws2"})
+    assert idle.status_code == busy.status_code == 201
+    session = idle.json["session_id"]
+    beat = _heartbeat(seat_clients, key, session, idle_seconds=1000)
+    assert beat.status_code == 200, beat.json
+    reclaim_at = beat.json["idle_reclaim_at"]
+
+    code, out, err = _run(capsys, "status", "--tenant", T)
+    assert code == 0, err
+    assert "idle: a lease idle 15m00s is warned, then reclaimed when a seat is needed" in out
+    row = next(line for line in out.splitlines() if session in line)
+    assert row.endswith(f"idle: reclaimed at {reclaim_at[11:19]}Z unless used"), row
+    other = next(line for line in out.splitlines() if busy.json["session_id"] in line)
+    assert other.split()[-1] == "live"
+
+    code, out, err = _run(capsys, "status", "--tenant", T, "--json")
+    (lic,) = json.loads(out)["licenses"]
+    leases = {lease["session_id"]: lease for lease in lic["leases"]}
+    assert leases[session]["idle_reclaim_at"] == reclaim_at
+    assert leases[busy.json["session_id"]]["idle_reclaim_at"] is None
+    assert leases[session]["shared"] is None
+
+    # Activity cancels the warning: live again.
+    assert _heartbeat(seat_clients, key, session, idle_seconds=5).status_code == 200
+    out = _run(capsys, "status", "--tenant", T)[1]
+    assert "unless used" not in out
+
+
+def test_status_shows_who_shares_a_seat(stack, capsys, seat_clients):
+    key = _license_with_key(capsys, "--share", "user", "--share-limit", "3", seats=1)
+    first = _acquire(seat_clients, key, "ws1", metadata={"user": "ann", "host": "ws1"})
+    second = _acquire(seat_clients, key, "ws2", metadata={"user": "ann", "host": "ws2"})
+    assert first.status_code == second.status_code == 201, second.json
+    assert second.json["shared_sessions"] == 2 and second.json["seats_used"] == 1
+    refused = _acquire(seat_clients, key, "ws3", metadata={"user": "bob", "host": "ws3"})
+    assert refused.status_code == 409
+
+    code, out, err = _run(capsys, "status", "--tenant", T)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1].split()[:3] == [T, "cad", "1/1"]
+    assert "acme/cad: 2 live leases holding 1 seat" in out
+    assert "shared by user: one seat for a user's sessions (3 sessions a seat)" in out
+    header = next(line for line in lines if "SESSION_ID" in line).split()
+    assert header[2:5] == ["USER", "HOST", "SHARED"]
+    for lease in (first, second):
+        row = next(line for line in lines if lease.json["session_id"] in line)
+        assert "ann (2 sessions)" in row, row
+
+    (lic,) = json.loads(_run(capsys, "status", "--tenant", T, "--json")[1])["licenses"]
+    assert lic["seats_used"] == 1
+    assert {(x["shared"], x["shared_sessions"]) for x in lic["leases"]} == {("ann", 2)}
+
+
+def test_status_of_an_older_admin_function_reads_as_before():
+    """An answer without the issue 50 fields (an older admin function): no SHARED
+    column, no rule lines, the state as before."""
+    from seatlease_cli.status import render_status
+
+    lease = {"session_id": "s1", "client_id": "ws1", "user": "a", "host": "h",
+             "acquired_at": "2026-11-26T10:00:00Z", "expires_in_seconds": 30}  # fmt: skip
+    body = {"licenses": [{"tenant_id": T, "license_id": "cad", "seats_used": 1, "seats": 4,
+                          "seat_limit": 4, "overage_percent": 0, "suspended": False,
+                          "leases": [lease]}]}  # fmt: skip
+    out = render_status(body)
+    assert "SHARED" not in out and "idle" not in out and "shared by" not in out
+    assert "acme/cad: 1 live lease\n" in out
+    assert out.splitlines()[-1].split()[-1] == "live"

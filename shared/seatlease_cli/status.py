@@ -25,12 +25,61 @@ def _weighted(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> tuple[str
     return (*columns[:at], "seats", *columns[at:])
 
 
+def _shared(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    """``columns`` with ``shared`` (the share key and its sessions) after the host, when
+    some lease shares its seat (issue 50): a license without sharing shows no such
+    column."""
+    if not any(row.get("shared") for row in rows):
+        return columns
+    at = columns.index("host") + 1
+    return (*columns[:at], "shared", *columns[at:])
+
+
+def _shared_text(lease: dict[str, Any]) -> str:
+    """``ann (3 sessions)``: the seat group this lease shares, and its sessions."""
+    key = lease.get("shared")
+    if not key:
+        return ""
+    sessions = lease.get("shared_sessions")
+    if not isinstance(sessions, int):
+        return str(key)
+    return f"{key} ({sessions} session{'' if sessions == 1 else 's'})"
+
+
+def rules_text(lic: dict[str, Any]) -> list[str]:
+    """The license's idle and sharing rules in words (issue 50), none when off (.get:
+    an older admin function says neither)."""
+    lines = []
+    timeout = int(lic.get("idle_timeout_seconds") or 0)
+    if timeout:
+        when = "at once" if lic.get("idle_reclaim") == "always" else "when a seat is needed"
+        lines.append(f"idle: a lease idle {_expires_in(timeout)} is warned, then reclaimed {when}")
+    share = lic.get("share") or "none"
+    if share != "none":
+        by = {"user": "user", "host": "host", "user_host": "user and host"}.get(share, share)
+        limit = int(lic.get("share_limit") or 0)
+        room = f"{limit} session{'' if limit == 1 else 's'} a seat" if limit else "no limit"
+        lines.append(f"shared by {by}: one seat for a {by}'s sessions ({room})")
+    return lines
+
+
+def _clock(rfc3339: str) -> str:
+    """``09:21:05Z`` of an RFC 3339 UTC time (the date is today's, or close)."""
+    return rfc3339[11:19] + "Z" if len(rfc3339) >= 19 else rfc3339
+
+
 def _state(lease: dict[str, Any]) -> str:
     """``borrowed`` (no heartbeats until it expires), ``lingering`` (released; held for
-    its client until it expires) or ``live``."""
+    its client until it expires), ``idle`` (warned by the license's idle rule: reclaimed
+    at the time shown unless its client is used by then) or ``live``."""
     if lease.get("borrowed"):
         return "borrowed"
-    return "lingering" if lease.get("lingering") else "live"
+    if lease.get("lingering"):
+        return "lingering"
+    idle_at = lease.get("idle_reclaim_at")  # .get: an older admin function has none
+    if idle_at:
+        return f"idle: reclaimed at {_clock(str(idle_at))} unless used"
+    return "live"
 
 
 def register(subparsers: Any) -> None:
@@ -121,8 +170,12 @@ def render_status(body: dict[str, Any]) -> str:
         heading = f"{lic['tenant_id']}/{lic['license_id']}: {count} live lease"
         heading += "" if count == 1 else "s"
         weights = sum(int(lease.get("seats") or 1) for lease in lic["leases"])
-        if weights != count:  # some lease counts as several seats
-            heading += f" holding {weights} seats"
+        # some lease counts as several seats, or some share one (seats_used counts a
+        # shared seat once; .get: an older admin function, weights alone)
+        held = int(lic.get("seats_used", weights)) if count else 0
+        if held != count:
+            heading += f" holding {held} seat" + ("" if held == 1 else "s")
+        heading += "".join(f"\n  {line}" for line in rules_text(lic))
         if lic.get("term_state", "perpetual") != "perpetual" or lic.get("entitlements"):
             heading += f"\n  term: {lic['term_text']}"
             if lic["term_state"] == "in_grace":
@@ -138,10 +191,12 @@ def render_status(body: dict[str, Any]) -> str:
                 **lease,
                 "expires_in": _expires_in(lease["expires_in_seconds"]),
                 "state": _state(lease),
+                "shared": _shared_text(lease),
             }
             for lease in lic["leases"]
         ]
-        lines = table(leases, _weighted(LEASE_COLUMNS, leases)).splitlines() if leases else []
+        columns = _shared(_weighted(LEASE_COLUMNS, leases), lic["leases"])
+        lines = table(leases, columns).splitlines() if leases else []
         if lic.get("queue"):
             lines.append(f"queue: {len(lic['queue'])} waiting")
             lines += table(lic["queue"], _weighted(QUEUE_COLUMNS, lic["queue"])).splitlines()

@@ -43,6 +43,7 @@ class Revoke(Action):
 
 def _lease_view(lease: dict[str, Any], now_ms: int) -> dict[str, Any]:
     metadata = lease["metadata"] if isinstance(lease["metadata"], dict) else {}
+    idle_at = lease.get("idle_reclaim_at_ms")
     return {
         "session_id": lease["session_id"],
         "client_id": lease["client_id"],
@@ -59,6 +60,14 @@ def _lease_view(lease: dict[str, Any], now_ms: int) -> dict[str, Any]:
         "lingering": bool(lease.get("lingering")),
         # The lease's weight: how many of the license's seats it counts as (1 for most).
         "seats": int(lease.get("seats", 1)),
+        # Issue 50 (.get: an engine before it says neither). Idle: warned by the license's
+        # idle rule, reclaimed at idle_reclaim_at unless its client says it is in use by
+        # then; None when not warned. Shared: the share key (the user, the host or
+        # user@host) of the seat group it is in, and how many sessions share that seat
+        # group (itself included); None when it shares no seat.
+        "idle_reclaim_at": None if idle_at is None else rfc3339(int(idle_at)),
+        "shared": lease.get("shared"),
+        "shared_sessions": lease.get("shared_sessions"),
     }
 
 
@@ -92,7 +101,7 @@ def _status(req: Status) -> tuple[int, dict[str, Any]]:
     for row in rows:
         view = license_view(row)
         leases = engine.live_leases(view["tenant_id"], view["license_id"])
-        used = sum(int(lease.get("seats", 1)) for lease in leases)  # weighted, as Redis counts
+        used = seats_in_use(leases, view.get("share_limit") or 0)  # as Redis counts them
         entry = {
             **view,
             "seats_used": used,
@@ -106,6 +115,26 @@ def _status(req: Status) -> tuple[int, dict[str, Any]]:
             ]
         licenses.append(entry)
     return 200, {"at": rfc3339(now_ms), "licenses": licenses}
+
+
+def seats_in_use(leases: list[dict[str, Any]], share_limit: int) -> int:
+    """The seats the live leases hold, as Redis counts them: each lease its weight, but
+    the sessions of a share group (issue 50) its seats once: the engine's
+    ``shared_seats`` when it says, else the fewest the group can hold (one seat per
+    ``share_limit`` sessions; one with no limit)."""
+    used = 0
+    groups: dict[str, int] = {}
+    for lease in leases:
+        key = lease.get("shared")
+        if not key:
+            used += int(lease.get("seats", 1))
+            continue
+        seats = lease.get("shared_seats")
+        if seats is None:
+            sessions = int(lease.get("shared_sessions") or 1)
+            seats = -(-sessions // share_limit) if share_limit > 0 else 1
+        groups[key] = max(groups.get(key, 0), int(seats))
+    return used + sum(groups.values())
 
 
 def _license_tenant(tenant_id: str | None, license_id: str) -> str:
