@@ -107,6 +107,7 @@ IDLE_TESTS = [
     "heartbeats_carry_idle_seconds_after_a_touch_and_busy_in_a_scope",
     "an_idle_warning_is_called_once_and_a_touch_cancels_it_at_once",
     "a_410_idle_is_lost_as_idle_and_asked_for_again_once_in_use",
+    "touches_on_every_key_while_warned_send_a_heartbeat_a_second_at_most",
     "answers_carry_the_warning_and_the_shared_sessions",
 ]
 # The live tests that run threads against each other (heartbeats, waits, cancels, frees),

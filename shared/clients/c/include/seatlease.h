@@ -471,6 +471,9 @@ SEATLEASE_API char *seatlease_lease_entitlement(seatlease_lease *lease, int inde
  * heartbeats carry busy: true and the seat is never warned nor reclaimed for idleness (a
  * render, a solve). Each begin needs its end; an end without a begin does nothing. */
 SEATLEASE_API void seatlease_lease_touch(seatlease_lease *lease);
+/* seatlease_lease_touch for activity seen seconds_ago before now (the latest call wins), so
+ * that a product may pass the system's own idle time (since the last input event). */
+SEATLEASE_API void seatlease_lease_touch_ago(seatlease_lease *lease, double seconds_ago);
 SEATLEASE_API void seatlease_lease_busy_begin(seatlease_lease *lease);
 SEATLEASE_API void seatlease_lease_busy_end(seatlease_lease *lease);
 

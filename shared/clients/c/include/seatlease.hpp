@@ -186,6 +186,10 @@ class Seat {
     // scope while work must not be interrupted (`auto busy = seat.busy();`, nestable).
     // idle_reclaim_at(): while warned, when the seat is reclaimed unless used before.
     void touch() const noexcept { seatlease_lease_touch(lease_); }
+    // touch() for activity seen that long ago (the system's own idle time).
+    void touch_ago(std::chrono::duration<double> ago) const noexcept {
+        seatlease_lease_touch_ago(lease_, ago.count());
+    }
     void busy_begin() const noexcept { seatlease_lease_busy_begin(lease_); }
     void busy_end() const noexcept { seatlease_lease_busy_end(lease_); }
     class Busy {

@@ -47,8 +47,13 @@ struct seatlease_lease {
     int touched;        /* it opted in: a product that never touches is never idle */
     double last_touch;  /* the last user activity */
     int busy;           /* busy scopes open (nested ones count) */
-    double busy_since;  /* the last busy_begin */
     double lost_idle_at; /* the seat was reclaimed for idleness then */
+    /* What the last heartbeat said (the warned one, when warned), and whether the thread
+     * was already woken since its answer: once per answer, so that a product touching on
+     * every key press sends one heartbeat, not one a key. */
+    int sent_touched, sent_busy;
+    double sent_touch;
+    int woken;
 
     sl_stopper stopper; /* stopped by release: ends the thread and its call in flight */
     pthread_t thread;
@@ -111,6 +116,7 @@ static double took(seatlease_lease *l, const cJSON *reply, double sent_at) {
         warned = reclaim_at;
     }
     s->idle_reclaim_at = reclaim_at;
+    l->woken = 0; /* a new answer: one wake may follow it */
     double deadline;
     if (sl_parse_time(sl_json_string(reply, "lease_expires_at"), &deadline) == 0) {
         s->expires_at = deadline;
@@ -314,6 +320,7 @@ static void lose(seatlease_lease *l, const char *reason, const seatlease_error *
     int idle = strcmp(reason, "idle") == 0;
     if (idle) {
         l->lost_idle_at = sl_mono_now();
+        l->woken = 0;
     }
     pthread_mutex_unlock(&l->mu);
     if (idle) {
@@ -388,6 +395,9 @@ static int report_activity(seatlease_lease *l, cJSON *body, double now) {
     pthread_mutex_lock(&l->mu);
     int touched = l->touched, busy = l->busy;
     double idle = floor(now - l->last_touch);
+    l->sent_touched = touched;
+    l->sent_touch = l->last_touch;
+    l->sent_busy = busy > 0;
     pthread_mutex_unlock(&l->mu);
     if (idle < 0) {
         idle = 0;
@@ -404,14 +414,37 @@ static int report_activity(seatlease_lease *l, cJSON *body, double now) {
     return 0;
 }
 
-/* Warned, and the product was used (or got busy) after the heartbeat that was warned
- * left: its next heartbeat must go at once. */
-static int active_since(seatlease_lease *l, double sent_at) {
+/* The heartbeat thread must act now, not at its next beat (under mu): activity came back
+ * to a seat lost for idleness (asked for again), or a warning can be cancelled by what the
+ * warned heartbeat did not say (a touch a whole second newer, or busy). Once per answer
+ * (or loss): it marks the wake as sent. */
+static int idle_urgent(seatlease_lease *l) {
+    if (l->woken) {
+        return 0;
+    }
+    if (l->info.lost && strcmp(l->info.lost_reason, "idle") == 0) {
+        if (l->busy == 0 && !(l->touched && l->last_touch > l->lost_idle_at)) {
+            return 0;
+        }
+    } else if (l->info.idle_reclaim_at != 0) {
+        int newer = l->touched && (!l->sent_touched || l->last_touch - l->sent_touch >= 1.0);
+        if (!newer && (l->busy == 0 || l->sent_busy)) {
+            return 0;
+        }
+    } else {
+        return 0;
+    }
+    l->woken = 1;
+    return 1;
+}
+
+/* After an answer: activity that came while the warned heartbeat was on its way sends the
+ * next one at once. */
+static int urgent_now(seatlease_lease *l) {
     pthread_mutex_lock(&l->mu);
-    int active = l->info.idle_reclaim_at != 0 &&
-                 ((l->touched && l->last_touch > sent_at) || (l->busy > 0 && l->busy_since > sent_at));
+    int urgent = idle_urgent(l);
     pthread_mutex_unlock(&l->mu);
-    return active;
+    return urgent;
 }
 
 /* One heartbeat; the delay to the next step in *delay. */
@@ -451,7 +484,7 @@ static seatlease_code beat(seatlease_lease *l, double *delay, seatlease_error **
             }
         }
         /* activity since this heartbeat left: the next one cancels the warning now */
-        *delay = active_since(l, sent_at) ? 0 : beat_delay(l);
+        *delay = urgent_now(l) ? 0 : beat_delay(l);
         return SEATLEASE_OK;
     }
     if (stopped(l) || code == SEATLEASE_ERR_BACKEND_UNAVAILABLE || code == SEATLEASE_ERR_NO_MEMORY) {
@@ -704,19 +737,18 @@ void(seatlease_lease_get_info)(seatlease_lease *lease, seatlease_lease_info *inf
 
 void sl_lease_heartbeat_now(seatlease_lease *lease) { sl_stopper_nudge(&lease->stopper); }
 
-/* A warning to cancel, or a seat lost for idleness to ask for again: the heartbeat thread
- * must act now, not at its next beat (under mu). */
-static int idle_urgent(seatlease_lease *l) {
-    return l->info.idle_reclaim_at != 0 || (l->info.lost && strcmp(l->info.lost_reason, "idle") == 0);
-}
+void seatlease_lease_touch(seatlease_lease *lease) { seatlease_lease_touch_ago(lease, 0); }
 
-void seatlease_lease_touch(seatlease_lease *lease) {
+void seatlease_lease_touch_ago(seatlease_lease *lease, double seconds_ago) {
     if (lease == NULL) {
         return;
     }
+    if (!(seconds_ago > 0)) { /* negative or NaN: now */
+        seconds_ago = 0;
+    }
     pthread_mutex_lock(&lease->mu);
     lease->touched = 1;
-    lease->last_touch = sl_mono_now();
+    lease->last_touch = sl_mono_now() - seconds_ago;
     int urgent = idle_urgent(lease);
     pthread_mutex_unlock(&lease->mu);
     if (urgent) {
@@ -730,7 +762,6 @@ void seatlease_lease_busy_begin(seatlease_lease *lease) {
     }
     pthread_mutex_lock(&lease->mu);
     lease->busy++;
-    lease->busy_since = sl_mono_now();
     int urgent = idle_urgent(lease);
     pthread_mutex_unlock(&lease->mu);
     if (urgent) {

@@ -439,6 +439,51 @@ static void a_410_idle_is_lost_as_idle_and_asked_for_again_once_in_use(void) {
     CHECK(state_ok);
 }
 
+/* Every heartbeat warned: a product touching every 50 ms must not send a heartbeat a touch
+ * (one per answer, and only for a touch a whole second newer than the warned one's). */
+static int always_warned(const char *fn, const cJSON *body, char *reply, size_t size) {
+    (void)body;
+    if (strcmp(fn, "release") == 0) {
+        snprintf(reply, size, "{\"released\":true,\"seats_used\":0}");
+        return 200;
+    }
+    if (strcmp(fn, "acquire") == 0) {
+        return grant(reply, size, "session-1", 30, 3, "");
+    }
+    grant(reply, size, "session-1", 30, 3, ",\"idle_reclaim_at\":\"2100-01-01T00:00:30.000Z\"");
+    return 200;
+}
+
+static int warned(void *lease) { return !warning_cleared(lease); }
+
+static void touches_on_every_key_while_warned_send_a_heartbeat_a_second_at_most(void) {
+    CHECK(server_start(always_warned) == 0);
+    seatlease_client *client = local_client();
+    book b = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    seatlease_lease *lease = client != NULL ? lease_with(client, &b) : NULL;
+    int ok = lease != NULL, count = -1;
+    if (ok) {
+        seatlease_lease_touch_ago(lease, 5); /* the system's idle time: 5 s */
+        ok = eventually(5, warned, lease);
+        int before = sent("heartbeat");
+        for (int i = 0; i < 30; i++) { /* 1.5 s of key presses */
+            seatlease_lease_touch(lease);
+            sleep_seconds(0.05);
+        }
+        count = sent("heartbeat") - before;
+    }
+    int first_idle = heartbeat_idle(0);
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+    server_stop();
+    CHECK(ok);
+    CHECK(first_idle >= 5 && first_idle <= 9); /* touched 5 s before the lease's start */
+    if (count < 1 || count > 3) {
+        fprintf(stderr, "%d heartbeats for 30 touches in 1.5 s while warned\n", count);
+    }
+    CHECK(count >= 1 && count <= 3);
+}
+
 /* The plain calls read a warning and a shared seat; a warning that is not a time is an
  * invalid response. */
 static int plain_answer(const char *fn, const cJSON *body, char *reply, size_t size) {
@@ -481,6 +526,7 @@ int main(int argc, char **argv) {
         {"heartbeats_carry_idle_seconds_after_a_touch_and_busy_in_a_scope", heartbeats_carry_idle_seconds_after_a_touch_and_busy_in_a_scope},
         {"an_idle_warning_is_called_once_and_a_touch_cancels_it_at_once", an_idle_warning_is_called_once_and_a_touch_cancels_it_at_once},
         {"a_410_idle_is_lost_as_idle_and_asked_for_again_once_in_use", a_410_idle_is_lost_as_idle_and_asked_for_again_once_in_use},
+        {"touches_on_every_key_while_warned_send_a_heartbeat_a_second_at_most", touches_on_every_key_while_warned_send_a_heartbeat_a_second_at_most},
         {"answers_carry_the_warning_and_the_shared_sessions", answers_carry_the_warning_and_the_shared_sessions},
     };
     return run_tests("idle", tests, sizeof tests / sizeof tests[0], argc, argv);
