@@ -87,6 +87,7 @@ TESTS = {
         "heartbeatsCarryIdleSecondsOnlyAfterATouchAndBusyWhileAScopeIsOpen",
         "anIdleWarningIsCalledOnceAndATouchCancelsItAtOnce",
         "a410IdleIsLostAsIdleAndAskedForAgainOnlyOnceInUse",
+        "touchesOnEveryKeyWhileWarnedSendAHeartbeatASecondAtMost",
         "answersCarryTheWarningAndTheSharedSessionsAndABadWarningIsRefused",
     ],
     "BehaviourTests": [

@@ -73,8 +73,14 @@ public final class Lease implements AutoCloseable {
     private boolean touched;   // it opted in: a product that never touches is never idle
     private long lastTouch;    // the last user activity
     private int busyScopes;    // busy scopes open (nested ones count)
-    private long busySince;    // the last busy scope opened
     private long lostIdleAt;   // the seat was reclaimed for idleness then
+    // What the last heartbeat said (the warned one, when warned), and whether the thread was
+    // already woken since its answer: once per answer, so that a product touching on every
+    // key press sends one heartbeat, not one a key.
+    private boolean sentTouched;
+    private long sentTouch;
+    private boolean sentBusy;
+    private boolean woken;
 
     private volatile boolean stopping;
     private Thread thread;
@@ -156,10 +162,19 @@ public final class Lease implements AutoCloseable {
      * on every input, from any thread.
      */
     public void touch() {
+        touch(Duration.ZERO);
+    }
+
+    /**
+     * {@link #touch()} for activity seen that long ago (the latest call wins), so that a
+     * product may pass the system's own idle time (since the last input event).
+     */
+    public void touch(Duration ago) {
+        long agoNanos = ago == null || ago.isNegative() ? 0 : ago.toNanos();
         boolean urgent;
         synchronized (lock) {
             touched = true;
-            lastTouch = System.nanoTime();
+            lastTouch = System.nanoTime() - agoNanos;
             urgent = idleUrgent();
         }
         if (urgent) {
@@ -176,7 +191,6 @@ public final class Lease implements AutoCloseable {
         boolean urgent;
         synchronized (lock) {
             busyScopes++;
-            busySince = System.nanoTime();
             urgent = idleUrgent();
         }
         if (urgent) {
@@ -201,9 +215,30 @@ public final class Lease implements AutoCloseable {
         }
     }
 
-    /** A warning to cancel, or a seat lost for idleness to ask for again (under lock). */
+    /**
+     * Under lock: the heartbeat thread must act now, not at its next beat: activity came back
+     * to a seat lost for idleness (asked for again), or a warning can be cancelled by what the
+     * warned heartbeat did not say (a touch a whole second newer, or busy). Once per answer
+     * (or loss): it marks the wake as sent.
+     */
     private boolean idleUrgent() {
-        return idleReclaimAt != null || (lost && "idle".equals(lostReason));
+        if (woken) {
+            return false;
+        }
+        if (lost && "idle".equals(lostReason)) {
+            if (busyScopes == 0 && !(touched && lastTouch - lostIdleAt > 0)) {
+                return false;
+            }
+        } else if (idleReclaimAt != null) {
+            boolean newer = touched && (!sentTouched || lastTouch - sentTouch >= 1_000_000_000L);
+            if (!newer && (busyScopes == 0 || sentBusy)) {
+                return false;
+            }
+        } else {
+            return false;
+        }
+        woken = true;
+        return true;
     }
 
     /** The heartbeat thread runs its next step now; the caller never waits for it. */
@@ -233,6 +268,7 @@ public final class Lease implements AutoCloseable {
             Instant warning = answer.idleReclaimAt().orElse(null);
             Instant warned = idleReclaimAt == null ? warning : null;
             idleReclaimAt = warning; // absent: the warning, if any, is over
+            woken = false; // a new answer: one wake may follow it
             answer.expiresAt().ifPresent(at -> expiresAt = at);
             leaseSeconds = (int) answer.leaseDuration().getSeconds();
             heartbeatIntervalSeconds = (int) answer.heartbeatInterval().getSeconds();
@@ -400,6 +436,7 @@ public final class Lease implements AutoCloseable {
             idleReclaimAt = null;
             if (reason.equals("idle")) {
                 lostIdleAt = System.nanoTime();
+                woken = false;
             }
         }
         client.log("warning", warning);
@@ -423,11 +460,10 @@ public final class Lease implements AutoCloseable {
         }
     }
 
-    /** Warned, and the product was used (or got busy) after the heartbeat that was warned left. */
-    private boolean activeSince(long sentAt) {
+    /** After an answer: activity that came while the warned heartbeat was on its way sends the next at once. */
+    private boolean urgentNow() {
         synchronized (lock) {
-            return idleReclaimAt != null
-                    && ((touched && lastTouch - sentAt > 0) || (busyScopes > 0 && busySince - sentAt > 0));
+            return idleUrgent();
         }
     }
 
@@ -481,6 +517,11 @@ public final class Lease implements AutoCloseable {
             body.addProperty("lease_token", leaseToken);
         }
         synchronized (lock) {
+            if (leaseToken == null) { // what the heartbeat said (a recovery repeats it)
+                sentTouched = touched;
+                sentTouch = lastTouch;
+                sentBusy = busyScopes > 0;
+            }
             if (touched) {
                 long idle = Math.max(0, (now - lastTouch) / 1_000_000_000L);
                 body.addProperty("idle_seconds", Math.min(idle, MAX_IDLE_SECONDS));
@@ -509,7 +550,7 @@ public final class Lease implements AutoCloseable {
                 warn(warned);
             }
             // activity since this heartbeat left: the next one cancels the warning now
-            return activeSince(sentAt) ? 0 : beatDelay();
+            return urgentNow() ? 0 : beatDelay();
         } catch (SeatException.SessionExpired gone) {
             if (gone.reason().equals("unknown") && recover(session, plan)) {
                 return beatDelay();

@@ -128,6 +128,32 @@ class IdleTests {
         }
     }
 
+    @Test
+    void touchesOnEveryKeyWhileWarnedSendAHeartbeatASecondAtMost() throws Exception {
+        // every heartbeat warned: a product touching every 50 ms must not send a heartbeat a
+        // touch (one per answer, and only for a touch a whole second newer than the warned one's)
+        try (ScriptedServer server = new ScriptedServer(request -> switch (request.path()) {
+                case "/acquire" -> ScriptedServer.Reply.now(201, grant("s-1", 30, 3, ""));
+                case "/heartbeat" -> ScriptedServer.Reply.now(200, grant("s-1", 30, 3,
+                        ", \"idle_reclaim_at\": \"" + RECLAIM_AT + "\""));
+                default -> ScriptedServer.Reply.now(200, LocalServerTests.RELEASED);
+            });
+             SeatClient client = client(server);
+             Lease lease = client.lease("lic", new LeaseOptions("pc-1"))) {
+            lease.touch(Duration.ofSeconds(5)); // the system's idle time: 5 s
+            eventually(5, "the first (warned) heartbeat", () -> lease.idleReclaimAt().isPresent());
+            long firstIdle = idle(heartbeats(server).get(0));
+            assertTrue(firstIdle >= 5 && firstIdle <= 9, "touched 5 s before the lease began: " + firstIdle);
+            int before = heartbeats(server).size();
+            for (int i = 0; i < 30; i++) { // 1.5 s of key presses
+                lease.touch();
+                Thread.sleep(50);
+            }
+            int sent = heartbeats(server).size() - before;
+            assertTrue(sent >= 1 && sent <= 3, sent + " heartbeats for 30 touches in 1.5 s while warned");
+        }
+    }
+
     static final String IDLE_GONE = "{\"error\": {\"code\": \"session_expired\", \"message\": \"Reclaimed for idleness.\", "
             + "\"reason\": \"idle\"}}";
 
