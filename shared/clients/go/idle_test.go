@@ -192,8 +192,11 @@ func TestTouchesOnEveryKeyWhileWarnedSendAHeartbeatASecondAtMost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lease.Close()
-	lease.Touch()
+	lease.TouchAgo(5 * time.Second) // the system's idle time: 5 s
 	eventually(t, 5*time.Second, "the first (warned) heartbeat", func() bool { return !lease.State().IdleReclaimAt.IsZero() })
+	if idle, _ := idleSeconds(r.sent("heartbeat")[0]); idle < 5 || idle > 9 {
+		t.Fatalf("touched 5 s before the lease began, the first heartbeat said idle %d s", idle)
+	}
 	before := len(r.sent("heartbeat"))
 	for i := 0; i < 30; i++ { // 1.5 s of key presses
 		lease.Touch()
