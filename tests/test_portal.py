@@ -90,6 +90,31 @@ def test_status_gives_each_lease_its_seats(acme: Tenant) -> None:
     }
 
 
+def test_status_says_which_lease_is_idle_and_which_shares_a_seat(acme: Tenant) -> None:
+    """Issue 50: the portal's lease list reads each lease's ``idle_reclaim_at`` (warned by
+    the idle rule), ``shared`` and ``shared_sessions``, and the license's idle and sharing
+    settings; the page says "idle, reclaimed at ... unless used" and "shared by N
+    sessions" from them (portal.js; tests/test_portal_browser.py)."""
+    new_license(acme, "cad", seats=2, idle_timeout_seconds=600, idle_reclaim="always")
+    new_license(acme, "cam", seats=1, share="user", share_limit=4)
+    idle = acquire(acme, "cad", "ws-1").get_json()["session_id"]
+    acquire(acme, "cad", "ws-2")
+    beat = heartbeat(acme, "cad", idle, idle_seconds=601)
+    assert beat.status_code == 200 and beat.get_json()["idle_reclaim_at"]
+    for client in ("pc-1", "pc-2"):
+        assert acquire(acme, "cam", client, metadata={"user": "ann"}).status_code == 201
+    body = ask(admin_of(acme), "status").get_json()
+    cad, cam = body["licenses"]
+    assert (cad["idle_timeout_seconds"], cad["idle_reclaim"], cad["share"]) == (
+        600, "always", "none")  # fmt: skip
+    assert (cam["share"], cam["share_limit"], cam["idle_timeout_seconds"]) == ("user", 4, 0)
+    states = {x["client_id"]: x["idle_reclaim_at"] for x in cad["leases"]}
+    assert states == {"ws-1": beat.get_json()["idle_reclaim_at"], "ws-2": None}
+    assert cam["seats_used"] == 1
+    shared = {x["client_id"]: (x["shared"], x["shared_sessions"]) for x in cam["leases"]}
+    assert shared == {"pc-1": ("ann", 2), "pc-2": ("ann", 2)}
+
+
 def test_scopes_are_separate_both_ways(acme: Tenant) -> None:
     new_license(acme, "cad")
     admin = admin_of(acme)

@@ -773,3 +773,58 @@ def test_the_wait_queue_is_listed_under_its_license(stack, browser) -> None:
     _no_alert(browser)
     portal_doc = (REPO / "docs" / "portal.md").read_text()
     assert "*Waiting for a seat: N*" in portal_doc and "which it does not yet" not in portal_doc
+
+
+def test_an_idle_lease_and_a_shared_seat_say_so(stack, browser) -> None:
+    """Issue 50: a lease warned by its license's idle rule reads "idle, reclaimed at
+    <time> unless used" (the page's one time format), two sessions of one user on a
+    license that shares by user read "shared by 2 sessions", each such license says its
+    rule, and a license with neither gets no State column."""
+    from seatlease.api import runtime
+
+    store.create_license(DEMO_TENANT, "idle-app", seats=2, idle_timeout_seconds=600)
+    store.create_license(DEMO_TENANT, "shared-app", seats=1, share="user", share_limit=3)
+    for license_id in ("idle-app", "shared-app"):
+        runtime.refresh_license_cache(DEMO_TENANT, license_id)
+    base, seat_key = stack["base_url"], stack["api_key"]
+    status, idle = post_json(f"{base}/acquire", {"license_id": "idle-app", "client_id": "ws-idle"},
+                             seat_key)  # fmt: skip
+    assert status == 201, idle
+    said_idle = {"license_id": "idle-app", "session_id": idle["session_id"], "idle_seconds": 700}
+    status, beat = post_json(f"{base}/heartbeat", said_idle, seat_key)
+    assert status == 200 and beat.get("idle_reclaim_at"), beat
+    shared = []
+    for client in ("pc-1", "pc-2"):
+        body = {"license_id": "shared-app", "client_id": client, "metadata": {"user": "ann"}}
+        status, lease = post_json(f"{base}/acquire", body, seat_key)
+        assert status == 201, lease
+        shared.append(lease["session_id"])
+    status, lease = post_json(f"{base}/acquire", {"license_id": DEMO_LICENSE, "client_id": "desk"},
+                              seat_key)  # fmt: skip
+    assert status == 201, lease
+
+    browser.get(stack["portal_url"])
+    wait = WebDriverWait(browser, 20)
+    row_css = f'[data-license="idle-app"] tr[data-session="{idle["session_id"]}"]'
+    row = wait.until(ready.visibility_of_element_located((By.CSS_SELECTOR, row_css)))
+    state = row.find_element(By.CSS_SELECTOR, "td[data-label='State'] .idle")
+    assert state.text.startswith("idle, reclaimed at ") and state.text.endswith(" unless used")
+    stamp = state.find_element(By.TAG_NAME, "time")
+    assert stamp.get_attribute("datetime") == beat["idle_reclaim_at"]
+    assert STAMP.fullmatch(stamp.text), stamp.text
+    rules = browser.find_element(By.CSS_SELECTOR, '[data-license="idle-app"] p.rules').text
+    assert rules == ("Idle seats: a program unused for 10 min is warned, then its seat is "
+                     "reclaimed when someone needs the seat")  # fmt: skip
+    for session in shared:
+        cell = browser.find_element(
+            By.CSS_SELECTOR, f'[data-license="shared-app"] tr[data-session="{session}"] .shared'
+        )
+        assert cell.text == "shared by 2 sessions"
+    seats = browser.find_element(By.CSS_SELECTOR, '[data-license="shared-app"] .seats')
+    assert seats.text == "1 / 1 seats in use"
+    rules = browser.find_element(By.CSS_SELECTOR, '[data-license="shared-app"] p.rules').text
+    assert rules == "Shared seats: one user's sessions share one seat (up to 3 sessions a seat)"
+    demo = browser.find_elements(By.CSS_SELECTOR, f'[data-license="{DEMO_LICENSE}"] thead th')
+    assert "State" not in [th.get_attribute("textContent") for th in demo]
+    assert not browser.find_elements(By.CSS_SELECTOR, f'[data-license="{DEMO_LICENSE}"] p.rules')
+    _no_alert(browser)

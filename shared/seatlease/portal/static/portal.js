@@ -146,7 +146,25 @@ function seatsOf(item) {
   return Number.isInteger(item.seats) && item.seats > 1 ? item.seats : 1;
 }
 
-function leaseRow(license, lease, weighted) {
+// Issue 50: a lease warned by the license's idle rule (reclaimed at idle_reclaim_at unless
+// its program is used by then) and one sharing its seat with other sessions (its user's or
+// host's). The fields are absent from an older server: nothing to say.
+function leaseState(lease) {
+  const parts = [];
+  if (lease.idle_reclaim_at) {
+    parts.push(el("span", { class: "idle" }, "idle, reclaimed at ", when(lease.idle_reclaim_at), " unless used"));
+  }
+  if (lease.shared) {
+    const sessions = Number.isInteger(lease.shared_sessions) ? lease.shared_sessions : 1;
+    const text = `shared by ${sessions} session${sessions === 1 ? "" : "s"}`;
+    parts.push(el("span", { class: "shared", title: `share key ${lease.shared}` }, text));
+  }
+  return parts.flatMap((part, i) => (i ? [" · ", part] : [part]));
+}
+
+const hasState = (lease) => Boolean(lease.idle_reclaim_at || lease.shared);
+
+function leaseRow(license, lease, weighted, stated) {
   const free = el("button", { type: "button", class: "small danger" }, "Free seat");
   free.addEventListener("click", () => freeSeat(license, lease));
   const cell = (label, ...content) => el("td", { data: { label } }, ...content);
@@ -173,6 +191,7 @@ function leaseRow(license, lease, weighted) {
     cell("Since", when(lease.acquired_at, true)),
     cell("Expires", when(lease.expires_at)),
     cell("Borrowed", lease.borrowed ? "borrowed" : lease.lingering ? "lingering" : "no"),
+    ...(stated ? [cell("State", ...leaseState(lease))] : []),
     cell("Details", el("span", { class: "mono details" }, otherMetadata(lease.metadata))),
     cell("", free),
   );
@@ -211,6 +230,8 @@ function licenseBlock(license) {
     if (license.max_version) facts.push([`versions up to ${license.max_version}`]);
     block.append(el("p", { class: "muted term" }, ...facts.flatMap((fact, i) => (i ? [" · ", ...fact] : fact))));
   }
+  const rules = rulesText(license);
+  if (rules.length > 0) block.append(el("p", { class: "muted rules" }, rules.join(" · ")));
   const banner = (kind, ...text) => el("p", { class: `banner warn ${kind}`, role: "status" }, ...text);
   const expires = () => when(license.expires_at);
   const graceEnds = () => when(license.grace_ends_at);
@@ -225,7 +246,10 @@ function licenseBlock(license) {
     block.append(el("p", { class: "muted" }, "No seat is taken."));
   } else {
     const weighted = license.leases.some((lease) => seatsOf(lease) > 1);
-    const head = ["Client", ...(weighted ? ["Seats"] : []), "User", "Host", "Since", "Expires", "Borrowed", "Details", ""];
+    // Only a license with an idle or shared lease gets the State column.
+    const stated = license.leases.some(hasState);
+    const head = ["Client", ...(weighted ? ["Seats"] : []), "User", "Host", "Since", "Expires", "Borrowed",
+      ...(stated ? ["State"] : []), "Details", ""];
     block.append(
       el(
         "div",
@@ -234,7 +258,7 @@ function licenseBlock(license) {
           "table",
           { class: "cards" },
           el("thead", {}, el("tr", {}, ...head.map((h) => el("th", {}, h)))),
-          el("tbody", {}, ...license.leases.map((lease) => leaseRow(license, lease, weighted))),
+          el("tbody", {}, ...license.leases.map((lease) => leaseRow(license, lease, weighted, stated))),
         ),
       ),
     );
@@ -253,6 +277,35 @@ function licenseBlock(license) {
     );
   }
   return block;
+}
+
+// A length of time in words: "45 s", "15 min", "2 h", "1 h 30 min", "7 d".
+function span(seconds) {
+  if (seconds < 60) return `${seconds} s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes} min`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) return minutes % 60 ? `${hours} h ${minutes % 60} min` : `${hours} h`;
+  const days = Math.floor(hours / 24);
+  return hours % 24 ? `${days} d ${hours % 24} h` : `${days} d`;
+}
+
+// The license's idle and sharing rules (issue 50) in words; none when off (or from an
+// older server, which says neither).
+function rulesText(license) {
+  const rules = [];
+  const timeout = Number.isInteger(license.idle_timeout_seconds) ? license.idle_timeout_seconds : 0;
+  if (timeout > 0) {
+    const then = license.idle_reclaim === "always" ? "at once" : "when someone needs the seat";
+    rules.push(`Idle seats: a program unused for ${span(timeout)} is warned, then its seat is reclaimed ${then}`);
+  }
+  const by = { user: "user", host: "host", user_host: "user on one host" }[license.share];
+  if (by) {
+    const limit = Number.isInteger(license.share_limit) ? license.share_limit : 0;
+    const room = limit > 0 ? ` (up to ${limit} session${limit === 1 ? "" : "s"} a seat)` : "";
+    rules.push(`Shared seats: one ${by}'s sessions share one seat${room}`);
+  }
+  return rules;
 }
 
 const hasGrace = (license) =>
