@@ -170,7 +170,8 @@ public final class Lease implements AutoCloseable {
      * product may pass the system's own idle time (since the last input event).
      */
     public void touch(Duration ago) {
-        long agoNanos = ago == null || ago.isNegative() ? 0 : ago.toNanos();
+        Duration most = Duration.ofSeconds(MAX_IDLE_SECONDS); // idle_seconds' bound: no overflow
+        long agoNanos = ago == null || ago.isNegative() ? 0 : (ago.compareTo(most) > 0 ? most : ago).toNanos();
         boolean urgent;
         synchronized (lock) {
             touched = true;
