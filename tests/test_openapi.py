@@ -175,6 +175,7 @@ def _beyond_json_schema(body: dict[str, Any], error: dict[str, Any]) -> bool:
         or isinstance(body.get("lease_seconds"), float)
         or isinstance(body.get("borrow_seconds"), float)
         or isinstance(body.get("seats"), float)
+        or isinstance(body.get("idle_seconds"), float)
         or bool(over_license and body.get("seats", 0) > 1000)  # World's license: 1000 seats
         or both
     )

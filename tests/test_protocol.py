@@ -228,6 +228,7 @@ def test_the_reapers_batch_calls_are_what_the_spec_builds() -> None:
                 "tickets": lic.tickets,
                 "tdl": lic.ticket_deadlines,
                 "ended": lic.ended,
+                "idlers": lic.idlers,
             }
         )
         ids = {"tenant_id": tenant_id, "license_id": license_id}
@@ -246,7 +247,7 @@ def test_the_reapers_batch_calls_are_what_the_spec_builds() -> None:
     )
     assert reclaim_call(7, BATCH_MEMBERS, "ev-1") == expected
     assert reclaim_call(7, iter(BATCH_MEMBERS), "ev-1") == expected  # any iterable
-    assert len(expected[0]) == 3 + 11 * len(BATCH_MEMBERS)
+    assert len(expected[0]) == 3 + 12 * len(BATCH_MEMBERS)
     expected = SPECS["sweep_tickets"].build(
         {**shard_keys, "candidates": sweep_keys},
         {"event_prefix": "ev-2", "candidates": sweep_args},

@@ -57,6 +57,16 @@ def recovering_answer(until_ms: int | None) -> dict[str, Any]:
     return {"recovering": True, "recovering_until": rfc3339(until_ms)}
 
 
+def shared_answer(sessions: int | None) -> dict[str, Any]:
+    """A lease on a shared seat: the sessions on it, this one included."""
+    return {} if sessions is None else {"shared_sessions": sessions}
+
+
+def idle_answer(reclaim_at_ms: int | None) -> dict[str, Any]:
+    """A lease warned for being idle: when it is reclaimed unless used (or busy) first."""
+    return {} if reclaim_at_ms is None else {"idle_reclaim_at": rfc3339(reclaim_at_ms)}
+
+
 def acquired(call: Call, sign: Signer, lease: Lease | QueuePlace, body: AcquireRequest) -> Answer:
     """acquire's answer: 201 a new lease, 200 one this client held (or got back), 202 a
     place in the wait queue (with ``Retry-After``, as a 409 and a 429 have)."""
@@ -86,6 +96,7 @@ def acquired(call: Call, sign: Signer, lease: Lease | QueuePlace, body: AcquireR
         **weight_field(lease.seats),
         **terms_answer(terms),
         **recovering_answer(lease.recovering_until_ms),
+        **shared_answer(lease.shared_sessions),
         **_token(
             call,
             sign,
@@ -156,6 +167,7 @@ def renewed(call: Call, sign: Signer, renewal: Renewal, body: HeartbeatRequest) 
         "borrowed": renewal.borrowed,
         **weight_field(renewal.seats),
         **terms_answer(renewal.terms),
+        **idle_answer(renewal.idle_reclaim_at_ms),
         **_token(
             call,
             sign,

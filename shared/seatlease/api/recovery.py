@@ -155,6 +155,8 @@ def heartbeat(
             body.session_id,
             request_id=body.request_id,
             rate_limit=rate_limit,
+            idle_seconds=body.idle_seconds,
+            busy=bool(body.busy),
         )
     except SessionExpired as gone:
         if gone.reason != "unknown" or body.lease_token is None:

@@ -126,8 +126,17 @@ class SessionRequest(_Body):
     nonce: Nonce | None = None
 
 
+# The longest idleness a heartbeat may report: ten years (a number, not a clock: the
+# server's own time decides when a warned lease is reclaimed).
+MAX_IDLE_SECONDS_SAID = 10 * 365 * 24 * 3600
+
+
 class HeartbeatRequest(SessionRequest):
     """heartbeat: with ``lease_token`` after a 410 ``unknown``, the lease is re-admitted
-    from it (a region's loss: seatlease.api.recovery)."""
+    from it (a region's loss: seatlease.api.recovery). ``idle_seconds``: how long the
+    product saw no user activity, and ``busy``: it works and must not be interrupted
+    (judged by the license's idle rule; neither said: active)."""
 
     lease_token: LeaseToken | None = None
+    idle_seconds: Annotated[int, Field(ge=0, le=MAX_IDLE_SECONDS_SAID)] | None = None
+    busy: bool | None = None

@@ -43,7 +43,7 @@ from seatlease.errors import (
 from seatlease.fields import policy_name
 from seatlease.licenses import LicenseConfig, epoch_ms
 from seatlease.seats.failover import SeatHistory, mark_shard
-from seatlease.seats.ids import new_request_id, shown_user, with_identity
+from seatlease.seats.ids import new_request_id, shown_host, shown_user, with_identity
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.protocol.calls import (
     SPECS,
@@ -88,7 +88,12 @@ ConfigLoader = Callable[[str, str], LicenseConfig | None]
 # Keys the service writes into a lease's event metadata (lua/_lib.lua's with_reason, a
 # failover's grant, a re-admission): a client's own would pass for them (a crash counted
 # as ended by the license's term in the reports).
-RESERVED_METADATA = frozenset({"reason", "recovering", "recovered"})
+RESERVED_METADATA = frozenset(
+    {"reason", "recovering", "recovered", "shared", "idle_seconds", "idle_reclaim_at"}
+)
+
+# The sharing rule's modes as the seat scripts read them (cfg field "share").
+_SHARE_MODE = {"user": "u", "host": "h", "user_host": "uh"}
 
 
 def checked_metadata(request: SeatRequest) -> dict[str, Any]:
@@ -158,6 +163,11 @@ class SeatEngine:
                 mapping.update(cache_fields(config))
             if config.on_failover == "grant":  # absent: hold (acquire.lua reads it only
                 mapping["fo"] = "grant"  # in a failover's recovery window)
+            if config.idle_timeout_seconds:  # absent: no lease is ever idle (lua/_idle.lua)
+                mode = "a" if config.idle_reclaim == "always" else "w"
+                mapping["idle"] = f"{config.idle_timeout_seconds * 1000}|{mode}"
+            if config.share in _SHARE_MODE:  # absent: no lease shares (lua/_acquire.lua)
+                mapping["share"] = f"{_SHARE_MODE[config.share]}|{config.share_limit}"
             if config.policy:  # absent for a license without one: acquire reads nil
                 form = json.loads(config.policy)  # seatlease.seats.policy's redis_form()
                 mapping["policy"] = json.dumps(form["policy"], separators=(",", ":"))
@@ -270,6 +280,8 @@ class SeatEngine:
             shown_user=shown_user(metadata),
             recover=request.recover,
             on_heartbeat=on_heartbeat,
+            share_user=shown_user(metadata),
+            share_host=shown_host(metadata),
         )
         keys = LicenseKeys.of(request.tenant_id, request.license_id)
         answer = self._run(self.scripts.acquire, keys, key_list, args, request_id)
@@ -301,12 +313,22 @@ class SeatEngine:
         session_id: str,
         request_id: str | None = None,
         rate_limit: int = 0,
+        idle_seconds: int | None = None,
+        busy: bool = False,
     ) -> Renewal:
         """Extend a live lease. Over ``rate_limit`` only an early heartbeat is refused
-        (``TenantRateLimited``): one on schedule passes (heartbeat.lua's header)."""
+        (``TenantRateLimited``): one on schedule passes (heartbeat.lua's header).
+        ``idle_seconds`` and ``busy``: the product's activity, judged by the license's
+        idle rule (lua/_idle.lua; None: not said, active)."""
         request_id = request_id or new_request_id()
         key_list, args = heartbeat_call(
-            tenant_id, license_id, session_id, request_id=request_id, rate_limit=rate_limit
+            tenant_id,
+            license_id,
+            session_id,
+            request_id=request_id,
+            rate_limit=rate_limit,
+            idle_seconds=idle_seconds,
+            busy=busy,
         )
         answer = self._run(
             self.scripts.heartbeat,
@@ -356,7 +378,8 @@ class SeatEngine:
         pipe = self.redis.pipeline(transaction=False)  # both keys share one slot
         pipe.zrange(keys.leases, 0, -1, withscores=True)
         pipe.hgetall(keys.sessions)
-        scored, records = pipe.execute()
+        pipe.hgetall(keys.users)  # (the share groups' sessions)
+        scored, records, counts = pipe.execute()
         leases = []
         for session_id, deadline in scored:
             raw = records.get(session_id)
@@ -374,6 +397,10 @@ class SeatEngine:
                     "borrowed": bool(rec.get("b")),
                     "lingering": bool(rec.get("lg")),
                     "seats": int(rec.get("w", 1)),
+                    # warned for being idle: reclaimed then unless used (lua/_idle.lua)
+                    "idle_reclaim_at_ms": int(rec["iw"]) if rec.get("iw") else None,
+                    "shared": share_name(rec["sh"]) if rec.get("sh") else None,
+                    "shared_sessions": _group_sessions(counts, rec.get("sh")),
                 }
             )
         return leases
@@ -417,3 +444,25 @@ class SeatEngine:
                 }
             )
         return waiting
+
+
+def share_name(key: str) -> str:
+    """A share group's key (lua/_acquire.lua's sharing) as people read it: the user, the
+    host, or ``user@host``."""
+    mode, _, rest = key.partition("|")
+    if mode != "uh":
+        return rest
+    length, _, pair = rest.partition("|")
+    user_length = int(length) if length.isdigit() else 0
+    # (the script counts bytes; Python's str here is characters: cut on the bytes)
+    raw = pair.encode("utf-8", "surrogatepass")
+    user, host = raw[:user_length], raw[user_length:]
+    return f"{user.decode('utf-8', 'replace')}@{host.decode('utf-8', 'replace')}"
+
+
+def _group_sessions(counts: dict[str, str], key: str | None) -> int | None:
+    """The sessions on a share group (the users hash's "#s:<key>": "<sessions> <seats>")."""
+    if not key:
+        return None
+    value = counts.get(f"#s:{key}")
+    return int(value.split()[0]) if value else None

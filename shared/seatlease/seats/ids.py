@@ -47,6 +47,16 @@ def with_identity(
 USER_NOTE_BYTES = 128
 
 
+def shown_host(metadata: dict[str, Any]) -> str | None:
+    """The host the lease's metadata shows, cut as ``shown_user`` cuts the user: a license
+    that shares seats by host groups leases by it."""
+    host = metadata.get("host")
+    if not isinstance(host, str) or not host:
+        return None
+    cut = host.encode("utf-8", "surrogatepass")[:USER_NOTE_BYTES]
+    return cut.decode("utf-8", "ignore") or None
+
+
 def shown_user(metadata: dict[str, Any]) -> str | None:
     """The user the lease's metadata shows (a string ``user``; anything else is none), cut
     to ``USER_NOTE_BYTES`` of UTF-8 at a character's end: a refusal is noted with it, as

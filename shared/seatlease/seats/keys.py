@@ -136,6 +136,8 @@ class LicenseKeys:
     # call moved their deadline down): no token brings them back (acquire.lua), pruned
     # once every token of them has expired (lua/_lib.lua's note_end)
     ended: str  # ZSET session_id -> the latest expiry of its tokens (ms; + 0.5: revoked)
+    # Idle seats (lua/_idle.lua): the leases warned for being idle
+    idlers: str  # ZSET session_id -> when it is reclaimed (ms)
     # A failover's recovery (seats/failover.py, acquire.lua's re-admission)
     lmax: str  # STRING "<lease ms>:<when noted>": the longest lease granted recently
     mark: str  # the shard's mark (shard_mark_key)
@@ -175,6 +177,7 @@ class LicenseKeys:
             refusing=f"{base}:refusing",
             refused_due=refused_due_key(shard),
             ended=f"{base}:ended",
+            idlers=f"{base}:idlers",
             lmax=f"{base}:lmax",
             mark=shard_mark_key(shard),
             recovered=recovered_key(shard),

@@ -55,9 +55,9 @@ SCRIPT_NAMES = (
 # release hands a seat it frees to the license's wait queue; acquire's own steps
 # (_acquire.lua) come last, so that as the library's function they are defined once.
 PRELUDES = {
-    "acquire": ("_ratelimit", "_policy", "_refusals", "_acquire"),  # _acquire: its steps
+    "acquire": ("_ratelimit", "_policy", "_refusals", "_idle", "_acquire"),  # _acquire: its steps
     "flush_refusals": ("_refusals",),
-    "heartbeat": ("_ratelimit",),
+    "heartbeat": ("_ratelimit", "_idle"),
     "release": ("_ratelimit", "_policy"),  # a freed seat is held for the queue at once
     "reclaim": ("_policy",),  # ... and one the reaper frees
 }

@@ -73,6 +73,9 @@ class Lease:
     recovering_until_ms: int | None = None
     recovered: bool = False  # re-admitted by its lease token (it was lost here)
     user: str | None = None  # the user the license's policy judged it as (its tokens' usr)
+    # on a license that shares seats: the sessions on this lease's share group, itself
+    # included (None: not in one)
+    shared_sessions: int | None = None
 
     @property
     def overage(self) -> bool:
@@ -113,6 +116,8 @@ class Renewal:
     machine: str | None = None  # a borrowed lease's machine (its token's cnf.machine)
     user: str | None = None  # the user the license's policy judged it as (its tokens' usr)
     recovered: bool = False  # re-admitted by its lease token in this call
+    # warned for being idle: when it is reclaimed unless used (ms; None: not warned)
+    idle_reclaim_at_ms: int | None = None
 
     @property
     def heartbeat_interval_seconds(self) -> int:

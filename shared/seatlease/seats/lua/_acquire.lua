@@ -11,9 +11,9 @@
 -- (here, before anything is written: the lengths and seats asked) or change (the
 -- lease's weight, the machine); the rest they read from `k` and `a` themselves (the
 -- license's key prefix from k.lk). The constructor names the fields every grant sets;
--- the others (T, P, R, held, reweigh, grant, bound_to, judged_user, recovering: nil
--- until found) are set only on a license with terms or a policy, a token or a lease
--- held. Both together are under 32: the one hash part the constructor sizes never grows.
+-- the others (T, P, R, held, reweigh, grant, bound_to, judged_user, recovering, share,
+-- shared_n: nil until found) are set only on a license with terms, a policy or sharing,
+-- a token or a lease held. Both together are under 32: the one hash part the constructor sizes never grows.
 local function acquire_state(k, a)
   k.lk = a.tenant_id .. '/' .. a.license_id
   local asked = tonumber(a.seats or '')  -- nil: not said
@@ -36,6 +36,7 @@ local function answer(C, a, reply)
   reply = machine_tail(weighted_tail(reply, C.w), C.bound_to or nil)
   reply = user_tail(reply, C.judged_user or nil)
   if C.recovering then reply[#reply + 1] = 'r:' .. int_arg(C.recovering) end
+  if C.shared_n then reply[#reply + 1] = 's:' .. int_arg(C.shared_n) end
   return remember(C.reply_key, a.reply_ttl_ms, C.now, reply)
 end
 
@@ -200,6 +201,7 @@ local function own_lease(C, k, a)
     return
   end
   C.w = rec.w or 1
+  if rec.sh then C.shared_n = share_group(k.users, rec.sh) end
   local used = in_use(k, now)
   if rec.b then
     C.bound_to = rec.f or false
@@ -273,7 +275,8 @@ local function failover_window(C, k, a)
 end
 
 -- The seats in use. Under the prune limit every expired lease is gone (its weight with
--- it), so ZCARD and the weights' sum are the live count. A lingering lease taken back
+-- it, its share group's count too), so ZCARD, the weights' sum and the shared leases
+-- beyond their groups' seats make the live count. A lingering lease taken back
 -- with another weight: its seats are free for its client (C.own).
 local function count(C, k)
   if C.pruned < 100 then
@@ -284,16 +287,95 @@ local function count(C, k)
       redis.call('DEL', k.wsum)
       extra = 0
     end
-    C.used = leases + redis.call('ZCARD', k.units) + extra
+    C.used = leases + redis.call('ZCARD', k.units) + extra - shared_extra(k)
   else
     C.used = in_use(k, C.now)
   end
   C.own = C.reweigh and (C.reweigh.w or 1) or 0
+  if C.reweigh and C.reweigh.sh then
+    -- (a shared one frees only the seat its group no longer needs without it)
+    local n, seats = share_group(k.users, C.reweigh.sh)
+    C.own = math.max(0, seats - (n - 1))
+  end
+end
+
+-- The call's share group on a license that shares (_lib.lua's shared seats): the user,
+-- the host or both (a.share_user, a.share_host: as the request or its metadata names
+-- them; '' for none). A lease of one seat that is not a borrow (nor a lingering lease
+-- taken back with another weight) and names them is in the group; it *joins* one of the
+-- group's seats when the group has room on them (no limit, or fewer sessions than seats x
+-- limit): then no seat is taken and nothing more is decided (the deny list, suspension,
+-- the term and the rate budget were judged already). Else it takes a seat as any lease
+-- does, and the group grows by that seat. (Under the prune limit every expired lease is
+-- gone, so a group with seats has a live or lingering session on them.)
+local function sharing(C, k, a)
+  local rule = C.cfg.share
+  if not rule or C.w ~= 1 or C.is_borrow == 1 or C.reweigh then return end
+  local mode, limit = string.match(rule, '^(%a+)|(%d+)$')
+  local user, host, key = a.share_user or '', a.share_host or '', nil
+  if mode == 'u' then
+    if user ~= '' then key = 'u|' .. user end
+  elseif mode == 'h' then
+    if host ~= '' then key = 'h|' .. host end
+  elseif mode == 'uh' and user ~= '' and host ~= '' then
+    key = 'uh|' .. #user .. '|' .. user .. host  -- (the user's length: no two pairs alike)
+  end
+  if not key then return end
+  limit = tonumber(limit) or 0
+  local n, seats = share_group(k.users, key)
+  C.share = {key = key, by = mode}
+  if seats > 0 and C.pruned < 100 and (limit == 0 or n < seats * limit) then
+    C.share.joins = true
+  end
+end
+
+-- Idle reclaim when needed (_idle.lua): a call that finds no seat free first reclaims the
+-- license's warned idle leases whose time has come (earliest first, at most IDLE_WALK a
+-- call, a borrowed or lingering one never), until the seats it asks for are free; each is
+-- lease.reclaimed, reason idle, and its client's next heartbeat learns why. The seats go
+-- to this call, or, under a policy, as the policy gives them (the queue's head first).
+local IDLE_WALK = 20
+local function make_room(C, k, a)
+  local timeout, always = idle_rule(C.cfg.idle)
+  if not timeout or always or C.over_cap then return end
+  if C.used - C.own + C.w <= C.cfg.limit then return end
+  local now = C.now
+  local due = redis.call('ZRANGEBYSCORE', k.idlers, '-inf', int_arg(now), 'LIMIT', '0',
+    int_arg(IDLE_WALK))
+  for _, sid in ipairs(due) do
+    if C.used - C.own + C.w <= C.cfg.limit then return end
+    local score = tonumber(redis.call('ZSCORE', k.leases, sid))
+    local raw = redis.call('HGET', k.sessions, sid)
+    local rec = raw and cjson.decode(raw)
+    if score and score > now and rec and rec.iw and rec.iw <= now and not rec.b
+      and not rec.lg then
+      rec.x = 3
+      drop_lease(k, k.lk, sid, rec, now, score, 'idle')
+      count(C, k)
+      emit_end(k, a.tenant_id, a.license_id, sid, rec, now, C.cfg.seats, a.event_prefix,
+        C.used)
+    else  -- (ended, or no longer warned: an index entry left behind)
+      redis.call('ZREM', k.idlers, sid)
+    end
+  end
+end
+
+-- A refusal for want of seats comes back no later than the first warned idle lease's
+-- reclaim (when_needed: that call may take its seat).
+local function idle_retry(C, k, refusal)
+  if not (C.cfg.idle and k.idlers) then return refusal end
+  local first = redis.call('ZRANGE', k.idlers, '0', '0', 'WITHSCORES')
+  if #first == 0 then return refusal end
+  refusal[5] = math.max(1, math.min(refusal[5], tonumber(first[2]) - C.now))
+  return refusal
 end
 
 -- The verdict: the license's policy (its queue, reservations and per-user limit), or
 -- the cap alone. A refusal for want of seats is noted for the refusal events.
 local function decide(C, k, a)
+  sharing(C, k, a)
+  if C.share and C.share.joins then return end
+  make_room(C, k, a)
   local lk, now, cfg, used, own, w = k.lk, C.now, C.cfg, C.used, C.own, C.w
   if C.P then
     local S = seat_state(C.P, k, now, cfg.limit, used - own)
@@ -315,6 +397,7 @@ local function decide(C, k, a)
       if refusal[1] == 'denied' or refusal[1] == 'queued' or refusal[1] == 'queue_full' then
         note_refusal(k, lk, a.client_id, a.shown_user or '', w, now, refusal[1] == 'queued')
       end
+      if refusal[1] == 'denied' then refusal = idle_retry(C, k, refusal) end
       return remember(C.reply_key, a.reply_ttl_ms, now, refusal)
     end
     grant.S = S
@@ -330,9 +413,12 @@ local function decide(C, k, a)
     local retry_ms = 1000
     if #first > 0 then retry_ms = tonumber(first[2]) - now end
     return remember(C.reply_key, a.reply_ttl_ms, now,
-      {'denied', used, cfg.seats, cfg.limit, retry_ms})
+      idle_retry(C, k, {'denied', used, cfg.seats, cfg.limit, retry_ms}))
   end
 end
+
+-- The share rule's modes as the events name them.
+local SHARE_BY = {u = 'user', h = 'host', uh = 'user_host'}
 
 -- The lease granted: a new one, a token's lease re-created with its session id, or the
 -- lingering lease taken back with its new weight; stored, counted and told (its event).
@@ -356,6 +442,10 @@ local function grant(C, k, a)
     redis.call('ZREM', k.ended, sid)
     uncount(k.users, rec)
     drop_weight(k, sid, rec)
+    if rec.sh then  -- (it leaves its share group: a lease of more seats shares none)
+      leave_share(k.users, rec)
+      rec.sh = nil
+    end
     rec.w, rec.ws, rec.lg, rec.cu, rec.cg, rec.u, rec.g = nil, nil, nil, nil, nil, nil, nil
     rec.l, rec.x, rec.tm = C.lease_ms, nil, nil
   end
@@ -384,6 +474,15 @@ local function grant(C, k, a)
     end
   end
   add_weight(k, rec, w)
+  local event_extra = nil
+  if C.share then
+    local joins = C.share.joins or false
+    rec.sh = C.share.key
+    C.shared_n = join_share(k.users, rec.sh, not joins)
+    if joins then seats_used = seats_used - w end
+    event_extra = '"shared":{"by":"' .. (SHARE_BY[C.share.by] or C.share.by)
+      .. '","sessions":' .. int_arg(C.shared_n) .. '}'
+  end
   note_grant(k, client, now)
   if C.is_borrow == 0 then note_lease_length(k.lmax, C.lease_ms, now) end
   put_lease(k, lk, sid, rec, int_arg(deadline))
@@ -395,6 +494,7 @@ local function grant(C, k, a)
     event_meta = with_reason(meta, R.why)
     redis.call('INCR', k.recovered)
   end
+  if event_extra then event_meta = with_field(event_meta, event_extra) end
   emit(k.outbox, prefix, now, {type = etype, tenant_id = tenant, license_id = license,
     session_id = sid, client_id = client, seats_used = seats_used, seats_total = cfg.seats,
     w = w}, event_meta)

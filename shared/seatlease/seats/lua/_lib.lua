@@ -10,7 +10,9 @@
 --                   "lg": 1 while lingering (released by its client, the seat still held
 --                   for that client until the deadline; "b" and "lg" are absent otherwise),
 --                   with a license policy "u": user, "g": the group charged, "cu"/"cg": 1
---                   when counted in the users hash (uncount below)}
+--                   when counted in the users hash (uncount below); "iw": when an idle
+--                   lease is reclaimed (its warning, _idle.lua); "sh": its share group
+--                   (shared seats, below)}
 --   clients   HASH  client_id -> session_id (re-acquire by the same client returns its lease,
 --                   a lingering one included)
 --   deadlines ZSET  per shard: "<tenant>/<license>|<session_id>" -> deadline (the reaper's index)
@@ -26,6 +28,8 @@
 --   wsum      STRING the sum of w - 1 over the license's leases of weight w > 1 (rec.w;
 --                   absent: 1), stored and not yet reclaimed (add_weight below)
 --   units     ZSET  the release before's weighted leases' other seats (drop_units below)
+--   idlers    ZSET  session_id -> idle_reclaim_at (ms) of the license's warned idle leases
+--                   (_idle.lua)
 
 -- Milliseconds from the Redis server clock: function instances' clocks differ.
 local function now_ms()
@@ -209,11 +213,71 @@ local function live_extra(k, now)
   return math.max(0, sum)
 end
 
--- Seats in use at `now`: the live leases, each weighted.
+-- Shared seats (docs/design.md, "Shared seats"): the leases of one share group (the same
+-- user, host, or both, on a license that shares) count as the group's seats, not one
+-- seat each. The license's `users` hash holds, per group, "#s:<key>" -> "<sessions>
+-- <seats>", and "#ssum" -> the sum over the groups of sessions - seats: the leases stored
+-- beyond their groups' seats, which the seat count leaves out. A group's seats never
+-- exceed its sessions and are at least 1 while it has any, so the count is the seats the
+-- groups hold. O(1) a call whatever the group's size. A license without shared leases
+-- pays one HGET of an absent field.
+local function shared_extra(k)
+  if not k.users then return 0 end
+  return tonumber(redis.call('HGET', k.users, '#ssum') or 0)
+end
+
+local function share_group(users, key)
+  local v = redis.call('HGET', users, '#s:' .. key)
+  if not v then return 0, 0 end
+  local n, seats = string.match(v, '^(%d+) (%d+)$')
+  return tonumber(n), tonumber(seats)
+end
+
+-- A new lease joins group `key`: on a new seat of the group (`new_seat`), or on one it
+-- holds. Returns the group's sessions after it.
+local function join_share(users, key, new_seat)
+  local n, seats = share_group(users, key)
+  n = n + 1
+  if new_seat then
+    seats = seats + 1
+  else
+    redis.call('HINCRBY', users, '#ssum', 1)
+  end
+  redis.call('HSET', users, '#s:' .. key, int_arg(n) .. ' ' .. int_arg(seats))
+  return n
+end
+
+-- A lease of a group (rec.sh) ends: the group keeps its seats while it has as many
+-- sessions; a seat goes when fewer are left (the last session's end frees the last).
+local function leave_share(users, rec)
+  local n, seats = share_group(users, rec.sh)
+  if n == 0 then return end
+  n = n - 1
+  local freed = math.max(0, seats - n)
+  if n == 0 then
+    redis.call('HDEL', users, '#s:' .. rec.sh)
+  else
+    redis.call('HSET', users, '#s:' .. rec.sh, int_arg(n) .. ' ' .. int_arg(seats - freed))
+  end
+  -- (sessions - seats of the group moves by freed - 1)
+  if freed ~= 1 and redis.call('HINCRBY', users, '#ssum', freed - 1) <= 0 then
+    redis.call('HDEL', users, '#ssum')
+  end
+end
+
+-- Seats in use at `now`: the live leases, each weighted, a share group's as its seats.
+-- (The shared leases beyond their groups' seats are left out less the expired leases not
+-- yet reclaimed, any of which may be one of them: never fewer seats than are in use.)
 local function in_use(k, now)
   local after = '(' .. int_arg(now)
-  return redis.call('ZCOUNT', k.leases, after, '+inf')
+  local used = redis.call('ZCOUNT', k.leases, after, '+inf')
     + redis.call('ZCOUNT', k.units, after, '+inf') + live_extra(k, now)
+  local shared = shared_extra(k)
+  if shared > 0 then
+    shared = shared - redis.call('ZCOUNT', k.leases, '-inf', int_arg(now))
+    if shared > 0 then used = used - shared end
+  end
+  return used
 end
 
 -- A license policy's live counts (the license's `users` hash, _policy.lua): a lease
@@ -245,7 +309,8 @@ end
 -- `te`: the latest deadline it was given before a call moved it down (move_deadline: a
 -- shorter re-acquire, a term's cut, a conversion to a shorter borrow, a linger). The
 -- member is the session id (24 characters: the service makes them), the score the note's
--- end in ms, plus 0.5 for a revoke: a fixed size per note. Each note prunes the notes
+-- end in ms, plus 0.5 for a revoke or 0.25 for an idle reclaim (`revoked` = 'idle', or a
+-- record cut for idleness, x = 3): a fixed size per note. Each note prunes the notes
 -- whose tokens have all expired, and the key expires at most NOTES_KEPT_MS after its last
 -- note's end (set again only when a note outlives it: about once that long, not on every
 -- end): bounded with the reaper down. (A note of the release before, its end + 1000,
@@ -256,13 +321,14 @@ local function note_end(k, sid, rec, now, held_until, revoked)
   -- A lingering lease's deadline is the linger's, which no token says: its tokens' end
   -- was noted when its client released it (a revoke then only says it was a revoke).
   if rec.lg and not revoked then return end
+  if rec.x == 3 and not revoked then revoked = 'idle' end
   local until_ms = math.max(rec.te or 0, rec.lg and 0 or (held_until or 0))
   if until_ms <= now and not rec.lg then return end
   redis.call('ZREMRANGEBYSCORE', k.ended, '-inf', int_arg(now))
   local old = tonumber(redis.call('ZSCORE', k.ended, sid))
   if old then until_ms = math.max(until_ms, math.floor(old)) end
   if until_ms <= now then return end
-  local score = until_ms + (revoked and 0.5 or 0)
+  local score = until_ms + ((revoked == 'idle' and 0.25) or (revoked and 0.5) or 0)
   if not old or score > old then redis.call('ZADD', k.ended, int_arg(score), sid) end
   local ttl = redis.call('PTTL', k.ended)
   if ttl < 0 or now + ttl <= until_ms then
@@ -274,13 +340,15 @@ local function note_end(k, sid, rec, now, held_until, revoked)
   end
 end
 
--- Why the lease `sid` is noted as ended at `now`: 'revoked', 'ended', or nil (no note, or
--- every token of it has expired).
+-- Why the lease `sid` is noted as ended at `now`: 'revoked', 'idle', 'ended', or nil (no
+-- note, or every token of it has expired).
 local function ended_note(k, sid, now)
   local score = tonumber(redis.call('ZSCORE', k.ended, sid))
   if not score or score <= now then return nil end
-  if score % 1 ~= 0 then return 'revoked' end
-  return 'ended'
+  local part = score % 1
+  if part == 0 then return 'ended' end
+  if part < 0.4 then return 'idle' end
+  return 'revoked'
 end
 
 -- Removes one lease from every structure that knows it (`k.users`: the license's policy
@@ -300,6 +368,8 @@ local function drop_lease(k, lk, sid, rec, now, held_until, revoked)
   end
   uncount(k.users, rec)
   drop_weight(k, sid, rec)
+  if rec.iw and k.idlers then redis.call('ZREM', k.idlers, sid) end
+  if rec.sh and k.users then leave_share(k.users, rec) end
   if now then note_end(k, sid, rec, now, held_until, revoked) end
   return rec
 end
@@ -338,8 +408,8 @@ end
 
 -- Why a lease was cut short, in its record (x) and its end's event (metadata.reason):
 -- 1, the license's end (+ grace) under end_leases; 2, the license has not started (its
--- start was moved later while the lease was held).
-local CUT_REASON = {'license_expired', 'license_not_started'}
+-- start was moved later while the lease was held); 3, idle (_idle.lua).
+local CUT_REASON = {'license_expired', 'license_not_started', 'idle'}
 
 -- The term's limit on the license's held deadlines at `now` (T: load_terms), or nil for
 -- none: {to, x}, every deadline past `to` is cut to it, marked x.
@@ -428,17 +498,19 @@ end
 -- A cache entry written before borrowing and linger existed lacks their fields: off.
 -- `policy` is the license policy's JSON text (_policy.lua), nil for a license without one;
 -- `terms` is '1' for a license with a term, entitlements or a version range (load_terms).
+-- `idle` its idle rule ('<timeout ms>|a' always, '|w' when needed: _idle.lua), `share` its
+-- sharing rule ('<u|h|uh>|<sessions a seat, 0: any>': shared seats above); nil for none.
 local function load_config(cfg_key)
   local v = redis.call('HMGET', cfg_key, 'exists', 'seats', 'lease_seconds',
     'max_lease_seconds', 'overage_percent', 'suspended', 'max_borrow_seconds',
-    'linger_seconds', 'policy', 'terms')
+    'linger_seconds', 'policy', 'terms', 'idle', 'share')
   if not v[1] then return nil end
   if v[1] ~= '1' then return 'not_found' end
   local seats = tonumber(v[2])
   return {seats = seats, lease_ms = tonumber(v[3]) * 1000, max_lease_ms = tonumber(v[4]) * 1000,
           limit = math.floor(seats * (100 + tonumber(v[5])) / 100), suspended = v[6],
           max_borrow_ms = (tonumber(v[7]) or 0) * 1000, linger_ms = (tonumber(v[8]) or 0) * 1000,
-          policy = v[9] or nil, terms = v[10]}
+          policy = v[9] or nil, terms = v[10], idle = v[11] or nil, share = v[12] or nil}
 end
 
 -- The license's term, entitlements and version range from its cfg hash (written by

@@ -38,6 +38,12 @@
 --   k.lmax: the longest lease granted recently (_lib.lua's note_lease_length)
 --   k.mark: the shard's mark (_lib.lua's shard_mark); k.recovered: the shard's count of
 --     re-admissions (`seatlease failover status` sums them)
+--   k.idlers: the license's leases warned for being idle (_idle.lua): a call that finds
+--     no seat free reclaims those whose time has come, on a license that reclaims them
+--     when needed (_acquire.lua's make_room)
+--   a.share_user, a.share_host: who asks, for a license that shares seats ('' for none;
+--     _acquire.lua's sharing, _lib.lua's shared seats): a lease of one seat joins a live
+--     lease's seat of the same user (host, or both) while it has room, and takes none
 --
 -- Re-admission by a lease token (docs/design.md, "A region lost"): a.token_session_id
 -- the verified token's session id ('' for none), a.token_exp_ms its exp, a.token_iat_ms

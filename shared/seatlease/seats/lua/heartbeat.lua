@@ -15,7 +15,10 @@
 --     weighted leases' extra seats, _lib.lua's add_weight: a weight costs nothing when its
 --     lease's deadline moves)
 --   k.ended (_lib.lua's note_end): an unknown session noted there as revoked is answered
---     {'revoked'} (its client learns that an operator freed its seat)
+--     {'revoked'} (its client learns that an operator freed its seat), one reclaimed for
+--     being idle {'idle'}
+--   k.idlers, a.idle_seconds ('' for not said), a.busy ('1' for busy): the product's
+--     activity, judged by the license's idle rule (_idle.lua)
 --
 -- Over the budget, a heartbeat is refused ({'rate_limited', retry_ms}, nothing changed)
 -- only when it cannot cost the lease: it came early (more than two thirds of the lease
@@ -36,16 +39,23 @@
 -- {'not_started', starts_ms}. A borrowed lease's deadline does not move, but it too never
 -- outlives the term (cut here should the operator's cut have missed it).
 --
+-- Idle seats (_idle.lua): a lease warned for being idle is answered with its tail
+-- 'i:<ms>', when it is reclaimed unless activity (or busy) comes first; one whose
+-- deadline was cut to that time for it and has passed is reclaimed now, reason idle, and
+-- answered {'idle'}.
+--
 -- Returns (a repeat of the call: what its first run returned) one of
 --   {'ok', deadline_ms, lease_ms, now_ms, borrowed (0 or 1), client_id}
 --     + for a license with terms: expires_ms, end_ms, flags, entitlements, max_version
 --     + for a lease of weight w > 1: w (weighted_tail in _lib.lua)
 --     + for a borrowed lease bound to a machine: 'm:<fingerprint>' (machine_tail)
 --     + for a lease of a user the policy judges: 'u:<user>' (its token carries it)
+--     + for a lease warned for being idle: 'i:<reclaim at ms>'
 --   {'expired'}   the deadline had passed: the lease is reclaimed now (lease.reclaimed)
 --   {'unknown'}   no such session (released, reclaimed, revoked or never existed), or a
 --                 lingering one (ended now if its linger is over: lease.released)
 --   {'revoked'}   no such session: an operator revoked it (while its tokens last)
+--   {'idle'}      reclaimed for being idle (now, or before: while its tokens last)
 --   {'license_expired', expires_ms, end_ms} | {'not_started', starts_ms}
 --   {'missing'} | {'not_found'}   the configuration is not cached (or, for an unknown
 --                 session: is the license real?)
@@ -65,11 +75,12 @@ if not score then
   -- No lease to lose: an unknown session's heartbeat is counted like any call.
   local wait = rate_limited(k.rate, a.rate_limit, now)
   if wait then return {'rate_limited', wait} end
-  if k.ended and ended_note(k, sid, now) == 'revoked' then return {'revoked'} end
+  local note = k.ended and ended_note(k, sid, now)
+  if note == 'revoked' or note == 'idle' then return {note} end
   return {'unknown'}
 end
 
-local has = redis.call('HMGET', k.cfg, 'exists', 'terms', 'seats')
+local has = redis.call('HMGET', k.cfg, 'exists', 'terms', 'seats', 'idle')
 if not has[1] then return {'missing'} end
 local raw = redis.call('HGET', k.sessions, sid)
 local rec = raw and cjson.decode(raw) or {}
@@ -82,7 +93,7 @@ end
 local early = T and T.starts and now < T.starts
 local ending = T and T.fin and not T.keep and now >= T.fin
 if score <= now or ((ending or early) and not rec.lg) then
-  if (ending or early) and not rec.x then  -- the term ended (or moved) under it: say so
+  if (ending or early) and (not rec.x or rec.x == 3) then  -- the term ended (or moved): say so
     rec.x = early and 2 or 1
     redis.call('HSET', k.sessions, sid, cjson.encode(rec))
   end
@@ -92,6 +103,7 @@ if score <= now or ((ending or early) and not rec.lg) then
   if ending then
     return remember(reply_key, reply_ttl, now, {'license_expired', T.exp, T.fin})
   end
+  if rec.x == 3 then return remember(reply_key, reply_ttl, now, {'idle'}) end
   return remember(reply_key, reply_ttl, now, {'expired'})
 end
 if rec.lg then return remember(reply_key, reply_ttl, now, {'unknown'}) end
@@ -112,11 +124,22 @@ end
 local deadline = now + rec.l
 local cut = false
 if bound and deadline > bound[1] then deadline, cut = bound[1], true end
+-- (a license without an idle rule, and a lease never warned, read nothing more)
+local warned, idle_changed, idle_cut = nil, false, false
+if has[4] or rec.iw then
+  local always
+  warned, idle_changed, always = idle_heartbeat(k, a, sid, rec, has[4], now, a.idle_seconds,
+    a.busy)
+  if warned and always and warned < deadline then deadline, cut, idle_cut = warned, false, true end
+end
+local x = (cut and 1) or (idle_cut and 3) or nil
 -- (the record is written only when something in it changes: most renewals move the
 -- deadline alone)
-local changed = cut ~= (rec.x == 1) or (T ~= nil) ~= (rec.tm == 1)
-rec.x, rec.tm = cut and 1 or nil, T and 1 or nil
+local changed = idle_changed or x ~= rec.x or (T ~= nil) ~= (rec.tm == 1)
+rec.x, rec.tm = x, T and 1 or nil
 put_lease(k, lk, sid, rec, int_arg(deadline), score, changed)
 reply = {'ok', deadline, rec.l, now, 0, rec.c}
 if T then terms_tail(reply, T, now, cut) end
-return remember(reply_key, reply_ttl, now, user_tail(weighted_tail(reply, rec.w), rec.u))
+reply = user_tail(weighted_tail(reply, rec.w), rec.u)
+if warned then reply[#reply + 1] = 'i:' .. int_arg(warned) end
+return remember(reply_key, reply_ttl, now, reply)

@@ -11,7 +11,8 @@
 -- k.candidates[i]: the i-th candidate's license's keys: leases, sessions, clients, cfg,
 --   users (the license policy's live counts, _lib.lua's uncount), units (the release
 --   before's weighted leases), wsum (the weighted leases' extra seats, _lib.lua's
---   add_weight), queue, tickets, tdl (ticket deadlines), ended (a lease whose deadline a
+--   add_weight), queue, tickets, tdl (ticket deadlines), idlers (the warned idle leases,
+--   _idle.lua), ended (a lease whose deadline a
 --   call moved down is noted there while a token of it may still be valid: _lib.lua's
 --   note_end)
 -- a.event_prefix: the events' id prefix

@@ -14,6 +14,7 @@
 --     queue's head at once (_policy.lua's hold_for_queue)
 --   k.units (the release before's weighted leases, _lib.lua's drop_units), k.wsum (the
 --     weighted leases' extra seats, _lib.lua's add_weight)
+--   k.idlers: a warned idle lease ended here leaves the license's idle index (_idle.lua)
 --   k.ended: a lease released, lingering or revoked while a token of it may be valid is
 --     noted there until its last token expires (_lib.lua's note_end), so no token brings
 --     it back (acquire.lua's re-admission), and a revoke's heartbeat says so.

@@ -65,6 +65,7 @@ SPECS: dict[str, ScriptSpec] = {
                 "lmax",
                 "mark",
                 "recovered",
+                "idlers",
             ),
             args=(
                 "tenant_id",
@@ -98,11 +99,14 @@ SPECS: dict[str, ScriptSpec] = {
                 "readmit_for",  # 'heartbeat': a heartbeat's re-admission, '': an acquire
                 "audit_verdict",
                 "token_user",
+                # the share group's user and host ('' for none: lua/_acquire.lua's sharing)
+                "share_user",
+                "share_host",
             ),
         ),
         ScriptSpec(
             "heartbeat",
-            keys=(*_LEASE, "reply0", "rate", "reply1", "users", *_WEIGHT, "ended"),
+            keys=(*_LEASE, "reply0", "rate", "reply1", "users", *_WEIGHT, "ended", "idlers"),
             args=(
                 "tenant_id",
                 "license_id",
@@ -111,11 +115,14 @@ SPECS: dict[str, ScriptSpec] = {
                 "reply_ttl_ms",
                 "rate_limit",
                 "reply_field",
+                # the product's activity ('' for not said: active; lua/_idle.lua)
+                "idle_seconds",
+                "busy",
             ),
         ),
         ScriptSpec(
             "release",
-            keys=(*_LEASE, "reply0", "rate", "reply1", *_POLICY, *_WEIGHT, "ended"),
+            keys=(*_LEASE, "reply0", "rate", "reply1", *_POLICY, *_WEIGHT, "ended", "idlers"),
             args=(
                 "tenant_id",
                 "license_id",
@@ -144,6 +151,7 @@ SPECS: dict[str, ScriptSpec] = {
                     "tickets",
                     "tdl",
                     "ended",
+                    "idlers",
                 ),
             ),
             arg_tail=Tail("candidates", ("tenant_id", "license_id", "session_id")),
@@ -229,6 +237,7 @@ _KEY_ATTR = {
     "refusing": "refusing",
     "refused_due": "refused_due",
     "ended": "ended",
+    "idlers": "idlers",
     "lmax": "lmax",
     "mark": "mark",
     "recovered": "recovered",
@@ -266,6 +275,8 @@ def acquire_call(
     recover: TokenGrant | None = None,
     on_heartbeat: bool = False,
     audit_verdict: str = "",
+    share_user: str | None = None,
+    share_host: str | None = None,
 ) -> tuple[list[str], list[Any]]:
     """acquire.lua's KEYS and ARGV. ``rate_limit``: the tenant's calls per second (0:
     none, as for an operator's call). ``seats``: the lease's weight (None: not said).
@@ -275,7 +286,8 @@ def acquire_call(
     lease, to re-admit if this Redis lost it; ``on_heartbeat``: the re-admission of a
     heartbeat (answers ``not_readmitted`` rather than a new lease); ``audit_verdict``: the
     audit trail's word on that session, once the script asked for it
-    (``consult_audit``)."""
+    (``consult_audit``). ``share_user``, ``share_host``: who asks, as a license that
+    shares seats groups leases (None: not said)."""
     keys = LicenseKeys.of(tenant_id, license_id)
     spec = SPECS["acquire"]
     return spec.build(
@@ -305,6 +317,8 @@ def acquire_call(
             **_token_args(recover),
             "readmit_for": "heartbeat" if on_heartbeat else "",
             "audit_verdict": audit_verdict,
+            "share_user": share_user or "",
+            "share_host": share_host or "",
         },
     )
 
@@ -333,9 +347,18 @@ def _token_args(grant: TokenGrant | None) -> dict[str, Any]:
 
 
 def heartbeat_call(
-    tenant_id: str, license_id: str, session_id: str, *, request_id: str, rate_limit: int = 0
+    tenant_id: str,
+    license_id: str,
+    session_id: str,
+    *,
+    request_id: str,
+    rate_limit: int = 0,
+    idle_seconds: int | None = None,
+    busy: bool = False,
 ) -> tuple[list[str], list[Any]]:
-    """heartbeat.lua's KEYS and ARGV."""
+    """heartbeat.lua's KEYS and ARGV. ``idle_seconds``: how long the product saw no user
+    activity (None: not said, an active lease); ``busy``: it works and must not be
+    interrupted (lua/_idle.lua)."""
     keys = LicenseKeys.of(tenant_id, license_id)
     spec = SPECS["heartbeat"]
     return spec.build(
@@ -348,6 +371,8 @@ def heartbeat_call(
             "reply_ttl_ms": _REPLY_TTL_MS,
             "rate_limit": rate_limit,
             "reply_field": keys.reply_field("heartbeat", session_id, request_id),
+            "idle_seconds": "" if idle_seconds is None else idle_seconds,
+            "busy": 1 if busy else "",
         },
     )
 

@@ -209,12 +209,14 @@ REFUSALS: dict[str, Refusal] = {
     ),
     "recovering": Refusal(("retry_ms",), lambda a, c: Recovering(a.retry_seconds())),
     "not_readmitted": Refusal(
-        ("why",), lambda a, c: SessionExpired("revoked" if a.why == "revoked" else "unknown")
+        ("why",),
+        lambda a, c: SessionExpired(a.why if a.why in ("revoked", "idle") else "unknown"),
     ),
     # heartbeat.lua
     "expired": Refusal((), lambda a, c: SessionExpired("expired")),
     "unknown": Refusal((), lambda a, c: SessionExpired("unknown")),
     "revoked": Refusal((), lambda a, c: SessionExpired("revoked")),
+    "idle": Refusal((), lambda a, c: SessionExpired("idle")),
 }
 
 # Each answer code and its fields, in the order the script's table holds them.
@@ -227,10 +229,17 @@ ANSWERS: dict[str, tuple[str, ...]] = {
 # fields, each part only when it applies, in this order: the license's terms (TERMS), the
 # lease's weight when more than 1 (a number), then texts with a prefix: 'm:' the machine a
 # borrow is bound to, 'u:' the user the policy judged it as, 'r:' the end (ms) of the
-# failover window it was granted in. named_reply names them.
+# failover window it was granted in, 's:' the sessions on its share group, 'i:' when it is
+# reclaimed for being idle (ms). named_reply names them.
 LEASE_ANSWERS = ("acquired", "renewed", "recovered", "ok")
 TERMS = ("term_expires_ms", "term_ends_ms", "term_flags", "entitlements", "max_version")
-TAGGED = (("r:", "recovering_until_ms"), ("u:", "user"), ("m:", "machine"))  # from the end
+TAGGED = (  # from the end
+    ("i:", "idle_reclaim_at_ms"),
+    ("s:", "shared_sessions"),
+    ("r:", "recovering_until_ms"),
+    ("u:", "user"),
+    ("m:", "machine"),
+)
 WEIGHT = "weight"
 
 FIELD_NAMES = frozenset(
@@ -345,6 +354,7 @@ def lease_of(a: Answer, call: Call) -> Lease | QueuePlace:
         seats=a.number(WEIGHT, 1),
         machine=a.machine,
         recovering_until_ms=a.recovering_until_ms,
+        shared_sessions=a.shared_sessions,
     )
 
 
@@ -364,6 +374,7 @@ def renewal_of(a: Answer, call: Call, session_id: str) -> Renewal:
         seats=a.number(WEIGHT, 1),
         machine=a.machine,
         user=a.user,
+        idle_reclaim_at_ms=a.idle_reclaim_at_ms,
     )
 
 
