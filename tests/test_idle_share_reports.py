@@ -10,7 +10,7 @@ columns without rewriting a table and folds them back on a downgrade."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -258,6 +258,8 @@ def test_migration_0018_adds_the_columns_and_a_downgrade_folds_them_back(migrati
             assert old.all() == [(1, 0)], url
             indexes = {i["name"] for i in sa.inspect(conn).get_indexes("lease_events")}
             assert "ix_lease_events_idle" in indexes, url
+            indexes = {i["name"] for i in sa.inspect(conn).get_indexes("usage_leases")}
+            assert "ix_usage_leases_user" in indexes, url
         assert event_log.insert_events(rows, engine) == 11
         (counts,) = outcomes(Window(T), engine)
         assert (counts.reclaimed, counts.ended_by_idle) == (2, 1), url
@@ -272,6 +274,8 @@ def test_migration_0018_adds_the_columns_and_a_downgrade_folds_them_back(migrati
             assert conn.execute(s1).scalar() == "lease.reclaimed", url
             indexes = {i["name"] for i in sa.inspect(conn).get_indexes("lease_events")}
             assert "ix_lease_events_idle" not in indexes, url
+            indexes = {i["name"] for i in sa.inspect(conn).get_indexes("usage_leases")}
+            assert "ix_usage_leases_user" not in indexes, url
         engine.dispose()
 
 
@@ -401,3 +405,137 @@ def test_status_of_an_older_admin_function_reads_as_before():
     assert "SHARED" not in out and "idle" not in out and "shared by" not in out
     assert "acme/cad: 1 live lease\n" in out
     assert out.splitlines()[-1].split()[-1] == "live"
+
+
+# -- the sizing report: idle seat-hours and what idle reclaim and sharing would save ------
+
+
+def _lease(n: int, session: str, user: str | None, began: str, ended: str | None,
+           seats: int = 1) -> list[dict]:  # fmt: skip
+    rows = [event(n, "lease.acquired", at(began), session, 1, user=user)]
+    if ended:
+        rows.append(event(n + 1, "lease.released", at(ended), session, 0, user=user))
+    for row in rows:
+        row["seats"] = seats
+    return rows
+
+
+def sized(**window) -> dict:
+    from seatlease.records.reports.sizing import sizing_report
+
+    report = sizing_report(Window(T, window.pop("license_id", "cad"), **window))
+    (line,) = [line.as_dict() for line in report.licenses]
+    return line
+
+
+def savings_history() -> list[dict]:
+    """ann holds a 10:00-11:00 and b 10:30-11:30, bob c 10:15-10:45, a client without a
+    user d 10:40-10:50: 4 leases at 10:40-10:45, 3 had ann's shared a seat. a is warned
+    at 10:40, idle 600 s (since 10:30), until its lease.active at 10:50: 20 idle
+    seat-minutes; without a, the peak is 3 (b, c, d at 10:40-10:45)."""
+    rows = [*_lease(100, "a", "ann", "10:00", "11:00"),
+            *_lease(110, "b", "ann", "10:30", "11:30"),
+            *_lease(120, "c", "bob", "10:15", "10:45"),
+            *_lease(130, "d", None, "10:40", "10:50")]  # fmt: skip
+    rows.append(event(140, "lease.idle", at("10:40"), "a", 4, user="ann", idle_seconds=600,
+                      idle_reclaim_at=iso(at("10:41"))))  # fmt: skip
+    rows.append(event(141, "lease.active", at("10:50"), "a", 2, user="ann"))
+    return rows
+
+
+def test_sizing_says_the_idle_seat_hours_and_what_idle_reclaim_and_sharing_would_save(
+    database, fixed_now
+):
+    store.create_tenant(T)
+    store.create_license(T, "cad", seats=5)
+    assert store_events(savings_history()) == 10
+    line = sized(since=at("09:00"))
+    assert line["idle_seat_hours"] == round(20 / 60, 3)
+    assert (line["idle_reclaim_would_save"], line["sharing_would_save"]) == (1, 1)
+    assert line["savings_since"] == "2026-11-24T09:00:00Z"
+    assert line["savings_sentence"] == (
+        "Since 2026-11-24T09:00:00Z: 0.3 seat-hours were held by programs their users had "
+        "left idle (warned by the idle rule); reclaiming idle seats at once would have saved "
+        "1 seat at the peak, and letting one user's sessions share one seat 1 seat."
+    )
+    # A window from 10:42: the leases begun before it and still held count from there;
+    # the idle episode begun before it too (8 idle minutes left in it).
+    late = sized(since=at("10:42"))
+    assert late["idle_seat_hours"] == round(8 / 60, 3)
+    assert (late["idle_reclaim_would_save"], late["sharing_would_save"]) == (1, 1)
+    # From 10:46 c has ended: ann's two leases and d; a idle until 10:50.
+    after = sized(since=at("10:46"))
+    assert (after["idle_reclaim_would_save"], after["sharing_would_save"]) == (1, 1)
+    assert sized(since=at("11:01"))["sharing_would_save"] == 0  # only b left
+
+
+def test_a_repeated_warning_is_one_episode_and_a_weight_counts_its_seats(database, fixed_now):
+    """Two lease.idle of one lease with no lease.active between (a redelivered warning
+    stored under another id, or the lease warned again) are one episode from the first;
+    a weight-3 lease idle 30 minutes (said at 10:20: idle 1,200 s) is 1.5 idle seat-hours
+    and, idle while the peak of 4 seats, saves 1 (3 seats in use after it woke up); a
+    warning after the lease's end is no idle time."""
+    store.create_tenant(T)
+    store.create_license(T, "cad", seats=8)
+    rows = [*_lease(200, "w", None, "10:00", "11:00", seats=3),
+            *_lease(210, "x", None, "10:00", "10:30")]  # fmt: skip
+    rows += [event(220, "lease.idle", at("10:20"), "w", 4, idle_seconds=1200),
+             event(221, "lease.idle", at("10:25"), "w", 4, idle_seconds=0),
+             event(222, "lease.active", at("10:30"), "w", 3),
+             event(223, "lease.idle", at("10:50"), "x", 3, idle_seconds=60)]  # fmt: skip
+    for row in rows:
+        if row["session_id"] == "w":
+            row["seats"] = 3
+    assert store_events(rows) == 8
+    line = sized(since=at("09:00"))
+    # w idle 10:00-10:30 (3 seats); x's warning came after its end: no idle time
+    assert line["idle_seat_hours"] == 1.5
+    assert line["idle_reclaim_would_save"] == 1  # 4 at the peak, 1 while w idle, then 3
+    assert line["sharing_would_save"] == 0  # no users
+
+
+def test_a_license_with_nothing_idle_and_no_users_saves_nothing(database, fixed_now):
+    store.create_tenant(T)
+    store.create_license(T, "cad", seats=2)
+    assert store_events(_lease(300, "p", None, "10:00", "10:30")) == 2
+    line = sized(since=at("09:00"))
+    assert (line["idle_seat_hours"], line["idle_reclaim_would_save"],
+            line["sharing_would_save"]) == (0.0, 0, 0)  # fmt: skip
+    assert "0 seat-hours" in line["savings_sentence"]
+
+
+def test_the_savings_cover_the_last_14_days_of_a_longer_window(database, fixed_now):
+    """A lease shared 20 days ago is outside the savings' part (the window's last 14
+    days): the report says from when it counted."""
+    store.create_tenant(T)
+    store.create_license(T, "cad", seats=2)
+    old = NOW - timedelta(days=20)
+    rows = [*_lease(400, "o1", "ann", "10:00", "10:30"), *_lease(410, "o2", "ann", "10:00",
+                                                                  "10:30")]  # fmt: skip
+    for row in rows:
+        when = datetime.fromisoformat(row["occurred_at"].replace("Z", "+00:00"))
+        row["occurred_at"] = iso(when.replace(day=old.day, month=old.month))
+    assert store_events(rows) == 4
+    line = sized(since=NOW - timedelta(days=30))
+    assert line["savings_since"] == iso(NOW - timedelta(days=14))
+    assert line["sharing_would_save"] == 0
+    assert sized(since=NOW - timedelta(days=21), until=NOW - timedelta(days=19))[
+        "sharing_would_save"] == 1  # fmt: skip
+
+
+def test_report_sizing_in_the_cli_says_what_each_saving_means(database, fixed_now, monkeypatch,
+                                                              capsys):  # fmt: skip
+    _cli_db(monkeypatch)
+    assert store_events(savings_history()) == 10
+    assert main(["report", "sizing", "--tenant", T, "--since", "2026-11-24T09:00:00Z"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    header = lines[0].split()
+    assert header[-4:] == ["VERDICT", "IDLE_SEAT_HOURS", "IDLE_SAVES", "SHARING_SAVES"]
+    assert lines[1].split()[-3:] == ["0.3", "1", "1"]
+    assert "cad: Since 2026-11-24T09:00:00Z: 0.3 seat-hours were held by programs" in out
+    assert "letting one user's sessions share one seat 1 seat." in out
+    assert main(["report", "sizing", "--tenant", T, "--since", "2026-11-24T09:00:00Z",
+                 "--json"]) == 0  # fmt: skip
+    (line,) = json.loads(capsys.readouterr().out)["licenses"]
+    assert (line["idle_reclaim_would_save"], line["sharing_would_save"]) == (1, 1)

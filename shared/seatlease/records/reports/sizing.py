@@ -33,6 +33,10 @@ percentiles: the recommendation errs towards more seats) and each refused minute
 counts at P + its unmet seats; ``estimated`` says so. Stretches with no event hold the
 level they started with, minute for minute, in either part.
 
+*Idle seat-hours*, the seats *idle reclaim* and *sharing would have saved* (issue 50):
+over the window's last 14 days at most, from the leases and the idle rule's warnings
+(``reports/savings.py`` defines them and says what they cost).
+
 Cost follows the rows, not the minutes: a walk over each license's rollup rows (an
 unchanged level between rows is one stretch), its refused minutes and its queue waits.
 A year of a license with 10 million events reads 8,760 hourly rows and 20,160 minute
@@ -63,6 +67,7 @@ from seatlease.records.reports.model import (
     limit_statements,
     ms,
 )
+from seatlease.records.reports.savings import Savings, savings, savings_start
 from seatlease.records.reports.usage import _collect, _License, minute_horizon
 from seatlease.records.store import transaction
 
@@ -98,6 +103,13 @@ class LicenseSizing:
     sentence: str
     demand: list[tuple[datetime, int]] = field(default_factory=list)  # per demand_period
     estimated: bool = False  # minutes before the minute rollups' retention, from hours
+    # What the idle rule and sharing would have saved (issue 50; reports/savings.py
+    # defines them), over [savings_since, end): the window's last 14 days at most.
+    idle_seat_hours: float = 0.0
+    idle_reclaim_would_save: int = 0
+    sharing_would_save: int = 0
+    savings_since: datetime | None = None
+    savings_sentence: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         waits = self.queue_wait_seconds
@@ -121,6 +133,11 @@ class LicenseSizing:
             "verdict": self.verdict,
             "sentence": self.sentence,
             "estimated": self.estimated,
+            "idle_seat_hours": self.idle_seat_hours,
+            "idle_reclaim_would_save": self.idle_reclaim_would_save,
+            "sharing_would_save": self.sharing_would_save,
+            "savings_since": iso_utc(self.savings_since) if self.savings_since else None,
+            "savings_sentence": self.savings_sentence,
             "demand": [[iso_utc(at), value] for at, value in self.demand],
         }
 
@@ -204,6 +221,24 @@ def sentence_of(s: LicenseSizing) -> str:
     return (
         f"No client was turned away; at most {s.peak_in_use:,}{of} seats were in use: "
         f"{plural(p100, 'seat')} would have served every busy minute."
+    )
+
+
+def savings_sentence_of(s: LicenseSizing) -> str:
+    """What the three savings numbers mean, in words (empty when the window had no
+    part to read them from)."""
+    if s.savings_since is None:
+        return ""
+
+    def seats(n: int) -> str:
+        return f"{n:,} seat{'' if n == 1 else 's'}"
+
+    hours = f"{s.idle_seat_hours:,.1f}".removesuffix(".0")
+    return (
+        f"Since {iso_utc(s.savings_since)}: {hours} seat-hours were held by programs their "
+        f"users had left idle (warned by the idle rule); reclaiming idle seats at once "
+        f"would have saved {seats(s.idle_reclaim_would_save)} at the peak, and letting "
+        f"one user's sessions share one seat {seats(s.sharing_would_save)}."
     )
 
 
@@ -325,8 +360,9 @@ def sizing_report(window: Window, engine: Engine | None = None) -> SizingReport:
         refused = _refused_minutes(conn, window, start, end)
         counts = _refused_counts(conn, window, start, end)
         waits = _queue_waits(conn, window, start, end)
+        names = sorted(set(sold) | set(pieces) | set(refused) | set(counts))
+        saved = savings(conn, window, start, end, names)
     period = chart_period(start, end, horizon)
-    names = sorted(set(sold) | set(pieces) | set(refused) | set(counts))
     lines = []
     for lid in names:
         seats = sold.get(lid, totals.get(lid))
@@ -353,6 +389,12 @@ def sizing_report(window: Window, engine: Engine | None = None) -> SizingReport:
         )
         line.verdict = verdict_of(line.recommended_seats, seats or 0)
         line.sentence = sentence_of(line)
+        found = saved.get(lid, Savings())
+        line.idle_seat_hours = found.idle_seat_hours
+        line.idle_reclaim_would_save = found.idle_reclaim_would_save
+        line.sharing_would_save = found.sharing_would_save
+        line.savings_since = savings_start(start, end)
+        line.savings_sentence = savings_sentence_of(line)
         lines.append(line)
     return SizingReport(window, start, end, period, lines)
 
