@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import text
 
 from seatlease import admin
@@ -539,3 +541,122 @@ def test_report_sizing_in_the_cli_says_what_each_saving_means(database, fixed_no
                  "--json"]) == 0  # fmt: skip
     (line,) = json.loads(capsys.readouterr().out)["licenses"]
     assert (line["idle_reclaim_would_save"], line["sharing_would_save"]) == (1, 1)
+
+
+# -- the savings against a brute force: random histories, and at production size ---------
+
+
+def brute_savings(leases: list[tuple], idles: list[tuple], lo_ms: int, hi_ms: int) -> tuple:
+    """The definitions of reports/savings.py, directly: ``leases`` (session, user, seats,
+    began_ms, ended_ms or None), ``idles`` (session, kind, at_ms, idle_seconds) in order.
+    Returns (idle seat-hours, idle saves, sharing saves)."""
+    by_session = {s[0]: s for s in leases}
+    spans = {}
+    for session, user, seats, began, ended in leases:
+        s, e = max(began, lo_ms), min(hi_ms if ended is None else ended, hi_ms)
+        if e > s:
+            spans[session] = (user, seats, s, e)
+    episodes = []
+    state: dict[str, tuple[str, float]] = {}
+    for session, kind, when_ms, idle_s in idles:
+        previous = state.get(session)
+        if previous is not None and previous[0] == kind:
+            continue  # a repeat: one episode
+        state[session] = (kind, when_ms - idle_s * 1000)
+        if kind == "lease.active" and previous is not None and previous[0] == "lease.idle":
+            episodes.append((session, previous[1], when_ms))
+    for session, (kind, since) in state.items():
+        if kind == "lease.idle":
+            episodes.append((session, since, None))
+    idle_spans = []
+    for session, since, until in episodes:
+        if session not in spans:
+            continue
+        _user, seats, s, e = spans[session]
+        began, ended = by_session[session][3], by_session[session][4]
+        start = max(since, began, lo_ms)
+        stop = min(hi_ms if until is None else until, hi_ms if ended is None else ended, hi_ms)
+        if stop > start:
+            idle_spans.append((seats, start, stop))
+
+    def peak(points: list[tuple[float, int]]) -> int:
+        level, top = 0, 0
+        for _t, d in sorted(points):
+            level += d
+            top = max(top, level)
+        return top
+
+    every = [p for _u, w, s, e in spans.values() for p in ((s, w), (e, -w))]
+    not_idle = every + [p for w, s, e in idle_spans for p in ((s, -w), (e, w))]
+    merged = []
+    for user in {u for u, w, _s, _e in spans.values() if u is not None and w == 1}:
+        runs: list[list[float]] = []
+        for _u, _w, s, e in sorted(x for x in spans.values() if x[0] == user and x[1] == 1):
+            if runs and s < runs[-1][1]:
+                runs[-1][1] = max(runs[-1][1], e)
+            else:
+                runs.append([s, e])
+        merged += [p for s, e in runs for p in ((s, 1), (e, -1))]
+    merged += [p for u, w, s, e in spans.values() if u is None or w != 1
+               for p in ((s, w), (e, -w))]  # fmt: skip
+    hours = sum(w * (e - s) for w, s, e in idle_spans) / 3_600_000
+    top = peak(every)
+    return round(hours, 3), top - peak(not_idle), top - peak(merged)
+
+
+def _ms(when: datetime) -> int:
+    return round(when.timestamp() * 1000)
+
+
+@st.composite
+def idle_histories(draw) -> tuple[list[dict], list[tuple], list[tuple]]:
+    """Up to 10 leases in 10:00-12:00 (users ann, bob or none; weight 1 or 2; some never
+    ended), each with up to three idle warnings and cancellations in any order."""
+    rows, leases, idles = [], [], []
+    n = iter(range(1000, 10**6))
+    for i in range(draw(st.integers(1, 10))):
+        session, user = f"h{i}", draw(st.sampled_from(["ann", "bob", None]))
+        seats = draw(st.sampled_from([1, 1, 2]))
+        began = at("10:00") + timedelta(seconds=draw(st.integers(0, 7200)))
+        held = draw(st.none() | st.integers(1, 7200))
+        ended = None if held is None else began + timedelta(seconds=held)
+        start = event(next(n), "lease.acquired", began, session, 1, user=user)
+        rows.append({**start, "seats": seats})
+        if ended is not None:
+            end = event(next(n), "lease.released", ended, session, 0, user=user)
+            rows.append({**end, "seats": seats})
+        leases.append((session, user, seats, _ms(began),
+                       None if ended is None else _ms(ended)))  # fmt: skip
+        for _ in range(draw(st.integers(0, 3))):
+            kind = draw(st.sampled_from(["lease.idle", "lease.active"]))
+            when = began + timedelta(seconds=draw(st.integers(0, 7200)))
+            idle_s = draw(st.integers(0, 3000)) if kind == "lease.idle" else 0
+            meta = {"idle_seconds": idle_s} if kind == "lease.idle" else {}
+            rows.append({**event(next(n), kind, when, session, 1, user=user, **meta),
+                         "seats": seats})  # fmt: skip
+            idles.append((session, kind, _ms(when), idle_s, rows[-1]["event_id"]))
+    idles.sort(key=lambda x: (x[0], x[2], x[4]))
+    return rows, leases, [x[:4] for x in idles]
+
+
+SLOW_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=SLOW_OK)
+@given(history=idle_histories(), since=st.sampled_from(["09:00", "10:30", "11:15"]))
+def test_the_savings_equal_their_definitions_on_random_histories(database, fixed_now, history,
+                                                                 since):  # fmt: skip
+    from seatlease.records.reports.savings import savings
+
+    rows, leases, idles = history
+    with db.get_engine().begin() as conn:
+        conn.execute(text("DELETE FROM lease_events"))
+        conn.execute(text("DELETE FROM usage_leases"))
+    assert store_events(rows) == len(rows)
+    window = Window(T, "cad", since=at(since))
+    with db.get_engine().connect() as conn:
+        found = savings(conn, window, at(since), NOW, ["cad"]).get("cad")
+    expected = brute_savings(leases, idles, _ms(at(since)), _ms(NOW))
+    got = (0.0, 0, 0) if found is None else (
+        found.idle_seat_hours, found.idle_reclaim_would_save, found.sharing_would_save)  # fmt: skip
+    assert got == expected
