@@ -815,7 +815,7 @@ def report(rounds: list[list[Phase]], target: float) -> bool:
 # load_config's HMGET of the cached configuration (_lib.lua)
 CONFIG_FIELDS = ("exists", "seats", "lease_seconds", "max_lease_seconds", "overage_percent",
                  "suspended", "max_borrow_seconds", "linger_seconds", "policy",
-                 "terms")  # fmt: skip
+                 "terms", "idle", "share")  # fmt: skip
 
 # The Redis commands acquire.lua runs for a new lease on a license without a policy and
 # without a rate limit, in its order: (command, argument, ...), each argument a KEYS[i] of
@@ -834,7 +834,8 @@ NEW_LEASE_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("HGET", "KEYS[4]", "ARGV[3]"),  # the client's own lease (none)
     ("ZCARD", "KEYS[2]"),  # seats used: the leases ...
     ("GET", "KEYS[17]"),  # ... the weighted leases' extra seats (wsum: none here) ...
-    ("ZCARD", "KEYS[16]"),  # ... and the release before's weighted leases' seats (units)
+    ("ZCARD", "KEYS[16]"),  # ... the release before's weighted leases' seats (units) ...
+    ("HGET", "KEYS[11]", "'#ssum'"),  # ... less the shared leases beyond their seats (none)
     ("HGET", "KEYS[18]", "ARGV[3]"),  # the client's refusals to mark served (none)
     ("GET", "KEYS[22]"),  # the longest lease granted recently (noted already: no SET)
     ("ZADD", "KEYS[2]", "ARGV[4]", "ARGV[5]"),  # the lease and its deadline
@@ -854,7 +855,7 @@ HEARTBEAT_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("HGET", "KEYS[9]", "ARGV[1]"),  # ... and 1
     ("ZSCORE", "KEYS[2]", "ARGV[2]"),  # the lease's deadline
     ("TIME",),
-    ("HMGET", "KEYS[1]", "'exists'", "'terms'", "'seats'"),  # the config, as far as needed
+    ("HMGET", "KEYS[1]", "'exists'", "'terms'", "'seats'", "'idle'"),  # the config, as needed
     ("HGET", "KEYS[3]", "ARGV[2]"),  # the lease's record
     ("ZADD", "KEYS[2]", "ARGV[3]", "ARGV[2]"),  # the new deadline ...
     ("ZADD", "KEYS[5]", "ARGV[3]", "ARGV[4]"),  # ... in the reaper's index too
@@ -882,7 +883,8 @@ RELEASE_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("HDEL", "KEYS[4]", "ARGV[6]"),
     ("ZCOUNT", "KEYS[2]", "ARGV[7]", "'+inf'"),  # seats used: the live leases ...
     ("ZCOUNT", "KEYS[15]", "ARGV[7]", "'+inf'"),  # ... the release before's units ...
-    ("GET", "KEYS[16]"),  # ... and the weighted leases' extra seats (wsum)
+    ("GET", "KEYS[16]"),  # ... the weighted leases' extra seats (wsum) ...
+    ("HGET", "KEYS[10]", "'#ssum'"),  # ... less the shared leases beyond their seats (none)
     ("XADD", "KEYS[6]", "'*'", "'e'", "ARGV[8]"),  # the lease.released event
     ("HSET", "KEYS[7]", "ARGV[1]", "ARGV[9]"),  # the stored reply ...
     ("PEXPIREAT", "KEYS[7]", "ARGV[10]"),  # ... and its hash's expiry
