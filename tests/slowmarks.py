@@ -22,6 +22,7 @@ SLOW_MODULES: dict[str, str] = {
     "test_portal_browser.py": "Chromium through chromedriver on a local stack",
     "test_localstack.py": "the local stack with the Pub/Sub emulator",
     "test_localstack_heal.py": "the local stack, a private PostgreSQL, processes killed",
+    "test_idle_share_http.py": "the local stack with the Pub/Sub emulator, on PostgreSQL",
     "test_local_no_pubsub.py": "seatlease local as a process, used for over 20 s",
     "test_readme_tour.py": "the README tour played on a local stack",
     "test_tour_chart.py": "the tour's chart rendered after a hold on a local stack",
