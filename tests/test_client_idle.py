@@ -403,14 +403,6 @@ def eventually(check: Callable[[], Any], within: float, what: str) -> Any:
     return value
 
 
-@pytest.fixture
-def stack(redis_url: str, database_url: str) -> Iterator[Any]:
-    from client_harness import client_stack
-
-    with client_stack() as served:
-        yield served
-
-
 def create_license(stack: Any, license_id: str, **fields: Any) -> None:
     import urllib.request
 
@@ -423,6 +415,13 @@ def create_license(stack: Any, license_id: str, **fields: Any) -> None:
         assert answer.status == 200
 
 
+def live_clients(stack: Any, license_id: str) -> list[str]:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{stack.url}/_test/live?license_id={license_id}") as answer:
+        return [lease["client_id"] for lease in json.load(answer)]
+
+
 def stack_client(stack: Any) -> SeatClient:
     return SeatClient(
         stack.url, stack.api_key, pinned_keys=stack.pinned_keys(), backoff=0.1,
@@ -430,9 +429,9 @@ def stack_client(stack: Any) -> SeatClient:
     )  # fmt: skip
 
 
-def test_end_to_end_an_idle_lease_is_warned_and_a_touch_cancels_it(stack):
-    create_license(stack, "idle1", seats=1, lease_seconds=3, idle_timeout_seconds=60)
-    client = stack_client(stack)
+def test_end_to_end_an_idle_lease_is_warned_and_a_touch_cancels_it(client_functions):
+    create_license(client_functions, "idle1", seats=1, lease_seconds=3, idle_timeout_seconds=60)
+    client = stack_client(client_functions)
     warned: list[datetime] = []
     with client.lease(
         "idle1", client_id="pc-1", on_idle_warning=lambda _, at: warned.append(at)
@@ -447,11 +446,16 @@ def test_end_to_end_an_idle_lease_is_warned_and_a_touch_cancels_it(stack):
         assert not lease.lost
 
 
-def test_end_to_end_always_reclaims_an_idle_lease_as_idle_and_a_touch_regains_it(stack):
+def test_end_to_end_always_reclaims_an_idle_lease_as_idle_and_a_touch_regains_it(client_functions):
     create_license(
-        stack, "idle2", seats=1, lease_seconds=3, idle_timeout_seconds=60, idle_reclaim="always"
+        client_functions,
+        "idle2",
+        seats=1,
+        lease_seconds=3,
+        idle_timeout_seconds=60,
+        idle_reclaim="always",
     )
-    client = stack_client(stack)
+    client = stack_client(client_functions)
     lost: list[str] = []
     with client.lease("idle2", client_id="pc-1", on_lost=lambda _, r: lost.append(r)) as lease:
         lease.touch(seconds_ago=3600)
@@ -459,31 +463,39 @@ def test_end_to_end_always_reclaims_an_idle_lease_as_idle_and_a_touch_regains_it
         assert (lease.lost_reason, lost) == ("idle", ["idle"])
         time.sleep(2)
         assert lease.lost  # not taken straight back
+        assert live_clients(client_functions, "idle2") == []
         lease.touch()
         eventually(lambda: not lease.lost, 5, "the seat asked for again on activity")
+        assert live_clients(client_functions, "idle2") == ["pc-1"]
 
 
-def test_end_to_end_a_busy_lease_is_never_warned(stack):
+def test_end_to_end_a_busy_lease_is_never_warned(client_functions):
     create_license(
-        stack, "idle3", seats=1, lease_seconds=3, idle_timeout_seconds=60, idle_reclaim="always"
+        client_functions,
+        "idle3",
+        seats=1,
+        lease_seconds=3,
+        idle_timeout_seconds=60,
+        idle_reclaim="always",
     )
-    client = stack_client(stack)
+    client = stack_client(client_functions)
     with client.lease("idle3", client_id="pc-1") as lease, lease.busy():
         lease.touch(seconds_ago=3600)
         time.sleep(4)
         assert lease.idle_reclaim_at is None and not lease.lost
 
 
-def test_end_to_end_when_needed_hands_the_idle_seat_to_a_refused_client(stack):
-    create_license(stack, "idle4", seats=1, lease_seconds=3, idle_timeout_seconds=60)
-    client = stack_client(stack)
+def test_end_to_end_when_needed_hands_the_idle_seat_to_a_refused_client(client_functions):
+    create_license(client_functions, "idle4", seats=1, lease_seconds=3, idle_timeout_seconds=60)
+    client = stack_client(client_functions)
     lost: list[str] = []
     with client.lease("idle4", client_id="idle-pc", on_lost=lambda _, r: lost.append(r)) as idle:
         idle.touch(seconds_ago=3600)
         eventually(lambda: idle.idle_reclaim_at, 5, "the idle warning")
         time.sleep(2)  # nobody waits: the warned lease keeps its seat
-        assert not idle.lost
+        assert not idle.lost and live_clients(client_functions, "idle4") == ["idle-pc"]
         with client.lease("idle4", client_id="busy-pc", wait=True, timeout=10) as other:
             assert other.session_id
             eventually(lambda: idle.lost, 5, "the idle lease told")
+            assert live_clients(client_functions, "idle4") == ["busy-pc"]
     assert lost == ["idle"]
