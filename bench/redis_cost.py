@@ -32,7 +32,17 @@ spread over all 256 shards. Then, per phase, it reads the server's own time per 
   the same round (target at most 1.5x: a weight must cost what a light lease costs, not
   O(weight)): ``heartbeat (w100k)``, ``acquire (renew w100k)`` and ``release (w100k)``,
   each on its own lease of 100,000 seats on a license as large as the hot one, against
-  ``heartbeat``, ``acquire (renew)`` and ``release``.
+  ``heartbeat``, ``acquire (renew)`` and ``release``;
+- idle seats and shared seats (issue 50), each against the plain call of the same round:
+  ``heartbeat (activity)``, a heartbeat saying the product's activity (``idle_seconds``
+  below the timeout) on a license with an idle rule (when needed), as large as the hot
+  one, and ``heartbeat (warned)``, one idle past the timeout on a lease warned before the
+  rounds (it stays warned: its answer carries the reclaim time), both against
+  ``heartbeat`` (target at most 1.1x: "heartbeats carrying activity stay within today's
+  heartbeat cost"); ``acquire (shared)``, a new lease joining its user's seat on a license
+  sharing by user (as large as the hot one, its leases in 1,000 users' groups), against
+  ``acquire (new)``, and ``release (shared)``, the release of such a lease (its group
+  keeps the seat), against ``release`` (target at most 1.3x, the policy's).
 
 A round measures every phase once, ZADD first. The machine is shared and noisy, so
 ``--rounds`` rounds (default 5) run and the median of the per-round ratios is reported.
@@ -153,6 +163,30 @@ HEAVY_ROWS = {  # the heavy row -> the one-seat row of the same call
     "acquire (renew w100k)": "acquire (renew)",
     "release (w100k)": "release",
 }
+# Idle seats and shared seats (issue 50; docs/design.md, "Idle seats" and "Shared seats"):
+# IDLE is like HOT with an idle rule (reclaimed when needed), SHARED like HOT sharing seats
+# by user, its leases in SHARED_USERS groups (each user's sessions on one seat). Their rows
+# against the plain call of the same round: a heartbeat saying the product's activity
+# (idle less than the timeout), one idle past it whose warning was given before the rounds
+# (it stays warned: the answer carries idle_reclaim_at, nothing more is written), an
+# acquire joining a user's seat, and the release of such a lease (its group keeps the seat).
+IDLE = "idle"
+IDLE_TIMEOUT = 600  # seconds; a warned lease is reclaimed no earlier than LEASE_SECONDS/3
+ACTIVE_IDLE_SECONDS = 30  # what the activity row's heartbeats say: below the timeout
+WARNED_IDLE_SECONDS = 2 * IDLE_TIMEOUT  # what the warned row's say: past it
+SHARED = "shared"
+SHARED_USERS = 1_000
+IDLE_SHARE_ROWS = {  # the row -> the plain row of the same call, same round
+    "heartbeat (activity)": "heartbeat",
+    "heartbeat (warned)": "heartbeat",
+    "acquire (shared)": "acquire (new)",
+    "release (shared)": "release",
+}
+# "Heartbeats carrying activity stay within today's heartbeat cost" (issue 50): at most
+# IDLE_TARGET over the plain heartbeat of the same round (the rounds' noise on a call of
+# ~15 us); the shared acquire and release against the plain ones: the policy's bar.
+IDLE_TARGET = 1.1
+SHARE_TARGET = 1.3
 
 
 def full_policy(reserve: int, members: list[str]) -> LicensePolicy:
@@ -201,6 +235,10 @@ def load_config(_tenant: str, license_id: str) -> LicenseConfig:
             entitlements=ENTITLEMENTS,
             max_version="2026.10",
         )
+    if license_id == IDLE:
+        config = replace(config, idle_timeout_seconds=IDLE_TIMEOUT, idle_reclaim="when_needed")
+    if license_id == SHARED:
+        config = replace(config, share="user")
     return config
 
 
@@ -221,12 +259,14 @@ def queue_acquire(
     license_id: str,
     client_id: str,
     sid: str | None = None,
+    meta: str = META,
     **policy_fields: Any,
 ) -> str:
-    """``policy_fields``: acquire_call's user, queue, ticket, entitlements, version."""
+    """``policy_fields``: acquire_call's user, queue, ticket, entitlements, version,
+    share_user."""
     sid = sid or new_session_id()
     key_list, args = acquire_call(
-        TENANT, license_id, client_id, metadata_json=META, request_id=new_request_id(),
+        TENANT, license_id, client_id, metadata_json=meta, request_id=new_request_id(),
         session_id=sid, **policy_fields,
     )  # fmt: skip
     eng.scripts.acquire(keys=key_list, args=args, client=pipe)
@@ -239,6 +279,47 @@ def queue_terms_acquire(eng: SeatEngine, pipe: Any, client_id: str) -> str:
     return queue_acquire(
         eng, pipe, TERMS, client_id, entitlements=NEEDS, version=VERSION, seats=TERMS_WEIGHT
     )
+
+
+def sharer_of(client_id: str) -> str:
+    """SHARED's user of a client: SHARED_USERS of them, each on many clients."""
+    return f"sharer-{int(client_id.rsplit('-', 1)[-1]) % SHARED_USERS:04d}"
+
+
+def queue_shared_acquire(eng: SeatEngine, pipe: Any, client_id: str) -> str:
+    """A new lease on SHARED as the engine asks for it: its user (the metadata's) is the
+    policy's user and the share key (its group has a live seat: the lease joins it)."""
+    user = sharer_of(client_id)
+    meta = json.dumps({"hostname": "ws-000000", "user": user}, separators=(",", ":"))
+    return queue_acquire(eng, pipe, SHARED, client_id, meta=meta, user=user, share_user=user)
+
+
+def queue_idle_heartbeat(eng: SeatEngine, pipe: Any, sid: str, idle_seconds: int) -> None:
+    """A heartbeat on IDLE saying how long the product saw no activity (as a client that
+    touches its lease sends: idle_seconds, not busy)."""
+    key_list, args = heartbeat_call(
+        TENANT, IDLE, sid, request_id=new_request_id(), idle_seconds=idle_seconds
+    )
+    eng.scripts.heartbeat(keys=key_list, args=args, client=pipe)
+
+
+def shared_beyond_seats(eng: SeatEngine) -> int:
+    """SHARED's sessions beyond their groups' seats (the users hash's "#ssum")."""
+    return int(eng.redis.hget(keys.LicenseKeys.of(TENANT, SHARED).users, "#ssum") or 0)
+
+
+def warn_idle(eng: SeatEngine, sessions: list[str]) -> None:
+    """Each lease of ``sessions`` (IDLE's) warned: one heartbeat idle past the timeout
+    (lease.idle), not measured."""
+    run_batched(
+        eng.redis,
+        sessions,
+        lambda p, sid: queue_idle_heartbeat(eng, p, sid, WARNED_IDLE_SECONDS),
+        "ok",
+    )
+    warned = eng.redis.zcard(keys.LicenseKeys.of(TENANT, IDLE).idlers)
+    if warned != len(sessions):
+        raise RuntimeError(f"{IDLE}: {warned} leases warned of {len(sessions)}")
 
 
 def extra_seats(eng: SeatEngine, license_id: str = TERMS) -> int:
@@ -281,7 +362,8 @@ def fill_license(
     """``count`` new leases on one license; returns client_id -> session_id. ``numbered``:
     session ids are 0-padded 12-digit numbers, as redis-benchmark's ``__rand_int__``.
     ``users``: each lease names its user (``user_of``), for the policy licenses. The
-    terms license's leases are TERMS' own (``queue_terms_acquire``: weighted)."""
+    terms license's leases are TERMS' own (``queue_terms_acquire``: weighted), the shared
+    license's SHARED's (``queue_shared_acquire``: each user's sessions on one seat)."""
     eng.cache_config(TENANT, license_id, load_config(TENANT, license_id))
     sessions: dict[str, str] = {}
 
@@ -290,6 +372,8 @@ def fill_license(
         user = user_of(client_id) if users else None
         if license_id == TERMS:
             sessions[client_id] = queue_terms_acquire(eng, pipe, client_id)
+        elif license_id == SHARED:
+            sessions[client_id] = queue_shared_acquire(eng, pipe, client_id)
         else:
             sessions[client_id] = queue_acquire(eng, pipe, license_id, client_id, sid, user=user)
 
@@ -416,10 +500,12 @@ def one_round(
     round_no: int,
     policy_hot: dict[str, str],
     waiting: list[str],
+    idle: tuple[list[str], list[str]],
 ) -> list[Phase]:
     """One measure of every phase (``policy_hot``: the policy license's leases; the
     terms license needs none of its own: it is filled like HOT before the rounds, with
-    weighted leases)."""
+    weighted leases; ``idle``: IDLE's leases warned before the rounds, and others never
+    warned; SHARED is filled like HOT, its users' groups each holding a seat)."""
     client = eng.redis
     zkey = "bench:zadd"
     floor = client.register_script("return 1")
@@ -488,6 +574,14 @@ def one_round(
     def renew_place(pipe: Any, client_id: str) -> None:
         queue_acquire(eng, pipe, QUEUED, client_id, user=user_of(client_id), queue=True)
 
+    shared_created: dict[str, str] = {}
+    shared_beyond = shared_beyond_seats(eng)
+
+    def acquire_shared(pipe: Any, client_id: str) -> None:
+        shared_created[client_id] = queue_shared_acquire(eng, pipe, client_id)
+
+    warned, active = idle
+
     phases = [
         measure(
             client,
@@ -507,6 +601,16 @@ def one_round(
             SEAT_CALL,
             lambda: run_batched(client, new_clients, acquire_new, "acquired"),
         ),
+        measure(
+            client,
+            "acquire (shared)",
+            SEAT_CALL,
+            lambda: run_batched(client, [f"s{c}" for c in new_clients], acquire_shared, "acquired"),
+        ),
+    ]
+    # each shared acquire joined its user's seat: one session more beyond the seats, no seat
+    joined = shared_beyond_seats(eng) - shared_beyond
+    phases += [
         measure(
             client,
             TERMS_ROW,
@@ -552,6 +656,28 @@ def one_round(
         ),
         measure(
             client,
+            "heartbeat (activity)",
+            SEAT_CALL,
+            lambda: run_batched(
+                client,
+                active,
+                lambda p, sid: queue_idle_heartbeat(eng, p, sid, ACTIVE_IDLE_SECONDS),
+                "ok",
+            ),
+        ),
+        measure(
+            client,
+            "heartbeat (warned)",
+            SEAT_CALL,
+            lambda: run_batched(
+                client,
+                warned,
+                lambda p, sid: queue_idle_heartbeat(eng, p, sid, WARNED_IDLE_SECONDS),
+                "ok",
+            ),
+        ),
+        measure(
+            client,
             HEARTBEAT_FLOOR_ROW,
             "evalsha",
             lambda: run_batched(client, floor_sessions, floor_heartbeat, None),
@@ -564,6 +690,17 @@ def one_round(
                 client,
                 list(created.values()),  # back to --hot live leases for the next round
                 lambda p, sid: queue_session(eng.scripts.release, p, HOT, sid, True),
+                "released",
+            ),
+        ),
+        measure(
+            client,
+            "release (shared)",
+            SEAT_CALL,
+            lambda: run_batched(
+                client,
+                list(shared_created.values()),  # each group keeps its seat: SHARED as before
+                lambda p, sid: queue_session(eng.scripts.release, p, SHARED, sid, True),
                 "released",
             ),
         ),
@@ -607,6 +744,16 @@ def one_round(
             ),
         ),
     ]
+    # ... and its release left it (the group kept its seat); no warning was given or
+    # taken back in the round
+    after = shared_beyond_seats(eng)
+    if joined != ops or after != shared_beyond:
+        raise RuntimeError(
+            f"{SHARED}: {joined} of {ops} joined a seat; {after} sessions beyond their seats"
+            f" after the round, {shared_beyond} before"
+        )
+    if client.zcard(keys.LicenseKeys.of(TENANT, IDLE).idlers) != len(warned):
+        raise RuntimeError(f"{IDLE}: the round changed which leases are warned")
     if extra_seats(eng, HEAVY) != 0:
         raise RuntimeError(f"{HEAVY}: {extra_seats(eng, HEAVY)} extra seats after the round")
     # not measured: back to --hot leases on the terms license for the next round; their
@@ -721,6 +868,28 @@ def report_heavy(rounds: list[list[Phase]]) -> bool:
     return ok
 
 
+def report_idle_share(rounds: list[list[Phase]]) -> bool:
+    """Idle and shared seats (issue 50): each row over the plain call of the same round."""
+    names = [p.name for p in rounds[0]]
+    print(
+        f"\nidle and shared seats: per round usec_per_call ratio to the plain call, median"
+        f" (min over min); target at most {IDLE_TARGET}x for the heartbeats, {SHARE_TARGET}x"
+        f" for the shared acquire and release"
+    )
+    ok = True
+    for row, plain in IDLE_SHARE_ROWS.items():
+        idx, base = names.index(row), names.index(plain)
+        ratios = [r[idx].usec / r[base].usec for r in rounds]
+        ratio = statistics.median(ratios)
+        low = min(r[idx].usec for r in rounds) / min(r[base].usec for r in rounds)
+        target = IDLE_TARGET if row.startswith("heartbeat") else SHARE_TARGET
+        verdict = "PASS" if ratio <= target else "FAIL"
+        ok = ok and ratio <= target
+        cells = ", ".join(f"{x:.2f}" for x in ratios)
+        print(f"  {row:<21}/ {plain:<14}{ratio:>6.2f}x ({low:.2f}x)  (rounds: {cells})  {verdict}")
+    return ok
+
+
 def paired_terms(eng: SeatEngine, samples: int, batch: int) -> bool:
     """TERMS_ROW against acquire (new) on a shared, noisy machine: ``samples`` pairs of
     small batches, one of each, back to back (the other load of the moment weighs on both
@@ -770,6 +939,100 @@ def paired_terms(eng: SeatEngine, samples: int, batch: int) -> bool:
         f"{pairs:.2f}x)  {verdict}"
     )
     return ratio <= TERMS_TARGET
+
+
+def paired_idle_share(
+    eng: SeatEngine,
+    hot: dict[str, str],
+    idle: tuple[list[str], list[str]],
+    samples: int,
+    batch: int,
+) -> bool:
+    """IDLE_SHARE_ROWS' rows against their plain calls as paired_terms measures TERMS_ROW:
+    ``samples`` rounds of small batches, one of each kind back to back in an order that
+    rotates (the load of the moment weighs on all alike): the heartbeats (plain on HOT,
+    activity and warned on IDLE), then the acquires (new on HOT, shared on SHARED) and
+    their releases (measured: the plain and the shared release), which bring both licenses
+    back to their sizes. Per row, the ratio of the minima (other processes' load only ever
+    adds time; the targets apply to it) and the median of the per-sample ratios."""
+    client = eng.redis
+    plain_sids = list(hot.values())
+    warned, active = idle
+    heartbeats = {
+        "heartbeat": lambda p, sid: queue_session(eng.scripts.heartbeat, p, HOT, sid, False),
+        "heartbeat (activity)": lambda p, sid: queue_idle_heartbeat(
+            eng, p, sid, ACTIVE_IDLE_SECONDS
+        ),
+        "heartbeat (warned)": lambda p, sid: queue_idle_heartbeat(eng, p, sid, WARNED_IDLE_SECONDS),
+    }
+    sessions = {"heartbeat": plain_sids, "heartbeat (activity)": active,
+                "heartbeat (warned)": warned}  # fmt: skip
+    usec: dict[str, list[float]] = {name: [] for name in (*heartbeats, "acquire (new)",
+                                    "acquire (shared)", "release", "release (shared)")}  # fmt: skip
+    made: dict[str, dict[str, str]] = {HOT: {}, SHARED: {}}  # each sample's new leases
+
+    def plain(pipe: Any, client_id: str) -> None:
+        made[HOT][client_id] = queue_acquire(eng, pipe, HOT, client_id)
+
+    def shared(pipe: Any, client_id: str) -> None:
+        made[SHARED][client_id] = queue_shared_acquire(eng, pipe, client_id)
+
+    for i in range(samples):
+        order = list(heartbeats)
+        order = order[i % 3 :] + order[: i % 3]  # each kind first in turn
+        for name in order:
+            pool = sessions[name]
+            start = (i * batch) % max(1, len(pool) - batch)
+            sids = pool[start : start + batch]
+            phase = measure(
+                client,
+                name,
+                SEAT_CALL,
+                lambda q=heartbeats[name], s=sids: run_batched(client, s, q, "ok"),
+            )
+            usec[name].append(phase.usec)
+        for leases in made.values():
+            leases.clear()
+        acquires = [("acquire (new)", plain, HOT, "release"),
+                    ("acquire (shared)", shared, SHARED, "release (shared)")]  # fmt: skip
+        if i % 2:
+            acquires.reverse()
+        for name, queue, _lic, _release in acquires:
+            clients = [f"pair{i}-{n:07d}" for n in range(batch)]
+            phase = measure(
+                client,
+                name,
+                SEAT_CALL,
+                lambda q=queue, c=clients: run_batched(client, c, q, "acquired"),
+            )
+            usec[name].append(phase.usec)
+        for _name, _queue, lic, release in acquires:
+            sids = list(made[lic].values())
+            phase = measure(
+                client,
+                release,
+                SEAT_CALL,
+                lambda s=sids, lic=lic: run_batched(
+                    client,
+                    s,
+                    lambda p, sid: queue_session(eng.scripts.release, p, lic, sid, True),
+                    "released",
+                ),
+            )
+            usec[release].append(phase.usec)
+    print(f"  paired, {samples} x {batch} each (ratio of the minima; median of the samples):")
+    ok = True
+    for row, plain_row in IDLE_SHARE_ROWS.items():
+        ratio = min(usec[row]) / min(usec[plain_row])
+        pairs = statistics.median(r / p for r, p in zip(usec[row], usec[plain_row], strict=True))
+        target = IDLE_TARGET if row.startswith("heartbeat") else SHARE_TARGET
+        verdict = "PASS" if ratio <= target else "FAIL"
+        ok = ok and ratio <= target
+        print(
+            f"  {row:<21}/ {plain_row:<14}min {min(usec[row]):6.2f} us / "
+            f"{min(usec[plain_row]):6.2f} us {ratio:5.2f}x (samples {pairs:.2f}x)  {verdict}"
+        )
+    return ok
 
 
 def report(rounds: list[list[Phase]], target: float) -> bool:
@@ -1256,6 +1519,12 @@ def main(argv: list[str] | None = None) -> int:
         policy_hot = fill_license(eng, POLICY, args.hot, "pclient", users=True)
         fill_license(eng, TERMS, args.hot, "tclient")
         fill_license(eng, HEAVY, args.hot, "hclient")  # one seat each, as HOT's
+        # IDLE as large as HOT: half its leases warned, the other half never
+        idle_sids = list(fill_license(eng, IDLE, args.hot, "iclient").values())
+        half = len(idle_sids) // 2
+        warn_idle(eng, idle_sids[:half][: args.ops])
+        idle = (idle_sids[:half][: args.ops], idle_sids[half:][: args.ops])
+        fill_license(eng, SHARED, max(args.hot, SHARED_USERS), "sclient")  # every user's seat
         waiting = fill_queue(eng)
         fill_floor(eng, args.hot)
         sha = client.script_load(script_source("acquire"))
@@ -1266,12 +1535,16 @@ def main(argv: list[str] | None = None) -> int:
             f"loaded {loaded:,} live leases in {secs:.0f} s: {client.dbsize():,} keys, "
             f"{client.info('memory')['used_memory_human']} used"
         )
-        rounds = [one_round(eng, hot, args.ops, i, policy_hot, waiting) for i in range(args.rounds)]
+        rounds = [
+            one_round(eng, hot, args.ops, i, policy_hot, waiting, idle) for i in range(args.rounds)
+        ]
         ok = report(rounds, args.target)
         ok = report_floors(rounds) and ok
         ok = report_policy(rounds) and ok
         ok = report_terms(rounds) and ok
         ok = report_heavy(rounds) and ok
+        ok = report_idle_share(rounds) and ok
+        ok = paired_idle_share(eng, hot, idle, samples=args.pairs, batch=1000) and ok
         ok = paired_terms(eng, samples=args.pairs, batch=1000) and ok
         throughput(eng, port, args.hot, requests=50_000)
         if args.profile:
