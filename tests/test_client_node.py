@@ -92,6 +92,14 @@ def test_the_node_client_passes_its_tests_against_the_served_functions(
         "IP, not the proxy's host",
         "a pinned key of small order (the identity, 0, p-1, p, p+1, the points of order 8) is "
         "refused at construction",
+        # issue 50: idle reporting, on the wire and end to end
+        "after the first touch each heartbeat sends the whole seconds since it",
+        "after a warning a touch sends a heartbeat at once, one for many key presses",
+        "a 410 idle is lost as idle, not asked for again until a touch, then regained",
+        "idle: a lease idle past the timeout is warned (onIdleWarning once) and a touch "
+        "cancels the warning",
+        "idle: always reclaims an idle lease, lost as idle, not taken back until a touch",
+        "idle: a busy lease is never warned nor reclaimed",
     ):
         assert re.search(rf"^\s*ok \d+ - {re.escape(name)}", result.stdout, re.MULTILINE), name
 

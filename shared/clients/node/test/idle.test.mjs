@@ -2,8 +2,7 @@
 // reclaimed for idleness. First against a scripted server in this process (it answers each
 // heartbeat as the test says and records every request's body): the wire format exactly as
 // the contract says, the warning's callback, the heartbeat a touch sends at once after a
-// warning, a 410 reason idle. Then end to end against the real functions, when
-// tests/test_client_node.py passes SEATLEASE_TEST_URL (the engine decides there).
+// warning, a 410 reason idle. (End to end, where the engine decides: live.test.mjs.)
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, describe, test } from "node:test";
@@ -264,67 +263,6 @@ describe("idle reporting against a scripted server", () => {
       await eventually(() => lease.lost, 5000, "the seat lost");
       assert.equal(lease.lostReason, "idle");
       await lease.busy(() => eventually(() => regained === 1, 2000, "the seat regained"));
-    } finally {
-      await lease.close();
-    }
-  });
-});
-
-// -- end to end: the real functions and engine --------------------------------------------
-
-const URL_ = process.env.SEATLEASE_TEST_URL;
-const KEY = process.env.SEATLEASE_TEST_API_KEY;
-const PINNED = (process.env.SEATLEASE_TEST_PINNED_KEYS ?? "").split(",").filter(Boolean);
-const live = URL_ && KEY && PINNED.length ? {} : { skip: "run through pytest tests/test_client_node.py" };
-
-async function license(license_id, fields) {
-  const response = await fetch(`${URL_}/_test/license`, { method: "POST", body: JSON.stringify({ license_id, ...fields }), headers: { "Content-Type": "application/json" } });
-  assert.equal(response.status, 200);
-}
-const liveClient = () => new SeatClient(URL_, KEY, { pinnedKeys: PINNED, backoffMs: 100, maxWaitPollMs: 1000 });
-
-describe("idle reporting end to end", live, () => {
-  test("an idle lease is warned (onIdleWarning) and a touch cancels the warning", async () => {
-    await license("node-idle1", { seats: 1, lease_seconds: 3, idle_timeout_seconds: 60 });
-    const warned = [];
-    const lease = await liveClient().lease("node-idle1", { clientId: "pc-1", onIdleWarning: (_l, at) => warned.push(at) });
-    try {
-      lease.touch(61);
-      await eventually(() => lease.idleReclaimAt !== undefined, 5000, "the idle warning");
-      assert.equal(warned.length, 1);
-      assert.ok(warned[0].getTime() > Date.now() - 1000);
-      lease.touch();
-      await eventually(() => lease.idleReclaimAt === undefined, 3000, "the warning cancelled");
-      assert.ok(!lease.lost);
-    } finally {
-      await lease.close();
-    }
-  });
-
-  test("always: an idle lease is reclaimed, lost as idle, and regained on a touch", async () => {
-    await license("node-idle2", { seats: 1, lease_seconds: 3, idle_timeout_seconds: 60, idle_reclaim: "always" });
-    const lost = [];
-    const lease = await liveClient().lease("node-idle2", { clientId: "pc-1", onLost: (_l, reason) => lost.push(reason) });
-    try {
-      lease.touch(3600);
-      await eventually(() => lease.lost, 8000, "the idle lease reclaimed");
-      assert.deepEqual([lease.lostReason, lost], ["idle", ["idle"]]);
-      await sleep(2000);
-      assert.ok(lease.lost); // not taken straight back
-      lease.touch();
-      await eventually(() => !lease.lost, 5000, "the seat asked for again on activity");
-    } finally {
-      await lease.close();
-    }
-  });
-
-  test("a busy lease is never warned", async () => {
-    await license("node-idle3", { seats: 1, lease_seconds: 3, idle_timeout_seconds: 60, idle_reclaim: "always" });
-    const lease = await liveClient().lease("node-idle3", { clientId: "pc-1" });
-    try {
-      lease.touch(3600);
-      await lease.busy(() => sleep(4000));
-      assert.deepEqual([lease.idleReclaimAt, lease.lost], [undefined, false]);
     } finally {
       await lease.close();
     }

@@ -417,3 +417,55 @@ test("a weighted lease: its seats on the answer, the token and the server, kept 
 after(() => {
   assert.deepEqual(unhandled, [], "no unhandled promise rejection");
 });
+
+// -- issue 50: idle reporting, where the engine decides (the scripted wire tests: idle.test.mjs).
+// Last in this file: their heartbeats are not in the counts of the tests above.
+
+const idleClient = () => new SeatClient(URL_, KEY, { pinnedKeys: PINNED, backoffMs: 100, maxWaitPollMs: 1000 });
+
+test("idle: a lease idle past the timeout is warned (onIdleWarning once) and a touch cancels the warning", async () => {
+  await license("node-idle1", { seats: 1, lease_seconds: 3, idle_timeout_seconds: 60 });
+  const warned = [];
+  const lease = await idleClient().lease("node-idle1", { clientId: "pc-1", onIdleWarning: (_l, at) => warned.push(at) });
+  try {
+    lease.touch(61); // the last activity 61 s ago: no test waits a minute
+    await eventually(() => lease.idleReclaimAt !== undefined, 5000, "the idle warning");
+    assert.equal(warned.length, 1);
+    assert.ok(warned[0].getTime() > Date.now() - 1000, warned[0].toISOString());
+    lease.touch();
+    await eventually(() => lease.idleReclaimAt === undefined, 3000, "the warning cancelled");
+    assert.ok(!lease.lost);
+  } finally {
+    await lease.close();
+  }
+});
+
+test("idle: always reclaims an idle lease, lost as idle, not taken back until a touch", async () => {
+  await license("node-idle2", { seats: 1, lease_seconds: 3, idle_timeout_seconds: 60, idle_reclaim: "always" });
+  const lost = [];
+  const lease = await idleClient().lease("node-idle2", { clientId: "pc-1", onLost: (_l, reason) => lost.push(reason) });
+  try {
+    lease.touch(3600);
+    await eventually(() => lease.lost, 8000, "the idle lease reclaimed");
+    assert.deepEqual([lease.lostReason, lost], ["idle", ["idle"]]);
+    await sleep(2000);
+    assert.ok(lease.lost); // not taken straight back
+    assert.deepEqual(await live("node-idle2"), []);
+    lease.touch();
+    await eventually(() => !lease.lost, 5000, "the seat asked for again on activity");
+  } finally {
+    await lease.close();
+  }
+});
+
+test("idle: a busy lease is never warned nor reclaimed", async () => {
+  await license("node-idle3", { seats: 1, lease_seconds: 3, idle_timeout_seconds: 60, idle_reclaim: "always" });
+  const lease = await idleClient().lease("node-idle3", { clientId: "pc-1" });
+  try {
+    lease.touch(3600);
+    await lease.busy(() => sleep(4000));
+    assert.deepEqual([lease.idleReclaimAt, lease.lost], [undefined, false]);
+  } finally {
+    await lease.close();
+  }
+});
