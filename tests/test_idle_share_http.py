@@ -25,9 +25,10 @@ from http_support import parse_time
 
 import seatlease_cli as cli
 from seatlease.api import auth, tenantlicenses, tenantlimits
-from seatlease.events import reaper
+from seatlease.events import audit, pubsub, reaper
 from seatlease.records import db, event_log
-from seatlease.seats import redisconn
+from seatlease.seats import keys, redisconn
+from seatlease.seats.engine import SeatRequest
 from seatlease.seats.keys import LicenseKeys
 from seatlease_cli.localstack import LocalStack
 from seatlease_cli.procs import free_port
@@ -61,7 +62,7 @@ class Local:
             method="POST",
         )
         try:
-            with urllib.request.urlopen(request, timeout=30) as resp:  # noqa: S310 (loopback)
+            with urllib.request.urlopen(request, timeout=30) as resp:
                 return resp.status, json.loads(resp.read()), resp.headers
         except urllib.error.HTTPError as err:
             return err.code, json.loads(err.read()), err.headers
@@ -250,6 +251,8 @@ def test_a_busy_client_is_never_reclaimed(local):
     assert time.time() - started >= 4 * INTERVAL + 1  # past any warning's reclaim
     assert local.held(lic) == {ann}
     assert local.status(lic)["leases"][0]["idle_reclaim_at"] is None
+    # The license's idle rule was live all along: the same idleness, not busy, is warned.
+    warned(local, lic, ann, idle_seconds=60)
 
 
 def test_when_needed_and_nobody_waiting_an_idle_lease_keeps_its_seat(local):
@@ -281,7 +284,7 @@ def test_always_reclaims_at_that_moment_with_nobody_asking(local):
     assert at(beat["lease_expires_at"]) == reclaim_at  # its deadline is cut to that moment
 
     # No call of ours: the stack's scheduled reaper ends it, at the earliest then.
-    until(lambda: ann not in local.held(lic), reclaim_at + 2 * REAPER_SECONDS + SLACK,
+    until(lambda: ann not in local.held(lic), reclaim_at + 3 * REAPER_SECONDS + 2,
           "the reaper reclaimed ann's lease")  # fmt: skip
     assert time.time() >= reclaim_at
     gone(local, lic, ann, "idle")
@@ -322,6 +325,56 @@ def test_two_sessions_of_one_user_share_a_seat_and_the_last_release_frees_it(loc
     assert status == 200 and body["released"] is True, body
     bob = acquired(local, lic, "bob-laptop", user="bob")
     assert (bob["seats_used"], bob["shared_sessions"]) == (1, 1)
+
+
+# The audit function refuses every lease.acquired of a shared lease (found by the test
+# below): its EventFields.metadata takes flat values only, and contract50's metadata.shared
+# is an object {"by", "sessions"}. Not this file's to fix (shared/seatlease/events/audit.py);
+# strict, so the marker must come off once the audit takes them.
+AUDIT_REFUSES_SHARED = pytest.mark.xfail(
+    strict=True,
+    reason="audit.EventFields.metadata refuses the object metadata.shared (issue 50 contract)",
+)
+
+
+@AUDIT_REFUSES_SHARED
+def test_the_audit_trail_says_who_shared_with_whom(local):
+    lic = local.license("shared-audit", "--share", "user")
+    sessions = [acquired(local, lic, f"ann-{n}", user="ann")["session_id"] for n in (1, 2)]
+    for session in sessions:
+        status, body, _ = local.release(lic, session)
+        assert status == 200 and body["released"] is True, body
+
+    def audited(kind: str) -> dict[str, dict[str, Any]]:
+        rows = event_log.list_events(local.tenant_id, lic)
+        found = {r["session_id"]: r for r in rows if r["type"] == kind}
+        return found if set(sessions) <= set(found) else {}
+
+    # The releases reach the audit trail (the pipeline works), the acquisitions with them.
+    until(lambda: audited("lease.released"), time.time() + 60, "the releases audited", 0.5)
+    rows = until(lambda: audited("lease.acquired"), time.time() + 10, "the acquisitions", 0.5)
+    assert [rows[s]["metadata"].get("shared") for s in sessions] == [
+        {"by": "user", "sessions": 1},
+        {"by": "user", "sessions": 2},
+    ]
+    assert [rows[s]["seats_used"] for s in sessions] == [1, 1]
+
+
+@AUDIT_REFUSES_SHARED
+def test_the_audit_takes_the_engines_shared_lease_acquired_events(engine, configs):
+    """The same, without the stack: the events the engine writes to its outbox for two
+    sessions of ann on one shared seat, decoded as the audit function decodes a message."""
+    configs.add("t", "lic", seats=1, share="user")
+    for client_id in ("ann-1", "ann-2"):
+        assert engine.acquire(SeatRequest("t", "lic", client_id, user="ann")).created
+    outbox = pubsub.outbox_events(engine.redis, keys.outbox_key(keys.shard_of("t", "lic")))
+    (message,) = pubsub.encode_messages(outbox)
+    decoded = audit.decode_events(message)
+    assert decoded.rejected == []
+    assert [e.metadata["shared"] for e in decoded.events] == [
+        {"by": "user", "sessions": 1},
+        {"by": "user", "sessions": 2},
+    ]
 
 
 # -- bad input ---------------------------------------------------------------------------
