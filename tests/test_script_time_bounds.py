@@ -9,7 +9,13 @@ API's maximum, against the same call at a small size, on a real redis-server:
   newcomer refused (queue_full), a release serving the head, the head's grant, the reaper
   holding a freed seat, and 10,000 tickets lapsing at once (the bounded walk);
 - 10,000 live sessions of one user against 1: that user's next acquire (its per-user
-  count) refused and granted, a heartbeat and a release.
+  count) refused and granted, a heartbeat and a release;
+- 10,000 sessions sharing a seat (a license sharing by user, one user on 10,000 clients)
+  against 10: a session joining it, a heartbeat and a release; the same with share_limit 1
+  (one group of 10,000 seats);
+- a full license of 10,000 leases warned for being idle (reclaimed when needed) against
+  100: a refusal while their time has not come walks none of them; once it has, a call
+  reclaims at most IDLE_WALK of them (lua/_acquire.lua's make_room), whatever their number.
 
 Each figure is the least of several samples (other processes only ever add time). A
 call must stay within BOUND times its small-size figure plus SLACK_US (the machine's
@@ -24,12 +30,13 @@ from typing import Any
 import pytest
 
 from seatlease.errors import NoSeatsAvailable, QueueFull, UserLimitReached
+from seatlease.events import pubsub
 from seatlease.events.reaper import Reaper
 from seatlease.seats import keys
 from seatlease.seats.engine import Lease, QueuePlace, SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.policy import LicensePolicy
-from seatlease.seats.protocol.calls import acquire_call
+from seatlease.seats.protocol.calls import acquire_call, heartbeat_call
 from seatlease.seats.protocol.replies import decode
 
 T = "t"
@@ -39,6 +46,10 @@ SAMPLES = 5
 MAX_WEIGHT = 100_000
 MAX_QUEUE = 10_000
 MAX_SESSIONS = 10_000
+IDLE_WALK = 20  # the warned idle leases an acquire reclaims at most (_acquire.lua)
+# Redis's own slowlog threshold (slowlog-log-slower-than's default): no seat call of a
+# caller's making may come near it
+SLOWLOG_US = 10_000
 
 
 # The commands that run a script: EVALSHA (and EVAL), and FCALL of the seat library (the
@@ -272,3 +283,133 @@ def test_the_slowlog_measures_a_script(engine, configs, slow) -> None:
     assert 0 < script_us(slow, lambda: engine.cache_config(T, "m", engine.config_loader(T, "m")))
     assert script_us(slow, lambda: slow.ping()) == 0
     assert LicenseKeys.of(T, "m").leases  # (the license's keys exist)
+
+
+def test_10000_sessions_sharing_a_seat_cost_what_10_cost(engine, configs, slow) -> None:
+    """A share group's counts are one field of the license's users hash (lua/_lib.lua's
+    shared seats): its size never costs a call. share_limit 0 puts every session of ann on
+    one seat; share_limit 1 gives each its own, in one group of as many seats."""
+    for limit in (0, 1):
+        figures: dict[int, dict[str, int]] = {}
+        for held in (10, MAX_SESSIONS):
+            lic = f"share{limit}-{held}"
+            configs.add(T, lic, seats=MAX_SESSIONS + 10, lease_seconds=600, share="user",
+                        share_limit=limit)  # fmt: skip
+            clients = [f"s-{i:05d}" for i in range(held)]
+            replies = fill(engine, lic, clients, user="ann", share_user="ann")
+            assert all(r[0] == "acquired" for r in replies)
+            f: dict[str, int] = {}
+            joins: list[Any] = []
+
+            def join_and_revoke(lic: str = lic, joins: list[Any] = joins) -> None:
+                lease = engine.acquire(SeatRequest(T, lic, "one-more", user="ann"))
+                joins.append(lease)
+                engine.release(T, lic, lease.session_id, revoke=True)
+
+            f["a session joining"] = least(slow, join_and_revoke)
+            # the group is one seat (limit 0), or a seat a session (limit 1)
+            assert {(j.shared_sessions, j.seats_used) for j in joins} == {
+                (held + 1, 1 if limit == 0 else held + 1)
+            }
+            sid = decode(replies[-1]).session_id
+            f["a heartbeat"] = least(slow, lambda s=sid, lic=lic: engine.heartbeat(T, lic, s))
+            f["a release"] = script_us(slow, lambda s=sid, lic=lic: engine.release(T, lic, s))
+            figures[held] = f
+        for name, small in figures[10].items():
+            within(f"{name} (share_limit {limit})", figures[MAX_SESSIONS][name], small)
+
+
+def warned_full(eng: SeatEngine, configs, lic: str, leases: int) -> None:
+    """A full license of ``leases`` seats, every lease warned for being idle (a heartbeat
+    saying 120 s of no activity against a timeout of 60; reclaimed when needed): each
+    warning's time comes one heartbeat interval later (600 s / 3)."""
+    configs.add(T, lic, seats=leases, lease_seconds=600, idle_timeout_seconds=60)
+    replies = fill(eng, lic, [f"idle-{i:05d}" for i in range(leases)])
+    sids = [decode(r).session_id for r in replies]
+    for start in range(0, len(sids), 500):
+        pipe = eng.redis.pipeline(transaction=False)
+        for sid in sids[start : start + 500]:
+            ks, av = heartbeat_call(T, lic, sid, request_id="w-" + sid, idle_seconds=120)
+            eng.scripts.heartbeat(keys=ks, args=av, client=pipe)
+        assert all(r[0] == "ok" for r in pipe.execute())
+    assert eng.redis.zcard(LicenseKeys.of(T, lic).idlers) == leases
+
+
+def idle_reclaims(client: Any, lic: str, call: Callable[[], Any]) -> tuple[int, int, int]:
+    """``call``'s scripts' Redis time (µs), its longest script, and the leases it reclaimed
+    for being idle (lease.reclaimed, reason idle, in the license's outbox)."""
+    outbox = keys.outbox_key(keys.shard_of(T, lic))
+    client.xtrim(outbox, maxlen=0)
+    client.slowlog_reset()
+    call()
+    entries = [e for e in client.slowlog_get(4096)
+               if bytes(e["command"]).lower().startswith(SCRIPTS)]  # fmt: skip
+    reclaimed = [
+        e
+        for e in pubsub.outbox_events(client, outbox)
+        if e["type"] == "lease.reclaimed" and e["metadata"].get("reason") == "idle"
+    ]
+    durations = [e["duration"] for e in entries]
+    return sum(durations), max(durations), len(reclaimed)
+
+
+def test_a_refusal_behind_10000_warned_idle_leases_is_a_bounded_walk(timeline, configs) -> None:
+    """(On the shifted clock: the warnings' time comes.) Before it, a refused call finds
+    none due (one ZRANGEBYSCORE of none) and reclaims nothing. After it, a call reclaims
+    what it needs and no more than IDLE_WALK: a lease of one seat one, a lease of 50 seats
+    20, then 20, then the last 10 it needs (granted then), behind 100 warned leases as
+    behind 10,000, at the same cost, and never near the slowlog's threshold."""
+    slow = timeline.redis
+    slow.config_set("slowlog-log-slower-than", 0)
+    slow.config_set("slowlog-max-len", 4096)
+    eng = timeline.engine
+    sizes = (100, MAX_SESSIONS)
+    for leases in sizes:
+        warned_full(eng, configs, f"idle{leases}", leases)
+
+    def refused(lic: str, client: str, seats: int = 1) -> Callable[[], None]:
+        def call() -> None:
+            with pytest.raises(NoSeatsAvailable):
+                eng.acquire(SeatRequest(T, lic, client, seats=seats))
+
+        return call
+
+    def granted(lic: str, client: str, seats: int = 1) -> Callable[[], None]:
+        return lambda: eng.acquire(SeatRequest(T, lic, client, seats=seats))
+
+    early: dict[int, list[tuple[int, int, int]]] = {}
+    for leases in sizes:
+        lic = f"idle{leases}"
+        early[leases] = [idle_reclaims(slow, lic, refused(lic, f"early-{n}")) for n in range(4)]
+    timeline.advance(201)  # every warning's time has come; the leases live on (600 s)
+    for leases in sizes:
+        # The jump also ends the fill's reply generations: Redis deletes an expired hash
+        # when it is first touched, 12 ms for the 20,000 replies of the larger fill, in
+        # whichever call touches it first. That is the reply store's cost (lua/_replies.lua),
+        # not the walk's: paid here, outside the measured calls.
+        slow.exists(*LicenseKeys.of(T, f"idle{leases}").replies)
+    due: dict[int, list[tuple[int, int, int]]] = {}
+    for leases in sizes:
+        lic = f"idle{leases}"
+        due[leases] = [
+            idle_reclaims(slow, lic, granted(lic, "one-seat")),
+            idle_reclaims(slow, lic, refused(lic, "fifty", seats=50)),
+            idle_reclaims(slow, lic, refused(lic, "fifty", seats=50)),
+            idle_reclaims(slow, lic, granted(lic, "fifty", seats=50)),
+        ]
+    slow.config_set("slowlog-log-slower-than", 10000)
+    for leases in sizes:
+        assert [n for _us, _longest, n in early[leases]] == [0, 0, 0, 0]
+        assert [n for _us, _longest, n in due[leases]] == [1, IDLE_WALK, IDLE_WALK, 10]
+        longest = max(longest for _us, longest, _n in early[leases] + due[leases])
+        assert longest < SLOWLOG_US, f"{leases} warned: a call took {longest} us"
+    within(
+        "a refusal before the warnings' time",
+        min(us for us, _l, _n in early[MAX_SESSIONS]),
+        min(us for us, _l, _n in early[100]),
+    )
+    for step, (large, small) in enumerate(zip(due[MAX_SESSIONS], due[100], strict=True)):
+        within(f"a call after it (step {step}: {small[2]} reclaimed)", large[0], small[0])
+    assert eng.redis.zcard(LicenseKeys.of(T, f"idle{MAX_SESSIONS}").idlers) == (
+        MAX_SESSIONS - 1 - 2 * IDLE_WALK - 10
+    )
