@@ -53,6 +53,9 @@ LIVE_TESTS = [
     "a_full_queue_is_queue_full",
     "entitlements_and_version_are_asked",
     "borrowed_seat_files_are_the_python_clients",
+    # issue 50: the idle rule end to end
+    "an_idle_lease_is_warned_reclaimed_and_taken_again_on_a_touch",
+    "a_busy_lease_is_never_warned",
 ]
 BEHAVIOUR_TESTS = [
     "a_retry_after_never_outlasts_the_max_backoff",

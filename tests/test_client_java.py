@@ -120,6 +120,12 @@ TESTS = {
         "aSuspendedLicenseIsLicenseSuspendedUntilItIsResumed",
         "closingTheClientReleasesItsSeats",
     ],
+    # issue 50: the idle rule end to end
+    "IdleLiveTests": [
+        "anIdleLeaseIsWarnedReclaimedLostAsIdleAndTakenAgainOnATouch",
+        "whenNeededAnIdleLeaseKeepsItsSeatUntilAnotherClientAsks",
+        "aBusyLeaseIsNeverWarned",
+    ],
     "CancelTests": [
         "cancellingEndsAWaitForAFullLicense",
         "cancellingEndsAWaitInLine",

@@ -1210,6 +1210,118 @@ static void borrowed_seat_files_are_the_python_clients(void) {
     rmdir(folder);
 }
 
+/* -- the license's idle rule (issue 50) ---------------------------------------------------- */
+
+/* A watcher (its first member: on_lost and on_regained take it) that counts warnings too. */
+typedef struct {
+    watcher w;
+    int warnings;
+} idle_watcher;
+
+static void on_idle_warning(seatlease_lease *lease, double reclaim_at, void *user_data) {
+    (void)lease;
+    idle_watcher *iw = user_data;
+    pthread_mutex_lock(&iw->w.mu);
+    iw->warnings += reclaim_at > 0;
+    pthread_mutex_unlock(&iw->w.mu);
+}
+
+/* The warnings so far; the losses, regains and reasons into the pointers. */
+static int watched(idle_watcher *iw, int *lost, int *regained, char *reasons, size_t size) {
+    pthread_mutex_lock(&iw->w.mu);
+    int warnings = iw->warnings;
+    *lost = iw->w.lost;
+    *regained = iw->w.regained;
+    snprintf(reasons, size, "%s", iw->w.reasons);
+    pthread_mutex_unlock(&iw->w.mu);
+    return warnings;
+}
+
+static int warned_once(void *context) {
+    int lost, regained;
+    char reasons[256];
+    return watched(context, &lost, &regained, reasons, sizeof reasons) == 1;
+}
+
+static int lost_once(void *context) {
+    int lost, regained;
+    char reasons[256];
+    watched(context, &lost, &regained, reasons, sizeof reasons);
+    return lost == 1;
+}
+
+/* A license of 1 seat with an idle timeout of 60 s, reclaimed always: a lease idle two
+ * minutes (touch_ago) is warned, reclaimed at the warning's time, lost as "idle" (its seat
+ * free for another), not taken back while idle, and taken again on a touch. */
+static void an_idle_lease_is_warned_reclaimed_and_taken_again_on_a_touch(void) {
+    NEED_STACK();
+    make_license("c-idle-always", "{\"seats\": 1, \"lease_seconds\": 3, \"idle_timeout_seconds\": 60, "
+                                  "\"idle_reclaim\": \"always\"}");
+    seatlease_client *client = served_client(1, 0.05);
+    CHECK(client != NULL);
+    idle_watcher w = {{PTHREAD_MUTEX_INITIALIZER, 0, 0, ""}, 0};
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "ws-idle";
+    o.on_lost = on_lost;
+    o.on_regained = on_regained;
+    o.on_idle_warning = on_idle_warning;
+    o.user_data = &w;
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-idle-always", &o, &lease, NULL), SEATLEASE_OK);
+    seatlease_lease_touch_ago(lease, 120);
+    int warned = eventually(10, warned_once, &w);
+    int lost_ok = warned && eventually(10, lost_once, &w);
+    int lost, regained;
+    char reasons[256];
+    watched(&w, &lost, &regained, reasons, sizeof reasons);
+    int as_idle = strcmp(reasons, "idle,") == 0;
+    int freed = live_count("c-idle-always") == 0;
+    sleep_seconds(2); /* not taken back while idle */
+    watched(&w, &lost, &regained, reasons, sizeof reasons);
+    int kept_away = regained == 0 && live_count("c-idle-always") == 0;
+    seatlease_lease_touch(lease);
+    int back = eventually(10, regained_once, &w.w) && live_count("c-idle-always") == 1;
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+    CHECK(warned);
+    CHECK(lost_ok);
+    CHECK(as_idle);
+    CHECK(freed);
+    CHECK(kept_away);
+    CHECK(back);
+}
+
+/* Busy the whole time (idle two minutes all the same): never warned, never reclaimed. */
+static void a_busy_lease_is_never_warned(void) {
+    NEED_STACK();
+    make_license("c-idle-busy", "{\"seats\": 1, \"lease_seconds\": 3, \"idle_timeout_seconds\": 60, "
+                                "\"idle_reclaim\": \"always\"}");
+    seatlease_client *client = served_client(1, 0.05);
+    CHECK(client != NULL);
+    idle_watcher w = {{PTHREAD_MUTEX_INITIALIZER, 0, 0, ""}, 0};
+    seatlease_lease_options o;
+    seatlease_lease_options_init(&o);
+    o.client_id = "ws-busy";
+    o.on_lost = on_lost;
+    o.on_idle_warning = on_idle_warning;
+    o.user_data = &w;
+    seatlease_lease *lease = NULL;
+    CHECK_CODE(seatlease_lease_acquire(client, "c-idle-busy", &o, &lease, NULL), SEATLEASE_OK);
+    seatlease_lease_busy_begin(lease);
+    seatlease_lease_touch_ago(lease, 120);
+    sleep_seconds(5); /* several heartbeats */
+    seatlease_lease_busy_end(lease);
+    int lost, regained;
+    char reasons[256];
+    int warnings = watched(&w, &lost, &regained, reasons, sizeof reasons);
+    seatlease_lease_info info;
+    seatlease_lease_get_info(lease, &info);
+    seatlease_lease_free(lease);
+    seatlease_client_free(client);
+    CHECK(warnings == 0 && lost == 0 && !info.lost && info.idle_reclaim_at == 0);
+}
+
 int main(int argc, char **argv) {
     static const test_case tests[] = {
         {"lease_life_past_three_leases_a_redis_flush_and_a_revoke", lease_life_past_three_leases_a_redis_flush_and_a_revoke},
@@ -1233,6 +1345,8 @@ int main(int argc, char **argv) {
         {"a_full_queue_is_queue_full", a_full_queue_is_queue_full},
         {"entitlements_and_version_are_asked", entitlements_and_version_are_asked},
         {"borrowed_seat_files_are_the_python_clients", borrowed_seat_files_are_the_python_clients},
+        {"an_idle_lease_is_warned_reclaimed_and_taken_again_on_a_touch", an_idle_lease_is_warned_reclaimed_and_taken_again_on_a_touch},
+        {"a_busy_lease_is_never_warned", a_busy_lease_is_never_warned},
     };
     return run_tests("live", tests, sizeof tests / sizeof tests[0], argc, argv);
 }
