@@ -6,7 +6,9 @@ mid-flight (a term set, shortened, moved later, cleared; seats lowered and raise
 queue switched off and on; linger and borrowing switched) and clients acquire (weights 1
 to 3, borrows from one machine or another, places in line), heartbeat, release and are
 revoked, and the reaper runs. More lapsed tickets than an acquire's prune step stand in
-line once per run.
+line once per run. The idle rule (when needed, always, off) and the sharing rule (by
+user, host, both; a share limit) are switched mid-flight too, and heartbeats say the
+product's activity (idle for a while, past the timeout, busy, nothing).
 
 The invariants are the promises, read from the ground truth (every lease's own record and
 deadline) after every step:
@@ -18,12 +20,17 @@ deadline) after every step:
   a lingering lease's) lies past the end + grace, and before its start no lease is live;
 - no call ends in a script error: every answer is a result or a domain error;
 - every ticket is in the queue, the ticket sets and the shard's index, or in none;
-- the engine's own counts (the weights' sum, the policy's per-user counts) agree with the
-  leases they count.
+- the engine's own counts (the weights' sum, the policy's per-user counts, each share
+  group's sessions and seats and their sum) agree with the leases they count, and count a
+  shared seat once: never fewer seats than a group's live sessions need, never more than
+  it has sessions;
+- what the service ended stays ended: a lease reclaimed for being idle never lives again,
+  and a borrowed or busy lease is never warned.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -44,6 +51,7 @@ from seatlease.seats.scripts import helpers_source
 T, L = "t", "lic"
 CLIENTS = [f"c{i}" for i in range(6)]
 USER_OF = {c: f"u{i % 3}" for i, c in enumerate(CLIENTS)}
+HOST_OF = {c: f"h{i % 2}" for i, c in enumerate(CLIENTS)}
 MACHINES = ["a" * 64, "b" * 64]
 MAX_PER_USER = 3
 JUMPS = [1, 1, 15, 15, 31, 61, 400, 700, 3700, 90_000]  # past holds, tickets, leases, the cache
@@ -55,13 +63,23 @@ COUNTS = (
     _LIB
     + """
 local now = now_ms()
-local k = {leases = KEYS[1], sessions = KEYS[2], units = KEYS[3], wsum = KEYS[4]}
-local truth = 0
+local k = {leases = KEYS[1], sessions = KEYS[2], units = KEYS[3], wsum = KEYS[4],
+           users = KEYS[5]}
+local truth, groups, stale = 0, {}, redis.call('ZCOUNT', k.leases, '-inf', int_arg(now))
 for _, sid in ipairs(redis.call('ZRANGEBYSCORE', k.leases, '(' .. int_arg(now), '+inf')) do
   local raw = redis.call('HGET', k.sessions, sid)
-  truth = truth + ((raw and cjson.decode(raw).w) or 1)
+  local rec = raw and cjson.decode(raw) or {}
+  if rec.sh then  -- a shared seat counts once: its group's seats, whatever its sessions
+    if not groups[rec.sh] then
+      groups[rec.sh] = true
+      local _, seats = share_group(k.users, rec.sh)
+      truth = truth + seats
+    end
+  else
+    truth = truth + (rec.w or 1)
+  end
 end
-return {in_use(k, now), truth, now}
+return {in_use(k, now), truth, now, stale}
 """
 )
 
@@ -75,8 +93,14 @@ class PromisesModel(RuleBasedStateMachine):
         overage=st.sampled_from([0, 50]),
         policy=st.sampled_from(["none", "queue", "full"]),
         linger=st.sampled_from([0, 120, 120]),
+        idle=st.sampled_from(["off", "when_needed", "when_needed", "always"]),
+        share=st.sampled_from(["none", "user", "user", "host", "user_host"]),
+        share_limit=st.sampled_from([0, 0, 2]),
     )
-    def setup(self, seats: int, overage: int, policy: str, linger: int) -> None:
+    def setup(
+        self, seats: int, overage: int, policy: str, linger: int, idle: str, share: str,
+        share_limit: int,
+    ) -> None:  # fmt: skip
         self.redis = redisconn.connect(self.url)
         self.redis.flushall()
         self.policy_kind = policy
@@ -88,7 +112,14 @@ class PromisesModel(RuleBasedStateMachine):
             max_borrow_seconds=3600,
             linger_seconds=linger,
             policy=self._policy(queue=policy != "none"),
+            idle_timeout_seconds=0 if idle == "off" else 60,
+            idle_reclaim="always" if idle == "always" else "when_needed",
+            share=share,
+            share_limit=share_limit,
         )
+        self.ever_always = idle == "always"  # (a lease cut then may end in any call after)
+        self.idle_ended: set[str] = set()  # sessions reclaimed for being idle
+        self.events_seen = "-"  # the outbox read so far (its last entry id)
         self.engine = SeatEngine(self.redis, lambda _t, _l: self.config)
         self.keys = LicenseKeys.of(T, L)
         self.counts = self.redis.register_script(COUNTS)
@@ -170,6 +201,20 @@ class PromisesModel(RuleBasedStateMachine):
     def operator_switches_the_queue(self, queue: bool) -> None:
         self.store(policy=self._policy(queue))
 
+    @rule(
+        idle=st.sampled_from(["off", "when_needed", "always"]),
+        share=st.sampled_from(["none", "user", "host", "user_host"]),
+        share_limit=st.sampled_from([0, 1, 2]),
+    )
+    def operator_switches_idle_and_sharing(self, idle: str, share: str, share_limit: int) -> None:
+        self.ever_always = self.ever_always or idle == "always"
+        self.store(
+            idle_timeout_seconds=0 if idle == "off" else 60,
+            idle_reclaim="always" if idle == "always" else "when_needed",
+            share=share,
+            share_limit=share_limit,
+        )
+
     @rule(linger=st.sampled_from([0, 120]), borrow=st.sampled_from([0, 3600]))
     def operator_switches_linger_and_borrowing(self, linger: int, borrow: int) -> None:
         self.store(linger_seconds=linger, max_borrow_seconds=borrow)
@@ -187,6 +232,7 @@ class PromisesModel(RuleBasedStateMachine):
         expired = self.redis.zrangebyscore(keyspace.deadlines_key(shard), "-inf", now)
         if expired:
             self.reaper.reclaim(shard, expired)
+        self._idle_ends("reaper")
         lapsed = self.redis.zrangebyscore(keyspace.ticket_index_key(shard), "-inf", now)
         if lapsed:
             self.reaper.sweep_tickets(shard, lapsed)
@@ -195,8 +241,28 @@ class PromisesModel(RuleBasedStateMachine):
 
     def _truth(self) -> tuple[int, int, int]:
         k = self.keys
-        engine_count, truth, now = self.counts(keys=[k.leases, k.sessions, k.units, k.wsum])
+        engine_count, truth, now, stale = self.counts(
+            keys=[k.leases, k.sessions, k.units, k.wsum, k.users]
+        )
+        # (with expired leases not yet reclaimed the engine may count more, never fewer)
+        self.stale = int(stale)
         return int(engine_count), int(truth), int(now)
+
+    def _idle_ends(self, caller: str) -> None:
+        """The idle reclaims since the last look: each one's session is ended for good;
+        under when_needed (never always in this run) only an acquire that found no seat
+        reclaims an idle lease."""
+        stream = keyspace.outbox_key(keyspace.shard_of(T, L))
+        for entry_id, fields in self.redis.xrange(stream, min=self.events_seen):
+            if entry_id == self.events_seen:
+                continue
+            self.events_seen = entry_id
+            e = json.loads(fields["e"])
+            if e["type"] == "lease.reclaimed" and e["metadata"].get("reason") == "idle":
+                event(f"idle reclaim by {caller}")
+                self.idle_ended.add(e["session_id"])
+                if not self.ever_always:
+                    assert caller == "acquire", caller
 
     def _check_terms(self, answer) -> None:
         """An answer's term: in the grace from expires_at until its end only; its deadline
@@ -210,9 +276,17 @@ class PromisesModel(RuleBasedStateMachine):
             assert answer.expires_at_ms <= fin
 
     def _live_seats_of(self, user: str) -> int:
-        return sum(
-            r["seats"] for r in self.engine.live_leases(T, L) if r["metadata"].get("user") == user
-        )
+        """The seats the user's live leases took: a lease's weight; a shared lease's, the
+        seat it took when its group had no room (a session joining a seat takes none)."""
+        k = self.keys
+        records = self.redis.hgetall(k.sessions)
+        seats = 0
+        for r in self.engine.live_leases(T, L):
+            if r["metadata"].get("user") != user:
+                continue
+            rec = json.loads(records[r["session_id"]])
+            seats += rec.get("cu", 0) if rec.get("sh") else r["seats"]
+        return seats
 
     ACQUIRE = {
         "client": st.sampled_from(CLIENTS),
@@ -236,7 +310,7 @@ class PromisesModel(RuleBasedStateMachine):
         self.calling()
         _, before, _ = self._truth()
         request = SeatRequest(
-            T, L, client, seats=seats, queue=queue, user=USER_OF[client],
+            T, L, client, seats=seats, queue=queue, user=USER_OF[client], host=HOST_OF[client],
             borrow_seconds=600 if borrow else None,
             lease_seconds=1800 if long and not borrow else None,
             fingerprint=None if machine is None else MACHINES[machine],
@@ -246,11 +320,15 @@ class PromisesModel(RuleBasedStateMachine):
         except SeatError as refused:  # a refusal (a domain error), never a script error
             event(f"acquire: {type(refused).__name__}")
             return
+        finally:
+            self._idle_ends("acquire")
         if isinstance(answer, QueuePlace):
             event("acquire: queued")
             assert answer.position >= 1
             return
         event(f"acquire: {'created' if answer.created else 'renewed'}")
+        if answer.shared_sessions is not None:
+            event(f"acquire: shared by {min(answer.shared_sessions, 3)}")
         self._check_terms(answer)
         assert isinstance(answer, Lease)
         if answer.session_id not in self.sessions:
@@ -262,23 +340,38 @@ class PromisesModel(RuleBasedStateMachine):
             if self.policy_kind == "full":
                 assert self._live_seats_of(USER_OF[client]) <= MAX_PER_USER
 
-    @precondition(lambda self: self.sessions)
-    @rule(data=st.data())
-    def heartbeat(self, data) -> None:
-        self._heartbeat(self.sessions[data.draw(st.integers(0, len(self.sessions) - 1))])
+    ACTIVITY = {
+        "idle": st.sampled_from([None, None, 0, 30, 60, 600]),
+        "busy": st.sampled_from([False, False, False, True]),
+    }
 
     @precondition(lambda self: self.sessions)
-    @rule(data=st.data())
-    def heartbeat_of_the_latest(self, data) -> None:
-        self._heartbeat(self.sessions[-1])
+    @rule(data=st.data(), **ACTIVITY)
+    def heartbeat(self, data, idle, busy) -> None:
+        sid = self.sessions[data.draw(st.integers(0, len(self.sessions) - 1))]
+        self._heartbeat(sid, idle, busy)
 
-    def _heartbeat(self, sid: str) -> None:
+    @precondition(lambda self: self.sessions)
+    @rule(**ACTIVITY)
+    def heartbeat_of_the_latest(self, idle, busy) -> None:
+        self._heartbeat(self.sessions[-1], idle, busy)
+
+    def _heartbeat(self, sid: str, idle: int | None = None, busy: bool = False) -> None:
         self.calling()
         try:
-            self._check_terms(self.engine.heartbeat(T, L, sid))
+            renewal = self.engine.heartbeat(T, L, sid, idle_seconds=idle, busy=busy)
+            self._check_terms(renewal)
             event("heartbeat: ok")
         except SeatError as refused:
             event(f"heartbeat: {type(refused).__name__}: {getattr(refused, 'reason', '')}")
+            return
+        finally:
+            self._idle_ends("heartbeat")
+        if renewal.idle_reclaim_at_ms is not None:
+            event("heartbeat: warned idle")
+            # warned only when it said so: idle past the timeout, not busy, not a borrow
+            assert idle is not None and idle >= 60 and not busy and not renewal.borrowed
+            assert renewal.idle_reclaim_at_ms >= renewal.now_ms  # (no earlier than now)
 
     @precondition(lambda self: self.sessions)
     @rule(data=st.data(), revoke=st.booleans())
@@ -287,6 +380,20 @@ class PromisesModel(RuleBasedStateMachine):
         self.calling()
         released = self.engine.release(T, L, sid, revoke=revoke)
         event(f"release: {'lingering' if released.lingering else released.released}")
+        self._idle_ends("release")
+
+    def _someone_warned(self) -> bool:
+        return hasattr(self, "keys") and self.redis.zcard(self.keys.idlers) > 0
+
+    @precondition(lambda self: self._someone_warned())
+    @rule(client=st.sampled_from(CLIENTS), reaper_first=st.booleans())
+    def an_idle_leases_time_comes_and_someone_asks(self, client, reaper_first) -> None:
+        """A warned lease's reclaim time passes (one interval: a third of its lease); the
+        reaper may run (always: it ends the lease), and a client asks for a seat."""
+        self.clock.advance(41)
+        if reaper_first:
+            self.reaper_runs()
+        self._acquire(client, None, False, False, None, False)
 
     def _full_with_a_queue(self) -> bool:
         if self.bulk_done or not self.cached.policy or '"q":1' not in self.cached.policy:
@@ -321,7 +428,10 @@ class PromisesModel(RuleBasedStateMachine):
         if not hasattr(self, "engine"):
             return
         engine_count, truth, now = self._truth()
-        assert engine_count == truth, (engine_count, truth)
+        if self.stale:
+            assert engine_count >= truth, (engine_count, truth)
+        else:
+            assert engine_count == truth, (engine_count, truth)
         k = self.keys
         deadlines = [int(d) for _, d in self.redis.zrange(k.leases, 0, -1, withscores=True)]
         live = [d for d in deadlines if d > now]
@@ -359,6 +469,34 @@ class PromisesModel(RuleBasedStateMachine):
                 f[3:]: int(v) for f, v in self.redis.hgetall(k.users).items() if f.startswith("#u:")
             }
             assert counts == stored, (counts, stored)
+        self._shares_hold(now)
+
+    def _shares_hold(self, now: int) -> None:
+        """Each share group's sessions are the leases stored in it; its seats at least one
+        and at most its sessions (a seat a group holds is counted once); the sum the seat
+        count leaves out is theirs; a lease reclaimed for being idle is never live again;
+        a borrow is never warned."""
+        k = self.keys
+        members: dict[str, int] = {}
+        for raw in self.redis.hvals(k.sessions):
+            rec = json.loads(raw)
+            if rec.get("sh"):
+                members[rec["sh"]] = members.get(rec["sh"], 0) + 1
+                # (a new borrow never shares; a shared lease converted to a borrow keeps
+                # its group's seat, and no lease of more than one seat shares)
+                assert rec.get("w", 1) == 1, rec
+            assert not (rec.get("b") and rec.get("iw")), "a borrow warned idle"
+        counted = self.redis.hgetall(k.users)
+        groups = {f[3:]: tuple(map(int, v.split())) for f, v in counted.items() if f[:3] == "#s:"}
+        assert {g: n for g, (n, _) in groups.items()} == members, (groups, members)
+        for n, seats in groups.values():
+            assert 1 <= seats <= n, groups
+        beyond = sum(n - seats for n, seats in groups.values())
+        assert int(counted.get("#ssum", 0)) == beyond, (counted.get("#ssum"), groups)
+        if len(members) > 0:
+            event("invariant: share groups held")
+        live = {sid for sid, d in self.redis.zrange(k.leases, 0, -1, withscores=True) if d > now}
+        assert not (live & self.idle_ended), "an idle-reclaimed lease lives again"
 
 
 def test_the_seat_rules_keep_their_promises(shifted_redis) -> None:
