@@ -247,7 +247,7 @@ class IdleShareModel(RuleBasedStateMachine):
             return
         event("heartbeat: warned")
         assert idle is not None and idle >= TIMEOUT and not busy and not renewal.borrowed
-        assert renewal.idle_reclaim_at_ms >= renewal.now_ms
+        # (a reclaim time may have passed: when needed, it waits for someone to need it)
         if self.config.idle_reclaim == "always":
             assert renewal.expires_at_ms <= renewal.idle_reclaim_at_ms
 

@@ -171,7 +171,8 @@ def test_one_user_on_two_machines_counts_once_and_a_release_keeps_the_seat(seat_
     assert reap(seat_engine) == 1
     assert ask(seat_engine, "bob-1", user="bob").created
     acquired = [e for e in events(seat_engine) if e["type"] == "lease.acquired"]
-    assert acquired[1]["metadata"]["shared"] == {"by": "user", "sessions": 2}
+    assert acquired[1]["metadata"]["shared_by"] == "user"
+    assert acquired[1]["metadata"]["shared_sessions"] == 2
 
 
 def test_share_limit_and_host_and_user_host_groups(seat_engine, configs):

@@ -331,13 +331,6 @@ def test_two_sessions_of_one_user_share_a_seat_and_the_last_release_frees_it(loc
 # below): its EventFields.metadata takes flat values only, and contract50's metadata.shared
 # is an object {"by", "sessions"}. Not this file's to fix (shared/seatlease/events/audit.py);
 # strict, so the marker must come off once the audit takes them.
-AUDIT_REFUSES_SHARED = pytest.mark.xfail(
-    strict=True,
-    reason="audit.EventFields.metadata refuses the object metadata.shared (issue 50 contract)",
-)
-
-
-@AUDIT_REFUSES_SHARED
 def test_the_audit_trail_says_who_shared_with_whom(local):
     lic = local.license("shared-audit", "--share", "user")
     sessions = [acquired(local, lic, f"ann-{n}", user="ann")["session_id"] for n in (1, 2)]
@@ -353,14 +346,13 @@ def test_the_audit_trail_says_who_shared_with_whom(local):
     # The releases reach the audit trail (the pipeline works), the acquisitions with them.
     until(lambda: audited("lease.released"), time.time() + 60, "the releases audited", 0.5)
     rows = until(lambda: audited("lease.acquired"), time.time() + 10, "the acquisitions", 0.5)
-    assert [rows[s]["metadata"].get("shared") for s in sessions] == [
-        {"by": "user", "sessions": 1},
-        {"by": "user", "sessions": 2},
+    shared = [
+        (rows[s]["metadata"]["shared_by"], rows[s]["metadata"]["shared_sessions"]) for s in sessions
     ]
+    assert shared == [("user", 1), ("user", 2)]
     assert [rows[s]["seats_used"] for s in sessions] == [1, 1]
 
 
-@AUDIT_REFUSES_SHARED
 def test_the_audit_takes_the_engines_shared_lease_acquired_events(engine, configs):
     """The same, without the stack: the events the engine writes to its outbox for two
     sessions of ann on one shared seat, decoded as the audit function decodes a message."""
@@ -371,10 +363,8 @@ def test_the_audit_takes_the_engines_shared_lease_acquired_events(engine, config
     (message,) = pubsub.encode_messages(outbox)
     decoded = audit.decode_events(message)
     assert decoded.rejected == []
-    assert [e.metadata["shared"] for e in decoded.events] == [
-        {"by": "user", "sessions": 1},
-        {"by": "user", "sessions": 2},
-    ]
+    shared = [(e.metadata["shared_by"], e.metadata["shared_sessions"]) for e in decoded.events]
+    assert shared == [("user", 1), ("user", 2)]
 
 
 # -- bad input ---------------------------------------------------------------------------

@@ -89,7 +89,15 @@ ConfigLoader = Callable[[str, str], LicenseConfig | None]
 # failover's grant, a re-admission): a client's own would pass for them (a crash counted
 # as ended by the license's term in the reports).
 RESERVED_METADATA = frozenset(
-    {"reason", "recovering", "recovered", "shared", "idle_seconds", "idle_reclaim_at"}
+    {
+        "reason",
+        "recovering",
+        "recovered",
+        "shared_by",
+        "shared_sessions",
+        "idle_seconds",
+        "idle_reclaim_at",
+    }
 )
 
 # The sharing rule's modes as the seat scripts read them (cfg field "share").

@@ -221,6 +221,10 @@ local function own_lease(C, k, a)
     rec.b, etype = 1, 'lease.converted'
     if machine ~= '' then rec.f = machine end
     C.bound_to = rec.f or false
+    if rec.iw then  -- a borrow is never idle: its warning goes
+      rec.iw = nil
+      redis.call('ZREM', k.idlers, held)
+    end
   elseif rec.lg then
     etype = 'lease.renewed'
   end
@@ -480,8 +484,9 @@ local function grant(C, k, a)
     rec.sh = C.share.key
     C.shared_n = join_share(k.users, rec.sh, not joins)
     if joins then seats_used = seats_used - w end
-    event_extra = '"shared":{"by":"' .. (SHARE_BY[C.share.by] or C.share.by)
-      .. '","sessions":' .. int_arg(C.shared_n) .. '}'
+    -- (flat, as every metadata value is: the audit trail stores it as it is)
+    event_extra = '"shared_by":"' .. (SHARE_BY[C.share.by] or C.share.by)
+      .. '","shared_sessions":' .. int_arg(C.shared_n)
   end
   note_grant(k, client, now)
   if C.is_borrow == 0 then note_lease_length(k.lmax, C.lease_ms, now) end
