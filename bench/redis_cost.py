@@ -42,7 +42,9 @@ spread over all 256 shards. Then, per phase, it reads the server's own time per 
   heartbeat cost"); ``acquire (shared)``, a new lease joining its user's seat on a license
   sharing by user (as large as the hot one, its leases in 1,000 users' groups), against
   ``acquire (new)``, and ``release (shared)``, the release of such a lease (its group
-  keeps the seat), against ``release`` (target at most 1.3x, the policy's).
+  keeps the seat), against ``release`` (target at most 1.3x, the policy's). They are also
+  measured paired (``--pairs`` samples of 1,000 calls of each kind back to back, in
+  rotating order): the targets apply to the ratio of the minima.
 
 A round measures every phase once, ZADD first. The machine is shared and noisy, so
 ``--rounds`` rounds (default 5) run and the median of the per-round ratios is reported.
@@ -68,7 +70,7 @@ cost of a step being the difference of consecutive cuts (minimum of several samp
 other processes' load only ever adds time); the cuts run as EVALSHA scripts, so their
 first step also holds what defining the helpers costs, which the library pays at load.
 
-Run: ``python3 bench/redis_cost.py [--profile]`` (about 2.5 minutes on 2 shared cores;
+Run: ``python3 bench/redis_cost.py [--profile]`` (3 to 6 minutes on 2 shared cores;
 ``--total 100000`` for a quick look). Bounded: loading stops at ``--max-seconds``. A
 missed target is printed; the exit status is 2 for it only with ``--strict`` (so that
 ``make bench`` runs both benchmarks), 1 for an error.
@@ -1491,7 +1493,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hot", type=int, default=10_000, help="live leases on the hot license")
     parser.add_argument("--ops", type=int, default=5_000, help="calls per phase and round")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--pairs", type=int, default=15, help="paired terms samples")
+    parser.add_argument(
+        "--pairs", type=int, default=15, help="paired samples (terms; idle and shared seats)"
+    )
     parser.add_argument("--target", type=float, default=3.0)
     parser.add_argument("--profile", action="store_true", help="step-by-step Lua profile")
     parser.add_argument("--max-seconds", type=float, default=240.0, help="bound on loading")
