@@ -1,0 +1,238 @@
+"""A hostile review of issue 50's seat engine change (idle seats and shared seats): each
+test is a promise the change breaks, written as the scenario that shows it, and marked
+strict xfail until the engine keeps it (the suite stays green; a fix turns it into a pass,
+which strict xfail reports, so the mark goes with the fix). Real redis-server (and the
+local Redis Cluster, through ``seat_engine``), nothing mocked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from seatlease.errors import NoSeatsAvailable, SessionExpired, UserLimitReached
+from seatlease.events import pubsub
+from seatlease.seats import keys, redisconn
+from seatlease.seats.engine import SeatEngine, SeatRequest
+from seatlease.seats.policy import LicensePolicy
+
+REPO = Path(__file__).resolve().parent.parent
+# The release before issue 50's engine change (brief: git diff 2b771d3..HEAD).
+RELEASE_BEFORE = "2b771d3"
+
+
+def events(eng: SeatEngine, license_id: str = "lic") -> list[dict]:
+    return pubsub.outbox_events(eng.redis, keys.outbox_key(keys.shard_of("t", license_id)))
+
+
+def ask(eng: SeatEngine, client: str, user: str | None = None, host: str | None = None, **kw):
+    return eng.acquire(SeatRequest("t", "lic", client, user=user, host=host, **kw))
+
+
+def warn_passed(eng: SeatEngine, session_id: str, license_id: str = "lic") -> None:
+    """The warned lease's reclaim time has come (what waiting one interval would do), as
+    tests/test_idle_share.py moves it."""
+    k = keys.LicenseKeys.of("t", license_id)
+    past = eng.server_time_ms() - 1
+    eng.redis.zadd(k.idlers, {session_id: past}, xx=True)
+    rec = json.loads(eng.redis.hget(k.sessions, session_id))
+    rec["iw"] = past
+    eng.redis.hset(k.sessions, session_id, json.dumps(rec))
+
+
+def reclaimed_for_idleness(eng: SeatEngine) -> list[str]:
+    return [
+        e["session_id"]
+        for e in events(eng)
+        if e["type"] == "lease.reclaimed" and e["metadata"].get("reason") == "idle"
+    ]
+
+
+def policy(**rules) -> str:
+    return LicensePolicy(**rules).redis_form()
+
+
+# -- when_needed reclaims a lease that gives the caller nothing ------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="make_room reclaims a warned member of a share group, which frees no seat: the "
+    "idle session is lost, the caller is refused all the same",
+)
+def test_an_idle_session_on_a_shared_seat_is_not_reclaimed_for_a_caller_it_cannot_help(
+    seat_engine, configs
+):
+    # 1 seat shared by user, when_needed: ann works on ws-1, her copy on ws-2 is idle
+    configs.add("t", "lic", seats=1, lease_seconds=30, share="user", idle_timeout_seconds=60)
+    active = ask(seat_engine, "ann-ws1", user="ann", host="ws-1")
+    idle = ask(seat_engine, "ann-ws2", user="ann", host="ws-2")
+    assert idle.shared_sessions == 2
+    seat_engine.heartbeat("t", "lic", idle.session_id, idle_seconds=3600)
+    warn_passed(seat_engine, idle.session_id)
+    # bob needs a seat: reclaiming ann's idle copy cannot give him one (ann-ws1 holds it)
+    with pytest.raises(NoSeatsAvailable):
+        ask(seat_engine, "bob", user="bob")
+    seat_engine.heartbeat("t", "lic", active.session_id)
+    # expected: ann's idle copy kept (nobody it could serve); actual: 410 reason idle
+    kept = seat_engine.heartbeat("t", "lic", idle.session_id, idle_seconds=3700)
+    assert kept.idle_reclaim_at_ms is not None
+    assert reclaimed_for_idleness(seat_engine) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="make_room reclaims warned leases for a weighted caller it then refuses "
+    "(no check that the due idle leases free the seats it asks for)",
+)
+def test_an_idle_lease_is_not_reclaimed_for_a_weighted_caller_that_is_refused_anyway(
+    seat_engine, configs
+):
+    configs.add("t", "lic", seats=2, lease_seconds=30, idle_timeout_seconds=60)
+    ask(seat_engine, "busy")
+    idle = ask(seat_engine, "idle")
+    seat_engine.heartbeat("t", "lic", idle.session_id, idle_seconds=3600)
+    warn_passed(seat_engine, idle.session_id)
+    # a render node asks for both seats: one idle seat cannot make room for it
+    with pytest.raises(NoSeatsAvailable):
+        ask(seat_engine, "render", seats=2)
+    # expected: the idle lease kept; actual: reclaimed (410 idle), the seat left empty
+    assert seat_engine.heartbeat("t", "lic", idle.session_id, idle_seconds=3700)
+    assert reclaimed_for_idleness(seat_engine) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="make_room judges the cap alone: a caller the policy refuses (user_limit) still "
+    "gets an idle lease reclaimed, and the seat goes to nobody",
+)
+def test_an_idle_lease_is_not_reclaimed_for_a_caller_the_policy_refuses(seat_engine, configs):
+    configs.add(
+        "t",
+        "lic",
+        seats=2,
+        lease_seconds=30,
+        idle_timeout_seconds=60,
+        policy=policy(max_per_user=1),
+    )
+    ask(seat_engine, "ann-1", user="ann")
+    idle = ask(seat_engine, "carl-1", user="carl")
+    seat_engine.heartbeat("t", "lic", idle.session_id, idle_seconds=3600)
+    warn_passed(seat_engine, idle.session_id)
+    with pytest.raises(UserLimitReached):  # ann has her one seat: refused whatever is free
+        ask(seat_engine, "ann-2", user="ann")
+    # expected: carl's idle lease kept; actual: reclaimed for a call that could not use it
+    assert seat_engine.heartbeat("t", "lic", idle.session_id, idle_seconds=3700)
+    assert reclaimed_for_idleness(seat_engine) == []
+
+
+# -- sharing meets the policy -----------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the per-user count goes with the session that took the seat while the group "
+    "keeps the seat: the user then takes a second seat past max_per_user 1",
+)
+def test_max_per_user_one_holds_when_the_seat_taker_of_a_group_ends(seat_engine, configs):
+    # design.md: "with --max-per-user 1 and --share user ... a session that needs a
+    # second seat for her is 409 user_limit_reached"
+    configs.add(
+        "t",
+        "lic",
+        seats=3,
+        lease_seconds=30,
+        share="user",
+        share_limit=2,
+        policy=policy(max_per_user=1),
+    )
+    first = ask(seat_engine, "ann-1", user="ann")  # takes ann's seat (counted for ann)
+    ask(seat_engine, "ann-2", user="ann")  # joins it
+    seat_engine.release("t", "lic", first.session_id)  # ann-2 keeps the seat
+    ask(seat_engine, "ann-3", user="ann")  # joins: 2 sessions on ann's one seat
+    # ann's group is full: her next session needs a second seat, past her limit of 1
+    with pytest.raises(UserLimitReached):
+        ask(seat_engine, "ann-4", user="ann")
+
+
+# -- a borrow never idle -----------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a warned lease, lingering, taken back with another weight as a borrow (grant's "
+    "reweigh) keeps iw and its idlers entry: a borrow shown as warned",
+)
+def test_a_lingering_warned_lease_taken_back_as_a_borrow_is_not_warned(seat_engine, configs):
+    configs.add(
+        "t",
+        "lic",
+        seats=3,
+        lease_seconds=30,
+        linger_seconds=300,
+        max_borrow_seconds=3600,
+        idle_timeout_seconds=60,
+    )
+    lease = ask(seat_engine, "laptop")
+    assert seat_engine.heartbeat("t", "lic", lease.session_id, idle_seconds=120).idle_reclaim_at_ms
+    seat_engine.release("t", "lic", lease.session_id)  # lingers, still warned
+    borrow = ask(seat_engine, "laptop", seats=2, borrow_seconds=600)
+    assert borrow.session_id == lease.session_id and borrow.borrowed
+    row = seat_engine.live_leases("t", "lic")[0]
+    assert row["borrowed"]
+    k = keys.LicenseKeys.of("t", "lic")
+    # expected: no warning on a borrow, no idlers entry; actual: both kept
+    assert (row["idle_reclaim_at_ms"], seat_engine.redis.zcard(k.idlers)) == (None, 0)
+
+
+# -- always: a warned lease reclaimed at its time ---------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="under always, the client's re-acquire of its warned lease moves the deadline "
+    "past idle_reclaim_at and clears x=3 but keeps the warning: warned, not reclaimed then",
+)
+def test_under_always_a_warned_lease_is_reclaimed_at_its_time_or_no_longer_warned(
+    seat_engine, configs
+):
+    configs.add(
+        "t", "lic", seats=1, lease_seconds=3, idle_timeout_seconds=60, idle_reclaim="always"
+    )
+    lease = ask(seat_engine, "idle")
+    warned = seat_engine.heartbeat("t", "lic", lease.session_id, idle_seconds=61)
+    assert warned.expires_at_ms == warned.idle_reclaim_at_ms
+    again = ask(seat_engine, "idle")  # its own client's renewal by acquire
+    row = seat_engine.live_leases("t", "lic")[0]
+    # expected: a warned lease's deadline is its idle_reclaim_at, or the warning is gone;
+    # actual: warned at T, deadline T + 2 s
+    assert row["idle_reclaim_at_ms"] is None or again.expires_at_ms <= row["idle_reclaim_at_ms"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a when_needed warning past its time, then the rule switched to always: the next "
+    "idle heartbeat answers ok with a deadline already passed (cut to the old iw)",
+)
+def test_a_heartbeat_never_renews_to_a_deadline_already_passed(seat_engine, configs):
+    configs.add("t", "lic", seats=1, lease_seconds=30, idle_timeout_seconds=60)
+    lease = ask(seat_engine, "idle")
+    seat_engine.heartbeat("t", "lic", lease.session_id, idle_seconds=120)
+    warn_passed(seat_engine, lease.session_id)  # nobody needed it: it heartbeats on
+    configs.add(
+        "t", "lic", seats=1, lease_seconds=30, idle_timeout_seconds=60, idle_reclaim="always"
+    )
+    seat_engine.cache_config("t", "lic", configs("t", "lic"))
+    # expected: reclaimed now (410 idle) or renewed into the future; actual: 200 'ok' with
+    # expires_at in the past (the client believes it holds a lease that is already dead)
+    try:
+        renewal = seat_engine.heartbeat("t", "lic", lease.session_id, idle_seconds=130)
+    except SessionExpired as gone:
+        assert gone.reason == "idle"
+        return
+    assert renewal.expires_at_ms > renewal.now_ms
