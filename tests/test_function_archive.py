@@ -148,6 +148,7 @@ RUNTIME_FOLDERS = {
     "seatlease/seats",
     "seatlease/seats/protocol",
     "seatlease/seats/lua",
+    "seatlease/webhooks",
 }
 
 
