@@ -26,6 +26,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     false,
     func,
     text,
@@ -317,4 +318,108 @@ portal_actions = Table(
     Column("session_id", ID, nullable=True),
     Column("target_prefix", String(16), nullable=True),  # keys.create / keys.revoke
     Index("ix_portal_actions_tenant_at", "tenant_id", "at"),
+)
+
+
+# Webhooks (issue 51, migration 0019; seatlease.webhooks.store). No foreign key to
+# ``tenants``: an endpoint's tenant is checked when it is made, and a tenant's rows are
+# removed with it by the operator's tools, never by a cascade through the seat tables.
+WEBHOOK_ID = String(64)
+PENDING = "state = 'pending'"
+CLAIMED = "claim IS NOT NULL"
+
+# A tenant's receivers: the URL, which events (empty lists: all), the signing secret
+# (AES-256-GCM, seatlease.webhooks.crypto; the old one kept beside it for 24 h after a
+# rotation), and whether its deliveries are failing (then why, and since when).
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("id", WEBHOOK_ID, primary_key=True),  # whe_ + random
+    Column("tenant_id", ID, nullable=False, index=True),
+    Column("url", Text, nullable=False),
+    Column("event_types", JSON, nullable=False),
+    Column("license_ids", JSON, nullable=False),
+    Column("secret_enc", Text, nullable=False),
+    Column("old_secret_enc", Text, nullable=True),
+    Column("old_secret_until", DateTime(timezone=True), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("state", String(16), nullable=False, server_default="ok"),
+    Column("failing_reason", Text, nullable=True),
+    Column("failing_since", DateTime(timezone=True), nullable=True),
+    CheckConstraint("state IN ('ok', 'failing')", name="ck_webhook_endpoints_state"),
+)
+
+# One event for one endpoint: its payload (bounded) and where its delivery stands. A
+# worker claims a due one (``claim``, ``claimed_until``: its send's deadline with a margin;
+# ``next_attempt_at`` moves there too, so a worker that dies mid-send leaves it due again
+# then), sends it outside any transaction, then records the outcome under its claim.
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column(
+        "endpoint_id",
+        WEBHOOK_ID,
+        ForeignKey("webhook_endpoints.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("tenant_id", ID, nullable=False),
+    Column("event_id", String(64), nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("license_id", ID, nullable=True),
+    Column("payload", Text, nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
+    Column("state", String(16), nullable=False, server_default="pending"),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("last_status", Integer, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("claim", String(32), nullable=True),
+    Column("claimed_until", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("endpoint_id", "event_id", name="uq_webhook_deliveries_event"),
+    CheckConstraint(
+        "state IN ('pending', 'delivered', 'failed', 'final')", name="ck_webhook_deliveries_state"
+    ),
+    # The claims' scan (due, per endpoint) and the queue's bound (pending per endpoint).
+    Index(
+        "ix_webhook_deliveries_due",
+        "endpoint_id",
+        "next_attempt_at",
+        postgresql_where=text(PENDING),
+        sqlite_where=text(PENDING),
+    ),
+    # The sends in flight per endpoint (its concurrency bound): a handful of rows.
+    Index(
+        "ix_webhook_deliveries_claimed",
+        "endpoint_id",
+        "claimed_until",
+        postgresql_where=text(CLAIMED),
+        sqlite_where=text(CLAIMED),
+    ),
+    Index("ix_webhook_deliveries_endpoint_created", "endpoint_id", "created_at"),
+    Index("ix_webhook_deliveries_tenant_created", "tenant_id", "created_at"),
+)
+
+# Every attempt of a delivery: when, the HTTP status (none for a timeout or a refused
+# connection), how long it took, and the error (bounded text).
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column(
+        "delivery_id",
+        BigInteger().with_variant(Integer, "sqlite"),
+        ForeignKey("webhook_deliveries.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    Column("endpoint_id", WEBHOOK_ID, nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("status", Integer, nullable=True),
+    Column("latency_ms", Integer, nullable=False),
+    Column("error", Text, nullable=True),
 )
