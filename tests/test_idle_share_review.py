@@ -366,3 +366,49 @@ def test_the_harness_control_the_release_before_answers_a_repeat_of_a_plain_acqu
         release_before, redis_url, op="acquire", client="plain", request_id="rq-plain-001"
     )
     assert again == {"session_id": lease.session_id}
+
+
+# -- the warning's cancel, and the idlers index -----------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="over the tenant's rate budget an early heartbeat is refused as one that 'cannot "
+    "cost the lease', but a warned lease's activity heartbeat (touch sends it at once) "
+    "is its only cancel: refused until its interval, i.e. until idle_reclaim_at itself",
+)
+def test_a_warned_leases_activity_heartbeat_is_not_refused_by_the_rate_budget(seat_engine, configs):
+    configs.add("t", "lic", seats=1, lease_seconds=30, idle_timeout_seconds=60)
+    lease = ask(seat_engine, "idle")
+    warned = seat_engine.heartbeat("t", "lic", lease.session_id, idle_seconds=120)
+    assert warned.idle_reclaim_at_ms is not None
+    # the tenant is over its budget (1 call/s): another call of it came just now
+    with pytest.raises(SessionExpired):
+        seat_engine.heartbeat("t", "lic", "no-such-session-000000000", rate_limit=1)
+    # the user comes back: the client's touch() heartbeats at once, idle 0
+    back = seat_engine.heartbeat("t", "lic", lease.session_id, idle_seconds=0, rate_limit=1)
+    assert back.idle_reclaim_at_ms is None  # actual: TenantRateLimited, still warned
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="make_room drops a lingering warned lease's idlers entry but leaves rec.iw; taken "
+    "back and idle again, idle_heartbeat sees iw and never re-adds it: warned and past its "
+    "time, yet when_needed never reclaims it for a refused caller",
+)
+def test_a_warned_lease_taken_back_from_its_linger_is_reclaimed_when_needed(seat_engine, configs):
+    configs.add("t", "lic", seats=1, lease_seconds=30, linger_seconds=300, idle_timeout_seconds=60)
+    lease = ask(seat_engine, "cad")
+    seat_engine.heartbeat("t", "lic", lease.session_id, idle_seconds=120)
+    seat_engine.release("t", "lic", lease.session_id)  # lingers (held for its client)
+    warn_passed(seat_engine, lease.session_id)
+    with pytest.raises(NoSeatsAvailable):  # a lingering lease is never reclaimed as idle
+        ask(seat_engine, "bob")
+    assert ask(seat_engine, "cad").session_id == lease.session_id  # taken back
+    still = seat_engine.heartbeat("t", "lic", lease.session_id, idle_seconds=200)
+    assert still.idle_reclaim_at_ms is not None and still.idle_reclaim_at_ms < still.now_ms
+    k = keys.LicenseKeys.of("t", "lic")
+    # expected: warned and due, so in the idlers index and bob's acquire takes the seat;
+    # actual: not in the index, bob refused for as long as cad stays idle
+    assert seat_engine.redis.zscore(k.idlers, lease.session_id) is not None
+    assert ask(seat_engine, "bob").created
