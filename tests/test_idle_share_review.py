@@ -412,3 +412,26 @@ def test_a_warned_lease_taken_back_from_its_linger_is_reclaimed_when_needed(seat
     # actual: not in the index, bob refused for as long as cad stays idle
     assert seat_engine.redis.zscore(k.idlers, lease.session_id) is not None
     assert ask(seat_engine, "bob").created
+
+
+# -- share_limit changed mid-flight: what status counts ---------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="live_leases gives a group's sessions, not its seats ('#s:' holds both): status "
+    "guesses ceil(sessions / share_limit) with the license's limit of now, so a limit "
+    "changed mid-flight makes seats_used differ from the engine's (overage shown)",
+)
+def test_status_counts_the_seats_the_engine_counts_after_share_limit_changes(seat_engine, configs):
+    from seatlease.admin.seats import seats_in_use
+
+    configs.add("t", "lic", seats=3, lease_seconds=30, share="user")  # no limit: one seat
+    for i in range(3):
+        ask(seat_engine, f"ann-{i}", user="ann")
+    configs.add("t", "lic", seats=3, lease_seconds=30, share="user", share_limit=1)
+    seat_engine.cache_config("t", "lic", configs("t", "lic"))
+    bob = ask(seat_engine, "bob", user="bob")
+    assert bob.seats_used == 2  # ann's group's one seat, and bob's
+    shown = seats_in_use(seat_engine.live_leases("t", "lic"), share_limit=1)
+    assert shown == bob.seats_used  # actual: 4 (over the license's 3: overage_in_use)
