@@ -1,0 +1,384 @@
+"""Webhook deliveries (seatlease.webhooks.deliver and functions/webhooks) on the real
+PostgreSQL database, to a real HTTP receiver in a thread of this process
+(tests/webhook_receiver.py). Every delivery a test checks is verified with the
+``standardwebhooks`` library, the one receivers use."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import functions_framework
+import pytest
+from http_support import push_to_audit
+from sqlalchemy import select, text
+from standardwebhooks import Webhook
+from webhook_receiver import Receiver, receiving
+
+from seatlease.api import tokens
+from seatlease.records import db
+from seatlease.records import store as records
+from seatlease.records.tables import webhook_deliveries
+from seatlease.webhooks import crypto, deliver, signing, store
+from seatlease_cli.procs import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+TABLES = "webhook_attempts, webhook_deliveries, webhook_endpoints"
+T0 = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def receiver(database_url, monkeypatch):
+    """The private database without webhooks, tenants acme and globex, the local stack's
+    URL allowance (a receiver on 127.0.0.1), a WEBHOOK_KEY, the cloud's first retry step
+    (30 s), and the receiver."""
+    monkeypatch.setenv("WEBHOOK_KEY", crypto.new_key())
+    monkeypatch.setenv("SEATLEASE_LOCAL", "1")
+    monkeypatch.setenv("WEBHOOK_RETRY_FIRST_SECONDS", "30")
+    with db.get_engine().begin() as conn:
+        conn.execute(
+            text(
+                "TRUNCATE webhook_attempts, webhook_deliveries, webhook_endpoints RESTART IDENTITY"
+            )
+        )
+    records.create_tenant("acme")
+    records.create_tenant("globex")
+    with receiving() as served:
+        yield served
+
+
+def event(event_id: str, type: str = "lease.acquired", tenant: str = "acme", **extra) -> dict:
+    return {
+        "event_id": event_id,
+        "type": type,
+        "tenant_id": tenant,
+        "license_id": "cad",
+        "session_id": "s1",
+        "client_id": "c1",
+        "occurred_at": "2026-11-29T08:00:00.000Z",
+        "seats_used": 1,
+        "seats_total": 5,
+        "metadata": {"user": "ann"},
+        **extra,
+    }
+
+
+def verified(request, secret: str) -> dict:
+    return Webhook(secret).verify(request.body, request.headers)
+
+
+def row_of(event_id: str) -> dict:
+    with db.get_engine().connect() as conn:
+        found = conn.execute(
+            select(webhook_deliveries).where(webhook_deliveries.c.event_id == event_id)
+        )
+        return dict(found.mappings().one())
+
+
+def test_500_twice_then_200_gets_the_same_webhook_id_three_times(receiver: Receiver):
+    receiver.statuses["/hook"] = [500, 500]
+    endpoint, secret = store.create_endpoint("acme", receiver.url("/hook"))
+    assert secret.startswith("whsec_")
+    assert store.enqueue([event("evt-1")], now=T0) == 1
+
+    assert deliver.deliver_due(T0)["retrying"] == 1
+    first = row_of("evt-1")
+    wait = (first["next_attempt_at"] - T0).total_seconds()
+    assert 30 * 0.75 <= wait <= 30 * 1.25 + 1, wait  # the first step, jittered
+    assert deliver.deliver_due(T0 + timedelta(seconds=5))["claimed"] == 0  # not due yet
+    assert deliver.deliver_due(T0 + timedelta(minutes=1))["retrying"] == 1
+    second = row_of("evt-1")
+    wait = (second["next_attempt_at"] - T0 - timedelta(minutes=1)).total_seconds()
+    assert 60 * 0.75 <= wait <= 60 * 1.25 + 1, wait  # doubled
+    assert deliver.deliver_due(T0 + timedelta(minutes=5))["delivered"] == 1
+    assert deliver.deliver_due(T0 + timedelta(hours=5))["claimed"] == 0  # delivered once
+
+    got = receiver.at("/hook")
+    assert [r.status for r in got] == [500, 500, 200]
+    assert {r.headers["webhook-id"] for r in got} == {"evt-1"}
+    for request in got:  # each attempt signed afresh, each verifies
+        payload = verified(request, secret)
+        assert payload["id"] == "evt-1" and payload["type"] == "lease.acquired"
+        assert payload["data"]["metadata"] == {"user": "ann"}
+    listed = store.deliveries("acme", endpoint["id"])
+    assert [(x["attempt"], x["status"], x["state"]) for x in listed] == [
+        (3, 200, "delivered"),
+        (2, 500, "delivered"),
+        (1, 500, "delivered"),
+    ]
+    assert listed[1]["error"] == "HTTP 500: nope" and listed[0]["error"] is None
+    assert all(x["latency_ms"] >= 0 and x["at"] is not None for x in listed)
+
+
+def test_the_v1a_signature_verifies_with_the_deployments_public_key(receiver: Receiver):
+    store.create_endpoint("acme", receiver.url("/hook"))
+    store.enqueue([event("evt-a")], now=T0)
+    deliver.deliver_due(T0)
+    (request,) = receiver.at("/hook")
+    v1a = [s for s in request.headers["webhook-signature"].split() if s.startswith("v1a,")]
+    assert len(v1a) == 1
+    public = tokens.keyring().signing_key().private.public_key()
+    content = signing.signed_content("evt-a", int(request.headers["webhook-timestamp"]),
+                                     request.body)  # fmt: skip
+    public.verify(base64.b64decode(v1a[0][4:]), content)  # raises if it does not verify
+
+
+def test_a_retry_runs_on_the_real_clock_with_a_short_first_step(receiver, monkeypatch):
+    """The local stack's schedule: a first step of a fraction of a second, and the third
+    attempt comes within the same second or two."""
+    monkeypatch.setenv("WEBHOOK_RETRY_FIRST_SECONDS", "0.2")
+    receiver.statuses["/hook"] = [500, 500]
+    _endpoint, secret = store.create_endpoint("acme", receiver.url("/hook"))
+    store.enqueue([event("evt-rt")])
+    started = time.monotonic()
+    while row_of("evt-rt")["state"] == "pending" and time.monotonic() - started < 10:
+        deliver.deliver_due()
+        time.sleep(0.05)
+    assert row_of("evt-rt")["state"] == "delivered"
+    assert time.monotonic() - started < 5
+    assert [r.status for r in receiver.at("/hook")] == [500, 500, 200]
+    assert all(verified(r, secret)["id"] == "evt-rt" for r in receiver.at("/hook"))
+
+
+@pytest.mark.parametrize("status", [400, 404, 410, 301])
+def test_a_4xx_or_a_redirect_is_final_after_one_attempt(receiver: Receiver, status: int):
+    receiver.statuses["/hook"] = [status]
+    receiver.headers["/hook"] = {"Location": receiver.url("/elsewhere")}
+    endpoint, _secret = store.create_endpoint("acme", receiver.url("/hook"))
+    store.enqueue([event("evt-4")], now=T0)
+    assert deliver.deliver_due(T0)["final"] == 1
+    assert deliver.deliver_due(T0 + timedelta(days=1))["claimed"] == 0
+    assert len(receiver.at("/hook")) == 1 and receiver.at("/elsewhere") == []
+    row = row_of("evt-4")
+    assert (row["state"], row["attempts"], row["last_status"]) == ("final", 1, status)
+    assert (
+        store.list_endpoints("acme")[0]["state"] == "ok"
+    )  # one delivery's end, not the endpoint's
+    assert store.deliveries("acme", endpoint["id"])[0]["status"] == status
+
+
+@pytest.mark.parametrize("status", [408, 429, 500, 503])
+def test_408_429_and_5xx_are_retried_and_retry_after_is_heeded(receiver: Receiver, status):
+    receiver.statuses["/hook"] = [status]
+    receiver.headers["/hook"] = {"Retry-After": "600"}
+    store.create_endpoint("acme", receiver.url("/hook"))
+    store.enqueue([event("evt-r")], now=T0)
+    assert deliver.deliver_due(T0)["retrying"] == 1
+    row = row_of("evt-r")
+    assert (row["state"], row["attempts"], row["last_status"]) == ("pending", 1, status)
+    assert (row["next_attempt_at"] - T0).total_seconds() >= 600  # not the 30 s step
+    assert deliver.deliver_due(T0 + timedelta(minutes=11))["delivered"] == 1
+
+
+def test_a_timeout_is_retried(receiver: Receiver):
+    receiver.delays["/slow"] = 1.5
+    endpoint, secret = store.create_endpoint("acme", receiver.url("/slow"))
+    store.enqueue([event("evt-t")], now=T0)
+    started = time.monotonic()
+    report = deliver.deliver_due(T0, timeout_seconds=0.4)
+    assert report["retrying"] == 1 and time.monotonic() - started < 1.4
+    row = row_of("evt-t")
+    assert row["state"] == "pending" and row["last_status"] is None
+    assert row["last_error"] == "timeout: no answer within 0.4 s"
+    (attempt,) = store.deliveries("acme", endpoint["id"])
+    assert attempt["status"] is None and 350 <= attempt["latency_ms"] < 1400
+    receiver.delays["/slow"] = 0.0
+    assert deliver.deliver_due(T0 + timedelta(hours=1), timeout_seconds=0.4)["delivered"] == 1
+    receiver.wait_for("/slow", 2)
+    assert {r.headers["webhook-id"] for r in receiver.at("/slow")} == {"evt-t"}
+    assert verified(receiver.at("/slow")[-1], secret)["id"] == "evt-t"
+
+
+def test_a_refused_connection_is_retried(receiver: Receiver):
+    store.create_endpoint("acme", f"http://127.0.0.1:{free_port()}/hook")
+    store.enqueue([event("evt-c")], now=T0)
+    assert deliver.deliver_due(T0)["retrying"] == 1
+    row = row_of("evt-c")
+    assert row["last_error"] == "connection refused" and row["state"] == "pending"
+
+
+def test_a_slow_endpoint_does_not_delay_a_fast_one(receiver: Receiver):
+    """Another tenant's endpoint sleeps 2 s per request: while its first four (its whole
+    concurrency) still wait, every one of the fast endpoint's 40 deliveries is done."""
+    receiver.delays["/slow"] = 2.0
+    store.create_endpoint("globex", receiver.url("/slow"))
+    store.create_endpoint("acme", receiver.url("/fast"))
+    store.enqueue([event(f"slow-{i}", tenant="globex") for i in range(8)], now=T0)
+    store.enqueue([event(f"fast-{i}") for i in range(40)], now=T0)
+    started = time.monotonic()
+    done = threading.Thread(target=deliver.deliver_due, args=(T0,), kwargs={"budget_seconds": 3})
+    done.start()
+    fast = receiver.wait_for("/fast", 40, seconds=10)
+    fast_done = max(r.answered for r in fast)
+    slow_first = min(r.came for r in receiver.at("/slow"))
+    assert not any(r.answered for r in receiver.at("/slow"))  # still waiting
+    assert fast_done - started < 1.5 and fast_done < slow_first + 2.0
+    done.join(timeout=20)
+    assert receiver.most_active["/slow"] == deliver.PER_ENDPOINT_CONCURRENCY
+    assert receiver.most_active["/fast"] <= deliver.PER_ENDPOINT_CONCURRENCY
+    assert len({r.headers["webhook-id"] for r in fast}) == 40
+
+
+def test_two_runs_at_once_claim_each_delivery_once_and_keep_the_bound(receiver: Receiver):
+    """Two instances (two engines, two threads) on one queue: SKIP LOCKED claims, the
+    endpoint's concurrency counted across them, no delivery sent twice."""
+    receiver.delays["/hook"] = 0.2
+    store.create_endpoint("acme", receiver.url("/hook"))
+    store.enqueue([event(f"e-{i}") for i in range(24)], now=T0)
+    engines = [db.make_engine(os.environ["DATABASE_URL"]) for _ in range(2)]
+    runs = [threading.Thread(target=deliver.deliver_due, args=(T0,), kwargs={"engine": engine})
+            for engine in engines]  # fmt: skip
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join(timeout=30)
+    for engine in engines:
+        engine.dispose()
+    ids = [r.headers["webhook-id"] for r in receiver.at("/hook")]
+    assert sorted(ids) == sorted(f"e-{i}" for i in range(24))
+    assert receiver.most_active["/hook"] <= deliver.PER_ENDPOINT_CONCURRENCY
+
+
+def test_after_three_days_of_failures_the_delivery_fails_and_the_endpoint_says_why(receiver):
+    receiver.statuses["/hook"] = [503] * 3
+    endpoint, _secret = store.create_endpoint("acme", receiver.url("/hook"))
+    store.enqueue([event("evt-f")], now=T0)
+    deliver.deliver_due(T0)
+    deliver.deliver_due(T0 + timedelta(days=2, hours=23))
+    row = row_of("evt-f")
+    assert row["state"] == "pending"
+    assert row["next_attempt_at"] <= T0 + timedelta(days=3)  # the last try at the window's end
+    report = deliver.deliver_due(T0 + timedelta(days=3))
+    assert report["failed"] == 1
+    assert row_of("evt-f")["state"] == "failed"
+    (listed,) = store.list_endpoints("acme")
+    assert listed["state"] == "failing"
+    assert "3 attempts over 3 days failed" in listed["failing_reason"]
+    assert "HTTP 503" in listed["failing_reason"]
+    since = listed["failing_since"] - (T0 + timedelta(days=3))
+    assert timedelta(0) <= since < timedelta(seconds=1)  # the run's clock, from its start
+    assert deliver.deliver_due(T0 + timedelta(days=9))["claimed"] == 0  # failed is the end
+    # a later delivery that succeeds makes the endpoint ok again
+    store.enqueue([event("evt-ok")], now=T0 + timedelta(days=4))
+    deliver.deliver_due(T0 + timedelta(days=4))
+    assert store.get_endpoint("acme", endpoint["id"])["state"] == "ok"
+
+
+RUN_DUE = """
+import json, sys
+from datetime import datetime
+from seatlease.webhooks import deliver
+now = datetime.fromisoformat(sys.argv[1]) if len(sys.argv) > 1 else None
+print(json.dumps(deliver.deliver_due(now, budget_seconds=5)))
+"""
+
+
+def _run_in_new_process(*args: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", RUN_DUE, *args], cwd=REPO, env=dict(os.environ),
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_new_process_sends_what_an_earlier_one_queued_or_claimed_and_died(receiver):
+    _endpoint, secret = store.create_endpoint("acme", receiver.url("/hook"))
+    store.enqueue([event("evt-q"), event("evt-d")], now=T0)
+    # A run claims both, then dies before sending: nothing recorded, nothing sent.
+    claimed = deliver.claim_due(T0, 10, 40)
+    assert sorted(c.event_id for c in claimed) == ["evt-d", "evt-q"]
+    db.reset()
+    assert _run_in_new_process(T0.isoformat())["claimed"] == 0  # claimed: not due
+    later = _run_in_new_process((T0 + timedelta(seconds=41)).isoformat())
+    assert later["delivered"] == 2
+    assert sorted(r.headers["webhook-id"] for r in receiver.at("/hook")) == ["evt-d", "evt-q"]
+    assert all(verified(r, secret) for r in receiver.at("/hook"))
+    # the dead run's claims are gone: recording under them changes nothing
+    counts: dict = deliver.Counter()
+    outcome = deliver.Outcome(T0, "delivered", 200, 1, None)
+    deliver.record([(claimed[0], outcome)], 30.0, counts)
+    assert counts["lost_claims"] == 1
+
+
+def test_a_deleted_endpoints_send_in_flight_records_nothing(receiver: Receiver):
+    endpoint, _secret = store.create_endpoint("acme", receiver.url("/hook"))
+    store.enqueue([event("evt-x")], now=T0)
+    (claimed,) = deliver.claim_due(T0, 10, 40)
+    store.delete_endpoint("acme", endpoint["id"])
+    outcome = deliver.send(claimed, 5.0, True, None)
+    counts: dict = deliver.Counter()
+    deliver.record([(claimed, outcome)], 30.0, counts)
+    assert counts["lost_claims"] == 1 and outcome.status == 200
+
+
+# -- the function ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def push_client():
+    return functions_framework.create_app("webhooks", "functions/webhooks/main.py").test_client()
+
+
+@pytest.fixture
+def retry_client():
+    return functions_framework.create_app(
+        "webhooks_retry", "functions/webhooks/main.py"
+    ).test_client()
+
+
+def test_the_push_queues_and_sends_and_a_redelivery_adds_nothing(receiver, push_client):
+    _endpoint, secret = store.create_endpoint("acme", receiver.url("/hook"))
+    data = json.dumps([event("evt-p1"), event("evt-p2", type="lease.released"),
+                       event("evt-other", tenant="globex")]).encode()  # fmt: skip
+    assert push_to_audit(push_client, data).status_code == 200
+    assert push_to_audit(push_client, data, "again").status_code == 200
+    got = receiver.wait_for("/hook", 2)
+    assert sorted((verified(r, secret)["id"], verified(r, secret)["type"]) for r in got) == [
+        ("evt-p1", "lease.acquired"),
+        ("evt-p2", "lease.released"),
+    ]
+    time.sleep(0.2)
+    assert len(receiver.at("/hook")) == 2
+
+
+def test_a_malformed_push_is_acknowledged(receiver, push_client):
+    assert push_to_audit(push_client, b"not json").status_code == 200
+    assert push_to_audit(push_client, b'[{"event_id": "x"}]').status_code == 200
+
+
+def test_a_database_outage_answers_503_then_the_retry_delivers_once(
+    receiver, push_client, database_url, monkeypatch
+):
+    _endpoint, secret = store.create_endpoint("acme", receiver.url("/hook"))
+    data = json.dumps([event("evt-o")]).encode()
+    monkeypatch.setenv("DATABASE_URL", f"postgresql://postgres@127.0.0.1:{free_port()}/x")
+    db.reset()
+    assert push_to_audit(push_client, data).status_code == 503  # Pub/Sub redelivers
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    db.reset()
+    assert push_to_audit(push_client, data).status_code == 200
+    assert push_to_audit(push_client, data).status_code == 200
+    (request,) = receiver.wait_for("/hook", 1)
+    assert verified(request, secret)["id"] == "evt-o"
+
+
+def test_the_retry_run_sends_what_is_due_and_answers_503_on_an_outage(
+    receiver, retry_client, database_url, monkeypatch
+):
+    store.create_endpoint("acme", receiver.url("/hook"))
+    store.enqueue([event("evt-s")])
+    answer = retry_client.post("/")
+    assert answer.status_code == 200, answer.get_json()
+    assert answer.get_json()["delivered"] == 1
+    assert [r.headers["webhook-id"] for r in receiver.at("/hook")] == ["evt-s"]
+    monkeypatch.setenv("DATABASE_URL", f"postgresql://postgres@127.0.0.1:{free_port()}/x")
+    db.reset()
+    down = retry_client.post("/")
+    assert down.status_code == 503
+    assert down.get_json()["error"]["code"] == "backend_unavailable"
