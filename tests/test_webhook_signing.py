@@ -18,6 +18,7 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from seatlease.api import signingkeys, tokens
+from seatlease.api.errormap import to_api_error
 from seatlease.webhooks import crypto
 from seatlease.webhooks.payload import payload_of
 from seatlease.webhooks.signing import signed_headers
@@ -206,8 +207,12 @@ def test_an_altered_sealed_secret_is_refused(webhook_key: str) -> None:
     with pytest.raises(crypto.SecretUnreadable, match="not in a known form"):
         crypto.decrypt_secret("whsec_plaintext", context="whe_1")
     # Copied onto another endpoint, it does not open either.
-    with pytest.raises(crypto.SecretUnreadable, match="does not open"):
+    with pytest.raises(crypto.SecretUnreadable, match="does not open") as caught:
         crypto.decrypt_secret(sealed, context="whe_2")
+    # An operator's problem: the HTTP boundary answers 503 and logs why, for the operator.
+    error = to_api_error(caught.value)
+    assert (error.status, error.code) == (503, "not_configured")
+    assert "does not open" in error.log_fields["not_configured"]
 
 
 def test_a_secret_sealed_under_another_key_is_refused(

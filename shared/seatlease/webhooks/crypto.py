@@ -26,7 +26,7 @@ import secrets
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from seatlease.errors import NotConfigured, SeatError
+from seatlease.errors import NotConfigured
 
 KEY_ENV = "WEBHOOK_KEY"
 SECRET_PREFIX = "whsec_"  # noqa: S105 (the form's prefix, not a secret)
@@ -40,9 +40,11 @@ class WebhookKeyMissing(NotConfigured, RuntimeError):
     """``WEBHOOK_KEY`` is unset or not base64 of 32 bytes: an operator must set it."""
 
 
-class SecretUnreadable(SeatError):
-    """A stored secret does not open: sealed under another key, for another context, or
-    altered. Its message says which as far as can be told, never the secret."""
+class SecretUnreadable(NotConfigured):
+    """A stored secret does not open: sealed under another key (``WEBHOOK_KEY`` changed),
+    for another context, or altered. An operator must act (the HTTP boundary answers 503
+    not_configured and logs the message); the message says which as far as can be told,
+    never the secret."""
 
 
 def new_secret() -> str:
