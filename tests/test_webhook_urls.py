@@ -185,6 +185,14 @@ def test_send_goes_to_the_checked_address_with_the_name_for_tls() -> None:
     assert dns.asked == [("hooks.example.com", 443), ("hooks.example.com", 8443)]
 
 
+def test_send_prefers_an_ipv4_address_whatever_the_resolvers_order() -> None:
+    dns = resolver({"both.example.com": [PUBLIC_V6, PUBLIC_V4], "six.example.com": [PUBLIC_V6]})
+    assert resolve_for_send("https://both.example.com/", False, resolve=dns)[0] == PUBLIC_V4
+    assert resolve_for_send("https://six.example.com/", False, resolve=dns)[0] == PUBLIC_V6
+    local = resolver({"localhost": ["::1", "127.0.0.1"]})
+    assert resolve_for_send("http://localhost:8765/", True, resolve=local)[0] == "127.0.0.1"
+
+
 def test_send_checks_again_so_a_name_rebound_to_a_private_address_is_refused() -> None:
     table = {"rebind.example.com": [PUBLIC_V4]}
     dns = resolver(table)
@@ -221,7 +229,7 @@ def test_the_local_stack_allows_loopback(url: str, normalised: str) -> None:
 
 def test_the_local_stack_resolves_localhost_with_the_system_resolver() -> None:
     ip, host, port = resolve_for_send("http://localhost:8765/hook", True)
-    assert (host, port) == ("localhost", 8765) and ip in ("127.0.0.1", "::1")
+    assert (host, port) == ("localhost", 8765) and ip in ("127.0.0.1", "::1")  # as /etc/hosts says
     assert resolve_for_send("http://127.0.0.1:8765/hook", True) == ("127.0.0.1", "127.0.0.1", 8765)
 
 

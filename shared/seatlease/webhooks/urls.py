@@ -89,10 +89,14 @@ def resolve_for_send(
     url: str, local: bool, *, resolve: Resolver = system_resolve
 ) -> tuple[str, str, int]:
     """``(ip, host, port)`` for one send: the same check as ``check_url``, now; connect to
-    ``ip`` and send ``host`` as SNI and ``Host``. Raises InvalidRequest when the URL is
-    refused now (HostNotResolved when its name has no address)."""
+    ``ip`` (an IPv4 one when the name has both) and send ``host`` as SNI and ``Host``.
+    Raises InvalidRequest when the URL is refused now (HostNotResolved when its name has
+    no address)."""
     _normalised, host, port, addresses = _checked(url, local, resolve)
-    return str(addresses[0]), host, port
+    # IPv4 first: Cloud Functions' egress has no IPv6 by default, and a local receiver
+    # bound to 127.0.0.1 is not at ::1, whichever order the resolver gave.
+    chosen = min(addresses, key=lambda a: a.version)
+    return str(chosen), host, port
 
 
 def refused(problem: str, error: type[InvalidRequest] = InvalidRequest) -> InvalidRequest:
