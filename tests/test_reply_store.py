@@ -147,6 +147,24 @@ def with_terms(draw, reply: list) -> list:
     return [*reply, exp, fin, flags, draw(NAMES), draw(NAMES)]
 
 
+@st.composite
+def with_tag(draw, reply: list) -> list:
+    """A lease or heartbeat reply ending in a tagged text: a warned idle lease's reclaim
+    time ('i:<ms>'), a share group's sessions ('s:<n>'), after a weight now and then; or
+    an odd text of that kind, which the generic packer keeps."""
+    if reply[0] not in ("acquired", "renewed", "ok"):
+        return reply
+    if draw(st.booleans()):
+        reply = [*reply, draw(st.integers(2, 1000))]
+    tag = draw(
+        mostly(
+            st.one_of(TIME.map(lambda t: f"i:{t}"), st.integers(0, 10**6).map(lambda n: f"s:{n}")),
+            st.sampled_from(["i:", "s:-1", "i:1 2", "s:x", "i:@1", "u:ann"]),
+        )
+    )
+    return [*reply, tag]
+
+
 @settings(
     max_examples=1000,
     deadline=None,
@@ -154,7 +172,11 @@ def with_terms(draw, reply: list) -> list:
 )
 @given(
     reply=mostly(
-        st.one_of(common_reply(), common_reply().flatmap(with_terms)),
+        st.one_of(
+            common_reply(),
+            common_reply().flatmap(with_terms),
+            common_reply().flatmap(with_terms).flatmap(with_tag),
+        ),
         common_reply().map(lambda r: r[:-1]),
     )
 )

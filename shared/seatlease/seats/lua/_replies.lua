@@ -179,6 +179,15 @@ end
 
 local function pack_reply(reply)
   local status, n, text = reply[1], #reply, nil
+  -- A lease's reply may end in a warned idle lease's reclaim time ('i:<ms>') or its share
+  -- group's sessions ('s:<n>'): packed last as '~i:<ms>', what pack_any makes of such a
+  -- text (no prefix in it), after the rest packed below.
+  local tag = ''
+  local last = reply[n]
+  if type(last) == 'string' and (status == 'ok' or status == 'acquired' or status == 'renewed')
+      and string.find(last, '^[is]:%d+$') then
+    tag, n = '~' .. last, n - 1
+  end
   -- A weighted lease's reply ends in its weight (w > 1, weighted_tail): packed after the
   -- rest as ' w', which is what pack_any makes of it (it never equals the element before)
   local weight = ''
@@ -209,7 +218,7 @@ local function pack_reply(reply)
   elseif n == 5 and status == 'gone' then
     text = pack_release_reply('G', reply)
   end
-  if text then return text .. weight end
+  if text then return text .. weight .. tag end
   return pack_any(reply)
 end
 
