@@ -4,6 +4,8 @@ Rooms, from the top (each imports only the rooms below it):
   portal      the tenant portal: its page and its actions (over admin's)
   admin       operator actions, one module per resource, one dispatch: the admin
               function's and the CLI's direct mode's ``execute(parse(body))``
+  webhooks    webhooks and alerts (issue 51): payloads, signatures, URL checks, sealed
+              secrets, the endpoints' and deliveries' store, delivery, alerts
   api         the HTTP boundary: request bodies and schemas (a body becomes a
               SeatRequest), API key auth, tenant rate limits and license ids, tokens and
               signing keys, the recovery flow, the seat calls' answers, domain error ->
