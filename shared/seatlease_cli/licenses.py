@@ -199,6 +199,53 @@ def _idle_share_flags(parser: argparse.ArgumentParser) -> None:
 
 
 IDLE_SHARE_FIELDS = ("idle_timeout_seconds", "idle_reclaim", "share", "share_limit")
+ALERT_FIELDS = ("alert_full_percent", "alert_full_minutes", "alert_denials")
+
+
+def _alert_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "alerts",
+        "webhook alerts the service sends about the license (issue 51: license.nearly_full "
+        "and license.capacity_ok, license.denials); term_ending needs no setting",
+    )
+    group.add_argument(
+        "--alert-full-percent",
+        dest="alert_full_percent",
+        type=int,
+        default=None,
+        metavar="P",
+        help="send license.nearly_full when seats in use reach P %% of the seats (0 to "
+        "1000; 0, the default, is off), then license.capacity_ok when they fall below",
+    )
+    group.add_argument(
+        "--alert-full-minutes",
+        dest="alert_full_minutes",
+        type=int,
+        default=None,
+        metavar="M",
+        help="... for M minutes in a row (1 to 1440; default 5)",
+    )
+    group.add_argument(
+        "--alert-denials",
+        dest="alert_denials",
+        type=int,
+        default=None,
+        metavar="N",
+        help="send license.denials for an hour with N or more true denials (clients "
+        "refused that gave up; 0, the default, is off)",
+    )
+
+
+def alerts_text(lic: dict[str, Any]) -> str:
+    """One line for ``license show``: ``off``, or ``nearly full at 80 % for 5 min;
+    denials at 10 an hour``."""
+    parts = []
+    if lic.get("alert_full_percent"):
+        minutes = lic.get("alert_full_minutes") or 5
+        parts.append(f"nearly full at {lic['alert_full_percent']} % for {minutes} min")
+    if lic.get("alert_denials"):
+        parts.append(f"denials at {lic['alert_denials']} an hour")
+    return "; ".join(parts) or "off"
 
 
 def idle_text(lic: dict[str, Any]) -> str:
@@ -395,6 +442,7 @@ def register(subparsers: Any) -> None:
     _policy_flags(create, create=True)
     _term_flags(create, create=True)
     _idle_share_flags(create)
+    _alert_flags(create)
     create.set_defaults(func=cmd_create)
 
     update = sub.add_parser(
@@ -404,6 +452,7 @@ def register(subparsers: Any) -> None:
     _policy_flags(update, create=False)
     _term_flags(update, create=False)
     _idle_share_flags(update)
+    _alert_flags(update)
     state = update.add_mutually_exclusive_group()
     state.add_argument(
         "--suspend", dest="suspended", action="store_const", const=True, help="refuse acquires"
@@ -441,14 +490,16 @@ def register(subparsers: Any) -> None:
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    named = (*LICENSE_FIELDS[:7], *IDLE_SHARE_FIELDS)
+    named = (*LICENSE_FIELDS[:7], *IDLE_SHARE_FIELDS, *ALERT_FIELDS)
     settings = {n: getattr(args, n) for n in named if getattr(args, n, None) is not None}
     return {**settings, **_term_settings(args)}
 
 
 def _shown(lic: dict[str, Any]) -> dict[str, Any]:
     """A license as ``show`` and a change print it: the policy and the term as lines."""
-    shown = {k: v for k, v in lic.items() if k not in (*TERM_DETAILS, *IDLE_SHARE_FIELDS)}
+    hidden = (*TERM_DETAILS, *IDLE_SHARE_FIELDS, *ALERT_FIELDS)
+    shown = {k: v for k, v in lic.items() if k not in hidden}
+    shown["alerts"] = alerts_text(lic)
     shown["idle"] = idle_text(lic)
     shown["sharing"] = sharing_text(lic)
     shown["policy"] = policy_text(lic.get("policy"))

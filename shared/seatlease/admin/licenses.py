@@ -56,6 +56,22 @@ Share = Literal["none", "user", "host", "user_host"]
 ShareLimit = Annotated[int, Field(ge=0, le=MAX_SHARE_LIMIT)]  # sessions a seat; 0: no limit
 # --renew-for: at most ten years at a time
 RenewSeconds = Annotated[int, Field(ge=1, le=10 * 366 * 24 * 3600)]
+# Alerts (issue 51; seatlease.webhooks.alerts): 0 is off. A share of the seats sold (an
+# overage license runs past 100 %), minutes in a row, true denials in an hour.
+AlertFullPercent = Annotated[int, Field(ge=0, le=1000)]
+AlertFullMinutes = Annotated[int, Field(ge=1, le=1440)]
+AlertDenials = Annotated[int, Field(ge=0, le=1_000_000)]
+
+
+class AlertSettings(Action):
+    """The alert fields of license.create and license.update (None: unchanged)."""
+
+    alert_full_percent: AlertFullPercent | None = None
+    alert_full_minutes: AlertFullMinutes | None = None
+    alert_denials: AlertDenials | None = None
+
+    def alert_settings(self) -> dict[str, int]:
+        return {f: getattr(self, f) for f in store.ALERT_COLUMNS if getattr(self, f) is not None}
 
 
 def _check_term(starts: datetime | None, expires: datetime | None) -> datetime | None:
@@ -75,7 +91,7 @@ def check_term_range(starts: datetime | None, expires: datetime | None, grace_se
         )
 
 
-class LicenseCreate(Action):
+class LicenseCreate(AlertSettings):
     action: Literal["license.create"]
     tenant_id: Identifier
     license_id: Identifier
@@ -112,7 +128,7 @@ class LicenseCreate(Action):
         return {f: getattr(self, f) for f in LICENSE_FIELDS[7:]}
 
 
-class LicenseUpdate(Action):
+class LicenseUpdate(AlertSettings):
     action: Literal["license.update"]
     tenant_id: Identifier
     license_id: Identifier
@@ -162,9 +178,18 @@ class LicenseUpdate(Action):
         for one, other in pairs:
             if getattr(self, one) not in (None, False) and getattr(self, other):
                 raise ValueError(f"give {one} or {other}, not both")
-        if not self.changes() and not self.cleared() and self.renew_for_seconds is None:
+        if (
+            not self.changes()
+            and not self.cleared()
+            and self.renew_for_seconds is None
+            and not self.alert_settings()
+        ):
             fields = ", ".join(
-                (*LICENSE_FIELDS, "policy", "clear_policy", "clear_term", "renew_for_seconds")
+                (
+                    *LICENSE_FIELDS,
+                    *("policy", "clear_policy", "clear_term", "renew_for_seconds"),
+                    *store.ALERT_COLUMNS,
+                )
             )
             raise ValueError(f"give at least one of {fields}")
         return self
@@ -347,15 +372,29 @@ def _license_create(req: LicenseCreate) -> tuple[int, dict[str, Any]]:
         policy=req.policy.as_dict() if req.policy and not req.policy.is_empty else None,
         **req.terms(),
     )
-    return 201, {"license": license_view(row), **_refresh_cache(req.tenant_id, req.license_id)}
+    view = {**license_view(row), **_alerts(req.tenant_id, req.license_id, req.alert_settings())}
+    return 201, {"license": view, **_refresh_cache(req.tenant_id, req.license_id)}
+
+
+def _alerts(tenant_id: str, license_id: str, settings: dict[str, int]) -> dict[str, int]:
+    """The license's alert settings after ``settings`` (none: as stored)."""
+    if settings:
+        return store.set_license_alerts(tenant_id, license_id, **settings)
+    found = store.license_alerts_of(tenant_id, license_id)
+    return found.get((tenant_id, license_id), dict(store.ALERT_DEFAULTS))
 
 
 def _license_change(
-    tenant_id: str, license_id: str, changes: dict[str, Any], cleared: tuple[str, ...] = ()
+    tenant_id: str,
+    license_id: str,
+    changes: dict[str, Any],
+    cleared: tuple[str, ...] = (),
+    alerts: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     store.update_license(tenant_id, license_id, cleared=cleared, **changes)
     row = require_license(tenant_id, license_id)  # as stored (updated_at included)
-    return {"license": license_view(row), **_refresh_cache(tenant_id, license_id)}
+    view = {**license_view(row), **_alerts(tenant_id, license_id, alerts or {})}
+    return {"license": view, **_refresh_cache(tenant_id, license_id)}
 
 
 def _license_update(req: LicenseUpdate) -> tuple[int, dict[str, Any]]:
@@ -389,7 +428,9 @@ def _license_update(req: LicenseUpdate) -> tuple[int, dict[str, Any]]:
             raise InvalidRequest(
                 f"Invalid request: {field}: {text}.", details=[{"field": field, "problem": text}]
             )
-    return 200, _license_change(req.tenant_id, req.license_id, changes, req.cleared())
+    return 200, _license_change(
+        req.tenant_id, req.license_id, changes, req.cleared(), req.alert_settings()
+    )
 
 
 def _license_suspend(req: LicenseSuspend) -> tuple[int, dict[str, Any]]:
@@ -398,7 +439,8 @@ def _license_suspend(req: LicenseSuspend) -> tuple[int, dict[str, Any]]:
 
 
 def _license_show(req: LicenseShow) -> tuple[int, dict[str, Any]]:
-    return 200, {"license": license_view(require_license(req.tenant_id, req.license_id))}
+    view = license_view(require_license(req.tenant_id, req.license_id))
+    return 200, {"license": {**view, **_alerts(req.tenant_id, req.license_id, {})}}
 
 
 def _license_list(req: LicenseList) -> tuple[int, dict[str, Any]]:
@@ -408,7 +450,15 @@ def _license_list(req: LicenseList) -> tuple[int, dict[str, Any]]:
         horizon = now + timedelta(seconds=req.expiring_within_seconds)
         rows = [r for r in rows if _ends_between(r, now, horizon)]
         rows.sort(key=lambda r: clock.utc(r["expires_at"]))
-    return 200, {"licenses": [license_view(r) for r in rows]}
+    alerts = store.license_alerts_of(req.tenant_id)
+    views = [
+        {
+            **license_view(r),
+            **alerts.get((r["tenant_id"], r["license_id"]), store.ALERT_DEFAULTS),
+        }
+        for r in rows
+    ]
+    return 200, {"licenses": views}
 
 
 def _ends_between(row: dict[str, Any], now: datetime, horizon: datetime) -> bool:

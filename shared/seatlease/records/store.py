@@ -496,3 +496,63 @@ def tenants_with_license(license_id: str, engine: Engine | None = None) -> list[
     )
     with transaction(engine) as conn:
         return [row.tenant_id for row in conn.execute(query)]
+
+
+# -- license alerts (issue 51) ---------------------------------------------------------
+
+# The admin actions' and the CLI's names (``--alert-full-percent`` ...) of
+# ``license_alerts``' columns, and what a license without a row has: every alert off.
+ALERT_COLUMNS = {
+    "alert_full_percent": "full_percent",
+    "alert_full_minutes": "full_minutes",
+    "alert_denials": "denials",
+}
+ALERT_DEFAULTS = {"alert_full_percent": 0, "alert_full_minutes": 5, "alert_denials": 0}
+
+
+def set_license_alerts(
+    tenant_id: str, license_id: str, engine: Engine | None = None, **settings: int
+) -> dict[str, int]:
+    """Change the license's alert settings (``ALERT_COLUMNS``' names; those not given
+    stay); returns them all. ``NotFound`` when there is no such license."""
+    from seatlease.records.tables import license_alerts
+
+    values = {ALERT_COLUMNS[name]: value for name, value in settings.items()}
+    key = (license_alerts.c.tenant_id == tenant_id, license_alerts.c.license_id == license_id)
+    with transaction(engine) as conn:
+        if _license_row(conn, tenant_id, license_id) is None:
+            raise NotFound(f"license {license_id!r} not found for {tenant_id!r}")
+        if values:
+            values["updated_at"] = clock.now()
+            done = conn.execute(update(license_alerts).where(*key).values(**values))
+            if done.rowcount == 0:
+                conn.execute(
+                    insert(license_alerts).values(
+                        tenant_id=tenant_id, license_id=license_id, **values
+                    )
+                )
+    return license_alerts_of(tenant_id, license_id, engine).get(
+        (tenant_id, license_id), dict(ALERT_DEFAULTS)
+    )
+
+
+def license_alerts_of(
+    tenant_id: str | None = None, license_id: str | None = None, engine: Engine | None = None
+) -> dict[tuple[str, str], dict[str, int]]:
+    """The alert settings stored, by ``(tenant_id, license_id)`` (a license missing here
+    has ``ALERT_DEFAULTS``): of one license, one tenant's or all."""
+    from seatlease.records.tables import license_alerts
+
+    t = license_alerts.c
+    query = select(t.tenant_id, t.license_id, *[t[c] for c in ALERT_COLUMNS.values()])
+    if tenant_id is not None:
+        query = query.where(t.tenant_id == tenant_id)
+    if license_id is not None:
+        query = query.where(t.license_id == license_id)
+    with transaction(engine) as conn:
+        return {
+            (row.tenant_id, row.license_id): {
+                name: int(getattr(row, column)) for name, column in ALERT_COLUMNS.items()
+            }
+            for row in conn.execute(query)
+        }

@@ -423,3 +423,46 @@ webhook_attempts = Table(
     Column("latency_ms", Integer, nullable=False),
     Column("error", Text, nullable=True),
 )
+
+# Alert settings per license (issue 51, migration 0020; seatlease.webhooks.alerts reads
+# them): 0 is off. ``full_percent``: seats in use at or above this share of the seats sold
+# (up to 1000: an overage license runs past 100 %) for ``full_minutes`` in a row sends
+# license.nearly_full; ``denials``: this many true denials in one hour sends
+# license.denials. No foreign key: the tests' TRUNCATE of ``licenses`` stays possible.
+license_alerts = Table(
+    "license_alerts",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("license_id", ID, primary_key=True),
+    Column("full_percent", Integer, nullable=False, server_default="0"),
+    Column("full_minutes", Integer, nullable=False, server_default="5"),
+    Column("denials", Integer, nullable=False, server_default="0"),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    CheckConstraint("full_percent BETWEEN 0 AND 1000", name="ck_license_alerts_full_percent"),
+    CheckConstraint("full_minutes BETWEEN 1 AND 1440", name="ck_license_alerts_full_minutes"),
+    CheckConstraint("denials BETWEEN 0 AND 1000000", name="ck_license_alerts_denials"),
+)
+
+# What the alerts already said, per license (migration 0020): where each check stopped,
+# so a run reads only what is new and an alert is sent once (a re-run after a crash
+# sends the same event ids again: the webhook store keeps one delivery per id).
+license_alert_state = Table(
+    "license_alert_state",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("license_id", ID, primary_key=True),
+    # minutes before this were judged full or not
+    Column("full_checked_to", DateTime(timezone=True), nullable=True),
+    # the first minute of the current run of full minutes (NULL: the last one was not)
+    Column("full_run_start", DateTime(timezone=True), nullable=True),
+    # set while an episode's license.nearly_full is out and its capacity_ok is not
+    Column("full_episode_start", DateTime(timezone=True), nullable=True),
+    Column("full_episode_peak", Integer, nullable=True),
+    # seats in use at full_checked_to (NULL: read it from the rollups again)
+    Column("full_level", Integer, nullable=True),
+    # hours of true denials before this were counted
+    Column("denials_checked_to", DateTime(timezone=True), nullable=True),
+    # the term end the notices are for, and the fewest days before it already told
+    Column("term_end", DateTime(timezone=True), nullable=True),
+    Column("term_notified_days", Integer, nullable=True),
+)
