@@ -52,6 +52,7 @@ GROUPS = (
     "report",
     "audit",
     "keys",
+    "webhooks",
 )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from seatlease.admin import failover, keys, licenses, reports, seats, tenants
+from seatlease.admin import failover, keys, licenses, reports, seats, tenants, webhooks
 from seatlease.admin.common import Action, parse_time
 from seatlease.admin.keys import api_key_views, revoke_api_key
 from seatlease.errors import InvalidRequest
@@ -48,6 +48,7 @@ HANDLERS: dict[type[Action], Callable[[Any], tuple[int, dict[str, Any]]]] = {
     **seats.HANDLERS,
     **reports.HANDLERS,
     **failover.HANDLERS,
+    **webhooks.HANDLERS,
 }
 MODELS: dict[str, type[Action]] = {
     name: model

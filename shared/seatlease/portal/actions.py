@@ -16,11 +16,16 @@ A request is ``{"action": "<name>", ...fields}``:
   minutes' demand), its verdict and its sentence;
 - ``keys.list``, ``keys.create`` (``label``?), ``keys.revoke`` (``prefix``): the tenant's
   **seat** keys; a new key is in the answer once (only its hash is stored). Admin keys are
-  the vendor's to issue and revoke (``seatlease apikey``), never the portal's.
+  the vendor's to issue and revoke (``seatlease apikey``), never the portal's;
+- ``webhook_create`` (``url``, ``event_types``?, ``license_ids``?), ``webhook_list``,
+  ``webhook_delete`` (``endpoint_id``), ``webhook_rotate_secret`` (``endpoint_id``),
+  ``webhook_test`` (``endpoint_id``), ``webhook_deliveries`` (``endpoint_id``?,
+  ``limit``?): the tenant's webhook endpoints (issue 51), as the operator's actions of
+  the same names; a new secret is in the answer of create and rotate only.
 
-Another tenant's license, session or key is ``NotFound``: the same answer as one that does
-not exist, since every lookup is made within the key's tenant. Each action is recorded
-(``record``) in ``portal_actions`` with the admin key's prefix.
+Another tenant's license, session, key or webhook endpoint is ``NotFound``: the same
+answer as one that does not exist, since every lookup is made within the key's tenant.
+Each action is recorded (``record``) in ``portal_actions`` with the admin key's prefix.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from seatlease import admin, clock
 from seatlease.admin import keys as admin_keys
 from seatlease.admin import reports as admin_reports
 from seatlease.admin import seats as admin_seats
+from seatlease.admin import webhooks as admin_webhooks
 from seatlease.admin.common import KeyPrefix
 from seatlease.api.auth import SEAT
 from seatlease.fields import Identifier, Label
@@ -94,6 +100,38 @@ class KeysRevoke(_Action):
     prefix: KeyPrefix
 
 
+class WebhookCreate(_Action):
+    action: Literal["webhook_create"]
+    url: str
+    event_types: list[str] = []
+    license_ids: list[str] = []
+
+
+class WebhookList(_Action):
+    action: Literal["webhook_list"]
+
+
+class WebhookDelete(_Action):
+    action: Literal["webhook_delete"]
+    endpoint_id: str
+
+
+class WebhookRotateSecret(_Action):
+    action: Literal["webhook_rotate_secret"]
+    endpoint_id: str
+
+
+class WebhookTest(_Action):
+    action: Literal["webhook_test"]
+    endpoint_id: str
+
+
+class WebhookDeliveries(_Action):
+    action: Literal["webhook_deliveries"]
+    endpoint_id: str | None = None
+    limit: int = 100
+
+
 MODELS: dict[str, type[_Action]] = {
     "status": Status,
     "revoke": Revoke,
@@ -101,6 +139,22 @@ MODELS: dict[str, type[_Action]] = {
     "keys.list": KeysList,
     "keys.create": KeysCreate,
     "keys.revoke": KeysRevoke,
+    "webhook_create": WebhookCreate,
+    "webhook_list": WebhookList,
+    "webhook_delete": WebhookDelete,
+    "webhook_rotate_secret": WebhookRotateSecret,
+    "webhook_test": WebhookTest,
+    "webhook_deliveries": WebhookDeliveries,
+}
+# The webhook actions' operator models, which validate the fields (bounds, known event
+# types, endpoint ids) once the key's tenant is filled in.
+WEBHOOK_ACTIONS: dict[type[_Action], type[Any]] = {
+    WebhookCreate: admin_webhooks.WebhookCreate,
+    WebhookList: admin_webhooks.WebhookList,
+    WebhookDelete: admin_webhooks.WebhookDelete,
+    WebhookRotateSecret: admin_webhooks.WebhookRotateSecret,
+    WebhookTest: admin_webhooks.WebhookTest,
+    WebhookDeliveries: admin_webhooks.WebhookDeliveries,
 }
 ACTIONS = tuple(MODELS)
 
@@ -199,6 +253,15 @@ def _keys_revoke(tenant_id: str, req: KeysRevoke) -> tuple[int, dict[str, Any]]:
     return 200, admin.revoke_api_key(req.prefix, tenant_id=tenant_id, scope=SEAT)
 
 
+def _webhook(tenant_id: str, req: _Action) -> tuple[int, dict[str, Any]]:
+    """The operator's webhook action of the same name, for the key's tenant only: its
+    model validates the fields (``InvalidRequest`` naming each), and every endpoint is
+    looked up within that tenant (another tenant's is ``NotFound``)."""
+    model = WEBHOOK_ACTIONS[type(req)]
+    fields = {**req.model_dump(exclude_unset=True), "tenant_id": tenant_id}
+    return admin.execute(admin.parse_action(fields, {req.action: model}))  # type: ignore[attr-defined]
+
+
 HANDLERS: dict[type[_Action], Callable[[str, Any], tuple[int, dict[str, Any]]]] = {
     Status: _status,
     Revoke: _revoke,
@@ -206,6 +269,7 @@ HANDLERS: dict[type[_Action], Callable[[str, Any], tuple[int, dict[str, Any]]]] 
     KeysList: _keys_list,
     KeysCreate: _keys_create,
     KeysRevoke: _keys_revoke,
+    **dict.fromkeys(WEBHOOK_ACTIONS, _webhook),
 }
 
 

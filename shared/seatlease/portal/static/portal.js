@@ -583,6 +583,100 @@ async function revokeKey(key) {
   });
 }
 
+// -- webhooks (issue 51): endpoints, their recent deliveries, "send test" ---------------
+
+const listed = (names) => (names && names.length ? names.join(", ") : "all");
+
+function endpointState(endpoint) {
+  if (endpoint.state !== "failing") return "ok";
+  const since = endpoint.failing_since ? ["failing since ", when(endpoint.failing_since)] : ["failing"];
+  return el("span", { class: "failing" }, ...since, endpoint.failing_reason ? `: ${endpoint.failing_reason}` : "");
+}
+
+function endpointRow(endpoint) {
+  const cell = (label, ...content) => el("td", { data: { label } }, ...content);
+  const test = el("button", { type: "button", class: "small quiet" }, "Send test");
+  test.addEventListener("click", () => sendTest(endpoint));
+  const rotate = el("button", { type: "button", class: "small quiet" }, "New secret");
+  rotate.addEventListener("click", () => rotateSecret(endpoint));
+  const remove = el("button", { type: "button", class: "small danger" }, "Delete");
+  remove.addEventListener("click", () => deleteEndpoint(endpoint));
+  return el(
+    "tr",
+    { data: { endpoint: endpoint.id } },
+    cell("URL", el("span", { class: "mono url" }, endpoint.url)),
+    cell("Events", listed(endpoint.event_types)),
+    cell("Licenses", listed(endpoint.license_ids)),
+    cell("State", endpointState(endpoint)),
+    cell("Created", when(endpoint.created_at)),
+    cell("", test, " ", rotate, " ", remove),
+  );
+}
+
+function attemptRow(attempt, urls) {
+  const cell = (label, ...content) => el("td", { data: { label } }, ...content);
+  return el(
+    "tr",
+    { data: { event: attempt.event_id ?? "" } },
+    cell("Time", when(attempt.at)),
+    cell("Endpoint", el("span", { class: "mono" }, urls[attempt.endpoint_id] ?? attempt.endpoint_id ?? "")),
+    cell("Event", attempt.type ?? ""),
+    cell("State", attempt.state ?? ""),
+    cell("Status", attempt.status == null ? "-" : String(attempt.status)),
+    cell("Latency", attempt.latency_ms == null ? "-" : `${attempt.latency_ms} ms`),
+    cell("Error", el("span", { class: "mono" }, attempt.error ?? "")),
+  );
+}
+
+async function loadWebhooks() {
+  const [listing, recent] = await Promise.all([call("webhook_list"), call("webhook_deliveries", { limit: 50 })]);
+  const rows = listing.endpoints.map(endpointRow);
+  if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: "6" }, "No endpoint yet.")));
+  $("webhooks").tBodies[0].replaceChildren(...rows);
+  const urls = Object.fromEntries(listing.endpoints.map((e) => [e.id, e.url]));
+  const attempts = recent.attempts.map((a) => attemptRow(a, urls));
+  if (attempts.length === 0) attempts.push(el("tr", {}, el("td", { colspan: "7" }, "No delivery yet.")));
+  $("webhook-deliveries").tBodies[0].replaceChildren(...attempts);
+}
+
+function showSecret(secret) {
+  $("new-webhook-secret-value").textContent = secret;
+  $("new-webhook-secret").hidden = false;
+}
+
+async function sendTest(endpoint) {
+  await guarded(async () => {
+    const sent = await call("webhook_test", { endpoint_id: endpoint.id });
+    const last = sent.attempts.length ? sent.attempts[sent.attempts.length - 1] : null;
+    const outcome = !last ? "not tried yet" : last.status != null ? `HTTP ${last.status}` : last.error;
+    notice(`Sent a test event to ${endpoint.url}: ${outcome} (${sent.state}).`, sent.state !== "delivered");
+    await loadWebhooks();
+  });
+}
+
+async function rotateSecret(endpoint) {
+  const yes = await confirmAction(
+    `Make a new secret for ${endpoint.url}? The old one keeps signing beside it for 24 hours.`,
+    "Make a new secret",
+  );
+  if (!yes) return;
+  await guarded(async () => {
+    const made = await call("webhook_rotate_secret", { endpoint_id: endpoint.id });
+    showSecret(made.secret);
+    notice(`New secret for ${endpoint.url}.`);
+  });
+}
+
+async function deleteEndpoint(endpoint) {
+  const yes = await confirmAction(`Delete the endpoint ${endpoint.url}? Nothing more is sent to it.`, "Delete");
+  if (!yes) return;
+  await guarded(async () => {
+    await call("webhook_delete", { endpoint_id: endpoint.id });
+    notice(`Deleted the endpoint ${endpoint.url}.`);
+    await loadWebhooks();
+  });
+}
+
 // -- signing in and out -----------------------------------------------------------------
 
 function signOut(message = "") {
@@ -594,6 +688,8 @@ function signOut(message = "") {
   $("tenant").textContent = "";
   $("new-key").hidden = true;
   $("new-key-value").textContent = "";
+  $("new-webhook-secret").hidden = true;
+  $("new-webhook-secret-value").textContent = "";
   notice(message, Boolean(message));
 }
 
@@ -604,7 +700,7 @@ async function start() {
   notice("");
   await guarded(async () => {
     await loadStatus();
-    await Promise.all([loadUsage(), loadKeys()]);
+    await Promise.all([loadUsage(), loadKeys(), loadWebhooks()]);
   });
   clearInterval(timer);
   timer = setInterval(() => {
@@ -623,6 +719,7 @@ $("sign-in-form").addEventListener("submit", (event) => {
 
 $("sign-out").addEventListener("click", () => signOut());
 $("refresh").addEventListener("click", () => guarded(loadStatus));
+$("webhooks-refresh").addEventListener("click", () => guarded(loadWebhooks));
 
 for (const button of document.querySelectorAll("[data-days]")) {
   button.addEventListener("click", () => {
@@ -642,6 +739,18 @@ $("new-key-form").addEventListener("submit", (event) => {
     $("new-key-value").textContent = made.key;
     $("new-key").hidden = false;
     await loadKeys();
+  });
+});
+
+$("new-webhook-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  guarded(async () => {
+    const types = $("new-webhook-events").value.split(",").map((t) => t.trim()).filter(Boolean);
+    const made = await call("webhook_create", { url: $("new-webhook-url").value.trim(), event_types: types });
+    $("new-webhook-url").value = "";
+    $("new-webhook-events").value = "";
+    showSecret(made.secret);
+    await loadWebhooks();
   });
 });
 
