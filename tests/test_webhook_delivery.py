@@ -25,7 +25,7 @@ from webhook_receiver import Receiver, receiving
 from seatlease.api import tokens
 from seatlease.records import db
 from seatlease.records import store as records
-from seatlease.records.tables import webhook_deliveries
+from seatlease.records.tables import webhook_deliveries, webhook_endpoints
 from seatlease.webhooks import crypto, deliver, signing, store
 from seatlease_cli.procs import free_port
 
@@ -269,6 +269,38 @@ def test_after_three_days_of_failures_the_delivery_fails_and_the_endpoint_says_w
     store.enqueue([event("evt-ok")], now=T0 + timedelta(days=4))
     deliver.deliver_due(T0 + timedelta(days=4))
     assert store.get_endpoint("acme", endpoint["id"])["state"] == "ok"
+
+
+def test_an_unreadable_secret_holds_only_its_own_endpoints_deliveries(receiver, capsys):
+    """A sealed secret copied onto another endpoint does not open there (bound to its
+    endpoint): that endpoint's delivery waits, saying so without the reason (the
+    operator's log has it); the other endpoint's goes out."""
+    good, secret = store.create_endpoint("acme", receiver.url("/good"))
+    bad, _ = store.create_endpoint("acme", receiver.url("/bad"))
+    endpoints = webhook_endpoints
+    with db.get_engine().begin() as conn:
+        sealed = conn.execute(
+            select(endpoints.c.secret_enc).where(endpoints.c.id == good["id"])
+        ).scalar_one()
+        conn.execute(
+            endpoints.update().where(endpoints.c.id == bad["id"]).values(secret_enc=sealed)
+        )
+    store.enqueue([event("evt-u"), event("bad id")], now=T0)
+    report = deliver.deliver_due(T0)
+    assert (report["delivered"], report["retrying"], report["final"]) == (1, 2, 1)
+    assert [verified(r, secret)["id"] for r in receiver.at("/good")] == ["evt-u"]
+    assert receiver.at("/bad") == []
+    waiting = [x for x in store.deliveries("acme", bad["id"]) if x["event_id"] == "evt-u"]
+    assert waiting[0]["error"] == (
+        "not sent: the endpoint's secret cannot be read; the operator is told"
+    )
+    assert any(
+        json.loads(line).get("message", "").startswith("webhooks: an endpoint's secret")
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("{")
+    )
+    final = [x for x in store.deliveries("acme", good["id"]) if x["event_id"] == "bad id"]
+    assert final[0]["state"] == "final" and final[0]["error"].startswith("not sent:")
 
 
 RUN_DUE = """
