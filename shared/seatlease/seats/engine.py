@@ -288,7 +288,7 @@ class SeatEngine:
             shown_user=shown_user(metadata),
             recover=request.recover,
             on_heartbeat=on_heartbeat,
-            share_user=shown_user(metadata),
+            share_user=_share_user(metadata),
             share_host=shown_host(metadata),
         )
         keys = LicenseKeys.of(request.tenant_id, request.license_id)
@@ -408,7 +408,9 @@ class SeatEngine:
                     # warned for being idle: reclaimed then unless used (lua/_idle.lua)
                     "idle_reclaim_at_ms": int(rec["iw"]) if rec.get("iw") else None,
                     "shared": share_name(rec["sh"]) if rec.get("sh") else None,
-                    "shared_sessions": _group_sessions(counts, rec.get("sh")),
+                    "shared_sessions": _group_counts(counts, rec.get("sh"))[0],
+                    # the seats the group holds (its sessions share them: counted once)
+                    "shared_seats": _group_counts(counts, rec.get("sh"))[1],
                 }
             )
         return leases
@@ -454,6 +456,14 @@ class SeatEngine:
         return waiting
 
 
+def _share_user(metadata: dict[str, Any]) -> str | None:
+    """The user a license that shares by user groups a lease by: the policy's form of the
+    name (``Ann`` and ``ann`` are one user), which the lease's answer and tokens carry, so
+    that a re-admission by its token finds its group again."""
+    shown = shown_user(metadata)
+    return (policy_name(shown) or None) if shown else None
+
+
 def share_name(key: str) -> str:
     """A share group's key (lua/_acquire.lua's sharing) as people read it: the user, the
     host, or ``user@host``."""
@@ -468,9 +478,11 @@ def share_name(key: str) -> str:
     return f"{user.decode('utf-8', 'replace')}@{host.decode('utf-8', 'replace')}"
 
 
-def _group_sessions(counts: dict[str, str], key: str | None) -> int | None:
-    """The sessions on a share group (the users hash's "#s:<key>": "<sessions> <seats>")."""
-    if not key:
-        return None
-    value = counts.get(f"#s:{key}")
-    return int(value.split()[0]) if value else None
+def _group_counts(counts: dict[str, str], key: str | None) -> tuple[int | None, int | None]:
+    """A share group's sessions and seats (the users hash's "#s:<key>": "<sessions>
+    <seats>"); Nones for none."""
+    value = counts.get(f"#s:{key}") if key else None
+    if not value:
+        return None, None
+    sessions, seats = value.split()
+    return int(sessions), int(seats)

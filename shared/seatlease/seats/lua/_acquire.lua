@@ -234,6 +234,12 @@ local function own_lease(C, k, a)
   rec.lg = nil
   rec.l = C.lease_ms
   rec.x, rec.tm = C.cut and 1 or nil, T and 1 or nil
+  -- (a warned lease's re-acquire is no activity: under 'always' its deadline stays cut to
+  -- its reclaim time, _idle.lua)
+  if rec.iw and C.is_borrow == 0 then
+    local _, always = idle_rule(cfg.idle)
+    if always and rec.iw < deadline then deadline, rec.x, C.cut = rec.iw, 3, false end
+  end
   put_lease(k, lk, held, rec, int_arg(deadline), token_deadline)
   if C.is_borrow == 0 then note_lease_length(k.lmax, C.lease_ms, now) end
   if etype then
@@ -334,33 +340,57 @@ local function sharing(C, k, a)
 end
 
 -- Idle reclaim when needed (_idle.lua): a call that finds no seat free first reclaims the
--- license's warned idle leases whose time has come (earliest first, at most IDLE_WALK a
--- call, a borrowed or lingering one never), until the seats it asks for are free; each is
--- lease.reclaimed, reason idle, and its client's next heartbeat learns why. The seats go
--- to this call, or, under a policy, as the policy gives them (the queue's head first).
+-- license's warned idle leases whose time has come (earliest first, among at most
+-- IDLE_WALK of them; a borrowed or lingering one never), when together they free the
+-- seats it lacks, and only those: a member of a share group whose other sessions keep its
+-- seat frees none and is left alone, and a call they cannot make room for (too few, or a
+-- user at the policy's per-user limit) reclaims nothing. Each is lease.reclaimed, reason
+-- idle, and its client's next heartbeat learns why. The seats go to this call, or, under
+-- a policy, as the policy gives them (the queue's head first, a reservation's group).
 local IDLE_WALK = 20
 local function make_room(C, k, a)
   local timeout, always = idle_rule(C.cfg.idle)
   if not timeout or always or C.over_cap then return end
-  if C.used - C.own + C.w <= C.cfg.limit then return end
+  local need = C.used - C.own + C.w - C.cfg.limit
+  if need <= 0 then return end
+  local P = C.P
+  if P and P.mpu > 0 and C.user ~= '' and count_of(k, 'u', C.user) + C.w > P.mpu then
+    return
+  end
   local now = C.now
   local due = redis.call('ZRANGEBYSCORE', k.idlers, '-inf', int_arg(now), 'LIMIT', '0',
     int_arg(IDLE_WALK))
+  local take, freed = {}, 0
   for _, sid in ipairs(due) do
-    if C.used - C.own + C.w <= C.cfg.limit then return end
     local score = tonumber(redis.call('ZSCORE', k.leases, sid))
     local raw = redis.call('HGET', k.sessions, sid)
     local rec = raw and cjson.decode(raw)
     if score and score > now and rec and rec.iw and rec.iw <= now and not rec.b
       and not rec.lg then
-      rec.x = 3
-      drop_lease(k, k.lk, sid, rec, now, score, 'idle')
-      count(C, k)
-      emit_end(k, a.tenant_id, a.license_id, sid, rec, now, C.cfg.seats, a.event_prefix,
-        C.used)
-    else  -- (ended, or no longer warned: an index entry left behind)
-      redis.call('ZREM', k.idlers, sid)
+      local frees = rec.w or 1
+      if rec.sh then
+        local n, seats = share_group(k.users, rec.sh)
+        frees = math.max(0, seats - (n - 1))
+      end
+      if frees > 0 then
+        take[#take + 1] = {sid, rec, score}
+        freed = freed + frees
+        if freed >= need then break end
+      end
+    elseif not (score and score > now and rec and rec.iw) then
+      redis.call('ZREM', k.idlers, sid)  -- (ended, or no longer warned: left behind)
     end
+  end
+  if freed < need then return end
+  for _, t in ipairs(take) do
+    local sid, rec = t[1], t[2]
+    rec.x = 3
+    drop_lease(k, k.lk, sid, rec, now, t[3], 'idle')
+  end
+  count(C, k)
+  for _, t in ipairs(take) do
+    emit_end(k, a.tenant_id, a.license_id, t[1], t[2], now, C.cfg.seats, a.event_prefix,
+      C.used)
   end
 end
 
@@ -482,6 +512,9 @@ local function grant(C, k, a)
   if C.share then
     local joins = C.share.joins or false
     rec.sh = C.share.key
+    -- the user its group is of: its answer and tokens carry it ('u:'), so a re-admission
+    -- by the token is the same user's and finds the group again
+    if C.share.by ~= 'h' and not rec.u then rec.u, C.judged_user = a.share_user, a.share_user end
     C.shared_n = join_share(k.users, rec.sh, not joins)
     if joins then seats_used = seats_used - w end
     -- (flat, as every metadata value is: the audit trail stores it as it is)

@@ -470,9 +470,10 @@ local function emit_end(k, tenant, license, sid, rec, now, total, prefix, used)
 end
 
 -- Ends the lease `sid` (its deadline has passed, or the term ended it: `held_until`, the
--- deadline it still had) with its event; returns its record.
-local function reclaim(k, lk, tenant, license, sid, now, total, prefix, held_until)
-  local rec = drop_lease(k, lk, sid, nil, now, held_until)
+-- deadline it still had) with its event; returns its record (`rec`: the record as the
+-- caller read it and marked it, nil to read it here).
+local function reclaim(k, lk, tenant, license, sid, now, total, prefix, held_until, rec)
+  rec = drop_lease(k, lk, sid, rec, now, held_until)
   if rec then emit_end(k, tenant, license, sid, rec, now, total, prefix, in_use(k, now)) end
   return rec
 end

@@ -87,7 +87,11 @@ local rec = raw and cjson.decode(raw) or {}
 local T = nil
 if has[2] then T = load_terms(k.cfg, has[2]) end
 local wait = rate_limited(k.rate, a.rate_limit, now)
-if wait and (rec.b or rec.lg or score - now > (rec.l or 0) * 2 / 3) then
+-- (a warned lease's heartbeat that takes the warning back always passes: at most one a
+-- warning, and refusing it would cost the lease its seat for activity it reported)
+local cancels = rec.iw and (a.busy == '1' or a.idle_seconds == '' or not has[4]
+  or tonumber(a.idle_seconds) * 1000 < (idle_rule(has[4]) or 0))
+if wait and not cancels and (rec.b or rec.lg or score - now > (rec.l or 0) * 2 / 3) then
   return {'rate_limited', wait}
 end
 local early = T and T.starts and now < T.starts
@@ -130,6 +134,12 @@ if has[4] or rec.iw then
   local always
   warned, idle_changed, always = idle_heartbeat(k, a, sid, rec, has[4], now, a.idle_seconds,
     a.busy)
+  if warned and always and warned <= now then
+    -- its time came while the rule reclaimed only when needed: 'always' reclaims it now
+    rec.x = 3
+    reclaim(k, lk, tenant, license, sid, now, has[3] or '', prefix, score, rec)
+    return remember(reply_key, reply_ttl, now, {'idle'})
+  end
   if warned and always and warned < deadline then deadline, cut, idle_cut = warned, false, true end
 end
 local x = (cut and 1) or (idle_cut and 3) or nil

@@ -74,6 +74,11 @@ if score and score > now then
   end
   if linger then
     local deadline = linger
+    if rec.iw then  -- (released: a lingering lease is no idle one; _idle.lua)
+      rec.iw = nil
+      redis.call('ZREM', k.idlers, sid)
+    end
+    if rec.x == 3 then rec.x = nil end
     -- its tokens' end, kept while it lingers (a revoke or a cut later notes it; a take-back
     -- carries it on)
     rec.te = math.max(rec.te or 0, score)
