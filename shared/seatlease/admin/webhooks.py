@@ -243,7 +243,8 @@ def _test(req: WebhookTest) -> tuple[int, dict[str, Any]]:
         for a in webhooks.deliveries(req.tenant_id, req.endpoint_id, limit=MAX_DELIVERIES_LIMIT)
         if a.get("event_id") == event["event_id"]
     ]
-    attempts = [attempt_view(a) for a in tried if a.get("at") is not None]
+    # oldest first: the last is how it went (the store lists the newest first)
+    attempts = [attempt_view(a) for a in reversed(tried) if a.get("at") is not None]
     state = tried[0].get("state") if tried else "pending"
     return 202 if state == "pending" else 200, {
         "endpoint_id": req.endpoint_id,
