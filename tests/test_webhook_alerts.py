@@ -84,6 +84,15 @@ def clear_alert_tables() -> None:
 
 
 @pytest.fixture
+def clean_alerts(database_url):
+    """No alert settings nor state before the test, nor after it (conftest's TRUNCATE
+    predates these tables: another suite's license.show must not see ours)."""
+    clear_alert_tables()
+    yield
+    clear_alert_tables()
+
+
+@pytest.fixture
 def alert_db(database, monkeypatch):
     monkeypatch.setenv("ALERT_SETTLE_SECONDS", "60")
     monkeypatch.setenv("TRUE_DENIAL_MINUTES", "10")
@@ -91,7 +100,8 @@ def alert_db(database, monkeypatch):
     clear_alert_tables()
     store.create_tenant(T)
     store.create_license(T, "cad", seats=4)
-    return database
+    yield database
+    clear_alert_tables()
 
 
 def run_minutes(sink: Sink, start: datetime, minutes: int, every: int = 1) -> None:
@@ -361,8 +371,7 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_cli_sets_the_alerts_on_create_and_update_and_shows_them(stack, capsys):
-    clear_alert_tables()
+def test_cli_sets_the_alerts_on_create_and_update_and_shows_them(stack, clean_alerts, capsys):
     store.create_tenant("acme")
     code, out, err = run_cli(
         capsys, "license", "create", "--tenant", "acme", "--license", "cad", "--seats", "10",
@@ -410,9 +419,9 @@ def admin_app():
         ("alert_denials", "5", "integer"),
     ],
 )
-def test_admin_refuses_out_of_range_alerts_naming_the_field(stack, admin_app, field, value,
-                                                            problem):  # fmt: skip
-    clear_alert_tables()
+def test_admin_refuses_out_of_range_alerts_naming_the_field(
+    stack, clean_alerts, admin_app, field, value, problem
+):
     store.create_tenant("acme")
     for action, extra in (("license.create", {"seats": 2}), ("license.update", {})):
         if action == "license.update":
@@ -461,12 +470,11 @@ def test_migration_0020_creates_the_tables_and_downgrades(migration_urls):
 # -- a year of minutes ------------------------------------------------------------------
 
 
-def test_a_year_of_minute_rollups_costs_a_run_what_is_new_only(database_url, capsys):
+def test_a_year_of_minute_rollups_costs_a_run_what_is_new_only(database_url, clean_alerts, capsys):
     """One license with a row for every minute of a year (525,600 rows, full most of the
     time) and a year of true denials, beside 200 quiet licenses with alerts set: the first
     run reads the last hour or day only, and each run after it one minute's rows per
     license. Measured and bounded here (printed with -s)."""
-    clear_alert_tables()
     store.create_tenant(T)
     store.create_license(T, "cad", seats=100)
     store.set_license_alerts(T, "cad", alert_full_percent=90, alert_full_minutes=10,
