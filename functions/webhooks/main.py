@@ -44,7 +44,8 @@ SERVES_PUSH = os.environ.get("FUNCTION_TARGET", "webhooks") != "webhooks_retry"
 # A Pub/Sub push: at most 10 MB of data, base64 in a JSON envelope (as the audit's).
 MAX_PUSH_BODY_BYTES = 14 * 1024 * 1024
 KEEP_DELIVERIES = timedelta(days=30)  # the delivery log a tenant can read
-READINESS = Readiness("webhooks", ("database",), wait_for_backends if SERVES_PUSH else None)
+# The retry's instance has its own (``endpoint``'s): this one says nothing there.
+READINESS = Readiness("webhooks", ("database",) if SERVES_PUSH else (), wait_for_backends)
 if SERVES_PUSH:
     guard_bodies("webhooks", ("POST",), read_max_bytes=MAX_PUSH_BODY_BYTES)
 
