@@ -28,6 +28,7 @@ SLOW_MODULES: dict[str, str] = {
     "test_tour_chart.py": "the tour's chart rendered after a hold on a local stack",
     "test_deploy_guide.py": "the deploy guide played by bash against served functions",
     "test_replay.py": "a Pub/Sub emulator of its own",
+    "test_webhooks_local.py": "the local stack with the Pub/Sub emulator, on PostgreSQL",
 }
 
 # Single tests in modules whose other tests are fast, as "module::function".

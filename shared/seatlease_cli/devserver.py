@@ -25,8 +25,15 @@ FUNCTIONS_DIR = Path(
 )
 
 
+# Entry points served from another function's source, as Terraform deploys them: the
+# name's path, its folder in functions/ (functions-framework's FUNCTION_TARGET).
+EXTRA_ENTRY_POINTS = {"webhooks_retry": "webhooks"}
+
+
 def function_names(functions_dir: Path = FUNCTIONS_DIR) -> list[str]:
-    return sorted(p.parent.name for p in functions_dir.glob("*/main.py"))
+    folders = sorted(p.parent.name for p in functions_dir.glob("*/main.py"))
+    extra = [name for name, folder in EXTRA_ENTRY_POINTS.items() if folder in folders]
+    return sorted(folders + extra)
 
 
 def _not_found(environ: dict[str, Any], start_response: Any) -> list[bytes]:
@@ -40,7 +47,7 @@ def _not_found(environ: dict[str, Any], start_response: Any) -> list[bytes]:
 # The functions Cloud Run IAM guards in the cloud, served here without authentication: a
 # web page the operator's browser opens must not reach them by DNS rebinding (its name
 # resolving to 127.0.0.1: the browser then sends that name as Host, and its own origin).
-LOOPBACK_ONLY = frozenset({"admin", "reaper", "audit"})
+LOOPBACK_ONLY = frozenset({"admin", "reaper", "audit", "webhooks", "webhooks_retry"})
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -92,7 +99,9 @@ def create_app(names: list[str] | None = None, functions_dir: Path = FUNCTIONS_D
     import functions_framework
 
     mounts = {
-        name: functions_framework.create_app(name, str(functions_dir / name / "main.py"))
+        name: functions_framework.create_app(
+            name, str(functions_dir / EXTRA_ENTRY_POINTS.get(name, name) / "main.py")
+        )
         for name in (names or function_names(functions_dir))
     }
 

@@ -2,11 +2,12 @@
 
 Starts (or reuses) Redis, prepares the database (``DATABASE_URL`` when set, else SQLite in
 ``.seatlease/seatlease.db``, set as ``DATABASE_URL`` for its own processes), starts the
-Pub/Sub emulator with the topic and a push subscription that delivers to the locally
-served audit function, makes a signing key for the lease tokens
-(``.seatlease/signing-keys``), serves every function on one port, runs a scheduler loop that
-calls the reaper, and seeds a demo tenant, two licenses (one for the README's tour, one
-for ``seatlease demo``), a seat key and a tenant admin key (the portal's link). It
+Pub/Sub emulator with the topic and push subscriptions that deliver to the locally
+served audit and webhooks functions, makes a signing key for the lease tokens
+(``.seatlease/signing-keys``) and the webhooks' key (seatlease_cli.localwebhooks), serves
+every function on one port, runs a scheduler loop that calls the reaper (and one that
+calls ``webhooks_retry``), and seeds a demo tenant, two licenses (one for the README's
+tour, one for ``seatlease demo``), a seat key and a tenant admin key (the portal's link). It
 records itself in ``.seatlease/local.json`` (URL, pid, demo keys), which is how the CLI
 in a second terminal finds it. Everything it started stops on Ctrl-C.
 
@@ -44,6 +45,11 @@ from typing import TYPE_CHECKING, Any
 
 from seatlease.events.pubsub import Publisher, PublishFailed, encode_messages
 from seatlease_cli.localstate import STATE_DIR, STATE_FILE
+from seatlease_cli.localwebhooks import (
+    prepare_environment,
+    start_retry_loop,
+    webhook_subscription,
+)
 from seatlease_cli.procs import MissingTool, Proc, start_pubsub_emulator, start_redis
 
 if TYPE_CHECKING:
@@ -108,35 +114,44 @@ class AuditPush(Publisher):
     envelope, and counts as confirmed once it answers 2xx, as a push subscription acks.
     Anything else is ``PublishFailed``: the entries stay in the outbox for the next run."""
 
-    def __init__(self, audit_url: str, timeout: float = 30.0) -> None:
+    def __init__(
+        self, audit_url: str, timeout: float = 30.0, also: dict[str, str] | None = None
+    ) -> None:
         super().__init__(project=PROJECT, timeout=timeout)
         self.audit_url = audit_url
+        # More functions pushed the same messages, by subscription suffix (the webhooks):
+        # a refusal by any keeps the entries for the next run (each function takes a
+        # message again idempotently, as from a redelivering subscription).
+        self.targets = {"audit": audit_url, **(also or {})}
         self._sent = 0
 
     def publish(self, events: Any) -> int:
         if not events:
             return 0
-        subscription = f"projects/{PROJECT}/subscriptions/{self.topic_id}-audit"
         for data in encode_messages(events):
-            self._sent += 1
-            envelope = {
-                "subscription": subscription,
-                "message": {
-                    "data": base64.b64encode(data).decode(),
-                    "messageId": f"local-{os.getpid()}-{time.time_ns()}-{self._sent}",
-                    "attributes": {"events": str(data.count(b'"event_id"'))},
-                },
-            }
-            request = urllib.request.Request(  # noqa: S310 (our own loopback URL)
-                self.audit_url, data=json.dumps(envelope).encode(), method="POST",
-                headers={"Content-Type": "application/json"},
-            )  # fmt: skip
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as resp:  # noqa: S310
-                    resp.read()
-            except OSError as exc:  # HTTPError (the audit function's 503) included
-                raise PublishFailed(f"audit function: {exc}".splitlines()[0][:300]) from exc
+            for suffix, url in self.targets.items():
+                self._push(data, f"projects/{PROJECT}/subscriptions/{self.topic_id}-{suffix}", url)
         return len(events)
+
+    def _push(self, data: bytes, subscription: str, url: str) -> None:
+        self._sent += 1
+        envelope = {
+            "subscription": subscription,
+            "message": {
+                "data": base64.b64encode(data).decode(),
+                "messageId": f"local-{os.getpid()}-{time.time_ns()}-{self._sent}",
+                "attributes": {"events": str(data.count(b'"event_id"'))},
+            },
+        }
+        request = urllib.request.Request(  # noqa: S310 (our own loopback URL)
+            url, data=json.dumps(envelope).encode(), method="POST",
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as resp:  # noqa: S310
+                resp.read()
+        except OSError as exc:  # HTTPError (the audit function's 503) included
+            raise PublishFailed(f"{url}: {exc}".splitlines()[0][:300]) from exc
 
 
 class PortInUse(Exception):
@@ -240,15 +255,19 @@ class LocalStack:
         # `seatlease report sizing` shows the demo's refusals two minutes later.
         os.environ.setdefault("TRUE_DENIAL_MINUTES", "1")
         self._signing_keys()
+        if prepare_environment(STATE_DIR) is not None:
+            self.say(f"  webhooks: secrets sealed with {STATE_DIR / 'webhook-key'}")
         self._step(f"serving the functions on {self.base_url}", self._serve)
         if self.pubsub:
             self._step("creating the topic and the push subscription", self._wire_pubsub)
         else:
             from seatlease.events import reaper
 
-            reaper.use_publisher(AuditPush(f"{self.base_url}/audit"))
+            webhooks = {"webhooks": f"{self.base_url}/webhooks"}
+            reaper.use_publisher(AuditPush(f"{self.base_url}/audit", also=webhooks))
         demo = self._step("seeding the demo tenant, licenses and API key", self._seed)
         threading.Thread(target=self._scheduler, name="scheduler", daemon=True).start()
+        start_retry_loop(self.base_url, self.stop_event)  # webhooks' retries and alerts
         threading.Thread(target=self._supervisor, name="supervisor", daemon=True).start()
         # pid: the CLI tells a running stack from a stale file (seatlease_cli.backend).
         events = "pubsub" if self.pubsub else "in-process"  # the banner says which
@@ -306,6 +325,9 @@ class LocalStack:
                         "max_delivery_attempts": policy.max_delivery_attempts,
                     },
                 },
+                f"{topic}-webhooks": webhook_subscription(
+                    topic, self.base_url, policy.ack_deadline_seconds
+                ),
                 # Keeps dead-lettered messages for `seatlease audit replay-dead-letters`.
                 f"{dead_letter}-hold": {"topic": dead_letter},
             },
@@ -537,6 +559,7 @@ seatlease is running locally{_port_note(base)}.
   client API  {base}/acquire  {base}/heartbeat  {base}/release
   public keys {base}/keys (JWKS: verifies the lease tokens)
   internal    {base}/admin (no auth on loopback)  {base}/reaper  {base}/audit
+  webhooks    seatlease webhook create --tenant {state["tenant_id"]} --url http://127.0.0.1:PORT/hook
   events      {_events_note(state)}
   tenant      {state["tenant_id"]}
   licenses    {lic}: {DEMO_SEATS} seats, {DEMO_LEASE_SECONDS} s leases (for you)
