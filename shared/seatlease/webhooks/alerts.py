@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, or_, select, text, tuple_
+from sqlalchemy import Connection, Engine, and_, or_, select, tuple_
 
 from seatlease import clock
 from seatlease.clock import iso_utc
@@ -295,7 +295,6 @@ def term_ending(lic: dict[str, Any], state: dict[str, Any], now: datetime) -> li
 
 KEY_FIELDS = ("tenant_id", "license_id")
 STATE_FIELDS = tuple(c.name for c in license_alert_state.c if c.name not in KEY_FIELDS)
-ALERTS_LOCK = 7_220_331_051  # pg_advisory_xact_lock key: one run at a time
 CHUNK = 500  # keys per IN list and rows per upsert
 
 
@@ -441,16 +440,21 @@ def _judge(conn: Connection, lics: list[dict[str, Any]], now: datetime) -> list[
 
 
 def _save(conn: Connection, changed: list[dict[str, Any]]) -> None:
-    """Upsert the states that changed (a few statements of ``CHUNK`` rows)."""
+    """Upsert the states that changed (a few statements of ``CHUNK`` rows). Never back:
+    a row a later run already saved (a later ``full_checked_to``: every run sets it to
+    its own end) stays as it is."""
     if conn.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as upsert
     else:
         from sqlalchemy.dialects.sqlite import insert as upsert
+    stored = license_alert_state.c.full_checked_to
     for i in range(0, len(changed), CHUNK):
         stmt = upsert(license_alert_state).values(changed[i : i + CHUNK])
+        newer = stmt.excluded.full_checked_to
         stmt = stmt.on_conflict_do_update(
             index_elements=list(KEY_FIELDS),
             set_={f: stmt.excluded[f] for f in STATE_FIELDS},
+            where=or_(stored.is_(None), newer.is_(None), newer >= stored),
         )
         conn.execute(stmt)
 
@@ -465,30 +469,33 @@ def run_alerts(
     now: datetime | None = None, *, engine: Engine | None = None, sink: Sink | None = None
 ) -> int:
     """Judge every license with an alert set or a term ending soon, hand the alerts found
-    to ``sink`` (default: the webhook store's ``enqueue``) and record what was said, in
-    one transaction. Returns the alerts handed over; 0 at once when another run holds the
-    lock (PostgreSQL: that run judges the same minutes)."""
+    to ``sink`` (default: the webhook store's ``enqueue``), then record what was said.
+    Returns the alerts handed over.
+
+    Three steps, each with its own connection, none held across another: the scheduler's
+    function has a pool of one connection (terraform: webhooks-retry), and the sink takes
+    one of its own. Two runs at once (a slow run overlapping the next minute's) judge the
+    same minutes alike, hand the same ids (one delivery each) and save the same state;
+    ``_save`` never moves a state back."""
     now = clock.utc(now or clock.now())
     sink = sink or _default_sink(engine)
     with transaction(engine) as conn:
-        if conn.dialect.name == "postgresql":
-            lock = text("SELECT pg_try_advisory_xact_lock(:k)")
-            if not conn.execute(lock, {"k": ALERTS_LOCK}).scalar():
-                return 0
         lics = _candidates(conn, now)
         for lic in lics:
             lic["state"] = {f: lic[f] for f in STATE_FIELDS}
         before = [dict(lic["state"]) for lic in lics]
         events = _judge(conn, lics, now)
-        if events:
-            # before the state's commit: a crash in between hands the same ids again
-            sink(events)
-        changed = [
-            {"tenant_id": lic["tenant_id"], "license_id": lic["license_id"], **lic["state"]}
-            for lic, old in zip(lics, before, strict=True)
-            if lic["state"] != old or lic["has_state"] is None
-        ]
-        _save(conn, changed)
+    if events:
+        # before the state is saved: a crash in between hands the same ids again
+        sink(events)
+    changed = [
+        {"tenant_id": lic["tenant_id"], "license_id": lic["license_id"], **lic["state"]}
+        for lic, old in zip(lics, before, strict=True)
+        if lic["state"] != old or lic["has_state"] is None
+    ]
+    if changed:
+        with transaction(engine) as conn:
+            _save(conn, changed)
     if events:
         log("INFO", "alerts: sent", alerts=len(events), licenses=len(lics))
     return len(events)
