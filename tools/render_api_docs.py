@@ -214,6 +214,37 @@ def _render_operation(spec: Spec, path: str, method: str, op: dict[str, Any]) ->
     return lines
 
 
+def _render_webhooks(spec: Spec) -> list[str]:
+    """The OpenAPI 3.1 ``webhooks``: what the service POSTs to a tenant's endpoints."""
+    webhooks = spec.doc.get("webhooks", {})
+    if not webhooks:
+        return []
+    lines = ["## Webhooks", "", spec.doc.get("x-webhooks-description", "").rstrip(), ""]
+    for name, item in webhooks.items():
+        op = item["post"]
+        lines += [f"### Webhook `{name}`", "", op.get("summary", ""), ""]
+        if op.get("description"):
+            lines += [op["description"].rstrip(), ""]
+        lines += ["Headers:", "", "| header | type | description |", "|---|---|---|"]
+        for parameter in op.get("parameters", []):
+            parameter = spec.resolve(parameter)
+            lines.append(
+                f"| `{parameter['name']}` | {_type_text(spec, parameter['schema'])} | "
+                f"{_cell(parameter.get('description', '').strip())} |"
+            )
+        lines.append("")
+        for media_type, media in spec.resolve(op["requestBody"])["content"].items():
+            lines += [f"Body (`{media_type}`):", "", *_fields_table(spec, media["schema"]), ""]
+            if "example" in media:
+                lines += ["Example:", "", *_json_block(media["example"]), ""]
+        lines += ["The receiver's answer:", "", "| status | what the service does |", "|---|---|"]
+        for status, response in op.get("responses", {}).items():
+            description = spec.resolve(response).get("description", "").strip()
+            lines.append(f"| {status} | {_cell(description)} |")
+        lines.append("")
+    return lines
+
+
 def _render_errors(spec: Spec) -> list[str]:
     lines = [
         "## Errors",
@@ -282,6 +313,7 @@ def render(doc: dict[str, Any]) -> str:
         for method in METHODS:
             if method in item:
                 lines += _render_operation(spec, path, method, item[method])
+    lines += _render_webhooks(spec)
     lines += _render_errors(spec)
     text = "\n".join(lines)
     while "\n\n\n" in text:

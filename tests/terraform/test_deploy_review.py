@@ -26,7 +26,7 @@ from tfconfig import (
     blocks,
     env_dirs,
     expr,
-    function_folders,
+    function_names,
     load,
 )
 
@@ -230,7 +230,7 @@ def test_the_functions_of_the_envs_fit(tmp_path):
     """Whatever functions the module defines now (one added later too): dev's defaults
     and prod's example overrides are sized by Terraform as the rule says, and fit."""
     defaults = {fn: d["max_instances"] for fn, d in FUNCTIONS.locals["defaults"].items()}
-    assert set(defaults) == set(function_folders())
+    assert set(defaults) == set(function_names())
     tfvars = (TF / "envs" / "prod" / "terraform.tfvars.example").read_text()
     overrides = dict(
         re.findall(r"^[ \t]*(\w+)[ \t]*=[ \t]*\{[^}\n]*max_instances\s*=\s*(\d+)", tfvars, re.M)
@@ -284,7 +284,7 @@ def test_a_given_range_that_fits_is_used_as_is(tmp_path):
 
 def test_source_objects_are_named_by_digest_from_a_path_relative_to_the_root():
     obj = FUNCTIONS.resource("google_storage_bucket_object", "source")
-    assert expr(attr(obj, "for_each")) == "local.functions"  # any added function too
+    assert expr(attr(obj, "for_each")) == "local.source_folders"  # any added function too
     assert attr(obj, "name") == "${each.key}/${data.external.source[each.key].result.sha256}.zip"
     assert expr(attr(obj, "source")) == "data.external.source[each.key].result.path"
     build_dir = expr(STACK.locals["build_dir"])
@@ -339,7 +339,7 @@ def _docs() -> list[Path]:
 
 
 def test_docs_count_the_functions_right():
-    count = len(function_folders())
+    count = len(function_names())
     assert count == len(FUNCTIONS.locals["functions"])
     for doc in _docs():
         text = doc.read_text()

@@ -45,12 +45,14 @@ EXPECTED = [
         "targets": [f"{M}database.google_sql_database_instance.replica",
                     f"{M}functions.google_cloudfunctions2_function.secondary"],
     }),
-    ("state rm", [f"{M}scheduler.google_cloud_scheduler_job.reaper"]),
+    ("state rm", [f"{M}scheduler.google_cloud_scheduler_job.reaper",
+                  f"{M}scheduler.google_cloud_scheduler_job.webhooks_retry"]),
     ("apply", {
         "refresh": False,
         "vars": {"sql_replica_promoted": "true", "serving_region": "$B"},
         "targets": [f"{M}loadbalancer", f"{M}scheduler",
-                    f"{M}pubsub.google_pubsub_subscription.audit"],
+                    f"{M}pubsub.google_pubsub_subscription.audit",
+                    f"{M}pubsub.google_pubsub_subscription.webhooks"],
     }),
     # When A returns: A answers again, a full apply with a refresh.
     ("apply", {"refresh": True,
@@ -293,4 +295,7 @@ def test_the_traffic_step_creates_no_grant_and_reaches_no_function_of_a(graph):
     assert not {grant for grant, _ in REAPER_GRANTS.values()} & reached
     assert "functions.google_cloudfunctions2_function.this" not in reached
     scheduler = {_short(graph, n) for n in graph.resources() if n[0][-1:] == ("scheduler",)}
-    assert scheduler == {"scheduler.google_cloud_scheduler_job.reaper"}
+    assert scheduler == {
+        "scheduler.google_cloud_scheduler_job.reaper",
+        "scheduler.google_cloud_scheduler_job.webhooks_retry",
+    }

@@ -26,11 +26,15 @@ def test_the_data_source_asks_only_for_the_function_by_name():
     """The builder chooses the lock from the function's name: no per-function lock in the
     query that a new function could forget."""
     source = FUNCTIONS.data[("external", "source")]
-    assert expr(attr(source, "for_each")) == "local.functions"
+    assert expr(attr(source, "for_each")) == "local.source_folders"
     assert set(attr(source, "query")) == {"name", "outdir", "repo_root"}
 
 
-@pytest.mark.parametrize("name", sorted(FN_MAP))
+# One archive per folder (a second entry point runs its folder's): by folder name.
+FOLDERS = sorted({FUNCTIONS.locals["second_entry_points"].get(fn, fn) for fn in FN_MAP})
+
+
+@pytest.mark.parametrize("name", FOLDERS)
 def test_only_the_publishing_functions_carry_pubsub_and_the_opentelemetry_sdk(name, tmp_path):
     query = {"name": name, "outdir": str(tmp_path), "repo_root": str(REPO)}
     proc = subprocess.run(
@@ -42,6 +46,9 @@ def test_only_the_publishing_functions_carry_pubsub_and_the_opentelemetry_sdk(na
     with zipfile.ZipFile(json.loads(proc.stdout)["path"]) as zf:
         requirements = zf.read("requirements.txt").decode()
     pins = {line.split("==")[0].lower() for line in requirements.splitlines() if "==" in line}
+    second = FUNCTIONS.locals["second_entry_points"]
+    sharing = [fn for fn in FN_MAP if second.get(fn, fn) == name]
+    assert len({FN_MAP[fn]["publish"] for fn in sharing}) == 1, "one archive, one lock"
     publishes = FN_MAP[name]["publish"] is True
     lock = "requirements-functions.txt" if publishes else "requirements-functions-nopubsub.txt"
     assert requirements == (REPO / lock).read_text()

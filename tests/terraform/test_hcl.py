@@ -19,9 +19,11 @@ from tfconfig import (
     attr,
     block,
     blocks,
+    entry_point,
     env_dirs,
     expr,
     function_folders,
+    function_names,
     load,
     module_dirs,
     source_of,
@@ -40,8 +42,11 @@ COMPONENT_MODULES = {
 }
 EXPECTED_MODULES = COMPONENT_MODULES | {"stack"}  # stack: the composition the envs call
 EXPECTED_FUNCTIONS = {
-    "acquire", "heartbeat", "release", "keys", "reaper", "audit", "admin", "portal"
+    "acquire", "heartbeat", "release", "keys", "reaper", "audit", "admin", "portal",
+    "webhooks", "webhooks-retry",
 }  # fmt: skip
+# webhooks-retry is functions/webhooks/'s second entry point (webhooks_retry).
+EXPECTED_FOLDERS = EXPECTED_FUNCTIONS - {"webhooks-retry"}
 MODULE_META_ARGS = {"source", "version", "depends_on", "providers", "count", "for_each"}
 
 MODULES_CFG = {p.name: load(p) for p in module_dirs()}
@@ -310,25 +315,45 @@ FN_MAP = FN.locals["functions"]
 
 def test_function_folders_match_the_function_resource():
     folders = set(function_folders())
-    assert folders == EXPECTED_FUNCTIONS, folders
-    assert set(FN_MAP) == folders, "one function per folder in functions/, no more, no less"
-    assert set(FN.locals["defaults"]) == folders
+    assert folders == EXPECTED_FOLDERS, folders
+    assert set(function_names()) == EXPECTED_FUNCTIONS
+    assert set(FN_MAP) == EXPECTED_FUNCTIONS, "a function per folder and per second entry point"
+    assert set(FN.locals["defaults"]) == EXPECTED_FUNCTIONS
+    assert FN.locals["second_entry_points"] == {"webhooks-retry": "webhooks"}
+    assert expr(FN.locals["source_folder"]) == (
+        "{for fn in keys(local.functions) : fn => lookup(local.second_entry_points, fn, fn)}"
+    )
+    assert expr(FN.locals["entry_point"]) == (
+        '{for fn in keys(local.functions) : fn => replace(fn, "-", "_")}'
+    )
     fn = FN.resource("google_cloudfunctions2_function", "this")
     assert expr(attr(fn, "for_each")) == "local.functions"
     assert expr(attr(fn, "name")) == "each.key"
     build = block(fn, "build_config")
     assert attr(build, "runtime") == "python312"
-    assert expr(attr(build, "entry_point")) == "each.key", "entry point = folder name"
+    assert expr(attr(build, "entry_point")) == "local.entry_point[each.key]"
     storage = block(build, "source", "storage_source")
-    assert "google_storage_bucket_object.source[each.key]" in attr(storage, "object")
+    assert "google_storage_bucket_object.source[local.source_folder[each.key]]" in attr(
+        storage, "object"
+    )
+    # One archive per folder: a second entry point shares its folder's.
+    for kind, name in (("data", "source"), ("resource", "source")):
+        found = (
+            FN.data[("external", name)]
+            if kind == "data"
+            else FN.resource("google_storage_bucket_object", name)
+        )
+        assert expr(attr(found, "for_each")) == "local.source_folders"
+    assert expr(FN.locals["source_folders"]) == "toset(values(local.source_folder))"
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_FUNCTIONS))
 def test_entry_point_is_defined_in_the_folders_main_py(name):
-    main_py = FUNCTIONS_DIR / name / "main.py"
+    folder = FN.locals["second_entry_points"].get(name, name)
+    main_py = FUNCTIONS_DIR / folder / "main.py"
     assert main_py.is_file(), f"{main_py} missing"
-    assert re.search(rf"^def {name}\(", main_py.read_text(), flags=re.M), (
-        f"functions/{name}/main.py has no top-level def {name}("
+    assert re.search(rf"^def {entry_point(name)}\(", main_py.read_text(), flags=re.M), (
+        f"functions/{folder}/main.py has no top-level def {entry_point(name)}("
     )
 
 
@@ -441,7 +466,9 @@ def test_every_secret_a_function_reads_exists_and_is_granted_to_that_function_on
 
 def test_only_the_signers_read_the_signing_key_and_the_jwks_only_its_metadata():
     signing = {n: f["signing_key"] for n, f in FN_MAP.items()}
-    assert {n for n, k in signing.items() if k == "sign"} == {"acquire", "heartbeat", "release"}
+    # webhooks and webhooks-retry sign the deliveries' v1a with the same key (api.md).
+    assert {n for n, k in signing.items() if k == "sign"} == {
+        "acquire", "heartbeat", "release", "webhooks", "webhooks-retry"}  # fmt: skip
     assert {n for n, k in signing.items() if k == "publish"} == {"keys"}
     assert set(signing.values()) == {"sign", "publish", "none"}
     accessor = FN.resource("google_secret_manager_secret_iam_member", "signing_key_accessor")
@@ -835,6 +862,10 @@ ALERT_PURPOSES = {
     "dead_letters",
     "redis_memory",
     "license_expiring",
+    # issue 51: Google's own metrics of the webhooks' subscription and functions
+    "webhooks_backlog",
+    "webhooks_failing",
+    "webhooks_dead_letters",
 }
 
 
@@ -1046,3 +1077,126 @@ def test_the_license_expiring_alert_is_log_based_on_the_audit_functions_notices(
     assert "${log.extracted_label.license_id}" in content and "--renew-for" in content
     ids = expr(attr(MON.outputs["alert_policy_ids"], "value"))
     assert "google_monitoring_alert_policy.license_expiring.id" in ids
+
+
+def test_webhook_alerts_watch_the_webhooks_subscription_functions_and_dead_letters():
+    backlog = THRESHOLD_ALERTS["webhooks_backlog"]
+    assert "subscription/oldest_unacked_message_age" in backlog["filter"]
+    assert "${var.webhooks_subscription_name}" in backlog["filter"]
+    assert backlog["threshold"] == "${var.webhooks_backlog_seconds}"
+    failing = THRESHOLD_ALERTS["webhooks_failing"]
+    assert 'one_of(\\"webhooks\\", \\"webhooks-retry\\")' in failing["filter"]
+    assert 'response_code_class=\\"5xx\\"' in failing["filter"]
+    dead = THRESHOLD_ALERTS["webhooks_dead_letters"]
+    assert "${var.webhooks_dead_letter_subscription_name}" in dead["filter"]
+    assert dead["threshold"] == 0
+    stack_call = STACK.modules["monitoring"]
+    for name in ("webhooks_subscription_name", "webhooks_dead_letter_subscription_name"):
+        assert attr(stack_call, name) == f"${{module.pubsub.{name}}}"
+
+
+def test_the_webhooks_subscription_pushes_to_the_webhooks_function_with_its_own_dead_letters():
+    ps = MODULES_CFG["pubsub"]
+    sub = ps.resource("google_pubsub_subscription", "webhooks")
+    assert attr(sub, "topic") == "${google_pubsub_topic.events.id}"
+    assert attr(sub, "retain_acked_messages") is True  # seek replays (operations.md)
+    push = block(sub, "push_config")
+    assert attr(push, "push_endpoint").startswith("${var.webhooks_push_endpoint}/projects/")
+    oidc = block(push, "oidc_token")
+    assert attr(oidc, "service_account_email") == "${var.webhooks_push_service_account_email}"
+    dead = block(sub, "dead_letter_policy")
+    # Not the audit's: the audit's replay would acknowledge (and drop) webhook dead letters.
+    assert attr(dead, "dead_letter_topic") == "${google_pubsub_topic.webhooks_dead_letter.id}"
+    grant = ps.resource("google_pubsub_subscription_iam_member", "webhooks_dead_letter_subscriber")
+    assert attr(grant, "subscription") == "${google_pubsub_subscription.webhooks.name}"
+    publisher = ps.resource("google_pubsub_topic_iam_member", "webhooks_dead_letter_publisher")
+    assert attr(publisher, "topic") == "${google_pubsub_topic.webhooks_dead_letter.name}"
+    hold = ps.resource("google_pubsub_subscription", "webhooks_dead_letter")
+    assert attr(hold, "topic") == "${google_pubsub_topic.webhooks_dead_letter.id}"
+    # Invoked only by its own push identity, in each region.
+    for name, fn in (("webhooks_push", "this"), ("webhooks_push_secondary", "secondary")):
+        invoker = FN.resource("google_cloud_run_v2_service_iam_member", name)
+        assert (
+            attr(invoker, "name") == f'${{google_cloudfunctions2_function.{fn}["webhooks"].name}}'
+        )
+        assert attr(invoker, "member") == (
+            "serviceAccount:${google_service_account.webhooks_push.email}"
+        )
+    assert attr(STACK.modules["pubsub"], "webhooks_push_endpoint") == (
+        '${local.serves_secondary ? module.functions.secondary_service_uris["webhooks"] : '
+        'module.functions.service_uris["webhooks"]}'
+    )
+
+
+def test_webhooks_retry_runs_every_minute_from_the_serving_region_as_the_scheduler():
+    job = MODULES_CFG["scheduler"].resource("google_cloud_scheduler_job", "webhooks_retry")
+    assert attr(job, "schedule") == "${var.webhooks_retry_schedule}"
+    assert attr(MODULES_CFG["scheduler"].variables["webhooks_retry_schedule"], "default") == (
+        "* * * * *"
+    )
+    target = block(job, "http_target")
+    assert attr(target, "uri") == "${var.webhooks_retry_uri}"
+    assert attr(target, "http_method") == "POST"
+    oidc = block(target, "oidc_token")
+    assert attr(oidc, "service_account_email") == "${var.service_account_email}"
+    assert attr(oidc, "audience") == "${var.webhooks_retry_uri}"
+    assert attr(STACK.modules["scheduler"], "webhooks_retry_uri") == (
+        '${local.serves_secondary ? module.functions.secondary_service_uris["webhooks-retry"] : '
+        'module.functions.service_uris["webhooks-retry"]}'
+    )
+    for name, fn in (
+        ("webhooks_retry_invoker", "this"),
+        ("webhooks_retry_invoker_secondary", "secondary"),
+    ):
+        invoker = FN.resource("google_cloud_run_v2_service_iam_member", name)
+        assert attr(invoker, "name") == (
+            f'${{google_cloudfunctions2_function.{fn}["webhooks-retry"].name}}'
+        )
+        assert attr(invoker, "member") == "serviceAccount:${google_service_account.scheduler.email}"
+
+
+def test_the_webhook_key_is_generated_write_only_and_read_by_its_four_functions():
+    sec = MODULES_CFG["secrets"]
+    version = sec.resource("google_secret_manager_secret_version", "webhook_key")
+    # base64 of the 32 bytes of a SHA-256: what crypto.py takes (base64 of 32 bytes).
+    assert expr(attr(version, "secret_data_wo")) == (
+        "base64sha256(ephemeral.random_password.webhook_key.result)"
+    )
+    assert "secret_data" not in version  # never in the state
+    assert attr(version, "secret_data_wo_version") == 1  # a new key strands every secret
+    assert (
+        FN.locals["webhook_key_functions"]
+        == '${toset(["admin", "portal", "webhooks", "webhooks-retry"])}'
+    )
+    assert "WEBHOOK_KEY = var.webhook_key_secret_id" in expr(FN.locals["secrets"])
+    assert attr(STACK.modules["functions"], "webhook_key_secret_id") == (
+        "${module.secrets.webhook_key_secret_id}"
+    )
+    assert "webhook-key:" in attr(sec.outputs["secret_versions"], "value")
+
+
+def test_the_webhook_senders_reach_the_internet_and_nothing_private_but_cloud_sql():
+    fn = FN.resource("google_cloudfunctions2_function", "this")
+    svc = block(fn, "service_config")
+    # Public destinations never enter the VPC: they go straight out.
+    assert attr(svc, "direct_vpc_egress") == "VPC_EGRESS_PRIVATE_RANGES_ONLY"
+    assert attr(block(svc, "direct_vpc_network_interface"), "tags") == (
+        "${local.network_tags[each.key]}"
+    )
+    assert "seatlease-webhook-senders" in expr(FN.locals["network_tags"])
+    assert attr(FN.outputs["webhook_sender_tag"], "value") == "seatlease-webhook-senders"
+    net = MODULES_CFG["network"]
+    allow = net.resource("google_compute_firewall", "webhook_senders_to_sql")
+    deny = net.resource("google_compute_firewall", "webhook_senders_deny_private")
+    for rule in (allow, deny):
+        assert attr(rule, "direction") == "EGRESS"
+        assert attr(rule, "target_tags") == ["${var.webhook_sender_tag}"]
+    assert attr(allow, "priority") < attr(deny, "priority")
+    assert attr(block(allow, "allow"), "ports") == ["3307"]
+    assert "google_compute_global_address.private_services" in attr(allow, "destination_ranges")[0]
+    assert set(attr(deny, "destination_ranges")) == {
+        "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"}  # fmt: skip
+    assert attr(block(deny, "deny"), "protocol") == "all"
+    assert attr(STACK.modules["network"], "webhook_sender_tag") == (
+        "${module.functions.webhook_sender_tag}"
+    )

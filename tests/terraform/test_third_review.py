@@ -18,7 +18,7 @@ import pytest
 from test_deploy_review import DATABASE_REQUIRED, _validate_module_variables
 from test_filters import evaluation_root
 from test_stack_wiring import _terraform
-from tfconfig import MODULES, TF, attr, block, blocks, function_folders, load
+from tfconfig import MODULES, TF, attr, block, blocks, function_names, load
 
 FUNCTIONS = load(MODULES / "functions")
 MONITORING = load(MODULES / "monitoring")
@@ -143,7 +143,7 @@ def test_who_can_do_what_names_every_function():
     for line in table.splitlines():
         if line.startswith("| ") and not line.startswith(("| function", "|---")):
             named |= {n.strip() for n in line.split("|")[1].split(",")}
-    assert named == set(function_folders())
+    assert named == set(function_names())
 
 
 def test_the_diagram_shows_every_public_function():
@@ -165,7 +165,7 @@ def _max_instances() -> tuple[dict[str, int], dict[str, int]]:
 
 def test_readme_subnet_numbers_are_todays():
     """The sizing paragraph's instance and address counts, from the functions the
-    module holds today (66 / 208 in dev, 136 / 352 with prod's example)."""
+    module holds today (72 / 240 in dev, 142 / 384 with prod's example)."""
     dev, prod = _max_instances()
     text = " ".join(README.split())
     for label, case in (("The dev defaults", dev), ("prod's example settings", prod)):
@@ -173,7 +173,7 @@ def test_readme_subnet_numbers_are_todays():
         assert match, label
         addresses = sum(math.ceil(2 * n / 16) * 16 for n in case.values())
         assert (int(match.group(1)), int(match.group(2))) == (sum(case.values()), addresses)
-    assert (sum(dev.values()), sum(prod.values())) == (66, 136)
+    assert (sum(dev.values()), sum(prod.values())) == (72, 142)
 
 
 # -- 4. log_level: nothing above INFO, where the metrics' lines would vanish ---------------
@@ -300,11 +300,13 @@ def test_pools_are_sized_from_concurrency_and_reach_the_runtime(tmp_path):
     # concurrency 80 / 80 per connection for the cache-miss readers; 10 / 5 and 20 / 5.
     assert values["pool"] == {
         "acquire": 1, "heartbeat": 1, "release": 1, "audit": 2, "admin": 2, "portal": 4,
+        "webhooks": 2, "webhooks-retry": 1,
     }  # fmt: skip
     assert values["connections"] == {
         "acquire": 20, "heartbeat": 20, "release": 10, "audit": 10, "admin": 4, "portal": 12,
+        "webhooks": 10, "webhooks-retry": 1,
     }  # fmt: skip
-    assert values["total"] == 76
+    assert values["total"] == 87
     values, _ = _sql_budget(tmp_path, {"audit": {"concurrency": 23}}, 200)
     assert values["pool"]["audit"] == 5 and values["connections"]["audit"] == 25
     env = FUNCTIONS.locals["environment"]
@@ -318,7 +320,7 @@ def test_pools_are_sized_from_concurrency_and_reach_the_runtime(tmp_path):
 @pytest.mark.parametrize(
     ("settings", "max_connections", "message"),
     [
-        ({}, 50, "could open 76 Cloud SQL connections"),  # db-g1-small: 76 > 40
+        ({}, 50, "could open 87 Cloud SQL connections"),  # db-g1-small: 87 > 40
         ({}, 85, "the instance accepts 85"),  # 76 > 75
         (  # 100 + 100 + 10 + 10 + 4 + 12 = 236 > 190
             {"acquire": {"max_instances": 100}, "heartbeat": {"max_instances": 100}},
@@ -335,8 +337,8 @@ def test_terraform_fails_the_plan_beyond_the_budget(tmp_path, settings, max_conn
 
 
 def test_the_budget_holds_exactly_at_the_limit(tmp_path):
-    values, failed = _sql_budget(tmp_path, {}, 86)  # 76 of 86 - 10
-    assert failed is None and values["total"] == 76, failed
+    values, failed = _sql_budget(tmp_path, {}, 97)  # 87 of 97 - 10
+    assert failed is None and values["total"] == 87, failed
 
 
 def _roots() -> list[tuple[str, str, dict]]:
@@ -365,8 +367,8 @@ def test_every_root_fits_its_tier(tmp_path):
         values, failed = _sql_budget(tmp_path, settings, limit)
         assert failed is None, (name, failed)
         totals[name] = (values["total"], limit)
-    assert totals["dev"] == (76, 100) and totals["prod example"] == (146, 200), totals
-    assert totals["minimal"] == (76, 100)
+    assert totals["dev"] == (87, 100) and totals["prod example"] == (157, 200), totals
+    assert totals["minimal"] == (87, 100)
 
 
 def test_the_stack_passes_the_limit_on():
@@ -385,7 +387,8 @@ def test_readme_states_todays_connection_numbers(tmp_path):
         line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
         for line in table.splitlines()
     }
-    order = ["acquire", "heartbeat", "release", "audit", "admin", "portal"]
+    order = ["acquire", "heartbeat", "release", "audit", "admin", "portal", "webhooks",
+             "webhooks-retry"]  # fmt: skip
     roots = {name: (tier, settings) for name, tier, settings in _roots()}
     dev, prod = _max_instances()
     for label, root, instances in (
@@ -400,7 +403,7 @@ def test_readme_states_todays_connection_numbers(tmp_path):
         cells = rows[label]
         for fn, cell in zip(order, cells, strict=False):
             assert cell == f"{instances[fn]}, {values['connections'][fn]}", (label, fn, cell)
-        assert cells[6:] == [f"**{values['total']}**", f"{limit} - 10 = {limit - 10}"], label
+        assert cells[8:] == [f"**{values['total']}**", f"{limit} - 10 = {limit - 10}"], label
     values, _ = _sql_budget(tmp_path, {}, 100)
     for fn, cell in zip(order, rows["pool per instance (concurrency)"], strict=False):
         concurrency = FUNCTIONS.locals["defaults"][fn]["concurrency"]

@@ -47,7 +47,10 @@ STACK = load(MODULES / "stack")
 FN = load(MODULES / "functions")
 LB = load(MODULES / "loadbalancer")
 REGION, SECOND = "europe-west1", "europe-west4"
-FUNCTIONS = ["acquire", "heartbeat", "release", "keys", "reaper", "audit", "admin", "portal"]
+FUNCTIONS = [
+    "acquire", "heartbeat", "release", "keys", "reaper", "audit", "admin", "portal",
+    "webhooks", "webhooks-retry",
+]  # fmt: skip
 
 # Lifecycle blocks added to blocks that existed (they change no planned value):
 ADDED_LIFECYCLE = {

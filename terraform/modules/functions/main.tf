@@ -40,6 +40,7 @@ locals {
       f.sql ? local.sql_env : {},
       f.sql ? { DB_POOL_SIZE = tostring(local.sql_pool_size[fn]), DB_MAX_OVERFLOW = "0", DB_POOL_TIMEOUT = "10" } : {},
       local.signing_env[f.signing_key],
+      contains(local.webhook_key_functions, fn) ? { WEBHOOK_RETRY_FIRST_SECONDS = tostring(var.webhook_retry_first_seconds) } : {},
       f.sql ? (var.db_iam_auth
         ? { DB_USER = trimsuffix(google_service_account.function[fn].email, ".gserviceaccount.com"), DB_IAM_AUTH = "1" }
         : { DB_USER = var.db_user }
@@ -52,6 +53,7 @@ locals {
     for fn, f in local.functions : fn => merge(
       f.redis && local.redis_auth ? { REDIS_PASSWORD = var.redis_password_secret_id } : {},
       f.sql && !var.db_iam_auth ? { DB_PASSWORD = var.db_password_secret_id } : {},
+      contains(local.webhook_key_functions, fn) ? { WEBHOOK_KEY = var.webhook_key_secret_id } : {},
     )
   }
 
@@ -66,6 +68,14 @@ locals {
   key_metadata_functions = toset([for fn, f in local.functions : fn if f.signing_key != "none"])
 
   admin_invoker_grants = { for m in var.admin_invokers : m => m }
+
+  # Direct VPC egress network tags: every function's, and the webhook senders' own, which
+  # the network module's firewall keeps off the VPC's private ranges (Redis) and lets
+  # reach Cloud SQL only.
+  webhook_sender_functions = toset(["webhooks", "webhooks-retry"])
+  network_tags = {
+    for fn in keys(local.functions) : fn => contains(local.webhook_sender_functions, fn) ? ["seatlease-functions", "seatlease-webhook-senders"] : ["seatlease-functions"]
+  }
 
   # The second region (secondary_region, modules/stack's two-region mode): the same
   # functions, identities, grants and source objects. Their environment differs only in
@@ -197,7 +207,7 @@ resource "google_service_account" "scheduler" {
   project      = var.project_id
   account_id   = "${var.name}-scheduler"
   display_name = "seatlease reaper scheduler"
-  description  = "Identity Cloud Scheduler uses to invoke the reaper function."
+  description  = "Identity Cloud Scheduler uses to invoke the reaper and webhooks-retry functions."
 }
 
 # Pushes lease events to the audit function (OIDC token in every push).
@@ -211,6 +221,21 @@ resource "google_service_account" "audit_push" {
 # The Pub/Sub service agent signs the OIDC tokens of the push subscription as this SA.
 resource "google_service_account_iam_member" "audit_push_token_creator" {
   service_account_id = google_service_account.audit_push.name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = "serviceAccount:${var.pubsub_service_agent_email}"
+}
+
+# Pushes lease events to the webhooks function: its own identity, so that the audit
+# push's may invoke the audit function only and this one the webhooks function only.
+resource "google_service_account" "webhooks_push" {
+  project      = var.project_id
+  account_id   = "${var.name}-webhooks-push"
+  display_name = "seatlease webhooks push"
+  description  = "Identity of the Pub/Sub push subscription that invokes the webhooks function."
+}
+
+resource "google_service_account_iam_member" "webhooks_push_token_creator" {
+  service_account_id = google_service_account.webhooks_push.name
   role               = "roles/iam.serviceAccountTokenCreator"
   member             = "serviceAccount:${var.pubsub_service_agent_email}"
 }
@@ -344,8 +369,9 @@ resource "google_pubsub_topic_iam_member" "publisher" {
 # sha256, so a function is rebuilt exactly when its source or locked dependencies change.
 # --------------------------------------------------------------------------------
 
+# One archive per folder: webhooks and webhooks-retry run the same one.
 data "external" "source" {
-  for_each = local.functions
+  for_each = local.source_folders
 
   program = [var.python, "${var.repo_root}/tools/build_function_source.py", "--terraform-external"]
   query = {
@@ -398,7 +424,7 @@ resource "google_storage_bucket" "sources" {
 }
 
 resource "google_storage_bucket_object" "source" {
-  for_each = local.functions
+  for_each = local.source_folders
 
   bucket = google_storage_bucket.sources.name
   name   = "${each.key}/${data.external.source[each.key].result.sha256}.zip"
@@ -412,7 +438,7 @@ resource "google_storage_bucket_object" "source" {
 # --------------------------------------------------------------------------------
 
 resource "google_cloudfunctions2_function" "this" {
-  #checkov:skip=CKV_GCP_124:acquire/heartbeat/release are the public client API (API-key auth in the code), portal is the tenants' page and API (tenant admin key in the code) and admin is called by operators from outside Google Cloud (IAM-protected); reaper and audit are ALLOW_INTERNAL_ONLY.
+  #checkov:skip=CKV_GCP_124:acquire/heartbeat/release are the public client API (API-key auth in the code), portal is the tenants' page and API (tenant admin key in the code) and admin is called by operators from outside Google Cloud (IAM-protected); reaper, audit, webhooks and webhooks-retry are ALLOW_INTERNAL_ONLY.
   for_each = local.functions
 
   project     = var.project_id
@@ -423,13 +449,13 @@ resource "google_cloudfunctions2_function" "this" {
 
   build_config {
     runtime         = "python312"
-    entry_point     = each.key
+    entry_point     = local.entry_point[each.key]
     service_account = google_service_account.build.id
 
     source {
       storage_source {
         bucket = google_storage_bucket.sources.name
-        object = google_storage_bucket_object.source[each.key].name
+        object = google_storage_bucket_object.source[local.source_folder[each.key]].name
       }
     }
   }
@@ -462,7 +488,7 @@ resource "google_cloudfunctions2_function" "this" {
     direct_vpc_network_interface {
       network    = var.network_id
       subnetwork = var.subnet_id
-      tags       = ["seatlease-functions"]
+      tags       = local.network_tags[each.key]
     }
     direct_vpc_egress = "VPC_EGRESS_PRIVATE_RANGES_ONLY"
   }
@@ -482,7 +508,7 @@ resource "google_cloudfunctions2_function" "this" {
 # subnet, environment (its Redis) and ingress. Everything else is the same on purpose
 # (tests/terraform/test_two_regions.py compares the two blocks).
 resource "google_cloudfunctions2_function" "secondary" {
-  #checkov:skip=CKV_GCP_124:acquire/heartbeat/release/keys/portal are ALLOW_INTERNAL_AND_GCLB here (the load balancer only); admin is called by operators from outside Google Cloud (IAM-protected); reaper and audit are ALLOW_INTERNAL_ONLY.
+  #checkov:skip=CKV_GCP_124:acquire/heartbeat/release/keys/portal are ALLOW_INTERNAL_AND_GCLB here (the load balancer only); admin is called by operators from outside Google Cloud (IAM-protected); reaper, audit, webhooks and webhooks-retry are ALLOW_INTERNAL_ONLY.
   for_each = local.secondary_functions
 
   project     = var.project_id
@@ -493,13 +519,13 @@ resource "google_cloudfunctions2_function" "secondary" {
 
   build_config {
     runtime         = "python312"
-    entry_point     = each.key
+    entry_point     = local.entry_point[each.key]
     service_account = google_service_account.build.id
 
     source {
       storage_source {
         bucket = google_storage_bucket.sources.name
-        object = google_storage_bucket_object.source[each.key].name
+        object = google_storage_bucket_object.source[local.source_folder[each.key]].name
       }
     }
   }
@@ -530,7 +556,7 @@ resource "google_cloudfunctions2_function" "secondary" {
     direct_vpc_network_interface {
       network    = var.network_id
       subnetwork = var.secondary_subnet_id
-      tags       = ["seatlease-functions"]
+      tags       = local.network_tags[each.key]
     }
     direct_vpc_egress = "VPC_EGRESS_PRIVATE_RANGES_ONLY"
   }
@@ -584,6 +610,24 @@ resource "google_cloud_run_v2_service_iam_member" "audit_push" {
   member   = "serviceAccount:${google_service_account.audit_push.email}"
 }
 
+resource "google_cloud_run_v2_service_iam_member" "webhooks_push" {
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.this["webhooks"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.webhooks_push.email}"
+}
+
+resource "google_cloud_run_v2_service_iam_member" "webhooks_push_secondary" {
+  count = var.secondary_region == null ? 0 : 1
+
+  project  = var.project_id
+  location = var.secondary_region
+  name     = google_cloudfunctions2_function.secondary["webhooks"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.webhooks_push.email}"
+}
+
 # The second region: the same invokers on its services. The load balancer's serverless
 # requests carry no identity, so the public functions stay allUsers there too (their
 # ingress admits the load balancer only).
@@ -634,6 +678,26 @@ resource "google_cloud_run_v2_service_iam_member" "reaper_invoker_secondary" {
   project  = var.project_id
   location = var.secondary_region
   name     = google_cloudfunctions2_function.secondary["reaper"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.scheduler.email}"
+}
+
+# The scheduler's service account also runs the webhook retries and the alerts every
+# minute (modules/scheduler's webhooks_retry job), in the serving region, like the reaper.
+resource "google_cloud_run_v2_service_iam_member" "webhooks_retry_invoker" {
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.this["webhooks-retry"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.scheduler.email}"
+}
+
+resource "google_cloud_run_v2_service_iam_member" "webhooks_retry_invoker_secondary" {
+  count = var.secondary_region == null ? 0 : 1
+
+  project  = var.project_id
+  location = var.secondary_region
+  name     = google_cloudfunctions2_function.secondary["webhooks-retry"].name
   role     = "roles/run.invoker"
   member   = "serviceAccount:${google_service_account.scheduler.email}"
 }

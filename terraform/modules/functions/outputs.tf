@@ -24,13 +24,23 @@ output "service_account_emails" {
 }
 
 output "scheduler_service_account_email" {
-  description = "Service account Cloud Scheduler invokes the reaper as (run.invoker on the reaper in each region)."
+  description = "Service account Cloud Scheduler invokes the reaper and webhooks-retry as (run.invoker on those two in each region)."
   value       = google_service_account.scheduler.email
 }
 
 output "audit_push_service_account_email" {
   description = "Service account the audit push subscription authenticates as."
   value       = google_service_account.audit_push.email
+}
+
+output "webhooks_push_service_account_email" {
+  description = "Service account the webhooks push subscription authenticates as (run.invoker on the webhooks function only)."
+  value       = google_service_account.webhooks_push.email
+}
+
+output "webhook_sender_tag" {
+  description = "Network tag of the functions that call webhook receivers (webhooks, webhooks-retry); the network module's firewall keeps them off the VPC's private ranges except Cloud SQL."
+  value       = "seatlease-webhook-senders"
 }
 
 output "environment" {

@@ -23,6 +23,10 @@ locals {
     audit     = 5
     admin     = 5
     portal    = 5
+    # A webhooks call holds a connection while it stores deliveries and records attempts,
+    # not while it waits for a receiver (up to 10 s): one per 5 requests, like audit.
+    webhooks       = 5
+    webhooks-retry = 1
   }
 
   # A function that uses SQL must be in the table above (an index error otherwise).

@@ -242,3 +242,19 @@ variable "sql_replica_instance_name" {
   description = "Name of the Cloud SQL cross-region replica (two regions): every function that uses the database gets the same cloudsql.client grant on it, which it uses once the replica is promoted."
   default     = null
 }
+
+variable "webhook_key_secret_id" {
+  type        = string
+  description = "Short name of the Secret Manager secret holding WEBHOOK_KEY (base64 of 32 bytes: the AES-256-GCM key of the webhook endpoints' secrets), read by admin, portal, webhooks and webhooks-retry (the secrets module's webhook_key_secret_id)."
+}
+
+variable "webhook_retry_first_seconds" {
+  type        = number
+  description = "WEBHOOK_RETRY_FIRST_SECONDS: the first step of a failed webhook delivery's retry schedule (exponential backoff with jitter from there, for up to 3 days). The local stack uses 1."
+  default     = 30
+
+  validation {
+    condition     = var.webhook_retry_first_seconds >= 1 && var.webhook_retry_first_seconds <= 3600
+    error_message = "webhook_retry_first_seconds is 1 to 3600 seconds."
+  }
+}

@@ -326,6 +326,43 @@ locals {
       auto_close    = "86400s"
       documentation = "The audit function failed to store some lease events after every retry; they wait in subscription ${var.dead_letter_subscription_name} (kept 7 days). Fix the cause, then replay them to the seat-events topic."
     }
+    webhooks_dead_letters = {
+      title         = "lease events not queued for webhooks"
+      condition     = "webhooks dead-letter subscription not empty"
+      filter        = "metric.type=\"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=\"${var.webhooks_dead_letter_subscription_name}\""
+      threshold     = 0
+      duration      = "0s"
+      period        = "60s"
+      aligner       = "ALIGN_MAX"
+      reducer       = "REDUCE_SUM"
+      auto_close    = "86400s"
+      documentation = "The webhooks function failed to queue some lease events' deliveries after every retry (Cloud SQL down for long, or a bug); they wait in subscription ${var.webhooks_dead_letter_subscription_name} (kept 7 days) and no receiver has heard of them. Fix the cause, then seek the webhooks subscription back to before the first failure: docs/operations.md, \"Webhooks\"."
+    }
+    # Webhooks: both come from Google's own metrics (no log-based metric to keep).
+    webhooks_backlog = {
+      title         = "webhook events not queued"
+      condition     = "oldest lease event unacknowledged by the webhooks function for over ${var.webhooks_backlog_seconds} s"
+      filter        = "metric.type=\"pubsub.googleapis.com/subscription/oldest_unacked_message_age\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=\"${var.webhooks_subscription_name}\""
+      threshold     = var.webhooks_backlog_seconds
+      duration      = "300s"
+      period        = "60s"
+      aligner       = "ALIGN_MAX"
+      reducer       = "REDUCE_MAX"
+      auto_close    = "3600s"
+      documentation = "The webhooks function has not stored lease events for over ${var.webhooks_backlog_seconds} s (subscription ${var.webhooks_subscription_name}): Cloud SQL down or full, the function failing (its logs), or a burst larger than its max_instances can queue. Nothing is lost until the messages are dead-lettered; receivers hear of the events late. docs/operations.md, \"Webhooks\"."
+    }
+    webhooks_failing = {
+      title         = "webhook functions failing"
+      condition     = "webhooks or webhooks-retry answered 5xx for 10 minutes"
+      filter        = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=one_of(\"webhooks\", \"webhooks-retry\") AND metric.labels.response_code_class=\"5xx\""
+      threshold     = 0
+      duration      = "600s"
+      period        = "300s"
+      aligner       = "ALIGN_DELTA"
+      reducer       = "REDUCE_SUM"
+      auto_close    = "3600s"
+      documentation = "The webhooks function (Pub/Sub push) or webhooks-retry (every minute: retries and license alerts) keeps failing: deliveries and alerts wait in Cloud SQL until it recovers (their 3-day retry window runs meanwhile). A receiver's failures are not this: those are per endpoint (`seatlease webhook deliveries`, the endpoint's failing state). docs/operations.md, \"Webhooks\"."
+    }
     redis_memory = {
       title         = "Redis memory above ${local.redis_memory_ratio_percent}%"
       condition     = "Redis memory usage ratio above ${var.redis_memory_ratio_threshold}"

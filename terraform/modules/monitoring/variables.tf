@@ -37,6 +37,24 @@ variable "dead_letter_subscription_name" {
   description = "Subscription on the dead-letter topic; any message in it raises an alert."
 }
 
+variable "webhooks_subscription_name" {
+  type        = string
+  description = "Push subscription of the webhooks function; its oldest unacknowledged message raises an alert after webhooks_backlog_seconds."
+  default     = "seat-events-webhooks"
+}
+
+variable "webhooks_dead_letter_subscription_name" {
+  type        = string
+  description = "Subscription on the webhooks' dead-letter topic; any message in it raises an alert."
+  default     = "seat-events-webhooks-dead-letter-hold"
+}
+
+variable "webhooks_backlog_seconds" {
+  type        = number
+  description = "Age in seconds of the oldest lease event the webhooks function has not stored yet that raises the webhook backlog alert."
+  default     = 900
+}
+
 variable "redis_is_cluster" {
   type        = bool
   description = "Whether Redis is a Memorystore for Redis Cluster (selects the memory metric)."

@@ -116,6 +116,49 @@ resource "google_compute_firewall" "deny_all_ingress" {
   }
 }
 
+# The functions that call customers' webhook URLs (webhooks, webhooks-retry: the
+# functions module's webhook_sender_tag) must never reach what the VPC holds. Their URLs
+# are checked before each send (no private, loopback, link-local or metadata address,
+# after DNS: seatlease/webhooks/urls.py); this is the same rule in the network, should a
+# check ever miss: from those functions the VPC's private ranges (Redis, the PSC
+# endpoints, the other functions' addresses) are denied, except Cloud SQL's connector
+# port on the private services range. Public addresses do not enter the VPC at all
+# (VPC_EGRESS_PRIVATE_RANGES_ONLY): they go straight to the internet.
+resource "google_compute_firewall" "webhook_senders_to_sql" {
+  project     = var.project_id
+  name        = "${var.name}-webhook-senders-sql"
+  network     = google_compute_network.this.id
+  direction   = "EGRESS"
+  priority    = 900
+  target_tags = [var.webhook_sender_tag]
+
+  allow {
+    protocol = "tcp"
+    ports    = ["3307"] # the Cloud SQL connector's server-side proxy
+  }
+
+  destination_ranges = ["${google_compute_global_address.private_services.address}/${google_compute_global_address.private_services.prefix_length}"]
+}
+
+resource "google_compute_firewall" "webhook_senders_deny_private" {
+  project     = var.project_id
+  name        = "${var.name}-webhook-senders-deny-private"
+  network     = google_compute_network.this.id
+  direction   = "EGRESS"
+  priority    = 1000
+  target_tags = [var.webhook_sender_tag]
+
+  deny {
+    protocol = "all"
+  }
+
+  destination_ranges = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"]
+
+  log_config {
+    metadata = "INCLUDE_ALL_METADATA"
+  }
+}
+
 # ---------------------------------------------------------------------------------
 # The second region (secondary_region set, modules/stack's two-region mode): the same two
 # subnets there, for the functions' Direct VPC egress and for the Private Service Connect

@@ -95,3 +95,9 @@ variable "secondary_psc_subnet_cidr" {
     error_message = "secondary_psc_subnet_cidr must be an IPv4 range such as 10.11.1.0/28."
   }
 }
+
+variable "webhook_sender_tag" {
+  type        = string
+  description = "Network tag of the functions that call webhook receivers (the functions module's webhook_sender_tag): egress firewall rules keep them off the VPC's private ranges except Cloud SQL."
+  default     = "seatlease-webhook-senders"
+}

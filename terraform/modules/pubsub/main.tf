@@ -22,6 +22,8 @@ locals {
   # mints the OIDC tokens of push subscriptions.
   pubsub_service_agent = "service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
   dead_letter_name     = "${var.topic_name}-dead-letter"
+  # The webhooks subscription's own (below).
+  webhooks_dead_letter_name = "${var.topic_name}-webhooks-dead-letter"
 }
 
 resource "google_pubsub_topic" "events" {
@@ -88,6 +90,87 @@ resource "google_pubsub_subscription" "audit" {
   expiration_policy {
     ttl = ""
   }
+}
+
+# The same events to the webhooks function, which queues a delivery per matching endpoint
+# (in Cloud SQL, idempotent per endpoint and event) and answers 2xx once they are stored:
+# the retries towards the receivers are the deliveries' own (3 days, in the database),
+# not Pub/Sub's. Pub/Sub retries only what was not stored (503 on a database outage) and
+# dead-letters it after max_delivery_attempts into a dead-letter topic of its own: the
+# audit's replay (seatlease audit replay-dead-letters) stores events in the audit trail and
+# acknowledges them, which would drop a webhook's dead letters were they mixed.
+#
+# retain_acked_messages: the subscription keeps what it acknowledged for
+# message_retention_duration, so that `gcloud pubsub subscriptions seek` to a time before
+# an outage pushes every event since then again; enqueue stores each (endpoint, event)
+# once, so a replay queues only what was missing (docs/operations.md, "Webhooks").
+resource "google_pubsub_topic" "webhooks_dead_letter" {
+  #checkov:skip=CKV_GCP_83:Same payload as seat-events; Google-managed encryption keys.
+  project                    = var.project_id
+  name                       = local.webhooks_dead_letter_name
+  message_retention_duration = var.message_retention_duration
+  labels                     = var.labels
+}
+
+resource "google_pubsub_subscription" "webhooks_dead_letter" {
+  project                    = var.project_id
+  name                       = "${local.webhooks_dead_letter_name}-hold"
+  topic                      = google_pubsub_topic.webhooks_dead_letter.id
+  ack_deadline_seconds       = 60
+  message_retention_duration = var.message_retention_duration
+  retain_acked_messages      = false
+  labels                     = var.labels
+
+  expiration_policy {
+    ttl = ""
+  }
+}
+
+resource "google_pubsub_subscription" "webhooks" {
+  project                    = var.project_id
+  name                       = "${var.topic_name}-webhooks"
+  topic                      = google_pubsub_topic.events.id
+  ack_deadline_seconds       = var.webhooks_ack_deadline_seconds
+  message_retention_duration = var.message_retention_duration
+  retain_acked_messages      = true
+  labels                     = var.labels
+
+  push_config {
+    push_endpoint = "${var.webhooks_push_endpoint}/projects/${var.project_id}/topics/${var.topic_name}"
+
+    oidc_token {
+      service_account_email = var.webhooks_push_service_account_email
+      audience              = var.webhooks_push_endpoint
+    }
+  }
+
+  retry_policy {
+    minimum_backoff = "10s"
+    maximum_backoff = "600s"
+  }
+
+  dead_letter_policy {
+    dead_letter_topic     = google_pubsub_topic.webhooks_dead_letter.id
+    max_delivery_attempts = var.max_delivery_attempts
+  }
+
+  expiration_policy {
+    ttl = ""
+  }
+}
+
+resource "google_pubsub_topic_iam_member" "webhooks_dead_letter_publisher" {
+  project = var.project_id
+  topic   = google_pubsub_topic.webhooks_dead_letter.name
+  role    = "roles/pubsub.publisher"
+  member  = "serviceAccount:${local.pubsub_service_agent}"
+}
+
+resource "google_pubsub_subscription_iam_member" "webhooks_dead_letter_subscriber" {
+  project      = var.project_id
+  subscription = google_pubsub_subscription.webhooks.name
+  role         = "roles/pubsub.subscriber"
+  member       = "serviceAccount:${local.pubsub_service_agent}"
 }
 
 # Dead-lettering needs the Pub/Sub service agent to publish to the dead-letter topic

@@ -23,6 +23,16 @@ output "audit_subscription_name" {
   value       = google_pubsub_subscription.audit.name
 }
 
+output "webhooks_subscription_name" {
+  description = "Push subscription that delivers lease events to the webhooks function (its backlog is alerted on)."
+  value       = google_pubsub_subscription.webhooks.name
+}
+
+output "webhooks_dead_letter_subscription_name" {
+  description = "Subscription that holds the lease events the webhooks function could not queue (alerted on when not empty)."
+  value       = google_pubsub_subscription.webhooks_dead_letter.name
+}
+
 output "pubsub_service_agent_email" {
   description = "Email of the project's Pub/Sub service agent (mints push OIDC tokens, forwards dead letters)."
   value       = local.pubsub_service_agent

@@ -31,9 +31,25 @@ variable "audit_ack_deadline_seconds" {
   default     = 60
 }
 
+variable "webhooks_push_endpoint" {
+  type        = string
+  description = "HTTPS URL of the webhooks function (its Cloud Run service URI). The webhooks subscription pushes to it."
+}
+
+variable "webhooks_push_service_account_email" {
+  type        = string
+  description = "Service account whose OIDC token the webhooks subscription attaches to each push; it holds roles/run.invoker on the webhooks function only."
+}
+
+variable "webhooks_ack_deadline_seconds" {
+  type        = number
+  description = "Seconds the webhooks function has to answer a push before Pub/Sub retries it (keep >= the function timeout)."
+  default     = 60
+}
+
 variable "max_delivery_attempts" {
   type        = number
-  description = "Deliveries of one message to the audit function before it is moved to the dead-letter topic (5-100)."
+  description = "Deliveries of one message to the audit (or the webhooks) function before it is moved to the dead-letter topic (5-100)."
   default     = 10
 
   validation {

@@ -45,3 +45,37 @@ resource "google_cloud_scheduler_job" "reaper" {
     create_before_destroy = true
   }
 }
+
+# The webhook retries and the license alerts: webhooks-retry every minute, with the same
+# identity (run.invoker on webhooks-retry in each region, modules/functions) and in the
+# same region as the reaper. A missed run delays retries by a minute and loses nothing:
+# the deliveries and the alerts' episodes are in Cloud SQL.
+resource "google_cloud_scheduler_job" "webhooks_retry" {
+  project          = var.project_id
+  region           = var.region
+  name             = "${var.name}-webhooks-retry"
+  description      = "Send the seatlease webhook deliveries that are due and compute the license alerts"
+  schedule         = var.webhooks_retry_schedule
+  time_zone        = var.time_zone
+  attempt_deadline = var.attempt_deadline
+  paused           = var.paused
+
+  retry_config {
+    # The next minute's run does what a failed one left: no retries of the run itself.
+    retry_count = 0
+  }
+
+  http_target {
+    uri         = var.webhooks_retry_uri
+    http_method = "POST"
+
+    oidc_token {
+      service_account_email = var.service_account_email
+      audience              = var.webhooks_retry_uri
+    }
+  }
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}

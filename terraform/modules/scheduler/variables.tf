@@ -23,6 +23,17 @@ variable "reaper_uri" {
   description = "HTTPS URI of the reaper function's service; used as the target and as the OIDC audience."
 }
 
+variable "webhooks_retry_uri" {
+  type        = string
+  description = "HTTPS URI of the webhooks-retry function's service (webhook retries and license alerts); used as the target and as the OIDC audience."
+}
+
+variable "webhooks_retry_schedule" {
+  type        = string
+  description = "Cron schedule of webhooks-retry (the retries' resolution and how often the alerts are computed)."
+  default     = "* * * * *"
+}
+
 variable "schedule" {
   type        = string
   description = "Cron schedule of the reaper."

@@ -7,6 +7,7 @@ locals {
   redis_secret_id       = "${var.name}-redis-auth"
   db_secret_id          = "${var.name}-db-password"
   signing_key_secret_id = "${var.name}-signing-key"
+  webhook_key_secret_id = "${var.name}-webhook-key"
 }
 
 resource "google_secret_manager_secret" "redis_auth" {
@@ -121,6 +122,45 @@ resource "google_secret_manager_secret" "signing_key" {
   }
 }
 
+# WEBHOOK_KEY: the AES-256-GCM key that encrypts the webhook endpoints' signing secrets
+# in Cloud SQL (seatlease/webhooks/crypto.py), base64 of 32 bytes. Generated here and
+# written write-only, never stored in the state or the plan: the SHA-256 of a 64-character
+# random password (about 380 bits in, the full 256 bits out). Written once
+# (secret_data_wo_version is fixed): a new key would leave every stored secret
+# undecryptable, so there is no rotation variable; docs/operations.md ("Webhooks") says
+# what losing or replacing it means.
+resource "google_secret_manager_secret" "webhook_key" {
+  project   = var.project_id
+  secret_id = local.webhook_key_secret_id
+  labels    = var.labels
+
+  replication {
+    user_managed {
+      dynamic "replicas" {
+        for_each = var.replica_locations
+        content {
+          location = replicas.value
+        }
+      }
+    }
+  }
+
+  lifecycle {
+    ignore_changes = [replication]
+  }
+}
+
+ephemeral "random_password" "webhook_key" {
+  length  = 64
+  special = false
+}
+
+resource "google_secret_manager_secret_version" "webhook_key" {
+  secret                 = google_secret_manager_secret.webhook_key.id
+  secret_data_wo         = base64sha256(ephemeral.random_password.webhook_key.result)
+  secret_data_wo_version = 1
+}
+
 # Secret Manager cannot change a secret's replication after it was created: a new
 # replica_locations (a second region added to a stack that exists) would replace the
 # secrets, and with the signing-key secret every key version `seatlease keys rotate`
@@ -134,6 +174,7 @@ locals {
     {
       db_password = google_secret_manager_secret.db_password
       signing_key = google_secret_manager_secret.signing_key
+      webhook_key = google_secret_manager_secret.webhook_key
     },
     var.redis_auth_enabled ? { redis_auth = google_secret_manager_secret.redis_auth[0] } : {},
   )

@@ -20,10 +20,16 @@ output "secret_versions" {
   value = join(",", compact([
     var.redis_auth_enabled ? "redis-auth:${google_secret_manager_secret_version.redis_auth[0].version}" : "",
     "db-password:${google_secret_manager_secret_version.db_password.version}",
+    "webhook-key:${google_secret_manager_secret_version.webhook_key.version}",
   ]))
 }
 
 output "signing_key_secret_id" {
   description = "Short name of the secret holding the lease-token signing keys (no version until `seatlease keys rotate --secret projects/PROJECT/secrets/NAME --activate-in 0`)."
   value       = google_secret_manager_secret.signing_key.secret_id
+}
+
+output "webhook_key_secret_id" {
+  description = "Short name of the secret holding WEBHOOK_KEY, the AES-256-GCM key of the webhook endpoints' secrets (admin, portal, webhooks and webhooks-retry read it)."
+  value       = google_secret_manager_secret.webhook_key.secret_id
 }

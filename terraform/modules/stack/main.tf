@@ -68,6 +68,7 @@ module "network" {
   # egress subnet is sized for every function at its maximum instance count.
   functions_max_instances = module.functions.max_instance_counts
   functions_subnet_cidr   = var.functions_subnet_cidr
+  webhook_sender_tag      = module.functions.webhook_sender_tag
 
   secondary_region                = var.secondary_region
   secondary_functions_subnet_cidr = var.secondary_functions_subnet_cidr
@@ -187,6 +188,7 @@ module "functions" {
   db_user                    = module.database.db_user
   db_password_secret_id      = module.secrets.db_password_secret_id
   signing_key_secret_id      = module.secrets.signing_key_secret_id
+  webhook_key_secret_id      = module.secrets.webhook_key_secret_id
   secret_versions            = module.secrets.secret_versions
   db_iam_auth                = var.db_iam_auth
   sql_max_connections        = module.database.max_connections
@@ -218,7 +220,10 @@ module "pubsub" {
   project_id                       = var.project_id
   audit_push_endpoint              = local.serves_secondary ? module.functions.secondary_service_uris["audit"] : module.functions.service_uris["audit"]
   audit_push_service_account_email = module.functions.audit_push_service_account_email
-  labels                           = local.labels
+  # The webhooks function, in the serving region like the audit push.
+  webhooks_push_endpoint              = local.serves_secondary ? module.functions.secondary_service_uris["webhooks"] : module.functions.service_uris["webhooks"]
+  webhooks_push_service_account_email = module.functions.webhooks_push_service_account_email
+  labels                              = local.labels
 
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
@@ -233,6 +238,7 @@ module "scheduler" {
   name                  = var.name
   reaper_uri            = local.serves_secondary ? module.functions.secondary_service_uris["reaper"] : module.functions.service_uris["reaper"]
   service_account_email = module.functions.scheduler_service_account_email
+  webhooks_retry_uri    = local.serves_secondary ? module.functions.secondary_service_uris["webhooks-retry"] : module.functions.service_uris["webhooks-retry"]
 
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
@@ -252,12 +258,14 @@ moved {
 module "monitoring" {
   source = "../monitoring"
 
-  project_id                    = var.project_id
-  name                          = var.name
-  notification_channels         = var.notification_channels
-  dead_letter_subscription_name = module.pubsub.dead_letter_subscription_name
-  redis_is_cluster              = module.redis.is_cluster
-  redis_instance_id             = module.redis.instance_id
+  project_id                             = var.project_id
+  name                                   = var.name
+  notification_channels                  = var.notification_channels
+  dead_letter_subscription_name          = module.pubsub.dead_letter_subscription_name
+  webhooks_subscription_name             = module.pubsub.webhooks_subscription_name
+  webhooks_dead_letter_subscription_name = module.pubsub.webhooks_dead_letter_subscription_name
+  redis_is_cluster                       = module.redis.is_cluster
+  redis_instance_id                      = module.redis.instance_id
 
   depends_on = [google_project_service.apis, time_sleep.apis_propagated]
 }
