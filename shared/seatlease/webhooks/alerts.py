@@ -13,12 +13,12 @@ Where each comes from
   ``full_minutes`` minutes in a row whose peak is at least ``full_percent`` % of the
   seats sold (``licenses.seats``, rounded up to whole seats) send ``license.nearly_full``
   once; the first minute after that whose peak is below sends ``license.capacity_ok``:
-  one episode. Only minutes older than ``SETTLE`` are judged: the audit trail arrives
-  through Pub/Sub, a few seconds late.
+  one episode. Only minutes older than ``settle()`` (``ALERT_SETTLE_SECONDS``, 60) are
+  judged: the audit trail arrives through Pub/Sub, a few seconds late.
 - *Denials*: true denials (``usage_refusals.true_denial``: a refused client that gave up,
   the right-sizing report's count) per UTC hour; an hour with at least ``denials`` sends
   ``license.denials``. An hour is judged once the reaper has judged its last minute
-  (``TRUE_DENIAL_MINUTES`` after it) and the audit stored it (``SETTLE`` more).
+  (``TRUE_DENIAL_MINUTES`` after it) and the audit stored it (``settle()`` more).
 - *Term ending*: ``licenses.expires_at``: 30, 7 and 1 days before it and at it, once each
   per end (the metadata says the grace and when it ends). A notice already due when the
   end was set or moved (a license made 5 days before its end) sends only the latest one
@@ -84,7 +84,10 @@ def settle() -> timedelta:
     """How old a minute must be before it is judged: ``ALERT_SETTLE_SECONDS`` (0 to 600,
     default 60) covers the audit trail's Pub/Sub delay."""
     raw = os.environ.get("ALERT_SETTLE_SECONDS", "").strip()
-    seconds = int(raw) if raw else DEFAULT_SETTLE_SECONDS
+    try:
+        seconds = int(raw) if raw else DEFAULT_SETTLE_SECONDS
+    except ValueError:
+        seconds = DEFAULT_SETTLE_SECONDS
     return timedelta(seconds=min(max(seconds, 0), 600))
 
 
