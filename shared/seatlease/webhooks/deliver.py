@@ -96,6 +96,7 @@ class Claimed:
     created_at: datetime
     secrets: tuple[str, ...] = ()
     problem: str | None = None  # the secrets do not open: recorded as a failed attempt
+    endpoint_failing: bool = False  # when claimed: a 2xx then makes it ok again
 
     def __repr__(self) -> str:
         return f"Claimed(id={self.id}, endpoint_id={self.endpoint_id!r})"
@@ -183,7 +184,13 @@ def claim_due(
         postgres = conn.dialect.name == "postgresql"
         due = and_(d.c.state == PENDING, d.c.next_attempt_at <= now)
         query = select(
-            e.c.id, e.c.tenant_id, e.c.url, e.c.secret_enc, e.c.old_secret_enc, e.c.old_secret_until
+            e.c.id,
+            e.c.tenant_id,
+            e.c.url,
+            e.c.secret_enc,
+            e.c.old_secret_enc,
+            e.c.old_secret_until,
+            e.c.state,
         ).where(exists().where(d.c.endpoint_id == e.c.id, due))
         if postgres:
             query = query.with_for_update(skip_locked=True, key_share=True)
@@ -228,15 +235,11 @@ def _claim_rows(
     )
     if postgres:
         pick = pick.with_for_update(skip_locked=True)
-    conn.execute(
+    rows = conn.execute(
         update(d)
         .where(d.c.id.in_(pick.scalar_subquery()))
         .values(claim=token, claimed_until=until, next_attempt_at=until)
-    )
-    rows = conn.execute(
-        select(d.c.id, d.c.event_id, d.c.payload, d.c.attempts, d.c.created_at)
-        .where(d.c.claim == token)
-        .order_by(d.c.id)
+        .returning(d.c.id, d.c.event_id, d.c.payload, d.c.attempts, d.c.created_at)
     ).all()
     if not rows:
         return []
@@ -262,8 +265,9 @@ def _claim_rows(
             clock.utc(row.created_at),
             keys,
             problem,
+            endpoint["state"] == "failing",
         )
-        for row in rows
+        for row in sorted(rows)
     ]
 
 
@@ -401,8 +405,10 @@ def record(
     counts: Counter[str],
     engine: Engine | None = None,
 ) -> None:
-    """Each outcome under its claim (one transaction), its attempt, and the endpoints'
+    """Each outcome under its claim and its attempt (one transaction), and the endpoints'
     state: ``failing`` when a delivery ran out of its window, ``ok`` again on a 2xx."""
+    attempts: list[dict[str, Any]] = []
+    recovered: set[str] = set()
     with transaction(engine) as conn:
         for item, outcome in finished:
             values = _next_state(item, outcome, first)
@@ -412,26 +418,23 @@ def record(
             if done.rowcount != 1:  # the claim ran out and another run took it, or deleted
                 counts["lost_claims"] += 1
                 continue
-            conn.execute(
-                insert(webhook_attempts).values(
-                    delivery_id=item.id,
-                    endpoint_id=item.endpoint_id,
-                    at=outcome.at,
-                    status=outcome.status,
-                    latency_ms=outcome.latency_ms,
-                    error=outcome.error,
-                )
-            )
+            attempts.append({"delivery_id": item.id, "endpoint_id": item.endpoint_id,
+                             "at": outcome.at, "status": outcome.status,
+                             "latency_ms": outcome.latency_ms, "error": outcome.error})  # fmt: skip
             state = values.get("state", PENDING)
             counts[{PENDING: "retrying"}.get(state, state)] += 1
             if state == FAILED:
                 _mark_failing(conn, item, outcome, values["attempts"])
-            elif state == DELIVERED:
-                conn.execute(
-                    update(e)
-                    .where(e.c.id == item.endpoint_id, e.c.state == "failing")
-                    .values(state="ok", failing_reason=None, failing_since=None)
-                )
+            elif state == DELIVERED and item.endpoint_failing:
+                recovered.add(item.endpoint_id)
+        if attempts:  # one statement for all (statements, not rows, cost here)
+            conn.execute(insert(webhook_attempts).values(attempts))
+        if recovered:
+            conn.execute(
+                update(e)
+                .where(e.c.id.in_(sorted(recovered)), e.c.state == "failing")
+                .values(state="ok", failing_reason=None, failing_since=None)
+            )
 
 
 def _next_state(item: Claimed, outcome: Outcome, first: float) -> dict[str, Any]:
