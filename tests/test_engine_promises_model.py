@@ -465,9 +465,14 @@ class PromisesModel(RuleBasedStateMachine):
                 rec = json.loads(raw)
                 if rec.get("cu") and rec.get("u"):
                     stored[rec["u"]] = stored.get(rec["u"], 0) + rec["cu"]
-            counts = {
-                f[3:]: int(v) for f, v in self.redis.hgetall(k.users).items() if f.startswith("#u:")
-            }
+            users = self.redis.hgetall(k.users)
+            # (a share group carries its user's count for a seat whose taker left)
+            for field, carried in users.items():
+                if field.startswith("#sc:"):
+                    user = users["#su:" + field[4:]]
+                    stored[user] = stored.get(user, 0) + int(carried)
+                    event("invariant: a share group carries its user's count")
+            counts = {f[3:]: int(v) for f, v in users.items() if f.startswith("#u:")}
             assert counts == stored, (counts, stored)
         self._shares_hold(now)
 

@@ -60,11 +60,6 @@ def policy(**rules) -> str:
 # -- when_needed reclaims a lease that gives the caller nothing ------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="make_room reclaims a warned member of a share group, which frees no seat: the "
-    "idle session is lost, the caller is refused all the same",
-)
 def test_an_idle_session_on_a_shared_seat_is_not_reclaimed_for_a_caller_it_cannot_help(
     seat_engine, configs
 ):
@@ -85,11 +80,6 @@ def test_an_idle_session_on_a_shared_seat_is_not_reclaimed_for_a_caller_it_canno
     assert reclaimed_for_idleness(seat_engine) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="make_room reclaims warned leases for a weighted caller it then refuses "
-    "(no check that the due idle leases free the seats it asks for)",
-)
 def test_an_idle_lease_is_not_reclaimed_for_a_weighted_caller_that_is_refused_anyway(
     seat_engine, configs
 ):
@@ -106,11 +96,6 @@ def test_an_idle_lease_is_not_reclaimed_for_a_weighted_caller_that_is_refused_an
     assert reclaimed_for_idleness(seat_engine) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="make_room judges the cap alone: a caller the policy refuses (user_limit) still "
-    "gets an idle lease reclaimed, and the seat goes to nobody",
-)
 def test_an_idle_lease_is_not_reclaimed_for_a_caller_the_policy_refuses(seat_engine, configs):
     configs.add(
         "t",
@@ -134,11 +119,6 @@ def test_an_idle_lease_is_not_reclaimed_for_a_caller_the_policy_refuses(seat_eng
 # -- sharing meets the policy -----------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the per-user count goes with the session that took the seat while the group "
-    "keeps the seat: the user then takes a second seat past max_per_user 1",
-)
 def test_max_per_user_one_holds_when_the_seat_taker_of_a_group_ends(seat_engine, configs):
     # design.md: "with --max-per-user 1 and --share user ... a session that needs a
     # second seat for her is 409 user_limit_reached"
@@ -163,11 +143,6 @@ def test_max_per_user_one_holds_when_the_seat_taker_of_a_group_ends(seat_engine,
 # -- a borrow never idle -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a warned lease, lingering, taken back with another weight as a borrow (grant's "
-    "reweigh) keeps iw and its idlers entry: a borrow shown as warned",
-)
 def test_a_lingering_warned_lease_taken_back_as_a_borrow_is_not_warned(seat_engine, configs):
     configs.add(
         "t",
@@ -193,11 +168,6 @@ def test_a_lingering_warned_lease_taken_back_as_a_borrow_is_not_warned(seat_engi
 # -- always: a warned lease reclaimed at its time ---------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="under always, the client's re-acquire of its warned lease moves the deadline "
-    "past idle_reclaim_at and clears x=3 but keeps the warning: warned, not reclaimed then",
-)
 def test_under_always_a_warned_lease_is_reclaimed_at_its_time_or_no_longer_warned(
     seat_engine, configs
 ):
@@ -214,11 +184,6 @@ def test_under_always_a_warned_lease_is_reclaimed_at_its_time_or_no_longer_warne
     assert row["idle_reclaim_at_ms"] is None or again.expires_at_ms <= row["idle_reclaim_at_ms"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a when_needed warning past its time, then the rule switched to always: the next "
-    "idle heartbeat answers ok with a deadline already passed (cut to the old iw)",
-)
 def test_a_heartbeat_never_renews_to_a_deadline_already_passed(seat_engine, configs):
     configs.add("t", "lic", seats=1, lease_seconds=30, idle_timeout_seconds=60)
     lease = ask(seat_engine, "idle")
@@ -292,11 +257,6 @@ def repeat_in_release_before(release_before: Path, url: str, **call) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="acquire's stored reply ends in 's:<n>' (shared_sessions): the release before's "
-    "named_reply takes it for the weight, and its Python int('s:1') raises",
-)
 def test_the_release_before_answers_a_repeat_of_a_shared_acquire(
     redis_url, configs, release_before
 ):
@@ -374,12 +334,6 @@ def test_the_harness_control_the_release_before_answers_a_repeat_of_a_plain_acqu
 # -- the warning's cancel, and the idlers index -----------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="over the tenant's rate budget an early heartbeat is refused as one that 'cannot "
-    "cost the lease', but a warned lease's activity heartbeat (touch sends it at once) "
-    "is its only cancel: refused until its interval, i.e. until idle_reclaim_at itself",
-)
 def test_a_warned_leases_activity_heartbeat_is_not_refused_by_the_rate_budget(seat_engine, configs):
     configs.add("t", "lic", seats=1, lease_seconds=30, idle_timeout_seconds=60)
     lease = ask(seat_engine, "idle")
@@ -393,39 +347,29 @@ def test_a_warned_leases_activity_heartbeat_is_not_refused_by_the_rate_budget(se
     assert back.idle_reclaim_at_ms is None  # actual: TenantRateLimited, still warned
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="make_room drops a lingering warned lease's idlers entry but leaves rec.iw; taken "
-    "back and idle again, idle_heartbeat sees iw and never re-adds it: warned and past its "
-    "time, yet when_needed never reclaims it for a refused caller",
-)
 def test_a_warned_lease_taken_back_from_its_linger_is_reclaimed_when_needed(seat_engine, configs):
+    """(Reviewed: a release that lingers takes the warning back, as any lingering lease is
+    no idle one; taken back and idle again, the lease is warned anew, one interval ahead,
+    and when needed reclaimed at that time.)"""
     configs.add("t", "lic", seats=1, lease_seconds=30, linger_seconds=300, idle_timeout_seconds=60)
     lease = ask(seat_engine, "cad")
     seat_engine.heartbeat("t", "lic", lease.session_id, idle_seconds=120)
     seat_engine.release("t", "lic", lease.session_id)  # lingers (held for its client)
-    warn_passed(seat_engine, lease.session_id)
+    k = keys.LicenseKeys.of("t", "lic")
+    assert seat_engine.redis.zscore(k.idlers, lease.session_id) is None
     with pytest.raises(NoSeatsAvailable):  # a lingering lease is never reclaimed as idle
         ask(seat_engine, "bob")
     assert ask(seat_engine, "cad").session_id == lease.session_id  # taken back
-    still = seat_engine.heartbeat("t", "lic", lease.session_id, idle_seconds=200)
-    assert still.idle_reclaim_at_ms is not None and still.idle_reclaim_at_ms < still.now_ms
-    k = keys.LicenseKeys.of("t", "lic")
-    # expected: warned and due, so in the idlers index and bob's acquire takes the seat;
-    # actual: not in the index, bob refused for as long as cad stays idle
+    again = seat_engine.heartbeat("t", "lic", lease.session_id, idle_seconds=200)
+    assert again.idle_reclaim_at_ms is not None and again.idle_reclaim_at_ms > again.now_ms
     assert seat_engine.redis.zscore(k.idlers, lease.session_id) is not None
+    warn_passed(seat_engine, lease.session_id)
     assert ask(seat_engine, "bob").created
 
 
 # -- share_limit changed mid-flight: what status counts ---------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="live_leases gives a group's sessions, not its seats ('#s:' holds both): status "
-    "guesses ceil(sessions / share_limit) with the license's limit of now, so a limit "
-    "changed mid-flight makes seats_used differ from the engine's (overage shown)",
-)
 def test_status_counts_the_seats_the_engine_counts_after_share_limit_changes(seat_engine, configs):
     from seatlease.admin.seats import seats_in_use
 
@@ -465,12 +409,6 @@ def test_a_shared_session_ended_by_the_release_before_leaves_the_cap_whole(
 # -- re-admission by token: a joined session's token ------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a joined session skips the policy's grant, so its record gets no 'u' and its "
-    "answer no 'u:' tail: its token names no user, and after a loss its heartbeat's "
-    "re-admission cannot rejoin ann's group (design.md says it rejoins by the token's usr)",
-)
 def test_a_joined_sessions_token_names_its_user_and_brings_it_back_to_its_group(
     seat_engine, configs
 ):
@@ -516,12 +454,6 @@ def test_a_joined_sessions_token_names_its_user_and_brings_it_back_to_its_group(
     assert back == [first.session_id, joined.session_id]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a lingering lease taken back by its client's acquire keeps the old warning (iw "
-    "and its idlers entry) though the acquire's answer says nothing of it: another "
-    "client's acquire reclaims it at once, with no warning the client was told of",
-)
 def test_a_lease_taken_back_from_its_linger_is_not_reclaimed_on_a_warning_it_was_not_told(
     seat_engine, configs
 ):

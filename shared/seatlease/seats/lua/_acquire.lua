@@ -474,12 +474,9 @@ local function grant(C, k, a)
     -- the lingering lease, taken back with its new weight: same session, new counts
     sid, rec, etype = C.held, reweigh, 'lease.renewed'
     redis.call('ZREM', k.ended, sid)
-    uncount(k.users, rec)
+    leave_counts(k.users, rec)  -- (and its share group: a lease of more seats shares none)
+    rec.sh = nil
     drop_weight(k, sid, rec)
-    if rec.sh then  -- (it leaves its share group: a lease of more seats shares none)
-      leave_share(k.users, rec)
-      rec.sh = nil
-    end
     rec.w, rec.ws, rec.lg, rec.cu, rec.cg, rec.u, rec.g = nil, nil, nil, nil, nil, nil, nil
     rec.l, rec.x, rec.tm = C.lease_ms, nil, nil
   end

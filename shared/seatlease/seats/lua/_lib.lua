@@ -247,23 +247,57 @@ local function join_share(users, key, new_seat)
   return n
 end
 
+-- A group of one user's sessions (its key names the user: 'u|', 'uh|') carries that
+-- user's policy count (a per-user limit's, '#u:<user>') for a seat whose taker left while
+-- others keep it: "#sc:<key>" the seats so carried, "#su:<key>" the user. It gives them
+-- back as the group gives up seats (and all of them at its end), so a user's count is
+-- the seats its leases hold, whichever of its sessions took them.
+local function give_back(users, key, seats)
+  local carried = tonumber(redis.call('HGET', users, '#sc:' .. key) or 0)
+  if carried <= 0 or seats <= 0 then return end
+  local back = math.min(carried, seats)
+  local user = redis.call('HGET', users, '#su:' .. key)
+  if user and redis.call('HINCRBY', users, '#u:' .. user, -back) <= 0 then
+    redis.call('HDEL', users, '#u:' .. user)
+  end
+  if carried - back <= 0 then
+    redis.call('HDEL', users, '#sc:' .. key, '#su:' .. key)
+  else
+    redis.call('HINCRBY', users, '#sc:' .. key, -back)
+  end
+end
+
 -- A lease of a group (rec.sh) ends: the group keeps its seats while it has as many
 -- sessions; a seat goes when fewer are left (the last session's end frees the last).
+-- Returns whether its user's count stays with the group (the caller's uncount skips it).
 local function leave_share(users, rec)
-  local n, seats = share_group(users, rec.sh)
-  if n == 0 then return end
+  local key = rec.sh
+  local n, seats = share_group(users, key)
+  if n == 0 then return false end
   n = n - 1
   local freed = math.max(0, seats - n)
+  local own = (rec.cu and rec.u) and rec.cu or 0
+  local carried = false
+  if own > 0 and freed < own and string.sub(key, 1, 2) ~= 'h|' then
+    redis.call('HINCRBY', users, '#sc:' .. key, own - freed)
+    redis.call('HSET', users, '#su:' .. key, rec.u)
+    carried = true
+  elseif freed > own then
+    give_back(users, key, freed - own)
+  end
   if n == 0 then
-    redis.call('HDEL', users, '#s:' .. rec.sh)
+    redis.call('HDEL', users, '#s:' .. key)
+    give_back(users, key, seats)
   else
-    redis.call('HSET', users, '#s:' .. rec.sh, int_arg(n) .. ' ' .. int_arg(seats - freed))
+    redis.call('HSET', users, '#s:' .. key, int_arg(n) .. ' ' .. int_arg(seats - freed))
   end
   -- (sessions - seats of the group moves by freed - 1)
   if freed ~= 1 and redis.call('HINCRBY', users, '#ssum', freed - 1) <= 0 then
     redis.call('HDEL', users, '#ssum')
   end
+  return carried
 end
+
 
 -- Seats in use at `now`: the live leases, each weighted, a share group's as its seats.
 -- (The shared leases beyond their groups' seats are left out less the expired leases not
@@ -284,11 +318,12 @@ end
 -- counted for its user (rec.cu) or charged to a group's reservation (rec.cg) is taken
 -- off that count when it ends, and a count that reaches 0 goes, so the hash holds only
 -- users and groups with live leases. A lease without the marks costs nothing here.
-local function uncount(users, rec)
+local function uncount(users, rec, carried)
   if not users then return end
   -- cu, cg: the seats counted (a weighted lease counts its weight for its user, and
-  -- its group is charged at most its weight); 1 in a record from before weights
-  if rec.cu and rec.u then
+  -- its group is charged at most its weight); 1 in a record from before weights.
+  -- `carried`: its user's count stays, carried by its share group (leave_share)
+  if rec.cu and rec.u and not carried then
     if redis.call('HINCRBY', users, '#u:' .. rec.u, -rec.cu) <= 0 then
       redis.call('HDEL', users, '#u:' .. rec.u)
     end
@@ -298,6 +333,15 @@ local function uncount(users, rec)
       redis.call('HDEL', users, '#g:' .. rec.g)
     end
   end
+end
+
+-- A lease's place in the license's counts goes: its share group's, its user's and
+-- reservation group's (uncount; a user's count its share group carries stays).
+local function leave_counts(users, rec)
+  if not users then return end
+  local carried = false
+  if rec.sh then carried = leave_share(users, rec) end
+  uncount(users, rec, carried)
 end
 
 -- What the service ended stays ended (docs/design.md, "A region lost"). A lease ended
@@ -366,10 +410,9 @@ local function drop_lease(k, lk, sid, rec, now, held_until, revoked)
   if redis.call('HGET', k.clients, rec.c) == sid then
     redis.call('HDEL', k.clients, rec.c)
   end
-  uncount(k.users, rec)
+  leave_counts(k.users, rec)
   drop_weight(k, sid, rec)
   if rec.iw and k.idlers then redis.call('ZREM', k.idlers, sid) end
-  if rec.sh and k.users then leave_share(k.users, rec) end
   if now then note_end(k, sid, rec, now, held_until, revoked) end
   return rec
 end
