@@ -589,8 +589,11 @@ def test_the_scheduler_runs_in_the_serving_region_only():
         "local.two_regions && local.serving_region == var.secondary_region"
     )
     sched = load(MODULES / "scheduler")
-    assert len(sched.of_type("google_cloud_scheduler_job")) == 1
-    assert "count" not in sched.resource("google_cloud_scheduler_job", "reaper")
+    # The reaper's job and webhooks-retry's (issue 51): one each, both in that region.
+    assert set(sched.of_type("google_cloud_scheduler_job")) == {"reaper", "webhooks_retry"}
+    for job in ("reaper", "webhooks_retry"):
+        assert "count" not in sched.resource("google_cloud_scheduler_job", job)
+        assert attr(sched.resource("google_cloud_scheduler_job", job), "region") == "${var.region}"
 
 
 def _size_secondary_subnet(tmp_path: Path, max_instances: dict, cidr: str | None = None):

@@ -45,7 +45,10 @@ FUNCTION_MAPS = {
 }
 NUMBER_MAPS = {"max_instance_counts", "sql_connections"}
 OBJECT_MAPS = {"environment", "secret_environment"}
-FUNCTIONS = ["acquire", "heartbeat", "release", "keys", "reaper", "audit", "admin", "portal"]
+FUNCTIONS = [
+    "acquire", "heartbeat", "release", "keys", "reaper", "audit", "admin", "portal",
+    "webhooks", "webhooks-retry",
+]  # fmt: skip
 SPECIAL = {
     ("redis", "port"): "6378",
     ("redis", "is_cluster"): "var.use_cluster",
