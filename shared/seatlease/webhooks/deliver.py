@@ -146,13 +146,20 @@ def deliver_due(
     counts: Counter[str] = Counter()
     in_flight: dict[Future[Outcome], Claimed] = {}
     pool = ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT, thread_name_prefix="webhook-send")
-    next_claim, freed = 0.0, False
+    finished: list[tuple[Claimed, Outcome]] = []
+    next_claim = 0.0
     try:
         while True:
             room = MAX_IN_FLIGHT - len(in_flight)
             in_budget = time.monotonic() - started < budget_seconds
-            if room and in_budget and (freed or not in_flight or time.monotonic() >= next_claim):
-                claimed = claim_due(current(), room, timeout + CLAIM_MARGIN_SECONDS, engine)
+            wanted = in_budget and (finished or not in_flight or time.monotonic() >= next_claim)
+            if finished or (room and wanted):
+                # What finished and the next claims in one transaction: one commit a round.
+                with transaction(engine) as conn:
+                    _record(conn, finished, first, counts)
+                    hold = timeout + CLAIM_MARGIN_SECONDS
+                    claimed = _claim(conn, current(), room, hold) if room and wanted else []
+                finished = []
                 counts["claimed"] += len(claimed)
                 for item in claimed:
                     in_flight[pool.submit(send, item, timeout, local, key, current)] = item
@@ -160,10 +167,7 @@ def deliver_due(
             if not in_flight:
                 break
             done, _ = wait(in_flight, timeout=CLAIM_INTERVAL_SECONDS, return_when=FIRST_COMPLETED)
-            freed = bool(done)
-            if done:
-                finished = [(in_flight.pop(future), future.result()) for future in done]
-                record(finished, first, counts, engine)
+            finished = [(in_flight.pop(future), future.result()) for future in done]
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     report = {name: counts[name] for name in ("claimed", "delivered", "retrying", "final")}
@@ -179,31 +183,35 @@ def claim_due(
 ) -> list[Claimed]:
     """Claim up to ``room`` due deliveries, at most ``PER_ENDPOINT_CONCURRENCY`` in flight
     per endpoint, for ``hold_seconds``."""
-    until = now + timedelta(seconds=hold_seconds)
     with transaction(engine) as conn:
-        postgres = conn.dialect.name == "postgresql"
-        due = and_(d.c.state == PENDING, d.c.next_attempt_at <= now)
-        query = select(
-            e.c.id,
-            e.c.tenant_id,
-            e.c.url,
-            e.c.secret_enc,
-            e.c.old_secret_enc,
-            e.c.old_secret_until,
-            e.c.state,
-        ).where(exists().where(d.c.endpoint_id == e.c.id, due))
-        if postgres:
-            query = query.with_for_update(skip_locked=True, key_share=True)
-        endpoints = [dict(row) for row in conn.execute(query).mappings()]
-        random.shuffle(endpoints)  # no endpoint always first
-        busy = _in_flight(conn, [endpoint["id"] for endpoint in endpoints], now)
-        claimed: list[Claimed] = []
-        for endpoint in endpoints:
-            take = min(PER_ENDPOINT_CONCURRENCY - busy.get(endpoint["id"], 0), room - len(claimed))
-            if take > 0:
-                claimed += _claim_rows(conn, endpoint, take, now, until, postgres)
-            if len(claimed) >= room:
-                break
+        return _claim(conn, now, room, hold_seconds)
+
+
+def _claim(conn: Connection, now: datetime, room: int, hold_seconds: float) -> list[Claimed]:
+    until = now + timedelta(seconds=hold_seconds)
+    postgres = conn.dialect.name == "postgresql"
+    due = and_(d.c.state == PENDING, d.c.next_attempt_at <= now)
+    query = select(
+        e.c.id,
+        e.c.tenant_id,
+        e.c.url,
+        e.c.secret_enc,
+        e.c.old_secret_enc,
+        e.c.old_secret_until,
+        e.c.state,
+    ).where(exists().where(d.c.endpoint_id == e.c.id, due))
+    if postgres:
+        query = query.with_for_update(skip_locked=True, key_share=True)
+    endpoints = [dict(row) for row in conn.execute(query).mappings()]
+    random.shuffle(endpoints)  # no endpoint always first
+    busy = _in_flight(conn, [endpoint["id"] for endpoint in endpoints], now)
+    claimed: list[Claimed] = []
+    for endpoint in endpoints:
+        take = min(PER_ENDPOINT_CONCURRENCY - busy.get(endpoint["id"], 0), room - len(claimed))
+        if take > 0:
+            claimed += _claim_rows(conn, endpoint, take, now, until, postgres)
+        if len(claimed) >= room:
+            break
     return claimed
 
 
@@ -407,34 +415,40 @@ def record(
 ) -> None:
     """Each outcome under its claim and its attempt (one transaction), and the endpoints'
     state: ``failing`` when a delivery ran out of its window, ``ok`` again on a 2xx."""
+    with transaction(engine) as conn:
+        _record(conn, finished, first, counts)
+
+
+def _record(
+    conn: Connection, finished: list[tuple[Claimed, Outcome]], first: float, counts: Counter[str]
+) -> None:
     attempts: list[dict[str, Any]] = []
     recovered: set[str] = set()
-    with transaction(engine) as conn:
-        for item, outcome in finished:
-            values = _next_state(item, outcome, first)
-            done = conn.execute(
-                update(d).where(d.c.id == item.id, d.c.claim == item.claim).values(**values)
-            )
-            if done.rowcount != 1:  # the claim ran out and another run took it, or deleted
-                counts["lost_claims"] += 1
-                continue
-            attempts.append({"delivery_id": item.id, "endpoint_id": item.endpoint_id,
-                             "at": outcome.at, "status": outcome.status,
-                             "latency_ms": outcome.latency_ms, "error": outcome.error})  # fmt: skip
-            state = values.get("state", PENDING)
-            counts[{PENDING: "retrying"}.get(state, state)] += 1
-            if state == FAILED:
-                _mark_failing(conn, item, outcome, values["attempts"])
-            elif state == DELIVERED and item.endpoint_failing:
-                recovered.add(item.endpoint_id)
-        if attempts:  # one statement for all (statements, not rows, cost here)
-            conn.execute(insert(webhook_attempts).values(attempts))
-        if recovered:
-            conn.execute(
-                update(e)
-                .where(e.c.id.in_(sorted(recovered)), e.c.state == "failing")
-                .values(state="ok", failing_reason=None, failing_since=None)
-            )
+    for item, outcome in finished:
+        values = _next_state(item, outcome, first)
+        done = conn.execute(
+            update(d).where(d.c.id == item.id, d.c.claim == item.claim).values(**values)
+        )
+        if done.rowcount != 1:  # the claim ran out and another run took it, or deleted
+            counts["lost_claims"] += 1
+            continue
+        attempts.append({"delivery_id": item.id, "endpoint_id": item.endpoint_id,
+                         "at": outcome.at, "status": outcome.status,
+                         "latency_ms": outcome.latency_ms, "error": outcome.error})  # fmt: skip
+        state = values.get("state", PENDING)
+        counts[{PENDING: "retrying"}.get(state, state)] += 1
+        if state == FAILED:
+            _mark_failing(conn, item, outcome, values["attempts"])
+        elif state == DELIVERED and item.endpoint_failing:
+            recovered.add(item.endpoint_id)
+    if attempts:  # one statement for all (statements, not rows, cost here)
+        conn.execute(insert(webhook_attempts).values(attempts))
+    if recovered:
+        conn.execute(
+            update(e)
+            .where(e.c.id.in_(sorted(recovered)), e.c.state == "failing")
+            .values(state="ok", failing_reason=None, failing_since=None)
+        )
 
 
 def _next_state(item: Claimed, outcome: Outcome, first: float) -> dict[str, Any]:
