@@ -414,3 +414,21 @@ def test_the_retry_run_sends_what_is_due_and_answers_503_on_an_outage(
     down = retry_client.post("/")
     assert down.status_code == 503
     assert down.get_json()["error"]["code"] == "backend_unavailable"
+
+
+def test_without_a_webhook_key_the_retry_run_is_a_503_and_the_push_still_queues(
+    receiver, retry_client, push_client, monkeypatch
+):
+    """Sealed secrets cannot open without WEBHOOK_KEY: the retry run answers 503
+    not_configured; the push still queues (no secret needed) and acknowledges, and once
+    the key is back the delivery goes out."""
+    _endpoint, secret = store.create_endpoint("acme", receiver.url("/hook"))
+    key = os.environ["WEBHOOK_KEY"]
+    monkeypatch.delenv("WEBHOOK_KEY")
+    assert push_to_audit(push_client, json.dumps([event("evt-k")]).encode()).status_code == 200
+    assert row_of("evt-k")["state"] == "pending" and receiver.at("/hook") == []
+    down = retry_client.post("/")
+    assert down.status_code == 503 and down.get_json()["error"]["code"] == "not_configured"
+    monkeypatch.setenv("WEBHOOK_KEY", key)
+    assert retry_client.post("/").get_json()["delivered"] == 1
+    assert verified(receiver.at("/hook")[0], secret)["id"] == "evt-k"
