@@ -201,8 +201,9 @@ def database_url(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator
             text(
                 "TRUNCATE lease_events, usage_rollups, usage_minute_rollups, "
                 "usage_client_rollups, usage_leases, usage_refusals, usage_queue_waits, "
-                "audit_retention, portal_actions, seat_shards, licenses, api_keys, tenants "
-                "RESTART IDENTITY"
+                "audit_retention, portal_actions, seat_shards, licenses, api_keys, tenants, "
+                "webhook_attempts, webhook_deliveries, webhook_endpoints, license_alerts, "
+                "license_alert_state RESTART IDENTITY"
             )
         )
     yield postgres_url

@@ -150,6 +150,16 @@ lease_events = Table(
         postgresql_where=text(QUEUE_OUTCOMES),
         sqlite_where=text(QUEUE_OUTCOMES),
     ),
+    # Migration 0018: the idle warnings alone (lease.idle, lease.active), for the sizing
+    # report's idle seat-hours (only licenses with an idle rule have them)
+    Index(
+        "ix_lease_events_idle",
+        "tenant_id",
+        "license_id",
+        "occurred_at",
+        postgresql_where=text("type IN ('lease.idle', 'lease.active')"),
+        sqlite_where=text("type IN ('lease.idle', 'lease.active')"),
+    ),
 )
 
 
@@ -173,6 +183,8 @@ def _period_counters() -> list[Column]:
         Column("last_total", Integer, nullable=True),
         # lease.reclaimed by the license's term (migration 0015): not in ``reclaimed``
         Column("ended_by_term", Integer, nullable=False, server_default="0"),
+        # lease.reclaimed for idleness (migration 0018): not in ``reclaimed`` either
+        Column("ended_by_idle", Integer, nullable=False, server_default="0"),
     ]
 
 
@@ -214,6 +226,7 @@ usage_client_rollups = Table(
     Column("total_ms", BigInteger, nullable=False, server_default="0"),
     Column("max_ms", BigInteger, nullable=True),
     Column("ended_by_term", Integer, nullable=False, server_default="0"),
+    Column("ended_by_idle", Integer, nullable=False, server_default="0"),  # migration 0018
 )
 
 # One row per lease (session): its acquire and its first ending, each filled when its
@@ -245,6 +258,15 @@ usage_leases = Table(
         "acquired_at",
         postgresql_where=text("acquired_at IS NOT NULL"),
         sqlite_where=text("acquired_at IS NOT NULL"),
+    ),
+    # Migration 0018: the leases with a user, for the sizing report's sharing savings
+    Index(
+        "ix_usage_leases_user",
+        "tenant_id",
+        "license_id",
+        "acquired_at",
+        postgresql_where=text("user_name IS NOT NULL"),
+        sqlite_where=text("user_name IS NOT NULL"),
     ),
 )
 
