@@ -432,3 +432,59 @@ def test_without_a_webhook_key_the_retry_run_is_a_503_and_the_push_still_queues(
     monkeypatch.setenv("WEBHOOK_KEY", key)
     assert retry_client.post("/").get_json()["delivered"] == 1
     assert verified(receiver.at("/hook")[0], secret)["id"] == "evt-k"
+
+
+def _certificate(folder: Path, name: str) -> tuple[str, str]:
+    """A self-signed certificate for ``name`` (DNS only), trusted as its own CA."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    cert = (
+        x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(datetime.now(UTC) - timedelta(hours=1))
+        .not_valid_after(datetime.now(UTC) + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))  # fmt: skip
+    return str(cert_file), str(key_file)
+
+
+def test_https_goes_to_the_checked_address_with_the_urls_name_verified(
+    receiver, tmp_path, monkeypatch
+):
+    """https://localhost:PORT: the connection goes to the address the check resolved,
+    the TLS handshake names localhost (SNI) and the certificate must be for it. The same
+    receiver at https://127.0.0.1:PORT (a certificate not for that address) is refused
+    by the verification, as an untrusted certificate is: attempts to retry, never sent."""
+    cert_file, key_file = _certificate(tmp_path, "localhost")
+    monkeypatch.setenv("SSL_CERT_FILE", cert_file)  # the default context's trust store
+    with receiving(tls=(cert_file, key_file)) as tls:
+        _good, secret = store.create_endpoint("acme", f"https://localhost:{tls.port}/hook",
+                                              event_types=["lease.acquired"])  # fmt: skip
+        store.create_endpoint("globex", f"https://127.0.0.1:{tls.port}/hook")
+        store.enqueue([event("evt-tls"), event("evt-ip", tenant="globex")], now=T0)
+        report = deliver.deliver_due(T0)
+        assert (report["delivered"], report["retrying"]) == (1, 1)
+        (request,) = tls.at("/hook")
+        assert request.headers["host"] == f"localhost:{tls.port}"
+        assert verified(request, secret)["id"] == "evt-tls"
+    assert row_of("evt-ip")["last_error"].startswith("TLS: IP address mismatch")
+    monkeypatch.delenv("SSL_CERT_FILE")  # not trusted at all: refused the same way
+    with receiving(tls=(cert_file, key_file)) as tls:
+        store.create_endpoint("acme", f"https://localhost:{tls.port}/untrusted",
+                              event_types=["lease.released"])  # fmt: skip
+        store.enqueue([event("evt-untrusted", type="lease.released")], now=T0)
+        deliver.deliver_due(T0)
+        assert tls.at("/untrusted") == []
+    assert row_of("evt-untrusted")["last_error"] == "TLS: self-signed certificate"

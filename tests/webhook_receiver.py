@@ -5,6 +5,7 @@ answered, and how many were in the handler at once (per path)."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections import Counter, defaultdict
@@ -90,10 +91,15 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def receiving() -> Iterator[Receiver]:
+def receiving(tls: tuple[str, str] | None = None) -> Iterator[Receiver]:
+    """A receiver; with ``tls`` (certificate and key files) it speaks HTTPS."""
     receiver = Receiver()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(receiver))
     server.daemon_threads = True
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     receiver.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
