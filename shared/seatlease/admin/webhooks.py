@@ -237,7 +237,9 @@ def _test(req: WebhookTest) -> tuple[int, dict[str, Any]]:
     check_url(endpoint["url"])  # an address that turned private since: refused, not sent
     event = webhook_test_event(req.tenant_id, req.endpoint_id)
     webhooks.enqueue([event], endpoint_id=req.endpoint_id)  # its filters aside
-    deliver.deliver_due(budget_seconds=TEST_BUDGET_SECONDS)
+    # (this endpoint's deliveries alone: a tenant's test never sends, nor waits on,
+    # anybody else's)
+    deliver.deliver_due(budget_seconds=TEST_BUDGET_SECONDS, endpoint_id=req.endpoint_id)
     tried = [
         a
         for a in webhooks.deliveries(req.tenant_id, req.endpoint_id, limit=MAX_DELIVERIES_LIMIT)

@@ -16,7 +16,10 @@ finish, each within its timeout, and the run ends).
 - **One endpoint never holds another.** At most ``PER_ENDPOINT_CONCURRENCY`` sends per
   endpoint are in flight (counted in the database: across instances), out of
   ``MAX_IN_FLIGHT`` for the run; endpoints are claimed in random order. A slow or dead
-  endpoint holds at most its own slots, for at most the timeout each.
+  endpoint holds at most its own slots, for at most the timeout each; one tenant's sends
+  take at most ``PER_TENANT_IN_RUN`` of a run's slots, so another tenant's delivery is
+  claimed at the run's next look (half a second), however slow the first one's
+  endpoints are.
 - **Sends.** The URL is checked again (``urls.resolve_for_send``) and the connection goes
   to that checked address, with the URL's host as ``Host``, TLS SNI and the name the
   certificate must match; no redirect is followed. ``TIMEOUT_SECONDS`` (10; env
@@ -65,6 +68,9 @@ from seatlease.webhooks.store import DELIVERED, FAILED, FINAL, PENDING, signing_
 
 PER_ENDPOINT_CONCURRENCY = 4
 MAX_IN_FLIGHT = 64  # sends of one run at once (its threads)
+# One tenant's sends in one run at once: a quarter of the run, so one tenant's slow or
+# dead endpoints (20 of them, 4 sends each) never fill a run another tenant waits on
+PER_TENANT_IN_RUN = MAX_IN_FLIGHT // 4
 TIMEOUT_SECONDS = 10.0
 DEFAULT_FIRST_STEP_SECONDS = 30.0
 MAX_STEP_SECONDS = 6 * 3600.0
@@ -131,9 +137,11 @@ def deliver_due(
     *,
     timeout_seconds: float | None = None,
     engine: Engine | None = None,
+    endpoint_id: str | None = None,
 ) -> dict[str, int]:
     """Send what is due (see the module's docstring); the run's counts. ``now``: the
-    run's start on its clock (default the real time; time then runs on from it)."""
+    run's start on its clock (default the real time; time then runs on from it).
+    ``endpoint_id``: that endpoint's deliveries alone (a tenant's "send test")."""
     started = time.monotonic()
     start = clock.utc(now) if now is not None else clock.now()
 
@@ -158,7 +166,12 @@ def deliver_due(
                 with transaction(engine) as conn:
                     _record(conn, finished, first, counts)
                     hold = timeout + CLAIM_MARGIN_SECONDS
-                    claimed = _claim(conn, current(), room, hold) if room and wanted else []
+                    tenants = Counter(item.tenant_id for item in in_flight.values())
+                    claimed = (
+                        _claim(conn, current(), room, hold, tenants, endpoint_id)
+                        if room and wanted
+                        else []
+                    )
                 finished = []
                 counts["claimed"] += len(claimed)
                 for item in claimed:
@@ -187,8 +200,18 @@ def claim_due(
         return _claim(conn, now, room, hold_seconds)
 
 
-def _claim(conn: Connection, now: datetime, room: int, hold_seconds: float) -> list[Claimed]:
+def _claim(
+    conn: Connection,
+    now: datetime,
+    room: int,
+    hold_seconds: float,
+    tenants: Counter[str] | None = None,
+    only: str | None = None,
+) -> list[Claimed]:
+    """``tenants``: the run's sends in flight per tenant (each at most
+    ``PER_TENANT_IN_RUN``); ``only``: one endpoint's deliveries alone."""
     until = now + timedelta(seconds=hold_seconds)
+    tenants = Counter(tenants or ())
     postgres = conn.dialect.name == "postgresql"
     due = and_(d.c.state == PENDING, d.c.next_attempt_at <= now)
     query = select(
@@ -200,6 +223,8 @@ def _claim(conn: Connection, now: datetime, room: int, hold_seconds: float) -> l
         e.c.old_secret_until,
         e.c.state,
     ).where(exists().where(d.c.endpoint_id == e.c.id, due))
+    if only is not None:
+        query = query.where(e.c.id == only)
     if postgres:
         query = query.with_for_update(skip_locked=True, key_share=True)
     endpoints = [dict(row) for row in conn.execute(query).mappings()]
@@ -207,9 +232,15 @@ def _claim(conn: Connection, now: datetime, room: int, hold_seconds: float) -> l
     busy = _in_flight(conn, [endpoint["id"] for endpoint in endpoints], now)
     claimed: list[Claimed] = []
     for endpoint in endpoints:
-        take = min(PER_ENDPOINT_CONCURRENCY - busy.get(endpoint["id"], 0), room - len(claimed))
+        take = min(
+            PER_ENDPOINT_CONCURRENCY - busy.get(endpoint["id"], 0),
+            PER_TENANT_IN_RUN - tenants[endpoint["tenant_id"]],
+            room - len(claimed),
+        )
         if take > 0:
-            claimed += _claim_rows(conn, endpoint, take, now, until, postgres)
+            rows = _claim_rows(conn, endpoint, take, now, until, postgres)
+            tenants[endpoint["tenant_id"]] += len(rows)
+            claimed += rows
         if len(claimed) >= room:
             break
     return claimed

@@ -33,7 +33,7 @@ import os
 import re
 import socket
 from collections.abc import Callable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from seatlease.errors import InvalidRequest
 
@@ -46,6 +46,11 @@ METADATA_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "metada
 LOOPBACK_NAMES = frozenset({"localhost"})
 # IPv6 prefixes that carry an IPv4 address in their low 32 bits (RFC 6052 NAT64).
 _NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+_IETF_PROTOCOL = ipaddress.IPv4Network("192.0.0.0/24")
+# What a path and a query keep as they are (RFC 3986's sub-delims, ':' and '@', and '%'
+# of an escape already there); the rest is percent-encoded as UTF-8.
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+_QUERY_SAFE = _PATH_SAFE + "?"
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 _NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
 
@@ -148,7 +153,11 @@ def _checked(url: str, local: bool, resolve: Resolver) -> tuple[str, str, int, l
         raise refused(_needs_https(local))
     shown_host = f"[{host}]" if isinstance(literal, ipaddress.IPv6Address) else host
     netloc = shown_host if port == DEFAULT_PORTS[scheme] else f"{shown_host}:{port}"
-    normalised = urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+    # (a path or query of other than ASCII is sent percent-encoded, UTF-8: what the
+    # receiver's server reads, and what http.client can write; one already encoded stays)
+    path = quote(parts.path or "/", safe=_PATH_SAFE)
+    query = quote(parts.query, safe=_QUERY_SAFE)
+    normalised = urlunsplit((scheme, netloc, path, query, ""))
     return normalised, host, port, addresses
 
 
@@ -211,6 +220,10 @@ def _address_problem(address: Address, local: bool) -> str | None:
         return "a link-local address"
     if judged.is_multicast:
         return "a multicast address"
+    if isinstance(judged, ipaddress.IPv6Address) and judged.is_site_local:
+        return "a private address"  # fec0::/10: the site-local range before fc00::/7
+    if isinstance(judged, ipaddress.IPv4Address) and judged in _IETF_PROTOCOL:
+        return "a special-purpose address"  # 192.0.0.0/24 (RFC 6890), as a whole
     if isinstance(address, ipaddress.IPv6Address) and address.teredo is not None:
         return "a Teredo tunnel address"
     if judged.is_reserved:
