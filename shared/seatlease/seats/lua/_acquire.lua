@@ -344,7 +344,9 @@ end
 -- IDLE_WALK of them; a borrowed or lingering one never), when together they free the
 -- seats it lacks, and only those: a member of a share group whose other sessions keep its
 -- seat frees none and is left alone, and a call they cannot make room for (too few, or a
--- user at the policy's per-user limit) reclaims nothing. Each is lease.reclaimed, reason
+-- user at the policy's per-user limit) reclaims nothing, unless the walk stopped at its
+-- bound (more are due behind: a caller needing more seats than one walk frees gathers
+-- them over its calls, as it retries). Each is lease.reclaimed, reason
 -- idle, and its client's next heartbeat learns why. The seats go to this call, or, under
 -- a policy, as the policy gives them (the queue's head first, a reservation's group).
 local IDLE_WALK = 20
@@ -381,7 +383,9 @@ local function make_room(C, k, a)
       redis.call('ZREM', k.idlers, sid)  -- (ended, or no longer warned: left behind)
     end
   end
-  if freed < need then return end
+  -- (too few to make room, unless the walk stopped at its bound: more are due behind
+  -- them, and a caller that needs more than a walk finds gathers them over its calls)
+  if freed < need and #due < IDLE_WALK then return end
   for _, t in ipairs(take) do
     local sid, rec = t[1], t[2]
     rec.x = 3
