@@ -32,6 +32,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from share_invariants import TRUTH, check_shares, truth_keys
 
 from seatlease.errors import SeatError, SessionExpired
 from seatlease.events.reaper import Reaper
@@ -40,7 +41,6 @@ from seatlease.seats import keys as keyspace
 from seatlease.seats import redisconn
 from seatlease.seats.engine import Lease, SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
-from seatlease.seats.scripts import helpers_source
 from seatlease.seats.values import TokenGrant
 
 T, L = "t", "lic"
@@ -49,32 +49,6 @@ USERS = ["ann", "bob", "cy"]
 HOSTS = ["h0", "h1"]
 JUMPS = [1, 15, 41, 41, 121, 700, 4000]  # past a warning (an interval), a lease, a borrow
 TIMEOUT = 60
-
-# The engine's count beside the ground truth: a shared seat once (its group's seats),
-# every other lease its weight; and how many expired leases wait for the reaper.
-TRUTH = (
-    helpers_source()
-    + """
-local now = now_ms()
-local k = {leases = KEYS[1], sessions = KEYS[2], units = KEYS[3], wsum = KEYS[4],
-           users = KEYS[5]}
-local truth, groups = 0, {}
-for _, sid in ipairs(redis.call('ZRANGEBYSCORE', k.leases, '(' .. int_arg(now), '+inf')) do
-  local raw = redis.call('HGET', k.sessions, sid)
-  local rec = raw and cjson.decode(raw) or {}
-  if rec.sh then
-    if not groups[rec.sh] then
-      groups[rec.sh] = true
-      local _, seats = share_group(k.users, rec.sh)
-      truth = truth + seats
-    end
-  else
-    truth = truth + (rec.w or 1)
-  end
-end
-return {in_use(k, now), truth, now, redis.call('ZCOUNT', k.leases, '-inf', int_arg(now))}
-"""
-)
 
 
 class IdleShareModel(RuleBasedStateMachine):
@@ -160,9 +134,7 @@ class IdleShareModel(RuleBasedStateMachine):
 
     def _truth(self) -> tuple[int, int, int, int]:
         k = self.keys
-        used, truth, now, stale = self.truth_script(
-            keys=[k.leases, k.sessions, k.units, k.wsum, k.users]
-        )
+        used, truth, now, stale = self.truth_script(keys=truth_keys(k))
         return int(used), int(truth), int(now), int(stale)
 
     def _idle_ends(self, caller: str) -> int:
@@ -295,23 +267,9 @@ class IdleShareModel(RuleBasedStateMachine):
         used, truth, now, stale = self._truth()
         assert used >= truth if stale else used == truth, (used, truth, stale)
         k = self.keys
-        members: dict[str, int] = {}
-        for raw in self.redis.hvals(k.sessions):
-            rec = json.loads(raw)
-            if rec.get("sh"):
-                members[rec["sh"]] = members.get(rec["sh"], 0) + 1
-                assert rec.get("w", 1) == 1, rec
-            assert not (rec.get("b") and rec.get("iw")), "a borrow warned idle"
-        counted = self.redis.hgetall(k.users)
-        groups = {f[3:]: tuple(map(int, v.split())) for f, v in counted.items() if f[:3] == "#s:"}
-        assert {g: n for g, (n, _) in groups.items()} == members, (groups, members)
-        for n, seats in groups.values():
-            assert 1 <= seats <= n, groups
+        for n, _seats in check_shares(self.redis, k, now, self.idle_ended).values():
             if n > 1:
                 event("invariant: a shared seat")
-        assert int(counted.get("#ssum", 0)) == sum(n - s for n, s in groups.values())
-        live = {s for s, d in self.redis.zrange(k.leases, 0, -1, withscores=True) if d > now}
-        assert not (live & self.idle_ended), "an idle-reclaimed lease lives again"
         warned = set(self.redis.zrange(k.idlers, 0, -1))
         assert warned <= set(self.redis.hkeys(k.sessions)), "a warning outlived its lease"
 

@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from share_invariants import TRUTH, check_shares, truth_keys
 
 from seatlease.errors import SeatError
 from seatlease.events.reaper import Reaper
@@ -46,7 +47,6 @@ from seatlease.seats import redisconn
 from seatlease.seats.engine import Lease, QueuePlace, SeatEngine, SeatRequest
 from seatlease.seats.keys import LicenseKeys
 from seatlease.seats.policy import LicensePolicy
-from seatlease.seats.scripts import helpers_source
 
 T, L = "t", "lic"
 CLIENTS = [f"c{i}" for i in range(6)]
@@ -55,33 +55,6 @@ HOST_OF = {c: f"h{i % 2}" for i, c in enumerate(CLIENTS)}
 MACHINES = ["a" * 64, "b" * 64]
 MAX_PER_USER = 3
 JUMPS = [1, 1, 15, 15, 31, 61, 400, 700, 3700, 90_000]  # past holds, tickets, leases, the cache
-
-# The engine's own count of the seats in use (lua/_lib.lua's in_use), read beside the
-# ground truth (every live lease's record) in one script: they must agree.
-_LIB = helpers_source()
-COUNTS = (
-    _LIB
-    + """
-local now = now_ms()
-local k = {leases = KEYS[1], sessions = KEYS[2], units = KEYS[3], wsum = KEYS[4],
-           users = KEYS[5]}
-local truth, groups, stale = 0, {}, redis.call('ZCOUNT', k.leases, '-inf', int_arg(now))
-for _, sid in ipairs(redis.call('ZRANGEBYSCORE', k.leases, '(' .. int_arg(now), '+inf')) do
-  local raw = redis.call('HGET', k.sessions, sid)
-  local rec = raw and cjson.decode(raw) or {}
-  if rec.sh then  -- a shared seat counts once: its group's seats, whatever its sessions
-    if not groups[rec.sh] then
-      groups[rec.sh] = true
-      local _, seats = share_group(k.users, rec.sh)
-      truth = truth + seats
-    end
-  else
-    truth = truth + (rec.w or 1)
-  end
-end
-return {in_use(k, now), truth, now, stale}
-"""
-)
 
 
 class PromisesModel(RuleBasedStateMachine):
@@ -122,7 +95,7 @@ class PromisesModel(RuleBasedStateMachine):
         self.events_seen = "-"  # the outbox read so far (its last entry id)
         self.engine = SeatEngine(self.redis, lambda _t, _l: self.config)
         self.keys = LicenseKeys.of(T, L)
-        self.counts = self.redis.register_script(COUNTS)
+        self.counts = self.redis.register_script(TRUTH)  # (share_invariants.py)
         self.reaper = Reaper(self.redis, publisher=None)
         self.sessions: list[str] = []  # every session seen, in order (drawn by index)
         self.bulk_done = False
@@ -241,9 +214,7 @@ class PromisesModel(RuleBasedStateMachine):
 
     def _truth(self) -> tuple[int, int, int]:
         k = self.keys
-        engine_count, truth, now, stale = self.counts(
-            keys=[k.leases, k.sessions, k.units, k.wsum, k.users]
-        )
+        engine_count, truth, now, stale = self.counts(keys=truth_keys(k))
         # (with expired leases not yet reclaimed the engine may count more, never fewer)
         self.stale = int(stale)
         return int(engine_count), int(truth), int(now)
@@ -477,31 +448,8 @@ class PromisesModel(RuleBasedStateMachine):
         self._shares_hold(now)
 
     def _shares_hold(self, now: int) -> None:
-        """Each share group's sessions are the leases stored in it; its seats at least one
-        and at most its sessions (a seat a group holds is counted once); the sum the seat
-        count leaves out is theirs; a lease reclaimed for being idle is never live again;
-        a borrow is never warned."""
-        k = self.keys
-        members: dict[str, int] = {}
-        for raw in self.redis.hvals(k.sessions):
-            rec = json.loads(raw)
-            if rec.get("sh"):
-                members[rec["sh"]] = members.get(rec["sh"], 0) + 1
-                # (a new borrow never shares; a shared lease converted to a borrow keeps
-                # its group's seat, and no lease of more than one seat shares)
-                assert rec.get("w", 1) == 1, rec
-            assert not (rec.get("b") and rec.get("iw")), "a borrow warned idle"
-        counted = self.redis.hgetall(k.users)
-        groups = {f[3:]: tuple(map(int, v.split())) for f, v in counted.items() if f[:3] == "#s:"}
-        assert {g: n for g, (n, _) in groups.items()} == members, (groups, members)
-        for n, seats in groups.values():
-            assert 1 <= seats <= n, groups
-        beyond = sum(n - seats for n, seats in groups.values())
-        assert int(counted.get("#ssum", 0)) == beyond, (counted.get("#ssum"), groups)
-        if len(members) > 0:
+        if check_shares(self.redis, self.keys, now, self.idle_ended):
             event("invariant: share groups held")
-        live = {sid for sid, d in self.redis.zrange(k.leases, 0, -1, withscores=True) if d > now}
-        assert not (live & self.idle_ended), "an idle-reclaimed lease lives again"
 
 
 def test_the_seat_rules_keep_their_promises(shifted_redis) -> None:

@@ -61,6 +61,8 @@ if score and score > now then
     return remember(reply_key, reply_ttl, now,
       {'gone', in_use(k, now), cfg.seats, 0, now})
   end
+  -- (a release is no idle reclaim, whatever cut its deadline: its note says released)
+  if rec.x == 3 then rec.x = nil end
   -- its tokens are void from now on (a lingering lease too: its client released it)
   note_end(k, sid, rec, now, score, revoke)
   local linger = nil  -- the linger's end (nil: none, the seat is free now)
@@ -78,7 +80,6 @@ if score and score > now then
       rec.iw = nil
       redis.call('ZREM', k.idlers, sid)
     end
-    if rec.x == 3 then rec.x = nil end
     -- its tokens' end, kept while it lingers (a revoke or a cut later notes it; a take-back
     -- carries it on)
     rec.te = math.max(rec.te or 0, score)
