@@ -10,6 +10,7 @@ that when one of them died, and tests use it to stage an outage.
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import signal
@@ -249,7 +250,9 @@ def start_pubsub_emulator(project: str = "seatlease-local", port: int | None = N
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1) as resp:
                     return resp.status == 200
-            except OSError:
+            except (OSError, http.client.HTTPException):
+                # (while it starts, the emulator's gRPC side may answer the GET first:
+                # "Unexpected HTTP/1.x request", a BadStatusLine to urllib; not ready yet)
                 return False
 
         try:
