@@ -394,6 +394,7 @@ class SeatEngine:
             if deadline <= now_ms or raw is None:
                 continue
             rec = json.loads(raw)
+            sessions, seats = _group_counts(counts, rec.get("sh"))
             leases.append(
                 {
                     "session_id": session_id,
@@ -408,9 +409,9 @@ class SeatEngine:
                     # warned for being idle: reclaimed then unless used (lua/_idle.lua)
                     "idle_reclaim_at_ms": int(rec["iw"]) if rec.get("iw") else None,
                     "shared": share_name(rec["sh"]) if rec.get("sh") else None,
-                    "shared_sessions": _group_counts(counts, rec.get("sh"))[0],
+                    "shared_sessions": sessions,
                     # the seats the group holds (its sessions share them: counted once)
-                    "shared_seats": _group_counts(counts, rec.get("sh"))[1],
+                    "shared_seats": seats,
                 }
             )
         return leases
