@@ -19,6 +19,7 @@ from test_webhook_admin import (  # the receiver and the webhook settings
     webhook_settings,
 )
 
+from seatlease import logs
 from seatlease.portal import actions as portal
 from seatlease.portal.page import page
 from seatlease.records import store
@@ -69,7 +70,7 @@ def beta_admin(acme: Tenant) -> Tenant:
 
 
 def test_a_tenant_admin_creates_lists_tests_rotates_and_deletes_its_endpoints(
-    acme_admin: Tenant, receiver: Receiver
+    acme_admin: Tenant, receiver: Receiver, caplog: pytest.LogCaptureFixture
 ) -> None:
     made = ask(acme_admin, "webhook_create", url=receiver.url, event_types=["lease.acquired"],
                license_ids=["cad"])  # fmt: skip
@@ -106,20 +107,34 @@ def test_a_tenant_admin_creates_lists_tests_rotates_and_deletes_its_endpoints(
     assert gone.status_code == 200 and gone.get_json()["deleted"] is True
     assert ask(acme_admin, "webhook_list").get_json()["endpoints"] == []
 
-    # each action is in the portal's audit trail, with the admin key's prefix
-    trail = [(r["action"], r["status"], r["key_prefix"]) for r in store.list_portal_actions("acme")]
+    # each action is in the portal's audit trail, with the admin key's prefix and the
+    # endpoint it made or named
+    trail = [(r["action"], r["status"], r["key_prefix"], r["endpoint_id"])
+             for r in store.list_portal_actions("acme")]  # fmt: skip
+    named = endpoint["id"]
     assert trail == [
-        ("webhook_create", 201, acme_admin.prefix),
-        ("webhook_list", 200, acme_admin.prefix),
-        ("webhook_test", 200, acme_admin.prefix),
-        ("webhook_deliveries", 200, acme_admin.prefix),
-        ("webhook_deliveries", 200, acme_admin.prefix),
-        ("webhook_rotate_secret", 200, acme_admin.prefix),
-        ("webhook_list", 200, acme_admin.prefix),
-        ("webhook_deliveries", 200, acme_admin.prefix),
-        ("webhook_delete", 200, acme_admin.prefix),
-        ("webhook_list", 200, acme_admin.prefix),
+        ("webhook_create", 201, acme_admin.prefix, named),
+        ("webhook_list", 200, acme_admin.prefix, None),
+        ("webhook_test", 200, acme_admin.prefix, named),
+        ("webhook_deliveries", 200, acme_admin.prefix, named),
+        ("webhook_deliveries", 200, acme_admin.prefix, None),
+        ("webhook_rotate_secret", 200, acme_admin.prefix, named),
+        ("webhook_list", 200, acme_admin.prefix, None),
+        ("webhook_deliveries", 200, acme_admin.prefix, None),
+        ("webhook_delete", 200, acme_admin.prefix, named),
+        ("webhook_list", 200, acme_admin.prefix, None),
     ]
+    # a change's log line is NOTICE, a look's INFO; each names the endpoint
+    severities = {
+        (r.getMessage(), getattr(r, "fields", {}).get("endpoint_id")): logs._SEVERITY[r.levelno]
+        for r in caplog.records
+        if r.getMessage().startswith("portal ")
+    }
+    assert severities[("portal 201 webhook_create", None)] == "NOTICE"
+    assert severities[("portal 200 webhook_delete", named)] == "NOTICE"
+    assert severities[("portal 200 webhook_rotate_secret", named)] == "NOTICE"
+    assert severities[("portal 200 webhook_test", named)] == "NOTICE"
+    assert severities[("portal 200 webhook_list", None)] == "INFO"
 
 
 def test_another_tenants_endpoint_is_404_like_one_that_does_not_exist(

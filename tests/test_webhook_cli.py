@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from http_support import serving
+from standardwebhooks import Webhook
 from test_webhook_admin import (  # the receiver and the webhook settings
     REPO,
     Receiver,
@@ -190,3 +191,50 @@ def test_over_http_the_same_exit_codes(capsys, receiver: Receiver) -> None:
         code, out, err = run(capsys, "webhook", "test", "--tenant", "acme", "--endpoint",
                              "whe_nope", *url)  # fmt: skip
         assert code == EXIT_NOT_FOUND, err
+
+
+def test_rekey_rotates_webhook_key_and_receivers_notice_nothing(
+    capsys, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """WEBHOOK_KEY's rotation (docs/operations.md): endpoints made under OLD (one with a
+    rotated secret: two sealed secrets), then ``NEW,OLD`` and ``webhook rekey``, then NEW
+    alone: every secret opens and signs as before. A second rekey changes nothing; an
+    endpoint sealed under a key nobody has is listed, exit 1, and left as it was."""
+    from seatlease.webhooks import crypto, store
+
+    tenants(capsys, "acme")
+    old, new = crypto.new_key(), crypto.new_key()
+    monkeypatch.setenv("WEBHOOK_KEY", old)
+    made = [run_json(capsys, "webhook", "create", "--tenant", "acme", "--url", receiver.url)
+            for _ in range(2)]  # fmt: skip
+    rotated = run_json(capsys, "webhook", "rotate-secret", "--tenant", "acme", "--endpoint",
+                       made[1]["endpoint"]["id"])  # fmt: skip
+
+    monkeypatch.setenv("WEBHOOK_KEY", f"{new},{old}")
+    code, out, err = run(capsys, "webhook", "rekey")
+    assert code == 0, err
+    assert f"under key {crypto.box().key_id}: 3 sealed again, 0 already" in out
+    assert run_json(capsys, "webhook", "rekey") | {"key_id": None} == {
+        "key_id": None, "resealed": 0, "current": 3, "unreadable": []}  # fmt: skip
+
+    monkeypatch.setenv("WEBHOOK_KEY", new)
+    # each endpoint's secrets sign as before (the rotated one's old secret too, in its
+    # overlap), verified by the Standard Webhooks library
+    for body, secrets in ((made[0], [made[0]["secret"]]),
+                          (made[1], [rotated["secret"], made[1]["secret"]])):  # fmt: skip
+        one = ("--tenant", "acme", "--endpoint", body["endpoint"]["id"])
+        code, out, err = run(capsys, "webhook", "test", *one)
+        assert code == 0 and "HTTP 200" in out, err
+        headers, sent = receiver.requests[-1]
+        for secret in secrets:
+            assert Webhook(secret).verify(sent, headers)["type"] == "webhook.test"
+
+    # an endpoint sealed under a key nobody holds: listed, exit 1, untouched
+    monkeypatch.setenv("WEBHOOK_KEY", crypto.new_key())
+    lost = run_json(capsys, "webhook", "create", "--tenant", "acme", "--url", receiver.url)
+    monkeypatch.setenv("WEBHOOK_KEY", new)
+    before = {r["id"]: r["secret_enc"] for r in endpoint_rows()}
+    code, out, err = run(capsys, "webhook", "rekey")
+    assert code == 1 and f"{lost['endpoint']['id']}: its secrets open under no key" in out
+    assert {r["id"]: r["secret_enc"] for r in endpoint_rows()} == before
+    assert store.reseal_secrets()["unreadable"] == [lost["endpoint"]["id"]]

@@ -226,6 +226,37 @@ def test_a_slow_endpoint_does_not_delay_a_fast_one(receiver: Receiver):
     assert len({r.headers["webhook-id"] for r in fast}) == 40
 
 
+def test_a_slow_send_at_a_runs_end_does_not_leave_a_fast_endpoint_idle(receiver: Receiver):
+    """A run's budget ends while one endpoint's sends take 2 s: the run waits for them,
+    and meanwhile goes on sending to the fast endpoint (what ended a run beside a slow
+    endpoint was a pause of the fast one's deliveries). Alone, the fast endpoint's run
+    ends with its budget: nothing is claimed after it."""
+    receiver.delays["/slow"] = 2.0
+    store.create_endpoint("acme", receiver.url("/fast"))
+    store.create_endpoint("acme", receiver.url("/slow"))
+    store.enqueue([event(f"e-{i}") for i in range(3000)], now=T0)  # owed to both
+    started = time.monotonic()
+    report = deliver.deliver_due(T0, budget_seconds=0.3, timeout_seconds=5.0)
+    ended = time.monotonic()
+    slow = receiver.at("/slow")
+    assert len(slow) == deliver.PER_ENDPOINT_CONCURRENCY  # claimed before the budget ended
+    slow_answered = max(r.answered for r in slow)
+    fast_after = [r for r in receiver.at("/fast") if r.came > started + 0.6]
+    assert fast_after, "the fast endpoint was idle while the run waited on the slow one"
+    assert max(r.came for r in fast_after) > slow_answered - 0.5  # served to the end
+    assert ended - started < 0.3 + 2 * 5.0  # the run's bound: its budget and two timeouts
+    assert report["delivered"] == len(receiver.at("/fast")) + len(slow)
+    assert receiver.most_active["/fast"] <= deliver.PER_ENDPOINT_CONCURRENCY
+
+    # alone: the run ends with its budget (and its sends in flight)
+    receiver.requests.clear()
+    with db.get_engine().begin() as conn:
+        conn.execute(text("DELETE FROM webhook_endpoints WHERE url LIKE '%/slow'"))
+    started = time.monotonic()
+    deliver.deliver_due(T0, budget_seconds=0.3, timeout_seconds=5.0)
+    assert receiver.at("/fast") and all(r.came < started + 0.6 for r in receiver.at("/fast"))
+
+
 def test_two_runs_at_once_claim_each_delivery_once_and_keep_the_bound(receiver: Receiver):
     """Two instances (two engines, two threads) on one queue: SKIP LOCKED claims, the
     endpoint's concurrency counted across them, no delivery sent twice."""

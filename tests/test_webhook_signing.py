@@ -276,7 +276,7 @@ def test_neither_the_secret_nor_the_key_shows_in_reprs_errors_or_logs(
     monkeypatch.setenv("WEBHOOK_KEY", crypto.new_key())
     with pytest.raises(crypto.SecretUnreadable) as caught:
         crypto.decrypt_secret(sealed, context="whe_1")
-    shown += [str(caught.value), repr(caught.value), repr(crypto._boxes)]
+    shown += [str(caught.value), repr(caught.value), repr(crypto._rings)]
     captured = capsys.readouterr()
     shown += [captured.out, captured.err, caplog.text]
     everything = "\n".join(shown)
@@ -284,3 +284,45 @@ def test_neither_the_secret_nor_the_key_shows_in_reprs_errors_or_logs(
     assert webhook_key not in everything
     assert base64.urlsafe_b64encode(key_bytes).decode().rstrip("=") not in everything
     assert key_bytes.hex() not in everything
+
+
+def test_a_key_ring_seals_with_its_first_key_and_opens_with_any(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    old, new, stranger = crypto.new_key(), crypto.new_key(), crypto.new_key()
+    monkeypatch.setenv("WEBHOOK_KEY", old)
+    under_old = crypto.encrypt_secret("whsec_a", context="whe_1")
+    monkeypatch.setenv("WEBHOOK_KEY", f"{new}, {old}")  # spaces around a key are allowed
+    ring = crypto.box()
+    under_new = crypto.encrypt_secret("whsec_b", context="whe_1")
+    assert ring.sealed_by(under_new) == ring.key_id != ring.sealed_by(under_old)
+    assert crypto.decrypt_secret(under_old, context="whe_1") == "whsec_a"
+    assert crypto.decrypt_secret(under_new, context="whe_1") == "whsec_b"
+    with pytest.raises(crypto.SecretUnreadable, match="does not open"):  # context still bound
+        crypto.decrypt_secret(under_old, context="whe_2")
+    monkeypatch.setenv("WEBHOOK_KEY", stranger)
+    with pytest.raises(crypto.SecretUnreadable, match="sealed under another WEBHOOK_KEY"):
+        crypto.decrypt_secret(under_new, context="whe_1")
+    monkeypatch.setenv("WEBHOOK_KEY", new)  # the rotation's end: NEW alone
+    assert crypto.decrypt_secret(under_new, context="whe_1") == "whsec_b"
+    assert old not in repr(crypto.box()) and new not in repr(crypto.box())
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("KEY,", "empty key"),
+        (",KEY", "empty key"),
+        ("KEY,,KEY", "empty key"),
+        ("KEY,not base64!", r"WEBHOOK_KEY is not base64 \(key 2\)"),
+        ("KEY," + base64.b64encode(b"x" * 16).decode(), r"not 16 \(key 2\)"),
+    ],
+)
+def test_a_bad_key_in_a_ring_is_named_by_its_place(
+    monkeypatch: pytest.MonkeyPatch, value: str, problem: str
+) -> None:
+    key = crypto.new_key()
+    monkeypatch.setenv("WEBHOOK_KEY", value.replace("KEY", key))
+    with pytest.raises(crypto.WebhookKeyMissing, match=problem) as caught:
+        crypto.encrypt_secret("whsec_x")
+    assert key not in str(caught.value)

@@ -11,6 +11,7 @@ from sqlalchemy import create_engine, func, inspect, select, text
 from standardwebhooks import Webhook
 from webhook_receiver import receiving
 
+from seatlease import clock
 from seatlease.errors import Conflict, InvalidRequest, NotFound
 from seatlease.records import db
 from seatlease.records import store as records
@@ -135,6 +136,47 @@ def test_enqueue_matches_type_license_and_tenant_and_is_idempotent(hooks):
     assert store.enqueue([test_event], endpoint_id=cam_only["id"], now=T0) == 1
     assert store.enqueue([test_event], endpoint_id=cam_only["id"], now=T0) == 0
     assert store.enqueue([], now=T0) == 0
+
+
+def test_a_full_message_to_every_endpoint_is_queued_byte_for_byte(hooks):
+    """The largest enqueue a caller can cause: a Pub/Sub message's most events, each to
+    a tenant's most endpoints (on PostgreSQL one JSON array parameter carries the rows:
+    what it cannot carry exactly would show here). Awkward text and payloads at the bound
+    arrive as the payload's own JSON, timestamps to the microsecond."""
+    from seatlease.events.pubsub import EVENTS_PER_MESSAGE
+    from seatlease.webhooks.payload import payload_of
+
+    endpoints = [
+        store.create_endpoint("acme", f"http://127.0.0.1:9/hook{n}")[0]["id"]
+        for n in range(store.MAX_ENDPOINTS)
+    ]
+    awkward = 'quote " backslash \\ newline \n tab \t nul-escape \\u0000 é ü 中文 🪑 \u2028'
+    batch = [
+        event(f"e{n:04d}", metadata={"user": f"ann{n}", "note": awkward * (n % 3)})
+        for n in range(EVENTS_PER_MESSAGE)
+    ]
+    # two at the payload bound exactly, one just over (refused, recorded final)
+    for n, extra in ((0, 0), (1, 0), (2, 1)):
+        pad = store.MAX_PAYLOAD_BYTES - len(store._body(event(f"e{n:04d}", metadata={}))[0])
+        pad -= len('{"p":""}') - 2 - extra
+        batch[n] = event(f"e{n:04d}", metadata={"p": "x" * pad})
+    when = T0 + timedelta(microseconds=123457)
+    total = EVENTS_PER_MESSAGE * store.MAX_ENDPOINTS
+    assert store.enqueue(batch, now=when) == total
+    assert store.enqueue(batch, now=when) == 0  # redelivered: nothing added
+    stored = rows(webhook_deliveries)
+    assert len(stored) == total and {r["endpoint_id"] for r in stored} == set(endpoints)
+    expected = {e["event_id"]: store._body(e)[0] for e in batch}
+    assert len(expected["e0000"].encode()) == store.MAX_PAYLOAD_BYTES
+    for row in stored:
+        assert clock.utc(row["next_attempt_at"]) == when == clock.utc(row["created_at"])
+        if row["event_id"] == "e0002":
+            assert row["state"] == "final" and row["payload"] == ""
+            assert "over the 65536-byte bound" in row["last_error"]
+            continue
+        assert row["state"] == "pending" and row["last_error"] is None
+        assert row["payload"] == expected[row["event_id"]]
+    assert payload_of(batch[5])["data"]["metadata"]["note"] == awkward * 2
 
 
 def test_bounds_are_enforced_and_the_reason_recorded(hooks, monkeypatch):

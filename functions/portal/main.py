@@ -23,7 +23,7 @@ from seatlease.portal.page import page
 
 def _line(call: Call, status: int) -> tuple[str, str]:
     """A change or a refusal is worth a NOTICE/WARNING; a look (status, usage) is INFO."""
-    changes = call.log.get("action") in ("revoke", "keys.create", "keys.revoke")
+    changes = call.log.get("action") in actions.CHANGES
     severity = "ERROR" if status >= 500 else "WARNING" if status >= 400 else "INFO"
     if severity == "INFO" and changes:
         severity = "NOTICE"
@@ -49,9 +49,18 @@ def _api(call: Call, body: AnyObject) -> tuple[int, dict[str, Any]]:
     except Exception as exc:
         actions.record(call.tenant_id, call.key_prefix, request, _status_of(exc))
         raise
-    created = answer.get("prefix") if request.action == "keys.create" else None
+    created = _created(request.action, answer)
     actions.record(call.tenant_id, call.key_prefix, request, status, created)
     return status, answer
+
+
+def _created(action: str, answer: dict[str, Any]) -> str | None:
+    """What an action made, for its audit row: a new key's prefix, a new endpoint's id."""
+    if action == "keys.create":
+        return answer.get("prefix")
+    if action == "webhook_create":
+        return (answer.get("endpoint") or {}).get("id")
+    return None
 
 
 @functions_framework.http

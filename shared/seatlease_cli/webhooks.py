@@ -1,5 +1,7 @@
-"""``seatlease webhook create|list|delete|rotate-secret|test|deliveries``: a tenant's webhook
-endpoints (issue 51), through the admin actions ``webhook_*`` (seatlease/admin/webhooks.py).
+"""``seatlease webhook create|list|delete|rotate-secret|test|deliveries|rekey``: a tenant's
+webhook endpoints (issue 51), through the admin actions ``webhook_*``
+(seatlease/admin/webhooks.py); ``rekey`` is the operator's step of a ``WEBHOOK_KEY``
+rotation, for every tenant at once.
 
 ``create`` and ``rotate-secret`` print the endpoint's ``whsec_`` secret once, as the last
 line of stdout (with ``--json``: the ``secret`` field); nothing shows it again. A refused
@@ -91,6 +93,17 @@ def register(subparsers: Any) -> None:
     deliveries.add_argument("--limit", type=int, default=100, metavar="N", help="at most N rows")
     deliveries.set_defaults(func=cmd_deliveries)
 
+    rekey = sub.add_parser(
+        "rekey",
+        parents=[common],
+        help="seal every endpoint's secret again under WEBHOOK_KEY's first key (a rotation)",
+        description="The middle step of rotating WEBHOOK_KEY: with WEBHOOK_KEY set to "
+        "'NEW,OLD' everywhere, seal every endpoint's secrets again under NEW; then set NEW "
+        "alone. Secrets do not change: receivers notice nothing. Safe to run again. Exit 1 "
+        "if some endpoint's secrets open under no key of WEBHOOK_KEY (they are listed).",
+    )
+    rekey.set_defaults(func=cmd_rekey)
+
 
 def _cells(endpoint: dict[str, Any]) -> dict[str, Any]:
     return {
@@ -175,6 +188,20 @@ def cmd_test(args: argparse.Namespace) -> int:
           f"delivery {body['state']}")  # fmt: skip
     # delivered: 0; retried later (pending) or given up: 1, so a script sees it
     return 0 if body["state"] == "delivered" else 1
+
+
+def cmd_rekey(args: argparse.Namespace) -> int:
+    body = backend_for(args).call("webhook_rekey")
+    unreadable = body.get("unreadable") or []
+    if args.json:
+        emit(body, True)
+    else:
+        print(f"webhook secrets under key {body['key_id']}: {body['resealed']} sealed again, "
+              f"{body['current']} already")  # fmt: skip
+        for endpoint_id in unreadable:
+            print(f"{endpoint_id}: its secrets open under no key of WEBHOOK_KEY; left as they "
+                  "are (rotate-secret makes it a new one)")  # fmt: skip
+    return 1 if unreadable else 0
 
 
 def cmd_deliveries(args: argparse.Namespace) -> int:

@@ -88,6 +88,13 @@ class WebhookTest(Action):
     endpoint_id: EndpointId
 
 
+class WebhookRekey(Action):
+    """Every endpoint's secrets sealed again under ``WEBHOOK_KEY``'s first key: the
+    operator's step of a key rotation (``seatlease.webhooks.crypto``); not a tenant's."""
+
+    action: Literal["webhook_rekey"]
+
+
 class WebhookDeliveries(Action):
     action: Literal["webhook_deliveries"]
     tenant_id: Identifier
@@ -269,6 +276,10 @@ def _deliveries(req: WebhookDeliveries) -> tuple[int, dict[str, Any]]:
     }
 
 
+def _rekey(_req: WebhookRekey) -> tuple[int, dict[str, Any]]:
+    return 200, webhooks.reseal_secrets()
+
+
 HANDLERS = {
     WebhookCreate: _create,
     WebhookList: _list,
@@ -276,4 +287,5 @@ HANDLERS = {
     WebhookRotateSecret: _rotate_secret,
     WebhookTest: _test,
     WebhookDeliveries: _deliveries,
+    WebhookRekey: _rekey,
 }

@@ -273,6 +273,11 @@ HANDLERS: dict[type[_Action], Callable[[str, Any], tuple[int, dict[str, Any]]]] 
 }
 
 
+# The actions that change something (their log lines are NOTICE; a look is INFO).
+CHANGES = frozenset({"revoke", "keys.create", "keys.revoke", "webhook_create", "webhook_delete",
+                     "webhook_rotate_secret", "webhook_test"})  # fmt: skip
+
+
 def execute(tenant_id: str, request: _Action) -> tuple[int, dict[str, Any]]:
     """Run one validated action for the key's tenant: ``(status, JSON body)``."""
     return HANDLERS[type(request)](tenant_id, request)
@@ -280,10 +285,13 @@ def execute(tenant_id: str, request: _Action) -> tuple[int, dict[str, Any]]:
 
 def targets(request: _Action) -> dict[str, str | None]:
     """What the action names, for its audit row and log line (never a key)."""
+    endpoint_id = getattr(request, "endpoint_id", None)
     return {
         "license_id": getattr(request, "license_id", None),
         "session_id": getattr(request, "session_id", None),
         "target_prefix": getattr(request, "prefix", None),
+        # as long as its column holds: an over-long id is refused, and its row says so
+        "endpoint_id": endpoint_id[:64] if endpoint_id else None,
     }
 
 
@@ -294,7 +302,9 @@ def record(
     take it does not undo the action: the row's content goes to an ERROR log line
     instead, which the logs keep."""
     fields = targets(request)
-    if created:  # keys.create: the new key's prefix
+    if created and request.action == "webhook_create":  # type: ignore[attr-defined]
+        fields["endpoint_id"] = created  # the new endpoint's id
+    elif created:  # keys.create: the new key's prefix
         fields["target_prefix"] = created
     action = request.action  # type: ignore[attr-defined]
     try:

@@ -230,6 +230,9 @@ def key_for_hash(key_hash: str, engine: Engine | None = None) -> tuple[str, str]
     return None if row is None else (str(row.tenant_id), str(row.scope))
 
 
+PORTAL_TARGETS = ("license_id", "session_id", "target_prefix", "endpoint_id")
+
+
 def record_portal_action(
     tenant_id: str,
     key_prefix: str,
@@ -239,7 +242,7 @@ def record_portal_action(
     **target: str | None,
 ) -> None:
     """One row of the portal's audit trail (``license_id``, ``session_id``,
-    ``target_prefix`` when the action names them)."""
+    ``target_prefix``, ``endpoint_id`` when the action names them)."""
     with transaction(engine) as conn:
         conn.execute(
             insert(portal_actions).values(
@@ -248,7 +251,7 @@ def record_portal_action(
                 action=action,
                 status=status,
                 at=clock.now(),
-                **{k: target.get(k) for k in ("license_id", "session_id", "target_prefix")},
+                **{k: target.get(k) for k in PORTAL_TARGETS},
             )
         )
 

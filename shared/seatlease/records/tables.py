@@ -339,6 +339,7 @@ portal_actions = Table(
     Column("license_id", ID, nullable=True),
     Column("session_id", ID, nullable=True),
     Column("target_prefix", String(16), nullable=True),  # keys.create / keys.revoke
+    Column("endpoint_id", String(64), nullable=True),  # the webhook actions (migration 0022)
     Index("ix_portal_actions_tenant_at", "tenant_id", "at"),
 )
 
@@ -404,11 +405,13 @@ webhook_deliveries = Table(
     CheckConstraint(
         "state IN ('pending', 'delivered', 'failed', 'final')", name="ck_webhook_deliveries_state"
     ),
-    # The claims' scan (due, per endpoint) and the queue's bound (pending per endpoint).
+    # The claims' scan (due, per endpoint, in their order: migration 0021) and the
+    # queue's bound (pending per endpoint).
     Index(
         "ix_webhook_deliveries_due",
         "endpoint_id",
         "next_attempt_at",
+        "id",
         postgresql_where=text(PENDING),
         sqlite_where=text(PENDING),
     ),

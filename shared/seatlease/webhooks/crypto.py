@@ -12,6 +12,12 @@ one into its state folder with ``new_key()``). Stored form::
 says so instead of looking tampered with. ``context`` (e.g. the endpoint's id) is bound
 in as associated data: a sealed secret copied onto another endpoint does not open.
 
+**Rotating the key.** ``WEBHOOK_KEY`` may hold several keys, comma-separated: the first
+seals, and a stored secret opens with whichever key its id names. To rotate: set
+``NEW,OLD`` (every instance then reads both), run ``seatlease webhook rekey`` (every
+endpoint's secrets sealed again under NEW: ``store.reseal_secrets``), then set ``NEW``
+alone. No endpoint's secret changes, so no receiver notices.
+
 Neither a secret nor the key is ever logged, put in an error message or shown by a repr.
 """
 
@@ -117,28 +123,78 @@ def key_from_text(text: str) -> bytes:
     return key
 
 
-_boxes: dict[str, SecretBox] = {}
+class SecretRing:
+    """The deployment's keys: the first seals, each opens what its id names."""
+
+    __slots__ = ("boxes",)
+
+    def __init__(self, boxes: list[SecretBox]) -> None:
+        self.boxes = {b.key_id: b for b in boxes}  # in order: the first seals
+
+    @property
+    def key_id(self) -> str:
+        """The sealing key's id."""
+        return next(iter(self.boxes))
+
+    def __repr__(self) -> str:
+        return f"SecretRing(key_ids={list(self.boxes)!r})"
+
+    def seal(self, secret: str, *, context: str = "") -> str:
+        return self.boxes[self.key_id].seal(secret, context=context)
+
+    def open(self, stored: str, *, context: str = "") -> str:
+        parts = stored.split(".") if isinstance(stored, str) else []
+        found = self.boxes.get(parts[1]) if len(parts) == 3 and parts[0] == FORMAT else None
+        if found is None and len(parts) == 3 and parts[0] == FORMAT:
+            raise SecretUnreadable(
+                f"the stored webhook secret was sealed under another {KEY_ENV} "
+                f"(key id {parts[1][:8]!r}; this one's: {', '.join(map(repr, self.boxes))})"
+            )
+        return (found or self.boxes[self.key_id]).open(stored, context=context)
+
+    def sealed_by(self, stored: str) -> str | None:
+        """The id of the key ``stored`` names (None: not in a known form)."""
+        parts = stored.split(".") if isinstance(stored, str) else []
+        return parts[1] if len(parts) == 3 and parts[0] == FORMAT else None
 
 
-def box() -> SecretBox:
-    """The box of the environment's ``WEBHOOK_KEY`` (looked at on each call: tests and the
-    local stack set it after import; one box kept per value)."""
+def ring_from_text(text: str) -> SecretRing:
+    """The keys of a ``WEBHOOK_KEY`` value: one, or several comma-separated (the first
+    seals). Errors name the variable and the key's place, never a value."""
+    texts = [part for part in text.split(",")]
+    if not text.strip() or any(not part.strip() for part in texts):
+        raise WebhookKeyMissing(f"{KEY_ENV} has an empty key: one key, or keys separated by commas")
+    boxes = []
+    for place, part in enumerate(texts, start=1):
+        try:
+            boxes.append(SecretBox(key_from_text(part)))
+        except WebhookKeyMissing as exc:
+            raise (exc if len(texts) == 1 else WebhookKeyMissing(f"{exc} (key {place})")) from None
+    return SecretRing(boxes)
+
+
+_rings: dict[str, SecretRing] = {}
+
+
+def box() -> SecretRing:
+    """The keys of the environment's ``WEBHOOK_KEY`` (looked at on each call: tests and the
+    local stack set it after import; one ring kept per value)."""
     text = os.environ.get(KEY_ENV, "").strip()
     if not text:
         raise WebhookKeyMissing(
             f"webhook secrets need a key: set {KEY_ENV} (base64 of {KEY_BYTES} random bytes)"
         )
     digest = hashlib.sha256(text.encode()).hexdigest()  # the key text itself is not kept
-    found = _boxes.get(digest)
+    found = _rings.get(digest)
     if found is None:
-        found = SecretBox(key_from_text(text))
-        _boxes.clear()  # only the current key's box is kept
-        _boxes[digest] = found
+        found = ring_from_text(text)
+        _rings.clear()  # only the current value's ring is kept
+        _rings[digest] = found
     return found
 
 
 def encrypt_secret(secret: str, *, context: str = "") -> str:
-    """``secret`` sealed under ``WEBHOOK_KEY``, for the database."""
+    """``secret`` sealed under ``WEBHOOK_KEY``'s first key, for the database."""
     return box().seal(secret, context=context)
 
 

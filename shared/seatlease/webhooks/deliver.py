@@ -2,8 +2,10 @@
 
 How a run goes. It claims due deliveries in the database, sends them on a pool of
 threads, records each outcome, and claims again as sends finish, until nothing is due
-and nothing is in flight, or its ``budget_seconds`` are spent (then the sends in flight
-finish, each within its timeout, and the run ends).
+and nothing is in flight, or its ``budget_seconds`` are spent. Then the sends in flight
+finish, each within its timeout; while the run waits on one endpoint's, it goes on
+refilling the others (for one timeout at most), and the run ends within its budget and
+two timeouts.
 
 - **Claims.** On PostgreSQL the run locks the endpoints with due deliveries (``FOR NO
   KEY UPDATE SKIP LOCKED``: another instance claiming skips them, an enqueue is not
@@ -19,13 +21,13 @@ finish, each within its timeout, and the run ends).
   endpoint holds at most its own slots, for at most the timeout each; one tenant's sends
   take at most ``PER_TENANT_IN_RUN`` of a run's slots, so another tenant's delivery is
   claimed at the run's next look (half a second), however slow the first one's
-  endpoints are.
-- **Sends.** The URL is checked again (``urls.resolve_for_send``) and the connection goes
-  to that checked address, with the URL's host as ``Host``, TLS SNI and the name the
-  certificate must match; no redirect is followed. ``TIMEOUT_SECONDS`` (10; env
-  ``WEBHOOK_TIMEOUT_SECONDS``) bounds the whole attempt, connection to answer. Signed
-  with the endpoint's secrets (``v1``) and the deployment's signing key (``v1a``, when
-  it has one).
+  endpoints are. An endpoint (or tenant) whose slots this run fills is left out of the
+  run's claims until one of them ends, and an endpoint whose slots are full (any
+  instance's sends) is not locked: a slow endpoint's waiting deliveries cost a fast
+  one's claims nothing.
+- **Sends** (``send``): the URL checked again at each send, no redirect followed,
+  ``TIMEOUT_SECONDS`` (10; env ``WEBHOOK_TIMEOUT_SECONDS``) for the whole attempt,
+  signed with the endpoint's secrets (``v1``) and the deployment's key (``v1a``).
 - **Outcomes.** A 2xx is ``delivered``. A timeout, a refused or failed connection, a 5xx,
   408 or 429 is retried with exponential backoff and jitter: the first step is
   ``WEBHOOK_RETRY_FIRST_SECONDS`` (default 30; the local stack sets 1), doubling up to
@@ -34,36 +36,46 @@ finish, each within its timeout, and the run ends).
   delivery's creation, the last one at its end; then the delivery is ``failed`` and its
   endpoint ``failing`` with the reason (a later 2xx makes it ``ok`` again). Any other
   answer (a 4xx, a 3xx: no redirect is followed) is ``final`` for that delivery. Each
-  attempt is recorded: at, status, latency, error.
+  attempt is recorded: at, status, latency, error. On PostgreSQL a round's outcomes are
+  one ``UPDATE`` and one ``INSERT`` whatever their number (``records.json_rows``).
 """
 
 from __future__ import annotations
 
-import http.client
 import os
 import random
 import secrets
-import socket
-import ssl
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlsplit
 
-from sqlalchemy import Connection, Engine, and_, exists, func, insert, select, update
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Connection,
+    Engine,
+    and_,
+    any_,
+    bindparam,
+    cast,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
 
 from seatlease import clock
-from seatlease.errors import BackendUnavailable, InvalidRequest, NotConfigured
+from seatlease.errors import BackendUnavailable, NotConfigured
 from seatlease.logs import log
+from seatlease.records import json_rows
 from seatlease.records.db import transaction
 from seatlease.records.tables import webhook_attempts, webhook_deliveries, webhook_endpoints
-from seatlease.webhooks import crypto, signing, urls
+from seatlease.webhooks import crypto, urls
+from seatlease.webhooks.send import MAX_ERROR_CHARS, Claimed, Outcome, send
 from seatlease.webhooks.store import DELIVERED, FAILED, FINAL, PENDING, signing_secrets
 
 PER_ENDPOINT_CONCURRENCY = 4
@@ -74,48 +86,13 @@ PER_TENANT_IN_RUN = MAX_IN_FLIGHT // 4
 TIMEOUT_SECONDS = 10.0
 DEFAULT_FIRST_STEP_SECONDS = 30.0
 MAX_STEP_SECONDS = 6 * 3600.0
-MAX_RETRY_AFTER_SECONDS = 3600.0
 RETRY_WINDOW = timedelta(days=3)
 CLAIM_MARGIN_SECONDS = 30.0
 CLAIM_INTERVAL_SECONDS = 0.5  # while sends are in flight, look for new due ones this often
 DEFAULT_BUDGET_SECONDS = 45.0
-MAX_ERROR_CHARS = 500
-ANSWER_EXCERPT_BYTES = 200  # of a refusing answer's body, for the tenant's delivery log
-USER_AGENT = "seatlease-webhooks/1"
 
 d = webhook_deliveries
 e = webhook_endpoints
-
-
-@dataclass(frozen=True, slots=True)
-class Claimed:
-    """One claimed delivery and what its send needs. ``secrets`` is never shown."""
-
-    id: int
-    claim: str
-    endpoint_id: str
-    tenant_id: str
-    url: str
-    event_id: str
-    payload: str
-    attempts: int
-    created_at: datetime
-    secrets: tuple[str, ...] = ()
-    problem: str | None = None  # the secrets do not open: recorded as a failed attempt
-    endpoint_failing: bool = False  # when claimed: a 2xx then makes it ok again
-
-    def __repr__(self) -> str:
-        return f"Claimed(id={self.id}, endpoint_id={self.endpoint_id!r})"
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    at: datetime
-    kind: str  # DELIVERED, FINAL or PENDING (to retry)
-    status: int | None
-    latency_ms: int
-    error: str | None
-    retry_after: float | None = None
 
 
 def first_step_seconds() -> float:
@@ -155,37 +132,77 @@ def deliver_due(
     in_flight: dict[Future[Outcome], Claimed] = {}
     pool = ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT, thread_name_prefix="webhook-send")
     finished: list[tuple[Claimed, Outcome]] = []
-    next_claim = 0.0
+    in_budget_sends: set[int] = set()  # the run waits for these whatever it does
+    next_look = 0.0
     try:
         while True:
             room = MAX_IN_FLIGHT - len(in_flight)
             in_budget = time.monotonic() - started < budget_seconds
-            wanted = in_budget and (finished or not in_flight or time.monotonic() >= next_claim)
-            if finished or (room and wanted):
+            # A look considers every endpoint; between looks a round refills only the
+            # endpoints whose sends just ended (their next due ones): a round's work then
+            # grows with what it sends, not with the other endpoints and their backlogs.
+            look = in_budget and (not in_flight or time.monotonic() >= next_look)
+            waited_on = [item for item in in_flight.values() if item.id in in_budget_sends]
+            refill = _refill(finished, waited_on, in_budget,
+                             time.monotonic() - started < budget_seconds + timeout)  # fmt: skip
+            if finished or (room and look):
                 # What finished and the next claims in one transaction: one commit a round.
                 with transaction(engine) as conn:
                     _record(conn, finished, first, counts)
                     hold = timeout + CLAIM_MARGIN_SECONDS
                     tenants = Counter(item.tenant_id for item in in_flight.values())
+                    full = _full(in_flight.values())
+                    among = None if look else refill - full
                     claimed = (
-                        _claim(conn, current(), room, hold, tenants, endpoint_id)
-                        if room and wanted
+                        _claim(conn, current(), room, hold, tenants, endpoint_id, full, among)
+                        if room and (look or among)
                         else []
                     )
                 finished = []
                 counts["claimed"] += len(claimed)
                 for item in claimed:
                     in_flight[pool.submit(send, item, timeout, local, key, current)] = item
-                next_claim = time.monotonic() + CLAIM_INTERVAL_SECONDS
+                if in_budget:
+                    in_budget_sends.update(item.id for item in claimed)
+                if look:
+                    next_look = time.monotonic() + CLAIM_INTERVAL_SECONDS
             if not in_flight:
                 break
             done, _ = wait(in_flight, timeout=CLAIM_INTERVAL_SECONDS, return_when=FIRST_COMPLETED)
             finished = [(in_flight.pop(future), future.result()) for future in done]
+            in_budget_sends.difference_update(item.id for item, _ in finished)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     report = {name: counts[name] for name in ("claimed", "delivered", "retrying", "final")}
     report.update(failed=counts["failed"], lost_claims=counts["lost_claims"])
     return report
+
+
+def _refill(
+    finished: list[tuple[Claimed, Outcome]],
+    waited_on: Collection[Claimed],
+    in_budget: bool,
+    in_tail: bool,
+) -> set[str]:
+    """The endpoints a round may claim more for between looks: those whose sends just
+    ended. Once the budget is spent the run still waits for the sends it claimed within
+    it (each ends within the timeout); while it waits on another endpoint's, it keeps
+    refilling an endpoint (for one timeout at most), so a slow send never leaves a fast
+    endpoint idle at a run's end. A run therefore ends within its budget and two
+    timeouts."""
+    ended = {item.endpoint_id for item, _ in finished}
+    if in_budget:
+        return ended
+    if not in_tail:
+        return set()
+    waiting_on = {item.endpoint_id for item in waited_on}
+    return {endpoint for endpoint in ended if waiting_on - {endpoint}}
+
+
+def _full(sending: Collection[Claimed]) -> set[str]:
+    """The endpoints whose slots this run's own sends fill: no claim can take them."""
+    per_endpoint = Counter(item.endpoint_id for item in sending)
+    return {name for name, count in per_endpoint.items() if count >= PER_ENDPOINT_CONCURRENCY}
 
 
 # -- claims --------------------------------------------------------------------------
@@ -207,9 +224,13 @@ def _claim(
     hold_seconds: float,
     tenants: Counter[str] | None = None,
     only: str | None = None,
+    full: Collection[str] = (),
+    among: Collection[str] | None = None,
 ) -> list[Claimed]:
     """``tenants``: the run's sends in flight per tenant (each at most
-    ``PER_TENANT_IN_RUN``); ``only``: one endpoint's deliveries alone."""
+    ``PER_TENANT_IN_RUN``); ``only``: one endpoint's deliveries alone; ``full``: the
+    endpoints this run's sends fill (left out); ``among``: these endpoints only (a
+    refill), else all."""
     until = now + timedelta(seconds=hold_seconds)
     tenants = Counter(tenants or ())
     postgres = conn.dialect.name == "postgresql"
@@ -222,11 +243,35 @@ def _claim(
         e.c.old_secret_enc,
         e.c.old_secret_until,
         e.c.state,
-    ).where(exists().where(d.c.endpoint_id == e.c.id, due))
+    ).where(
+        # Probed per endpoint (a LIMIT 1 subquery is not turned into a join): an index
+        # lookup each, where an EXISTS became a scan of every endpoint's due rows.
+        select(d.c.id)
+        .where(d.c.endpoint_id == e.c.id, due)
+        .order_by(d.c.next_attempt_at, d.c.id)
+        .limit(1)
+        .scalar_subquery()
+        .isnot(None),
+        # Full endpoints are not even locked. (Counted again below, after the locks:
+        # this count's snapshot may miss a claim committed while it ran.)
+        _sending(e.c.id, now).scalar_subquery() < PER_ENDPOINT_CONCURRENCY,
+    )
     if only is not None:
         query = query.where(e.c.id == only)
+    if among is not None:
+        query = query.where(e.c.id.in_(sorted(among)))
+    if full:
+        query = query.where(e.c.id.notin_(sorted(full)))
+    no_room = sorted(name for name, count in tenants.items() if count >= PER_TENANT_IN_RUN)
+    if no_room:
+        query = query.where(e.c.tenant_id.notin_(no_room))
     if postgres:
-        query = query.with_for_update(skip_locked=True, key_share=True)
+        query = query.with_for_update(skip_locked=True, key_share=True, of=e)
+        # The claims read an endpoint's due rows in the due index's order, never by a
+        # sort: with statistics taken when nothing was pending (a burst comes faster
+        # than autovacuum), PostgreSQL rated any index alike and sorted all of an
+        # endpoint's rows to find its first four. For this transaction only.
+        conn.execute(text("SET LOCAL enable_sort = off"))
     endpoints = [dict(row) for row in conn.execute(query).mappings()]
     random.shuffle(endpoints)  # no endpoint always first
     busy = _in_flight(conn, [endpoint["id"] for endpoint in endpoints], now)
@@ -243,7 +288,16 @@ def _claim(
             claimed += rows
         if len(claimed) >= room:
             break
+    if postgres:
+        conn.execute(text("SET LOCAL enable_sort = on"))
     return claimed
+
+
+def _sending(endpoint_id: Any, now: datetime) -> Any:
+    """The count of an endpoint's sends in flight (any instance's): claimed, unexpired."""
+    return select(func.count()).where(
+        d.c.endpoint_id == endpoint_id, d.c.claim.isnot(None), d.c.claimed_until > now
+    )
 
 
 def _in_flight(conn: Connection, endpoint_ids: list[str], now: datetime) -> dict[str, int]:
@@ -310,131 +364,6 @@ def _claim_rows(
     ]
 
 
-# -- one send ------------------------------------------------------------------------
-
-
-class _PinnedHTTPS(http.client.HTTPSConnection):
-    """HTTPS to a checked address, with the URL's name for SNI and the certificate."""
-
-    def __init__(self, address: str, name: str, port: int, timeout: float) -> None:
-        super().__init__(address, port, timeout=timeout, context=ssl.create_default_context())
-        self._name = name
-
-    def connect(self) -> None:
-        raw = socket.create_connection((self.host, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(raw, server_hostname=self._name)  # type: ignore[attr-defined]
-
-
-def send(
-    item: Claimed,
-    timeout: float,
-    local: bool,
-    key: Any,
-    now: Callable[[], datetime] = clock.now,
-) -> Outcome:
-    """One attempt of one delivery; never raises."""
-    at, started = now(), time.monotonic()
-
-    def outcome(kind: str, status: int | None, error: str | None, **extra: Any) -> Outcome:
-        latency = round((time.monotonic() - started) * 1000)
-        return Outcome(at, kind, status, latency, error and error[:MAX_ERROR_CHARS], **extra)
-
-    if item.problem:
-        return outcome(PENDING, None, item.problem)
-    try:
-        address, name, port = urls.resolve_for_send(item.url, local)
-    except InvalidRequest as exc:  # no address now, or one refused: retried (DNS changes)
-        return outcome(PENDING, None, f"not sent: {exc.message}")
-    parts = urlsplit(item.url)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    body = item.payload.encode("utf-8")
-    try:
-        headers = signing.signed_headers(item.event_id, body, list(item.secrets), key,
-                                         int(time.time()))  # fmt: skip
-    except ValueError as exc:  # an event id no header can carry: no attempt will do better
-        return outcome(FINAL, None, f"not sent: {exc}")
-    headers.update(
-        {
-            "Host": _host_header(name, port, parts.scheme),
-            "User-Agent": USER_AGENT,
-            "Content-Type": "application/json",
-        }
-    )
-    if parts.scheme == "https":
-        conn: http.client.HTTPConnection = _PinnedHTTPS(address, name, port, timeout)
-    else:
-        conn = http.client.HTTPConnection(address, port, timeout=timeout)
-    cut = threading.Event()
-    watchdog = threading.Timer(timeout, _cut, (conn, cut))  # the whole attempt's bound
-    watchdog.start()
-    try:
-        conn.request("POST", path, body, headers)
-        answer = conn.getresponse()
-        status = answer.status
-        excerpt = b"" if 200 <= status < 300 else answer.read(ANSWER_EXCERPT_BYTES)
-        retry_after = _retry_after(answer.getheader("Retry-After"))
-    except Exception as exc:  # the connection or the answer failed: retried
-        return outcome(PENDING, None, _failure(exc, cut.is_set(), timeout))
-    finally:
-        watchdog.cancel()
-        conn.close()
-    if 200 <= status < 300:
-        return outcome(DELIVERED, status, None)
-    error = f"HTTP {status}" + (f": {_printable(excerpt)}" if excerpt.strip() else "")
-    if status in (408, 429) or status >= 500:
-        return outcome(PENDING, status, error, retry_after=retry_after)
-    if 300 <= status < 400:
-        error += " (redirects are not followed)"
-    return outcome(FINAL, status, error)
-
-
-def _cut(conn: http.client.HTTPConnection, cut: threading.Event) -> None:
-    cut.set()
-    sock = conn.sock
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass  # closed already
-
-
-def _failure(exc: Exception, cut: bool, timeout: float) -> str:
-    if cut or isinstance(exc, TimeoutError):
-        return f"timeout: no answer within {timeout:g} s"
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return f"TLS: {exc.verify_message or 'certificate verify failed'}"
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS: {exc.reason or type(exc).__name__}"
-    if isinstance(exc, http.client.HTTPException):
-        return f"bad HTTP answer: {type(exc).__name__} {_printable(str(exc).encode())}".strip()
-    return f"connection failed: {type(exc).__name__}: {exc}"
-
-
-def _host_header(name: str, port: int, scheme: str) -> str:
-    host = f"[{name}]" if ":" in name else name
-    return host if port == urls.DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
-
-
-def _printable(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace")
-    return "".join(c if c.isprintable() else " " for c in text).strip()[:ANSWER_EXCERPT_BYTES]
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            seconds = (parsedate_to_datetime(value) - clock.now()).total_seconds()
-        except (TypeError, ValueError):
-            return None
-    return max(0.0, min(seconds, MAX_RETRY_AFTER_SECONDS))
-
-
 # -- outcomes ------------------------------------------------------------------------
 
 
@@ -453,27 +382,26 @@ def record(
 def _record(
     conn: Connection, finished: list[tuple[Claimed, Outcome]], first: float, counts: Counter[str]
 ) -> None:
+    if not finished:
+        return
+    planned = [(item, outcome, _next_state(item, outcome, first)) for item, outcome in finished]
+    kept = _update_claimed(conn, [(item, values) for item, _, values in planned])
     attempts: list[dict[str, Any]] = []
     recovered: set[str] = set()
-    for item, outcome in finished:
-        values = _next_state(item, outcome, first)
-        done = conn.execute(
-            update(d).where(d.c.id == item.id, d.c.claim == item.claim).values(**values)
-        )
-        if done.rowcount != 1:  # the claim ran out and another run took it, or deleted
+    for item, outcome, values in planned:
+        if item.id not in kept:  # the claim ran out and another run took it, or deleted
             counts["lost_claims"] += 1
             continue
         attempts.append({"delivery_id": item.id, "endpoint_id": item.endpoint_id,
                          "at": outcome.at, "status": outcome.status,
                          "latency_ms": outcome.latency_ms, "error": outcome.error})  # fmt: skip
-        state = values.get("state", PENDING)
+        state = values["state"]
         counts[{PENDING: "retrying"}.get(state, state)] += 1
         if state == FAILED:
             _mark_failing(conn, item, outcome, values["attempts"])
         elif state == DELIVERED and item.endpoint_failing:
             recovered.add(item.endpoint_id)
-    if attempts:  # one statement for all (statements, not rows, cost here)
-        conn.execute(insert(webhook_attempts).values(attempts))
+    _insert_attempts(conn, attempts)
     if recovered:
         conn.execute(
             update(e)
@@ -482,14 +410,66 @@ def _record(
         )
 
 
+_OUTCOME_COLUMNS = ("id", "claim", "attempts", "state", "last_status", "last_error",
+                    "next_attempt_at")  # fmt: skip
+_ATTEMPT_COLUMNS = ("delivery_id", "endpoint_id", "at", "status", "latency_ms", "error")
+
+
+def _update_claimed(conn: Connection, planned: list[tuple[Claimed, dict[str, Any]]]) -> set[int]:
+    """Each delivery's next state, where its claim still holds; the ids updated. On
+    PostgreSQL one statement for all (statements, not rows, cost here)."""
+    rows = [{"id": item.id, "claim": item.claim, **values} for item, values in planned]
+    if conn.dialect.name == "postgresql":
+        source = json_rows.recordset(d, _OUTCOME_COLUMNS)
+        statement = (
+            update(d)
+            .where(
+                # The ids again, as an array: PostgreSQL then looks each row up by its
+                # key. (It guesses 100 rows for any JSON recordset and, on a table
+                # whose statistics say small, joined by reading the whole table.)
+                d.c.id == any_(cast(bindparam("ids"), ARRAY(BigInteger))),
+                d.c.id == source.c.id,
+                d.c.claim == source.c.claim,
+            )
+            .values(
+                {name: source.c[name] for name in _OUTCOME_COLUMNS[2:]}
+                | {"claim": None, "claimed_until": None}
+            )
+            .returning(d.c.id)
+        )
+        params = {json_rows.PARAMETER: json_rows.as_json(rows), "ids": [row["id"] for row in rows]}
+        return set(conn.execute(statement, params).scalars())
+    kept = set()
+    for row in rows:
+        values = {name: row[name] for name in _OUTCOME_COLUMNS[2:]}
+        done = conn.execute(
+            update(d)
+            .where(d.c.id == row["id"], d.c.claim == row["claim"])
+            .values(values | {"claim": None, "claimed_until": None})
+        )
+        if done.rowcount == 1:
+            kept.add(row["id"])
+    return kept
+
+
+def _insert_attempts(conn: Connection, attempts: list[dict[str, Any]]) -> None:
+    if not attempts:
+        return
+    if conn.dialect.name == "postgresql":
+        source = json_rows.recordset(webhook_attempts, _ATTEMPT_COLUMNS)
+        statement = insert(webhook_attempts).from_select(_ATTEMPT_COLUMNS, select(*source.c))
+        conn.execute(statement, {json_rows.PARAMETER: json_rows.as_json(attempts)})
+    else:
+        conn.execute(insert(webhook_attempts), attempts)
+
+
 def _next_state(item: Claimed, outcome: Outcome, first: float) -> dict[str, Any]:
     attempts = item.attempts + 1
     values: dict[str, Any] = {
         "attempts": attempts,
+        "state": PENDING,
         "last_status": outcome.status,
         "last_error": outcome.error,
-        "claim": None,
-        "claimed_until": None,
         "next_attempt_at": outcome.at,
     }
     if outcome.kind in (DELIVERED, FINAL):

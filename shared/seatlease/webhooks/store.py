@@ -35,6 +35,7 @@ from seatlease import clock
 from seatlease.errors import Conflict, InvalidRequest, NotFound
 from seatlease.fields import IDENTIFIER_PATTERN
 from seatlease.logs import log
+from seatlease.records import json_rows
 from seatlease.records.db import transaction
 from seatlease.records.tables import (
     tenants,
@@ -51,7 +52,7 @@ MAX_PENDING = 100_000  # deliveries waiting per endpoint
 MAX_PAYLOAD_BYTES = 64 * 1024
 ROTATION_OVERLAP = timedelta(hours=24)  # the old secret keeps signing this long
 MAX_LISTED = 1000  # deliveries(limit=...) at most
-INSERT_CHUNK = 1000  # rows per INSERT (PostgreSQL's and SQLite's bound parameters)
+INSERT_CHUNK = 1000  # rows per INSERT on SQLite (its bound parameters)
 ENDPOINT_PREFIX = "whe_"
 PENDING, DELIVERED, FAILED, FINAL = "pending", "delivered", "failed", "final"
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
@@ -188,6 +189,49 @@ def rotate_secret(tenant_id: str, endpoint_id: str, engine: Engine | None = None
     return secret
 
 
+def reseal_secrets(engine: Engine | None = None) -> dict[str, Any]:
+    """Seal every endpoint's secrets again under ``WEBHOOK_KEY``'s first key (the second
+    step of a key rotation: ``crypto``). Each endpoint in a transaction of its own, its
+    row locked; a secret already under the first key is left as is, so a second run
+    changes nothing. Counts: ``resealed`` secrets, ``current`` (already under the first
+    key), and ``unreadable``: the ids of endpoints whose secrets no key of
+    ``WEBHOOK_KEY`` opens (left as they are; their deliveries wait and say so)."""
+    ring = crypto.box()
+    e = webhook_endpoints
+    with transaction(engine) as conn:
+        ids = list(conn.execute(select(e.c.id).order_by(e.c.id)).scalars())
+    counts: dict[str, Any] = {"key_id": ring.key_id, "resealed": 0, "current": 0,
+                              "unreadable": []}  # fmt: skip
+    for endpoint_id in ids:
+        with transaction(engine) as conn:
+            row = conn.execute(
+                select(e.c.secret_enc, e.c.old_secret_enc).where(e.c.id == endpoint_id)
+                .with_for_update()
+            ).first()  # fmt: skip
+            if row is None:  # deleted meanwhile
+                continue
+            values = {}
+            try:
+                for column, stored in (("secret_enc", row.secret_enc),
+                                       ("old_secret_enc", row.old_secret_enc)):  # fmt: skip
+                    if not stored:
+                        continue
+                    if ring.sealed_by(stored) == ring.key_id:
+                        counts["current"] += 1
+                        continue
+                    secret = ring.open(stored, context=endpoint_id)
+                    values[column] = ring.seal(secret, context=endpoint_id)
+            except crypto.SecretUnreadable:
+                counts["unreadable"].append(endpoint_id)
+                continue
+            if values:
+                conn.execute(update(e).where(e.c.id == endpoint_id).values(**values))
+                counts["resealed"] += len(values)
+    log("NOTICE", "webhook secrets resealed", key_id=ring.key_id, resealed=counts["resealed"],
+        current=counts["current"], unreadable=len(counts["unreadable"]))  # fmt: skip
+    return counts
+
+
 def signing_secrets(endpoint: dict[str, Any], now: datetime) -> list[str]:
     """The endpoint's secrets that sign now (current first, then the old one while its
     overlap lasts), from a row holding ``id``, ``secret_enc``, ``old_secret_enc`` and
@@ -239,9 +283,11 @@ def enqueue(
             if endpoint_id is not None or _takes(endpoint, event)
         ]
         waiting = _pending_counts(conn, sorted({endpoint.id for endpoint, _ in matched}))
-        rows, refused = [], 0
+        rows, refused, bodies = [], 0, {}
         for endpoint, event in matched:
-            row = _delivery_row(endpoint, event, now, waiting)
+            if id(event) not in bodies:  # one payload per event, whatever its endpoints
+                bodies[id(event)] = _body(event)
+            row = _delivery_row(endpoint, event, bodies[id(event)], now, waiting)
             refused += row["state"] == FINAL
             rows.append(row)
         added = _insert_new(conn, rows)
@@ -388,11 +434,20 @@ def _pending_counts(conn: Connection, endpoint_ids: list[str]) -> dict[str, int]
     return {endpoint_id: count for endpoint_id, count in rows}
 
 
-def _delivery_row(
-    endpoint: Any, event: dict[str, Any], now: datetime, waiting: dict[str, int]
-) -> dict[str, Any]:
+def _body(event: dict[str, Any]) -> tuple[str, int]:
+    """An event's payload as sent, and its size in bytes."""
     body = json.dumps(payload_of(event), separators=(",", ":"), ensure_ascii=False, default=str)
-    size = len(body.encode("utf-8"))
+    return body, len(body.encode("utf-8"))
+
+
+def _delivery_row(
+    endpoint: Any,
+    event: dict[str, Any],
+    payload: tuple[str, int],
+    now: datetime,
+    waiting: dict[str, int],
+) -> dict[str, Any]:
+    body, size = payload
     row = {
         "endpoint_id": endpoint.id,
         "tenant_id": endpoint.tenant_id,
@@ -417,19 +472,36 @@ def _delivery_row(
     return {**row, "payload": "", "state": FINAL, "last_error": problem}
 
 
+_ROW_COLUMNS = ("endpoint_id", "tenant_id", "event_id", "type", "license_id", "payload",
+                "next_attempt_at", "created_at", "state", "last_error")  # fmt: skip
+
+
 def _insert_new(conn: Connection, rows: list[dict[str, Any]]) -> int:
-    """Insert the rows an (endpoint, event) pair does not already have; how many."""
-    dialect_insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
-    added = 0
-    for start in range(0, len(rows), INSERT_CHUNK):
-        chunk = rows[start : start + INSERT_CHUNK]
-        statement = (
-            dialect_insert(webhook_deliveries)
-            .values(chunk)
+    """Insert the rows an (endpoint, event) pair does not already have; how many.
+
+    On PostgreSQL the rows go as one JSON array parameter (``json_rows``: a short
+    statement whatever the rows; a multi-row INSERT's text was most of an enqueue's
+    time). On SQLite, one parameterised statement run over the rows (SQLAlchemy's
+    "insertmanyvalues", ``INSERT_CHUNK`` rows a statement)."""
+    if not rows:
+        return 0
+    d = webhook_deliveries
+    if conn.dialect.name == "postgresql":
+        source = json_rows.recordset(d, _ROW_COLUMNS)
+        statement: Any = (
+            pg_insert(d)
+            .from_select(_ROW_COLUMNS, select(*source.c))
             .on_conflict_do_nothing(index_elements=["endpoint_id", "event_id"])
+            .returning(d.c.id)
         )
-        added += conn.execute(statement).rowcount or 0
-    return added
+        return len(conn.execute(statement, {json_rows.PARAMETER: json_rows.as_json(rows)}).all())
+    statement = (
+        sqlite_insert(d)
+        .on_conflict_do_nothing(index_elements=["endpoint_id", "event_id"])
+        .returning(d.c.id)
+        .execution_options(insertmanyvalues_page_size=INSERT_CHUNK)
+    )
+    return len(conn.execute(statement, rows).all())
 
 
 def _attempt_lines(row: dict[str, Any], attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -126,9 +126,10 @@ resource "google_secret_manager_secret" "signing_key" {
 # in Cloud SQL (seatlease/webhooks/crypto.py), base64 of 32 bytes. Generated here and
 # written write-only, never stored in the state or the plan: the SHA-256 of a 64-character
 # random password (about 380 bits in, the full 256 bits out). Written once
-# (secret_data_wo_version is fixed): a new key would leave every stored secret
-# undecryptable, so there is no rotation variable; docs/operations.md ("Webhooks") says
-# what losing or replacing it means.
+# (secret_data_wo_version is fixed): a key that simply replaced it would leave every
+# stored secret undecryptable. Rotation is the operator's, by hand, with the old and new
+# keys side by side and `seatlease webhook rekey` in between: docs/operations.md
+# ("WEBHOOK_KEY").
 resource "google_secret_manager_secret" "webhook_key" {
   project   = var.project_id
   secret_id = local.webhook_key_secret_id
