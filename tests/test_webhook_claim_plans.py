@@ -91,7 +91,12 @@ def test_a_rounds_statements_read_what_it_takes_not_the_queue(backlog):
         elif not plain.upper().startswith(("BEGIN", "COMMIT", "ROLLBACK", "SELECT 1")):
             statements.append((statement, parameters, settings["sort"]))
 
+    def transaction_ended(_conn) -> None:  # SET LOCAL ends with its transaction
+        settings["sort"] = "on"
+
     event.listen(engine, "before_cursor_execute", capture)
+    event.listen(engine, "commit", transaction_ended)
+    event.listen(engine, "rollback", transaction_ended)
     try:
         counts: Counter[str] = Counter()
         with deliver.transaction() as conn:  # a look: every endpoint
@@ -109,6 +114,8 @@ def test_a_rounds_statements_read_what_it_takes_not_the_queue(backlog):
             assert deliver._claim(conn, now, 8, 40, only=slow)
     finally:
         event.remove(engine, "before_cursor_execute", capture)
+        event.remove(engine, "commit", transaction_ended)
+        event.remove(engine, "rollback", transaction_ended)
 
     assert len(statements) >= 8
     for statement, parameters, sort in statements:

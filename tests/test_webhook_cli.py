@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from http_support import serving
+from sqlalchemy import text
 from standardwebhooks import Webhook
 from test_webhook_admin import (  # the receiver and the webhook settings
     REPO,
@@ -22,6 +23,7 @@ from test_webhook_admin import (  # the receiver and the webhook settings
 )
 
 import seatlease_cli as cli
+from seatlease.records import db
 from seatlease_cli import EXIT_NOT_FOUND, EXIT_USAGE
 
 pytestmark = pytest.mark.usefixtures("webhook_env")
@@ -215,7 +217,7 @@ def test_rekey_rotates_webhook_key_and_receivers_notice_nothing(
     assert code == 0, err
     assert f"under key {crypto.box().key_id}: 3 sealed again, 0 already" in out
     assert run_json(capsys, "webhook", "rekey") | {"key_id": None} == {
-        "key_id": None, "resealed": 0, "current": 3, "unreadable": []}  # fmt: skip
+        "key_id": None, "resealed": 0, "current": 3, "forgotten": 0, "unreadable": []}  # fmt: skip
 
     monkeypatch.setenv("WEBHOOK_KEY", new)
     # each endpoint's secrets sign as before (the rotated one's old secret too, in its
@@ -238,3 +240,20 @@ def test_rekey_rotates_webhook_key_and_receivers_notice_nothing(
     assert code == 1 and f"{lost['endpoint']['id']}: its secrets open under no key" in out
     assert {r["id"]: r["secret_enc"] for r in endpoint_rows()} == before
     assert store.reseal_secrets()["unreadable"] == [lost["endpoint"]["id"]]
+
+    # its tenant rotates it (the documented repair): the new secret is under NEW, the lost
+    # one stays beside it for its overlap. Each secret on its own: the readable one counts
+    # as current; the endpoint is still listed until the unreadable one's overlap ends,
+    # and then it is forgotten.
+    lost_one = ("--tenant", "acme", "--endpoint", lost["endpoint"]["id"])
+    assert run(capsys, "webhook", "rotate-secret", *lost_one)[0] == 0
+    report = store.reseal_secrets()
+    assert report["unreadable"] == [lost["endpoint"]["id"]] and report["resealed"] == 0
+    with db.get_engine().begin() as conn:
+        past = "now() - interval '1 second'"
+        conn.execute(text(f"UPDATE webhook_endpoints SET old_secret_until = {past} WHERE id = :i"),
+                     {"i": lost["endpoint"]["id"]})  # fmt: skip
+    report = run_json(capsys, "webhook", "rekey")
+    assert report["unreadable"] == [] and report["forgotten"] == 1
+    lost_row = next(r for r in endpoint_rows() if r["id"] == lost["endpoint"]["id"])
+    assert lost_row["old_secret_enc"] is None and lost_row["old_secret_until"] is None

@@ -316,6 +316,7 @@ def test_a_key_ring_seals_with_its_first_key_and_opens_with_any(
         ("KEY,,KEY", "empty key"),
         ("KEY,not base64!", r"WEBHOOK_KEY is not base64 \(key 2\)"),
         ("KEY," + base64.b64encode(b"x" * 16).decode(), r"not 16 \(key 2\)"),
+        ("KEY,KEY", "key 2 repeats an earlier one"),
     ],
 )
 def test_a_bad_key_in_a_ring_is_named_by_its_place(

@@ -129,7 +129,7 @@ def webhooks_retry(call: Call, _body: None) -> tuple[int, dict[str, Any]]:
 
     now = clock.now()
     counts: dict[str, Any] = {"alerts": alerts.run_alerts(now)}
-    counts.update(deliver.deliver_due(budget_seconds=_budget("WEBHOOK_RETRY_BUDGET_SECONDS", 45)))
+    counts.update(deliver.deliver_due(budget_seconds=_budget("WEBHOOK_RETRY_BUDGET_SECONDS", 30)))
     counts["pruned"] = store.prune(now - KEEP_DELIVERIES)
     call.log.update(counts)
     return 200, counts

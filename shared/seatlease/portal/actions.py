@@ -43,6 +43,7 @@ from seatlease.admin import reports as admin_reports
 from seatlease.admin import seats as admin_seats
 from seatlease.admin import webhooks as admin_webhooks
 from seatlease.admin.common import KeyPrefix
+from seatlease.admin.webhooks import EndpointId
 from seatlease.api.auth import SEAT
 from seatlease.fields import Identifier, Label
 from seatlease.logs import log
@@ -113,22 +114,22 @@ class WebhookList(_Action):
 
 class WebhookDelete(_Action):
     action: Literal["webhook_delete"]
-    endpoint_id: str
+    endpoint_id: EndpointId
 
 
 class WebhookRotateSecret(_Action):
     action: Literal["webhook_rotate_secret"]
-    endpoint_id: str
+    endpoint_id: EndpointId
 
 
 class WebhookTest(_Action):
     action: Literal["webhook_test"]
-    endpoint_id: str
+    endpoint_id: EndpointId
 
 
 class WebhookDeliveries(_Action):
     action: Literal["webhook_deliveries"]
-    endpoint_id: str | None = None
+    endpoint_id: EndpointId | None = None
     limit: int = 100
 
 

@@ -251,7 +251,8 @@ def record_portal_action(
                 action=action,
                 status=status,
                 at=clock.now(),
-                **{k: target.get(k) for k in PORTAL_TARGETS},
+                # only what is set: a column an older schema lacks is named only when used
+                **{k: target[k] for k in PORTAL_TARGETS if target.get(k) is not None},
             )
         )
 

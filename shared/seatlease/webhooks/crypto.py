@@ -170,6 +170,8 @@ def ring_from_text(text: str) -> SecretRing:
             boxes.append(SecretBox(key_from_text(part)))
         except WebhookKeyMissing as exc:
             raise (exc if len(texts) == 1 else WebhookKeyMissing(f"{exc} (key {place})")) from None
+        if boxes[-1].key_id in [b.key_id for b in boxes[:-1]]:
+            raise WebhookKeyMissing(f"{KEY_ENV}'s key {place} repeats an earlier one")
     return SecretRing(boxes)
 
 

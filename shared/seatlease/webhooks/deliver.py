@@ -270,7 +270,8 @@ def _claim(
         # The claims read an endpoint's due rows in the due index's order, never by a
         # sort: with statistics taken when nothing was pending (a burst comes faster
         # than autovacuum), PostgreSQL rated any index alike and sorted all of an
-        # endpoint's rows to find its first four. For this transaction only.
+        # endpoint's rows to find its first four. For the rest of this transaction only:
+        # the claim is its last work (``deliver_due``'s round, ``claim_due``).
         conn.execute(text("SET LOCAL enable_sort = off"))
     endpoints = [dict(row) for row in conn.execute(query).mappings()]
     random.shuffle(endpoints)  # no endpoint always first
@@ -288,8 +289,6 @@ def _claim(
             claimed += rows
         if len(claimed) >= room:
             break
-    if postgres:
-        conn.execute(text("SET LOCAL enable_sort = on"))
     return claimed
 
 

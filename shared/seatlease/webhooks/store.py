@@ -192,43 +192,54 @@ def rotate_secret(tenant_id: str, endpoint_id: str, engine: Engine | None = None
 def reseal_secrets(engine: Engine | None = None) -> dict[str, Any]:
     """Seal every endpoint's secrets again under ``WEBHOOK_KEY``'s first key (the second
     step of a key rotation: ``crypto``). Each endpoint in a transaction of its own, its
-    row locked; a secret already under the first key is left as is, so a second run
-    changes nothing. Counts: ``resealed`` secrets, ``current`` (already under the first
-    key), and ``unreadable``: the ids of endpoints whose secrets no key of
-    ``WEBHOOK_KEY`` opens (left as they are; their deliveries wait and say so)."""
+    row locked; each secret on its own: one that does not open leaves the other resealed.
+    A secret already under the first key is left as is, so a second run changes nothing;
+    an old secret past its overlap (it signs nothing any more) is forgotten. Counts:
+    ``resealed`` secrets, ``current`` (already under the first key), ``forgotten`` and
+    ``unreadable``: the ids of endpoints with a secret no key of ``WEBHOOK_KEY`` opens
+    (left as it is; its deliveries wait and say so)."""
     ring = crypto.box()
     e = webhook_endpoints
+    now = clock.now()
     with transaction(engine) as conn:
         ids = list(conn.execute(select(e.c.id).order_by(e.c.id)).scalars())
     counts: dict[str, Any] = {"key_id": ring.key_id, "resealed": 0, "current": 0,
-                              "unreadable": []}  # fmt: skip
+                              "forgotten": 0, "unreadable": []}  # fmt: skip
     for endpoint_id in ids:
         with transaction(engine) as conn:
             row = conn.execute(
-                select(e.c.secret_enc, e.c.old_secret_enc).where(e.c.id == endpoint_id)
+                select(e.c.secret_enc, e.c.old_secret_enc, e.c.old_secret_until)
+                .where(e.c.id == endpoint_id)
                 .with_for_update()
-            ).first()  # fmt: skip
+            ).first()
             if row is None:  # deleted meanwhile
                 continue
-            values = {}
-            try:
-                for column, stored in (("secret_enc", row.secret_enc),
-                                       ("old_secret_enc", row.old_secret_enc)):  # fmt: skip
-                    if not stored:
-                        continue
-                    if ring.sealed_by(stored) == ring.key_id:
-                        counts["current"] += 1
-                        continue
-                    secret = ring.open(stored, context=endpoint_id)
-                    values[column] = ring.seal(secret, context=endpoint_id)
-            except crypto.SecretUnreadable:
+            values: dict[str, Any] = {}
+            old_until = row.old_secret_until
+            if row.old_secret_enc and (old_until is None or clock.utc(old_until) <= now):
+                values.update(old_secret_enc=None, old_secret_until=None)
+                counts["forgotten"] += 1
+            readable = True
+            for column, stored in (("secret_enc", row.secret_enc),
+                                   ("old_secret_enc", row.old_secret_enc)):  # fmt: skip
+                if not stored or column in values:
+                    continue
+                if ring.sealed_by(stored) == ring.key_id:
+                    counts["current"] += 1
+                    continue
+                try:
+                    values[column] = ring.seal(ring.open(stored, context=endpoint_id),
+                                               context=endpoint_id)  # fmt: skip
+                    counts["resealed"] += 1
+                except crypto.SecretUnreadable:
+                    readable = False
+            if not readable:
                 counts["unreadable"].append(endpoint_id)
-                continue
             if values:
                 conn.execute(update(e).where(e.c.id == endpoint_id).values(**values))
-                counts["resealed"] += len(values)
     log("NOTICE", "webhook secrets resealed", key_id=ring.key_id, resealed=counts["resealed"],
-        current=counts["current"], unreadable=len(counts["unreadable"]))  # fmt: skip
+        current=counts["current"], forgotten=counts["forgotten"],
+        unreadable=len(counts["unreadable"]))  # fmt: skip
     return counts
 
 
