@@ -828,3 +828,73 @@ def test_an_idle_lease_and_a_shared_seat_say_so(stack, browser) -> None:
     assert "State" not in [th.get_attribute("textContent") for th in demo]
     assert not browser.find_elements(By.CSS_SELECTOR, f'[data-license="{DEMO_LICENSE}"] p.rules')
     _no_alert(browser)
+
+
+def test_a_tenant_admin_manages_webhook_endpoints_in_chromium(stack, browser) -> None:
+    """Issue 51, the portal's Webhooks section: add an endpoint (its secret shown once,
+    then gone from the page), "Send test" reaches a real receiver signed with that secret
+    (verified by the standardwebhooks library) and shows in the recent deliveries, a
+    refused URL says why and stores nothing, and Delete (after its confirmation) removes
+    the endpoint. The URL a tenant typed is text on the page, never markup."""
+    from standardwebhooks import Webhook
+    from webhook_receiver import receiving
+
+    from seatlease.webhooks import store as webhooks
+
+    with receiving() as receiver:
+        url = receiver.url("/hook?x=<b>bold</b>")
+        browser.get(stack["portal_url"])
+        wait = WebDriverWait(browser, 30)
+        wait.until(ready.visibility_of_element_located((By.ID, "new-webhook-url")))
+        wait.until(lambda d: "No endpoint yet." in d.find_element(By.ID, "webhooks").text)
+
+        # a private address is refused with the reason; nothing is stored
+        browser.find_element(By.ID, "new-webhook-url").send_keys("http://10.1.2.3/hook")
+        browser.find_element(By.CSS_SELECTOR, "#new-webhook-form button[type=submit]").click()
+        wait.until(lambda d: "10.1.2.3" in d.find_element(By.ID, "notice").text)
+        assert "No endpoint yet." in browser.find_element(By.ID, "webhooks").text
+        assert browser.find_element(By.ID, "new-webhook-secret").get_attribute("hidden")
+
+        box = browser.find_element(By.ID, "new-webhook-url")
+        box.clear()
+        box.send_keys(url)
+        browser.find_element(By.CSS_SELECTOR, "#new-webhook-form button[type=submit]").click()
+        row = wait.until(
+            ready.visibility_of_element_located((By.CSS_SELECTOR, "#webhooks tr[data-endpoint]"))
+        )
+        secret = browser.find_element(By.ID, "new-webhook-secret-value").text
+        assert secret.startswith("whsec_")
+        [stored] = [e["url"] for e in webhooks.list_endpoints(DEMO_TENANT)]
+        assert stored.endswith("/hook?x=%3Cb%3Ebold%3C/b%3E")  # kept as a URL, quoted
+        assert row.find_element(By.CSS_SELECTOR, ".url").text == stored  # as text
+        assert not browser.find_elements(By.CSS_SELECTOR, "#webhooks b")
+
+        row.find_element(By.XPATH, ".//button[text()='Send test']").click()
+        wait.until(lambda d: "Sent a test event" in d.find_element(By.ID, "notice").text)
+        assert "HTTP 200 (delivered)" in browser.find_element(By.ID, "notice").text
+        [request] = receiver.wait_for("/hook?x=%3Cb%3Ebold%3C/b%3E", 1)
+        payload = Webhook(secret).verify(request.body, request.headers)
+        assert payload["type"] == "webhook.test" and payload["tenant_id"] == DEMO_TENANT
+        delivered = wait.until(
+            ready.visibility_of_element_located(
+                (By.CSS_SELECTOR, f'#webhook-deliveries tr[data-event="{payload["id"]}"]')
+            )
+        )
+        assert "webhook.test" in delivered.text and "delivered" in delivered.text
+        assert "200" in delivered.text
+
+        # signing out forgets the secret shown; signing in again does not show it
+        browser.refresh()
+        wait.until(
+            ready.visibility_of_element_located((By.CSS_SELECTOR, "#webhooks tr[data-endpoint]"))
+        )
+        assert secret not in browser.page_source
+
+        row = browser.find_element(By.CSS_SELECTOR, "#webhooks tr[data-endpoint]")
+        row.find_element(By.CSS_SELECTOR, "button.danger").click()
+        wait.until(ready.visibility_of_element_located((By.ID, "confirm-yes"))).click()
+        wait.until(lambda d: "No endpoint yet." in d.find_element(By.ID, "webhooks").text)
+        assert "Deleted the endpoint" in browser.find_element(By.ID, "notice").text
+        _no_alert(browser)
+    actions = [row["action"] for row in store.list_portal_actions(DEMO_TENANT)]
+    assert {"webhook_create", "webhook_test", "webhook_delete", "webhook_list"} <= set(actions)
