@@ -49,18 +49,8 @@ def _api(call: Call, body: AnyObject) -> tuple[int, dict[str, Any]]:
     except Exception as exc:
         actions.record(call.tenant_id, call.key_prefix, request, _status_of(exc))
         raise
-    created = _created(request.action, answer)
-    actions.record(call.tenant_id, call.key_prefix, request, status, created)
+    actions.record(call.tenant_id, call.key_prefix, request, status, answer)
     return status, answer
-
-
-def _created(action: str, answer: dict[str, Any]) -> str | None:
-    """What an action made, for its audit row: a new key's prefix, a new endpoint's id."""
-    if action == "keys.create":
-        return answer.get("prefix")
-    if action == "webhook_create":
-        return (answer.get("endpoint") or {}).get("id")
-    return None
 
 
 @functions_framework.http

@@ -286,28 +286,31 @@ def execute(tenant_id: str, request: _Action) -> tuple[int, dict[str, Any]]:
 
 def targets(request: _Action) -> dict[str, str | None]:
     """What the action names, for its audit row and log line (never a key)."""
-    endpoint_id = getattr(request, "endpoint_id", None)
     return {
         "license_id": getattr(request, "license_id", None),
         "session_id": getattr(request, "session_id", None),
         "target_prefix": getattr(request, "prefix", None),
-        # as long as its column holds: an over-long id is refused, and its row says so
-        "endpoint_id": endpoint_id[:64] if endpoint_id else None,
+        "endpoint_id": getattr(request, "endpoint_id", None),  # EndpointId: fits its column
     }
 
 
 def record(
-    tenant_id: str, key_prefix: str, request: _Action, status: int, created: str | None = None
+    tenant_id: str,
+    key_prefix: str,
+    request: _Action,
+    status: int,
+    answer: dict[str, Any] | None = None,
 ) -> None:
-    """The action's row in the audit trail (``portal_actions``). A database that cannot
-    take it does not undo the action: the row's content goes to an ERROR log line
-    instead, which the logs keep."""
+    """The action's row in the audit trail (``portal_actions``), with what it made, from
+    its ``answer``: a new key's prefix, a new endpoint's id. A database that cannot take
+    it does not undo the action: the row's content goes to an ERROR log line instead,
+    which the logs keep."""
     fields = targets(request)
-    if created and request.action == "webhook_create":  # type: ignore[attr-defined]
-        fields["endpoint_id"] = created  # the new endpoint's id
-    elif created:  # keys.create: the new key's prefix
-        fields["target_prefix"] = created
     action = request.action  # type: ignore[attr-defined]
+    if answer and action == "keys.create":
+        fields["target_prefix"] = answer.get("prefix")
+    elif answer and action == "webhook_create":
+        fields["endpoint_id"] = (answer.get("endpoint") or {}).get("id")
     try:
         store.record_portal_action(tenant_id, key_prefix, action, status, **fields)
     except Exception as exc:

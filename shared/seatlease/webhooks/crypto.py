@@ -143,14 +143,14 @@ class SecretRing:
         return self.boxes[self.key_id].seal(secret, context=context)
 
     def open(self, stored: str, *, context: str = "") -> str:
-        parts = stored.split(".") if isinstance(stored, str) else []
-        found = self.boxes.get(parts[1]) if len(parts) == 3 and parts[0] == FORMAT else None
-        if found is None and len(parts) == 3 and parts[0] == FORMAT:
+        named = self.sealed_by(stored)
+        if named is not None and named not in self.boxes:
             raise SecretUnreadable(
                 f"the stored webhook secret was sealed under another {KEY_ENV} "
-                f"(key id {parts[1][:8]!r}; this one's: {', '.join(map(repr, self.boxes))})"
+                f"(key id {named[:8]!r}; this one's: {', '.join(map(repr, self.boxes))})"
             )
-        return (found or self.boxes[self.key_id]).open(stored, context=context)
+        # not in a known form: the sealing box says why
+        return self.boxes[named or self.key_id].open(stored, context=context)
 
     def sealed_by(self, stored: str) -> str | None:
         """The id of the key ``stored`` names (None: not in a known form)."""
@@ -161,7 +161,7 @@ class SecretRing:
 def ring_from_text(text: str) -> SecretRing:
     """The keys of a ``WEBHOOK_KEY`` value: one, or several comma-separated (the first
     seals). Errors name the variable and the key's place, never a value."""
-    texts = [part for part in text.split(",")]
+    texts = text.split(",")
     if not text.strip() or any(not part.strip() for part in texts):
         raise WebhookKeyMissing(f"{KEY_ENV} has an empty key: one key, or keys separated by commas")
     boxes = []

@@ -292,11 +292,14 @@ def _claim(
     return claimed
 
 
+def _sending_now(now: datetime) -> Any:
+    """A delivery in flight (any instance's send): claimed, its claim not run out."""
+    return and_(d.c.claim.isnot(None), d.c.claimed_until > now)
+
+
 def _sending(endpoint_id: Any, now: datetime) -> Any:
-    """The count of an endpoint's sends in flight (any instance's): claimed, unexpired."""
-    return select(func.count()).where(
-        d.c.endpoint_id == endpoint_id, d.c.claim.isnot(None), d.c.claimed_until > now
-    )
+    """The count of an endpoint's sends in flight."""
+    return select(func.count()).where(d.c.endpoint_id == endpoint_id, _sending_now(now))
 
 
 def _in_flight(conn: Connection, endpoint_ids: list[str], now: datetime) -> dict[str, int]:
@@ -304,7 +307,7 @@ def _in_flight(conn: Connection, endpoint_ids: list[str], now: datetime) -> dict
         return {}
     rows = conn.execute(
         select(d.c.endpoint_id, func.count())
-        .where(d.c.endpoint_id.in_(endpoint_ids), d.c.claim.isnot(None), d.c.claimed_until > now)
+        .where(d.c.endpoint_id.in_(endpoint_ids), _sending_now(now))
         .group_by(d.c.endpoint_id)
     )
     return {endpoint_id: count for endpoint_id, count in rows}
